@@ -1,0 +1,173 @@
+# ppsched — build, test, run.
+#
+#   make            build build/ppsched (probes CUDA, cuBLAS, NCCL and libyaml first)
+#   make run        build, then run schedules/1f1b.yaml (measured on the GPUs, simulated without)
+#   make test       CPU tests always; GPU tests where a device is present (skipped with the reason)
+#   make test-asan  the CPU tests under AddressSanitizer + UBSan
+#   make bench      benchmarks on the GPUs present (bench/)
+#   make install PREFIX=/usr/local
+#
+# Options: CUDA_HOME=, NCCL_HOME=, SM=90 (GPU architecture), DEBUG=1 (no optimisation),
+# CI=true (warnings are errors).
+
+BUILD ?= build
+SM ?= 90
+PREFIX ?= /usr/local
+
+-include $(BUILD)/config.mk
+
+OPT := -O2
+NVOPT := -O3
+ifeq ($(DEBUG),1)
+OPT := -O0
+NVOPT := -O0 -G
+endif
+
+WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
+ifeq ($(CI),true)
+WARN += -Werror
+endif
+
+CC ?= cc
+CFLAGS_CORE := -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -MMD -MP $(YAML_CFLAGS)
+CFLAGS_CUDA := $(CFLAGS_CORE) -I$(CUDA_INC) -I$(NCCL_INC) -DPP_WITH_NCCL
+NVFLAGS := $(NVOPT) -g -lineinfo -std=c++17 -MMD -MP -I$(NCCL_INC) -DPP_WITH_NCCL \
+           -gencode arch=compute_$(SM),code=[sm_$(SM),compute_$(SM)] \
+           -Xcompiler -Wall,-Wno-unused-parameter --expt-relaxed-constexpr
+LIBS_CUDA := -L$(CUDA_LIB) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(NCCL_LIB) \
+             -lcublasLt -lcublas -lnccl -lcudart
+LIBS := $(YAML_LIBS) -lm
+
+# The scheduler core is plain C (no CUDA headers); execute*.c/cu and main.c are not part of it.
+CORE_SRC := $(filter-out scheduler/main.c scheduler/execute%, $(wildcard scheduler/*.c))
+GPU_C_SRC := $(wildcard kernels/*.c stages/*.c p2p/*.c scheduler/execute*.c)
+GPU_CU_SRC := $(wildcard kernels/*.cu stages/*.cu p2p/*.cu scheduler/execute*.cu)
+
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+GPU_OBJ := $(GPU_C_SRC:%.c=$(BUILD)/obj/%.o) $(GPU_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+
+CPU_TESTS := $(patsubst tests/cpu/%.c,$(BUILD)/tests/cpu/%,$(wildcard tests/cpu/test_*.c))
+GPU_TESTS := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/test_*.c)) \
+             $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/test_*.cu))
+# Test support code shared by the tests (CPU references etc.): tests/cpu/*.c and tests/gpu/*.c
+# that are not test_*.
+CPU_TEST_LIB := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/cpu/test_%,$(wildcard tests/cpu/*.c)))
+GPU_TEST_LIB := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/gpu/test_%,$(wildcard tests/gpu/*.c)))
+
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/bench_*.c)) \
+             $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/bench_*.cu))
+
+.PHONY: all run test test-cpu test-gpu test-asan bench bench-stage install clean distclean format probe
+.DEFAULT_GOAL := all
+.SECONDARY:
+
+all: $(BUILD)/ppsched
+
+$(BUILD)/config.mk: mk/probe.sh
+	@sh mk/probe.sh $@
+
+probe:
+	@rm -f $(BUILD)/config.mk && sh mk/probe.sh $(BUILD)/config.mk
+
+$(BUILD)/libppcore.a: $(CORE_OBJ)
+	@mkdir -p $(@D)
+	ar rcs $@ $^
+
+$(BUILD)/libppgpu.a: $(GPU_OBJ)
+	@mkdir -p $(@D)
+	ar rcs $@ $^
+
+$(BUILD)/obj/scheduler/%.o: scheduler/%.c $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CORE) -c $< -o $@
+
+$(BUILD)/obj/scheduler/main.o: scheduler/main.c $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CUDA) -c $< -o $@
+
+$(BUILD)/obj/scheduler/execute%.o: scheduler/execute%.c $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CUDA) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CUDA) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/ppsched: $(BUILD)/obj/scheduler/main.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
+	$(NVCC) -o $@ $^ $(LIBS_CUDA) $(LIBS)
+
+run: $(BUILD)/ppsched
+	$(BUILD)/ppsched schedules/1f1b.yaml
+
+# --- tests -------------------------------------------------------------------------------------
+$(BUILD)/tests/cpu/%: tests/cpu/%.c $(CPU_TEST_LIB) $(BUILD)/libppcore.a $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CORE) -Ischeduler $< $(CPU_TEST_LIB) $(BUILD)/libppcore.a -o $@ $(LIBS)
+
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CUDA) $< $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ \
+	    $(LIBS_CUDA) $(LIBS) -lstdc++
+
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) $< $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ \
+	    $(LIBS_CUDA) $(LIBS)
+
+test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
+	@sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) -- $(GPU_TESTS)
+
+test-cpu: $(CPU_TESTS)
+	@sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) --
+
+test-gpu: $(BUILD)/ppsched $(GPU_TESTS)
+	@sh tests/run_tests.sh $(BUILD) -- $(GPU_TESTS)
+
+# The CPU tests again, built with AddressSanitizer and UBSan into their own tree.
+test-asan: $(BUILD)/config.mk
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	    LDFLAGS_EXTRA=-fsanitize=address,undefined test-cpu-asan
+
+test-cpu-asan: $(CPU_TESTS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) --
+
+ifneq ($(LDFLAGS_EXTRA),)
+LIBS += $(LDFLAGS_EXTRA)
+endif
+
+# --- benchmarks --------------------------------------------------------------------------------
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libppgpu.a $(BUILD)/libppcore.a $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CUDA) $< $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS) -lstdc++
+
+$(BUILD)/bench/%: bench/%.cu $(BUILD)/libppgpu.a $(BUILD)/libppcore.a $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) $< $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
+
+bench-stage: $(BUILD)/bench/bench_stage
+	$(BUILD)/bench/bench_stage
+
+bench: $(BUILD)/ppsched $(BENCH_BIN)
+	@sh bench/run_bench.sh $(BUILD)
+
+# --- housekeeping ------------------------------------------------------------------------------
+install: $(BUILD)/ppsched
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ppsched/schedules
+	install -m 755 $(BUILD)/ppsched $(DESTDIR)$(PREFIX)/bin/ppsched
+	install -m 644 schedules/*.yaml $(DESTDIR)$(PREFIX)/share/ppsched/schedules/
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
+
+clean:
+	rm -rf $(BUILD)/obj $(BUILD)/tests $(BUILD)/bench $(BUILD)/asan $(BUILD)/*.a $(BUILD)/ppsched
+
+distclean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,126 @@
+/*
+ * config.h — the run configuration read from a schedule YAML file (libyaml), with command-line
+ * overrides (`--set section.key=value`) applied on top.
+ *
+ * Contract: config_load fills every field, defaults included, or prints `file:line:col: message
+ * (allowed: ...)` for the first problem and returns PP_ERR_INPUT. Overrides name the place as
+ * `--set key=value: message`. config_resolve then fixes what depends on the machine (`devices: all`)
+ * and checks the values that only make sense together (layers divisible into stages, enough
+ * micro-batches for the schedule, device ids that exist). Every key and its default is documented
+ * in docs/schedule-format.md. A pp_config_t owns its heap memory (the explicit steps); free it with
+ * config_free.
+ */
+#ifndef PP_CONFIG_H
+#define PP_CONFIG_H
+
+#include "../common/pp_status.h"
+#include "schedule.h"
+
+#include <stdint.h>
+
+/* `schedule.kind`. PP_SCHED_STEPS and PP_SCHED_CSV are set by `steps:` and `csv:`. */
+typedef enum pp_sched_kind {
+    PP_SCHED_GPIPE = 0,
+    PP_SCHED_1F1B,
+    PP_SCHED_INTERLEAVED, /* interleaved 1F1B, v = stages / devices chunks per device */
+    PP_SCHED_ZBH1,        /* zero-bubble H1: backward split into I and W */
+    PP_SCHED_STEPS,       /* explicit per-device action lists written in the YAML */
+    PP_SCHED_CSV          /* PyTorch pipelining CSV, one row per rank */
+} pp_sched_kind_t;
+
+typedef enum pp_transport { PP_TRANSPORT_PEER = 0, PP_TRANSPORT_NCCL } pp_transport_t;
+
+/* How stages map onto devices when a device holds several: loop (stage s on device s mod p) or
+ * v (stage s on device s for the first p stages, then back down: p-1, ..., 0). */
+typedef enum pp_placement { PP_PLACEMENT_LOOP = 0, PP_PLACEMENT_V } pp_placement_t;
+
+typedef enum pp_optimizer { PP_OPT_NONE = 0, PP_OPT_ADAMW } pp_optimizer_t;
+
+typedef struct pp_model_cfg {
+    int layers;       /* transformer blocks in the whole model */
+    int hidden;       /* model width h */
+    int heads;        /* attention heads; hidden % heads == 0 */
+    int seq_len;      /* tokens per sequence */
+    int vocab;        /* vocabulary size of the embedding and the LM head */
+    pp_dtype_t dtype; /* storage of activations and parameters */
+} pp_model_cfg_t;
+
+typedef struct pp_pipeline_cfg {
+    int devices_all;                 /* 1 when `devices: all` (resolved by config_resolve) */
+    int n_devices;                   /* p: devices the pipeline uses */
+    int device_ids[PP_MAX_DEVICES];  /* global CUDA ordinal of pipeline device d */
+    int stages;                      /* total stages; 0 while `auto` (= p * chunks) */
+    int chunks;                      /* v: stages per device (resolved: stages / n_devices) */
+    pp_placement_t placement;        /* loop | v */
+    int micro_batches;               /* m */
+    int micro_batch_size;            /* sequences per micro-batch */
+    pp_transport_t transport;        /* peer | nccl, for stage boundaries across devices */
+} pp_pipeline_cfg_t;
+
+typedef struct pp_schedule_cfg {
+    pp_sched_kind_t kind;
+    char *csv_path;          /* for PP_SCHED_CSV, relative to the YAML file's folder */
+    pp_schedule_t *steps;    /* for PP_SCHED_STEPS / PP_SCHED_CSV: the schedule as written */
+} pp_schedule_cfg_t;
+
+typedef struct pp_run_cfg {
+    int steps;               /* timed training steps */
+    int warmup;              /* untimed steps before them */
+    uint64_t seed;           /* parameters and synthetic data */
+    pp_optimizer_t optimizer;
+    double lr;               /* AdamW learning rate */
+    double weight_decay;     /* AdamW decoupled weight decay */
+    double timeout_s;        /* longest wait for one step before reporting the pending op */
+    int timing;              /* 1: record per-op device timestamps */
+} pp_run_cfg_t;
+
+/* Simulator cost model, milliseconds per op for one micro-batch on one stage. A full backward `B`
+ * costs backward_input + backward_weight. */
+typedef struct pp_cost_cfg {
+    double forward;
+    double backward_input;
+    double backward_weight;
+    double send;             /* one activation or gradient transfer across devices */
+} pp_cost_cfg_t;
+
+typedef struct pp_config {
+    char *path;              /* the YAML file it came from (for messages) */
+    char *name;              /* `name:` or the file's base name without .yaml */
+    pp_model_cfg_t model;
+    pp_pipeline_cfg_t pipeline;
+    pp_schedule_cfg_t schedule;
+    pp_run_cfg_t run;
+    pp_cost_cfg_t cost;
+} pp_config_t;
+
+/* Fill `cfg` with every default (documented in docs/schedule-format.md). */
+void config_defaults(pp_config_t *cfg);
+
+/* Read `path` into `cfg` (defaults first, then the file), then apply the `n_sets` overrides
+ * "section.key=value" in order. Returns PP_OK, or PP_ERR_INPUT / PP_ERR_IO after printing the
+ * message. On failure `cfg` is left freeable. */
+pp_status_t config_load(pp_config_t *cfg, const char *path, const char *const *sets, int n_sets);
+
+/* Parse a YAML document held in memory (tests); `name` stands for the file in messages. */
+pp_status_t config_load_string(pp_config_t *cfg, const char *name, const char *yaml,
+                               const char *const *sets, int n_sets);
+
+/* Resolve `devices: all` to `n_visible` devices (when n_visible == 0, to the schedule's own
+ * device count, or 4 when nothing says) and `stages: auto`, then check the combined values:
+ * layers % stages, chunks integral, micro-batches enough for the generator, ids < n_visible
+ * (skipped when n_visible < 0, i.e. unknown). Prints the problem and returns PP_ERR_INPUT. */
+pp_status_t config_resolve(pp_config_t *cfg, int n_visible);
+
+/* The name of a schedule kind as written in YAML ("gpipe", "1f1b", ...). */
+const char *config_sched_kind_name(pp_sched_kind_t k);
+
+/* Tokens per training step: micro_batches * micro_batch_size * seq_len. */
+double config_tokens_per_step(const pp_config_t *cfg);
+
+/* Model FLOPs of one training step (forward + backward = 3x forward; matmuls only, causal
+ * attention counted in full, embedding lookups free), the convention of Megatron's MFU figure. */
+double config_flops_per_step(const pp_config_t *cfg);
+
+void config_free(pp_config_t *cfg);
+
+#endif /* PP_CONFIG_H */

@@ -1,0 +1,24 @@
+/*
+ * generate.h — schedule generators: the compute actions (F/B/I/W) of every device, in order, for
+ * GPipe, 1F1B, interleaved 1F1B and ZB-H1. The result is compute-only; plan_lower adds the
+ * communication. Stage placement follows cfg->pipeline.placement (loop: stage s on device
+ * s mod p; v: down then back up). Explicit (`steps:`) and CSV schedules are copied as written.
+ */
+#ifndef PP_GENERATE_H
+#define PP_GENERATE_H
+
+#include "config.h"
+#include "schedule.h"
+
+/* Build the schedule `cfg` asks for into `out` (initialised here; free with schedule_free).
+ * cfg must have been through config_resolve. Returns PP_ERR_INPUT with a message when the
+ * generator cannot produce a schedule for these values (e.g. interleaved with m % p != 0). */
+pp_status_t generate_schedule(pp_schedule_t *out, const pp_config_t *cfg);
+
+/* The individual generators, for tests: p devices, m micro-batches, v chunks per device. */
+pp_status_t generate_gpipe(pp_schedule_t *out, int p, int m);
+pp_status_t generate_1f1b(pp_schedule_t *out, int p, int m);
+pp_status_t generate_interleaved(pp_schedule_t *out, int p, int m, int v);
+pp_status_t generate_zbh1(pp_schedule_t *out, int p, int m);
+
+#endif /* PP_GENERATE_H */

@@ -1,0 +1,94 @@
+/*
+ * plan.h — the lowered plan: the one data structure the simulator and the executor both read.
+ *
+ * A plan is a flat list of ops. Each op is one action on one device, bound to a stream role, an
+ * activation slot and the ops it must wait for. `ops` is stored in a topological order of the
+ * dependencies (the enqueue order): every dependency of op i has an index < i, and a RECV always
+ * sits right after its matching SEND (so NCCL pairs can share one group). Ops of one (device, role)
+ * stream run in the order they appear here: that FIFO order is implicit, not listed in deps.
+ *
+ * Memory is decided by the schedule: slots_per_stage comes from liveness over each device's
+ * program (a (stage, micro-batch) holds a slot from its first op on the device to its last), and
+ * reuse of a slot is a dependency of the new holder's first op on the old holder's last ops.
+ *
+ * Built by plan_lower (lower.c) and checked by plan_validate (validate.c); owns all its arrays.
+ */
+#ifndef PP_PLAN_H
+#define PP_PLAN_H
+
+#include "../common/pp_status.h"
+#include "config.h"
+#include "schedule.h"
+
+#include <stddef.h>
+
+typedef enum pp_role { PP_ROLE_COMPUTE = 0, PP_ROLE_SEND, PP_ROLE_RECV, PP_ROLE_COUNT } pp_role_t;
+
+/* How a SEND/RECV pair moves its bytes. LOCAL: both stages on one device, no copy. */
+typedef enum pp_link { PP_LINK_NONE = 0, PP_LINK_LOCAL, PP_LINK_PEER, PP_LINK_NCCL } pp_link_t;
+
+typedef struct pp_op {
+    int device;           /* pipeline device index 0..n_devices-1 */
+    pp_role_t role;       /* stream the op runs on */
+    pp_action_kind_t kind;
+    int stage;            /* the stage the action belongs to (for SEND/RECV: the local stage) */
+    int mb;               /* micro-batch */
+    int slot;             /* activation slot of (stage, mb) on this device */
+    int pos;              /* position in its device's program (for messages), 0-based */
+    int peer;             /* SEND: index of the matching RECV op; RECV: of the SEND; else -1 */
+    pp_link_t link;       /* SEND/RECV only */
+    size_t bytes;         /* SEND/RECV: bytes moved */
+    int dep_begin;        /* deps of this op are plan.deps[dep_begin .. dep_begin + n_deps) */
+    int n_deps;
+} pp_op_t;
+
+typedef struct pp_plan {
+    int n_devices;        /* p */
+    int n_stages;         /* total stages */
+    int n_mb;             /* m */
+    int chunks;           /* stages per device (v) */
+    int split_backward;   /* 1 when backward is I + W */
+    pp_sched_kind_t kind; /* the schedule it came from */
+    int *stage_device;    /* [n_stages] */
+    int *slots_per_stage; /* [n_stages]: activation slots the stage needs on its device */
+    int n_ops;
+    pp_op_t *ops;         /* [n_ops], topological (enqueue) order */
+    int n_deps_total;
+    int *deps;            /* dependency pool: indices into ops */
+    int *prog_ops;        /* [n_ops]: op indices grouped by device, each group in program order */
+    int *prog_begin;      /* [n_devices+1]: device d's ops are prog_ops[prog_begin[d]..prog_begin[d+1]) */
+    size_t boundary_bytes;/* bytes of one activation (= one gradient) crossing a stage boundary */
+} pp_plan_t;
+
+/* Lower a schedule into a plan. A compute-only schedule gets SEND/RECV inserted (the SEND right
+ * after the producing compute op, the RECV right before the consuming one); a schedule with
+ * communication keeps its actions as written. Links: LOCAL when both stages share a device,
+ * otherwise the config's transport. Fails with PP_ERR_INPUT, naming device, position and action,
+ * when the schedule cannot be lowered (a RECV without its SEND, a dependency cycle, ...). */
+pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_config_t *cfg);
+
+/* Check the rules of a valid schedule on a plan: exactly one F per (stage, mb), B or I+W after
+ * its F (on the same device), W after its I, every stage on one device, each SEND matched by one
+ * RECV of the same (stage boundary, mb, direction), and no deadlock (a dry run over the plan).
+ * Prints `device d, step i, action X: message` for the first problem; returns PP_ERR_INPUT. */
+pp_status_t plan_validate(const pp_plan_t *plan);
+
+/* Check a schedule before lowering (the compute rules above, on the programs as written). */
+pp_status_t schedule_validate(const pp_schedule_t *sched);
+
+/* Text grid of the plan's compute actions (one row per device, one column per program step),
+ * as `ppsched show` prints it. */
+void plan_print_grid(const pp_plan_t *plan, FILE *f);
+
+void plan_free(pp_plan_t *plan);
+
+static inline const char *pp_role_name(pp_role_t r)
+{
+    return r == PP_ROLE_COMPUTE ? "compute" : r == PP_ROLE_SEND ? "send" : "recv";
+}
+static inline const char *pp_link_name(pp_link_t l)
+{
+    return l == PP_LINK_LOCAL ? "local" : l == PP_LINK_PEER ? "peer" : l == PP_LINK_NCCL ? "nccl" : "none";
+}
+
+#endif /* PP_PLAN_H */

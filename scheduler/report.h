@@ -1,0 +1,62 @@
+/*
+ * report.h — metrics from a plan and its timeline, and every way ppsched prints them: the
+ * fixed-width table, the JSON of DESIGN.md, the Chrome trace and the SVG Gantt chart.
+ *
+ * Bubble of a device = 1 - busy / makespan, busy = the union of its compute ops' intervals.
+ * Both conventions are labelled where printed: idle/makespan (the `bubble` fields) and
+ * idle/ideal-compute. The theory is the closed form of REFERENCE.md for the schedule kind.
+ * Nothing here knows whether the timeline was simulated or measured.
+ */
+#ifndef PP_REPORT_H
+#define PP_REPORT_H
+
+#include "config.h"
+#include "plan.h"
+#include "timeline.h"
+
+#include <stdio.h>
+
+typedef struct pp_device_stats {
+    int device;                 /* pipeline device index */
+    int cuda_device;            /* CUDA ordinal it ran on (-1 when simulated without GPUs) */
+    double busy_ms, idle_ms;
+    double bubble;              /* idle / makespan */
+    int peak_inflight;          /* most micro-batches with F done and backward not finished */
+    size_t peak_mem_bytes;      /* 0 = unknown */
+    double bytes_sent;          /* bytes this device sent across devices in one step */
+} pp_device_stats_t;
+
+typedef struct pp_report {
+    const char *schedule;       /* schedule name (the config's kind or name) */
+    pp_mode_t mode;
+    int devices, stages, micro_batches, chunks;
+    double step_ms, step_ms_p10, step_ms_p90;
+    double tokens_per_s, tflops;
+    double bubble;              /* overall idle / makespan: 1 - sum busy / (p * makespan) */
+    double bubble_ideal;        /* overall idle / ideal compute: sum idle / sum busy */
+    double bubble_theory;       /* closed form, idle / makespan; NAN when none applies */
+    double bubble_simulated;    /* the simulator's figure for the same plan; NAN when not run */
+    pp_device_stats_t *per_device; /* [devices] */
+} pp_report_t;
+
+/* Compute every metric. `sim` may be NULL; when given, bubble_simulated comes from it (and when
+ * `tl` is itself simulated, pass the same timeline or NULL). */
+pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+                         const pp_timeline_t *tl, const pp_timeline_t *sim);
+void report_free(pp_report_t *r);
+
+/* Closed-form bubble (idle / makespan) of a schedule kind for uniform stages; NAN when the kind
+ * has none (explicit steps, CSV). */
+double report_bubble_theory(pp_sched_kind_t kind, int p, int m, int v);
+
+/* The fixed-width table: a `#` preamble, names row, units row, a row per device, verdict footer. */
+void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f);
+/* JSON with exactly the schema of DESIGN.md. */
+void report_print_json(const pp_report_t *r, FILE *f);
+/* Chrome trace / Perfetto: a track per device per stream role, flow arrows send -> recv. */
+pp_status_t report_write_trace(const pp_plan_t *plan, const pp_timeline_t *tl, const char *path);
+/* SVG Gantt chart: a row per device, F/B/I/W coloured, micro-batch numbers in the boxes. */
+pp_status_t report_write_svg(const pp_plan_t *plan, const pp_timeline_t *tl, const char *title,
+                             const char *path);
+
+#endif /* PP_REPORT_H */

@@ -1,0 +1,87 @@
+/*
+ * schedule.h — the action IR and a schedule: one ordered program of actions per device.
+ *
+ * Text form (compatible with PyTorch pipelining): `<stage><KIND><microbatch>`, e.g. `0F3`, `2B0`,
+ * `1I4`, `1W4`, `2SEND_F1` (stage 2 sends micro-batch 1's activation to stage 3), `3RECV_F1`,
+ * `1SEND_B2` (stage 1 sends micro-batch 2's input gradient to stage 0), `0RECV_B2`.
+ * A schedule is "compute-only" when it holds F/B/I/W alone (lowering adds the communication), and
+ * "with communication" when it holds SEND/RECV too (taken as written, then validated).
+ * Device indices here are pipeline positions 0..n_devices-1, not CUDA ordinals.
+ * A pp_schedule_t owns its arrays; schedule_free releases a partly built one too.
+ */
+#ifndef PP_SCHEDULE_H
+#define PP_SCHEDULE_H
+
+#include "../common/pp_status.h"
+
+#include <stdio.h>
+
+typedef enum pp_action_kind {
+    PP_ACT_F = 0,  /* forward */
+    PP_ACT_B,      /* full backward (input and weight gradients) */
+    PP_ACT_I,      /* input-gradient backward (zero-bubble split, first half) */
+    PP_ACT_W,      /* weight-gradient backward (second half) */
+    PP_ACT_SEND_F, /* send the forward output to stage + 1 */
+    PP_ACT_RECV_F, /* receive the forward input from stage - 1 */
+    PP_ACT_SEND_B, /* send the input gradient to stage - 1 */
+    PP_ACT_RECV_B, /* receive the output gradient from stage + 1 */
+    PP_ACT_COUNT
+} pp_action_kind_t;
+
+typedef struct pp_action {
+    pp_action_kind_t kind;
+    int stage; /* global stage index */
+    int mb;    /* micro-batch index */
+} pp_action_t;
+
+static inline int pp_action_is_compute(pp_action_kind_t k) { return k <= PP_ACT_W; }
+static inline int pp_action_is_comm(pp_action_kind_t k) { return k >= PP_ACT_SEND_F && k < PP_ACT_COUNT; }
+
+typedef struct pp_program {
+    int n;           /* actions */
+    int cap;         /* allocated */
+    pp_action_t *a;  /* in the order the device runs them */
+} pp_program_t;
+
+typedef struct pp_schedule {
+    int n_devices;     /* p */
+    int n_stages;      /* total stages */
+    int n_mb;          /* m */
+    int *stage_device; /* [n_stages]: the device that owns each stage */
+    pp_program_t *prog;/* [n_devices] */
+    int has_comm;      /* 1 when the programs hold SEND/RECV actions */
+    int split_backward;/* 1 when backward is written as I + W (zero-bubble style) */
+} pp_schedule_t;
+
+/* Allocate an empty schedule: every program empty, stage_device all -1. */
+pp_status_t schedule_init(pp_schedule_t *s, int n_devices, int n_stages, int n_mb);
+void schedule_free(pp_schedule_t *s);
+
+/* Append one action to device d's program. */
+pp_status_t schedule_push(pp_schedule_t *s, int d, pp_action_kind_t kind, int stage, int mb);
+
+/* Parse the text form of one action ("0F3", "2SEND_F1"). Returns 0 on success, -1 when `text` is
+ * not an action. Whitespace around it is not accepted. */
+int action_parse(const char *text, pp_action_t *out);
+
+/* Write the text form of `a` into buf (at least 32 bytes); returns buf. */
+char *action_format(const pp_action_t *a, char *buf, size_t size);
+
+/* The letter or name of a kind as in the text form: "F", "B", "I", "W", "SEND_F", ... */
+const char *action_kind_name(pp_action_kind_t k);
+
+/* Derive stage_device from the programs (each stage's compute actions must sit on one device).
+ * Prints `device d, step i, action X: ...` and returns PP_ERR_INPUT when a stage appears on two
+ * devices or never appears. */
+pp_status_t schedule_infer_placement(pp_schedule_t *s, const char *where);
+
+/* PyTorch pipelining CSV: one row per rank, one cell per time slot, cells like `0F0`, `1B3`,
+ * `2I1`, `2W1`, `1SEND_F0`, empty for an idle slot. `where` names the source in messages
+ * (file:line:col). n_stages is inferred as 1 + the largest stage seen, n_mb likewise. */
+pp_status_t schedule_read_csv(pp_schedule_t *s, FILE *f, const char *where);
+pp_status_t schedule_write_csv(const pp_schedule_t *s, FILE *f);
+
+/* The YAML `schedule: steps:` form, as the config reads it (one flow list per device). */
+pp_status_t schedule_write_yaml(const pp_schedule_t *s, FILE *f);
+
+#endif /* PP_SCHEDULE_H */

@@ -1,0 +1,31 @@
+/*
+ * simulate.h — discrete-event simulation of a plan under a cost model.
+ *
+ * Each (device, role) stream runs its ops in plan order, one at a time; an op starts when its
+ * stream is free and every dependency has ended. A SEND and its RECV are one transfer: both start
+ * at the later of the two ready times and end `send` later (0 for a LOCAL link). Compute and
+ * communication streams of a device overlap, as on a GPU. With uniform costs and free
+ * communication the result matches the closed forms of the schedules exactly.
+ */
+#ifndef PP_SIMULATE_H
+#define PP_SIMULATE_H
+
+#include "config.h"
+#include "plan.h"
+#include "timeline.h"
+
+/* Cost of every compute kind on every stage, in ms, and of one transfer. Built from the config's
+ * `cost:` section (uniform) or from measured op times (per stage). */
+typedef struct pp_cost_model {
+    int n_stages;
+    double *f, *b, *i, *w; /* [n_stages] each; b is the full backward */
+    double send;           /* one cross-device transfer */
+} pp_cost_model_t;
+
+pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_cost_cfg_t *c);
+void cost_model_free(pp_cost_model_t *cm);
+
+/* Simulate `plan`; fills `tl` (initialised here, mode SIMULATE, one step). */
+pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm);
+
+#endif /* PP_SIMULATE_H */

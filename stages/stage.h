@@ -1,0 +1,101 @@
+/*
+ * stage.h — one pipeline stage on one GPU: a run of pre-LayerNorm transformer blocks, plus the
+ * token + position embedding on the first stage and final LN + LM head + softmax cross-entropy on
+ * the last. This is the interface the executor uses; it knows nothing of schedules.
+ *
+ * Memory: stage_init allocates, on the current CUDA device, the parameters (storage dtype, plus an
+ * fp32 master copy for bf16), fp32 gradient accumulators, AdamW state (when asked), a workspace
+ * for cuBLAS and scratch, and `n_slots` activation slots. A slot holds everything one micro-batch
+ * needs between its forward and its backward: the stage input x, the saved intermediates, the
+ * stage output y, the incoming output-gradient dy and the outgoing input-gradient dx. Nothing is
+ * allocated after stage_init.
+ *
+ * Streams: every call enqueues on the stream it is given and never synchronizes the host. The
+ * caller orders calls across streams with events. Calls on one stage must not run concurrently
+ * with each other on two streams (they share the workspace), except copies into or out of slot
+ * buffers, which the caller orders.
+ *
+ * Gradients: parameter gradients accumulate with += across micro-batches until
+ * stage_zero_grads. B = I then W, exactly. The loss of the last stage is the mean over the tokens
+ * of a micro-batch, and its gradient is scaled by cfg->grad_scale (1/m for the step mean).
+ */
+#ifndef PP_STAGE_H
+#define PP_STAGE_H
+
+#include "../common/pp_status.h"
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pp_stage_cfg {
+    int hidden, heads, seq_len, vocab;
+    int micro_batch_size;  /* sequences per micro-batch (B) */
+    int n_layers;          /* blocks in this stage (may be 0 for a pure embedding/head stage) */
+    int first_layer;       /* global index of the first block, so init is the same on any device */
+    int total_layers;      /* blocks in the whole model (init scale of residual projections) */
+    int is_first;          /* owns the token + position embedding; makes its own input tokens */
+    int is_last;           /* owns final LN, LM head, cross-entropy; makes its own targets */
+    pp_dtype_t dtype;      /* storage of activations and parameters */
+    uint64_t seed;         /* parameters and synthetic data */
+    int n_slots;           /* activation slots to allocate */
+    int with_optimizer;    /* allocate AdamW state */
+    float grad_scale;      /* scale of the loss gradient (1 / micro-batches per step) */
+} pp_stage_cfg_t;
+
+typedef struct pp_stage pp_stage_t; /* opaque */
+
+typedef struct pp_adamw_cfg {
+    float lr, beta1, beta2, eps, weight_decay;
+} pp_adamw_cfg_t;
+
+/* Bytes of one activation slot, of the parameters + gradients + optimizer state, and of the
+ * workspace, for planning memory before anything is allocated. */
+size_t stage_slot_bytes(const pp_stage_cfg_t *cfg);
+size_t stage_state_bytes(const pp_stage_cfg_t *cfg);
+size_t stage_workspace_bytes(const pp_stage_cfg_t *cfg);
+/* Bytes of one boundary tensor (x, y, dx, dy): micro_batch_size * seq_len * hidden * dtype. */
+size_t stage_boundary_bytes(const pp_stage_cfg_t *cfg);
+/* Parameters in the stage (for FLOP counts and reports). */
+size_t stage_param_count(const pp_stage_cfg_t *cfg);
+
+/* Build a stage on the current CUDA device: allocate everything, initialise parameters from
+ * cfg->seed (identical on any device), zero the gradients. */
+pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg);
+void stage_free(pp_stage_t *st); /* accepts NULL and half-built stages */
+
+/* Boundary buffers of a slot, for the transports. Not meaningful on the first stage (x) or the
+ * last stage (y, dy): those return NULL. */
+void *stage_slot_x(pp_stage_t *st, int slot);  /* input activation (RECV_F writes here) */
+void *stage_slot_y(pp_stage_t *st, int slot);  /* output activation (SEND_F reads here) */
+void *stage_slot_dy(pp_stage_t *st, int slot); /* output gradient (RECV_B writes here) */
+void *stage_slot_dx(pp_stage_t *st, int slot); /* input gradient (SEND_B reads here) */
+
+/* Forward of micro-batch `mb` into `slot`. `mb` indexes the synthetic data stream (the executor
+ * passes step * micro_batches + k, so every step sees new data). The first stage generates mb's
+ * tokens itself; the last stage generates mb's targets, computes the loss and the gradient of the loss w.r.t. its logits, and adds the
+ * micro-batch's mean loss to the stage's loss accumulator. */
+pp_status_t stage_forward(pp_stage_t *st, int slot, int mb, cudaStream_t stream);
+/* Full backward of the micro-batch in `slot`: dx, and parameter gradients += . */
+pp_status_t stage_backward(pp_stage_t *st, int slot, int mb, cudaStream_t stream);
+/* Input-gradient half: dx, keeping in the slot what the weight half needs. */
+pp_status_t stage_backward_input(pp_stage_t *st, int slot, int mb, cudaStream_t stream);
+/* Weight-gradient half: parameter gradients += , from what backward_input kept. */
+pp_status_t stage_backward_weight(pp_stage_t *st, int slot, int mb, cudaStream_t stream);
+
+/* Zero the gradient accumulators and the loss accumulator. */
+pp_status_t stage_zero_grads(pp_stage_t *st, cudaStream_t stream);
+/* One AdamW step over the stage's parameters (step counts from 1). */
+pp_status_t stage_optimizer_step(pp_stage_t *st, const pp_adamw_cfg_t *opt, int step,
+                                 cudaStream_t stream);
+
+/* Copy the loss accumulator (sum of per-micro-batch mean losses; last stage only) to *out after
+ * synchronizing `stream`. */
+pp_status_t stage_loss_read(pp_stage_t *st, double *out, cudaStream_t stream);
+/* Number of parameters, and copies of all parameters / gradients as fp32 to host memory in a
+ * fixed order (for the pipeline-vs-one-device check). Synchronous. */
+size_t stage_n_params(const pp_stage_t *st);
+pp_status_t stage_grads_to_host(pp_stage_t *st, float *host);
+pp_status_t stage_params_to_host(pp_stage_t *st, float *host);
+
+#endif /* PP_STAGE_H */
