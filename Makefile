@@ -49,10 +49,11 @@ GPU_OBJ := $(GPU_C_SRC:%.c=$(BUILD)/obj/%.o) $(GPU_CU_SRC:%.cu=$(BUILD)/obj/%.cu
 CPU_TESTS := $(patsubst tests/cpu/%.c,$(BUILD)/tests/cpu/%,$(wildcard tests/cpu/test_*.c))
 GPU_TESTS := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/test_*.c)) \
              $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/test_*.cu))
-# Test support code shared by the tests (CPU references etc.): tests/cpu/*.c and tests/gpu/*.c
-# that are not test_*.
-CPU_TEST_LIB := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/cpu/test_%,$(wildcard tests/cpu/*.c)))
-GPU_TEST_LIB := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/gpu/test_%,$(wildcard tests/gpu/*.c)))
+# Test support code: tests/ref/*.c (CPU references in double precision, plain C, linked into every
+# test), and tests/cpu/*.c, tests/gpu/*.c that are not test_* (linked into that folder's tests).
+REF_LIB := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/ref/*.c))
+CPU_TEST_LIB := $(REF_LIB) $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/cpu/test_%,$(wildcard tests/cpu/*.c)))
+GPU_TEST_LIB := $(REF_LIB) $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/gpu/test_%,$(wildcard tests/gpu/*.c)))
 
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/bench_*.c)) \
              $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/bench_*.cu))
@@ -88,6 +89,14 @@ $(BUILD)/obj/scheduler/main.o: scheduler/main.c $(BUILD)/config.mk
 $(BUILD)/obj/scheduler/execute%.o: scheduler/execute%.c $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_CUDA) -c $< -o $@
+
+$(BUILD)/obj/tests/ref/%.o: tests/ref/%.c $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CORE) -c $< -o $@
+
+$(BUILD)/obj/tests/cpu/%.o: tests/cpu/%.c $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CORE) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c $(BUILD)/config.mk
 	@mkdir -p $(@D)
