@@ -18,6 +18,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* `schedule.kind`. PP_SCHED_STEPS and PP_SCHED_CSV are set by `steps:` and `csv:`. */
 typedef enum pp_sched_kind {
     PP_SCHED_GPIPE = 0,
@@ -122,5 +126,9 @@ double config_tokens_per_step(const pp_config_t *cfg);
 double config_flops_per_step(const pp_config_t *cfg);
 
 void config_free(pp_config_t *cfg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PP_CONFIG_H */

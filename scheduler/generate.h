@@ -10,6 +10,10 @@
 #include "config.h"
 #include "schedule.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Build the schedule `cfg` asks for into `out` (initialised here; free with schedule_free).
  * cfg must have been through config_resolve. Returns PP_ERR_INPUT with a message when the
  * generator cannot produce a schedule for these values (e.g. interleaved with m % p != 0). */
@@ -20,5 +24,9 @@ pp_status_t generate_gpipe(pp_schedule_t *out, int p, int m);
 pp_status_t generate_1f1b(pp_schedule_t *out, int p, int m);
 pp_status_t generate_interleaved(pp_schedule_t *out, int p, int m, int v);
 pp_status_t generate_zbh1(pp_schedule_t *out, int p, int m);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PP_GENERATE_H */

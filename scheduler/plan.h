@@ -22,6 +22,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum pp_role { PP_ROLE_COMPUTE = 0, PP_ROLE_SEND, PP_ROLE_RECV, PP_ROLE_COUNT } pp_role_t;
 
 /* How a SEND/RECV pair moves its bytes. LOCAL: both stages on one device, no copy. */
@@ -90,5 +94,9 @@ static inline const char *pp_link_name(pp_link_t l)
 {
     return l == PP_LINK_LOCAL ? "local" : l == PP_LINK_PEER ? "peer" : l == PP_LINK_NCCL ? "nccl" : "none";
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PP_PLAN_H */

@@ -16,6 +16,10 @@
 
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct pp_device_stats {
     int device;                 /* pipeline device index */
     int cuda_device;            /* CUDA ordinal it ran on (-1 when simulated without GPUs) */
@@ -58,5 +62,9 @@ pp_status_t report_write_trace(const pp_plan_t *plan, const pp_timeline_t *tl, c
 /* SVG Gantt chart: a row per device, F/B/I/W coloured, micro-batch numbers in the boxes. */
 pp_status_t report_write_svg(const pp_plan_t *plan, const pp_timeline_t *tl, const char *title,
                              const char *path);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PP_REPORT_H */

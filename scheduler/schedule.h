@@ -16,6 +16,10 @@
 
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum pp_action_kind {
     PP_ACT_F = 0,  /* forward */
     PP_ACT_B,      /* full backward (input and weight gradients) */
@@ -83,5 +87,9 @@ pp_status_t schedule_write_csv(const pp_schedule_t *s, FILE *f);
 
 /* The YAML `schedule: steps:` form, as the config reads it (one flow list per device). */
 pp_status_t schedule_write_yaml(const pp_schedule_t *s, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PP_SCHEDULE_H */

@@ -14,6 +14,10 @@
 #include "plan.h"
 #include "timeline.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Cost of every compute kind on every stage, in ms, and of one transfer. Built from the config's
  * `cost:` section (uniform) or from measured op times (per stage). */
 typedef struct pp_cost_model {
@@ -27,5 +31,9 @@ void cost_model_free(pp_cost_model_t *cm);
 
 /* Simulate `plan`; fills `tl` (initialised here, mode SIMULATE, one step). */
 pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PP_SIMULATE_H */

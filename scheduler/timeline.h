@@ -12,6 +12,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum pp_mode { PP_MODE_SIMULATE = 0, PP_MODE_MEASURE } pp_mode_t;
 
 typedef struct pp_op_time {
@@ -35,5 +39,9 @@ void timeline_free(pp_timeline_t *tl);
 
 /* Makespan of the representative step: latest end - earliest start. */
 double timeline_makespan(const pp_timeline_t *tl);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PP_TIMELINE_H */

@@ -28,6 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct pp_stage_cfg {
     int hidden, heads, seq_len, vocab;
     int micro_batch_size;  /* sequences per micro-batch (B) */
@@ -97,5 +101,9 @@ pp_status_t stage_loss_read(pp_stage_t *st, double *out, cudaStream_t stream);
 size_t stage_n_params(const pp_stage_t *st);
 pp_status_t stage_grads_to_host(pp_stage_t *st, float *host);
 pp_status_t stage_params_to_host(pp_stage_t *st, float *host);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PP_STAGE_H */
