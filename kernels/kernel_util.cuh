@@ -1,0 +1,134 @@
+/*
+ * kernel_util.cuh — device helpers shared by the kernel files of kernels/ (private to them):
+ * fp32 <-> storage-type conversion, 128-bit packs, warp and block reductions in a fixed order,
+ * and launch-size helpers. Every reduction here combines values in an order that depends only on
+ * the launch shape, never on timing, so the kernels built on it are bitwise deterministic.
+ */
+#ifndef PP_KERNEL_UTIL_CUH
+#define PP_KERNEL_UTIL_CUH
+
+#include "kernels.h"
+
+#include "../common/pp_cuda.h"
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+typedef __nv_bfloat16 bf16;
+
+/* ---- conversions ------------------------------------------------------------------------------
+ */
+
+__device__ __forceinline__ float to_f32(float x)
+{
+    return x;
+}
+__device__ __forceinline__ float to_f32(bf16 x)
+{
+    return __bfloat162float(x);
+}
+
+template <typename T> __device__ __forceinline__ T from_f32(float x);
+template <> __device__ __forceinline__ float from_f32<float>(float x)
+{
+    return x;
+}
+template <> __device__ __forceinline__ bf16 from_f32<bf16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
+
+/* ---- 128-bit packs ----------------------------------------------------------------------------
+ */
+
+/* 16 bytes of T: 4 floats or 8 bf16. Loaded and stored with one 128-bit access. */
+template <typename T> struct alignas(16) pack128 {
+    static constexpr int n = 16 / (int)sizeof(T);
+    T v[16 / sizeof(T)];
+};
+
+template <typename T> __device__ __forceinline__ pack128<T> load128(const T *p)
+{
+    pack128<T> r;
+    *reinterpret_cast<int4 *>(&r) = *reinterpret_cast<const int4 *>(p);
+    return r;
+}
+
+/* Read-only, streamed once (no L1 allocation). */
+template <typename T> __device__ __forceinline__ pack128<T> load128cs(const T *p)
+{
+    pack128<T> r;
+    *reinterpret_cast<int4 *>(&r) = __ldcs(reinterpret_cast<const int4 *>(p));
+    return r;
+}
+
+template <typename T> __device__ __forceinline__ void store128(T *p, const pack128<T> &x)
+{
+    *reinterpret_cast<int4 *>(p) = *reinterpret_cast<const int4 *>(&x);
+}
+
+static inline bool is_aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
+
+/* ---- reductions (fixed order) -----------------------------------------------------------------
+ */
+
+__device__ __forceinline__ float warp_sum(float x)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+__device__ __forceinline__ float warp_max(float x)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+
+/* Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets the
+ * result. `shared` holds 32 floats. Contains __syncthreads: call from all threads. */
+__device__ __forceinline__ float block_sum(float x, float *shared)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    x = warp_sum(x);
+    __syncthreads(); /* shared may still be read by a previous call */
+    if (lane == 0) shared[warp] = x;
+    __syncthreads();
+    x = lane < nwarps ? shared[lane] : 0.0f;
+    return warp_sum(x);
+}
+
+__device__ __forceinline__ float block_max(float x, float *shared)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    x = warp_max(x);
+    __syncthreads();
+    if (lane == 0) shared[warp] = x;
+    __syncthreads();
+    x = lane < nwarps ? shared[lane] : -INFINITY;
+    return warp_max(x);
+}
+
+/* ---- launch helpers ---------------------------------------------------------------------------
+ */
+
+/* Blocks for a grid-stride loop over `work` items with `threads` per block: enough to fill the
+ * device, capped so that the grid size fits comfortably in an int. */
+static inline unsigned grid_for(size_t work, int threads)
+{
+    size_t blocks = (work + (size_t)threads - 1) / (size_t)threads;
+    if (blocks < 1) blocks = 1;
+    if (blocks > ((size_t)1 << 20)) blocks = (size_t)1 << 20;
+    return (unsigned)blocks;
+}
+
+static inline bool dtype_ok(pp_dtype_t t)
+{
+    return t == PP_DTYPE_FP32 || t == PP_DTYPE_BF16;
+}
+
+#endif /* PP_KERNEL_UTIL_CUH */

@@ -1,0 +1,201 @@
+/*
+ * kernels.h — the CUDA kernels of a transformer stage and their launchers: matmul (cuBLAS /
+ * cuBLASLt), embedding, LayerNorm, GELU, residual, attention permutes, causal softmax, fused
+ * softmax cross-entropy, AdamW, casts and fills.
+ *
+ * Rules for every launcher: arguments are outputs, inputs, parameters, sizes, dtype, then the
+ * stream last. Activations and parameters are stored as `dtype` (fp32 or bf16); all math is fp32.
+ * Parameter-gradient accumulators are always fp32 and are added to (+=), never overwritten.
+ * Nothing here allocates memory (scratch comes from the caller, sized by the *_scratch_bytes
+ * helpers) or synchronizes the host: each launcher enqueues on `stream` and returns. Results are
+ * deterministic: two runs on the same inputs are bitwise identical (no float atomics).
+ * Each launcher checks its sizes and pointers (PP_ERR_INTERNAL with a message on a bad one) and the
+ * launch itself (PP_ERR_CUDA / PP_ERR_CUBLAS). Shapes: N = B*T tokens, C hidden, H heads,
+ * d = C/H, V vocabulary, IC/OC in/out features; every matrix is row-major and densely packed.
+ */
+#ifndef PP_KERNELS_H
+#define PP_KERNELS_H
+
+#include "../common/pp_status.h"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PP_LAYERNORM_EPS 1e-5f
+/* Default cuBLAS / cuBLASLt workspace (the size NVIDIA recommends for Hopper). */
+#define PP_GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/* ---- matmul (matmul.cu) ---------------------------------------------------------------------- */
+
+/* The caller's cuBLAS state. One pp_gemm_t serves one device; calls that share it must not run
+ * concurrently on two streams (they share the workspace). TF32 is never used: fp32 GEMMs are
+ * true fp32 (CUBLAS_COMPUTE_32F), bf16 GEMMs accumulate in fp32. */
+typedef struct pp_gemm {
+    cublasHandle_t blas;    /* cuBLAS handle, pinned to `workspace` */
+    cublasLtHandle_t lt;    /* cuBLASLt handle (fused bias epilogue) */
+    void *workspace;        /* device memory owned by this object */
+    size_t workspace_bytes; /* its size */
+} pp_gemm_t;
+
+/* Create both handles and allocate `workspace_bytes` (0: PP_GEMM_WORKSPACE_BYTES) of workspace on
+ * the current device. On failure everything built so far is released and *g is zeroed. */
+pp_status_t gemm_init(pp_gemm_t *g, size_t workspace_bytes);
+/* Release what gemm_init built; accepts NULL, a zeroed or a half-built object. */
+void gemm_free(pp_gemm_t *g);
+
+/* out[N,OC] = inp[N,IC] · weight[OC,IC]ᵀ + bias[OC] (bias may be NULL). All storage `dtype`.
+ * The bias is fused through a cuBLASLt epilogue where one is available. */
+pp_status_t matmul_fwd(void *out, const void *inp, const void *weight, const void *bias, int N,
+                       int IC, int OC, pp_dtype_t dtype, pp_gemm_t *gemm, cudaStream_t stream);
+
+/* dinp[N,IC] (=, or += when accumulate) dout[N,OC] · weight[OC,IC]. Storage `dtype`. */
+pp_status_t matmul_bwd_input(void *dinp, const void *dout, const void *weight, int N, int IC,
+                             int OC, int accumulate, pp_dtype_t dtype, pp_gemm_t *gemm,
+                             cudaStream_t stream);
+
+/* dweight[OC,IC] (fp32) += dout[N,OC]ᵀ · inp[N,IC]; dbias[OC] (fp32, may be NULL) += the column
+ * sums of dout (fixed-order reduction). dout and inp are stored as `dtype`. */
+pp_status_t matmul_bwd_weight(float *dweight, float *dbias, const void *dout, const void *inp,
+                              int N, int IC, int OC, pp_dtype_t dtype, pp_gemm_t *gemm,
+                              cudaStream_t stream);
+
+/* Batched row-major GEMM, for attention: for each i < batch,
+ *   C_i[m,n] = alpha · op(A_i) · op(B_i) + beta · C_i
+ * where op(A_i) is [m,k]: A_i is stored [m,k] (trans_a = 0) or [k,m] (trans_a = 1), and op(B_i)
+ * is [k,n]: B_i is stored [k,n] (trans_b = 0) or [n,k] (trans_b = 1). X_i = X + i·stride_x
+ * elements. A, B, C are stored as `dtype`; compute is fp32. Examples with Q,K,V,O as [BH,T,d]
+ * and S,P as [BH,T,T]: S = Q·Kᵀ is (S, Q, K, 0, 1, T, T, d); O = P·V is (O, P, V, 0, 0, T, d, T);
+ * dP = dO·Vᵀ is (dP, dO, V, 0, 1, T, T, d); dV = Pᵀ·dO is (dV, P, dO, 1, 0, T, d, T);
+ * dQ = dS·K is (dQ, dS, K, 0, 0, T, d, T); dK = dSᵀ·Q is (dK, dS, Q, 1, 0, T, d, T). */
+pp_status_t gemm_strided_batched(void *c, const void *a, const void *b, int trans_a, int trans_b,
+                                 int m, int n, int k, float alpha, float beta, long long stride_a,
+                                 long long stride_b, long long stride_c, int batch,
+                                 pp_dtype_t dtype, pp_gemm_t *gemm, cudaStream_t stream);
+
+/* ---- embedding (embedding.cu) ---------------------------------------------------------------- */
+
+/* out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]. tokens are int32 in [0, V). */
+pp_status_t encoder_fwd(void *out, const int *tokens, const void *wte, const void *wpe, int B,
+                        int T, int C, pp_dtype_t dtype, cudaStream_t stream);
+
+/* dwte[V,C] (fp32) += Σ over positions of dout rows, by token; dwpe[T,C] (fp32) += Σ over the
+ * batch of dout[b,t,:]. Deterministic: the positions are stably sorted by token in `scratch`
+ * (encoder_bwd_scratch_bytes(B, T, V) bytes, any 256-byte-aligned device memory), then every
+ * row is summed in position order. Either gradient pointer may be NULL to skip it. */
+pp_status_t encoder_bwd(float *dwte, float *dwpe, const void *dout, const int *tokens,
+                        void *scratch, int B, int T, int C, int V, pp_dtype_t dtype,
+                        cudaStream_t stream);
+size_t encoder_bwd_scratch_bytes(int B, int T, int V);
+
+/* ---- layernorm (layernorm.cu) ---------------------------------------------------------------- */
+
+/* out = (inp − mean) · rstd · w + b per row of inp[N,C], eps PP_LAYERNORM_EPS. Saves mean[N] and
+ * rstd[N] (fp32) for the backward; either may be NULL. One warp per row. */
+pp_status_t layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, const void *w,
+                          const void *b, int N, int C, pp_dtype_t dtype, cudaStream_t stream);
+
+/* dinp[N,C] (=, or += when accumulate: the residual stream's gradient) of layernorm_fwd:
+ * dinp = rstd · (g − mean(g) − x̂ · mean(g · x̂)), g = w · dout, x̂ = (inp − mean) · rstd.
+ * dinp must not alias dout or inp. */
+pp_status_t layernorm_bwd_input(void *dinp, const void *dout, const void *inp, const void *w,
+                                const float *mean, const float *rstd, int N, int C, int accumulate,
+                                pp_dtype_t dtype, cudaStream_t stream);
+
+/* dw[C] (fp32) += Σ_rows dout · x̂; db[C] (fp32) += Σ_rows dout. Deterministic: per-chunk partial
+ * sums in `scratch` (layernorm_bwd_weight_scratch_bytes(N, C) bytes), then an ordered sum. */
+pp_status_t layernorm_bwd_weight(float *dw, float *db, const void *dout, const void *inp,
+                                 const float *mean, const float *rstd, void *scratch, int N, int C,
+                                 pp_dtype_t dtype, cudaStream_t stream);
+size_t layernorm_bwd_weight_scratch_bytes(int N, int C);
+
+/* ---- GELU, residual (elementwise.cu) ----------------------------------------------------------
+ */
+
+/* out = gelu(inp), tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). out may alias
+ * inp. n elements. */
+pp_status_t gelu_fwd(void *out, const void *inp, size_t n, pp_dtype_t dtype, cudaStream_t stream);
+/* dinp = gelu'(inp) · dout. dinp may alias dout. */
+pp_status_t gelu_bwd(void *dinp, const void *inp, const void *dout, size_t n, pp_dtype_t dtype,
+                     cudaStream_t stream);
+
+/* out = a + b (out may alias a or b). */
+pp_status_t residual_fwd(void *out, const void *a, const void *b, size_t n, pp_dtype_t dtype,
+                         cudaStream_t stream);
+/* acc += x. */
+pp_status_t add_inplace(void *acc, const void *x, size_t n, pp_dtype_t dtype, cudaStream_t stream);
+
+/* ---- attention pieces (attention.cu) --------------------------------------------------------- */
+
+/* Split qkv[N,3C] (per token: q | k | v, each C = H·d wide with heads contiguous) into
+ * q, k, v [B,H,T,d]: q[b,h,t,i] = qkv[b,t, h·d + i], k at offset C, v at offset 2C. */
+pp_status_t attention_permute_qkv(void *q, void *k, void *v, const void *qkv, int B, int T, int H,
+                                  int d, pp_dtype_t dtype, cudaStream_t stream);
+/* Backward of attention_permute_qkv: dqkv[N,3C] = the inverse permutation of dq, dk, dv. */
+pp_status_t attention_unpermute_dqkv(void *dqkv, const void *dq, const void *dk, const void *dv,
+                                     int B, int T, int H, int d, pp_dtype_t dtype,
+                                     cudaStream_t stream);
+/* out[b,t, h·d + i] = att[b,h,t,i]: heads back side by side, out is [N,C]. */
+pp_status_t attention_unpermute_out(void *out, const void *att, int B, int T, int H, int d,
+                                    pp_dtype_t dtype, cudaStream_t stream);
+/* Backward of attention_unpermute_out: datt[b,h,t,i] = dout[b,t, h·d + i]. */
+pp_status_t attention_permute_dout(void *datt, const void *dout, int B, int T, int H, int d,
+                                   pp_dtype_t dtype, cudaStream_t stream);
+
+/* P[BH,T,T] = causal softmax of scale·S over each row: for query row t, keys j ≤ t get
+ * exp(scale·S − max) / Σ, keys j > t get exactly 0. fp32 math, max subtraction. P may alias S.
+ * One warp per row; T up to 2048 (any T ≥ 1 works). */
+pp_status_t softmax_causal_fwd(void *P, const void *S, float scale, int BH, int T, pp_dtype_t dtype,
+                               cudaStream_t stream);
+/* dS = scale · P ∘ (dP − Σ_j dP_j·P_j) on j ≤ t, 0 above the diagonal. dS may alias dP. */
+pp_status_t softmax_causal_bwd(void *dS, const void *dP, const void *P, float scale, int BH, int T,
+                               pp_dtype_t dtype, cudaStream_t stream);
+
+/* ---- cross-entropy (crossentropy.cu) ----------------------------------------------------------
+ */
+
+/* Fused softmax + cross-entropy over logits[N,V]: losses[i] (fp32) = −log softmax(logits_i)[t_i]
+ * with t_i = targets[i] in [0, V); dlogits[N,V] = (softmax(logits_i) − onehot(t_i)) · grad_scale
+ * / N, stored as `dtype`. dlogits may alias logits, or be NULL to compute the losses only.
+ * One block per row. */
+pp_status_t crossentropy_fwd_bwd(float *losses, void *dlogits, const void *logits,
+                                 const int *targets, float grad_scale, int N, int V,
+                                 pp_dtype_t dtype, cudaStream_t stream);
+/* *acc += mean(losses[0..N)) with a fixed-order single-block sum (fp32 throughout). */
+pp_status_t loss_mean_accumulate(float *acc, const float *losses, int N, cudaStream_t stream);
+
+/* ---- AdamW (adamw.cu) -------------------------------------------------------------------------
+ */
+
+/* One AdamW step (decoupled weight decay, bias correction; step ≥ 1) over n parameters:
+ *   m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²;  m̂ = m/(1−β1^step);  v̂ = v/(1−β2^step)
+ *   p = p − lr·(m̂/(√v̂ + eps) + weight_decay·p)
+ * param_master (fp32) is updated in place; param_storage (`dtype`) receives the new value rounded
+ * to the storage type. For fp32, param_storage may equal param_master (one write) or be NULL. */
+pp_status_t adamw_update(float *param_master, void *param_storage, const float *grad, float *m,
+                         float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, int step, pp_dtype_t dtype, cudaStream_t stream);
+
+/* ---- utilities (util.cu) ----------------------------------------------------------------------
+ */
+
+/* dst (`dtype`) = src (fp32), rounded to nearest even for bf16. For fp32 a copy (dst may equal
+ * src, then nothing is done). */
+pp_status_t cast_fp32_to_dtype(void *dst, const float *src, size_t n, pp_dtype_t dtype,
+                               cudaStream_t stream);
+/* dst (fp32) = src (`dtype`), exact. */
+pp_status_t cast_dtype_to_fp32(float *dst, const void *src, size_t n, pp_dtype_t dtype,
+                               cudaStream_t stream);
+/* dst[0..n) = value (fp32). Zeroing is cudaMemsetAsync; this is for other values. */
+pp_status_t fill_fp32(float *dst, float value, size_t n, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_KERNELS_H */
