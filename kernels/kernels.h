@@ -18,7 +18,15 @@
 
 #include "../common/pp_status.h"
 
+/* cublasLt.h declares one function without a prototype; keep C builds with -Werror clean. */
+#if !defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#endif
 #include <cublasLt.h>
+#if !defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
