@@ -59,6 +59,9 @@ void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f);
 void report_print_json(const pp_report_t *r, FILE *f);
 /* Chrome trace / Perfetto: a track per device per stream role, flow arrows send -> recv. */
 pp_status_t report_write_trace(const pp_plan_t *plan, const pp_timeline_t *tl, const char *path);
+/* Same, naming each device's track "device d (cuda N)" from cuda_ids[d] (NULL or -1: unknown). */
+pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_t *tl,
+                                       const int *cuda_ids, const char *path);
 /* SVG Gantt chart: a row per device, F/B/I/W coloured, micro-batch numbers in the boxes. */
 pp_status_t report_write_svg(const pp_plan_t *plan, const pp_timeline_t *tl, const char *title,
                              const char *path);

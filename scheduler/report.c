@@ -1,0 +1,502 @@
+/*
+ * report.c — metrics of one run (report_build) and the two text forms: the fixed-width table and
+ * the JSON of DESIGN.md. The Chrome trace and the SVG chart live in report_trace.c and
+ * report_svg.c.
+ *
+ * Invariants: busy time is the union of a device's compute-stream intervals (overlaps count once);
+ * every ratio whose denominator is zero or unknown is NAN, and NAN prints as "-" in the table and
+ * null in the JSON (so is an unknown peak memory), so the JSON is valid whatever the numbers. A
+ * report owns per_device only; `schedule` points at a static name or into the config, which must
+ * outlive the report. report_build accepts cfg == NULL (then tokens/s and TFLOP/s are NAN and the
+ * name is the plan's schedule kind), which the SVG writer uses.
+ */
+#include "report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- interval helpers ------------------------------------------------------------------------ */
+
+typedef struct interval {
+    int device;
+    double start, end;
+} interval_t;
+
+static int interval_cmp(const void *a, const void *b)
+{
+    const interval_t *x = a, *y = b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
+}
+
+/* busy[d] = length of the union of device d's compute-stream op intervals in `tl`. */
+static pp_status_t devices_busy(const pp_plan_t *plan, const pp_timeline_t *tl, double *busy)
+{
+    interval_t *iv = malloc(sizeof *iv * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1));
+    PP_ALLOC_CHECK(iv);
+    int n = 0;
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        if (op->role != PP_ROLE_COMPUTE) continue;
+        iv[n++] = (interval_t){op->device, tl->t[k].start_ms, tl->t[k].end_ms};
+    }
+    qsort(iv, (size_t)n, sizeof *iv, interval_cmp);
+    for (int d = 0; d < plan->n_devices; d++)
+        busy[d] = 0.0;
+    for (int a = 0; a < n;) {
+        int d = iv[a].device;
+        double lo = iv[a].start, hi = iv[a].end;
+        int b = a + 1;
+        for (; b < n && iv[b].device == d; b++) {
+            if (iv[b].start > hi) {
+                busy[d] += hi - lo;
+                lo = iv[b].start;
+                hi = iv[b].end;
+            } else if (iv[b].end > hi) {
+                hi = iv[b].end;
+            }
+        }
+        busy[d] += hi - lo;
+        a = b;
+    }
+    free(iv);
+    return PP_OK;
+}
+
+/* ---- in-flight micro-batches ----------------------------------------------------------------- */
+
+/* One compute op of a (stage, mb) pair, keyed so that a pair's ops sort together. */
+typedef struct pair_op {
+    long long key; /* stage * n_mb + mb */
+    int device;
+    int is_forward;
+    double start, end;
+} pair_op_t;
+
+static int pair_op_cmp(const void *a, const void *b)
+{
+    const pair_op_t *x = a, *y = b;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+/* An event of the sweep: +1 when a pair's F starts, -1 when its last backward op ends. */
+typedef struct flight_event {
+    int device;
+    double t;
+    int delta;
+} flight_event_t;
+
+static int flight_event_cmp(const void *a, const void *b)
+{
+    const flight_event_t *x = a, *y = b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return x->delta - y->delta; /* ends (-1) before starts (+1) at equal times */
+}
+
+/* peak[d] = most (stage, mb) pairs of device d whose F has started and whose last backward op
+ * has not ended, at any instant. A pair with no backward op stays in flight to the step's end. */
+static pp_status_t devices_peak_inflight(const pp_plan_t *plan, const pp_timeline_t *tl, int *peak)
+{
+    pp_status_t st = PP_OK;
+    size_t cap = (size_t)(plan->n_ops > 0 ? plan->n_ops : 1);
+    pair_op_t *po = malloc(sizeof *po * cap);
+    flight_event_t *ev = malloc(sizeof *ev * 2 * cap);
+    if (!po || !ev) {
+        st = PP_ERR_NOMEM;
+        fprintf(stderr, "%s:%d: out of host memory counting in-flight micro-batches\n", __FILE__,
+                __LINE__);
+        goto done;
+    }
+    double t_end = 0.0;
+    int n = 0;
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        if (tl->t[k].end_ms > t_end) t_end = tl->t[k].end_ms;
+        if (!pp_action_is_compute(op->kind)) continue;
+        po[n++] = (pair_op_t){(long long)op->stage * plan->n_mb + op->mb, op->device,
+                              op->kind == PP_ACT_F, tl->t[k].start_ms, tl->t[k].end_ms};
+    }
+    qsort(po, (size_t)n, sizeof *po, pair_op_cmp);
+    int n_ev = 0;
+    for (int a = 0; a < n;) {
+        int b = a, f = -1, has_bwd = 0;
+        double bwd_end = 0.0;
+        for (; b < n && po[b].key == po[a].key; b++) {
+            if (po[b].is_forward) {
+                if (f < 0 || po[b].start < po[f].start) f = b;
+            } else if (!has_bwd || po[b].end > bwd_end) {
+                bwd_end = po[b].end;
+                has_bwd = 1;
+            }
+        }
+        if (f >= 0) {
+            ev[n_ev++] = (flight_event_t){po[f].device, po[f].start, +1};
+            ev[n_ev++] = (flight_event_t){po[f].device, has_bwd ? bwd_end : t_end, -1};
+        }
+        a = b;
+    }
+    qsort(ev, (size_t)n_ev, sizeof *ev, flight_event_cmp);
+    for (int d = 0; d < plan->n_devices; d++)
+        peak[d] = 0;
+    int cur = 0;
+    for (int e = 0; e < n_ev; e++) {
+        if (e == 0 || ev[e].device != ev[e - 1].device) cur = 0;
+        cur += ev[e].delta;
+        if (ev[e].device >= 0 && ev[e].device < plan->n_devices && cur > peak[ev[e].device])
+            peak[ev[e].device] = cur;
+    }
+done:
+    free(po);
+    free(ev);
+    return st;
+}
+
+/* ---- step-time percentiles ------------------------------------------------------------------- */
+
+static int double_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* q-quantile (0..1) of sorted v[0..n) by linear interpolation between closest ranks. */
+static double quantile_sorted(const double *v, int n, double q)
+{
+    if (n <= 0) return NAN;
+    double pos = q * (n - 1);
+    int lo = (int)floor(pos);
+    int hi = lo + 1 < n ? lo + 1 : lo;
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+/* ---- report_build ---------------------------------------------------------------------------- */
+
+double report_bubble_theory(pp_sched_kind_t kind, int p, int m, int v)
+{
+    if (p < 1 || m < 1) return NAN;
+    if (v < 1) v = 1;
+    switch (kind) {
+    case PP_SCHED_GPIPE:
+    case PP_SCHED_1F1B: return (double)(p - 1) / (double)(m + p - 1);
+    case PP_SCHED_INTERLEAVED: return (double)(p - 1) / ((double)v * m + p - 1);
+    case PP_SCHED_ZBH1: return (double)(p - 1) / (3.0 * m + p - 1);
+    case PP_SCHED_STEPS:
+    case PP_SCHED_CSV: return NAN;
+    }
+    return NAN;
+}
+
+/* Overall idle/makespan of `tl`: 1 - sum busy / (p * makespan). */
+static pp_status_t overall_bubble(const pp_plan_t *plan, const pp_timeline_t *tl, double *out)
+{
+    double *busy = malloc(sizeof *busy * (size_t)plan->n_devices);
+    PP_ALLOC_CHECK(busy);
+    pp_status_t st = devices_busy(plan, tl, busy);
+    if (st == PP_OK) {
+        double sum = 0.0, span = timeline_makespan(tl);
+        for (int d = 0; d < plan->n_devices; d++)
+            sum += busy[d];
+        *out = span > 0.0 ? 1.0 - sum / (plan->n_devices * span) : NAN;
+    }
+    free(busy);
+    return st;
+}
+
+static const char *schedule_name(const pp_config_t *cfg, const pp_plan_t *plan)
+{
+    if (cfg && (cfg->schedule.kind == PP_SCHED_STEPS || cfg->schedule.kind == PP_SCHED_CSV) &&
+        cfg->name && cfg->name[0])
+        return cfg->name;
+    return config_sched_kind_name(cfg ? cfg->schedule.kind : plan->kind);
+}
+
+pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+                         const pp_timeline_t *tl, const pp_timeline_t *sim)
+{
+    pp_status_t st = PP_OK;
+    double *busy = NULL, *steps = NULL;
+    int *peak = NULL;
+
+    memset(r, 0, sizeof *r);
+    if (tl->n_ops != plan->n_ops || (sim && sim->n_ops != plan->n_ops))
+        PP_FAIL(PP_ERR_INTERNAL, "report: timeline of %d ops (simulated %d) for a plan of %d ops",
+                tl->n_ops, sim ? sim->n_ops : -1, plan->n_ops);
+    if (plan->n_devices < 1)
+        PP_FAIL(PP_ERR_INTERNAL, "report: plan has %d devices", plan->n_devices);
+
+    int p = plan->n_devices;
+    r->schedule = schedule_name(cfg, plan);
+    r->mode = tl->mode;
+    r->devices = p;
+    r->stages = plan->n_stages;
+    r->micro_batches = plan->n_mb;
+    r->chunks = plan->chunks;
+    r->per_device = calloc((size_t)p, sizeof *r->per_device);
+    busy = malloc(sizeof *busy * (size_t)p);
+    peak = malloc(sizeof *peak * (size_t)p);
+    steps = malloc(sizeof *steps * (size_t)(tl->n_steps > 0 ? tl->n_steps : 1));
+    if (!r->per_device || !busy || !peak || !steps) {
+        st = PP_ERR_NOMEM;
+        fprintf(stderr, "%s:%d: out of host memory building a report\n", __FILE__, __LINE__);
+        goto fail;
+    }
+    PP_CHECK_GOTO(devices_busy(plan, tl, busy), st, fail);
+    PP_CHECK_GOTO(devices_peak_inflight(plan, tl, peak), st, fail);
+
+    double span = timeline_makespan(tl), sum_busy = 0.0, sum_idle = 0.0;
+    for (int d = 0; d < p; d++) {
+        pp_device_stats_t *ds = &r->per_device[d];
+        ds->device = d;
+        ds->cuda_device = (tl->mode == PP_MODE_MEASURE && cfg && d < PP_MAX_DEVICES)
+                              ? cfg->pipeline.device_ids[d]
+                              : -1;
+        ds->busy_ms = busy[d];
+        ds->idle_ms = span - busy[d];
+        ds->bubble = span > 0.0 ? ds->idle_ms / span : NAN;
+        ds->peak_inflight = peak[d];
+        ds->peak_mem_bytes = (tl->peak_mem_bytes && d < tl->n_devices) ? tl->peak_mem_bytes[d] : 0;
+        sum_busy += ds->busy_ms;
+        sum_idle += ds->idle_ms;
+    }
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
+            (op->link == PP_LINK_PEER || op->link == PP_LINK_NCCL) && op->device >= 0 &&
+            op->device < p)
+            r->per_device[op->device].bytes_sent += (double)op->bytes;
+    }
+    r->bubble = span > 0.0 ? 1.0 - sum_busy / (p * span) : NAN;
+    r->bubble_ideal = sum_busy > 0.0 ? sum_idle / sum_busy : NAN;
+    r->bubble_theory = report_bubble_theory(plan->kind, p, plan->n_mb, plan->chunks);
+    if (sim)
+        PP_CHECK_GOTO(overall_bubble(plan, sim, &r->bubble_simulated), st, fail);
+    else
+        r->bubble_simulated = tl->mode == PP_MODE_SIMULATE ? r->bubble : NAN;
+
+    if (tl->n_steps > 0 && tl->step_ms) {
+        memcpy(steps, tl->step_ms, sizeof *steps * (size_t)tl->n_steps);
+        qsort(steps, (size_t)tl->n_steps, sizeof *steps, double_cmp);
+        r->step_ms = quantile_sorted(steps, tl->n_steps, 0.5);
+        r->step_ms_p10 = quantile_sorted(steps, tl->n_steps, 0.1);
+        r->step_ms_p90 = quantile_sorted(steps, tl->n_steps, 0.9);
+    } else {
+        r->step_ms = r->step_ms_p10 = r->step_ms_p90 = span;
+    }
+    if (cfg && r->step_ms > 0.0) {
+        r->tokens_per_s = config_tokens_per_step(cfg) / (r->step_ms / 1000.0);
+        r->tflops = config_flops_per_step(cfg) / (r->step_ms / 1000.0) / 1e12;
+    } else {
+        r->tokens_per_s = r->tflops = NAN;
+    }
+    free(busy);
+    free(peak);
+    free(steps);
+    return PP_OK;
+
+fail:
+    free(busy);
+    free(peak);
+    free(steps);
+    report_free(r);
+    return st;
+}
+
+void report_free(pp_report_t *r)
+{
+    if (!r) return;
+    free(r->per_device);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the table ------------------------------------------------------------------------------- */
+
+/* Writes x with `prec` decimals, scaled by `scale`, or "-" when x is NAN/infinite. */
+static const char *fmt_num(char *buf, size_t size, double x, double scale, int prec)
+{
+    if (!isfinite(x))
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.*f", prec, x * scale);
+    return buf;
+}
+
+static const char *mode_name(pp_mode_t m)
+{
+    return m == PP_MODE_MEASURE ? "measure" : "simulate";
+}
+
+/* "+1.2 pp" difference of two fractions, or "-" when either is unknown. */
+static const char *fmt_delta_pp(char *buf, size_t size, double a, double b)
+{
+    if (!isfinite(a) || !isfinite(b))
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%+.1f pp", 100.0 * (a - b));
+    return buf;
+}
+
+void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
+{
+    char a[64], b[64], c[64], d[64], e[64];
+
+    /* Preamble: every option that shaped the numbers. */
+    fprintf(f, "# ppsched: schedule %s, mode %s\n", r->schedule ? r->schedule : "-",
+            mode_name(r->mode));
+    if (cfg) {
+        const pp_model_cfg_t *m = &cfg->model;
+        fprintf(f, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
+                m->hidden, m->heads, m->seq_len, m->vocab, pp_dtype_name(m->dtype));
+    }
+    fprintf(f, "# pipeline: p %d devices, %d stages, v %d, m %d micro-batches", r->devices,
+            r->stages, r->chunks, r->micro_batches);
+    if (cfg)
+        fprintf(f, " of %d sequences, placement %s, transport %s", cfg->pipeline.micro_batch_size,
+                cfg->pipeline.placement == PP_PLACEMENT_V ? "v" : "loop",
+                cfg->pipeline.transport == PP_TRANSPORT_NCCL ? "nccl" : "peer");
+    fputc('\n', f);
+    if (cfg && r->mode == PP_MODE_SIMULATE)
+        fprintf(f,
+                "# cost model (ms per micro-batch per stage): forward %g, backward_input %g, "
+                "backward_weight %g, send %g\n",
+                cfg->cost.forward, cfg->cost.backward_input, cfg->cost.backward_weight,
+                cfg->cost.send);
+    fprintf(f, "#\n");
+
+    /* Two-row header, then one fixed-width row per device. */
+    fprintf(f, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", "cuda", "busy", "idle",
+            "bubble", "theory", "in-flight", "peak-mem", "sent");
+    fprintf(f, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%", "mb",
+            "GiB", "MiB");
+    for (int i = 0; i < r->devices; i++) {
+        const pp_device_stats_t *ds = &r->per_device[i];
+        char cuda[16], mem[32];
+        if (ds->cuda_device >= 0)
+            snprintf(cuda, sizeof cuda, "%d", ds->cuda_device);
+        else
+            snprintf(cuda, sizeof cuda, "-");
+        if (ds->peak_mem_bytes > 0)
+            snprintf(mem, sizeof mem, "%.2f", (double)ds->peak_mem_bytes / (1024.0 * 1024 * 1024));
+        else
+            snprintf(mem, sizeof mem, "-");
+        fprintf(f, "  %6d %5s %11s %11s %8s %8s %9d %9s %10.2f\n", ds->device, cuda,
+                fmt_num(a, sizeof a, ds->busy_ms, 1.0, 3),
+                fmt_num(b, sizeof b, ds->idle_ms, 1.0, 3),
+                fmt_num(c, sizeof c, ds->bubble, 100.0, 2),
+                fmt_num(d, sizeof d, r->bubble_theory, 100.0, 2), ds->peak_inflight, mem,
+                ds->bytes_sent / (1024.0 * 1024.0));
+    }
+
+    /* Summary block and verdict. */
+    fprintf(f, "#\n");
+    fprintf(f, "# step time (ms): median %s, p10 %s, p90 %s\n",
+            fmt_num(a, sizeof a, r->step_ms, 1.0, 3), fmt_num(b, sizeof b, r->step_ms_p10, 1.0, 3),
+            fmt_num(c, sizeof c, r->step_ms_p90, 1.0, 3));
+    if (isfinite(r->tokens_per_s))
+        snprintf(a, sizeof a, "%.4g", r->tokens_per_s);
+    else
+        snprintf(a, sizeof a, "-");
+    fprintf(f, "# throughput: %s tokens/s, %s TFLOP/s\n", a,
+            fmt_num(b, sizeof b, r->tflops, 1.0, 1));
+    fprintf(f,
+            "# bubble overall: %s%% idle/makespan, %s%% idle/ideal-compute; theory %s%%, "
+            "simulated %s%% (idle/makespan)\n",
+            fmt_num(a, sizeof a, r->bubble, 100.0, 2),
+            fmt_num(b, sizeof b, r->bubble_ideal, 100.0, 2),
+            fmt_num(c, sizeof c, r->bubble_theory, 100.0, 2),
+            fmt_num(d, sizeof d, r->bubble_simulated, 100.0, 2));
+    fprintf(f, "# verdict: bubble %s%%", fmt_num(a, sizeof a, r->bubble, 100.0, 1));
+    if (isfinite(r->bubble_theory))
+        fprintf(f, " vs theory %s%% (\xce\x94 %s)",
+                fmt_num(b, sizeof b, r->bubble_theory, 100.0, 1),
+                fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_theory));
+    else
+        fprintf(f, " (no closed form for schedule %s)", r->schedule ? r->schedule : "-");
+    if (r->mode == PP_MODE_MEASURE && isfinite(r->bubble_simulated))
+        fprintf(f, ", simulated %s%% (\xce\x94 %s)",
+                fmt_num(c, sizeof c, r->bubble_simulated, 100.0, 1),
+                fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_simulated));
+    fputc('\n', f);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------ */
+
+/* A number that reads back as the same double (shortest of %.15g/%.16g/%.17g), or null. */
+static void json_num(FILE *f, double x)
+{
+    char buf[40];
+    if (!isfinite(x)) {
+        fputs("null", f);
+        return;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    fputs(buf, f);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*p < 0x20)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+void report_print_json(const pp_report_t *r, FILE *f)
+{
+    fputs("{\"schedule\":", f);
+    json_str(f, r->schedule);
+    fputs(",\"mode\":", f);
+    json_str(f, mode_name(r->mode));
+    fprintf(f, ",\"devices\":%d,\"stages\":%d,\"micro_batches\":%d", r->devices, r->stages,
+            r->micro_batches);
+    fputs(",\"step_ms\":", f);
+    json_num(f, r->step_ms);
+    fputs(",\"step_ms_p10\":", f);
+    json_num(f, r->step_ms_p10);
+    fputs(",\"step_ms_p90\":", f);
+    json_num(f, r->step_ms_p90);
+    fputs(",\"tokens_per_s\":", f);
+    json_num(f, r->tokens_per_s);
+    fputs(",\"tflops\":", f);
+    json_num(f, r->tflops);
+    fputs(",\"bubble\":", f);
+    json_num(f, r->bubble);
+    fputs(",\"bubble_theory\":", f);
+    json_num(f, r->bubble_theory);
+    fputs(",\"bubble_simulated\":", f);
+    json_num(f, r->bubble_simulated);
+    fputs(",\n \"per_device\":[", f);
+    for (int i = 0; i < r->devices; i++) {
+        const pp_device_stats_t *ds = &r->per_device[i];
+        fprintf(f, "%s\n  {\"device\":%d,\"busy_ms\":", i ? "," : "", ds->device);
+        json_num(f, ds->busy_ms);
+        fputs(",\"idle_ms\":", f);
+        json_num(f, ds->idle_ms);
+        fputs(",\"bubble\":", f);
+        json_num(f, ds->bubble);
+        fputs(",\"peak_mem_bytes\":", f);
+        if (ds->peak_mem_bytes > 0)
+            fprintf(f, "%zu", ds->peak_mem_bytes);
+        else
+            fputs("null", f); /* unknown */
+        fprintf(f, ",\"peak_inflight_microbatches\":%d}", ds->peak_inflight);
+    }
+    fputs("]}\n", f);
+}

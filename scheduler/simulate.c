@@ -1,0 +1,185 @@
+/*
+ * simulate.c — discrete-event simulation of a plan under a cost model.
+ *
+ * One pass over plan->ops in plan order is enough: plan.h promises that every dependency of op i
+ * has a smaller index, that a RECV sits right after its SEND, and that a stream runs its ops in
+ * plan order, so when op i is reached every time it depends on is already known. Those promises
+ * are checked as we go; a broken one is a bug in lowering and returns PP_ERR_INTERNAL.
+ * A SEND and its RECV are one transfer: both start when both sides are ready (each side's stream
+ * free and its own dependencies done, the pair's mutual dependency left out) and end `send` later,
+ * or at once on a LOCAL link. The caller owns `tl`; the cost model owns its four arrays.
+ */
+#include "simulate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_cost_cfg_t *c)
+{
+    memset(cm, 0, sizeof *cm);
+    if (n_stages < 1 || n_stages > PP_MAX_STAGES)
+        PP_FAIL(PP_ERR_INTERNAL, "cost_model_uniform: %d stages", n_stages);
+    if (!(c->forward >= 0) || !(c->backward_input >= 0) || !(c->backward_weight >= 0) ||
+        !(c->send >= 0) || !isfinite(c->forward + c->backward_input + c->backward_weight + c->send))
+        PP_FAIL(PP_ERR_INTERNAL,
+                "cost_model_uniform: costs must be finite and >= 0 (forward %g, backward_input "
+                "%g, backward_weight %g, send %g)",
+                c->forward, c->backward_input, c->backward_weight, c->send);
+    cm->f = malloc(sizeof(double) * (size_t)n_stages);
+    cm->b = malloc(sizeof(double) * (size_t)n_stages);
+    cm->i = malloc(sizeof(double) * (size_t)n_stages);
+    cm->w = malloc(sizeof(double) * (size_t)n_stages);
+    if (!cm->f || !cm->b || !cm->i || !cm->w) goto fail;
+    cm->n_stages = n_stages;
+    for (int s = 0; s < n_stages; s++) {
+        cm->f[s] = c->forward;
+        cm->i[s] = c->backward_input;
+        cm->w[s] = c->backward_weight;
+        cm->b[s] = c->backward_input + c->backward_weight;
+    }
+    cm->send = c->send;
+    return PP_OK;
+
+fail:
+    cost_model_free(cm);
+    PP_FAIL(PP_ERR_NOMEM, "out of host memory for a cost model of %d stages", n_stages);
+}
+
+void cost_model_free(pp_cost_model_t *cm)
+{
+    if (!cm) return;
+    free(cm->f);
+    free(cm->b);
+    free(cm->i);
+    free(cm->w);
+    memset(cm, 0, sizeof *cm);
+}
+
+/* Duration of a compute op; negative when the kind is not a compute kind. */
+static double compute_cost(const pp_cost_model_t *cm, pp_action_kind_t kind, int stage)
+{
+    switch (kind) {
+    case PP_ACT_F: return cm->f[stage];
+    case PP_ACT_B: return cm->b[stage];
+    case PP_ACT_I: return cm->i[stage];
+    case PP_ACT_W: return cm->w[stage];
+    default: return -1.0;
+    }
+}
+
+/* Checks the fields of op `k` that the simulation indexes with. */
+static pp_status_t check_op(const pp_plan_t *plan, const pp_cost_model_t *cm, int k)
+{
+    const pp_op_t *op = &plan->ops[k];
+    if (op->device < 0 || op->device >= plan->n_devices)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d has device %d (plan has %d)", k, op->device,
+                plan->n_devices);
+    if ((int)op->role < 0 || op->role >= PP_ROLE_COUNT)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d has stream role %d", k, (int)op->role);
+    if ((int)op->kind < 0 || op->kind >= PP_ACT_COUNT)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d has action kind %d", k, (int)op->kind);
+    if (op->stage < 0 || op->stage >= cm->n_stages)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d is on stage %d, the cost model has %d stages", k,
+                op->stage, cm->n_stages);
+    if (op->n_deps < 0 || op->dep_begin < 0 || op->dep_begin + op->n_deps > plan->n_deps_total)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d has deps [%d, +%d) outside the pool of %d", k,
+                op->dep_begin, op->n_deps, plan->n_deps_total);
+    return PP_OK;
+}
+
+/* Time op `k` may start as far as its own stream and dependencies go, leaving out a dependency on
+ * op `skip` (its transfer partner). Fails when a dependency is not earlier in plan order. */
+static pp_status_t ready_time(const pp_plan_t *plan, const pp_timeline_t *tl,
+                              const double *stream_free, int k, int skip, double *out)
+{
+    const pp_op_t *op = &plan->ops[k];
+    double t = stream_free[op->device * PP_ROLE_COUNT + (int)op->role];
+    for (int j = 0; j < op->n_deps; j++) {
+        int d = plan->deps[op->dep_begin + j];
+        if (d == skip) continue;
+        if (d < 0 || d >= k)
+            PP_FAIL(PP_ERR_INTERNAL,
+                    "simulate: op %d depends on op %d, which is not earlier in plan order", k, d);
+        if (tl->t[d].end_ms > t) t = tl->t[d].end_ms;
+    }
+    *out = t;
+    return PP_OK;
+}
+
+pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm)
+{
+    pp_status_t st;
+    double *stream_free = NULL;
+
+    memset(tl, 0, sizeof *tl);
+    if (cm->n_stages < plan->n_stages)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: cost model has %d stages, the plan %d", cm->n_stages,
+                plan->n_stages);
+    PP_CHECK(timeline_init(tl, PP_MODE_SIMULATE, plan->n_ops, plan->n_devices, 1));
+    stream_free = calloc((size_t)plan->n_devices * PP_ROLE_COUNT, sizeof *stream_free);
+    if (!stream_free) {
+        st = PP_ERR_NOMEM;
+        fprintf(stderr, "%s:%d: out of host memory simulating %d ops\n", __FILE__, __LINE__,
+                plan->n_ops);
+        goto fail;
+    }
+
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        PP_CHECK_GOTO(check_op(plan, cm, k), st, fail);
+        int is_send = op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B;
+
+        if (pp_action_is_compute(op->kind)) {
+            double ready;
+            PP_CHECK_GOTO(ready_time(plan, tl, stream_free, k, -1, &ready), st, fail);
+            tl->t[k].start_ms = ready;
+            tl->t[k].end_ms = ready + compute_cost(cm, op->kind, op->stage);
+            stream_free[op->device * PP_ROLE_COUNT + (int)op->role] = tl->t[k].end_ms;
+        } else if (is_send) {
+            int r = k + 1;
+            if (op->peer != r || r >= plan->n_ops || plan->ops[r].peer != k ||
+                (plan->ops[r].kind != PP_ACT_RECV_F && plan->ops[r].kind != PP_ACT_RECV_B)) {
+                st = PP_ERR_INTERNAL;
+                fprintf(stderr,
+                        "%s:%d: simulate: SEND op %d (peer %d) is not followed by its RECV\n",
+                        __FILE__, __LINE__, k, op->peer);
+                goto fail;
+            }
+            PP_CHECK_GOTO(check_op(plan, cm, r), st, fail);
+            double ready_s, ready_r;
+            PP_CHECK_GOTO(ready_time(plan, tl, stream_free, k, r, &ready_s), st, fail);
+            PP_CHECK_GOTO(ready_time(plan, tl, stream_free, r, k, &ready_r), st, fail);
+            double start = ready_s > ready_r ? ready_s : ready_r;
+            double end = start + (op->link == PP_LINK_LOCAL ? 0.0 : cm->send);
+            tl->t[k] = (pp_op_time_t){start, end};
+            tl->t[r] = (pp_op_time_t){start, end};
+            stream_free[op->device * PP_ROLE_COUNT + (int)op->role] = end;
+            stream_free[plan->ops[r].device * PP_ROLE_COUNT + (int)plan->ops[r].role] = end;
+            k = r; /* the RECV is done too */
+        } else {
+            st = PP_ERR_INTERNAL;
+            fprintf(stderr, "%s:%d: simulate: RECV op %d does not sit right after its SEND (%d)\n",
+                    __FILE__, __LINE__, k, op->peer);
+            goto fail;
+        }
+    }
+
+    /* Times relative to the earliest start. */
+    double t0 = 0.0;
+    for (int k = 0; k < plan->n_ops; k++)
+        if (k == 0 || tl->t[k].start_ms < t0) t0 = tl->t[k].start_ms;
+    for (int k = 0; k < plan->n_ops; k++) {
+        tl->t[k].start_ms -= t0;
+        tl->t[k].end_ms -= t0;
+    }
+    tl->step_ms[0] = timeline_makespan(tl);
+    tl->skew_ms = 0.0;
+    free(stream_free);
+    return PP_OK;
+
+fail:
+    free(stream_free);
+    timeline_free(tl);
+    return st;
+}
