@@ -245,6 +245,11 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     }
     PP_CHECK_GOTO(devices_busy(plan, tl, busy), st, fail);
     PP_CHECK_GOTO(devices_peak_inflight(plan, tl, peak), st, fail);
+    if (!tl->has_op_times) /* step times only: per-op figures are unknown */
+        for (int d = 0; d < p; d++) {
+            busy[d] = NAN;
+            peak[d] = -1;
+        }
 
     double span = timeline_makespan(tl), sum_busy = 0.0, sum_idle = 0.0;
     for (int d = 0; d < p; d++) {
@@ -268,6 +273,7 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
             op->device < p)
             r->per_device[op->device].bytes_sent += (double)op->bytes;
     }
+    if (!tl->has_op_times) span = NAN;
     r->bubble = span > 0.0 ? 1.0 - sum_busy / (p * span) : NAN;
     r->bubble_ideal = sum_busy > 0.0 ? sum_idle / sum_busy : NAN;
     r->bubble_theory = report_bubble_theory(plan->kind, p, plan->n_mb, plan->chunks);
@@ -372,20 +378,24 @@ void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
             "GiB", "MiB");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
-        char cuda[16], mem[32];
+        char cuda[16], mem[32], inflight[16];
         if (ds->cuda_device >= 0)
             snprintf(cuda, sizeof cuda, "%d", ds->cuda_device);
         else
             snprintf(cuda, sizeof cuda, "-");
+        if (ds->peak_inflight >= 0)
+            snprintf(inflight, sizeof inflight, "%d", ds->peak_inflight);
+        else
+            snprintf(inflight, sizeof inflight, "-");
         if (ds->peak_mem_bytes > 0)
             snprintf(mem, sizeof mem, "%.2f", (double)ds->peak_mem_bytes / (1024.0 * 1024 * 1024));
         else
             snprintf(mem, sizeof mem, "-");
-        fprintf(f, "  %6d %5s %11s %11s %8s %8s %9d %9s %10.2f\n", ds->device, cuda,
+        fprintf(f, "  %6d %5s %11s %11s %8s %8s %9s %9s %10.2f\n", ds->device, cuda,
                 fmt_num(a, sizeof a, ds->busy_ms, 1.0, 3),
                 fmt_num(b, sizeof b, ds->idle_ms, 1.0, 3),
                 fmt_num(c, sizeof c, ds->bubble, 100.0, 2),
-                fmt_num(d, sizeof d, r->bubble_theory, 100.0, 2), ds->peak_inflight, mem,
+                fmt_num(d, sizeof d, r->bubble_theory, 100.0, 2), inflight, mem,
                 ds->bytes_sent / (1024.0 * 1024.0));
     }
 
@@ -496,7 +506,11 @@ void report_print_json(const pp_report_t *r, FILE *f)
             fprintf(f, "%zu", ds->peak_mem_bytes);
         else
             fputs("null", f); /* unknown */
-        fprintf(f, ",\"peak_inflight_microbatches\":%d}", ds->peak_inflight);
+        fputs(",\"peak_inflight_microbatches\":", f);
+        if (ds->peak_inflight >= 0)
+            fprintf(f, "%d}", ds->peak_inflight);
+        else
+            fputs("null}", f); /* unknown: no per-op times */
     }
     fputs("]}\n", f);
 }

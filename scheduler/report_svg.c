@@ -66,6 +66,13 @@ static double tick_step(double span, int n)
 pp_status_t report_write_svg(const pp_plan_t *plan, const pp_timeline_t *tl, const char *title,
                              const char *path)
 {
+    if (!tl->has_op_times) {
+        fprintf(stderr,
+                "%s: cannot write the SVG chart: the run recorded step times only (turn "
+                "run.timing on for per-op times)\n",
+                path);
+        return PP_ERR_USAGE;
+    }
     pp_report_t rep;
     PP_CHECK(report_build(&rep, NULL, plan, tl, NULL));
 

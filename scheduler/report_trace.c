@@ -44,6 +44,13 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
     if (tl->n_ops != plan->n_ops)
         PP_FAIL(PP_ERR_INTERNAL, "trace: timeline of %d ops for a plan of %d ops", tl->n_ops,
                 plan->n_ops);
+    if (!tl->has_op_times) {
+        fprintf(stderr,
+                "%s: cannot write the trace: the run recorded step times only (turn "
+                "run.timing on for per-op times)\n",
+                path);
+        return PP_ERR_USAGE;
+    }
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "%s: cannot write the trace: %s\n", path, strerror(errno));

@@ -175,6 +175,7 @@ pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cos
     }
     tl->step_ms[0] = timeline_makespan(tl);
     tl->skew_ms = 0.0;
+    tl->has_op_times = 1;
     free(stream_free);
     return PP_OK;
 

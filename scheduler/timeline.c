@@ -3,8 +3,9 @@
  * step, and each device's peak memory.
  *
  * Invariants: an initialised timeline owns three zeroed arrays sized n_ops, n_devices and n_steps
- * (each at least one element, so a zero count still gives a valid pointer); timeline_free takes a
- * NULL, zeroed or half-built timeline and leaves it zeroed.
+ * (each at least one element, so a zero count still gives a valid pointer), and has_op_times set:
+ * a producer that records step times only clears it. timeline_free takes a NULL, zeroed or
+ * half-built timeline and leaves it zeroed.
  */
 #include "timeline.h"
 
@@ -22,6 +23,7 @@ pp_status_t timeline_init(pp_timeline_t *tl, pp_mode_t mode, int n_ops, int n_de
     tl->n_ops = n_ops;
     tl->n_devices = n_devices;
     tl->n_steps = n_steps;
+    tl->has_op_times = 1; /* a run with timing off clears it */
     tl->t = calloc(n_ops > 0 ? (size_t)n_ops : 1, sizeof *tl->t);
     if (!tl->t) goto fail;
     tl->peak_mem_bytes = calloc((size_t)n_devices, sizeof *tl->peak_mem_bytes);
