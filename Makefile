@@ -30,7 +30,7 @@ endif
 
 CC ?= cc
 CFLAGS_CORE := -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -MMD -MP $(YAML_CFLAGS)
-CFLAGS_CUDA := $(CFLAGS_CORE) -I$(CUDA_INC) -I$(NCCL_INC) -DPP_WITH_NCCL
+CFLAGS_CUDA := $(CFLAGS_CORE) -Wno-strict-prototypes -I$(CUDA_INC) -I$(NCCL_INC) -DPP_WITH_NCCL
 NVFLAGS := $(NVOPT) -g -lineinfo -std=c++17 -MMD -MP -I$(NCCL_INC) -DPP_WITH_NCCL \
            -gencode arch=compute_$(SM),code=[sm_$(SM),compute_$(SM)] \
            -Xcompiler -Wall,-Wno-unused-parameter --expt-relaxed-constexpr
