@@ -87,6 +87,23 @@ typedef struct pp_cost_cfg {
     double send;             /* one activation or gradient transfer across devices */
 } pp_cost_cfg_t;
 
+/* The keys whose place in the input config_resolve's messages name (see pp_config_t.origin). */
+typedef enum pp_config_key {
+    PP_CFG_LAYERS = 0,
+    PP_CFG_HIDDEN,
+    PP_CFG_HEADS,
+    PP_CFG_DEVICES,
+    PP_CFG_STAGES,
+    PP_CFG_CHUNKS,
+    PP_CFG_MICRO_BATCHES,
+    PP_CFG_KIND,
+    PP_CFG_STEPS,
+    PP_CFG_CSV,
+    PP_CFG_KEY_COUNT
+} pp_config_key_t;
+
+#define PP_CFG_ORIGIN_MAX 256
+
 typedef struct pp_config {
     char *path;              /* the YAML file it came from (for messages) */
     char *name;              /* `name:` or the file's base name without .yaml */
@@ -95,6 +112,10 @@ typedef struct pp_config {
     pp_schedule_cfg_t schedule;
     pp_run_cfg_t run;
     pp_cost_cfg_t cost;
+    /* Private to config.c: where each pp_config_key_t was set, kept as the prefix of a message
+     * ("file:line:col: section.key" or "--set section.key=value"); "" while the default holds.
+     * Plain storage (no heap), so a config filled by hand needs nothing here. */
+    char origin[PP_CFG_KEY_COUNT][PP_CFG_ORIGIN_MAX];
 } pp_config_t;
 
 /* Fill `cfg` with every default (documented in docs/schedule-format.md). */
