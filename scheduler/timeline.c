@@ -3,9 +3,9 @@
  * step, and each device's peak memory.
  *
  * Invariants: an initialised timeline owns three zeroed arrays sized n_ops, n_devices and n_steps
- * (each at least one element, so a zero count still gives a valid pointer), and has_op_times set:
- * a producer that records step times only clears it. timeline_free takes a NULL, zeroed or
- * half-built timeline and leaves it zeroed.
+ * (each at least one element, so a zero count still gives a valid pointer), with has_op_times 0
+ * until the producer fills t[] and sets it. timeline_free takes a NULL, zeroed or half-built
+ * timeline and leaves it zeroed.
  */
 #include "timeline.h"
 
@@ -23,7 +23,7 @@ pp_status_t timeline_init(pp_timeline_t *tl, pp_mode_t mode, int n_ops, int n_de
     tl->n_ops = n_ops;
     tl->n_devices = n_devices;
     tl->n_steps = n_steps;
-    tl->has_op_times = 1; /* a run with timing off clears it */
+    tl->has_op_times = 0; /* set by whoever fills t[] (the simulator, a timed run) */
     tl->t = calloc(n_ops > 0 ? (size_t)n_ops : 1, sizeof *tl->t);
     if (!tl->t) goto fail;
     tl->peak_mem_bytes = calloc((size_t)n_devices, sizeof *tl->peak_mem_bytes);

@@ -1,0 +1,599 @@
+/*
+ * test_simulate.c — the discrete-event simulator against exact hand-computed times, and against
+ * the closed forms of the schedules.
+ *
+ * Plans are built here by a small test-local builder (ops appended in plan order, each with its
+ * deps; a transfer appends a SEND and its RECV right after it) and by a small lowering that turns
+ * per-device compute programs into such a plan, the way plan.h describes. Costs are drawn from a
+ * seeded generator, never round numbers alone, so a wrong formula cannot pass by accident.
+ */
+#include "../../scheduler/report.h"
+#include "../../scheduler/simulate.h"
+#include "../check.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+/* ---- seeded random numbers ------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static double rnd_uniform(double lo, double hi)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* ---- a test-local plan builder --------------------------------------------------------------- */
+
+typedef struct pb {
+    pp_plan_t pl;
+    int cap_ops, cap_deps;
+    int pos[PP_MAX_DEVICES]; /* next program position per device */
+} pb_t;
+
+static void pb_init(pb_t *b, int p, int n_stages, int m, pp_sched_kind_t kind)
+{
+    memset(b, 0, sizeof *b);
+    b->pl.n_devices = p;
+    b->pl.n_stages = n_stages;
+    b->pl.n_mb = m;
+    b->pl.chunks = n_stages / p;
+    b->pl.kind = kind;
+    b->pl.stage_device = calloc((size_t)n_stages, sizeof(int));
+    b->pl.slots_per_stage = calloc((size_t)n_stages, sizeof(int));
+    for (int s = 0; s < n_stages; s++) {
+        b->pl.stage_device[s] = s % p;
+        b->pl.slots_per_stage[s] = m;
+    }
+}
+
+/* Appends an op; returns its index. */
+static int pb_op(pb_t *b, int dev, pp_role_t role, pp_action_kind_t kind, int stage, int mb,
+                 const int *deps, int n_deps)
+{
+    pp_plan_t *pl = &b->pl;
+    if (pl->n_ops == b->cap_ops) {
+        b->cap_ops = b->cap_ops ? 2 * b->cap_ops : 64;
+        pl->ops = realloc(pl->ops, sizeof *pl->ops * (size_t)b->cap_ops);
+    }
+    if (pl->n_deps_total + n_deps > b->cap_deps) {
+        b->cap_deps = 2 * (pl->n_deps_total + n_deps) + 64;
+        pl->deps = realloc(pl->deps, sizeof *pl->deps * (size_t)b->cap_deps);
+    }
+    pl->ops[pl->n_ops] = (pp_op_t){.device = dev,
+                                   .role = role,
+                                   .kind = kind,
+                                   .stage = stage,
+                                   .mb = mb,
+                                   .slot = mb,
+                                   .pos = b->pos[dev]++,
+                                   .peer = -1,
+                                   .link = PP_LINK_NONE,
+                                   .bytes = 0,
+                                   .dep_begin = pl->n_deps_total,
+                                   .n_deps = n_deps};
+    for (int j = 0; j < n_deps; j++)
+        pl->deps[pl->n_deps_total++] = deps[j];
+    if (pp_action_is_compute(kind) && stage >= 0 && stage < pl->n_stages)
+        pl->stage_device[stage] = dev;
+    return pl->n_ops++;
+}
+
+static int pb_compute(pb_t *b, int dev, pp_action_kind_t kind, int stage, int mb, int dep0,
+                      int dep1)
+{
+    int deps[2] = {0, 0}, n = 0;
+    if (dep0 >= 0) deps[n++] = dep0;
+    if (dep1 >= 0) deps[n++] = dep1;
+    return pb_op(b, dev, PP_ROLE_COMPUTE, kind, stage, mb, deps, n);
+}
+
+/* A SEND on `src` (after op `dep`) and its RECV on `dst` right after it; returns the RECV. */
+static int pb_transfer(pb_t *b, int src, int dst, pp_action_kind_t send_kind, int stage,
+                       int peer_stage, int mb, pp_link_t link, size_t bytes, int dep)
+{
+    int s = pb_op(b, src, PP_ROLE_SEND, send_kind, stage, mb, &dep, dep >= 0);
+    int r = pb_op(b, dst, PP_ROLE_RECV, (pp_action_kind_t)(send_kind + 1), peer_stage, mb, NULL, 0);
+    b->pl.ops[s].peer = r;
+    b->pl.ops[r].peer = s;
+    b->pl.ops[s].link = b->pl.ops[r].link = link;
+    b->pl.ops[s].bytes = b->pl.ops[r].bytes = bytes;
+    return r;
+}
+
+static void pb_free(pb_t *b)
+{
+    free(b->pl.ops);
+    free(b->pl.deps);
+    free(b->pl.stage_device);
+    free(b->pl.slots_per_stage);
+    free(b->pl.prog_ops);
+    free(b->pl.prog_begin);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- a test-local lowering: compute programs -> plan ----------------------------------------- */
+
+typedef struct act {
+    pp_action_kind_t kind;
+    int stage, mb;
+} act_t;
+
+typedef struct progs {
+    int p, n_stages, m;
+    act_t *a[PP_MAX_DEVICES];
+    int n[PP_MAX_DEVICES];
+} progs_t;
+
+static void progs_push(progs_t *g, int d, pp_action_kind_t kind, int stage, int mb)
+{
+    g->a[d] = realloc(g->a[d], sizeof(act_t) * (size_t)(g->n[d] + 1));
+    g->a[d][g->n[d]++] = (act_t){kind, stage, mb};
+}
+
+static void progs_free(progs_t *g)
+{
+    for (int d = 0; d < g->p; d++)
+        free(g->a[d]);
+}
+
+/* A transfer produced but not yet placed in the plan. */
+typedef struct pending {
+    int src, dst, producer, key_dst, dir_f, stage, peer_stage, mb;
+    double ready;
+} pending_t;
+
+/* Merges the device programs into one plan, in the order a list scheduler with costs `cm` (free
+ * transfers) would run them: the op or transfer that can start first comes next, transfers first
+ * on ties. So each send and recv stream gets its transfers in time order, as a good lowering
+ * does; a producer's SEND and the consumer's RECV sit together. Returns 0, or -1 on deadlock. */
+static int lower_progs(pb_t *b, const progs_t *g, const int *stage_dev, pp_link_t xlink,
+                       size_t bytes, pp_sched_kind_t kind, const pp_cost_model_t *cm)
+{
+    int S = g->n_stages, m = g->m, n_total = 0;
+    pb_init(b, g->p, S, m, kind);
+    for (int s = 0; s < S; s++)
+        b->pl.stage_device[s] = stage_dev[s];
+    for (int d = 0; d < g->p; d++)
+        n_total += g->n[d];
+    size_t n_keys = (size_t)(S * m);
+    int *f_op = malloc(sizeof(int) * n_keys), *bi_op = malloc(sizeof(int) * n_keys);
+    int *recv_f = malloc(sizeof(int) * n_keys), *recv_b = malloc(sizeof(int) * n_keys);
+    double *end = malloc(sizeof(double) * (size_t)(3 * n_total + 1));
+    pending_t *pend = malloc(sizeof(pending_t) * (size_t)(n_total + 1));
+    for (size_t k = 0; k < n_keys; k++)
+        f_op[k] = bi_op[k] = recv_f[k] = recv_b[k] = -1;
+    double dev_free[PP_MAX_DEVICES] = {0};
+    int cur[PP_MAX_DEVICES] = {0}, n_pend = 0, left = n_total, rc = 0;
+    while (left > 0 || n_pend > 0) {
+        /* The earliest pending transfer, and the earliest compute op that can start. */
+        int best_t = -1, best_d = -1;
+        double t_best = 0;
+        for (int j = 0; j < n_pend; j++)
+            if (best_t < 0 || pend[j].ready < pend[best_t].ready) best_t = j;
+        for (int d = 0; d < g->p; d++) {
+            if (cur[d] >= g->n[d]) continue;
+            act_t a = g->a[d][cur[d]];
+            int key = a.stage * m + a.mb, in = -1;
+            if (a.kind == PP_ACT_F && a.stage > 0) in = recv_f[key];
+            if ((a.kind == PP_ACT_B || a.kind == PP_ACT_I) && a.stage < S - 1) in = recv_b[key];
+            if (in < 0 && ((a.kind == PP_ACT_F && a.stage > 0) ||
+                           ((a.kind == PP_ACT_B || a.kind == PP_ACT_I) && a.stage < S - 1)))
+                continue; /* input not received yet */
+            double t = dev_free[d];
+            if (in >= 0 && end[in] > t) t = end[in];
+            if (best_d < 0 || t < t_best) {
+                best_d = d;
+                t_best = t;
+            }
+        }
+        if (best_t >= 0 && (best_d < 0 || pend[best_t].ready <= t_best)) {
+            pending_t q = pend[best_t];
+            pend[best_t] = pend[--n_pend];
+            int r = pb_transfer(b, q.src, q.dst, q.dir_f ? PP_ACT_SEND_F : PP_ACT_SEND_B, q.stage,
+                                q.peer_stage, q.mb, q.src == q.dst ? PP_LINK_LOCAL : xlink, bytes,
+                                q.producer);
+            end[r - 1] = end[r] = q.ready;
+            if (q.dir_f)
+                recv_f[q.key_dst] = r;
+            else
+                recv_b[q.key_dst] = r;
+            continue;
+        }
+        if (best_d < 0) {
+            rc = -1;
+            break;
+        }
+        int d = best_d;
+        act_t a = g->a[d][cur[d]++];
+        left--;
+        int key = a.stage * m + a.mb, op;
+        double cost;
+        if (a.kind == PP_ACT_F) {
+            op = pb_compute(b, d, PP_ACT_F, a.stage, a.mb, a.stage > 0 ? recv_f[key] : -1, -1);
+            f_op[key] = op;
+            cost = cm->f[a.stage];
+            if (a.stage < S - 1)
+                pend[n_pend++] =
+                    (pending_t){d,    stage_dev[a.stage + 1], op, key + m, 1, a.stage, a.stage + 1,
+                                a.mb, t_best + cost};
+        } else if (a.kind == PP_ACT_B || a.kind == PP_ACT_I) {
+            op = pb_compute(b, d, a.kind, a.stage, a.mb, f_op[key],
+                            a.stage < S - 1 ? recv_b[key] : -1);
+            bi_op[key] = op;
+            cost = a.kind == PP_ACT_B ? cm->b[a.stage] : cm->i[a.stage];
+            if (a.stage > 0)
+                pend[n_pend++] =
+                    (pending_t){d,    stage_dev[a.stage - 1], op, key - m, 0, a.stage, a.stage - 1,
+                                a.mb, t_best + cost};
+        } else { /* W after its I */
+            op = pb_compute(b, d, PP_ACT_W, a.stage, a.mb, bi_op[key], -1);
+            cost = cm->w[a.stage];
+            b->pl.split_backward = 1;
+        }
+        end[op] = t_best + cost;
+        dev_free[d] = end[op];
+    }
+    free(f_op);
+    free(bi_op);
+    free(recv_f);
+    free(recv_b);
+    free(end);
+    free(pend);
+    return rc;
+}
+
+/* GPipe and 1F1B programs, stage s on device s. */
+static void progs_gpipe(progs_t *g, int p, int m)
+{
+    memset(g, 0, sizeof *g);
+    g->p = g->n_stages = p;
+    g->m = m;
+    for (int s = 0; s < p; s++) {
+        for (int k = 0; k < m; k++)
+            progs_push(g, s, PP_ACT_F, s, k);
+        for (int k = 0; k < m; k++)
+            progs_push(g, s, PP_ACT_B, s, k);
+    }
+}
+
+static void progs_1f1b(progs_t *g, int p, int m)
+{
+    memset(g, 0, sizeof *g);
+    g->p = g->n_stages = p;
+    g->m = m;
+    for (int s = 0; s < p; s++) {
+        int warm = p - s - 1 < m ? p - s - 1 : m;
+        for (int k = 0; k < warm; k++)
+            progs_push(g, s, PP_ACT_F, s, k);
+        for (int k = 0; k < m - warm; k++) {
+            progs_push(g, s, PP_ACT_F, s, warm + k);
+            progs_push(g, s, PP_ACT_B, s, k);
+        }
+        for (int k = m - warm; k < m; k++)
+            progs_push(g, s, PP_ACT_B, s, k);
+    }
+}
+
+static pp_cost_model_t make_costs(int n_stages, double f, double bi, double bw, double send)
+{
+    pp_cost_model_t cm;
+    pp_cost_cfg_t c = {f, bi, bw, send};
+    pp_status_t st = cost_model_uniform(&cm, n_stages, &c);
+    if (st != PP_OK) memset(&cm, 0, sizeof cm);
+    return cm;
+}
+
+#define EXPECT_TIME(tl, k, s, e)                                                                   \
+    do {                                                                                           \
+        EXPECT_NEAR((tl).t[k].start_ms, (s), 1e-12, 1e-12);                                        \
+        EXPECT_NEAR((tl).t[k].end_ms, (e), 1e-12, 1e-12);                                          \
+    } while (0)
+
+/* ---- tests ----------------------------------------------------------------------------------- */
+
+static void test_cost_model_uniform(void)
+{
+    double f = rnd_uniform(0.5, 2), i = rnd_uniform(0.5, 2), w = rnd_uniform(0.5, 2);
+    pp_cost_model_t cm = make_costs(5, f, i, w, 0.25);
+    REQUIRE(cm.n_stages == 5);
+    for (int s = 0; s < 5; s++) {
+        EXPECT(cm.f[s] == f && cm.i[s] == i && cm.w[s] == w);
+        EXPECT(cm.b[s] == i + w, "b = %g, i + w = %g", cm.b[s], i + w);
+    }
+    EXPECT(cm.send == 0.25);
+    cost_model_free(&cm);
+    cost_model_free(&cm); /* freeing twice (zeroed) is safe */
+    cost_model_free(NULL);
+}
+
+/* dev0 F(0,0) -> SEND_F -> RECV_F on dev1 -> F(1,0) -> B(1,0) -> SEND_B -> RECV_B -> B(0,0). */
+static void test_two_device_chain(void)
+{
+    double f = rnd_uniform(0.5, 2), bi = rnd_uniform(0.5, 2), bw = rnd_uniform(0.5, 2);
+    double c = rnd_uniform(0.1, 0.5), b = bi + bw;
+    pb_t pb;
+    pb_init(&pb, 2, 2, 1, PP_SCHED_1F1B);
+    int f0 = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int r0 = pb_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_PEER, 4096, f0);
+    int f1 = pb_compute(&pb, 1, PP_ACT_F, 1, 0, r0, -1);
+    int b1 = pb_compute(&pb, 1, PP_ACT_B, 1, 0, f1, -1);
+    int r1 = pb_transfer(&pb, 1, 0, PP_ACT_SEND_B, 1, 0, 0, PP_LINK_PEER, 4096, b1);
+    int b0 = pb_compute(&pb, 0, PP_ACT_B, 0, 0, f0, r1);
+    pp_cost_model_t cm = make_costs(2, f, bi, bw, c);
+    pp_timeline_t tl;
+    REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
+    EXPECT(tl.mode == PP_MODE_SIMULATE && tl.n_steps == 1 && tl.n_ops == pb.pl.n_ops);
+    EXPECT(tl.n_devices == 2 && tl.peak_mem_bytes[0] == 0 && tl.peak_mem_bytes[1] == 0);
+    EXPECT(tl.has_op_times == 1 && tl.skew_ms == 0.0);
+    EXPECT_TIME(tl, f0, 0, f);
+    EXPECT_TIME(tl, r0 - 1, f, f + c); /* SEND */
+    EXPECT_TIME(tl, r0, f, f + c);     /* RECV: same interval */
+    EXPECT_TIME(tl, f1, f + c, 2 * f + c);
+    EXPECT_TIME(tl, b1, 2 * f + c, 2 * f + c + b);
+    EXPECT_TIME(tl, r1, 2 * f + c + b, 2 * f + 2 * c + b);
+    EXPECT_TIME(tl, b0, 2 * f + 2 * c + b, 2 * f + 2 * c + 2 * b);
+    double span = 2 * f + 2 * c + 2 * b;
+    EXPECT_NEAR(timeline_makespan(&tl), span, 1e-12, 1e-12);
+    EXPECT_NEAR(tl.step_ms[0], span, 1e-12, 1e-12);
+    timeline_free(&tl);
+    cost_model_free(&cm);
+    pb_free(&pb);
+}
+
+/* A bigger send cost delays exactly the receiving side by the difference. */
+static void test_send_cost_delays_receiver(void)
+{
+    double f = rnd_uniform(0.5, 2);
+    double c1 = rnd_uniform(0.1, 0.4), c2 = c1 + rnd_uniform(0.3, 0.9);
+    pb_t pb;
+    pb_init(&pb, 2, 2, 1, PP_SCHED_GPIPE);
+    int f0 = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int r0 = pb_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_NCCL, 64, f0);
+    int f1 = pb_compute(&pb, 1, PP_ACT_F, 1, 0, r0, -1);
+    pp_timeline_t t1, t2;
+    pp_cost_model_t cm1 = make_costs(2, f, 1, 1, c1), cm2 = make_costs(2, f, 1, 1, c2);
+    REQUIRE(simulate_plan(&t1, &pb.pl, &cm1) == PP_OK);
+    REQUIRE(simulate_plan(&t2, &pb.pl, &cm2) == PP_OK);
+    EXPECT_TIME(t1, f0, 0, f);
+    EXPECT_TIME(t2, f0, 0, f);
+    EXPECT_NEAR(t2.t[f1].start_ms - t1.t[f1].start_ms, c2 - c1, 1e-12, 1e-12);
+    EXPECT_NEAR(t2.step_ms[0] - t1.step_ms[0], c2 - c1, 1e-12, 1e-12);
+    timeline_free(&t1);
+    timeline_free(&t2);
+    cost_model_free(&cm1);
+    cost_model_free(&cm2);
+    pb_free(&pb);
+}
+
+/* Two stages on one device hand over with a LOCAL link: no time passes. */
+static void test_local_link_is_free(void)
+{
+    double f = rnd_uniform(0.5, 2);
+    pb_t pb;
+    pb_init(&pb, 1, 2, 1, PP_SCHED_STEPS);
+    int f0 = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int r0 = pb_transfer(&pb, 0, 0, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_LOCAL, 4096, f0);
+    int f1 = pb_compute(&pb, 0, PP_ACT_F, 1, 0, r0, -1);
+    pp_cost_model_t cm = make_costs(2, f, 1, 1, rnd_uniform(1, 2));
+    pp_timeline_t tl;
+    REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
+    EXPECT_TIME(tl, r0 - 1, f, f);
+    EXPECT_TIME(tl, r0, f, f);
+    EXPECT_TIME(tl, f1, f, 2 * f);
+    timeline_free(&tl);
+    cost_model_free(&cm);
+    pb_free(&pb);
+}
+
+/* Compute goes on while the previous output is in flight; sends queue on the send stream. */
+static void test_compute_comm_overlap(void)
+{
+    double f = rnd_uniform(0.5, 1.0), c = f + rnd_uniform(0.2, 1.0); /* c > f */
+    pb_t pb;
+    pb_init(&pb, 2, 2, 2, PP_SCHED_GPIPE);
+    int fa = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int ra = pb_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_PEER, 1, fa);
+    int fb = pb_compute(&pb, 0, PP_ACT_F, 0, 1, -1, -1);
+    int rb = pb_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 1, PP_LINK_PEER, 1, fb);
+    int ga = pb_compute(&pb, 1, PP_ACT_F, 1, 0, ra, -1);
+    int gb = pb_compute(&pb, 1, PP_ACT_F, 1, 1, rb, -1);
+    pp_cost_model_t cm = make_costs(2, f, 1, 1, c);
+    pp_timeline_t tl;
+    REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
+    EXPECT_TIME(tl, fb, f, 2 * f); /* not held back by the transfer */
+    EXPECT_TIME(tl, ra, f, f + c);
+    EXPECT_TIME(tl, rb, f + c, f + 2 * c); /* the send stream was still busy */
+    EXPECT_TIME(tl, ga, f + c, 2 * f + c);
+    EXPECT_TIME(tl, gb, f + 2 * c, 2 * f + 2 * c);
+    timeline_free(&tl);
+    cost_model_free(&cm);
+    pb_free(&pb);
+}
+
+/* A transfer starts when both sides are ready: a RECV held back by its own dependency (slot
+ * reuse) holds back the SEND too, and the sender's stream is then busy until it ends. */
+static void test_transfer_waits_for_receiver(void)
+{
+    double f = rnd_uniform(0.5, 1.0), c = rnd_uniform(0.1, 0.3), big = rnd_uniform(3, 5);
+    pb_t pb;
+    pb_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
+    int x = pb_compute(&pb, 1, PP_ACT_W, 1, 0, -1, -1); /* long op on dev1 */
+    int f0 = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int s = pb_op(&pb, 0, PP_ROLE_SEND, PP_ACT_SEND_F, 0, 0, &f0, 1);
+    int deps_r[2] = {x, s}; /* the RECV lists its SEND too: that must not deadlock */
+    int r = pb_op(&pb, 1, PP_ROLE_RECV, PP_ACT_RECV_F, 1, 0, deps_r, 2);
+    pb.pl.ops[s].peer = r;
+    pb.pl.ops[r].peer = s;
+    pb.pl.ops[s].link = pb.pl.ops[r].link = PP_LINK_PEER;
+    int deps_s2 = f0;
+    int s2 = pb_op(&pb, 0, PP_ROLE_SEND, PP_ACT_SEND_F, 0, 0, &deps_s2, 1);
+    int r2 = pb_op(&pb, 1, PP_ROLE_RECV, PP_ACT_RECV_F, 1, 0, NULL, 0);
+    pb.pl.ops[s2].peer = r2;
+    pb.pl.ops[r2].peer = s2;
+    pb.pl.ops[s2].link = pb.pl.ops[r2].link = PP_LINK_PEER;
+    pp_cost_model_t cm = make_costs(2, f, 1, big, c);
+    pp_timeline_t tl;
+    REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
+    EXPECT_TIME(tl, x, 0, big);
+    EXPECT_TIME(tl, s, big, big + c);
+    EXPECT_TIME(tl, r, big, big + c);
+    EXPECT_TIME(tl, s2, big + c, big + 2 * c); /* both streams were busy until big + c */
+    EXPECT_TIME(tl, r2, big + c, big + 2 * c);
+    timeline_free(&tl);
+    cost_model_free(&cm);
+    pb_free(&pb);
+}
+
+/* Broken plan invariants are bugs: PP_ERR_INTERNAL, and the timeline is left freeable. */
+static void test_rejects_broken_plans(void)
+{
+    pp_cost_model_t cm = make_costs(2, 1, 1, 1, 0.1);
+    pp_timeline_t tl;
+    pb_t pb;
+
+    /* A dependency on a later op. */
+    pb_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
+    int later = 1;
+    pb_op(&pb, 0, PP_ROLE_COMPUTE, PP_ACT_F, 0, 0, &later, 1);
+    pb_compute(&pb, 1, PP_ACT_F, 1, 0, -1, -1);
+    EXPECT(simulate_plan(&tl, &pb.pl, &cm) == PP_ERR_INTERNAL);
+    timeline_free(&tl);
+    pb_free(&pb);
+
+    /* A RECV not right after its SEND. */
+    pb_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
+    int f0 = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int s = pb_op(&pb, 0, PP_ROLE_SEND, PP_ACT_SEND_F, 0, 0, &f0, 1);
+    pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int r = pb_op(&pb, 1, PP_ROLE_RECV, PP_ACT_RECV_F, 1, 0, NULL, 0);
+    pb.pl.ops[s].peer = r;
+    pb.pl.ops[r].peer = s;
+    EXPECT(simulate_plan(&tl, &pb.pl, &cm) == PP_ERR_INTERNAL);
+    pb_free(&pb);
+
+    /* A stage the cost model does not know, and a device out of range. */
+    pb_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
+    pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    pb.pl.ops[0].stage = 7;
+    EXPECT(simulate_plan(&tl, &pb.pl, &cm) == PP_ERR_INTERNAL);
+    pb.pl.ops[0].stage = 0;
+    pb.pl.ops[0].device = 2;
+    EXPECT(simulate_plan(&tl, &pb.pl, &cm) == PP_ERR_INTERNAL);
+    pb_free(&pb);
+    cost_model_free(&cm);
+}
+
+/* GPipe and 1F1B from the local lowering: makespan (m + p - 1)(f + b) with free transfers, and
+ * GPipe pays 2 (p - 1) transfers on top with a send cost; every start is relative to 0. */
+static void test_closed_forms_local_lowering(void)
+{
+    static const int ps[] = {1, 2, 3, 4, 8}, ms[] = {1, 2, 3, 4, 8, 16};
+    for (size_t a = 0; a < sizeof ps / sizeof ps[0]; a++)
+        for (size_t c = 0; c < sizeof ms / sizeof ms[0]; c++)
+            for (int kind = 0; kind < 2; kind++) {
+                int p = ps[a], m = ms[c];
+                double f = rnd_uniform(0.5, 2), bi = rnd_uniform(0.5, 2), bw = rnd_uniform(0, 1);
+                double b = bi + bw;
+                progs_t g;
+                if (kind == 0)
+                    progs_gpipe(&g, p, m);
+                else
+                    progs_1f1b(&g, p, m);
+                int sd[PP_MAX_DEVICES];
+                for (int s = 0; s < p; s++)
+                    sd[s] = s;
+                pb_t pb;
+                pp_cost_model_t cm = make_costs(p, f, bi, bw, 0.0);
+                int rc = lower_progs(&pb, &g, sd, PP_LINK_PEER, 1 << 20,
+                                     kind ? PP_SCHED_1F1B : PP_SCHED_GPIPE, &cm);
+                EXPECT(rc == 0, "p %d m %d kind %d deadlocked", p, m, kind);
+                pp_timeline_t tl;
+                if (rc == 0 && simulate_plan(&tl, &pb.pl, &cm) == PP_OK) {
+                    double want = (m + p - 1) * (f + b);
+                    double got = timeline_makespan(&tl);
+                    EXPECT(fabs(got - want) <= 1e-9 * (1 + want),
+                           "%s p %d m %d (f %g, b %g): makespan %.12g, want %.12g",
+                           kind ? "1f1b" : "gpipe", p, m, f, b, got, want);
+                    double t0 = tl.t[0].start_ms;
+                    for (int k = 1; k < tl.n_ops; k++)
+                        if (tl.t[k].start_ms < t0) t0 = tl.t[k].start_ms;
+                    EXPECT(t0 == 0.0);
+                    timeline_free(&tl);
+                }
+                cost_model_free(&cm);
+                if (rc == 0 && kind == 0) {
+                    double send = rnd_uniform(0.05, 0.2);
+                    cm = make_costs(p, f, bi, bw, send);
+                    if (simulate_plan(&tl, &pb.pl, &cm) == PP_OK) {
+                        EXPECT_NEAR(timeline_makespan(&tl),
+                                    (m + p - 1) * (f + b) + 2 * (p - 1) * send, 1e-9, 1e-9);
+                        timeline_free(&tl);
+                    }
+                    cost_model_free(&cm);
+                }
+                pb_free(&pb);
+                progs_free(&g);
+            }
+}
+
+/* Peak in-flight micro-batches: 1F1B stage i holds min(p - i, m), GPipe m. */
+static void test_peak_inflight_local_lowering(void)
+{
+    static const int ps[] = {1, 2, 4, 8}, ms[] = {1, 2, 4, 8, 16};
+    for (size_t a = 0; a < sizeof ps / sizeof ps[0]; a++)
+        for (size_t c = 0; c < sizeof ms / sizeof ms[0]; c++)
+            for (int kind = 0; kind < 2; kind++) {
+                int p = ps[a], m = ms[c];
+                progs_t g;
+                if (kind == 0)
+                    progs_gpipe(&g, p, m);
+                else
+                    progs_1f1b(&g, p, m);
+                int sd[PP_MAX_DEVICES];
+                for (int s = 0; s < p; s++)
+                    sd[s] = s;
+                pb_t pb;
+                pp_cost_model_t cm = make_costs(p, rnd_uniform(0.5, 2), rnd_uniform(0.5, 2),
+                                                rnd_uniform(0.5, 2), rnd_uniform(0, 0.1));
+                int rc = lower_progs(&pb, &g, sd, PP_LINK_NCCL, 4096,
+                                     kind ? PP_SCHED_1F1B : PP_SCHED_GPIPE, &cm);
+                pp_timeline_t tl;
+                pp_report_t r;
+                if (rc == 0 && simulate_plan(&tl, &pb.pl, &cm) == PP_OK) {
+                    if (report_build(&r, NULL, &pb.pl, &tl, NULL) == PP_OK) {
+                        for (int i = 0; i < p; i++) {
+                            int want = kind ? (p - i < m ? p - i : m) : m;
+                            EXPECT(r.per_device[i].peak_inflight == want,
+                                   "%s p %d m %d stage %d: %d in flight, want %d",
+                                   kind ? "1f1b" : "gpipe", p, m, i, r.per_device[i].peak_inflight,
+                                   want);
+                        }
+                        report_free(&r);
+                    }
+                    timeline_free(&tl);
+                } else {
+                    EXPECT(0, "p %d m %d: could not lower or simulate", p, m);
+                }
+                cost_model_free(&cm);
+                pb_free(&pb);
+                progs_free(&g);
+            }
+}
+
+int main(void)
+{
+    RUN(test_cost_model_uniform);
+    RUN(test_two_device_chain);
+    RUN(test_send_cost_delays_receiver);
+    RUN(test_local_link_is_free);
+    RUN(test_compute_comm_overlap);
+    RUN(test_transfer_waits_for_receiver);
+    RUN(test_rejects_broken_plans);
+    RUN(test_closed_forms_local_lowering);
+    RUN(test_peak_inflight_local_lowering);
+    return check_summary("test_simulate");
+}
