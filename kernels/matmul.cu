@@ -1,0 +1,336 @@
+/*
+ * matmul.cu — the GEMMs of a transformer stage, through cuBLAS and cuBLASLt.
+ *
+ * Row-major tensors are handed to column-major cuBLAS as their transposes. Compute is always fp32
+ * (CUBLAS_COMPUTE_32F, never TF32) and split-K partial sums are kept in fp32. The forward fuses
+ * the bias through a cuBLASLt epilogue when the heuristic offers an algorithm for the given
+ * pointers, else adds it with a kernel. The bias gradient is a two-pass column sum through
+ * gemm->workspace (after the GEMMs on the same stream), so it is deterministic. cuBLAS itself is
+ * bitwise reproducible on one stream with a user workspace, which gemm_bind installs per call.
+ */
+#include "kernel_util.cuh"
+
+#include <string.h>
+
+static cudaDataType_t cuda_type(pp_dtype_t t)
+{
+    return t == PP_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* ---- handles ----------------------------------------------------------------------------------
+ */
+
+pp_status_t gemm_init(pp_gemm_t *g, size_t workspace_bytes)
+{
+    pp_status_t st = PP_OK;
+    if (!g) PP_FAIL(PP_ERR_INTERNAL, "gemm_init: NULL object");
+    memset(g, 0, sizeof(*g));
+    if (workspace_bytes == 0) workspace_bytes = PP_GEMM_WORKSPACE_BYTES;
+    PP_CUBLAS_CHECK_GOTO(cublasCreate(&g->blas), st, fail);
+    PP_CUBLAS_CHECK_GOTO(cublasLtCreate(&g->lt), st, fail);
+    PP_CUDA_CHECK_GOTO(cudaMalloc(&g->workspace, workspace_bytes), st, fail);
+    g->workspace_bytes = workspace_bytes;
+    PP_CUBLAS_CHECK_GOTO(
+        cublasSetMathMode(
+            g->blas,
+            (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+        st, fail);
+    PP_CUBLAS_CHECK_GOTO(cublasSetWorkspace(g->blas, g->workspace, g->workspace_bytes), st, fail);
+    return PP_OK;
+fail:
+    gemm_free(g);
+    return st;
+}
+
+void gemm_free(pp_gemm_t *g)
+{
+    if (!g) return;
+    if (g->lt) cublasLtDestroy(g->lt);
+    if (g->blas) cublasDestroy(g->blas);
+    if (g->workspace) cudaFree(g->workspace);
+    memset(g, 0, sizeof(*g));
+}
+
+/* cublasSetStream resets the handle's workspace to the library pool: reinstall ours after it. */
+static pp_status_t gemm_bind(pp_gemm_t *g, cudaStream_t stream)
+{
+    PP_CUBLAS_CHECK(cublasSetStream(g->blas, stream));
+    PP_CUBLAS_CHECK(cublasSetWorkspace(g->blas, g->workspace, g->workspace_bytes));
+    return PP_OK;
+}
+
+static pp_status_t gemm_check(const char *what, const pp_gemm_t *g, pp_dtype_t dtype)
+{
+    if (!dtype_ok(dtype)) PP_FAIL(PP_ERR_INTERNAL, "%s: bad dtype %d", what, (int)dtype);
+    if (!g || !g->blas || !g->lt || !g->workspace)
+        PP_FAIL(PP_ERR_INTERNAL, "%s: gemm handles not initialised (gemm_init)", what);
+    return PP_OK;
+}
+
+/* ---- small kernels ----------------------------------------------------------------------------
+ */
+
+/* out[n, oc] += bias[oc], for the forward when no fused epilogue is available. */
+template <typename T> __global__ void add_bias_kernel(T *out, const T *bias, int N, int OC)
+{
+    const size_t total = (size_t)N * OC;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride)
+        out[i] = from_f32<T>(to_f32(out[i]) + to_f32(bias[i % OC]));
+}
+
+#define BS_TILE_X     32
+#define BS_TILE_Y     16
+#define BS_MIN_ROWS   128
+#define BS_MAX_CHUNKS 32
+
+/* partial[chunk][oc] = Σ over the chunk's rows of dout[:, oc]: block (32, 16), fixed order. */
+template <typename T>
+__global__ void bias_sum_partial_kernel(float *partial, const T *dout, int N, int OC,
+                                        int rows_per_chunk)
+{
+    __shared__ float sh[BS_TILE_Y][BS_TILE_X];
+    const int col = blockIdx.x * BS_TILE_X + threadIdx.x;
+    const int r0 = blockIdx.y * rows_per_chunk;
+    int r1 = r0 + rows_per_chunk;
+    if (r1 > N) r1 = N;
+    float s = 0.0f;
+    if (col < OC)
+        for (int r = r0 + threadIdx.y; r < r1; r += BS_TILE_Y)
+            s += to_f32(dout[(size_t)r * OC + col]);
+    sh[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < OC) {
+        for (int y = 1; y < BS_TILE_Y; y++)
+            s += sh[y][threadIdx.x];
+        partial[(size_t)blockIdx.y * OC + col] = s;
+    }
+}
+
+__global__ void bias_sum_final_kernel(float *dbias, const float *partial, int OC, int chunks)
+{
+    for (int col = blockIdx.x * blockDim.x + threadIdx.x; col < OC; col += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int k = 0; k < chunks; k++)
+            s += partial[(size_t)k * OC + col];
+        dbias[col] += s;
+    }
+}
+
+/* ---- forward ----------------------------------------------------------------------------------
+ */
+
+/* Largest power of two (≤ 256) that divides the address. */
+static uint32_t ptr_alignment(const void *p)
+{
+    uint32_t a = 256;
+    while (a > 1 && ((uintptr_t)p % a) != 0)
+        a >>= 1;
+    return a;
+}
+
+/* out = inp·Wᵀ + bias in one cublasLtMatmul with the BIAS epilogue. Sets *fused = 1 when it ran;
+ * leaves 0 (and returns PP_OK) when the heuristic has no algorithm for these shapes/pointers. */
+static pp_status_t matmul_fwd_lt(int *fused, void *out, const void *inp, const void *weight,
+                                 const void *bias, int N, int IC, int OC, pp_dtype_t dtype,
+                                 pp_gemm_t *g, cudaStream_t stream)
+{
+    pp_status_t st = PP_OK;
+    cublasLtMatmulDesc_t desc = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    const cudaDataType_t t = cuda_type(dtype);
+    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const uint64_t ws = g->workspace_bytes;
+    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE; /* fp32 split-K partials */
+    const uint32_t al_a = ptr_alignment(weight), al_b = ptr_alignment(inp),
+                   al_c = ptr_alignment(out);
+    const float one = 1.0f, zero = 0.0f;
+    *fused = 0;
+
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), st, done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT)), st,
+        done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN)), st,
+        done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), st,
+        done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                        &bias, sizeof(bias)),
+                         st, done);
+    /* column-major views: A = W as IC×OC (transposed), B = inp as IC×N, C = D = out as OC×N */
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&la, t, IC, OC, IC), st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&lb, t, IC, N, IC), st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&lc, t, OC, N, OC), st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceCreate(&pref), st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+                         st, done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                             &reduction, sizeof(reduction)),
+        st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)),
+                         st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)),
+                         st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)),
+                         st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)),
+                         st, done);
+    /* no algorithm is not an error: the caller falls back to GEMM + bias kernel */
+    if (cublasLtMatmulAlgoGetHeuristic(g->lt, desc, la, lb, lc, lc, pref, 1, &heur, &found) !=
+            CUBLAS_STATUS_SUCCESS ||
+        found == 0)
+        goto done;
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmul(g->lt, desc, &one, weight, la, inp, lb, &zero, out, lc, out,
+                                        lc, &heur.algo, g->workspace, g->workspace_bytes, stream),
+                         st, done);
+    *fused = 1;
+done:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    return st;
+}
+
+static pp_status_t shape_check(const char *what, int N, int IC, int OC)
+{
+    if (N < 0 || IC <= 0 || OC <= 0)
+        PP_FAIL(PP_ERR_INTERNAL, "%s: bad shape N = %d, IC = %d, OC = %d", what, N, IC, OC);
+    return PP_OK;
+}
+
+pp_status_t matmul_fwd(void *out, const void *inp, const void *weight, const void *bias, int N,
+                       int IC, int OC, pp_dtype_t dtype, pp_gemm_t *gemm, cudaStream_t stream)
+{
+    PP_CHECK(gemm_check("matmul_fwd", gemm, dtype));
+    PP_CHECK(shape_check("matmul_fwd", N, IC, OC));
+    if (N == 0) return PP_OK;
+    if (!out || !inp || !weight) PP_FAIL(PP_ERR_INTERNAL, "matmul_fwd: NULL pointer");
+    if (bias) {
+        int fused = 0;
+        PP_CHECK(matmul_fwd_lt(&fused, out, inp, weight, bias, N, IC, OC, dtype, gemm, stream));
+        if (fused) return PP_OK;
+    }
+    const cudaDataType_t t = cuda_type(dtype);
+    const float one = 1.0f, zero = 0.0f;
+    PP_CHECK(gemm_bind(gemm, stream));
+    PP_CUBLAS_CHECK(cublasGemmEx(gemm->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, &one, weight, t,
+                                 IC, inp, t, IC, &zero, out, t, OC, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+    if (bias) {
+        const int threads = 256;
+        const unsigned grid = grid_for((size_t)N * OC, threads);
+        if (dtype == PP_DTYPE_BF16)
+            add_bias_kernel<bf16>
+                <<<grid, threads, 0, stream>>>((bf16 *)out, (const bf16 *)bias, N, OC);
+        else
+            add_bias_kernel<float>
+                <<<grid, threads, 0, stream>>>((float *)out, (const float *)bias, N, OC);
+        PP_CUDA_LAUNCH_CHECK();
+    }
+    return PP_OK;
+}
+
+/* ---- backward ---------------------------------------------------------------------------------
+ */
+
+pp_status_t matmul_bwd_input(void *dinp, const void *dout, const void *weight, int N, int IC,
+                             int OC, int accumulate, pp_dtype_t dtype, pp_gemm_t *gemm,
+                             cudaStream_t stream)
+{
+    PP_CHECK(gemm_check("matmul_bwd_input", gemm, dtype));
+    PP_CHECK(shape_check("matmul_bwd_input", N, IC, OC));
+    if (N == 0) return PP_OK;
+    if (!dinp || !dout || !weight) PP_FAIL(PP_ERR_INTERNAL, "matmul_bwd_input: NULL pointer");
+    const cudaDataType_t t = cuda_type(dtype);
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    PP_CHECK(gemm_bind(gemm, stream));
+    /* column-major: dinpᵀ (IC×N) = W (IC×OC) · doutᵀ (OC×N) */
+    PP_CUBLAS_CHECK(cublasGemmEx(gemm->blas, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, &one, weight, t,
+                                 IC, dout, t, OC, &beta, dinp, t, IC, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+    return PP_OK;
+}
+
+pp_status_t matmul_bwd_weight(float *dweight, float *dbias, const void *dout, const void *inp,
+                              int N, int IC, int OC, pp_dtype_t dtype, pp_gemm_t *gemm,
+                              cudaStream_t stream)
+{
+    PP_CHECK(gemm_check("matmul_bwd_weight", gemm, dtype));
+    PP_CHECK(shape_check("matmul_bwd_weight", N, IC, OC));
+    if (N == 0) return PP_OK;
+    if (!dweight || !dout || !inp) PP_FAIL(PP_ERR_INTERNAL, "matmul_bwd_weight: NULL pointer");
+    const cudaDataType_t t = cuda_type(dtype);
+    const float one = 1.0f;
+    PP_CHECK(gemm_bind(gemm, stream));
+    /* column-major: dWᵀ (IC×OC) += inpᵀ (IC×N) · dout (N×OC); bf16 inputs, fp32 output */
+    PP_CUBLAS_CHECK(cublasGemmEx(gemm->blas, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, &one, inp, t, IC,
+                                 dout, t, OC, &one, dweight, CUDA_R_32F, IC, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+    if (!dbias) return PP_OK;
+    /* column sums in two fixed-order passes, partials in the (now idle) GEMM workspace */
+    int chunks = (N + BS_MIN_ROWS - 1) / BS_MIN_ROWS;
+    if (chunks > BS_MAX_CHUNKS) chunks = BS_MAX_CHUNKS;
+    size_t fit = gemm->workspace_bytes / ((size_t)OC * sizeof(float));
+    if ((size_t)chunks > fit) chunks = (int)fit;
+    if (chunks < 1)
+        PP_FAIL(PP_ERR_INTERNAL, "matmul_bwd_weight: workspace of %zu bytes too small for OC = %d",
+                gemm->workspace_bytes, OC);
+    const int rows_per_chunk = (N + chunks - 1) / chunks;
+    float *partial = (float *)gemm->workspace;
+    dim3 block(BS_TILE_X, BS_TILE_Y), grid((OC + BS_TILE_X - 1) / BS_TILE_X, chunks);
+    if (dtype == PP_DTYPE_BF16)
+        bias_sum_partial_kernel<bf16>
+            <<<grid, block, 0, stream>>>(partial, (const bf16 *)dout, N, OC, rows_per_chunk);
+    else
+        bias_sum_partial_kernel<float>
+            <<<grid, block, 0, stream>>>(partial, (const float *)dout, N, OC, rows_per_chunk);
+    PP_CUDA_LAUNCH_CHECK();
+    bias_sum_final_kernel<<<grid_for((size_t)OC, 256), 256, 0, stream>>>(dbias, partial, OC,
+                                                                         chunks);
+    PP_CUDA_LAUNCH_CHECK();
+    return PP_OK;
+}
+
+/* ---- batched (attention) ----------------------------------------------------------------------
+ */
+
+pp_status_t gemm_strided_batched(void *c, const void *a, const void *b, int trans_a, int trans_b,
+                                 int m, int n, int k, float alpha, float beta, long long stride_a,
+                                 long long stride_b, long long stride_c, int batch,
+                                 pp_dtype_t dtype, pp_gemm_t *gemm, cudaStream_t stream)
+{
+    PP_CHECK(gemm_check("gemm_strided_batched", gemm, dtype));
+    if (m <= 0 || n <= 0 || k <= 0 || batch < 0)
+        PP_FAIL(PP_ERR_INTERNAL,
+                "gemm_strided_batched: bad shape m = %d, n = %d, k = %d, batch = %d", m, n, k,
+                batch);
+    if (stride_a < 0 || stride_b < 0 || stride_c < 0)
+        PP_FAIL(PP_ERR_INTERNAL, "gemm_strided_batched: negative stride");
+    if (batch == 0) return PP_OK;
+    if (!a || !b || !c) PP_FAIL(PP_ERR_INTERNAL, "gemm_strided_batched: NULL pointer");
+    const cudaDataType_t t = cuda_type(dtype);
+    /* row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B's storage comes first */
+    const cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t oa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int ldb = trans_b ? k : n, lda = trans_a ? m : k;
+    PP_CHECK(gemm_bind(gemm, stream));
+    PP_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        gemm->blas, ob, oa, n, m, k, &alpha, b, t, ldb, stride_b, a, t, lda, stride_a, &beta, c, t,
+        n, stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return PP_OK;
+}
