@@ -16,7 +16,7 @@
  * layers inside any other split. The LM head is not tied to wte: the first and the last stage
  * live on different GPUs, and tying would need a gradient exchange between them every step.
  *
- * Plain C11 (gcc) and CUDA (nvcc); the init functions are host-only and use libm.
+ * Plain C11 (gcc) and CUDA (nvcc); model_init_pair also runs on the device. Uses libm.
  */
 #ifndef PP_STAGES_MODEL_H
 #define PP_STAGES_MODEL_H
@@ -181,30 +181,51 @@ static inline double model_init_std(pp_param_kind_t kind, int total_layers)
     }
 }
 
-/* Fill out[0 .. t->numel) with tensor t's initial values. Element pairs (2k, 2k+1) come from one
- * Box-Muller transform of two hashed uniforms keyed by (seed, kind, global layer, k). Host only. */
+/* The value of a tensor initialised to a constant: 1 for LayerNorm weights, 0 otherwise. */
+static inline float model_init_constant(pp_param_kind_t kind)
+{
+    return (kind == PP_PARAM_LN1_W || kind == PP_PARAM_LN2_W || kind == PP_PARAM_LNF_W) ? 1.0f
+                                                                                        : 0.0f;
+}
+
+/* The identity of a tensor in the whole model: its kind and its global layer. */
+static inline PP_HD uint64_t model_tensor_id(pp_param_kind_t kind, int layer)
+{
+    return ((uint64_t)(uint32_t)(layer + 1) << 8) | (uint64_t)kind;
+}
+
+/* Elements 2k and 2k+1 of the tensor with identity `id`: one Box-Muller transform of two hashed
+ * uniforms, scaled by std. The same source runs on the host (reference, tests) and the device
+ * (stage init); both are deterministic, and the two agree except for rare last-bit roundings of
+ * log/sin/cos, which the tests allow for. */
+static inline PP_HD void model_init_pair(uint64_t seed, uint64_t id, uint64_t k, double std,
+                                         float *z0, float *z1)
+{
+    const double two_pi = 6.283185307179586476925286766559;
+    double u1 = 1.0 - pp_unit53(pp_hash(seed, PP_RNG_PARAM, id, k, 0)); /* (0, 1] */
+    double u2 = pp_unit53(pp_hash(seed, PP_RNG_PARAM, id, k, 1));
+    double r = sqrt(-2.0 * log(u1)) * std;
+    *z0 = (float)(r * cos(two_pi * u2));
+    *z1 = (float)(r * sin(two_pi * u2));
+}
+
+/* Fill out[0 .. t->numel) with tensor t's initial values on the host. */
 static inline void model_init_fill(uint64_t seed, int total_layers, const pp_param_tensor_t *t,
                                    float *out)
 {
-    const double two_pi = 6.283185307179586476925286766559;
     double std = model_init_std(t->kind, total_layers);
-    float constant =
-        (t->kind == PP_PARAM_LN1_W || t->kind == PP_PARAM_LN2_W || t->kind == PP_PARAM_LNF_W)
-            ? 1.0f
-            : 0.0f;
     if (std == 0.0) {
+        float constant = model_init_constant(t->kind);
         for (size_t i = 0; i < t->numel; i++)
             out[i] = constant;
         return;
     }
-    uint64_t id = ((uint64_t)(uint32_t)(t->layer + 1) << 8) | (uint64_t)t->kind;
+    uint64_t id = model_tensor_id(t->kind, t->layer);
     for (size_t i = 0; i < t->numel; i += 2) {
-        uint64_t k = i / 2;
-        double u1 = 1.0 - pp_unit53(pp_hash(seed, PP_RNG_PARAM, id, k, 0)); /* (0, 1] */
-        double u2 = pp_unit53(pp_hash(seed, PP_RNG_PARAM, id, k, 1));
-        double r = sqrt(-2.0 * log(u1)) * std;
-        out[i] = (float)(r * cos(two_pi * u2));
-        if (i + 1 < t->numel) out[i + 1] = (float)(r * sin(two_pi * u2));
+        float z0, z1;
+        model_init_pair(seed, id, i / 2, std, &z0, &z1);
+        out[i] = z0;
+        if (i + 1 < t->numel) out[i + 1] = z1;
     }
 }
 

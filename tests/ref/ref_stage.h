@@ -18,6 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct ref_block {
     double *ln1, *ln1_mean, *ln1_rstd; /* LN1 out [N,C], stats [N] */
     double *qkv;                       /* [N,3C]: q | k | v, head h at columns h*hd .. */
@@ -76,5 +80,9 @@ void ref_stage_zero_grads(ref_stage_t *r);
 void ref_adamw_step(const pp_param_tensor_t *tensors, int n_tensors, double *params,
                     const double *grads, double *m, double *v, double lr, double beta1,
                     double beta2, double eps, double weight_decay, int step);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PP_REF_STAGE_H */
