@@ -1,0 +1,943 @@
+/*
+ * test_report.c — metrics and output forms of the report on hand-built plans and timelines.
+ *
+ * Busy time as a union of intervals (checked against a brute-force count over a grid), in-flight
+ * counts, percentiles, closed forms, and the outputs: the JSON (a recursive-descent checker below
+ * validates it and records the keys in order), the Chrome trace (valid JSON, one complete event
+ * per op, one flow start and end per SEND) and the SVG (a small XML well-formedness checker that
+ * also counts the boxes of compute ops). Times are drawn from a seeded generator.
+ */
+#include "../../scheduler/report.h"
+#include "../check.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* ---- seeded random numbers ------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint64_t rnd_u64(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static double rnd_uniform(double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(rnd_u64() >> 11) / 9007199254740992.0;
+}
+
+static int rnd_int(int lo, int hi)
+{
+    return lo + (int)(rnd_u64() % (uint64_t)(hi - lo + 1));
+}
+
+/* ---- hand-built plan + timeline -------------------------------------------------------------- */
+
+#define TP_MAX_OPS 2048
+
+typedef struct tp {
+    pp_plan_t pl;
+    pp_op_t ops[TP_MAX_OPS];
+    pp_op_time_t t[TP_MAX_OPS];
+    int stage_device[PP_MAX_STAGES];
+    int slots[PP_MAX_STAGES];
+} tp_t;
+
+static tp_t *tp_new(int p, int n_stages, int m, pp_sched_kind_t kind)
+{
+    tp_t *x = calloc(1, sizeof *x);
+    x->pl.n_devices = p;
+    x->pl.n_stages = n_stages;
+    x->pl.n_mb = m;
+    x->pl.chunks = n_stages / p;
+    x->pl.kind = kind;
+    x->pl.ops = x->ops;
+    x->pl.stage_device = x->stage_device;
+    x->pl.slots_per_stage = x->slots;
+    for (int s = 0; s < n_stages; s++)
+        x->stage_device[s] = s % p;
+    return x;
+}
+
+static int tp_op(tp_t *x, int dev, pp_role_t role, pp_action_kind_t kind, int stage, int mb,
+                 double start, double end)
+{
+    int k = x->pl.n_ops++;
+    x->ops[k] = (pp_op_t){.device = dev,
+                          .role = role,
+                          .kind = kind,
+                          .stage = stage,
+                          .mb = mb,
+                          .slot = mb,
+                          .pos = k,
+                          .peer = -1,
+                          .link = PP_LINK_NONE};
+    x->t[k] = (pp_op_time_t){start, end};
+    return k;
+}
+
+static int tp_compute(tp_t *x, int dev, pp_action_kind_t kind, int stage, int mb, double start,
+                      double end)
+{
+    return tp_op(x, dev, PP_ROLE_COMPUTE, kind, stage, mb, start, end);
+}
+
+/* A SEND on src and its RECV on dst, both over [start, end]; returns the SEND. */
+static int tp_transfer(tp_t *x, int src, int dst, pp_action_kind_t send_kind, int stage, int mb,
+                       pp_link_t link, size_t bytes, double start, double end)
+{
+    int s = tp_op(x, src, PP_ROLE_SEND, send_kind, stage, mb, start, end);
+    int r = tp_op(x, dst, PP_ROLE_RECV, (pp_action_kind_t)(send_kind + 1),
+                  send_kind == PP_ACT_SEND_F ? stage + 1 : stage - 1, mb, start, end);
+    x->ops[s].peer = r;
+    x->ops[r].peer = s;
+    x->ops[s].link = x->ops[r].link = link;
+    x->ops[s].bytes = x->ops[r].bytes = bytes;
+    return s;
+}
+
+/* A timeline holding the hand-set times; step_ms[] = steps (or the makespan when NULL). */
+static pp_status_t tp_timeline(const tp_t *x, pp_timeline_t *tl, pp_mode_t mode,
+                               const double *steps, int n_steps)
+{
+    PP_CHECK(timeline_init(tl, mode, x->pl.n_ops, x->pl.n_devices, steps ? n_steps : 1));
+    memcpy(tl->t, x->t, sizeof(pp_op_time_t) * (size_t)x->pl.n_ops);
+    tl->has_op_times = 1;
+    if (steps)
+        memcpy(tl->step_ms, steps, sizeof(double) * (size_t)n_steps);
+    else
+        tl->step_ms[0] = timeline_makespan(tl);
+    return PP_OK;
+}
+
+/* A small 2-device, 2-micro-batch 1F1B-like run with transfers, times scaled by `u`. */
+static tp_t *tp_small(double u, int *n_sends)
+{
+    tp_t *x = tp_new(2, 2, 2, PP_SCHED_1F1B);
+    for (int k = 0; k < 2; k++) {
+        double o = 4 * k * u;
+        tp_compute(x, 0, PP_ACT_F, 0, k, o, o + u);
+        tp_transfer(x, 0, 1, PP_ACT_SEND_F, 0, k, PP_LINK_PEER, 1 << 20, o + u, o + 1.2 * u);
+        tp_compute(x, 1, PP_ACT_F, 1, k, o + 1.2 * u, o + 2.2 * u);
+        tp_compute(x, 1, PP_ACT_B, 1, k, o + 2.2 * u, o + 3.2 * u);
+        tp_transfer(x, 1, 0, PP_ACT_SEND_B, 1, k, PP_LINK_PEER, 1 << 20, o + 3.2 * u, o + 3.4 * u);
+        tp_compute(x, 0, PP_ACT_B, 0, k, o + 3.4 * u, o + 4.4 * u);
+    }
+    *n_sends = 4;
+    return x;
+}
+
+/* ---- a recursive-descent JSON checker -------------------------------------------------------- */
+
+#define J_MAX_KEYS 256
+
+typedef struct jp {
+    const char *s;
+    int depth; /* nesting of objects and arrays */
+    int n_keys;
+    char keys[J_MAX_KEYS][40]; /* keys in the order met */
+    int key_depth[J_MAX_KEYS];
+} jp_t;
+
+static int j_value(jp_t *j);
+
+static void j_ws(jp_t *j)
+{
+    while (*j->s == ' ' || *j->s == '\t' || *j->s == '\n' || *j->s == '\r')
+        j->s++;
+}
+
+/* A string; its text (escapes kept as written) goes to out when out != NULL. */
+static int j_string(jp_t *j, char *out, size_t size)
+{
+    size_t n = 0;
+    if (*j->s != '"') return 0;
+    j->s++;
+    for (;;) {
+        unsigned char c = (unsigned char)*j->s;
+        if (c == '"') break;
+        if (c < 0x20) return 0; /* includes the end of the text */
+        if (c == '\\') {
+            j->s++;
+            if (*j->s == 'u') {
+                for (int i = 1; i <= 4; i++) {
+                    char h = j->s[i];
+                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') ||
+                          (h >= 'A' && h <= 'F')))
+                        return 0;
+                }
+                j->s += 4;
+            } else if (!strchr("\"\\/bfnrt", *j->s) || *j->s == '\0') {
+                return 0;
+            }
+        }
+        if (out && n + 1 < size) out[n++] = (char)c;
+        j->s++;
+    }
+    if (out) out[n] = '\0';
+    j->s++;
+    return 1;
+}
+
+static int j_digits(jp_t *j)
+{
+    if (*j->s < '0' || *j->s > '9') return 0;
+    while (*j->s >= '0' && *j->s <= '9')
+        j->s++;
+    return 1;
+}
+
+static int j_number(jp_t *j)
+{
+    if (*j->s == '-') j->s++;
+    if (*j->s == '0')
+        j->s++;
+    else if (!j_digits(j))
+        return 0;
+    if (*j->s == '.') {
+        j->s++;
+        if (!j_digits(j)) return 0;
+    }
+    if (*j->s == 'e' || *j->s == 'E') {
+        j->s++;
+        if (*j->s == '+' || *j->s == '-') j->s++;
+        if (!j_digits(j)) return 0;
+    }
+    return 1;
+}
+
+static int j_object(jp_t *j)
+{
+    j->s++; /* { */
+    j->depth++;
+    j_ws(j);
+    if (*j->s == '}') {
+        j->s++;
+        j->depth--;
+        return 1;
+    }
+    for (;;) {
+        char key[40];
+        j_ws(j);
+        if (!j_string(j, key, sizeof key)) return 0;
+        if (j->n_keys < J_MAX_KEYS) {
+            strcpy(j->keys[j->n_keys], key);
+            j->key_depth[j->n_keys++] = j->depth;
+        }
+        j_ws(j);
+        if (*j->s++ != ':') return 0;
+        if (!j_value(j)) return 0;
+        j_ws(j);
+        if (*j->s == ',') {
+            j->s++;
+            continue;
+        }
+        if (*j->s++ != '}') return 0;
+        j->depth--;
+        return 1;
+    }
+}
+
+static int j_array(jp_t *j)
+{
+    j->s++; /* [ */
+    j->depth++;
+    j_ws(j);
+    if (*j->s == ']') {
+        j->s++;
+        j->depth--;
+        return 1;
+    }
+    for (;;) {
+        if (!j_value(j)) return 0;
+        j_ws(j);
+        if (*j->s == ',') {
+            j->s++;
+            continue;
+        }
+        if (*j->s++ != ']') return 0;
+        j->depth--;
+        return 1;
+    }
+}
+
+static int j_value(jp_t *j)
+{
+    j_ws(j);
+    if (j->depth > 64) return 0;
+    switch (*j->s) {
+    case '{': return j_object(j);
+    case '[': return j_array(j);
+    case '"': return j_string(j, NULL, 0);
+    case 't': return strncmp(j->s, "true", 4) == 0 ? (j->s += 4, 1) : 0;
+    case 'f': return strncmp(j->s, "false", 5) == 0 ? (j->s += 5, 1) : 0;
+    case 'n': return strncmp(j->s, "null", 4) == 0 ? (j->s += 4, 1) : 0;
+    default: return j_number(j);
+    }
+}
+
+/* 1 when `text` is exactly one JSON value (surrounded by whitespace only). */
+static int json_valid(const char *text, jp_t *j)
+{
+    memset(j, 0, sizeof *j);
+    j->s = text;
+    if (!j_value(j)) return 0;
+    j_ws(j);
+    return *j->s == '\0';
+}
+
+/* ---- a small XML well-formedness checker ----------------------------------------------------- */
+
+typedef struct xc {
+    const char *s;
+    int n_op_rects; /* <rect class="op ..."> elements */
+    int has_xmlns;
+} xc_t;
+
+static int x_name_start(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || c == ':';
+}
+static int x_name_char(char c)
+{
+    return x_name_start(c) || (c >= '0' && c <= '9') || c == '-' || c == '.';
+}
+
+static int x_name(const char **p, char *out, size_t size)
+{
+    size_t n = 0;
+    if (!x_name_start(**p)) return 0;
+    while (x_name_char(**p)) {
+        if (n + 1 < size) out[n++] = **p;
+        (*p)++;
+    }
+    out[n] = '\0';
+    return 1;
+}
+
+/* Checks the entity reference at *p ('&'); advances past it. */
+static int x_entity(const char **p)
+{
+    const char *q = *p + 1;
+    if (*q == '#') {
+        q++;
+        int hex = *q == 'x';
+        if (hex) q++;
+        const char *d = q;
+        while ((*q >= '0' && *q <= '9') ||
+               (hex && ((*q >= 'a' && *q <= 'f') || (*q >= 'A' && *q <= 'F'))))
+            q++;
+        if (q == d || *q != ';') return 0;
+    } else {
+        static const char *const known[] = {"amp;", "lt;", "gt;", "quot;", "apos;"};
+        int ok = 0;
+        for (int i = 0; i < 5 && !ok; i++)
+            if (strncmp(q, known[i], strlen(known[i])) == 0) {
+                q += strlen(known[i]) - 1;
+                ok = 1;
+            }
+        if (!ok) return 0;
+    }
+    *p = q + 1;
+    return 1;
+}
+
+static int x_skip_to(const char **p, const char *end)
+{
+    const char *q = strstr(*p, end);
+    if (!q) return 0;
+    *p = q + strlen(end);
+    return 1;
+}
+
+/* 1 when `text` is a well-formed XML document with one root element. */
+static int xml_wellformed(const char *text, xc_t *x)
+{
+    char stack[64][32];
+    int depth = 0, roots = 0;
+    const char *p = text;
+    memset(x, 0, sizeof *x);
+    while (*p) {
+        if (*p != '<') {
+            if (*p == '&') {
+                if (!x_entity(&p)) return 0;
+                continue;
+            }
+            if (depth == 0 && !(*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) return 0;
+            p++;
+            continue;
+        }
+        if (strncmp(p, "<!--", 4) == 0) {
+            if (!x_skip_to(&p, "-->")) return 0;
+        } else if (strncmp(p, "<![CDATA[", 9) == 0) {
+            if (depth == 0 || !x_skip_to(&p, "]]>")) return 0;
+        } else if (strncmp(p, "<?", 2) == 0) {
+            if (!x_skip_to(&p, "?>")) return 0;
+        } else if (strncmp(p, "<!", 2) == 0) {
+            if (depth > 0 || !x_skip_to(&p, ">")) return 0;
+        } else if (p[1] == '/') {
+            char name[32];
+            p += 2;
+            if (!x_name(&p, name, sizeof name)) return 0;
+            while (*p == ' ' || *p == '\n')
+                p++;
+            if (*p++ != '>') return 0;
+            if (depth == 0 || strcmp(stack[depth - 1], name) != 0) return 0;
+            depth--;
+        } else {
+            char name[32], attr[32], cls[64] = "";
+            p++;
+            if (!x_name(&p, name, sizeof name)) return 0;
+            if (depth == 0 && ++roots > 1) return 0;
+            for (;;) {
+                int ws = 0;
+                while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+                    p++, ws = 1;
+                if (*p == '/' || *p == '>') break;
+                if (!ws || !x_name(&p, attr, sizeof attr)) return 0;
+                if (*p++ != '=') return 0;
+                char quote = *p++;
+                if (quote != '"' && quote != '\'') return 0;
+                const char *v = p;
+                while (*p && *p != quote) {
+                    if (*p == '<') return 0;
+                    if (*p == '&') {
+                        if (!x_entity(&p)) return 0;
+                    } else {
+                        p++;
+                    }
+                }
+                if (*p != quote) return 0;
+                if (strcmp(attr, "class") == 0) {
+                    size_t n = (size_t)(p - v) < sizeof cls - 1 ? (size_t)(p - v) : sizeof cls - 1;
+                    memcpy(cls, v, n);
+                    cls[n] = '\0';
+                }
+                if (strcmp(attr, "xmlns") == 0 && strncmp(v, "http://www.w3.org/2000/svg", 26) == 0)
+                    x->has_xmlns = 1;
+                p++;
+            }
+            if (strcmp(name, "rect") == 0 && strncmp(cls, "op ", 3) == 0) x->n_op_rects++;
+            if (*p == '/') {
+                if (p[1] != '>') return 0;
+                p += 2;
+            } else {
+                p++;
+                if (depth == 64) return 0;
+                snprintf(stack[depth++], sizeof stack[0], "%s", name);
+            }
+        }
+    }
+    return depth == 0 && roots == 1;
+}
+
+/* ---- file helpers ---------------------------------------------------------------------------- */
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf) buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* A fresh temporary file name ending in `suffix`. */
+static void temp_path(char *buf, size_t size, const char *suffix)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(buf, size, "%s/ppsched_test_XXXXXX%s", dir && *dir ? dir : "/tmp", suffix);
+    int fd = mkstemps(buf, (int)strlen(suffix));
+    if (fd >= 0) close(fd);
+}
+
+static int count_substr(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static char *print_json(const pp_report_t *r)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    report_print_json(r, f);
+    fclose(f);
+    return buf;
+}
+
+static char *print_table(const pp_report_t *r, const pp_config_t *cfg)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    report_print_table(r, cfg, f);
+    fclose(f);
+    return buf;
+}
+
+/* ---- tests: metrics -------------------------------------------------------------------------- */
+
+/* Overlapping compute ops count once; transfers do not count; makespan spans every stream. */
+static void test_busy_union_of_intervals(void)
+{
+    double u = rnd_uniform(0.5, 3), o = rnd_uniform(0, 10);
+    tp_t *x = tp_new(2, 2, 3, PP_SCHED_STEPS);
+    tp_compute(x, 0, PP_ACT_F, 0, 0, o + 0 * u, o + 2 * u);
+    tp_compute(x, 0, PP_ACT_B, 0, 1, o + 1 * u, o + 3 * u);     /* overlaps the first */
+    tp_compute(x, 0, PP_ACT_F, 0, 2, o + 1.5 * u, o + 2.5 * u); /* inside both */
+    tp_compute(x, 0, PP_ACT_W, 0, 2, o + 5 * u, o + 6 * u);
+    tp_transfer(x, 0, 1, PP_ACT_SEND_F, 0, 0, PP_LINK_PEER, 3000, o + 3 * u, o + 5 * u);
+    tp_transfer(x, 0, 1, PP_ACT_SEND_F, 0, 1, PP_LINK_LOCAL, 7000, o + 3 * u, o + 3 * u);
+    tp_transfer(x, 1, 0, PP_ACT_SEND_B, 1, 1, PP_LINK_NCCL, 500, o + 5 * u, o + 5.5 * u);
+    tp_compute(x, 1, PP_ACT_F, 1, 0, o + 0 * u, o + 1 * u);
+    pp_timeline_t tl;
+    pp_report_t r;
+    REQUIRE(tp_timeline(x, &tl, PP_MODE_MEASURE, NULL, 0) == PP_OK);
+    REQUIRE(report_build(&r, NULL, &x->pl, &tl, NULL) == PP_OK);
+    EXPECT(r.devices == 2 && r.stages == 2 && r.micro_batches == 3 && r.mode == PP_MODE_MEASURE);
+    EXPECT_NEAR(r.per_device[0].busy_ms, 4 * u, 1e-12, 1e-12);
+    EXPECT_NEAR(r.per_device[1].busy_ms, 1 * u, 1e-12, 1e-12);
+    EXPECT_NEAR(r.per_device[0].idle_ms, 2 * u, 1e-12, 1e-12);
+    EXPECT_NEAR(r.per_device[1].idle_ms, 5 * u, 1e-12, 1e-12);
+    EXPECT_NEAR(r.per_device[0].bubble, 2.0 / 6, 1e-12, 0);
+    EXPECT_NEAR(r.per_device[1].bubble, 5.0 / 6, 1e-12, 0);
+    EXPECT_NEAR(r.bubble, 1 - 5.0 / 12, 1e-12, 0);
+    EXPECT_NEAR(r.bubble_ideal, 7.0 / 5, 1e-12, 0);
+    EXPECT_NEAR(r.step_ms, 6 * u, 1e-12, 1e-12);
+    EXPECT(r.per_device[0].bytes_sent == 3000, "dev0 sent %g (LOCAL must not count)",
+           r.per_device[0].bytes_sent);
+    EXPECT(r.per_device[1].bytes_sent == 500);
+    EXPECT(isnan(r.bubble_theory) && isnan(r.bubble_simulated) && isnan(r.tokens_per_s));
+    EXPECT(r.per_device[0].cuda_device == -1);
+    report_free(&r);
+    report_free(&r); /* zeroed: safe */
+    timeline_free(&tl);
+    free(x);
+}
+
+/* Random intervals on a grid, against a brute-force count of covered cells. */
+static void test_busy_random_against_grid(void)
+{
+    for (int trial = 0; trial < 50; trial++) {
+        int p = rnd_int(1, 4);
+        double u = rnd_uniform(0.1, 2);
+        tp_t *x = tp_new(p, p, 64, PP_SCHED_STEPS);
+        unsigned char cover[4][200];
+        memset(cover, 0, sizeof cover);
+        int n = rnd_int(1, 60);
+        for (int k = 0; k < n; k++) {
+            int d = rnd_int(0, p - 1), a = rnd_int(0, 190), len = rnd_int(0, 9);
+            pp_role_t role = rnd_int(0, 3) == 0 ? PP_ROLE_SEND : PP_ROLE_COMPUTE;
+            tp_op(x, d, role, role == PP_ROLE_SEND ? PP_ACT_SEND_F : PP_ACT_F, d, k % 64, a * u,
+                  (a + len) * u);
+            if (role == PP_ROLE_COMPUTE)
+                for (int c = a; c < a + len; c++)
+                    cover[d][c] = 1;
+        }
+        pp_timeline_t tl;
+        pp_report_t r;
+        REQUIRE(tp_timeline(x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+        REQUIRE(report_build(&r, NULL, &x->pl, &tl, NULL) == PP_OK);
+        double sum = 0;
+        for (int d = 0; d < p; d++) {
+            int cells = 0;
+            for (int c = 0; c < 200; c++)
+                cells += cover[d][c];
+            EXPECT_NEAR(r.per_device[d].busy_ms, cells * u, 1e-9, 1e-12);
+            sum += cells * u;
+        }
+        double span = timeline_makespan(&tl);
+        if (span > 0) {
+            EXPECT_NEAR(r.bubble, 1 - sum / (p * span), 1e-12, 1e-12);
+            EXPECT_NEAR(r.bubble_simulated, r.bubble, 0, 0); /* tl is simulated, no sim given */
+        }
+        report_free(&r);
+        timeline_free(&tl);
+        free(x);
+    }
+}
+
+/* median / p10 / p90 by linear interpolation between closest ranks (numpy's default). */
+static void test_step_percentiles(void)
+{
+    struct {
+        int n;
+        double v[8];
+        double med, p10, p90;
+    } cases[] = {
+        {5, {5, 1, 4, 2, 3}, 3, 1.4, 4.6},
+        {4, {40, 10, 30, 20}, 25, 13, 37},
+        {1, {7.25}, 7.25, 7.25, 7.25},
+        {2, {2, 1}, 1.5, 1.1, 1.9},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        double s = rnd_uniform(0.5, 2); /* scale: quantiles are linear */
+        double v[8];
+        for (int i = 0; i < cases[c].n; i++)
+            v[i] = cases[c].v[i] * s;
+        int sends;
+        tp_t *x = tp_small(rnd_uniform(0.5, 1.5), &sends);
+        pp_timeline_t tl;
+        pp_report_t r;
+        REQUIRE(tp_timeline(x, &tl, PP_MODE_MEASURE, v, cases[c].n) == PP_OK);
+        REQUIRE(report_build(&r, NULL, &x->pl, &tl, NULL) == PP_OK);
+        EXPECT_NEAR(r.step_ms, cases[c].med * s, 1e-12, 1e-12);
+        EXPECT_NEAR(r.step_ms_p10, cases[c].p10 * s, 1e-12, 1e-12);
+        EXPECT_NEAR(r.step_ms_p90, cases[c].p90 * s, 1e-12, 1e-12);
+        EXPECT(tl.step_ms[0] == v[0], "report_build must not reorder the timeline's steps");
+        report_free(&r);
+        timeline_free(&tl);
+        free(x);
+    }
+}
+
+static void test_theory_values(void)
+{
+    for (int t = 0; t < 20; t++) {
+        int p = rnd_int(1, 16), m = rnd_int(1, 64), v = rnd_int(1, 4);
+        EXPECT_NEAR(report_bubble_theory(PP_SCHED_GPIPE, p, m, 1), (p - 1.0) / (m + p - 1), 0,
+                    1e-15);
+        EXPECT_NEAR(report_bubble_theory(PP_SCHED_1F1B, p, m, 1), (p - 1.0) / (m + p - 1), 0,
+                    1e-15);
+        EXPECT_NEAR(report_bubble_theory(PP_SCHED_INTERLEAVED, p, m, v),
+                    (p - 1.0) / (v * m + p - 1), 0, 1e-15);
+        EXPECT_NEAR(report_bubble_theory(PP_SCHED_ZBH1, p, m, 1), (p - 1.0) / (3 * m + p - 1), 0,
+                    1e-15);
+    }
+    EXPECT_NEAR(report_bubble_theory(PP_SCHED_1F1B, 4, 16, 1), 3.0 / 19, 0, 1e-15);
+    EXPECT_NEAR(report_bubble_theory(PP_SCHED_INTERLEAVED, 4, 8, 2), 3.0 / 19, 0, 1e-15);
+    EXPECT_NEAR(report_bubble_theory(PP_SCHED_ZBH1, 4, 8, 1), 3.0 / 27, 0, 1e-15);
+    EXPECT(report_bubble_theory(PP_SCHED_GPIPE, 1, 5, 1) == 0.0);
+    EXPECT(isnan(report_bubble_theory(PP_SCHED_STEPS, 4, 8, 1)));
+    EXPECT(isnan(report_bubble_theory(PP_SCHED_CSV, 4, 8, 1)));
+    EXPECT(isnan(report_bubble_theory(PP_SCHED_1F1B, 0, 8, 1)));
+}
+
+/* bubble_simulated: from `sim` when given, the same as bubble for a simulated tl, else NAN;
+ * tokens/s and TFLOP/s from the config; cuda ids only in measure mode. */
+static void test_simulated_and_throughput(void)
+{
+    int sends;
+    double u = rnd_uniform(0.5, 1.5);
+    tp_t *x = tp_small(u, &sends);
+    tp_t *y = tp_small(u * rnd_uniform(1.1, 1.5), &sends);
+    /* Make y's run differ in shape too: device 1 idles longer. */
+    y->t[y->pl.n_ops - 1].end_ms += 2 * u;
+    pp_timeline_t meas, sim;
+    pp_report_t r, rs, ry;
+    double steps[3] = {9 * u, 8 * u, 10 * u};
+    REQUIRE(tp_timeline(x, &meas, PP_MODE_MEASURE, steps, 3) == PP_OK);
+    REQUIRE(tp_timeline(y, &sim, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+
+    pp_config_t cfg;
+    config_defaults(&cfg);
+    cfg.pipeline.micro_batches = 2;
+    cfg.pipeline.micro_batch_size = rnd_int(1, 8);
+    cfg.model.seq_len = 128 * rnd_int(1, 8);
+    cfg.pipeline.device_ids[0] = 3;
+    cfg.pipeline.device_ids[1] = 5;
+    cfg.schedule.kind = PP_SCHED_1F1B;
+
+    REQUIRE(report_build(&r, &cfg, &x->pl, &meas, NULL) == PP_OK);
+    EXPECT(isnan(r.bubble_simulated));
+    EXPECT(r.per_device[0].cuda_device == 3 && r.per_device[1].cuda_device == 5);
+    EXPECT(strcmp(r.schedule, "1f1b") == 0, "schedule '%s'", r.schedule);
+    EXPECT_NEAR(r.step_ms, 9 * u, 1e-12, 1e-12);
+    EXPECT_NEAR(r.tokens_per_s, config_tokens_per_step(&cfg) / (9 * u / 1000), 0, 1e-12);
+    EXPECT_NEAR(r.tflops, config_flops_per_step(&cfg) / (9 * u / 1000) / 1e12, 0, 1e-12);
+    EXPECT_NEAR(r.bubble_theory, 1.0 / 3, 0, 1e-15);
+    REQUIRE(report_build(&ry, NULL, &y->pl, &sim, NULL) == PP_OK);
+    REQUIRE(report_build(&rs, &cfg, &x->pl, &meas, &sim) == PP_OK);
+    EXPECT_NEAR(rs.bubble_simulated, ry.bubble, 0, 1e-15);
+    EXPECT(fabs(rs.bubble_simulated - rs.bubble) > 1e-3, "the two timelines must differ");
+    EXPECT(ry.per_device[0].cuda_device == -1);
+    report_free(&r);
+    report_free(&rs);
+    report_free(&ry);
+    /* A mismatched timeline is refused. */
+    meas.n_ops--;
+    EXPECT(report_build(&r, &cfg, &x->pl, &meas, NULL) == PP_ERR_INTERNAL);
+    meas.n_ops++;
+    timeline_free(&meas);
+    timeline_free(&sim);
+    config_free(&cfg);
+    free(x);
+    free(y);
+}
+
+/* In-flight micro-batches with a split backward (the pair ends at its W), and ties at one
+ * instant: an end and a start at the same time do not overlap. */
+static void test_peak_inflight(void)
+{
+    double u = rnd_uniform(0.5, 2);
+    tp_t *x = tp_new(2, 2, 3, PP_SCHED_ZBH1);
+    x->pl.split_backward = 1;
+    /* dev0: mb0 F I ... W late; mb1 F I W in between -> 2 in flight. */
+    tp_compute(x, 0, PP_ACT_F, 0, 0, 0, u);
+    tp_compute(x, 0, PP_ACT_I, 0, 0, u, 2 * u);
+    tp_compute(x, 0, PP_ACT_F, 0, 1, 2 * u, 3 * u);
+    tp_compute(x, 0, PP_ACT_I, 0, 1, 3 * u, 4 * u);
+    tp_compute(x, 0, PP_ACT_W, 0, 1, 4 * u, 5 * u);
+    tp_compute(x, 0, PP_ACT_W, 0, 0, 5 * u, 6 * u);
+    /* dev1: back-to-back F B F B F B with equal end/start times -> 1. */
+    for (int k = 0; k < 3; k++) {
+        tp_compute(x, 1, PP_ACT_F, 1, k, 2 * k * u, (2 * k + 1) * u);
+        tp_compute(x, 1, PP_ACT_B, 1, k, (2 * k + 1) * u, (2 * k + 2) * u);
+    }
+    pp_timeline_t tl;
+    pp_report_t r;
+    REQUIRE(tp_timeline(x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+    REQUIRE(report_build(&r, NULL, &x->pl, &tl, NULL) == PP_OK);
+    EXPECT(r.per_device[0].peak_inflight == 2, "dev0: %d", r.per_device[0].peak_inflight);
+    EXPECT(r.per_device[1].peak_inflight == 1, "dev1: %d", r.per_device[1].peak_inflight);
+    report_free(&r);
+    /* Without per-op times nothing per op is known. */
+    tl.has_op_times = 0;
+    REQUIRE(report_build(&r, NULL, &x->pl, &tl, NULL) == PP_OK);
+    EXPECT(r.per_device[0].peak_inflight == -1 && isnan(r.per_device[0].busy_ms));
+    EXPECT(isnan(r.bubble) && isnan(r.per_device[1].bubble));
+    EXPECT_NEAR(r.step_ms, tl.step_ms[0], 0, 0);
+    char *js = print_json(&r);
+    jp_t j;
+    EXPECT(json_valid(js, &j), "%s", js);
+    EXPECT(strstr(js, "\"peak_inflight_microbatches\":null") != NULL);
+    free(js);
+    report_free(&r);
+    timeline_free(&tl);
+    free(x);
+}
+
+/* ---- tests: outputs -------------------------------------------------------------------------- */
+
+static void test_json_schema(void)
+{
+    static const char *const top[] = {
+        "schedule", "mode",          "devices",          "stages",       "micro_batches",
+        "step_ms",  "step_ms_p10",   "step_ms_p90",      "tokens_per_s", "tflops",
+        "bubble",   "bubble_theory", "bubble_simulated", "per_device"};
+    static const char *const dev[] = {"device", "busy_ms",        "idle_ms",
+                                      "bubble", "peak_mem_bytes", "peak_inflight_microbatches"};
+    int sends;
+    tp_t *x = tp_small(rnd_uniform(0.5, 2), &sends);
+    pp_timeline_t tl;
+    pp_report_t r;
+    double steps[2] = {rnd_uniform(1, 2), rnd_uniform(1, 2)};
+    x->pl.kind = PP_SCHED_STEPS;
+    REQUIRE(tp_timeline(x, &tl, PP_MODE_MEASURE, steps, 2) == PP_OK);
+    tl.peak_mem_bytes[0] = (size_t)rnd_int(1, 1 << 30) * 1024;
+    pp_config_t cfg;
+    config_defaults(&cfg);
+    cfg.schedule.kind = PP_SCHED_STEPS;
+    free(cfg.name);
+    cfg.name = strdup("odd \"name\"\\ with\ttab");
+    REQUIRE(report_build(&r, &cfg, &x->pl, &tl, NULL) == PP_OK);
+    char *js = print_json(&r);
+    jp_t j;
+    REQUIRE(json_valid(js, &j), "invalid JSON: %s", js);
+    int nt = 0, nd = 0;
+    for (int k = 0; k < j.n_keys; k++) {
+        if (j.key_depth[k] == 1) {
+            EXPECT(nt < 14 && strcmp(j.keys[k], top[nt]) == 0, "top key %d is '%s'", nt, j.keys[k]);
+            nt++;
+        } else if (j.key_depth[k] == 3) {
+            EXPECT(strcmp(j.keys[k], dev[nd % 6]) == 0, "per_device key '%s', want '%s'", j.keys[k],
+                   dev[nd % 6]);
+            nd++;
+        }
+    }
+    EXPECT(nt == 14, "%d top-level keys", nt);
+    EXPECT(nd == 6 * 2, "%d per-device keys", nd);
+    EXPECT(strstr(js, "\"schedule\":\"odd \\\"name\\\"\\\\ with\\ttab\"") != NULL, "%s", js);
+    EXPECT(strstr(js, "\"mode\":\"measure\"") != NULL);
+    EXPECT(strstr(js, "\"bubble_simulated\":null") != NULL, "NAN must print as null");
+    EXPECT(strstr(js, "\"bubble_theory\":null") != NULL);
+    char want[64];
+    snprintf(want, sizeof want, "\"peak_mem_bytes\":%zu", tl.peak_mem_bytes[0]);
+    EXPECT(strstr(js, want) != NULL, "%s", want);
+    EXPECT(strstr(js, "\"peak_mem_bytes\":null") != NULL, "unknown memory prints as null");
+    /* Numbers read back exactly. */
+    const char *b = strstr(js, "\"bubble\":");
+    REQUIRE(b != NULL);
+    EXPECT(strtod(b + 9, NULL) == r.bubble, "bubble %.17g", r.bubble);
+    b = strstr(js, "\"step_ms\":");
+    REQUIRE(b != NULL);
+    EXPECT(strtod(b + 10, NULL) == r.step_ms);
+    free(js);
+    report_free(&r);
+    timeline_free(&tl);
+    config_free(&cfg);
+    free(x);
+}
+
+static void test_table(void)
+{
+    int sends;
+    tp_t *x = tp_small(rnd_uniform(0.5, 2), &sends);
+    pp_timeline_t tl;
+    pp_report_t r;
+    REQUIRE(tp_timeline(x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+    pp_config_t cfg;
+    config_defaults(&cfg);
+    cfg.schedule.kind = PP_SCHED_1F1B;
+    REQUIRE(report_build(&r, &cfg, &x->pl, &tl, NULL) == PP_OK);
+    char *t = print_table(&r, &cfg);
+    int rows = 0, header = 0, units = 0;
+    for (char *line = t; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        if (line[0] != '#') rows++;
+        if (strstr(line, "device") && strstr(line, "busy") && strstr(line, "bubble")) header++;
+        if (line[0] == '#' && strstr(line, " ms ") && strstr(line, "GiB") && strstr(line, "MiB"))
+            units++;
+        if (nl) *nl = '\n';
+        line = nl ? nl + 1 : NULL;
+    }
+    EXPECT(rows == 2, "%d device rows\n%s", rows, t);
+    EXPECT(header == 1 && units == 1, "header %d units %d\n%s", header, units, t);
+    EXPECT(strstr(t, "mode simulate") && strstr(t, "cost model"), "%s", t);
+    EXPECT(strstr(t, "idle/makespan") && strstr(t, "idle/ideal-compute"), "%s", t);
+    EXPECT(strstr(t, "# verdict: bubble ") && strstr(t, "vs theory 33.3%"), "%s", t);
+    free(t);
+    report_free(&r);
+    /* No closed form: the verdict says so. */
+    x->pl.kind = PP_SCHED_STEPS;
+    cfg.schedule.kind = PP_SCHED_STEPS;
+    REQUIRE(report_build(&r, &cfg, &x->pl, &tl, NULL) == PP_OK);
+    t = print_table(&r, &cfg);
+    EXPECT(strstr(t, "no closed form") != NULL, "%s", t);
+    free(t);
+    report_free(&r);
+    timeline_free(&tl);
+    config_free(&cfg);
+    free(x);
+}
+
+static void test_trace(void)
+{
+    int sends;
+    tp_t *x = tp_small(rnd_uniform(0.5, 2), &sends);
+    pp_timeline_t tl;
+    REQUIRE(tp_timeline(x, &tl, PP_MODE_MEASURE, NULL, 0) == PP_OK);
+    char path[512];
+    temp_path(path, sizeof path, ".json");
+    int ids[2] = {6, 2};
+    REQUIRE(report_write_trace_devices(&x->pl, &tl, ids, path) == PP_OK);
+    char *s = read_all(path);
+    REQUIRE(s != NULL);
+    jp_t j;
+    EXPECT(json_valid(s, &j), "invalid trace JSON");
+    EXPECT(count_substr(s, "\"ph\":\"X\"") == x->pl.n_ops, "%d complete events",
+           count_substr(s, "\"ph\":\"X\""));
+    EXPECT(count_substr(s, "\"ph\":\"s\"") == sends && count_substr(s, "\"ph\":\"f\"") == sends);
+    EXPECT(count_substr(s, "\"bp\":\"e\"") == sends);
+    EXPECT(strstr(s, "device 0 (cuda 6)") && strstr(s, "device 1 (cuda 2)"));
+    EXPECT(strstr(s, "\"thread_name\"") && strstr(s, "\"compute\"") && strstr(s, "\"recv\""));
+    EXPECT(strstr(s, "\"displayTimeUnit\":\"ms\"") && strstr(s, "\"name\":\"0SEND_F1\""));
+    EXPECT(strstr(s, "\"name\":\"B1\",\"cat\":\"B\"") != NULL);
+    free(s);
+    /* The plain form works too, and the file is replaced. */
+    REQUIRE(report_write_trace(&x->pl, &tl, path) == PP_OK);
+    s = read_all(path);
+    EXPECT(s && json_valid(s, &j) && !strstr(s, "cuda 6"));
+    free(s);
+    unlink(path);
+    EXPECT(report_write_trace(&x->pl, &tl, "/nonexistent-dir/ppsched/t.json") == PP_ERR_IO);
+    tl.has_op_times = 0;
+    EXPECT(report_write_trace(&x->pl, &tl, path) == PP_ERR_USAGE);
+    timeline_free(&tl);
+    free(x);
+}
+
+static void test_svg(void)
+{
+    /* A bigger run: p = 3 with F/I/W/B ops, transfers, and a title needing escapes. */
+    tp_t *x = tp_new(3, 3, 40, PP_SCHED_ZBH1);
+    int n_compute = 0;
+    double u = rnd_uniform(0.2, 1);
+    for (int d = 0; d < 3; d++) {
+        double t = d * u;
+        for (int k = 0; k < 40; k++) {
+            static const pp_action_kind_t kinds[] = {PP_ACT_F, PP_ACT_I, PP_ACT_W, PP_ACT_B};
+            double len = u * rnd_uniform(0.5, 1.5);
+            tp_compute(x, d, kinds[k % 4], d, k, t, t + len);
+            n_compute++;
+            if (d < 2 && k % 4 == 0)
+                tp_transfer(x, d, d + 1, PP_ACT_SEND_F, d, k, PP_LINK_PEER, 1024, t + len,
+                            t + len + 0.1 * u);
+            t += len + (k % 3 == 0 ? 0.3 * u : 0);
+        }
+    }
+    pp_timeline_t tl;
+    REQUIRE(tp_timeline(x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+    char path[512];
+    temp_path(path, sizeof path, ".svg");
+    REQUIRE(report_write_svg(&x->pl, &tl, "zb <h1> & \"friends\" 'x'", path) == PP_OK);
+    char *s = read_all(path);
+    REQUIRE(s != NULL);
+    xc_t xc;
+    EXPECT(xml_wellformed(s, &xc), "SVG is not well-formed XML");
+    EXPECT(xc.has_xmlns, "no SVG namespace");
+    EXPECT(xc.n_op_rects == n_compute, "%d op boxes for %d compute ops", xc.n_op_rects, n_compute);
+    EXPECT(strstr(s, "zb &lt;h1&gt; &amp; &quot;friends&quot; &apos;x&apos;") != NULL);
+    EXPECT(strstr(s, ">dev 0<") && strstr(s, ">dev 2<") && strstr(s, "time (ms)"));
+    EXPECT(strstr(s, "bubble") && strstr(s, "makespan"));
+    free(s);
+    unlink(path);
+    EXPECT(report_write_svg(&x->pl, &tl, NULL, "/nonexistent-dir/ppsched/g.svg") == PP_ERR_IO);
+    timeline_free(&tl);
+    free(x);
+}
+
+/* The checkers themselves must reject what is broken, or the tests above prove nothing. */
+static void test_checkers_reject_bad_input(void)
+{
+    jp_t j;
+    xc_t x;
+    EXPECT(json_valid("{\"a\":[1,2.5e-3,-0,true,null,\"x\\n\"]}", &j));
+    EXPECT(!json_valid("{\"a\":nan}", &j));
+    EXPECT(!json_valid("{\"a\":1,}", &j));
+    EXPECT(!json_valid("{\"a\":01}", &j));
+    EXPECT(!json_valid("{\"a\":\"tab\there\"}", &j));
+    EXPECT(!json_valid("[1] [2]", &j));
+    EXPECT(xml_wellformed(
+        "<?xml version=\"1.0\"?>\n<svg a=\"1\"><g><rect class=\"op F\"/></g></svg>\n", &x));
+    EXPECT(x.n_op_rects == 1);
+    EXPECT(!xml_wellformed("<svg><g></svg>", &x));
+    EXPECT(!xml_wellformed("<svg a=1></svg>", &x));
+    EXPECT(!xml_wellformed("<svg>a & b</svg>", &x));
+    EXPECT(!xml_wellformed("<svg></svg><svg></svg>", &x));
+    EXPECT(!xml_wellformed("<svg a=\"<\"></svg>", &x));
+}
+
+int main(void)
+{
+    RUN(test_busy_union_of_intervals);
+    RUN(test_busy_random_against_grid);
+    RUN(test_step_percentiles);
+    RUN(test_theory_values);
+    RUN(test_simulated_and_throughput);
+    RUN(test_peak_inflight);
+    RUN(test_json_schema);
+    RUN(test_table);
+    RUN(test_trace);
+    RUN(test_svg);
+    RUN(test_checkers_reject_bad_input);
+    return check_summary("test_report");
+}
