@@ -256,7 +256,7 @@ pp_status_t schedule_write_yaml(const pp_schedule_t *s, FILE *f)
         int col = fprintf(f, "    %d: [", d);
         for (int i = 0; i < p->n; i++) {
             action_format(&p->a[i], txt, sizeof txt);
-            int need = (int)strlen(txt) + 2; /* the action and ", " or "]" */
+            int need = (int)strlen(txt) + 3; /* ", ", the action, then "," or "]" */
             if (i) {
                 if (col + need > YAML_WIDTH) {
                     fputs(",\n", f);
