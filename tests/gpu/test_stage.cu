@@ -1,0 +1,538 @@
+/*
+ * test_stage.cu — the GPU stage (stages/stage.cu) against the CPU reference (tests/ref/ref_stage.c)
+ * at small shapes: B=2, T=32, C=64, H=4, V=128, 2 blocks per stage, as the first, a middle, the
+ * last and a single (first + last) stage, in fp32 and bf16.
+ *
+ * Per case: parameter init equals the reference's; forward output / loss and backward dx / every
+ * parameter gradient match the reference (fp32: |got - want| <= 1e-4 max|want| + 1e-3 |want| per
+ * element of each tensor, TF32 off; bf16: relative L2 error per tensor <= BF16_RTOL_* below);
+ * I then W gives B's bits; a second run and a second stage object give the same bits; two
+ * micro-batches in two slots accumulate to the sum; two AdamW steps match a CPU AdamW, and the
+ * updated parameters reach the forward. Inputs x and dy are fresh seeded random values, the
+ * output buffers are poisoned with 0xFF first. Without a GPU every case is skipped.
+ */
+#include "../../common/pp_cuda.h"
+#include "../../stages/stage.h"
+#include "../check.h"
+#include "../ref/ref_stage.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEED       0x0123456789abULL
+#define BATCH      2
+#define SEQ        32
+#define HIDDEN     64
+#define HEADS      4
+#define VOCAB      128
+#define BLOCKS     2
+#define GRAD_SCALE 0.5f
+#define MB_A       3 /* data indices of the two micro-batches */
+#define MB_B       11
+
+/* bf16 tolerances (relative L2 error of a whole tensor against the double reference): the
+ * storage keeps 8 bits of mantissa, and errors grow through the blocks and the backward. */
+#define BF16_RTOL_FWD 2e-2
+#define BF16_RTOL_BWD 5e-2
+
+typedef enum { CASE_FIRST, CASE_MIDDLE, CASE_LAST, CASE_SINGLE } case_t;
+
+static const char *case_name(case_t k)
+{
+    static const char *names[] = {"first", "middle", "last", "single"};
+    return names[k];
+}
+
+static pp_stage_cfg_t make_cfg(case_t k, pp_dtype_t dt)
+{
+    pp_stage_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.hidden = HIDDEN;
+    c.heads = HEADS;
+    c.seq_len = SEQ;
+    c.vocab = VOCAB;
+    c.micro_batch_size = BATCH;
+    c.n_layers = BLOCKS;
+    c.total_layers = k == CASE_SINGLE ? BLOCKS : 3 * BLOCKS;
+    c.first_layer = k == CASE_MIDDLE ? BLOCKS : k == CASE_LAST ? 2 * BLOCKS : 0;
+    c.is_first = k == CASE_FIRST || k == CASE_SINGLE;
+    c.is_last = k == CASE_LAST || k == CASE_SINGLE;
+    c.dtype = dt;
+    c.seed = SEED;
+    c.n_slots = 2;
+    c.with_optimizer = 1;
+    c.grad_scale = GRAD_SCALE;
+    return c;
+}
+
+static pp_model_shape_t shape_of(const pp_stage_cfg_t *c)
+{
+    pp_model_shape_t s;
+    s.hidden = c->hidden;
+    s.heads = c->heads;
+    s.seq_len = c->seq_len;
+    s.vocab = c->vocab;
+    s.batch = c->micro_batch_size;
+    s.n_layers = c->n_layers;
+    s.first_layer = c->first_layer;
+    s.total_layers = c->total_layers;
+    s.is_first = c->is_first;
+    s.is_last = c->is_last;
+    return s;
+}
+
+/* ---- host helpers ------------------------------------------------------------------------------
+ */
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf16_to_f32(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Seeded uniform values in [-amp, amp), rounded to what the storage dtype can hold. */
+static void fill_random(double *x, size_t n, uint64_t key, double amp, pp_dtype_t dt)
+{
+    for (size_t i = 0; i < n; i++) {
+        float f = (float)((2.0 * pp_unit53(pp_hash(key, 99, i, 0, 0)) - 1.0) * amp);
+        x[i] = dt == PP_DTYPE_BF16 ? bf16_to_f32(f32_to_bf16(f)) : f;
+    }
+}
+
+static int upload(void *dev, const double *src, size_t n, pp_dtype_t dt)
+{
+    size_t es = pp_dtype_size(dt);
+    unsigned char *h = (unsigned char *)malloc(n * es);
+    if (!h) return -1;
+    for (size_t i = 0; i < n; i++) {
+        float f = (float)src[i];
+        if (dt == PP_DTYPE_BF16) {
+            uint16_t b = f32_to_bf16(f);
+            memcpy(h + 2 * i, &b, 2);
+        } else {
+            memcpy(h + 4 * i, &f, 4);
+        }
+    }
+    cudaError_t e = cudaMemcpy(dev, h, n * es, cudaMemcpyHostToDevice);
+    free(h);
+    return e == cudaSuccess ? 0 : -1;
+}
+
+static int download(double *dst, const void *dev, size_t n, pp_dtype_t dt)
+{
+    size_t es = pp_dtype_size(dt);
+    unsigned char *h = (unsigned char *)malloc(n * es);
+    if (!h) return -1;
+    cudaError_t e = cudaMemcpy(h, dev, n * es, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; e == cudaSuccess && i < n; i++) {
+        if (dt == PP_DTYPE_BF16) {
+            uint16_t b;
+            memcpy(&b, h + 2 * i, 2);
+            dst[i] = bf16_to_f32(b);
+        } else {
+            float f;
+            memcpy(&f, h + 4 * i, 4);
+            dst[i] = f;
+        }
+    }
+    free(h);
+    return e == cudaSuccess ? 0 : -1;
+}
+
+/* Compare got (from the GPU) with want (reference). fp32: per element |got - want| <= 1e-4 *
+ * max|want| + 1e-3 |want|; bf16: relative L2 error <= rtol_bf16. Prints the first problem and
+ * returns 1 on a mismatch. Also fails on NaN (poisoned memory reads as NaN). */
+static int mismatch(const char *what, const double *got, const double *want, size_t n,
+                    pp_dtype_t dt, double rtol_bf16)
+{
+    double maxw = 0.0, num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++)
+        maxw = fmax(maxw, fabs(want[i]));
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs(got[i] - want[i]);
+        num += e * e;
+        den += want[i] * want[i];
+        int ok =
+            isfinite(got[i]) && (dt == PP_DTYPE_BF16 || e <= 1e-4 * maxw + 1e-3 * fabs(want[i]));
+        if (!ok && bad++ == 0) first = i;
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    if (dt == PP_DTYPE_BF16 && !(rel <= rtol_bf16)) bad += 1;
+    if (getenv("PP_TEST_VERBOSE"))
+        fprintf(stderr, "    %-28s n %6zu  max|ref| %.3e  rel L2 err %.2e\n", what, n, maxw, rel);
+    if (bad) {
+        fprintf(stderr,
+                "    %s: %zu of %zu off (rel L2 error %.3e); first at %zu: got %.9g want %.9g\n",
+                what, bad, n, rel, first, got[first], want[first]);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- the cases ---------------------------------------------------------------------------------
+ */
+
+#define CUDA_OK(call) REQUIRE((call) == cudaSuccess, "%s", #call)
+#define PP_OK_(call)  REQUIRE((call) == PP_OK, "%s", #call)
+
+/* Everything one case holds, freed at one place. */
+typedef struct fixture {
+    pp_stage_t *st, *st2;
+    ref_stage_t ref;
+    int ref_ok;
+    cudaStream_t stream;
+    double *x, *x_b, *dy, *dy_b, *buf, *want;
+    float *g_ref, *g_b, *g_tmp, *p0;
+    double *pd, *gd, *m, *v;
+} fixture_t;
+
+static void fixture_free(fixture_t *f)
+{
+    stage_free(f->st);
+    stage_free(f->st2);
+    if (f->ref_ok) ref_stage_free(&f->ref);
+    if (f->stream) cudaStreamDestroy(f->stream);
+    free(f->x), free(f->x_b), free(f->dy), free(f->dy_b), free(f->buf), free(f->want);
+    free(f->g_ref), free(f->g_b), free(f->g_tmp), free(f->p0);
+    free(f->pd), free(f->gd), free(f->m), free(f->v);
+}
+
+static int poison_outputs(pp_stage_t *st, int slot, size_t bytes)
+{
+    void *y = stage_slot_y(st, slot), *dx = stage_slot_dx(st, slot);
+    if (y && cudaMemset(y, 0xFF, bytes) != cudaSuccess) return -1;
+    if (dx && cudaMemset(dx, 0xFF, bytes) != cudaSuccess) return -1;
+    return 0;
+}
+
+static int set_inputs(pp_stage_t *st, int slot, const double *x, const double *dy, size_t n,
+                      pp_dtype_t dt)
+{
+    if (stage_slot_x(st, slot) && upload(stage_slot_x(st, slot), x, n, dt)) return -1;
+    if (stage_slot_dy(st, slot) && upload(stage_slot_dy(st, slot), dy, n, dt)) return -1;
+    return 0;
+}
+
+/* Forward then backward (B, or I then W) of one micro-batch in `slot`. */
+static pp_status_t run_fb(pp_stage_t *st, int slot, int mb, int split, cudaStream_t s)
+{
+    PP_CHECK(stage_forward(st, slot, mb, s));
+    if (split) {
+        PP_CHECK(stage_backward_input(st, slot, mb, s));
+        PP_CHECK(stage_backward_weight(st, slot, mb, s));
+    } else {
+        PP_CHECK(stage_backward(st, slot, mb, s));
+    }
+    PP_CUDA_CHECK(cudaStreamSynchronize(s));
+    return PP_OK;
+}
+
+static void run_case(case_t kind, pp_dtype_t dt)
+{
+    fixture_t f;
+    memset(&f, 0, sizeof f);
+    const pp_stage_cfg_t cfg = make_cfg(kind, dt);
+    const pp_model_shape_t shape = shape_of(&cfg);
+    const size_t NC = (size_t)BATCH * SEQ * HIDDEN, bytes = stage_boundary_bytes(&cfg);
+    const char *cn = case_name(kind);
+    const int last = cfg.is_last, first = cfg.is_first;
+    double rt_f = BF16_RTOL_FWD, rt_b = BF16_RTOL_BWD;
+    char what[96];
+
+    REQUIRE(bytes == NC * pp_dtype_size(dt));
+    if (stage_init(&f.st, &cfg) != PP_OK) {
+        fixture_free(&f);
+        REQUIRE(0, "stage_init failed");
+    }
+    f.ref_ok = ref_stage_init(&f.ref, &shape, SEED) == 0;
+    size_t n = stage_n_params(f.st);
+    f.x = (double *)malloc(NC * sizeof(double)), f.x_b = (double *)malloc(NC * sizeof(double));
+    f.dy = (double *)malloc(NC * sizeof(double)), f.dy_b = (double *)malloc(NC * sizeof(double));
+    f.buf = (double *)malloc(NC * sizeof(double)), f.want = (double *)malloc(NC * sizeof(double));
+    f.g_ref = (float *)malloc(n * sizeof(float)), f.g_b = (float *)malloc(n * sizeof(float));
+    f.g_tmp = (float *)malloc(n * sizeof(float)), f.p0 = (float *)malloc(n * sizeof(float));
+    f.pd = (double *)malloc(n * sizeof(double)), f.gd = (double *)malloc(n * sizeof(double));
+    f.m = (double *)calloc(n, sizeof(double)), f.v = (double *)calloc(n, sizeof(double));
+    if (!f.ref_ok || !f.x || !f.x_b || !f.dy || !f.dy_b || !f.buf || !f.want || !f.g_ref ||
+        !f.g_b || !f.g_tmp || !f.p0 || !f.pd || !f.gd || !f.m || !f.v ||
+        cudaStreamCreateWithFlags(&f.stream, cudaStreamNonBlocking) != cudaSuccess) {
+        fixture_free(&f);
+        REQUIRE(0, "out of memory");
+    }
+    ref_stage_t *ref = &f.ref;
+    cudaStream_t s = f.stream;
+
+    /* Sizes and init: the same tensors, the same values (up to a last-bit rounding of libm vs
+     * the device's log/sin/cos in a handful of elements). */
+    EXPECT(n == ref->n_params && n == stage_param_count(&cfg), "%s: %zu params, reference %zu", cn,
+           n, ref->n_params);
+    if (stage_params_to_host(f.st, f.p0) == PP_OK) {
+        size_t off = 0, exact = 0;
+        for (size_t i = 0; i < n; i++) {
+            double w = ref->params[i], g = f.p0[i];
+            exact += g == w;
+            off += fabs(g - w) > fabs(w) * 1.2e-7;
+        }
+        EXPECT(off == 0,
+               "%s: %zu of %zu initial parameters differ from the reference by more than "
+               "one ulp",
+               cn, off, n);
+        EXPECT(exact + 16 >= n, "%s: only %zu of %zu initial parameters equal", cn, exact, n);
+    } else {
+        EXPECT(0, "stage_params_to_host failed");
+    }
+
+    /* Fresh inputs (x ~ activations of size 1, dy ~ gradients of size 1e-2), poisoned outputs. */
+    fill_random(f.x, NC, SEED + 1 + kind + 8 * dt, 1.5, dt);
+    fill_random(f.x_b, NC, SEED + 2 + kind + 8 * dt, 1.5, dt);
+    fill_random(f.dy, NC, SEED + 3 + kind + 8 * dt, 1e-2, dt);
+    fill_random(f.dy_b, NC, SEED + 4 + kind + 8 * dt, 1e-2, dt);
+    if (poison_outputs(f.st, 0, bytes) || set_inputs(f.st, 0, f.x, f.dy, NC, dt)) {
+        fixture_free(&f);
+        REQUIRE(0, "could not set the slot's buffers");
+    }
+
+    /* 1. forward and backward against the reference. */
+    pp_status_t ps = run_fb(f.st, 0, MB_A, 0, s);
+    if (ps != PP_OK) {
+        fixture_free(&f);
+        REQUIRE(0, "%s: forward/backward failed: %s", cn, pp_status_str(ps));
+    }
+    double loss_ref = ref_stage_forward(ref, f.x, MB_A, f.want);
+    double loss_a = 0.0;
+    if (!last) {
+        download(f.buf, stage_slot_y(f.st, 0), NC, dt);
+        snprintf(what, sizeof what, "%s %s y", cn, pp_dtype_name(dt));
+        EXPECT(!mismatch(what, f.buf, f.want, NC, dt, rt_f), "%s", what);
+    } else {
+        EXPECT(stage_loss_read(f.st, &loss_a, s) == PP_OK);
+        EXPECT_NEAR(loss_a, loss_ref, 0, dt == PP_DTYPE_BF16 ? 1e-2 : 1e-5);
+        EXPECT(fabs(loss_ref - log((double)VOCAB)) < 0.2, "initial loss %.4f, ln V = %.4f",
+               loss_ref, log((double)VOCAB));
+    }
+    ref_stage_backward(ref, f.dy, GRAD_SCALE, f.want);
+    if (!first) {
+        download(f.buf, stage_slot_dx(f.st, 0), NC, dt);
+        snprintf(what, sizeof what, "%s %s dx", cn, pp_dtype_name(dt));
+        EXPECT(!mismatch(what, f.buf, f.want, NC, dt, rt_b), "%s", what);
+    }
+    REQUIRE(stage_grads_to_host(f.st, f.g_ref) == PP_OK);
+    {
+        int bad = 0;
+        for (int t = 0; t < ref->n_tensors; t++) {
+            const pp_param_tensor_t *tt = &ref->tensors[t];
+            for (size_t i = 0; i < tt->numel; i++)
+                f.gd[i] = f.g_ref[tt->packed + i];
+            snprintf(what, sizeof what, "%s %s d%s[layer %d]", cn, pp_dtype_name(dt),
+                     model_param_name(tt->kind), tt->layer);
+            bad += mismatch(what, f.gd, ref->grads + tt->packed, tt->numel, dt, rt_b);
+        }
+        EXPECT(bad == 0, "%s: %d gradient tensors differ from the reference", cn, bad);
+    }
+
+    /* 2. I then W in the other slot gives B's bits (dx, y, loss and gradients). */
+    {
+        unsigned char *b_out = (unsigned char *)malloc(2 * bytes);
+        REQUIRE(b_out);
+        void *yb = stage_slot_y(f.st, 0), *dxb = stage_slot_dx(f.st, 0);
+        if (yb) cudaMemcpy(b_out, yb, bytes, cudaMemcpyDeviceToHost);
+        if (dxb) cudaMemcpy(b_out + bytes, dxb, bytes, cudaMemcpyDeviceToHost);
+        EXPECT(stage_zero_grads(f.st, s) == PP_OK);
+        EXPECT(poison_outputs(f.st, 1, bytes) == 0 && set_inputs(f.st, 1, f.x, f.dy, NC, dt) == 0);
+        EXPECT(run_fb(f.st, 1, MB_A, 1, s) == PP_OK);
+        EXPECT(stage_grads_to_host(f.st, f.g_tmp) == PP_OK);
+        EXPECT(memcmp(f.g_tmp, f.g_ref, n * sizeof(float)) == 0, "%s: I+W gradients != B's", cn);
+        unsigned char *iw = (unsigned char *)malloc(bytes);
+        REQUIRE(iw);
+        if (yb) {
+            cudaMemcpy(iw, stage_slot_y(f.st, 1), bytes, cudaMemcpyDeviceToHost);
+            EXPECT(memcmp(iw, b_out, bytes) == 0, "%s: y differs between slots", cn);
+        }
+        if (dxb) {
+            cudaMemcpy(iw, stage_slot_dx(f.st, 1), bytes, cudaMemcpyDeviceToHost);
+            EXPECT(memcmp(iw, b_out + bytes, bytes) == 0, "%s: I+W dx != B's", cn);
+        }
+        if (last) {
+            double l2 = 0.0;
+            EXPECT(stage_loss_read(f.st, &l2, s) == PP_OK);
+            EXPECT(l2 == loss_a, "%s: loss %.9g then %.9g", cn, loss_a, l2);
+        }
+        free(iw);
+        free(b_out);
+    }
+
+    /* 3. Two runs on one stage, and a second stage object, give the same bits. */
+    EXPECT(stage_zero_grads(f.st, s) == PP_OK);
+    EXPECT(run_fb(f.st, 0, MB_A, 0, s) == PP_OK);
+    EXPECT(stage_grads_to_host(f.st, f.g_tmp) == PP_OK);
+    EXPECT(memcmp(f.g_tmp, f.g_ref, n * sizeof(float)) == 0, "%s: second run differs", cn);
+    if (stage_init(&f.st2, &cfg) == PP_OK) {
+        EXPECT(set_inputs(f.st2, 0, f.x, f.dy, NC, dt) == 0);
+        EXPECT(run_fb(f.st2, 0, MB_A, 0, s) == PP_OK);
+        EXPECT(stage_grads_to_host(f.st2, f.g_tmp) == PP_OK);
+        EXPECT(memcmp(f.g_tmp, f.g_ref, n * sizeof(float)) == 0,
+               "%s: a second stage object differs", cn);
+        stage_free(f.st2);
+        f.st2 = NULL;
+    } else {
+        EXPECT(0, "second stage_init failed");
+    }
+
+    /* 4. Micro-batches A (slot 0) and B (slot 1) in flight together accumulate to the sum of
+     * their gradients taken one at a time. */
+    double loss_b = 0.0, loss_ab = 0.0;
+    EXPECT(stage_zero_grads(f.st, s) == PP_OK);
+    EXPECT(set_inputs(f.st, 1, f.x_b, f.dy_b, NC, dt) == 0);
+    EXPECT(run_fb(f.st, 1, MB_B, 0, s) == PP_OK);
+    EXPECT(stage_grads_to_host(f.st, f.g_b) == PP_OK);
+    if (last) EXPECT(stage_loss_read(f.st, &loss_b, s) == PP_OK);
+    EXPECT(stage_zero_grads(f.st, s) == PP_OK);
+    EXPECT(set_inputs(f.st, 0, f.x, f.dy, NC, dt) == 0);
+    EXPECT(stage_forward(f.st, 0, MB_A, s) == PP_OK);
+    EXPECT(stage_forward(f.st, 1, MB_B, s) == PP_OK);
+    EXPECT(stage_backward_input(f.st, 1, MB_B, s) == PP_OK);
+    EXPECT(stage_backward(f.st, 0, MB_A, s) == PP_OK);
+    EXPECT(stage_backward_weight(f.st, 1, MB_B, s) == PP_OK);
+    EXPECT(stage_grads_to_host(f.st, f.g_tmp) == PP_OK);
+    {
+        size_t bad = 0, first_bad = 0, differ = 0;
+        for (size_t i = 0; i < n; i++) {
+            double sum = (double)f.g_ref[i] + (double)f.g_b[i];
+            double tol = 1e-6 * (fabs(f.g_ref[i]) + fabs(f.g_b[i])) + 1e-30;
+            if (!(fabs(f.g_tmp[i] - sum) <= tol) && bad++ == 0) first_bad = i;
+            differ += f.g_ref[i] != f.g_b[i];
+        }
+        EXPECT(bad == 0, "%s: %zu of %zu accumulated gradients != the sum; first %zu: %.9g vs %.9g",
+               cn, bad, n, first_bad, f.g_tmp[first_bad],
+               (double)f.g_ref[first_bad] + f.g_b[first_bad]);
+        EXPECT(differ > n / 2, "%s: micro-batches A and B gave nearly equal gradients", cn);
+    }
+    if (last) {
+        EXPECT(stage_loss_read(f.st, &loss_ab, s) == PP_OK);
+        EXPECT_NEAR(loss_ab, loss_a + loss_b, 1e-6, 1e-6);
+    }
+
+    /* 5. Two AdamW steps on the accumulated gradients against a CPU AdamW, then a forward with
+     * the new parameters against the reference. */
+    {
+        pp_adamw_cfg_t opt = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+        for (size_t i = 0; i < n; i++)
+            f.pd[i] = f.p0[i], f.gd[i] = f.g_tmp[i];
+        EXPECT(stage_optimizer_step(f.st, &opt, 1, s) == PP_OK);
+        EXPECT(stage_optimizer_step(f.st, &opt, 2, s) == PP_OK);
+        for (int step = 1; step <= 2; step++)
+            ref_adamw_step(ref->tensors, ref->n_tensors, f.pd, f.gd, f.m, f.v, opt.lr, opt.beta1,
+                           opt.beta2, opt.eps, opt.weight_decay, step);
+        EXPECT(stage_params_to_host(f.st, f.p0) == PP_OK);
+        size_t bad = 0, first_bad = 0, moved = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!(fabs(f.p0[i] - f.pd[i]) <= 1e-6 + 1e-5 * fabs(f.pd[i])) && bad++ == 0)
+                first_bad = i;
+            moved += f.pd[i] != ref->params[i];
+        }
+        EXPECT(bad == 0,
+               "%s: %zu of %zu parameters differ from the CPU AdamW; first %zu: %.9g "
+               "vs %.9g",
+               cn, bad, n, first_bad, f.p0[first_bad], f.pd[first_bad]);
+        EXPECT(moved > n / 2, "%s: AdamW moved only %zu of %zu parameters", cn, moved, n);
+
+        for (size_t i = 0; i < n; i++)
+            ref->params[i] = f.p0[i];
+        EXPECT(stage_zero_grads(f.st, s) == PP_OK);
+        EXPECT(poison_outputs(f.st, 0, bytes) == 0 &&
+               set_inputs(f.st, 0, f.x_b, f.dy_b, NC, dt) == 0);
+        EXPECT(stage_forward(f.st, 0, MB_B, s) == PP_OK);
+        EXPECT(cudaStreamSynchronize(s) == cudaSuccess);
+        double lr2 = ref_stage_forward(ref, f.x_b, MB_B, f.want);
+        if (!last) {
+            download(f.buf, stage_slot_y(f.st, 0), NC, dt);
+            snprintf(what, sizeof what, "%s %s y after AdamW", cn, pp_dtype_name(dt));
+            EXPECT(!mismatch(what, f.buf, f.want, NC, dt, rt_f), "%s", what);
+        } else {
+            double l = 0.0;
+            EXPECT(stage_loss_read(f.st, &l, s) == PP_OK);
+            EXPECT_NEAR(l, lr2, 0, dt == PP_DTYPE_BF16 ? 1e-2 : 1e-5);
+        }
+    }
+    fixture_free(&f);
+}
+
+static int have_gpu(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n > 0;
+}
+
+#define CASE(kind, dt, name)                                                                       \
+    static void name(void)                                                                         \
+    {                                                                                              \
+        if (!have_gpu()) SKIP("no CUDA device");                                                   \
+        run_case(kind, dt);                                                                        \
+    }
+CASE(CASE_FIRST, PP_DTYPE_FP32, test_first_fp32)
+CASE(CASE_MIDDLE, PP_DTYPE_FP32, test_middle_fp32)
+CASE(CASE_LAST, PP_DTYPE_FP32, test_last_fp32)
+CASE(CASE_SINGLE, PP_DTYPE_FP32, test_single_fp32)
+CASE(CASE_FIRST, PP_DTYPE_BF16, test_first_bf16)
+CASE(CASE_MIDDLE, PP_DTYPE_BF16, test_middle_bf16)
+CASE(CASE_LAST, PP_DTYPE_BF16, test_last_bf16)
+CASE(CASE_SINGLE, PP_DTYPE_BF16, test_single_bf16)
+
+/* Sizes agree with what init allocates, and bad configurations are refused with a message. */
+static void test_sizes_and_errors(void)
+{
+    if (!have_gpu()) SKIP("no CUDA device");
+    pp_stage_cfg_t c = make_cfg(CASE_MIDDLE, PP_DTYPE_BF16);
+    size_t free0 = 0, free1 = 0, total = 0;
+    pp_stage_t *st = NULL;
+    c.seq_len = 256, c.hidden = 512, c.heads = 8, c.micro_batch_size = 4;
+    REQUIRE(cudaFree(0) == cudaSuccess);
+    REQUIRE(cudaMemGetInfo(&free0, &total) == cudaSuccess);
+    REQUIRE(stage_init(&st, &c) == PP_OK);
+    REQUIRE(cudaMemGetInfo(&free1, &total) == cudaSuccess);
+    double want = (double)stage_state_bytes(&c) + stage_workspace_bytes(&c) +
+                  (double)c.n_slots * stage_slot_bytes(&c);
+    double got = (double)free0 - (double)free1;
+    /* cudaMalloc rounds each allocation up to 2 MiB pages; cuBLAS handles take a few MiB. */
+    EXPECT(got >= want && got <= want + (64 << 20), "allocated %.1f MiB, the *_bytes say %.1f MiB",
+           got / (1 << 20), want / (1 << 20));
+    stage_free(st);
+    st = NULL;
+    c.heads = 7;
+    EXPECT(stage_init(&st, &c) == PP_ERR_INPUT && st == NULL, "heads not dividing hidden accepted");
+    c.heads = 8, c.n_slots = 0;
+    EXPECT(stage_init(&st, &c) == PP_ERR_INPUT && st == NULL, "zero slots accepted");
+    stage_free(NULL);
+}
+
+int main(void)
+{
+    RUN(test_first_fp32);
+    RUN(test_middle_fp32);
+    RUN(test_last_fp32);
+    RUN(test_single_fp32);
+    RUN(test_first_bf16);
+    RUN(test_middle_bf16);
+    RUN(test_last_bf16);
+    RUN(test_single_bf16);
+    RUN(test_sizes_and_errors);
+    return check_summary("test_stage");
+}
