@@ -108,16 +108,17 @@ static pp_status_t cfg_err_at(const pp_config_t *cfg, int k, const char *fmt, ..
     return PP_ERR_INPUT;
 }
 
-/* The first of the keys (list ends with -1) that the input set, else the first of the list. */
-static int cfg_pick(const pp_config_t *cfg, int first, ...)
+/* The key to blame for a problem: the first of the keys (the list ends with -1) that the input
+ * set, else `fallback`. */
+static int cfg_pick(const pp_config_t *cfg, int fallback, ...)
 {
     va_list ap;
-    int k = first, found = -1;
-    va_start(ap, first);
-    for (; k >= 0; k = va_arg(ap, int))
+    int k, found = -1;
+    va_start(ap, fallback);
+    while ((k = va_arg(ap, int)) >= 0)
         if (found < 0 && cfg_is_set(cfg, k)) found = k;
     va_end(ap);
-    return found >= 0 ? found : first;
+    return found >= 0 ? found : fallback;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -614,23 +615,13 @@ static const int optimizer_values[] = {PP_OPT_NONE, PP_OPT_ADAMW};
 static const char *const timing_names[] = {"on", "off", "true", "false", NULL};
 static const int timing_values[] = {1, 0, 1, 0};
 
+/* clang-format off */
 #define OFF(field) offsetof(pp_config_t, field)
-#define INT_KEY(nm, field, lo, hi, org)                                                            \
-    {                                                                                              \
-        nm, VAL_INT, OFF(field), lo, hi, 0, NULL, NULL, NULL, org                                  \
-    }
-#define REAL_KEY(nm, field, lo, hi, open)                                                          \
-    {                                                                                              \
-        nm, VAL_REAL, OFF(field), lo, hi, open, NULL, NULL, NULL, -1                               \
-    }
-#define ENUM_KEY(nm, field, tbl)                                                                   \
-    {                                                                                              \
-        nm, VAL_ENUM, OFF(field), 0, 0, 0, tbl##_names, tbl##_values, NULL, -1                     \
-    }
-#define FN_KEY(nm, fn, org)                                                                        \
-    {                                                                                              \
-        nm, VAL_FN, 0, 0, 0, 0, NULL, NULL, fn, org                                                \
-    }
+#define INT_KEY(nm, field, lo, hi, org) {nm, VAL_INT, OFF(field), lo, hi, 0, NULL, NULL, NULL, org}
+#define REAL_KEY(nm, field, lo, hi, open) {nm, VAL_REAL, OFF(field), lo, hi, open, NULL, NULL, NULL, -1}
+#define ENUM_KEY(nm, field, t) {nm, VAL_ENUM, OFF(field), 0, 0, 0, t##_names, t##_values, NULL, -1}
+#define FN_KEY(nm, fn, org) {nm, VAL_FN, 0, 0, 0, 0, NULL, NULL, fn, org}
+/* clang-format on */
 
 static const key_spec_t model_keys[] = {
     INT_KEY("layers", model.layers, 1, 100000, PP_CFG_LAYERS),
@@ -738,6 +729,9 @@ static pp_status_t apply_key(cfg_ctx_t *c, const section_spec_t *sec, const char
     case VAL_FN: PP_CHECK(ks->fn(c, v, key)); break;
     }
     if (ks->origin >= 0) cfg_mark(c, ks->origin, v, key);
+    /* `stages: auto` is no number to blame or to contradict: as if the key were absent. */
+    if (ks->origin == PP_CFG_STAGES && c->cfg->pipeline.stages == 0)
+        c->cfg->origin[PP_CFG_STAGES][0] = '\0';
     return PP_OK;
 }
 
@@ -1143,6 +1137,7 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
     const char *kind = config_sched_kind_name(cfg->schedule.kind);
 
     /* devices */
+    int was_all = pl->devices_all;
     if (pl->devices_all) {
         int n = n_visible > 0 ? n_visible : s ? s->n_devices : 4;
         if (n > PP_MAX_DEVICES) n = PP_MAX_DEVICES;
@@ -1170,8 +1165,9 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
                                   id);
     }
     if (s && p != s->n_devices)
-        return cfg_err_at(cfg, PP_CFG_DEVICES, "%d devices, but %s uses %d (allowed: %d devices)",
-                          p, cfg->schedule.kind == PP_SCHED_CSV ? "schedule.csv" : "schedule.steps",
+        return cfg_err_at(cfg, PP_CFG_DEVICES, "%s%d devices, but %s uses %d (allowed: %d devices)",
+                          was_all ? "all = " : "", p,
+                          cfg->schedule.kind == PP_SCHED_CSV ? "schedule.csv" : "schedule.steps",
                           s->n_devices, s->n_devices);
 
     /* stages and chunks */
@@ -1180,7 +1176,7 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
         pl->chunks = steps_chunks(s);
     } else if (pl->stages == 0) {
         if ((long)p * pl->chunks > PP_MAX_STAGES)
-            return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_CHUNKS, PP_CFG_DEVICES, -1),
+            return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_DEVICES, PP_CFG_CHUNKS, PP_CFG_DEVICES, -1),
                               "%d devices x %d chunks = %ld stages (allowed: at most %d)", p,
                               pl->chunks, (long)p * pl->chunks, PP_MAX_STAGES);
         pl->stages = p * pl->chunks;
@@ -1191,7 +1187,7 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
                           pl->stages, p, pl->chunks, p * pl->chunks, p * pl->chunks);
     } else {
         if (pl->stages % p != 0)
-            return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_STAGES, PP_CFG_DEVICES, -1),
+            return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_STAGES, PP_CFG_STAGES, PP_CFG_DEVICES, -1),
                               "%d stages do not split evenly over %d devices (allowed: a multiple "
                               "of %d)",
                               pl->stages, p, p);
@@ -1201,12 +1197,12 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
     /* the model */
     if (cfg->model.layers % pl->stages != 0)
         return cfg_err_at(cfg,
-                          cfg_pick(cfg, PP_CFG_STAGES, PP_CFG_CHUNKS, PP_CFG_STEPS, PP_CFG_CSV,
-                                   PP_CFG_DEVICES, PP_CFG_LAYERS, -1),
+                          cfg_pick(cfg, PP_CFG_DEVICES, PP_CFG_STAGES, PP_CFG_CHUNKS, PP_CFG_STEPS,
+                                   PP_CFG_CSV, PP_CFG_DEVICES, PP_CFG_LAYERS, -1),
                           "%d layers do not split into %d stages (allowed: a divisor of %d)",
                           cfg->model.layers, pl->stages, cfg->model.layers);
     if (cfg->model.hidden % cfg->model.heads != 0)
-        return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_HEADS, PP_CFG_HIDDEN, -1),
+        return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_HEADS, PP_CFG_HEADS, PP_CFG_HIDDEN, -1),
                           "hidden %d does not split into %d heads (allowed: a divisor of %d)",
                           cfg->model.hidden, cfg->model.heads, cfg->model.hidden);
 
@@ -1217,27 +1213,31 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
     case PP_SCHED_1F1B:
     case PP_SCHED_ZBH1:
         if (pl->chunks != 1)
-            return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_CHUNKS, PP_CFG_STAGES, PP_CFG_KIND, -1),
-                              "%s runs one stage per device, but %d stages on %d devices make %d "
-                              "chunks (allowed: chunks 1; interleaved-1f1b runs several)",
-                              kind, pl->stages, p, pl->chunks);
+            return cfg_err_at(
+                cfg, cfg_pick(cfg, PP_CFG_KIND, PP_CFG_CHUNKS, PP_CFG_STAGES, PP_CFG_KIND, -1),
+                "%s runs one stage per device, but %d stages on %d devices make %d "
+                "chunks (allowed: chunks 1; interleaved-1f1b runs several)",
+                kind, pl->stages, p, pl->chunks);
         if (cfg->schedule.kind != PP_SCHED_GPIPE && m < p)
-            return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES, -1),
-                              "%s needs at least as many micro-batches as devices: %d < %d "
-                              "(allowed: %d or more)",
-                              kind, m, p, p);
+            return cfg_err_at(
+                cfg, cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES, -1),
+                "%s needs at least as many micro-batches as devices: %d < %d "
+                "(allowed: %d or more)",
+                kind, m, p, p);
         break;
     case PP_SCHED_INTERLEAVED:
         if (pl->chunks < 2)
-            return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_CHUNKS, PP_CFG_STAGES, PP_CFG_KIND, -1),
-                              "%s needs at least 2 chunks per device, but %d stages on %d devices "
-                              "make %d (allowed: chunks 2 or more)",
-                              kind, pl->stages, p, pl->chunks);
+            return cfg_err_at(
+                cfg, cfg_pick(cfg, PP_CFG_KIND, PP_CFG_CHUNKS, PP_CFG_STAGES, PP_CFG_KIND, -1),
+                "%s needs at least 2 chunks per device, but %d stages on %d devices "
+                "make %d (allowed: chunks 2 or more)",
+                kind, pl->stages, p, pl->chunks);
         if (m % p != 0)
-            return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES, -1),
-                              "%s needs micro-batches in multiples of the device count: %d is not "
-                              "a multiple of %d (allowed: a multiple of %d)",
-                              kind, m, p, p);
+            return cfg_err_at(
+                cfg, cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES, -1),
+                "%s needs micro-batches in multiples of the device count: %d is not "
+                "a multiple of %d (allowed: a multiple of %d)",
+                kind, m, p, p);
         break;
     case PP_SCHED_STEPS:
     case PP_SCHED_CSV: break;
