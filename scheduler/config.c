@@ -1,15 +1,13 @@
 /*
- * config.c — the run configuration: a YAML file (libyaml's document API) and `--set` overrides in,
+ * config.c — the run configuration: a YAML file (libyaml document API) plus `--set` overrides in,
  * a filled pp_config_t out.
  *
- * One table per section lists its keys with their type, range and field. A value node from the
- * file and one parsed from `--set section.key=value` go through the same code, so both get the
- * same checks and messages. The first problem is printed as one line — `file:line:col: key:
- * message (allowed: ...)` (libyaml's marks are 0-based, ours 1-based) or `--set text: message
- * (allowed: ...)` — and parsing stops with PP_ERR_INPUT. Where each key that config_resolve checks
- * was set is remembered in cfg->origin, so the checks of values that only make sense together
- * still name the file, line and key. A config owns path, name, schedule.csv_path and
- * schedule.steps; config_free releases them.
+ * One table per section gives each key's type, range and field; a node from the file and one
+ * parsed from `--set section.key=value` go through the same code and get the same messages. The
+ * first problem prints one line, `file:line:col: key: message (allowed: ...)` (libyaml's 0-based
+ * marks shown 1-based) or `--set text: ...`, and returns PP_ERR_INPUT. cfg->origin remembers
+ * where the keys config_resolve checks were set, so its messages name them too. A config owns
+ * path, name, schedule.csv_path and schedule.steps; config_free releases them.
  */
 #include "config.h"
 
@@ -432,10 +430,10 @@ static pp_status_t build_steps(cfg_ctx_t *c, const yaml_node_t *n, const char *k
     }
     for (int k = 0; k <= max_stage; k++) {
         if (owner[k] < 0) {
-            st = cfg_err(c, n, key,
-                         "stage %d has no action on any device (allowed: every stage "
-                         "0..%d on some device)",
-                         k, max_stage);
+            st = cfg_err(
+                c, n, key,
+                "stage %d has no action on any device (allowed: every stage 0..%d on some device)",
+                k, max_stage);
             goto fail;
         }
     }
@@ -471,9 +469,8 @@ static pp_status_t set_steps(cfg_ctx_t *c, const yaml_node_t *n, const char *key
             yaml_node_t *l = yaml_document_get_node(c->doc, it[d]);
             if (l->type != YAML_SEQUENCE_NODE)
                 return cfg_err(c, l, key,
-                               "device %d: expected a list of actions, got %s "
-                               "(allowed: %s)",
-                               d, l->type == YAML_SCALAR_NODE ? "one value" : node_what(l), forms);
+                               "device %d: expected a list of actions, got %s (allowed: %s)", d,
+                               l->type == YAML_SCALAR_NODE ? "one value" : node_what(l), forms);
             rows[d] = l;
         }
     } else if (n->type == YAML_MAPPING_NODE) {
@@ -487,15 +484,14 @@ static pp_status_t set_steps(cfg_ctx_t *c, const yaml_node_t *n, const char *key
             snprintf(allowed, sizeof allowed, "a device index 0..%d", PP_MAX_DEVICES - 1);
             PP_CHECK(get_long(c, kn, key, 0, PP_MAX_DEVICES - 1, allowed, &d));
             if (rows[d])
-                return cfg_err(c, kn, key,
-                               "device %ld is given twice, first at line %zu "
-                               "(allowed: each device once)",
-                               d, (size_t)keys[d]->start_mark.line + 1);
+                return cfg_err(
+                    c, kn, key,
+                    "device %ld is given twice, first at line %zu (allowed: each device once)", d,
+                    (size_t)keys[d]->start_mark.line + 1);
             if (l->type != YAML_SEQUENCE_NODE)
                 return cfg_err(c, l, key,
-                               "device %ld: expected a list of actions, got %s "
-                               "(allowed: %s)",
-                               d, l->type == YAML_SCALAR_NODE ? "one value" : node_what(l), forms);
+                               "device %ld: expected a list of actions, got %s (allowed: %s)", d,
+                               l->type == YAML_SCALAR_NODE ? "one value" : node_what(l), forms);
             rows[d] = l;
             keys[d] = kn;
             if (d > max_dev) max_dev = (int)d;
@@ -504,9 +500,8 @@ static pp_status_t set_steps(cfg_ctx_t *c, const yaml_node_t *n, const char *key
         for (int d = 0; d < n_dev; d++)
             if (!rows[d])
                 return cfg_err(c, n, key,
-                               "device %d has no list (allowed: one list for each "
-                               "device 0..%d)",
-                               d, max_dev);
+                               "device %d has no list (allowed: one list for each device 0..%d)", d,
+                               max_dev);
     } else {
         return cfg_err(c, n, key, "expected one list of actions per device, got %s (allowed: %s)",
                        node_is_null(n) ? "nothing" : "one value", forms);
@@ -618,7 +613,7 @@ static const int timing_values[] = {1, 0, 1, 0};
 /* clang-format off */
 #define OFF(field) offsetof(pp_config_t, field)
 #define INT_KEY(nm, field, lo, hi, org) {nm, VAL_INT, OFF(field), lo, hi, 0, NULL, NULL, NULL, org}
-#define REAL_KEY(nm, field, lo, hi, open) {nm, VAL_REAL, OFF(field), lo, hi, open, NULL, NULL, NULL, -1}
+#define REAL_KEY(nm, field, lo, hi, op) {nm, VAL_REAL, OFF(field), lo, hi, op, NULL, NULL, NULL, -1}
 #define ENUM_KEY(nm, field, t) {nm, VAL_ENUM, OFF(field), 0, 0, 0, t##_names, t##_values, NULL, -1}
 #define FN_KEY(nm, fn, org) {nm, VAL_FN, 0, 0, 0, 0, NULL, NULL, fn, org}
 /* clang-format on */
@@ -743,10 +738,10 @@ static pp_status_t check_duplicate(cfg_ctx_t *c, const yaml_node_t *map, const y
     for (const yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
         yaml_node_t *kq = yaml_document_get_node(c->doc, q->key);
         if (node_text(kq) && !strcmp(node_text(kq), name))
-            return cfg_err(c, yaml_document_get_node(c->doc, p->key), NULL,
-                           "duplicate key '%s' in %s, first given at line %zu (allowed: each key "
-                           "once)",
-                           name, where, (size_t)kq->start_mark.line + 1);
+            return cfg_err(
+                c, yaml_document_get_node(c->doc, p->key), NULL,
+                "duplicate key '%s' in %s, first given at line %zu (allowed: each key once)", name,
+                where, (size_t)kq->start_mark.line + 1);
     }
     return PP_OK;
 }
@@ -877,10 +872,10 @@ static pp_status_t yaml_load_text(const cfg_ctx_t *c, const char *text, size_t l
         if (c->set)
             fprintf(stderr, "--set %s: a second YAML document (allowed: one value)\n", c->set);
         else
-            fprintf(stderr,
-                    "%s:%zu:%zu: a second YAML document starts here (allowed: one "
-                    "document per file)\n",
-                    c->file, line, col);
+            fprintf(
+                stderr,
+                "%s:%zu:%zu: a second YAML document starts here (allowed: one document per file)\n",
+                c->file, line, col);
         st = PP_ERR_INPUT;
     }
     yaml_document_delete(&extra);
@@ -902,14 +897,13 @@ static pp_status_t apply_set(pp_config_t *cfg, const char *set)
 
     if (!eq || eq == set)
         return cfg_err(&c, NULL, NULL,
-                       "expected section.key=value (allowed: e.g. "
-                       "pipeline.micro_batches=16)");
+                       "expected section.key=value (allowed: e.g. pipeline.micro_batches=16)");
     if (!dot) {
         snprintf(name, sizeof name, "%.*s", (int)(eq - set), set);
         if (strcmp(name, "name") != 0)
             return cfg_err(&c, NULL, NULL,
-                           "'%s' is not a key (allowed: name, or section.key with "
-                           "section one of model, pipeline, schedule, run, cost)",
+                           "'%s' is not a key (allowed: name, or section.key with section one of "
+                           "model, pipeline, schedule, run, cost)",
                            name);
         section[0] = '\0';
     } else {
@@ -920,9 +914,7 @@ static pp_status_t apply_set(pp_config_t *cfg, const char *set)
     while (*val == ' ' || *val == '\t')
         val++;
     if (!*val)
-        return cfg_err(&c, NULL, NULL,
-                       "no value after '=' (allowed: a YAML scalar or flow "
-                       "list)");
+        return cfg_err(&c, NULL, NULL, "no value after '=' (allowed: a YAML scalar or flow list)");
 
     const section_spec_t *sec = NULL;
     if (section[0]) {
@@ -1004,9 +996,8 @@ static pp_status_t config_finish(pp_config_t *cfg)
         const char *what = cfg->schedule.kind == PP_SCHED_CSV ? "schedule.csv" : "schedule.steps";
         if (cfg_is_set(cfg, PP_CFG_DEVICES) && !pl->devices_all && pl->n_devices != s->n_devices)
             return cfg_err_at(cfg, PP_CFG_DEVICES,
-                              "%d devices, but %s uses %d (allowed: %d "
-                              "devices)",
-                              pl->n_devices, what, s->n_devices, s->n_devices);
+                              "%d devices, but %s uses %d (allowed: %d devices)", pl->n_devices,
+                              what, s->n_devices, s->n_devices);
         if (!cfg_is_set(cfg, PP_CFG_DEVICES)) {
             pl->devices_all = 0;
             pl->n_devices = s->n_devices;
@@ -1019,15 +1010,13 @@ static pp_status_t config_finish(pp_config_t *cfg)
         pl->stages = s->n_stages;
         if (cfg_is_set(cfg, PP_CFG_MICRO_BATCHES) && pl->micro_batches != s->n_mb)
             return cfg_err_at(cfg, PP_CFG_MICRO_BATCHES,
-                              "%d micro-batches, but %s has %d "
-                              "(allowed: %d)",
-                              pl->micro_batches, what, s->n_mb, s->n_mb);
+                              "%d micro-batches, but %s has %d (allowed: %d)", pl->micro_batches,
+                              what, s->n_mb, s->n_mb);
         pl->micro_batches = s->n_mb;
         int v = steps_chunks(s);
         if (cfg_is_set(cfg, PP_CFG_CHUNKS) && pl->chunks != v)
             return cfg_err_at(cfg, PP_CFG_CHUNKS,
-                              "%d chunks, but %s puts up to %d stages on one "
-                              "device (allowed: %d)",
+                              "%d chunks, but %s puts up to %d stages on one device (allowed: %d)",
                               pl->chunks, what, v, v);
         pl->chunks = v;
     } else if (cfg->schedule.kind == PP_SCHED_INTERLEAVED && !cfg_is_set(cfg, PP_CFG_CHUNKS) &&
@@ -1160,9 +1149,7 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
         for (int e = 0; e < d; e++)
             if (pl->device_ids[e] == id)
                 return cfg_err_at(cfg, PP_CFG_DEVICES,
-                                  "device %d is listed twice (allowed: each "
-                                  "id once)",
-                                  id);
+                                  "device %d is listed twice (allowed: each id once)", id);
     }
     if (s && p != s->n_devices)
         return cfg_err_at(cfg, PP_CFG_DEVICES, "%s%d devices, but %s uses %d (allowed: %d devices)",
@@ -1182,15 +1169,14 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
         pl->stages = p * pl->chunks;
     } else if (cfg_is_set(cfg, PP_CFG_CHUNKS) && pl->stages != p * pl->chunks) {
         return cfg_err_at(cfg, PP_CFG_STAGES,
-                          "%d stages, but %d devices x %d chunks = %d "
-                          "(allowed: %d, or auto)",
+                          "%d stages, but %d devices x %d chunks = %d (allowed: %d, or auto)",
                           pl->stages, p, pl->chunks, p * pl->chunks, p * pl->chunks);
     } else {
         if (pl->stages % p != 0)
-            return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_STAGES, PP_CFG_STAGES, PP_CFG_DEVICES, -1),
-                              "%d stages do not split evenly over %d devices (allowed: a multiple "
-                              "of %d)",
-                              pl->stages, p, p);
+            return cfg_err_at(
+                cfg, cfg_pick(cfg, PP_CFG_STAGES, PP_CFG_STAGES, PP_CFG_DEVICES, -1),
+                "%d stages do not split evenly over %d devices (allowed: a multiple of %d)",
+                pl->stages, p, p);
         pl->chunks = pl->stages / p;
     }
 
@@ -1215,28 +1201,27 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
         if (pl->chunks != 1)
             return cfg_err_at(
                 cfg, cfg_pick(cfg, PP_CFG_KIND, PP_CFG_CHUNKS, PP_CFG_STAGES, PP_CFG_KIND, -1),
-                "%s runs one stage per device, but %d stages on %d devices make %d "
-                "chunks (allowed: chunks 1; interleaved-1f1b runs several)",
+                "%s runs one stage per device, but %d stages on %d devices make %d chunks "
+                "(allowed: chunks 1; interleaved-1f1b runs several)",
                 kind, pl->stages, p, pl->chunks);
         if (cfg->schedule.kind != PP_SCHED_GPIPE && m < p)
             return cfg_err_at(
                 cfg, cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES, -1),
-                "%s needs at least as many micro-batches as devices: %d < %d "
-                "(allowed: %d or more)",
+                "%s needs at least as many micro-batches as devices: %d < %d (allowed: %d or more)",
                 kind, m, p, p);
         break;
     case PP_SCHED_INTERLEAVED:
         if (pl->chunks < 2)
             return cfg_err_at(
                 cfg, cfg_pick(cfg, PP_CFG_KIND, PP_CFG_CHUNKS, PP_CFG_STAGES, PP_CFG_KIND, -1),
-                "%s needs at least 2 chunks per device, but %d stages on %d devices "
-                "make %d (allowed: chunks 2 or more)",
+                "%s needs at least 2 chunks per device, but %d stages on %d devices make %d "
+                "(allowed: chunks 2 or more)",
                 kind, pl->stages, p, pl->chunks);
         if (m % p != 0)
             return cfg_err_at(
                 cfg, cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES, -1),
-                "%s needs micro-batches in multiples of the device count: %d is not "
-                "a multiple of %d (allowed: a multiple of %d)",
+                "%s needs micro-batches in multiples of the device count: %d is not a multiple of "
+                "%d (allowed: a multiple of %d)",
                 kind, m, p, p);
         break;
     case PP_SCHED_STEPS:

@@ -160,8 +160,7 @@ pp_status_t schedule_read_csv(pp_schedule_t *s, FILE *f, const char *where)
     for (int r = 0; r < n_rows; r++) {
         if (t.row_count[r] == 0) {
             fprintf(stderr,
-                    "%s:%d:1: rank %d has no actions (allowed: at least one action in "
-                    "every row)\n",
+                    "%s:%d:1: rank %d has no actions (allowed: at least one action in every row)\n",
                     where, t.row_line[r], r);
             st = PP_ERR_INPUT;
             goto fail;
@@ -199,10 +198,10 @@ pp_status_t schedule_read_csv(pp_schedule_t *s, FILE *f, const char *where)
     }
     for (int k = 0; k <= max_stage; k++) {
         if (owner[k] < 0) {
-            fprintf(stderr,
-                    "%s: stage %d has no action in any row (allowed: every stage 0..%d in "
-                    "some row)\n",
-                    where, k, max_stage);
+            fprintf(
+                stderr,
+                "%s: stage %d has no action in any row (allowed: every stage 0..%d in some row)\n",
+                where, k, max_stage);
             st = PP_ERR_INPUT;
             goto fail;
         }
