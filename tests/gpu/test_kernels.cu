@@ -1,0 +1,860 @@
+/*
+ * test_kernels.cu — every kernel of kernels/kernels.h against its double-precision CPU reference
+ * (tests/ref/ref_kernels.c) on fresh seeded random inputs, in fp32 and bf16, at odd shapes (N not
+ * a multiple of a block, C = 64, 96, 1024 and an odd 67, V = 8192 and an odd 1001), with output
+ * buffers poisoned with NaN bytes first so that an unwritten element fails. Accumulating outputs
+ * start from random non-zero values; every backward runs twice and must be bitwise identical.
+ * bf16 inputs are rounded to bf16 on the host before the reference sees them.
+ *
+ * Tolerances, |got − want| ≤ atol + rtol·|want|:
+ *   fp32 storage          atol 1e-5, rtol 1e-4
+ *   bf16 storage          atol 1e-2, rtol 2e-2 (one bf16 rounding of the output)
+ *   fp32 accumulators and long reductions (sums over rows, GEMM K ≥ 64): atol 1e-4, rtol 1e-4
+ * Without a GPU the program reports one skipped case with the reason and exits 0.
+ */
+#include "../check.h"
+#include "../ref/ref_kernels.h"
+
+#include "../../common/pp_cuda.h"
+#include "../../kernels/kernels.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+typedef struct tol {
+    double atol, rtol;
+} tol_t;
+
+static const tol_t TOL_FP32 = {1e-5, 1e-4};
+static const tol_t TOL_BF16 = {1e-2, 2e-2};
+static const tol_t TOL_SUM = {1e-4, 1e-4};
+static const tol_t TOL_EXACT = {0.0, 0.0};
+
+static tol_t tol_of(pp_dtype_t t)
+{
+    return t == PP_DTYPE_BF16 ? TOL_BF16 : TOL_FP32;
+}
+/* storage-dtype output of a long reduction */
+static tol_t tol_sum_of(pp_dtype_t t)
+{
+    return t == PP_DTYPE_BF16 ? TOL_BF16 : TOL_SUM;
+}
+static int is_bf16(pp_dtype_t t)
+{
+    return t == PP_DTYPE_BF16;
+}
+
+static const pp_dtype_t dtypes[2] = {PP_DTYPE_FP32, PP_DTYPE_BF16};
+
+static cudaStream_t g_stream;
+static pp_gemm_t g_gemm;
+static char g_ctx[160]; /* the sub-case being run, printed with a failure */
+
+/* ---- test memory: everything allocated in a case is released after it -------------------------
+ */
+
+#define MAX_ALLOCS 1024
+static void *g_dev[MAX_ALLOCS], *g_host[MAX_ALLOCS];
+static int g_ndev, g_nhost;
+
+#define CUDA_MUST(call)                                                                            \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                   \
+                    cudaGetErrorString(e_));                                                       \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static void arena_free(void)
+{
+    cudaStreamSynchronize(g_stream);
+    for (int i = 0; i < g_ndev; i++)
+        cudaFree(g_dev[i]);
+    for (int i = 0; i < g_nhost; i++)
+        free(g_host[i]);
+    g_ndev = g_nhost = 0;
+}
+
+static void *hmem(size_t bytes)
+{
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (!p || g_nhost == MAX_ALLOCS) {
+        fprintf(stderr, "test_kernels: out of host memory or allocation slots\n");
+        exit(1);
+    }
+    g_host[g_nhost++] = p;
+    return p;
+}
+
+static double *hbuf(size_t n)
+{
+    return (double *)hmem(n * sizeof(double));
+}
+
+/* n normal values times `scale`, rounded to what dtype `t` can hold. */
+static double *hrand(ref_rng_t *rng, size_t n, double scale, pp_dtype_t t)
+{
+    double *x = hbuf(n);
+    ref_fill_normal(rng, x, n, scale);
+    ref_round(x, n, is_bf16(t));
+    return x;
+}
+
+/* Device memory poisoned with 0xFF bytes (NaN in fp32 and bf16), returned `offset` bytes into the
+ * allocation (to test unaligned pointers). */
+static void *dbuf_at(size_t bytes, size_t offset)
+{
+    void *p = NULL;
+    if (g_ndev == MAX_ALLOCS) {
+        fprintf(stderr, "test_kernels: out of allocation slots\n");
+        exit(1);
+    }
+    CUDA_MUST(cudaMalloc(&p, bytes + offset + 16));
+    CUDA_MUST(cudaMemset(p, 0xff, bytes + offset + 16));
+    g_dev[g_ndev++] = p;
+    return (char *)p + offset;
+}
+
+static void *dbuf(size_t bytes)
+{
+    return dbuf_at(bytes, 0);
+}
+
+static void upload(void *d, const double *h, size_t n, pp_dtype_t t)
+{
+    void *tmp = hmem(n * pp_dtype_size(t));
+    for (size_t i = 0; i < n; i++) {
+        if (is_bf16(t))
+            ((uint16_t *)tmp)[i] = ref_f32_to_bf16((float)h[i]);
+        else
+            ((float *)tmp)[i] = (float)h[i];
+    }
+    CUDA_MUST(cudaStreamSynchronize(g_stream));
+    CUDA_MUST(cudaMemcpy(d, tmp, n * pp_dtype_size(t), cudaMemcpyHostToDevice));
+}
+
+/* A poisoned device copy of h in dtype t, `offset` elements into its allocation. */
+static void *dev_of(const double *h, size_t n, pp_dtype_t t, size_t offset = 0)
+{
+    void *d = dbuf_at(n * pp_dtype_size(t), offset * pp_dtype_size(t));
+    upload(d, h, n, t);
+    return d;
+}
+
+static int *dev_ints(const int *h, size_t n)
+{
+    int *d = (int *)dbuf(n * sizeof(int));
+    CUDA_MUST(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* Waits for the stream, then copies n elements of dtype t to a new host double array. */
+static double *download(const void *d, size_t n, pp_dtype_t t)
+{
+    void *tmp = hmem(n * pp_dtype_size(t));
+    double *h = hbuf(n);
+    CUDA_MUST(cudaStreamSynchronize(g_stream));
+    CUDA_MUST(cudaMemcpy(tmp, d, n * pp_dtype_size(t), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        h[i] = is_bf16(t) ? (double)ref_bf16_to_f32(((uint16_t *)tmp)[i]) : ((float *)tmp)[i];
+    return h;
+}
+
+static void *raw_get(const void *d, size_t bytes)
+{
+    void *h = hmem(bytes);
+    CUDA_MUST(cudaStreamSynchronize(g_stream));
+    CUDA_MUST(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+static void raw_put(void *d, const void *h, size_t bytes)
+{
+    CUDA_MUST(cudaStreamSynchronize(g_stream));
+    CUDA_MUST(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+}
+
+/* ---- comparisons ------------------------------------------------------------------------------
+ */
+
+/* Every element within tolerance (NaN never is). Reports the count and the first offender. */
+static int compare(const char *what, const double *got, const double *want, size_t n, tol_t tol)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs(got[i] - want[i]);
+        if (!(err <= tol.atol + tol.rtol * fabs(want[i]))) {
+            if (!bad) first = i;
+            bad++;
+        }
+    }
+    EXPECT(bad == 0, "%s [%s]: %zu of %zu outside atol %g rtol %g; first [%zu] got %.9g want %.9g",
+           what, g_ctx, bad, n, tol.atol, tol.rtol, first, bad ? got[first] : 0.0,
+           bad ? want[first] : 0.0);
+    return bad == 0;
+}
+
+static void expect_same_bytes(const char *what, const void *a, const void *b, size_t bytes)
+{
+    EXPECT(memcmp(a, b, bytes) == 0, "%s [%s]: the second run differs bitwise", what, g_ctx);
+}
+
+#define KOK(call) REQUIRE((call) == PP_OK, "%s [%s]", #call, g_ctx)
+
+/* ---- matmul -----------------------------------------------------------------------------------
+ */
+
+static void matmul_case(pp_dtype_t t, int N, int IC, int OC, int misalign)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 1000u + (uint64_t)N * 7 + IC * 13 + OC * 17 + t * 3 + misalign);
+    snprintf(g_ctx, sizeof g_ctx, "%s N=%d IC=%d OC=%d%s", pp_dtype_name(t), N, IC, OC,
+             misalign ? " unaligned" : "");
+    const size_t off = misalign ? 1 : 0;
+    const tol_t tol = tol_sum_of(t);
+    double *inp = hrand(&rng, (size_t)N * IC, 1.0, t);
+    double *w = hrand(&rng, (size_t)OC * IC, 1.0 / sqrt((double)IC), t);
+    double *bias = hrand(&rng, OC, 1.0, t);
+    double *dout = hrand(&rng, (size_t)N * OC, 1.0, t);
+    void *d_inp = dev_of(inp, (size_t)N * IC, t, off), *d_w = dev_of(w, (size_t)OC * IC, t, off);
+    void *d_bias = dev_of(bias, OC, t, off), *d_dout = dev_of(dout, (size_t)N * OC, t, off);
+
+    /* forward, with and without bias */
+    double *want = hbuf((size_t)N * OC);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        void *d_out = dbuf_at((size_t)N * OC * pp_dtype_size(t), off * pp_dtype_size(t));
+        KOK(matmul_fwd(d_out, d_inp, d_w, with_bias ? d_bias : NULL, N, IC, OC, t, &g_gemm,
+                       g_stream));
+        ref_matmul_fwd(want, inp, w, with_bias ? bias : NULL, N, IC, OC);
+        compare(with_bias ? "matmul_fwd (bias)" : "matmul_fwd", download(d_out, (size_t)N * OC, t),
+                want, (size_t)N * OC, tol);
+    }
+
+    /* input gradient: = and += */
+    for (int acc = 0; acc < 2; acc++) {
+        double *dinp = acc ? hrand(&rng, (size_t)N * IC, 1.0, t) : hbuf((size_t)N * IC);
+        void *d_dinp = acc ? dev_of(dinp, (size_t)N * IC, t, off)
+                           : dbuf_at((size_t)N * IC * pp_dtype_size(t), off * pp_dtype_size(t));
+        const size_t bytes = (size_t)N * IC * pp_dtype_size(t);
+        void *init = raw_get(d_dinp, bytes);
+        KOK(matmul_bwd_input(d_dinp, d_dout, d_w, N, IC, OC, acc, t, &g_gemm, g_stream));
+        void *first = raw_get(d_dinp, bytes);
+        ref_matmul_bwd_input(dinp, dout, w, N, IC, OC, acc);
+        compare(acc ? "matmul_bwd_input (+=)" : "matmul_bwd_input",
+                download(d_dinp, (size_t)N * IC, t), dinp, (size_t)N * IC, tol);
+        raw_put(d_dinp, init, bytes);
+        KOK(matmul_bwd_input(d_dinp, d_dout, d_w, N, IC, OC, acc, t, &g_gemm, g_stream));
+        expect_same_bytes("matmul_bwd_input", first, raw_get(d_dinp, bytes), bytes);
+    }
+
+    /* weight and bias gradients: fp32 += */
+    double *dw = hrand(&rng, (size_t)OC * IC, 1.0, PP_DTYPE_FP32);
+    double *db = hrand(&rng, OC, 1.0, PP_DTYPE_FP32);
+    float *d_dw = (float *)dev_of(dw, (size_t)OC * IC, PP_DTYPE_FP32);
+    float *d_db = (float *)dev_of(db, OC, PP_DTYPE_FP32);
+    void *dw0 = raw_get(d_dw, (size_t)OC * IC * 4), *db0 = raw_get(d_db, (size_t)OC * 4);
+    KOK(matmul_bwd_weight(d_dw, d_db, d_dout, d_inp, N, IC, OC, t, &g_gemm, g_stream));
+    void *dw1 = raw_get(d_dw, (size_t)OC * IC * 4), *db1 = raw_get(d_db, (size_t)OC * 4);
+    ref_matmul_bwd_weight(dw, db, dout, inp, N, IC, OC);
+    compare("matmul_bwd_weight dweight", download(d_dw, (size_t)OC * IC, PP_DTYPE_FP32), dw,
+            (size_t)OC * IC, TOL_SUM);
+    compare("matmul_bwd_weight dbias", download(d_db, OC, PP_DTYPE_FP32), db, OC, TOL_SUM);
+    raw_put(d_dw, dw0, (size_t)OC * IC * 4);
+    raw_put(d_db, db0, (size_t)OC * 4);
+    KOK(matmul_bwd_weight(d_dw, d_db, d_dout, d_inp, N, IC, OC, t, &g_gemm, g_stream));
+    expect_same_bytes("matmul_bwd_weight dweight", dw1, raw_get(d_dw, (size_t)OC * IC * 4),
+                      (size_t)OC * IC * 4);
+    expect_same_bytes("matmul_bwd_weight dbias", db1, raw_get(d_db, (size_t)OC * 4),
+                      (size_t)OC * 4);
+}
+
+static void test_matmul(void)
+{
+    for (int i = 0; i < 2; i++) {
+        matmul_case(dtypes[i], 37, 64, 96, 0);
+        matmul_case(dtypes[i], 300, 96, 1024, 0);
+        matmul_case(dtypes[i], 37, 64, 96, 1);
+        matmul_case(dtypes[i], 5, 67, 33, 0);
+    }
+}
+
+/* The six attention GEMMs of the gemm_strided_batched doc comment, plus one with beta = 1. */
+static void test_gemm_strided_batched(void)
+{
+    const int BH = 6, T = 33, d = 16;
+    const size_t nq = (size_t)BH * T * d, ns = (size_t)BH * T * T;
+    for (int i = 0; i < 2; i++) {
+        pp_dtype_t t = dtypes[i];
+        ref_rng_t rng;
+        ref_rng_seed(&rng, 2000 + i);
+        const tol_t tol = tol_of(t);
+        double *Q = hrand(&rng, nq, 1.0, t), *K = hrand(&rng, nq, 1.0, t);
+        double *S = hrand(&rng, ns, 0.2, t);
+        void *dQ = dev_of(Q, nq, t), *dK = dev_of(K, nq, t), *dS = dev_of(S, ns, t);
+        struct {
+            const char *name;
+            int ta, tb, m, n, k;
+            const double *a, *b;
+            void *da, *db;
+            size_t nc;
+            float alpha, beta;
+        } cases[] = {
+            {"S = a Q K^T", 0, 1, T, T, d, Q, K, dQ, dK, ns, 0.25f, 0.0f},
+            {"O = P V", 0, 0, T, d, T, S, K, dS, dK, nq, 1.0f, 0.0f},
+            {"dP = dO V^T", 0, 1, T, T, d, K, Q, dK, dQ, ns, 1.0f, 0.0f},
+            {"dV = P^T dO", 1, 0, T, d, T, S, Q, dS, dQ, nq, 1.0f, 0.0f},
+            {"dQ = dS K", 0, 0, T, d, T, S, K, dS, dK, nq, 1.0f, 0.0f},
+            {"dK = dS^T Q", 1, 0, T, d, T, S, Q, dS, dQ, nq, 1.0f, 0.0f},
+            {"dK += dS^T Q", 1, 0, T, d, T, S, Q, dS, dQ, nq, 1.0f, 1.0f},
+        };
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            snprintf(g_ctx, sizeof g_ctx, "%s %s", pp_dtype_name(t), cases[c].name);
+            const int m = cases[c].m, n = cases[c].n, k = cases[c].k;
+            double *C =
+                cases[c].beta != 0.0f ? hrand(&rng, cases[c].nc, 1.0, t) : hbuf(cases[c].nc);
+            void *dC = cases[c].beta != 0.0f ? dev_of(C, cases[c].nc, t)
+                                             : dbuf(cases[c].nc * pp_dtype_size(t));
+            KOK(gemm_strided_batched(dC, cases[c].da, cases[c].db, cases[c].ta, cases[c].tb, m, n,
+                                     k, cases[c].alpha, cases[c].beta, (long long)m * k,
+                                     (long long)k * n, (long long)m * n, BH, t, &g_gemm, g_stream));
+            ref_gemm_strided_batched(C, cases[c].a, cases[c].b, cases[c].ta, cases[c].tb, m, n, k,
+                                     cases[c].alpha, cases[c].beta, (long long)m * k,
+                                     (long long)k * n, (long long)m * n, BH);
+            compare("gemm_strided_batched", download(dC, cases[c].nc, t), C, cases[c].nc, tol);
+        }
+    }
+}
+
+/* ---- embedding --------------------------------------------------------------------------------
+ */
+
+static void encoder_case(pp_dtype_t t, int B, int T, int C, int V, int same_token)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 3000u + (uint64_t)B * 7 + T * 11 + C * 13 + V + t + same_token * 5);
+    snprintf(g_ctx, sizeof g_ctx, "%s B=%d T=%d C=%d V=%d%s", pp_dtype_name(t), B, T, C, V,
+             same_token ? " one token" : "");
+    const int N = B * T;
+    int *tok = (int *)hmem((size_t)N * sizeof(int));
+    for (int i = 0; i < N; i++)
+        tok[i] = same_token ? V - 1 : ref_rng_int(&rng, V);
+    double *wte = hrand(&rng, (size_t)V * C, 1.0, t), *wpe = hrand(&rng, (size_t)T * C, 1.0, t);
+    double *dout = hrand(&rng, (size_t)N * C, 1.0, t);
+    int *d_tok = dev_ints(tok, N);
+    void *d_wte = dev_of(wte, (size_t)V * C, t), *d_wpe = dev_of(wpe, (size_t)T * C, t);
+    void *d_dout = dev_of(dout, (size_t)N * C, t);
+
+    void *d_out = dbuf((size_t)N * C * pp_dtype_size(t));
+    KOK(encoder_fwd(d_out, d_tok, d_wte, d_wpe, B, T, C, t, g_stream));
+    double *out = hbuf((size_t)N * C);
+    ref_encoder_fwd(out, tok, wte, wpe, B, T, C);
+    compare("encoder_fwd", download(d_out, (size_t)N * C, t), out, (size_t)N * C, tol_of(t));
+
+    double *dwte = hrand(&rng, (size_t)V * C, 1.0, PP_DTYPE_FP32);
+    double *dwpe = hrand(&rng, (size_t)T * C, 1.0, PP_DTYPE_FP32);
+    float *d_dwte = (float *)dev_of(dwte, (size_t)V * C, PP_DTYPE_FP32);
+    float *d_dwpe = (float *)dev_of(dwpe, (size_t)T * C, PP_DTYPE_FP32);
+    const size_t sb = encoder_bwd_scratch_bytes(B, T, V);
+    REQUIRE(sb > 0, "encoder_bwd_scratch_bytes [%s]", g_ctx);
+    void *scratch = dbuf(sb);
+    const size_t bte = (size_t)V * C * 4, bpe = (size_t)T * C * 4;
+    void *te0 = raw_get(d_dwte, bte), *pe0 = raw_get(d_dwpe, bpe);
+    KOK(encoder_bwd(d_dwte, d_dwpe, d_dout, d_tok, scratch, B, T, C, V, t, g_stream));
+    void *te1 = raw_get(d_dwte, bte), *pe1 = raw_get(d_dwpe, bpe);
+    ref_encoder_bwd(dwte, dwpe, dout, tok, B, T, C);
+    compare("encoder_bwd dwte", download(d_dwte, (size_t)V * C, PP_DTYPE_FP32), dwte, (size_t)V * C,
+            TOL_SUM);
+    compare("encoder_bwd dwpe", download(d_dwpe, (size_t)T * C, PP_DTYPE_FP32), dwpe, (size_t)T * C,
+            TOL_SUM);
+    raw_put(d_dwte, te0, bte);
+    raw_put(d_dwpe, pe0, bpe);
+    CUDA_MUST(cudaMemset(scratch, 0xff, sb));
+    KOK(encoder_bwd(d_dwte, d_dwpe, d_dout, d_tok, scratch, B, T, C, V, t, g_stream));
+    expect_same_bytes("encoder_bwd dwte", te1, raw_get(d_dwte, bte), bte);
+    expect_same_bytes("encoder_bwd dwpe", pe1, raw_get(d_dwpe, bpe), bpe);
+}
+
+static void test_encoder(void)
+{
+    for (int i = 0; i < 2; i++) {
+        encoder_case(dtypes[i], 3, 37, 64, 50, 0);
+        encoder_case(dtypes[i], 4, 64, 96, 8192, 0);
+        encoder_case(dtypes[i], 2, 33, 67, 29, 0);
+        encoder_case(dtypes[i], 2, 300, 1024, 1000, 0);
+        encoder_case(dtypes[i], 3, 37, 64, 50, 1);
+    }
+}
+
+/* ---- layernorm --------------------------------------------------------------------------------
+ */
+
+static void layernorm_case(pp_dtype_t t, int N, int C)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 4000u + (uint64_t)N * 3 + C * 5 + t);
+    snprintf(g_ctx, sizeof g_ctx, "%s N=%d C=%d", pp_dtype_name(t), N, C);
+    const size_t n = (size_t)N * C;
+    double *inp = hbuf(n);
+    for (int r = 0; r < N; r++) /* rows with their own offset and spread */
+    {
+        double mu = 3.0 * ref_rng_normal(&rng), sd = 0.5 + 2.0 * ref_rng_uniform(&rng);
+        for (int c = 0; c < C; c++)
+            inp[(size_t)r * C + c] = mu + sd * ref_rng_normal(&rng);
+    }
+    ref_round(inp, n, is_bf16(t));
+    double *w = hrand(&rng, C, 1.0, t), *b = hrand(&rng, C, 1.0, t);
+    double *dout = hrand(&rng, n, 1.0, t);
+    void *d_inp = dev_of(inp, n, t), *d_w = dev_of(w, C, t), *d_b = dev_of(b, C, t);
+    void *d_dout = dev_of(dout, n, t);
+
+    void *d_out = dbuf(n * pp_dtype_size(t));
+    float *d_mean = (float *)dbuf((size_t)N * 4), *d_rstd = (float *)dbuf((size_t)N * 4);
+    KOK(layernorm_fwd(d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C, t, g_stream));
+    double *out = hbuf(n), *mean = hbuf(N), *rstd = hbuf(N);
+    ref_layernorm_fwd(out, mean, rstd, inp, w, b, N, C);
+    compare("layernorm_fwd out", download(d_out, n, t), out, n, tol_of(t));
+    compare("layernorm_fwd mean", download(d_mean, N, PP_DTYPE_FP32), mean, N, TOL_SUM);
+    compare("layernorm_fwd rstd", download(d_rstd, N, PP_DTYPE_FP32), rstd, N, TOL_SUM);
+
+    const size_t bytes = n * pp_dtype_size(t);
+    for (int acc = 0; acc < 2; acc++) {
+        double *dinp = acc ? hrand(&rng, n, 1.0, t) : hbuf(n);
+        void *d_dinp = acc ? dev_of(dinp, n, t) : dbuf(bytes);
+        void *init = raw_get(d_dinp, bytes);
+        KOK(layernorm_bwd_input(d_dinp, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, acc, t,
+                                g_stream));
+        void *first = raw_get(d_dinp, bytes);
+        ref_layernorm_bwd_input(dinp, dout, inp, w, mean, rstd, N, C, acc);
+        compare(acc ? "layernorm_bwd_input (+=)" : "layernorm_bwd_input", download(d_dinp, n, t),
+                dinp, n, tol_sum_of(t));
+        raw_put(d_dinp, init, bytes);
+        KOK(layernorm_bwd_input(d_dinp, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, acc, t,
+                                g_stream));
+        expect_same_bytes("layernorm_bwd_input", first, raw_get(d_dinp, bytes), bytes);
+    }
+
+    double *dw = hrand(&rng, C, 1.0, PP_DTYPE_FP32), *db = hrand(&rng, C, 1.0, PP_DTYPE_FP32);
+    float *d_dw = (float *)dev_of(dw, C, PP_DTYPE_FP32),
+          *d_db = (float *)dev_of(db, C, PP_DTYPE_FP32);
+    const size_t sb = layernorm_bwd_weight_scratch_bytes(N, C);
+    void *scratch = dbuf(sb);
+    void *dw0 = raw_get(d_dw, (size_t)C * 4), *db0 = raw_get(d_db, (size_t)C * 4);
+    KOK(layernorm_bwd_weight(d_dw, d_db, d_dout, d_inp, d_mean, d_rstd, scratch, N, C, t,
+                             g_stream));
+    void *dw1 = raw_get(d_dw, (size_t)C * 4), *db1 = raw_get(d_db, (size_t)C * 4);
+    ref_layernorm_bwd_weight(dw, db, dout, inp, mean, rstd, N, C);
+    compare("layernorm_bwd_weight dw", download(d_dw, C, PP_DTYPE_FP32), dw, C, TOL_SUM);
+    compare("layernorm_bwd_weight db", download(d_db, C, PP_DTYPE_FP32), db, C, TOL_SUM);
+    raw_put(d_dw, dw0, (size_t)C * 4);
+    raw_put(d_db, db0, (size_t)C * 4);
+    KOK(layernorm_bwd_weight(d_dw, d_db, d_dout, d_inp, d_mean, d_rstd, scratch, N, C, t,
+                             g_stream));
+    expect_same_bytes("layernorm_bwd_weight dw", dw1, raw_get(d_dw, (size_t)C * 4), (size_t)C * 4);
+    expect_same_bytes("layernorm_bwd_weight db", db1, raw_get(d_db, (size_t)C * 4), (size_t)C * 4);
+}
+
+static void test_layernorm(void)
+{
+    for (int i = 0; i < 2; i++) {
+        layernorm_case(dtypes[i], 37, 64);
+        layernorm_case(dtypes[i], 37, 96);
+        layernorm_case(dtypes[i], 1000, 1024);
+        layernorm_case(dtypes[i], 45, 67);
+        layernorm_case(dtypes[i], 1, 64);
+    }
+}
+
+/* ---- GELU and residual ------------------------------------------------------------------------
+ */
+
+static void elementwise_case(pp_dtype_t t, size_t n, size_t off)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 5000u + n + off * 3 + t);
+    snprintf(g_ctx, sizeof g_ctx, "%s n=%zu offset=%zu", pp_dtype_name(t), n, off);
+    const tol_t tol = tol_of(t);
+    double *x = hrand(&rng, n, 2.0, t), *y = hrand(&rng, n, 1.0, t), *want = hbuf(n);
+    void *d_x = dev_of(x, n, t, off), *d_y = dev_of(y, n, t, off);
+    void *d_out = dbuf_at(n * pp_dtype_size(t), off * pp_dtype_size(t));
+
+    KOK(gelu_fwd(d_out, d_x, n, t, g_stream));
+    ref_gelu_fwd(want, x, n);
+    compare("gelu_fwd", download(d_out, n, t), want, n, tol);
+
+    void *d_dinp = dbuf_at(n * pp_dtype_size(t), off * pp_dtype_size(t));
+    KOK(gelu_bwd(d_dinp, d_x, d_y, n, t, g_stream));
+    void *first = raw_get(d_dinp, n * pp_dtype_size(t));
+    ref_gelu_bwd(want, x, y, n);
+    compare("gelu_bwd", download(d_dinp, n, t), want, n, tol);
+    KOK(gelu_bwd(d_dinp, d_x, d_y, n, t, g_stream));
+    expect_same_bytes("gelu_bwd", first, raw_get(d_dinp, n * pp_dtype_size(t)),
+                      n * pp_dtype_size(t));
+
+    /* in place: gelu_bwd with dinp = dout, gelu_fwd with out = inp */
+    void *d_io = dev_of(y, n, t, off);
+    KOK(gelu_bwd(d_io, d_x, d_io, n, t, g_stream));
+    compare("gelu_bwd in place", download(d_io, n, t), want, n, tol);
+    upload(d_io, x, n, t);
+    KOK(gelu_fwd(d_io, d_io, n, t, g_stream));
+    ref_gelu_fwd(want, x, n);
+    compare("gelu_fwd in place", download(d_io, n, t), want, n, tol);
+
+    KOK(residual_fwd(d_out, d_x, d_y, n, t, g_stream));
+    for (size_t i = 0; i < n; i++)
+        want[i] = x[i] + y[i];
+    compare("residual_fwd", download(d_out, n, t), want, n, tol);
+    upload(d_io, x, n, t);
+    KOK(add_inplace(d_io, d_y, n, t, g_stream));
+    compare("add_inplace", download(d_io, n, t), want, n, tol);
+}
+
+static void test_elementwise(void)
+{
+    for (int i = 0; i < 2; i++) {
+        elementwise_case(dtypes[i], 10007, 0);
+        elementwise_case(dtypes[i], 10007, 1);
+        elementwise_case(dtypes[i], 5, 0);
+        elementwise_case(dtypes[i], 4096, 0);
+    }
+}
+
+/* ---- attention permutes and causal softmax ----------------------------------------------------
+ */
+
+static void permute_case(pp_dtype_t t, int B, int T, int H, int d)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 6000u + (uint64_t)B + T * 3 + H * 5 + d * 7 + t);
+    snprintf(g_ctx, sizeof g_ctx, "%s B=%d T=%d H=%d d=%d", pp_dtype_name(t), B, T, H, d);
+    const size_t n = (size_t)B * T * H * d;
+    double *qkv = hrand(&rng, 3 * n, 1.0, t);
+    void *d_qkv = dev_of(qkv, 3 * n, t);
+    const size_t bytes = n * pp_dtype_size(t);
+    void *d_q = dbuf(bytes), *d_k = dbuf(bytes), *d_v = dbuf(bytes);
+    KOK(attention_permute_qkv(d_q, d_k, d_v, d_qkv, B, T, H, d, t, g_stream));
+    double *q = hbuf(n), *k = hbuf(n), *v = hbuf(n);
+    ref_attention_permute_qkv(q, k, v, qkv, B, T, H, d);
+    compare("attention_permute_qkv q", download(d_q, n, t), q, n, TOL_EXACT);
+    compare("attention_permute_qkv k", download(d_k, n, t), k, n, TOL_EXACT);
+    compare("attention_permute_qkv v", download(d_v, n, t), v, n, TOL_EXACT);
+
+    /* backward: fresh gradients in head layout back to the token layout */
+    double *dq = hrand(&rng, n, 1.0, t), *dk = hrand(&rng, n, 1.0, t), *dv = hrand(&rng, n, 1.0, t);
+    void *d_dq = dev_of(dq, n, t), *d_dk = dev_of(dk, n, t), *d_dv = dev_of(dv, n, t);
+    void *d_dqkv = dbuf(3 * bytes);
+    KOK(attention_unpermute_dqkv(d_dqkv, d_dq, d_dk, d_dv, B, T, H, d, t, g_stream));
+    double *dqkv = hbuf(3 * n);
+    ref_attention_unpermute_dqkv(dqkv, dq, dk, dv, B, T, H, d);
+    compare("attention_unpermute_dqkv", download(d_dqkv, 3 * n, t), dqkv, 3 * n, TOL_EXACT);
+
+    void *d_out = dbuf(bytes);
+    KOK(attention_unpermute_out(d_out, d_dq, B, T, H, d, t, g_stream));
+    double *out = hbuf(n);
+    ref_attention_unpermute_out(out, dq, B, T, H, d);
+    compare("attention_unpermute_out", download(d_out, n, t), out, n, TOL_EXACT);
+    void *d_datt = dbuf(bytes);
+    double *dout = hrand(&rng, n, 1.0, t), *datt = hbuf(n);
+    void *d_dout = dev_of(dout, n, t);
+    KOK(attention_permute_dout(d_datt, d_dout, B, T, H, d, t, g_stream));
+    ref_attention_permute_dout(datt, dout, B, T, H, d);
+    compare("attention_permute_dout", download(d_datt, n, t), datt, n, TOL_EXACT);
+}
+
+static void test_attention_permutes(void)
+{
+    for (int i = 0; i < 2; i++) {
+        permute_case(dtypes[i], 2, 33, 4, 16);
+        permute_case(dtypes[i], 3, 17, 3, 6);
+        permute_case(dtypes[i], 1, 64, 16, 64);
+    }
+}
+
+static void softmax_case(pp_dtype_t t, int BH, int T)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 7000u + (uint64_t)BH * 3 + T + t);
+    snprintf(g_ctx, sizeof g_ctx, "%s BH=%d T=%d", pp_dtype_name(t), BH, T);
+    const size_t n = (size_t)BH * T * T, bytes = n * pp_dtype_size(t);
+    const float scale = 0.125f;
+    double *S = hrand(&rng, n, 16.0, t), *P = hbuf(n);
+    void *d_S = dev_of(S, n, t), *d_P = dbuf(bytes);
+    KOK(softmax_causal_fwd(d_P, d_S, scale, BH, T, t, g_stream));
+    ref_softmax_causal_fwd(P, S, scale, BH, T);
+    compare("softmax_causal_fwd", download(d_P, n, t), P, n, tol_of(t));
+    KOK(softmax_causal_fwd(d_S, d_S, scale, BH, T, t, g_stream)); /* in place */
+    compare("softmax_causal_fwd in place", download(d_S, n, t), P, n, tol_of(t));
+
+    ref_round(P, n, is_bf16(t)); /* the stored probabilities are the backward's input */
+    upload(d_P, P, n, t);
+    double *dP = hrand(&rng, n, 1.0, t), *dS = hbuf(n);
+    void *d_dP = dev_of(dP, n, t), *d_dS = dbuf(bytes);
+    KOK(softmax_causal_bwd(d_dS, d_dP, d_P, scale, BH, T, t, g_stream));
+    void *first = raw_get(d_dS, bytes);
+    ref_softmax_causal_bwd(dS, dP, P, scale, BH, T);
+    compare("softmax_causal_bwd", download(d_dS, n, t), dS, n, tol_of(t));
+    KOK(softmax_causal_bwd(d_dS, d_dP, d_P, scale, BH, T, t, g_stream));
+    expect_same_bytes("softmax_causal_bwd", first, raw_get(d_dS, bytes), bytes);
+    KOK(softmax_causal_bwd(d_dP, d_dP, d_P, scale, BH, T, t, g_stream)); /* dS aliases dP */
+    compare("softmax_causal_bwd in place", download(d_dP, n, t), dS, n, tol_of(t));
+}
+
+static void test_softmax_causal(void)
+{
+    for (int i = 0; i < 2; i++) {
+        softmax_case(dtypes[i], 3, 17);
+        softmax_case(dtypes[i], 2, 64);
+        softmax_case(dtypes[i], 5, 1);
+        softmax_case(dtypes[i], 2, 1024);
+        softmax_case(dtypes[i], 1, 2048);
+        softmax_case(dtypes[i], 2, 99);
+    }
+}
+
+/* ---- cross-entropy ----------------------------------------------------------------------------
+ */
+
+static void crossentropy_case(pp_dtype_t t, int N, int V)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 8000u + (uint64_t)N * 3 + V + t);
+    snprintf(g_ctx, sizeof g_ctx, "%s N=%d V=%d", pp_dtype_name(t), N, V);
+    const size_t n = (size_t)N * V, bytes = n * pp_dtype_size(t);
+    const float grad_scale = 0.5f;
+    double *logits = hrand(&rng, n, 2.0, t);
+    int *tgt = (int *)hmem((size_t)N * sizeof(int));
+    for (int i = 0; i < N; i++)
+        tgt[i] = ref_rng_int(&rng, V);
+    tgt[0] = V - 1;
+    int *d_tgt = dev_ints(tgt, N);
+    void *d_logits = dev_of(logits, n, t), *d_dlogits = dbuf(bytes);
+    float *d_losses = (float *)dbuf((size_t)N * 4);
+    double *losses = hbuf(N), *dlogits = hbuf(n);
+    ref_crossentropy(losses, dlogits, logits, tgt, grad_scale, N, V);
+    /* compare the gradient in units of grad_scale / N, where its entries are O(1/V) .. 1 */
+    const double unit = (double)N / grad_scale;
+    for (size_t i = 0; i < n; i++)
+        dlogits[i] *= unit;
+    const tol_t dtol = {1e-6, is_bf16(t) ? 1e-2 : 1e-4};
+
+    KOK(crossentropy_fwd_bwd(d_losses, d_dlogits, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
+    void *first = raw_get(d_dlogits, bytes), *lfirst = raw_get(d_losses, (size_t)N * 4);
+    compare("crossentropy losses", download(d_losses, N, PP_DTYPE_FP32), losses, N, TOL_SUM);
+    double *got = download(d_dlogits, n, t);
+    for (size_t i = 0; i < n; i++)
+        got[i] *= unit;
+    compare("crossentropy dlogits", got, dlogits, n, dtol);
+    KOK(crossentropy_fwd_bwd(d_losses, d_dlogits, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
+    expect_same_bytes("crossentropy dlogits", first, raw_get(d_dlogits, bytes), bytes);
+    expect_same_bytes("crossentropy losses", lfirst, raw_get(d_losses, (size_t)N * 4),
+                      (size_t)N * 4);
+
+    /* dlogits aliasing logits, and losses only */
+    KOK(crossentropy_fwd_bwd(d_losses, d_logits, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
+    expect_same_bytes("crossentropy dlogits in place", first, raw_get(d_logits, bytes), bytes);
+    upload(d_logits, logits, n, t);
+    CUDA_MUST(cudaMemset(d_losses, 0xff, (size_t)N * 4));
+    KOK(crossentropy_fwd_bwd(d_losses, NULL, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
+    expect_same_bytes("crossentropy losses only", lfirst, raw_get(d_losses, (size_t)N * 4),
+                      (size_t)N * 4);
+
+    /* the mean accumulates onto a non-zero value */
+    const float acc0 = 1.75f;
+    float *d_acc = (float *)dbuf(4);
+    raw_put(d_acc, &acc0, 4);
+    KOK(loss_mean_accumulate(d_acc, d_losses, N, g_stream));
+    double want = 0.0;
+    for (int i = 0; i < N; i++)
+        want += losses[i];
+    want = acc0 + want / N;
+    double *acc = download(d_acc, 1, PP_DTYPE_FP32);
+    compare("loss_mean_accumulate", acc, &want, 1, TOL_SUM);
+    float a1 = (float)acc[0];
+    raw_put(d_acc, &acc0, 4);
+    KOK(loss_mean_accumulate(d_acc, d_losses, N, g_stream));
+    expect_same_bytes("loss_mean_accumulate", &a1, raw_get(d_acc, 4), 4);
+}
+
+static void test_crossentropy(void)
+{
+    for (int i = 0; i < 2; i++) {
+        crossentropy_case(dtypes[i], 37, 8192);
+        crossentropy_case(dtypes[i], 64, 1001);
+        crossentropy_case(dtypes[i], 3000, 64);
+    }
+}
+
+/* ---- AdamW ------------------------------------------------------------------------------------
+ */
+
+/* mode 0: fp32, storage = master; 1: fp32, separate storage; 2: fp32, no storage; 3: bf16. */
+static void adamw_case(int mode, size_t n)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 9000u + (uint64_t)mode * 31 + n);
+    const pp_dtype_t t = mode == 3 ? PP_DTYPE_BF16 : PP_DTYPE_FP32;
+    snprintf(g_ctx, sizeof g_ctx, "%s mode %d n=%zu", pp_dtype_name(t), mode, n);
+    const double lr = 3e-3, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+    double *p = hrand(&rng, n, 1.0, PP_DTYPE_FP32), *m = hbuf(n), *v = hbuf(n);
+    float *d_p = (float *)dev_of(p, n, PP_DTYPE_FP32);
+    float *d_m = (float *)dev_of(m, n, PP_DTYPE_FP32), *d_v = (float *)dev_of(v, n, PP_DTYPE_FP32);
+    float *d_g = (float *)dbuf(n * 4);
+    void *d_store = mode == 0 ? (void *)d_p : (mode == 2 ? NULL : dbuf(n * pp_dtype_size(t)));
+    for (int step = 1; step <= 3; step++) {
+        double *g = hrand(&rng, n, step == 2 ? 1e-3 : 1.0, PP_DTYPE_FP32);
+        upload(d_g, g, n, PP_DTYPE_FP32);
+        KOK(adamw_update(d_p, d_store, d_g, d_m, d_v, n, (float)lr, (float)b1, (float)b2,
+                         (float)eps, (float)wd, step, t, g_stream));
+        ref_adamw_update(p, m, v, g, n, lr, b1, b2, eps, wd, step);
+    }
+    compare("adamw param", download(d_p, n, PP_DTYPE_FP32), p, n, TOL_FP32);
+    compare("adamw m", download(d_m, n, PP_DTYPE_FP32), m, n, TOL_FP32);
+    compare("adamw v", download(d_v, n, PP_DTYPE_FP32), v, n, TOL_FP32);
+    if (mode == 1 || mode == 3) { /* storage = master rounded to the storage type, exactly */
+        float *master = (float *)raw_get(d_p, n * 4);
+        if (mode == 1) {
+            expect_same_bytes("adamw fp32 storage", master, raw_get(d_store, n * 4), n * 4);
+        } else {
+            uint16_t *st = (uint16_t *)raw_get(d_store, n * 2);
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++)
+                bad += st[i] != ref_f32_to_bf16(master[i]);
+            EXPECT(bad == 0, "adamw bf16 storage [%s]: %zu of %zu not the rounded master", g_ctx,
+                   bad, n);
+        }
+    }
+}
+
+static void test_adamw(void)
+{
+    for (int mode = 0; mode < 4; mode++) {
+        adamw_case(mode, 10007);
+        adamw_case(mode, 3);
+    }
+}
+
+/* ---- casts and fill ---------------------------------------------------------------------------
+ */
+
+static void test_casts_fill(void)
+{
+    for (size_t off = 0; off < 2; off++) {
+        const size_t n = 1003;
+        ref_rng_t rng;
+        ref_rng_seed(&rng, 9500u + off);
+        snprintf(g_ctx, sizeof g_ctx, "n=%zu offset=%zu", n, off);
+        double *x = hrand(&rng, n, 3.0, PP_DTYPE_FP32);
+        float *d_x = (float *)dev_of(x, n, PP_DTYPE_FP32, off);
+        void *d_b = dbuf_at(n * 2, off * 2);
+        KOK(cast_fp32_to_dtype(d_b, d_x, n, PP_DTYPE_BF16, g_stream));
+        uint16_t *b = (uint16_t *)raw_get(d_b, n * 2);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += b[i] != ref_f32_to_bf16((float)x[i]);
+        EXPECT(bad == 0, "cast_fp32_to_dtype bf16 [%s]: %zu of %zu not round-to-nearest-even",
+               g_ctx, bad, n);
+        float *d_back = (float *)dbuf_at(n * 4, off * 4);
+        KOK(cast_dtype_to_fp32(d_back, d_b, n, PP_DTYPE_BF16, g_stream));
+        float *back = (float *)raw_get(d_back, n * 4);
+        bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += back[i] != ref_bf16_to_f32(b[i]);
+        EXPECT(bad == 0, "cast_dtype_to_fp32 bf16 [%s]: %zu of %zu not exact", g_ctx, bad, n);
+        float *d_f = (float *)dbuf(n * 4);
+        KOK(cast_fp32_to_dtype(d_f, d_x, n, PP_DTYPE_FP32, g_stream));
+        expect_same_bytes("cast_fp32_to_dtype fp32", raw_get(d_x, n * 4), raw_get(d_f, n * 4),
+                          n * 4);
+        CUDA_MUST(cudaMemset(d_back, 0xff, n * 4));
+        KOK(cast_dtype_to_fp32(d_back, d_f, n, PP_DTYPE_FP32, g_stream));
+        expect_same_bytes("cast_dtype_to_fp32 fp32", raw_get(d_x, n * 4), raw_get(d_back, n * 4),
+                          n * 4);
+        KOK(fill_fp32(d_back, -2.5f, n, g_stream));
+        double *f = download(d_back, n, PP_DTYPE_FP32), *want = hbuf(n);
+        for (size_t i = 0; i < n; i++)
+            want[i] = -2.5;
+        compare("fill_fp32", f, want, n, TOL_EXACT);
+    }
+}
+
+/* ---- argument checks --------------------------------------------------------------------------
+ */
+
+/* Bad sizes and pointers are refused with PP_ERR_INTERNAL (their messages are silenced here). */
+static void test_bad_arguments(void)
+{
+    snprintf(g_ctx, sizeof g_ctx, "argument checks");
+    void *d = dbuf(1024);
+    fflush(stderr);
+    int saved = dup(2), devnull = open("/dev/null", O_WRONLY);
+    if (saved >= 0 && devnull >= 0) dup2(devnull, 2);
+    pp_status_t s[8];
+    s[0] = layernorm_fwd(d, NULL, NULL, d, d, d, 4, 0, PP_DTYPE_FP32, g_stream);
+    s[1] = matmul_fwd(d, d, d, NULL, -1, 4, 4, PP_DTYPE_FP32, &g_gemm, g_stream);
+    s[2] = gelu_fwd(NULL, d, 16, PP_DTYPE_BF16, g_stream);
+    s[3] = softmax_causal_fwd(d, d, 1.0f, 1, 0, PP_DTYPE_FP32, g_stream);
+    s[4] = adamw_update((float *)d, d, (float *)d, (float *)d, (float *)d, 4, 1e-3f, 0.9f, 0.95f,
+                        1e-8f, 0.0f, 0, PP_DTYPE_FP32, g_stream);
+    s[5] =
+        crossentropy_fwd_bwd((float *)d, d, d, (const int *)d, 1.0f, 2, 0, PP_DTYPE_FP32, g_stream);
+    s[6] =
+        encoder_bwd((float *)d, NULL, d, (const int *)d, NULL, 1, 2, 4, 8, PP_DTYPE_FP32, g_stream);
+    s[7] = gemm_strided_batched(d, d, d, 0, 0, 0, 2, 2, 1.0f, 0.0f, 4, 4, 4, 1, (pp_dtype_t)7,
+                                &g_gemm, g_stream);
+    fflush(stderr);
+    if (saved >= 0 && devnull >= 0) dup2(saved, 2);
+    if (saved >= 0) close(saved);
+    if (devnull >= 0) close(devnull);
+    for (int i = 0; i < 8; i++)
+        EXPECT(s[i] == PP_ERR_INTERNAL, "case %d returned %d", i, (int)s[i]);
+    EXPECT(cudaStreamSynchronize(g_stream) == cudaSuccess);
+}
+
+/* ---- driver -----------------------------------------------------------------------------------
+ */
+
+static const char *g_skip_reason;
+
+static void test_device(void)
+{
+    SKIP("%s", g_skip_reason);
+}
+
+#define RUN_GPU(fn)                                                                                \
+    do {                                                                                           \
+        RUN(fn);                                                                                   \
+        arena_free();                                                                              \
+    } while (0)
+
+int main(void)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        g_skip_reason = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
+        RUN(test_device);
+        return check_summary("test_kernels");
+    }
+    if (cudaSetDevice(0) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess ||
+        gemm_init(&g_gemm, 0) != PP_OK) {
+        fprintf(stderr, "test_kernels: device setup failed\n");
+        return 1;
+    }
+    RUN_GPU(test_matmul);
+    RUN_GPU(test_gemm_strided_batched);
+    RUN_GPU(test_encoder);
+    RUN_GPU(test_layernorm);
+    RUN_GPU(test_elementwise);
+    RUN_GPU(test_attention_permutes);
+    RUN_GPU(test_softmax_causal);
+    RUN_GPU(test_crossentropy);
+    RUN_GPU(test_adamw);
+    RUN_GPU(test_casts_fill);
+    RUN_GPU(test_bad_arguments);
+    gemm_free(&g_gemm);
+    cudaStreamDestroy(g_stream);
+    return check_summary("test_kernels");
+}
