@@ -12,6 +12,7 @@
  * output buffers are poisoned with 0xFF first. Without a GPU every case is skipped.
  */
 #include "../../common/pp_cuda.h"
+#include "../../kernels/kernels.h"
 #include "../../stages/stage.h"
 #include "../check.h"
 #include "../ref/ref_stage.h"
@@ -33,9 +34,10 @@
 #define MB_B       11
 
 /* bf16 tolerances (relative L2 error of a whole tensor against the double reference): the
- * storage keeps 8 bits of mantissa, and errors grow through the blocks and the backward. */
-#define BF16_RTOL_FWD 2e-2
-#define BF16_RTOL_BWD 5e-2
+ * storage keeps 8 bits of mantissa, and errors grow through the blocks and the backward. Measured
+ * on an H100: forward <= 4.4e-3, gradients <= 9.3e-3 (fp32: <= 4e-7). */
+#define BF16_RTOL_FWD 1e-2
+#define BF16_RTOL_BWD 2.5e-2
 
 typedef enum { CASE_FIRST, CASE_MIDDLE, CASE_LAST, CASE_SINGLE } case_t;
 
@@ -496,6 +498,23 @@ CASE(CASE_MIDDLE, PP_DTYPE_BF16, test_middle_bf16)
 CASE(CASE_LAST, PP_DTYPE_BF16, test_last_bf16)
 CASE(CASE_SINGLE, PP_DTYPE_BF16, test_single_bf16)
 
+/* Device memory taken by one pp_gemm_t beyond its workspace: the cuBLAS and cuBLASLt handles
+ * own allocations. A first gemm_init absorbs the one-time library loading. Returns -1 on error. */
+static double gemm_overhead_bytes(void)
+{
+    pp_gemm_t warm, g;
+    size_t f0 = 0, f1 = 0, total = 0;
+    memset(&warm, 0, sizeof warm), memset(&g, 0, sizeof g);
+    if (gemm_init(&warm, 0) != PP_OK) return -1;
+    double out = -1;
+    if (cudaMemGetInfo(&f0, &total) == cudaSuccess && gemm_init(&g, 0) == PP_OK &&
+        cudaMemGetInfo(&f1, &total) == cudaSuccess)
+        out = (double)f0 - (double)f1 - (double)PP_GEMM_WORKSPACE_BYTES;
+    gemm_free(&g);
+    gemm_free(&warm);
+    return out;
+}
+
 /* Sizes agree with what init allocates, and bad configurations are refused with a message. */
 static void test_sizes_and_errors(void)
 {
@@ -504,16 +523,18 @@ static void test_sizes_and_errors(void)
     size_t free0 = 0, free1 = 0, total = 0;
     pp_stage_t *st = NULL;
     c.seq_len = 256, c.hidden = 512, c.heads = 8, c.micro_batch_size = 4;
-    REQUIRE(cudaFree(0) == cudaSuccess);
+    double handles = gemm_overhead_bytes();
+    REQUIRE(handles >= 0, "gemm_init failed");
     REQUIRE(cudaMemGetInfo(&free0, &total) == cudaSuccess);
     REQUIRE(stage_init(&st, &c) == PP_OK);
     REQUIRE(cudaMemGetInfo(&free1, &total) == cudaSuccess);
     double want = (double)stage_state_bytes(&c) + stage_workspace_bytes(&c) +
                   (double)c.n_slots * stage_slot_bytes(&c);
-    double got = (double)free0 - (double)free1;
-    /* cudaMalloc rounds each allocation up to 2 MiB pages; cuBLAS handles take a few MiB. */
-    EXPECT(got >= want && got <= want + (64 << 20), "allocated %.1f MiB, the *_bytes say %.1f MiB",
-           got / (1 << 20), want / (1 << 20));
+    double got = (double)free0 - (double)free1 - handles;
+    /* cudaMalloc rounds each of the stage's ~8 allocations up to 2 MiB pages. */
+    EXPECT(got >= want - (1 << 20) && got <= want + (16 << 20),
+           "allocated %.1f MiB (less %.1f MiB of cuBLAS handles), the *_bytes say %.1f MiB",
+           got / (1 << 20), handles / (1 << 20), want / (1 << 20));
     stage_free(st);
     st = NULL;
     c.heads = 7;
