@@ -69,6 +69,20 @@ static int g_ndev, g_nhost;
         }                                                                                          \
     } while (0)
 
+/* Copies on the test stream and waits: ordered after every kernel enqueued before, and complete
+ * (also for pageable host memory) when it returns. */
+static void copy_sync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    CUDA_MUST(cudaMemcpyAsync(dst, src, bytes, kind, g_stream));
+    CUDA_MUST(cudaStreamSynchronize(g_stream));
+}
+
+/* Fills device memory with 0xFF bytes (NaN in fp32 and bf16), in stream order. */
+static void poison(void *d, size_t bytes)
+{
+    CUDA_MUST(cudaMemsetAsync(d, 0xff, bytes, g_stream));
+}
+
 static void arena_free(void)
 {
     cudaStreamSynchronize(g_stream);
@@ -114,7 +128,7 @@ static void *dbuf_at(size_t bytes, size_t offset)
         exit(1);
     }
     CUDA_MUST(cudaMalloc(&p, bytes + offset + 16));
-    CUDA_MUST(cudaMemset(p, 0xff, bytes + offset + 16));
+    poison(p, bytes + offset + 16);
     g_dev[g_ndev++] = p;
     return (char *)p + offset;
 }
@@ -133,8 +147,7 @@ static void upload(void *d, const double *h, size_t n, pp_dtype_t t)
         else
             ((float *)tmp)[i] = (float)h[i];
     }
-    CUDA_MUST(cudaStreamSynchronize(g_stream));
-    CUDA_MUST(cudaMemcpy(d, tmp, n * pp_dtype_size(t), cudaMemcpyHostToDevice));
+    copy_sync(d, tmp, n * pp_dtype_size(t), cudaMemcpyHostToDevice);
 }
 
 /* A poisoned device copy of h in dtype t, `offset` elements into its allocation. */
@@ -148,7 +161,7 @@ static void *dev_of(const double *h, size_t n, pp_dtype_t t, size_t offset = 0)
 static int *dev_ints(const int *h, size_t n)
 {
     int *d = (int *)dbuf(n * sizeof(int));
-    CUDA_MUST(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
+    copy_sync(d, h, n * sizeof(int), cudaMemcpyHostToDevice);
     return d;
 }
 
@@ -157,8 +170,7 @@ static double *download(const void *d, size_t n, pp_dtype_t t)
 {
     void *tmp = hmem(n * pp_dtype_size(t));
     double *h = hbuf(n);
-    CUDA_MUST(cudaStreamSynchronize(g_stream));
-    CUDA_MUST(cudaMemcpy(tmp, d, n * pp_dtype_size(t), cudaMemcpyDeviceToHost));
+    copy_sync(tmp, d, n * pp_dtype_size(t), cudaMemcpyDeviceToHost);
     for (size_t i = 0; i < n; i++)
         h[i] = is_bf16(t) ? (double)ref_bf16_to_f32(((uint16_t *)tmp)[i]) : ((float *)tmp)[i];
     return h;
@@ -167,15 +179,13 @@ static double *download(const void *d, size_t n, pp_dtype_t t)
 static void *raw_get(const void *d, size_t bytes)
 {
     void *h = hmem(bytes);
-    CUDA_MUST(cudaStreamSynchronize(g_stream));
-    CUDA_MUST(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+    copy_sync(h, d, bytes, cudaMemcpyDeviceToHost);
     return h;
 }
 
 static void raw_put(void *d, const void *h, size_t bytes)
 {
-    CUDA_MUST(cudaStreamSynchronize(g_stream));
-    CUDA_MUST(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    copy_sync(d, h, bytes, cudaMemcpyHostToDevice);
 }
 
 /* ---- comparisons ------------------------------------------------------------------------------
@@ -372,7 +382,7 @@ static void encoder_case(pp_dtype_t t, int B, int T, int C, int V, int same_toke
             TOL_SUM);
     raw_put(d_dwte, te0, bte);
     raw_put(d_dwpe, pe0, bpe);
-    CUDA_MUST(cudaMemset(scratch, 0xff, sb));
+    poison(scratch, sb);
     KOK(encoder_bwd(d_dwte, d_dwpe, d_dout, d_tok, scratch, B, T, C, V, t, g_stream));
     expect_same_bytes("encoder_bwd dwte", te1, raw_get(d_dwte, bte), bte);
     expect_same_bytes("encoder_bwd dwpe", pe1, raw_get(d_dwpe, bpe), bpe);
@@ -656,7 +666,7 @@ static void crossentropy_case(pp_dtype_t t, int N, int V)
     KOK(crossentropy_fwd_bwd(d_losses, d_logits, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
     expect_same_bytes("crossentropy dlogits in place", first, raw_get(d_logits, bytes), bytes);
     upload(d_logits, logits, n, t);
-    CUDA_MUST(cudaMemset(d_losses, 0xff, (size_t)N * 4));
+    poison(d_losses, (size_t)N * 4);
     KOK(crossentropy_fwd_bwd(d_losses, NULL, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
     expect_same_bytes("crossentropy losses only", lfirst, raw_get(d_losses, (size_t)N * 4),
                       (size_t)N * 4);
@@ -767,7 +777,7 @@ static void test_casts_fill(void)
         KOK(cast_fp32_to_dtype(d_f, d_x, n, PP_DTYPE_FP32, g_stream));
         expect_same_bytes("cast_fp32_to_dtype fp32", raw_get(d_x, n * 4), raw_get(d_f, n * 4),
                           n * 4);
-        CUDA_MUST(cudaMemset(d_back, 0xff, n * 4));
+        poison(d_back, n * 4);
         KOK(cast_dtype_to_fp32(d_back, d_f, n, PP_DTYPE_FP32, g_stream));
         expect_same_bytes("cast_dtype_to_fp32 fp32", raw_get(d_x, n * 4), raw_get(d_back, n * 4),
                           n * 4);
