@@ -8,7 +8,8 @@
  * null in the JSON (so is an unknown peak memory), so the JSON is valid whatever the numbers. A
  * report owns per_device only; `schedule` points at a static name or into the config, which must
  * outlive the report. report_build accepts cfg == NULL (then tokens/s and TFLOP/s are NAN and the
- * name is the plan's schedule kind), which the SVG writer uses.
+ * name is the plan's schedule kind), which the SVG writer uses. A timeline without per-op times
+ * (timing off) yields step times only: busy, idle, bubble and in-flight are then unknown.
  */
 #include "report.h"
 
@@ -226,6 +227,10 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
                 tl->n_ops, sim ? sim->n_ops : -1, plan->n_ops);
     if (plan->n_devices < 1)
         PP_FAIL(PP_ERR_INTERNAL, "report: plan has %d devices", plan->n_devices);
+    for (int k = 0; k < plan->n_ops; k++)
+        if (plan->ops[k].device < 0 || plan->ops[k].device >= plan->n_devices)
+            PP_FAIL(PP_ERR_INTERNAL, "report: op %d is on device %d of %d", k, plan->ops[k].device,
+                    plan->n_devices);
 
     int p = plan->n_devices;
     r->schedule = schedule_name(cfg, plan);
