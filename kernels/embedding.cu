@@ -4,7 +4,8 @@
  * Forward: out[b,t,:] = wte[token,:] + wpe[t,:], 128 bits per access where C and the pointers
  * allow. Backward, deterministic without float atomics: dwpe sums the batch in order, one thread
  * per (t, c); for dwte the positions are stably radix-sorted by token id (CUB) in the caller's
- * scratch, and one block per distinct token sums its rows in position order. Scratch layout, each
+ * scratch, and one block per distinct token sums its rows in position order (split over row
+ * groups in a fixed pattern when the token is frequent). Scratch layout, each
  * part 256-byte aligned: sorted keys [N], positions [N], sorted positions [N], CUB temporary.
  */
 #include "kernel_util.cuh"
@@ -62,23 +63,55 @@ __global__ void iota_kernel(int *x, int n)
         x[i] = i;
 }
 
-/* Block s handles sorted index s when it starts a run of equal tokens: it sums the run's rows of
- * dout in position order (the sort is stable) and adds them to dwte[token]. */
+/* Runs longer than this are summed by EMB_ROW_GROUPS row groups per channel, then combined in a
+ * fixed order; shorter runs by one thread per channel. Either way the order of the additions
+ * depends only on the run, so the result is deterministic. */
+#define EMB_SHORT_RUN  8
+#define EMB_ROW_GROUPS 8   /* = threads / 32 */
+#define EMB_CHANNELS   256 /* = threads: channels per block */
+
+/* Block (s, cy) handles sorted index s, when it starts a run of equal tokens, for the channels
+ * [cy·256, cy·256 + 256): it sums the run's rows of dout in position order (the sort is stable)
+ * and adds them to dwte[token]. Block: 256 threads. */
 template <typename T>
 __global__ void encoder_bwd_wte_kernel(float *dwte, const T *dout, const unsigned *keys,
                                        const int *pos, int N, int C, int V)
 {
+    __shared__ float part[EMB_ROW_GROUPS][32];
+    const int cbase = blockIdx.y * EMB_CHANNELS;
     for (int s = blockIdx.x; s < N; s += gridDim.x) {
         const unsigned key = keys[s];
         if ((s > 0 && keys[s - 1] == key) || key >= (unsigned)V) continue;
         int e = s + 1;
         while (e < N && keys[e] == key)
             e++;
-        for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float *dst = dwte + (size_t)key * C;
+        if (e - s <= EMB_SHORT_RUN) { /* one thread per channel */
+            const int c = cbase + threadIdx.x;
+            if (c < C) {
+                float acc = 0.0f;
+                for (int r = s; r < e; r++)
+                    acc += to_f32(dout[(size_t)pos[r] * C + c]);
+                dst[c] += acc;
+            }
+            continue;
+        }
+        /* long run: lane x of row group y sums rows s+y, s+y+G, ... of channel c0+x */
+        const int x = threadIdx.x % 32, y = threadIdx.x / 32;
+        for (int c0 = cbase; c0 < cbase + EMB_CHANNELS && c0 < C; c0 += 32) {
+            const int c = c0 + x;
             float acc = 0.0f;
-            for (int r = s; r < e; r++)
-                acc += to_f32(dout[(size_t)pos[r] * C + c]);
-            dwte[(size_t)key * C + c] += acc;
+            if (c < C)
+                for (int r = s + y; r < e; r += EMB_ROW_GROUPS)
+                    acc += to_f32(dout[(size_t)pos[r] * C + c]);
+            part[y][x] = acc;
+            __syncthreads();
+            if (y == 0 && c < C) {
+                for (int g = 1; g < EMB_ROW_GROUPS; g++)
+                    acc += part[g][x];
+                dst[c] += acc;
+            }
+            __syncthreads();
         }
     }
 }
@@ -191,13 +224,13 @@ pp_status_t encoder_bwd(float *dwte, float *dwpe, const void *dout, const int *t
     PP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(cub_temp, temp, (const unsigned *)tokens, keys,
                                                   (const int *)pos, pos_sorted, N, 0, bits,
                                                   stream));
-    const unsigned grid = N < (1 << 20) ? (unsigned)N : (1u << 20);
+    dim3 grid(N < (1 << 20) ? (unsigned)N : (1u << 20), (C + EMB_CHANNELS - 1) / EMB_CHANNELS);
     if (dtype == PP_DTYPE_BF16)
-        encoder_bwd_wte_kernel<bf16>
-            <<<grid, threads, 0, stream>>>(dwte, (const bf16 *)dout, keys, pos_sorted, N, C, V);
+        encoder_bwd_wte_kernel<bf16><<<grid, EMB_CHANNELS, 0, stream>>>(dwte, (const bf16 *)dout,
+                                                                        keys, pos_sorted, N, C, V);
     else
-        encoder_bwd_wte_kernel<float>
-            <<<grid, threads, 0, stream>>>(dwte, (const float *)dout, keys, pos_sorted, N, C, V);
+        encoder_bwd_wte_kernel<float><<<grid, EMB_CHANNELS, 0, stream>>>(dwte, (const float *)dout,
+                                                                         keys, pos_sorted, N, C, V);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }

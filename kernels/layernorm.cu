@@ -138,38 +138,73 @@ static int ln_chunks(int N)
     return chunks < 1 ? 1 : chunks;
 }
 
-/* Block (LN_TILE_X, LN_TILE_Y) covers LN_TILE_X columns of one chunk of rows. Writes
- * partial[chunk][col] (dw) and partial[chunks + chunk][col] (db). */
-template <typename T>
+/* Two adjacent columns of a row (W = 2) or one (W = 1), as fp32. */
+template <typename T, int W> struct ln_cols {
+    float v[W];
+};
+
+template <typename T, int W> __device__ __forceinline__ ln_cols<T, W> ln_load(const T *p)
+{
+    ln_cols<T, W> r;
+    if (W == 2) {
+        if (sizeof(T) == 2) {
+            float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
+            r.v[0] = f.x;
+            r.v[W - 1] = f.y;
+        } else {
+            float2 f = *reinterpret_cast<const float2 *>(p);
+            r.v[0] = f.x;
+            r.v[W - 1] = f.y;
+        }
+    } else {
+        r.v[0] = to_f32(p[0]);
+    }
+    return r;
+}
+
+/* Block (LN_TILE_X, LN_TILE_Y) covers LN_TILE_X·W columns of one chunk of rows; W = 2 reads
+ * column pairs (C even, pointers 2-element aligned). Writes partial[chunk][col] (dw) and
+ * partial[chunks + chunk][col] (db); the rows of each thread and the tree are fixed. */
+template <typename T, int W>
 __global__ void layernorm_bwd_weight_partial_kernel(float *partial, const T *dout, const T *inp,
                                                     const float *mean, const float *rstd, int N,
                                                     int C, int rows_per_chunk, int chunks)
 {
-    __shared__ float sdw[LN_TILE_Y][LN_TILE_X], sdb[LN_TILE_Y][LN_TILE_X];
-    const int col = blockIdx.x * LN_TILE_X + threadIdx.x;
+    __shared__ float sdw[LN_TILE_Y][LN_TILE_X * W], sdb[LN_TILE_Y][LN_TILE_X * W];
+    const int col = (blockIdx.x * LN_TILE_X + threadIdx.x) * W;
     const int chunk = blockIdx.y;
     const int r0 = chunk * rows_per_chunk;
     int r1 = r0 + rows_per_chunk;
     if (r1 > N) r1 = N;
-    float dw = 0.0f, db = 0.0f;
+    float dw[W], db[W];
+    for (int j = 0; j < W; j++)
+        dw[j] = db[j] = 0.0f;
     if (col < C) {
         for (int r = r0 + threadIdx.y; r < r1; r += LN_TILE_Y) {
-            float dy = to_f32(dout[(size_t)r * C + col]);
-            float xh = (to_f32(inp[(size_t)r * C + col]) - mean[r]) * rstd[r];
-            dw += dy * xh;
-            db += dy;
+            const float mu = mean[r], rs = rstd[r];
+            ln_cols<T, W> dy = ln_load<T, W>(dout + (size_t)r * C + col);
+            ln_cols<T, W> x = ln_load<T, W>(inp + (size_t)r * C + col);
+            for (int j = 0; j < W; j++) {
+                dw[j] += dy.v[j] * ((x.v[j] - mu) * rs);
+                db[j] += dy.v[j];
+            }
         }
     }
-    sdw[threadIdx.y][threadIdx.x] = dw;
-    sdb[threadIdx.y][threadIdx.x] = db;
+    for (int j = 0; j < W; j++) {
+        sdw[threadIdx.y][threadIdx.x * W + j] = dw[j];
+        sdb[threadIdx.y][threadIdx.x * W + j] = db[j];
+    }
     __syncthreads();
     if (threadIdx.y == 0 && col < C) {
-        for (int y = 1; y < LN_TILE_Y; y++) {
-            dw += sdw[y][threadIdx.x];
-            db += sdb[y][threadIdx.x];
+        for (int y = 1; y < LN_TILE_Y; y++)
+            for (int j = 0; j < W; j++) {
+                dw[j] += sdw[y][threadIdx.x * W + j];
+                db[j] += sdb[y][threadIdx.x * W + j];
+            }
+        for (int j = 0; j < W; j++) {
+            partial[(size_t)chunk * C + col + j] = dw[j];
+            partial[(size_t)(chunks + chunk) * C + col + j] = db[j];
         }
-        partial[(size_t)chunk * C + col] = dw;
-        partial[(size_t)(chunks + chunk) * C + col] = db;
     }
 }
 
@@ -277,16 +312,29 @@ pp_status_t layernorm_bwd_weight(float *dw, float *db, const void *dout, const v
         PP_FAIL(PP_ERR_INTERNAL, "layernorm_bwd_weight: NULL pointer");
     const int chunks = ln_chunks(N);
     const int rows_per_chunk = (N + chunks - 1) / chunks;
-    dim3 block(LN_TILE_X, LN_TILE_Y), grid((C + LN_TILE_X - 1) / LN_TILE_X, chunks);
     float *partial = (float *)scratch;
-    if (dtype == PP_DTYPE_BF16)
-        layernorm_bwd_weight_partial_kernel<bf16>
-            <<<grid, block, 0, stream>>>(partial, (const bf16 *)dout, (const bf16 *)inp, mean, rstd,
-                                         N, C, rows_per_chunk, chunks);
-    else
-        layernorm_bwd_weight_partial_kernel<float>
-            <<<grid, block, 0, stream>>>(partial, (const float *)dout, (const float *)inp, mean,
-                                         rstd, N, C, rows_per_chunk, chunks);
+    const size_t es = pp_dtype_size(dtype);
+    const bool pairs =
+        C % 2 == 0 && ((uintptr_t)dout % (2 * es)) == 0 && ((uintptr_t)inp % (2 * es)) == 0;
+    const int W = pairs ? 2 : 1;
+    dim3 block(LN_TILE_X, LN_TILE_Y), grid((C + LN_TILE_X * W - 1) / (LN_TILE_X * W), chunks);
+    if (dtype == PP_DTYPE_BF16) {
+        const bf16 *dy = (const bf16 *)dout, *x = (const bf16 *)inp;
+        if (pairs)
+            layernorm_bwd_weight_partial_kernel<bf16, 2><<<grid, block, 0, stream>>>(
+                partial, dy, x, mean, rstd, N, C, rows_per_chunk, chunks);
+        else
+            layernorm_bwd_weight_partial_kernel<bf16, 1><<<grid, block, 0, stream>>>(
+                partial, dy, x, mean, rstd, N, C, rows_per_chunk, chunks);
+    } else {
+        const float *dy = (const float *)dout, *x = (const float *)inp;
+        if (pairs)
+            layernorm_bwd_weight_partial_kernel<float, 2><<<grid, block, 0, stream>>>(
+                partial, dy, x, mean, rstd, N, C, rows_per_chunk, chunks);
+        else
+            layernorm_bwd_weight_partial_kernel<float, 1><<<grid, block, 0, stream>>>(
+                partial, dy, x, mean, rstd, N, C, rows_per_chunk, chunks);
+    }
     PP_CUDA_LAUNCH_CHECK();
     layernorm_bwd_weight_final_kernel<<<grid_for((size_t)C, 256), 256, 0, stream>>>(dw, db, partial,
                                                                                     C, chunks);

@@ -396,6 +396,8 @@ static void test_encoder(void)
         encoder_case(dtypes[i], 2, 33, 67, 29, 0);
         encoder_case(dtypes[i], 2, 300, 1024, 1000, 0);
         encoder_case(dtypes[i], 3, 37, 64, 50, 1);
+        encoder_case(dtypes[i], 3, 100, 96, 5, 0);
+        encoder_case(dtypes[i], 2, 300, 1024, 1000, 1);
     }
 }
 
