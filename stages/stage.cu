@@ -9,6 +9,7 @@
  *              the vocabulary permutation and the loss accumulator (one small allocation).
  *              Tensors sit at the offsets of stages/model.h (aligned, gaps zero).
  *   slots      one allocation per slot, carved by slot_layout: what F saves, what I keeps for W.
+ *              The QKV matmul output is not kept (scratch): backward reads the per-head q, k, v.
  *   workspace  the cuBLAS workspace (pp_gemm_t) and one scratch area, carved three ways by
  *              scratch_layout (forward, backward-input, backward-weight never run at once).
  * Every call enqueues on the stream it is given and never synchronizes, except the documented
@@ -405,6 +406,7 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
     {
         size_t bytes = scratch_layout(cfg, NULL, NULL);
         PP_CHECK_GOTO(dev_alloc((void **)&st->scratch_mem, bytes, "workspace"), s, fail);
+        PP_CUDA_CHECK_GOTO(cudaMemsetAsync(st->scratch_mem, 0, bytes, 0), s, fail);
         scratch_layout(cfg, st->scratch_mem, &st->ws);
     }
 

@@ -1,7 +1,7 @@
 /*
  * test_stage.cu — the GPU stage (stages/stage.cu) against the CPU reference (tests/ref/ref_stage.c)
  * at small shapes: B=2, T=32, C=64, H=4, V=128, 2 blocks per stage, as the first, a middle, the
- * last and a single (first + last) stage, in fp32 and bf16.
+ * last and a single (first + last) stage, in fp32 and bf16, and a single stage of 0 blocks.
  *
  * Per case: parameter init equals the reference's; forward output / loss and backward dx / every
  * parameter gradient match the reference (fp32: |got - want| <= 1e-4 max|want| + 1e-3 |want| per
@@ -39,11 +39,12 @@
 #define BF16_RTOL_FWD 1e-2
 #define BF16_RTOL_BWD 2.5e-2
 
-typedef enum { CASE_FIRST, CASE_MIDDLE, CASE_LAST, CASE_SINGLE } case_t;
+/* CASE_HEADS: a single stage with no blocks (embedding straight into the final LN and head). */
+typedef enum { CASE_FIRST, CASE_MIDDLE, CASE_LAST, CASE_SINGLE, CASE_HEADS } case_t;
 
 static const char *case_name(case_t k)
 {
-    static const char *names[] = {"first", "middle", "last", "single"};
+    static const char *names[] = {"first", "middle", "last", "single", "no-blocks"};
     return names[k];
 }
 
@@ -56,11 +57,11 @@ static pp_stage_cfg_t make_cfg(case_t k, pp_dtype_t dt)
     c.seq_len = SEQ;
     c.vocab = VOCAB;
     c.micro_batch_size = BATCH;
-    c.n_layers = BLOCKS;
-    c.total_layers = k == CASE_SINGLE ? BLOCKS : 3 * BLOCKS;
+    c.n_layers = k == CASE_HEADS ? 0 : BLOCKS;
+    c.total_layers = k == CASE_SINGLE || k == CASE_HEADS ? BLOCKS : 3 * BLOCKS;
     c.first_layer = k == CASE_MIDDLE ? BLOCKS : k == CASE_LAST ? 2 * BLOCKS : 0;
-    c.is_first = k == CASE_FIRST || k == CASE_SINGLE;
-    c.is_last = k == CASE_LAST || k == CASE_SINGLE;
+    c.is_first = k == CASE_FIRST || k == CASE_SINGLE || k == CASE_HEADS;
+    c.is_last = k == CASE_LAST || k == CASE_SINGLE || k == CASE_HEADS;
     c.dtype = dt;
     c.seed = SEED;
     c.n_slots = 2;
@@ -497,6 +498,7 @@ CASE(CASE_FIRST, PP_DTYPE_BF16, test_first_bf16)
 CASE(CASE_MIDDLE, PP_DTYPE_BF16, test_middle_bf16)
 CASE(CASE_LAST, PP_DTYPE_BF16, test_last_bf16)
 CASE(CASE_SINGLE, PP_DTYPE_BF16, test_single_bf16)
+CASE(CASE_HEADS, PP_DTYPE_FP32, test_no_blocks_fp32)
 
 /* Device memory taken by one pp_gemm_t beyond its workspace: the cuBLAS and cuBLASLt handles
  * own allocations. A first gemm_init absorbs the one-time library loading. Returns -1 on error. */
@@ -554,6 +556,7 @@ int main(void)
     RUN(test_middle_bf16);
     RUN(test_last_bf16);
     RUN(test_single_bf16);
+    RUN(test_no_blocks_fp32);
     RUN(test_sizes_and_errors);
     return check_summary("test_stage");
 }
