@@ -10,8 +10,7 @@
  */
 #include "kernel_util.cuh"
 
-/* ---- permutes ---------------------------------------------------------------------------------
- */
+/* ---- permutes -------------------------------------------------------------------------------- */
 
 /* For each of `parts` tensors in head layout heads[p] ([B,H,T,d]) and the token layout tok
  * ([B,T,parts·C], part p at column offset p·C): TO_HEADS copies tok → heads, else heads → tok.
@@ -129,8 +128,7 @@ pp_status_t attention_permute_dout(void *datt, const void *dout, int B, int T, i
     return permute_t<float, true>(datt, NULL, NULL, (void *)dout, B, T, H, d, 1, stream);
 }
 
-/* ---- causal softmax ---------------------------------------------------------------------------
- */
+/* ---- causal softmax -------------------------------------------------------------------------- */
 
 static const int sm_threads = 256; /* 8 warps = 8 rows per block */
 

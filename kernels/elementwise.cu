@@ -11,8 +11,7 @@
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_C 0.044715f
 
-/* ---- element operations -----------------------------------------------------------------------
- */
+/* ---- element operations ---------------------------------------------------------------------- */
 
 struct gelu_fwd_op {
     __device__ float operator()(float x) const
@@ -38,8 +37,7 @@ struct add_op {
     __device__ float operator()(float a, float b) const { return a + b; }
 };
 
-/* ---- generic kernels --------------------------------------------------------------------------
- */
+/* ---- generic kernels ------------------------------------------------------------------------- */
 
 template <typename T, typename Op>
 __global__ void unary_kernel(T *out, const T *in, size_t n, Op op)
@@ -83,8 +81,7 @@ __global__ void binary_vec_kernel(T *out, const T *a, const T *b, size_t npack, 
     }
 }
 
-/* ---- dispatch ---------------------------------------------------------------------------------
- */
+/* ---- dispatch -------------------------------------------------------------------------------- */
 
 static const int ew_threads = 256;
 
@@ -142,8 +139,7 @@ static pp_status_t check_args(const char *what, const void *p0, const void *p1, 
     return PP_OK;
 }
 
-/* ---- launchers --------------------------------------------------------------------------------
- */
+/* ---- launchers ------------------------------------------------------------------------------- */
 
 pp_status_t gelu_fwd(void *out, const void *inp, size_t n, pp_dtype_t dtype, cudaStream_t stream)
 {

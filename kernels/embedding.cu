@@ -12,8 +12,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
-/* ---- forward ----------------------------------------------------------------------------------
- */
+/* ---- forward --------------------------------------------------------------------------------- */
 
 template <typename T, int P>
 __global__ void encoder_fwd_kernel(T *out, const int *tokens, const T *wte, const T *wpe, int B,
@@ -40,8 +39,7 @@ __global__ void encoder_fwd_kernel(T *out, const int *tokens, const T *wte, cons
     }
 }
 
-/* ---- backward ---------------------------------------------------------------------------------
- */
+/* ---- backward -------------------------------------------------------------------------------- */
 
 /* dwpe[t,c] += Σ_b dout[b,t,c], b in order. */
 template <typename T>
@@ -116,8 +114,7 @@ __global__ void encoder_bwd_wte_kernel(float *dwte, const T *dout, const unsigne
     }
 }
 
-/* ---- scratch layout ---------------------------------------------------------------------------
- */
+/* ---- scratch layout -------------------------------------------------------------------------- */
 
 static size_t align256(size_t x)
 {
@@ -151,8 +148,7 @@ size_t encoder_bwd_scratch_bytes(int B, int T, int V)
     return 3 * align256((size_t)N * sizeof(int)) + align256(temp);
 }
 
-/* ---- launchers --------------------------------------------------------------------------------
- */
+/* ---- launchers ------------------------------------------------------------------------------- */
 
 pp_status_t encoder_fwd(void *out, const int *tokens, const void *wte, const void *wpe, int B,
                         int T, int C, pp_dtype_t dtype, cudaStream_t stream)

@@ -16,8 +16,7 @@
 
 typedef __nv_bfloat16 bf16;
 
-/* ---- conversions ------------------------------------------------------------------------------
- */
+/* ---- conversions ----------------------------------------------------------------------------- */
 
 __device__ __forceinline__ float to_f32(float x)
 {
@@ -38,8 +37,7 @@ template <> __device__ __forceinline__ bf16 from_f32<bf16>(float x)
     return __float2bfloat16_rn(x);
 }
 
-/* ---- 128-bit packs ----------------------------------------------------------------------------
- */
+/* ---- 128-bit packs --------------------------------------------------------------------------- */
 
 /* 16 bytes of T: 4 floats or 8 bf16. Loaded and stored with one 128-bit access. */
 template <typename T> struct alignas(16) pack128 {
@@ -72,8 +70,7 @@ static inline bool is_aligned16(const void *p)
     return ((uintptr_t)p & 15u) == 0;
 }
 
-/* ---- reductions (fixed order) -----------------------------------------------------------------
- */
+/* ---- reductions (fixed order) ---------------------------------------------------------------- */
 
 __device__ __forceinline__ float warp_sum(float x)
 {
@@ -113,8 +110,7 @@ __device__ __forceinline__ float block_max(float x, float *shared)
     return warp_max(x);
 }
 
-/* ---- launch helpers ---------------------------------------------------------------------------
- */
+/* ---- launch helpers -------------------------------------------------------------------------- */
 
 /* Blocks for a grid-stride loop over `work` items with `threads` per block: enough to fill the
  * device, capped so that the grid size fits comfortably in an int. */

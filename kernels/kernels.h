@@ -45,10 +45,11 @@ extern "C" {
  * concurrently on two streams (they share the workspace). TF32 is never used: fp32 GEMMs are
  * true fp32 (CUBLAS_COMPUTE_32F), bf16 GEMMs accumulate in fp32. */
 typedef struct pp_gemm {
-    cublasHandle_t blas;    /* cuBLAS handle, pinned to `workspace` */
-    cublasLtHandle_t lt;    /* cuBLASLt handle (fused bias epilogue) */
-    void *workspace;        /* device memory owned by this object */
-    size_t workspace_bytes; /* its size */
+    cublasHandle_t blas;         /* cuBLAS handle, pinned to `workspace` */
+    cublasLtHandle_t lt;         /* cuBLASLt handle (fused bias epilogue) */
+    void *workspace;             /* device memory owned by this object */
+    size_t workspace_bytes;      /* its size */
+    struct pp_gemm_plans *plans; /* cuBLASLt plans by shape, built on first use (internal) */
 } pp_gemm_t;
 
 /* Create both handles and allocate `workspace_bytes` (0: PP_GEMM_WORKSPACE_BYTES) of workspace on
@@ -122,8 +123,7 @@ pp_status_t layernorm_bwd_weight(float *dw, float *db, const void *dout, const v
                                  pp_dtype_t dtype, cudaStream_t stream);
 size_t layernorm_bwd_weight_scratch_bytes(int N, int C);
 
-/* ---- GELU, residual (elementwise.cu) ----------------------------------------------------------
- */
+/* ---- GELU, residual (elementwise.cu) --------------------------------------------------------- */
 
 /* out = gelu(inp), tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). out may alias
  * inp. n elements. */
@@ -164,8 +164,7 @@ pp_status_t softmax_causal_fwd(void *P, const void *S, float scale, int BH, int 
 pp_status_t softmax_causal_bwd(void *dS, const void *dP, const void *P, float scale, int BH, int T,
                                pp_dtype_t dtype, cudaStream_t stream);
 
-/* ---- cross-entropy (crossentropy.cu) ----------------------------------------------------------
- */
+/* ---- cross-entropy (crossentropy.cu) --------------------------------------------------------- */
 
 /* Fused softmax + cross-entropy over logits[N,V]: losses[i] (fp32) = −log softmax(logits_i)[t_i]
  * with t_i = targets[i] in [0, V); dlogits[N,V] = (softmax(logits_i) − onehot(t_i)) · grad_scale
@@ -177,8 +176,7 @@ pp_status_t crossentropy_fwd_bwd(float *losses, void *dlogits, const void *logit
 /* *acc += mean(losses[0..N)) with a fixed-order single-block sum (fp32 throughout). */
 pp_status_t loss_mean_accumulate(float *acc, const float *losses, int N, cudaStream_t stream);
 
-/* ---- AdamW (adamw.cu) -------------------------------------------------------------------------
- */
+/* ---- AdamW (adamw.cu) ------------------------------------------------------------------------ */
 
 /* One AdamW step (decoupled weight decay, bias correction; step ≥ 1) over n parameters:
  *   m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²;  m̂ = m/(1−β1^step);  v̂ = v/(1−β2^step)
@@ -189,8 +187,7 @@ pp_status_t adamw_update(float *param_master, void *param_storage, const float *
                          float *v, size_t n, float lr, float beta1, float beta2, float eps,
                          float weight_decay, int step, pp_dtype_t dtype, cudaStream_t stream);
 
-/* ---- utilities (util.cu) ----------------------------------------------------------------------
- */
+/* ---- utilities (util.cu) --------------------------------------------------------------------- */
 
 /* dst (`dtype`) = src (fp32), rounded to nearest even for bf16. For fp32 a copy (dst may equal
  * src, then nothing is done). */

@@ -12,8 +12,7 @@
 
 static const int ln_threads = 256; /* 8 warps = 8 rows per block */
 
-/* ---- forward ----------------------------------------------------------------------------------
- */
+/* ---- forward --------------------------------------------------------------------------------- */
 
 template <typename T, bool VEC>
 __global__ void layernorm_fwd_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w,
@@ -68,8 +67,7 @@ __global__ void layernorm_fwd_kernel(T *out, float *mean, float *rstd, const T *
     }
 }
 
-/* ---- input gradient ---------------------------------------------------------------------------
- */
+/* ---- input gradient -------------------------------------------------------------------------- */
 
 template <typename T, bool VEC>
 __global__ void layernorm_bwd_input_kernel(T *dinp, const T *dout, const T *inp, const T *w,
@@ -122,8 +120,7 @@ __global__ void layernorm_bwd_input_kernel(T *dinp, const T *dout, const T *inp,
     }
 }
 
-/* ---- parameter gradients ----------------------------------------------------------------------
- */
+/* ---- parameter gradients --------------------------------------------------------------------- */
 
 /* Rows are split into at most LN_MAX_CHUNKS chunks of at least LN_MIN_ROWS rows. */
 #define LN_MIN_ROWS   64
@@ -180,6 +177,7 @@ __global__ void layernorm_bwd_weight_partial_kernel(float *partial, const T *dou
     for (int j = 0; j < W; j++)
         dw[j] = db[j] = 0.0f;
     if (col < C) {
+#pragma unroll 4
         for (int r = r0 + threadIdx.y; r < r1; r += LN_TILE_Y) {
             const float mu = mean[r], rs = rstd[r];
             ln_cols<T, W> dy = ln_load<T, W>(dout + (size_t)r * C + col);
@@ -208,23 +206,28 @@ __global__ void layernorm_bwd_weight_partial_kernel(float *partial, const T *dou
     }
 }
 
-/* One thread per column: the chunks in order. */
+/* One warp per column: lane l sums chunks l, l+32, ... in order, then the fixed shuffle tree
+ * (an xor butterfly gives every lane the same bits). */
 __global__ void layernorm_bwd_weight_final_kernel(float *dw, float *db, const float *partial, int C,
                                                   int chunks)
 {
-    for (int col = blockIdx.x * blockDim.x + threadIdx.x; col < C; col += gridDim.x * blockDim.x) {
+    const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    for (int col = blockIdx.x * warps + threadIdx.x / 32; col < C; col += gridDim.x * warps) {
         float sw = 0.0f, sb = 0.0f;
-        for (int k = 0; k < chunks; k++) {
+        for (int k = lane; k < chunks; k += 32) {
             sw += partial[(size_t)k * C + col];
             sb += partial[(size_t)(chunks + k) * C + col];
         }
-        dw[col] += sw;
-        db[col] += sb;
+        sw = warp_sum(sw);
+        sb = warp_sum(sb);
+        if (lane == 0) {
+            dw[col] += sw;
+            db[col] += sb;
+        }
     }
 }
 
-/* ---- launchers --------------------------------------------------------------------------------
- */
+/* ---- launchers ------------------------------------------------------------------------------- */
 
 static pp_status_t ln_check(const char *what, int N, int C, pp_dtype_t dtype)
 {
@@ -336,8 +339,8 @@ pp_status_t layernorm_bwd_weight(float *dw, float *db, const void *dout, const v
                 partial, dy, x, mean, rstd, N, C, rows_per_chunk, chunks);
     }
     PP_CUDA_LAUNCH_CHECK();
-    layernorm_bwd_weight_final_kernel<<<grid_for((size_t)C, 256), 256, 0, stream>>>(dw, db, partial,
-                                                                                    C, chunks);
+    layernorm_bwd_weight_final_kernel<<<grid_for((size_t)C * 32, 256), 256, 0, stream>>>(
+        dw, db, partial, C, chunks);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }

@@ -6,10 +6,11 @@
  * the bias through a cuBLASLt epilogue when the heuristic offers an algorithm for the given
  * pointers, else adds it with a kernel. The bias gradient is a two-pass column sum through
  * gemm->workspace (after the GEMMs on the same stream), so it is deterministic. cuBLAS itself is
- * bitwise reproducible on one stream with a user workspace, which gemm_bind installs per call.
+ * bitwise reproducible on one stream with a user workspace, which gemm_bind keeps installed.
  */
 #include "kernel_util.cuh"
 
+#include <stdlib.h>
 #include <string.h>
 
 static cudaDataType_t cuda_type(pp_dtype_t t)
@@ -17,8 +18,116 @@ static cudaDataType_t cuda_type(pp_dtype_t t)
     return t == PP_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-/* ---- handles ----------------------------------------------------------------------------------
- */
+/* ---- cuBLASLt plans -------------------------------------------------------------------------- */
+
+/* Descriptors and the chosen algorithm of one fused GEMM + bias shape. Building one costs tens of
+ * microseconds of host time (heuristic query), so pp_gemm_t keeps the last PLAN_SLOTS. */
+#define PLAN_SLOTS 32
+
+typedef struct lt_plan {
+    int used;
+    int N, IC, OC;
+    pp_dtype_t dtype;
+    uint32_t al_a, al_b, al_c, al_bias; /* pointer alignments the algorithm was chosen for */
+    int found;                          /* 0: no algorithm, the caller falls back */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan_t;
+
+struct pp_gemm_plans {
+    lt_plan_t plan[PLAN_SLOTS];
+    int next; /* round-robin victim when all slots are used */
+};
+
+static void lt_plan_release(lt_plan_t *p)
+{
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Largest power of two (≤ 256) that divides the address. */
+static uint32_t ptr_alignment(const void *p)
+{
+    uint32_t a = 256;
+    while (a > 1 && ((uintptr_t)p % a) != 0)
+        a >>= 1;
+    return a;
+}
+
+/* Fills `p` (zeroed, key set) with descriptors and the heuristic's first algorithm for
+ * out = inp·Wᵀ + bias. p->found stays 0 when the heuristic has none. */
+static pp_status_t lt_plan_build(lt_plan_t *p, cublasLtHandle_t lt, const void *bias,
+                                 size_t workspace_bytes)
+{
+    pp_status_t st = PP_OK;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    const cudaDataType_t t = cuda_type(p->dtype);
+    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const uint64_t ws = workspace_bytes;
+    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE; /* fp32 split-K partials */
+
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), st,
+                         done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT)), st,
+        done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN)), st,
+        done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+        st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                        &bias, sizeof(bias)),
+                         st, done);
+    /* column-major views: A = W as IC×OC (transposed), B = inp as IC×N, C = D = out as OC×N */
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->la, t, p->IC, p->OC, p->IC), st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->lb, t, p->IC, p->N, p->IC), st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->lc, t, p->OC, p->N, p->OC), st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceCreate(&pref), st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+                         st, done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                             &reduction, sizeof(reduction)),
+        st, done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                             &p->al_a, sizeof(p->al_a)),
+        st, done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                             &p->al_b, sizeof(p->al_b)),
+        st, done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                             &p->al_c, sizeof(p->al_c)),
+        st, done);
+    PP_CUBLAS_CHECK_GOTO(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                             &p->al_c, sizeof(p->al_c)),
+        st, done);
+    /* no algorithm is not an error: the caller falls back to GEMM + bias kernel */
+    if (cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
+                                       &found) == CUBLAS_STATUS_SUCCESS &&
+        found > 0) {
+        p->algo = heur.algo;
+        p->found = 1;
+    }
+done:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    return st;
+}
+
+/* ---- handles --------------------------------------------------------------------------------- */
 
 pp_status_t gemm_init(pp_gemm_t *g, size_t workspace_bytes)
 {
@@ -29,6 +138,12 @@ pp_status_t gemm_init(pp_gemm_t *g, size_t workspace_bytes)
     PP_CUBLAS_CHECK_GOTO(cublasCreate(&g->blas), st, fail);
     PP_CUBLAS_CHECK_GOTO(cublasLtCreate(&g->lt), st, fail);
     PP_CUDA_CHECK_GOTO(cudaMalloc(&g->workspace, workspace_bytes), st, fail);
+    g->plans = (struct pp_gemm_plans *)calloc(1, sizeof(*g->plans));
+    if (!g->plans) {
+        fprintf(stderr, "%s:%d: out of host memory for the cuBLASLt plans\n", __FILE__, __LINE__);
+        st = PP_ERR_NOMEM;
+        goto fail;
+    }
     g->workspace_bytes = workspace_bytes;
     PP_CUBLAS_CHECK_GOTO(
         cublasSetMathMode(
@@ -45,15 +160,25 @@ fail:
 void gemm_free(pp_gemm_t *g)
 {
     if (!g) return;
+    if (g->plans) {
+        for (int i = 0; i < PLAN_SLOTS; i++)
+            lt_plan_release(&g->plans->plan[i]);
+        free(g->plans);
+    }
     if (g->lt) cublasLtDestroy(g->lt);
     if (g->blas) cublasDestroy(g->blas);
     if (g->workspace) cudaFree(g->workspace);
     memset(g, 0, sizeof(*g));
 }
 
-/* cublasSetStream resets the handle's workspace to the library pool: reinstall ours after it. */
+/* Points the cuBLAS handle at `stream`. cublasSetStream resets the handle's workspace to the
+ * library pool, so ours is installed again after it; both are skipped when the stream is already
+ * bound (rebinding costs the next GEMM many microseconds of host time). */
 static pp_status_t gemm_bind(pp_gemm_t *g, cudaStream_t stream)
 {
+    cudaStream_t cur = NULL;
+    PP_CUBLAS_CHECK(cublasGetStream(g->blas, &cur));
+    if (cur == stream) return PP_OK;
     PP_CUBLAS_CHECK(cublasSetStream(g->blas, stream));
     PP_CUBLAS_CHECK(cublasSetWorkspace(g->blas, g->workspace, g->workspace_bytes));
     return PP_OK;
@@ -62,13 +187,12 @@ static pp_status_t gemm_bind(pp_gemm_t *g, cudaStream_t stream)
 static pp_status_t gemm_check(const char *what, const pp_gemm_t *g, pp_dtype_t dtype)
 {
     if (!dtype_ok(dtype)) PP_FAIL(PP_ERR_INTERNAL, "%s: bad dtype %d", what, (int)dtype);
-    if (!g || !g->blas || !g->lt || !g->workspace)
+    if (!g || !g->blas || !g->lt || !g->workspace || !g->plans)
         PP_FAIL(PP_ERR_INTERNAL, "%s: gemm handles not initialised (gemm_init)", what);
     return PP_OK;
 }
 
-/* ---- small kernels ----------------------------------------------------------------------------
- */
+/* ---- small kernels --------------------------------------------------------------------------- */
 
 /* out[n, oc] += bias[oc], for the forward when no fused epilogue is available. */
 template <typename T> __global__ void add_bias_kernel(T *out, const T *bias, int N, int OC)
@@ -107,103 +231,73 @@ __global__ void bias_sum_partial_kernel(float *partial, const T *dout, int N, in
     }
 }
 
+/* One warp per column: lane l sums chunks l, l+32, ... in order, then the fixed shuffle tree. */
 __global__ void bias_sum_final_kernel(float *dbias, const float *partial, int OC, int chunks)
 {
-    for (int col = blockIdx.x * blockDim.x + threadIdx.x; col < OC; col += gridDim.x * blockDim.x) {
+    const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    for (int col = blockIdx.x * warps + threadIdx.x / 32; col < OC; col += gridDim.x * warps) {
         float s = 0.0f;
-        for (int k = 0; k < chunks; k++)
+        for (int k = lane; k < chunks; k += 32)
             s += partial[(size_t)k * OC + col];
-        dbias[col] += s;
+        s = warp_sum(s);
+        if (lane == 0) dbias[col] += s;
     }
 }
 
-/* ---- forward ----------------------------------------------------------------------------------
- */
+/* ---- forward --------------------------------------------------------------------------------- */
 
-/* Largest power of two (≤ 256) that divides the address. */
-static uint32_t ptr_alignment(const void *p)
-{
-    uint32_t a = 256;
-    while (a > 1 && ((uintptr_t)p % a) != 0)
-        a >>= 1;
-    return a;
-}
-
-/* out = inp·Wᵀ + bias in one cublasLtMatmul with the BIAS epilogue. Sets *fused = 1 when it ran;
- * leaves 0 (and returns PP_OK) when the heuristic has no algorithm for these shapes/pointers. */
+/* out = inp·Wᵀ + bias in one cublasLtMatmul with the BIAS epilogue, through the plan for this
+ * shape and these pointer alignments. Sets *fused = 1 when it ran; leaves 0 (and returns PP_OK)
+ * when cuBLASLt has no algorithm for them. */
 static pp_status_t matmul_fwd_lt(int *fused, void *out, const void *inp, const void *weight,
                                  const void *bias, int N, int IC, int OC, pp_dtype_t dtype,
                                  pp_gemm_t *g, cudaStream_t stream)
 {
-    pp_status_t st = PP_OK;
-    cublasLtMatmulDesc_t desc = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    const cudaDataType_t t = cuda_type(dtype);
-    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    const uint64_t ws = g->workspace_bytes;
-    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE; /* fp32 split-K partials */
+    struct pp_gemm_plans *plans = g->plans;
     const uint32_t al_a = ptr_alignment(weight), al_b = ptr_alignment(inp),
-                   al_c = ptr_alignment(out);
+                   al_c = ptr_alignment(out), al_bias = ptr_alignment(bias);
     const float one = 1.0f, zero = 0.0f;
+    lt_plan_t *p = NULL;
     *fused = 0;
-
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), st, done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT)), st,
-        done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN)), st,
-        done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), st,
-        done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                        &bias, sizeof(bias)),
-                         st, done);
-    /* column-major views: A = W as IC×OC (transposed), B = inp as IC×N, C = D = out as OC×N */
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&la, t, IC, OC, IC), st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&lb, t, IC, N, IC), st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&lc, t, OC, N, OC), st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceCreate(&pref), st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
-                             pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-                         st, done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                             &reduction, sizeof(reduction)),
-        st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
-                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)),
-                         st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
-                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)),
-                         st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
-                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)),
-                         st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
-                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)),
-                         st, done);
-    /* no algorithm is not an error: the caller falls back to GEMM + bias kernel */
-    if (cublasLtMatmulAlgoGetHeuristic(g->lt, desc, la, lb, lc, lc, pref, 1, &heur, &found) !=
-            CUBLAS_STATUS_SUCCESS ||
-        found == 0)
-        goto done;
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmul(g->lt, desc, &one, weight, la, inp, lb, &zero, out, lc, out,
-                                        lc, &heur.algo, g->workspace, g->workspace_bytes, stream),
-                         st, done);
+    for (int i = 0; i < PLAN_SLOTS && !p; i++) {
+        lt_plan_t *q = &plans->plan[i];
+        if (q->used && q->N == N && q->IC == IC && q->OC == OC && q->dtype == dtype &&
+            q->al_a == al_a && q->al_b == al_b && q->al_c == al_c && q->al_bias == al_bias)
+            p = q;
+    }
+    if (!p) {
+        int slot = -1;
+        for (int i = 0; i < PLAN_SLOTS && slot < 0; i++)
+            if (!plans->plan[i].used) slot = i;
+        if (slot < 0) {
+            slot = plans->next;
+            plans->next = (plans->next + 1) % PLAN_SLOTS;
+        }
+        p = &plans->plan[slot];
+        lt_plan_release(p);
+        p->N = N;
+        p->IC = IC;
+        p->OC = OC;
+        p->dtype = dtype;
+        p->al_a = al_a;
+        p->al_b = al_b;
+        p->al_c = al_c;
+        p->al_bias = al_bias;
+        pp_status_t st = lt_plan_build(p, g->lt, bias, g->workspace_bytes);
+        if (st != PP_OK) {
+            lt_plan_release(p);
+            return st;
+        }
+        p->used = 1;
+    }
+    if (!p->found) return PP_OK;
+    PP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                   &bias, sizeof(bias)));
+    PP_CUBLAS_CHECK(cublasLtMatmul(g->lt, p->desc, &one, weight, p->la, inp, p->lb, &zero, out,
+                                   p->lc, out, p->lc, &p->algo, g->workspace, g->workspace_bytes,
+                                   stream));
     *fused = 1;
-done:
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-    return st;
+    return PP_OK;
 }
 
 static pp_status_t shape_check(const char *what, int N, int IC, int OC)
@@ -245,8 +339,7 @@ pp_status_t matmul_fwd(void *out, const void *inp, const void *weight, const voi
     return PP_OK;
 }
 
-/* ---- backward ---------------------------------------------------------------------------------
- */
+/* ---- backward -------------------------------------------------------------------------------- */
 
 pp_status_t matmul_bwd_input(void *dinp, const void *dout, const void *weight, int N, int IC,
                              int OC, int accumulate, pp_dtype_t dtype, pp_gemm_t *gemm,
@@ -300,14 +393,13 @@ pp_status_t matmul_bwd_weight(float *dweight, float *dbias, const void *dout, co
         bias_sum_partial_kernel<float>
             <<<grid, block, 0, stream>>>(partial, (const float *)dout, N, OC, rows_per_chunk);
     PP_CUDA_LAUNCH_CHECK();
-    bias_sum_final_kernel<<<grid_for((size_t)OC, 256), 256, 0, stream>>>(dbias, partial, OC,
-                                                                         chunks);
+    bias_sum_final_kernel<<<grid_for((size_t)OC * 32, 256), 256, 0, stream>>>(dbias, partial, OC,
+                                                                              chunks);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
 
-/* ---- batched (attention) ----------------------------------------------------------------------
- */
+/* ---- batched (attention) --------------------------------------------------------------------- */
 
 pp_status_t gemm_strided_batched(void *c, const void *a, const void *b, int trans_a, int trans_b,
                                  int m, int n, int k, float alpha, float beta, long long stride_a,

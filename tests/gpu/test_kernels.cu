@@ -52,8 +52,7 @@ static cudaStream_t g_stream;
 static pp_gemm_t g_gemm;
 static char g_ctx[160]; /* the sub-case being run, printed with a failure */
 
-/* ---- test memory: everything allocated in a case is released after it -------------------------
- */
+/* ---- test memory: everything allocated in a case is released after it ------------------------ */
 
 #define MAX_ALLOCS 1024
 static void *g_dev[MAX_ALLOCS], *g_host[MAX_ALLOCS];
@@ -188,8 +187,7 @@ static void raw_put(void *d, const void *h, size_t bytes)
     copy_sync(d, h, bytes, cudaMemcpyHostToDevice);
 }
 
-/* ---- comparisons ------------------------------------------------------------------------------
- */
+/* ---- comparisons ----------------------------------------------------------------------------- */
 
 /* Every element within tolerance (NaN never is). Reports the count and the first offender. */
 static int compare(const char *what, const double *got, const double *want, size_t n, tol_t tol)
@@ -215,8 +213,7 @@ static void expect_same_bytes(const char *what, const void *a, const void *b, si
 
 #define KOK(call) REQUIRE((call) == PP_OK, "%s [%s]", #call, g_ctx)
 
-/* ---- matmul -----------------------------------------------------------------------------------
- */
+/* ---- matmul ---------------------------------------------------------------------------------- */
 
 static void matmul_case(pp_dtype_t t, int N, int IC, int OC, int misalign)
 {
@@ -282,6 +279,28 @@ static void matmul_case(pp_dtype_t t, int N, int IC, int OC, int misalign)
                       (size_t)OC * 4);
 }
 
+/* More fused-bias shapes than gemm keeps plans for: evicted and rebuilt plans stay correct. */
+static void test_matmul_many_shapes(void)
+{
+    const int IC = 64, OC = 32, max_n = 40;
+    for (int round = 0; round < 2; round++)
+        for (int N = 1; N <= max_n; N++) {
+            const pp_dtype_t t = dtypes[(N + round) % 2];
+            ref_rng_t rng;
+            ref_rng_seed(&rng, 1500u + N * 2 + round);
+            snprintf(g_ctx, sizeof g_ctx, "%s N=%d round %d", pp_dtype_name(t), N, round);
+            double *inp = hrand(&rng, (size_t)N * IC, 1.0, t);
+            double *w = hrand(&rng, (size_t)OC * IC, 0.125, t), *bias = hrand(&rng, OC, 1.0, t);
+            void *d_out = dbuf((size_t)N * OC * pp_dtype_size(t));
+            KOK(matmul_fwd(d_out, dev_of(inp, (size_t)N * IC, t), dev_of(w, (size_t)OC * IC, t),
+                           dev_of(bias, OC, t), N, IC, OC, t, &g_gemm, g_stream));
+            double *want = hbuf((size_t)N * OC);
+            ref_matmul_fwd(want, inp, w, bias, N, IC, OC);
+            compare("matmul_fwd", download(d_out, (size_t)N * OC, t), want, (size_t)N * OC,
+                    tol_sum_of(t));
+        }
+}
+
 static void test_matmul(void)
 {
     for (int i = 0; i < 2; i++) {
@@ -339,8 +358,7 @@ static void test_gemm_strided_batched(void)
     }
 }
 
-/* ---- embedding --------------------------------------------------------------------------------
- */
+/* ---- embedding ------------------------------------------------------------------------------- */
 
 static void encoder_case(pp_dtype_t t, int B, int T, int C, int V, int same_token)
 {
@@ -401,8 +419,7 @@ static void test_encoder(void)
     }
 }
 
-/* ---- layernorm --------------------------------------------------------------------------------
- */
+/* ---- layernorm ------------------------------------------------------------------------------- */
 
 static void layernorm_case(pp_dtype_t t, int N, int C)
 {
@@ -480,8 +497,7 @@ static void test_layernorm(void)
     }
 }
 
-/* ---- GELU and residual ------------------------------------------------------------------------
- */
+/* ---- GELU and residual ----------------------------------------------------------------------- */
 
 static void elementwise_case(pp_dtype_t t, size_t n, size_t off)
 {
@@ -534,8 +550,7 @@ static void test_elementwise(void)
     }
 }
 
-/* ---- attention permutes and causal softmax ----------------------------------------------------
- */
+/* ---- attention permutes and causal softmax --------------------------------------------------- */
 
 static void permute_case(pp_dtype_t t, int B, int T, int H, int d)
 {
@@ -626,8 +641,7 @@ static void test_softmax_causal(void)
     }
 }
 
-/* ---- cross-entropy ----------------------------------------------------------------------------
- */
+/* ---- cross-entropy --------------------------------------------------------------------------- */
 
 static void crossentropy_case(pp_dtype_t t, int N, int V)
 {
@@ -699,8 +713,7 @@ static void test_crossentropy(void)
     }
 }
 
-/* ---- AdamW ------------------------------------------------------------------------------------
- */
+/* ---- AdamW ----------------------------------------------------------------------------------- */
 
 /* mode 0: fp32, storage = master; 1: fp32, separate storage; 2: fp32, no storage; 3: bf16. */
 static void adamw_case(int mode, size_t n)
@@ -748,8 +761,7 @@ static void test_adamw(void)
     }
 }
 
-/* ---- casts and fill ---------------------------------------------------------------------------
- */
+/* ---- casts and fill -------------------------------------------------------------------------- */
 
 static void test_casts_fill(void)
 {
@@ -791,8 +803,7 @@ static void test_casts_fill(void)
     }
 }
 
-/* ---- argument checks --------------------------------------------------------------------------
- */
+/* ---- argument checks ------------------------------------------------------------------------- */
 
 /* Bad sizes and pointers are refused with PP_ERR_INTERNAL (their messages are silenced here). */
 static void test_bad_arguments(void)
@@ -824,8 +835,7 @@ static void test_bad_arguments(void)
     EXPECT(cudaStreamSynchronize(g_stream) == cudaSuccess);
 }
 
-/* ---- driver -----------------------------------------------------------------------------------
- */
+/* ---- driver ---------------------------------------------------------------------------------- */
 
 static const char *g_skip_reason;
 
@@ -856,6 +866,7 @@ int main(void)
         return 1;
     }
     RUN_GPU(test_matmul);
+    RUN_GPU(test_matmul_many_shapes);
     RUN_GPU(test_gemm_strided_batched);
     RUN_GPU(test_encoder);
     RUN_GPU(test_layernorm);

@@ -8,8 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-/* ---- random numbers and bf16 ------------------------------------------------------------------
- */
+/* ---- random numbers and bf16 ----------------------------------------------------------------- */
 
 void ref_rng_seed(ref_rng_t *r, uint64_t seed)
 {
@@ -72,8 +71,7 @@ void ref_round(double *x, size_t n, int bf16)
     }
 }
 
-/* ---- matmul -----------------------------------------------------------------------------------
- */
+/* ---- matmul ---------------------------------------------------------------------------------- */
 
 void ref_matmul_fwd(double *out, const double *inp, const double *w, const double *bias, int N,
                     int IC, int OC)
@@ -139,8 +137,7 @@ void ref_gemm_strided_batched(double *c, const double *a, const double *b, int t
     }
 }
 
-/* ---- embedding --------------------------------------------------------------------------------
- */
+/* ---- embedding ------------------------------------------------------------------------------- */
 
 void ref_encoder_fwd(double *out, const int *tokens, const double *wte, const double *wpe, int B,
                      int T, int C)
@@ -166,8 +163,7 @@ void ref_encoder_bwd(double *dwte, double *dwpe, const double *dout, const int *
         }
 }
 
-/* ---- layernorm --------------------------------------------------------------------------------
- */
+/* ---- layernorm ------------------------------------------------------------------------------- */
 
 #define REF_LN_EPS 1e-5
 
@@ -224,8 +220,7 @@ void ref_layernorm_bwd_weight(double *dw, double *db, const double *dout, const 
         }
 }
 
-/* ---- GELU -------------------------------------------------------------------------------------
- */
+/* ---- GELU ------------------------------------------------------------------------------------ */
 
 #define REF_GELU_K 0.79788456080286535588 /* sqrt(2/pi) */
 #define REF_GELU_C 0.044715
@@ -254,8 +249,7 @@ void ref_gelu_bwd(double *dinp, const double *inp, const double *dout, size_t n)
         dinp[i] = ref_gelu_grad(inp[i]) * dout[i];
 }
 
-/* ---- attention --------------------------------------------------------------------------------
- */
+/* ---- attention ------------------------------------------------------------------------------- */
 
 /* offset of (b, h, t, i) in the head layout, and of part p of (b, t, h, i) in the token layout */
 static size_t head_off(int b, int h, int t, int i, int T, int H, int d)
@@ -346,8 +340,7 @@ void ref_softmax_causal_bwd(double *dS, const double *dP, const double *P, doubl
     }
 }
 
-/* ---- cross-entropy ----------------------------------------------------------------------------
- */
+/* ---- cross-entropy --------------------------------------------------------------------------- */
 
 void ref_crossentropy(double *losses, double *dlogits, const double *logits, const int *targets,
                       double grad_scale, int N, int V)
@@ -367,8 +360,7 @@ void ref_crossentropy(double *losses, double *dlogits, const double *logits, con
     }
 }
 
-/* ---- AdamW ------------------------------------------------------------------------------------
- */
+/* ---- AdamW ----------------------------------------------------------------------------------- */
 
 void ref_adamw_update(double *p, double *m, double *v, const double *g, size_t n, double lr,
                       double beta1, double beta2, double eps, double weight_decay, int step)

@@ -17,8 +17,7 @@
 extern "C" {
 #endif
 
-/* ---- random numbers and bf16 ------------------------------------------------------------------
- */
+/* ---- random numbers and bf16 ----------------------------------------------------------------- */
 
 typedef struct ref_rng {
     uint64_t state;
@@ -37,8 +36,7 @@ float ref_bf16_to_f32(uint16_t b);
 /* x rounded to the nearest float (bf16 = 0) or bf16 (bf16 = 1) value, in place. */
 void ref_round(double *x, size_t n, int bf16);
 
-/* ---- matmul -----------------------------------------------------------------------------------
- */
+/* ---- matmul ---------------------------------------------------------------------------------- */
 
 /* out[N,OC] = inp[N,IC] · w[OC,IC]ᵀ + bias[OC] (bias may be NULL). */
 void ref_matmul_fwd(double *out, const double *inp, const double *w, const double *bias, int N,
@@ -54,8 +52,7 @@ void ref_gemm_strided_batched(double *c, const double *a, const double *b, int t
                               int m, int n, int k, double alpha, double beta, long long stride_a,
                               long long stride_b, long long stride_c, int batch);
 
-/* ---- embedding --------------------------------------------------------------------------------
- */
+/* ---- embedding ------------------------------------------------------------------------------- */
 
 void ref_encoder_fwd(double *out, const int *tokens, const double *wte, const double *wpe, int B,
                      int T, int C);
@@ -63,8 +60,7 @@ void ref_encoder_fwd(double *out, const int *tokens, const double *wte, const do
 void ref_encoder_bwd(double *dwte, double *dwpe, const double *dout, const int *tokens, int B,
                      int T, int C);
 
-/* ---- layernorm (eps 1e-5) ---------------------------------------------------------------------
- */
+/* ---- layernorm (eps 1e-5) -------------------------------------------------------------------- */
 
 void ref_layernorm_fwd(double *out, double *mean, double *rstd, const double *inp, const double *w,
                        const double *b, int N, int C);
@@ -75,16 +71,14 @@ void ref_layernorm_bwd_input(double *dinp, const double *dout, const double *inp
 void ref_layernorm_bwd_weight(double *dw, double *db, const double *dout, const double *inp,
                               const double *mean, const double *rstd, int N, int C);
 
-/* ---- GELU (tanh approximation), residual ------------------------------------------------------
- */
+/* ---- GELU (tanh approximation), residual ----------------------------------------------------- */
 
 double ref_gelu(double x);
 double ref_gelu_grad(double x); /* d gelu / dx */
 void ref_gelu_fwd(double *out, const double *inp, size_t n);
 void ref_gelu_bwd(double *dinp, const double *inp, const double *dout, size_t n);
 
-/* ---- attention --------------------------------------------------------------------------------
- */
+/* ---- attention ------------------------------------------------------------------------------- */
 
 /* qkv[N,3C] -> q, k, v [B,H,T,d], and the inverse. */
 void ref_attention_permute_qkv(double *q, double *k, double *v, const double *qkv, int B, int T,
@@ -99,15 +93,13 @@ void ref_softmax_causal_fwd(double *P, const double *S, double scale, int BH, in
 void ref_softmax_causal_bwd(double *dS, const double *dP, const double *P, double scale, int BH,
                             int T);
 
-/* ---- cross-entropy ----------------------------------------------------------------------------
- */
+/* ---- cross-entropy --------------------------------------------------------------------------- */
 
 /* losses[i] = −log softmax(logits_i)[t_i]; dlogits (may be NULL) = (softmax − onehot)·scale/N. */
 void ref_crossentropy(double *losses, double *dlogits, const double *logits, const int *targets,
                       double grad_scale, int N, int V);
 
-/* ---- AdamW ------------------------------------------------------------------------------------
- */
+/* ---- AdamW ----------------------------------------------------------------------------------- */
 
 /* One step (step ≥ 1) on p, m, v in place; decoupled weight decay. */
 void ref_adamw_update(double *p, double *m, double *v, const double *g, size_t n, double lr,
