@@ -106,8 +106,11 @@ $(BUILD)/obj/%.cu.o: %.cu $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
+# Everything links with the C++ driver (nvcc-built objects need libstdc++ and cudart).
+CXX_LINK ?= g++
+
 $(BUILD)/ppsched: $(BUILD)/obj/scheduler/main.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
-	$(NVCC) -o $@ $^ $(LIBS_CUDA) $(LIBS)
+	$(CXX_LINK) -o $@ $^ $(LIBS_CUDA) $(LIBS)
 
 run: $(BUILD)/ppsched
 	$(BUILD)/ppsched schedules/1f1b.yaml
@@ -117,15 +120,13 @@ $(BUILD)/tests/cpu/%: tests/cpu/%.c $(CPU_TEST_LIB) $(BUILD)/libppcore.a $(BUILD
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_CORE) -Ischeduler $< $(CPU_TEST_LIB) $(BUILD)/libppcore.a -o $@ $(LIBS)
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.c $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a $(BUILD)/config.mk
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_CUDA) $< $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ \
-	    $(LIBS_CUDA) $(LIBS) -lstdc++
+	$(CXX_LINK) $< $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a $(BUILD)/config.mk
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	@mkdir -p $(@D)
-	$(NVCC) $(NVFLAGS) $< $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ \
-	    $(LIBS_CUDA) $(LIBS)
+	$(CXX_LINK) $< $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
 
 test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
 	@sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) -- $(GPU_TESTS)
@@ -150,13 +151,13 @@ LIBS += $(LDFLAGS_EXTRA)
 endif
 
 # --- benchmarks --------------------------------------------------------------------------------
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libppgpu.a $(BUILD)/libppcore.a $(BUILD)/config.mk
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_CUDA) $< $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS) -lstdc++
+	$(CXX_LINK) $< $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
 
-$(BUILD)/bench/%: bench/%.cu $(BUILD)/libppgpu.a $(BUILD)/libppcore.a $(BUILD)/config.mk
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.cu.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	@mkdir -p $(@D)
-	$(NVCC) $(NVFLAGS) $< $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
+	$(CXX_LINK) $< $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
 
 bench-stage: $(BUILD)/bench/bench_stage
 	$(BUILD)/bench/bench_stage
