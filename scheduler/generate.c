@@ -1,0 +1,275 @@
+/*
+ * generate.c — the built-in schedule generators: compute actions (F/B/I/W) per device, in order.
+ *
+ * Every generator fills a fresh pp_schedule_t (schedule_init here; the caller frees it, also on
+ * failure) and sets stage_device. The results are compute-only: plan_lower adds SEND/RECV.
+ * Invariants, with uniform costs and free communication (checked by tests/cpu/test_generate.c):
+ * GPipe and 1F1B span m + p - 1 units of one stage's F+B, interleaved m + (p-1)/v, ZB-H1
+ * m + (p-1)/3 when m >= p. Peak in-flight micro-batches on stage i: GPipe m, 1F1B min(p-i, m),
+ * ZB-H1 at most p.
+ */
+#include "generate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Allocate `out` with one stage per device (stage d on device d). */
+static pp_status_t init_one_stage_per_device(pp_schedule_t *out, int p, int m)
+{
+    PP_CHECK(schedule_init(out, p, p, m));
+    for (int d = 0; d < p; d++)
+        out->stage_device[d] = d;
+    return PP_OK;
+}
+
+static int check_sizes(const char *name, int p, int m)
+{
+    if (p < 1 || p > PP_MAX_DEVICES || m < 1 || m > PP_MAX_MICRO_BATCHES) {
+        fprintf(stderr,
+                "%s: needs 1..%d devices and 1..%d micro-batches (got %d devices, %d "
+                "micro-batches)\n",
+                name, PP_MAX_DEVICES, PP_MAX_MICRO_BATCHES, p, m);
+        return 0;
+    }
+    return 1;
+}
+
+/* ============================== GPipe ========================================================= */
+
+/* All forwards, then all backwards. Backwards run in the order 0..m-1 (first in, first out): the
+ * last stage can start the backward of micro-batch 0 as soon as its last forward is done, and
+ * every earlier stage receives gradients in the same order it sent activations. */
+static pp_status_t fill_gpipe(pp_schedule_t *out, int p, int m)
+{
+    memset(out, 0, sizeof *out);
+    if (!check_sizes("gpipe", p, m)) return PP_ERR_INPUT;
+    PP_CHECK(init_one_stage_per_device(out, p, m));
+    for (int d = 0; d < p; d++) {
+        for (int k = 0; k < m; k++)
+            PP_CHECK(schedule_push(out, d, PP_ACT_F, d, k));
+        for (int k = 0; k < m; k++)
+            PP_CHECK(schedule_push(out, d, PP_ACT_B, d, k));
+    }
+    return PP_OK;
+}
+
+/* ============================== 1F1B ========================================================== */
+
+/* Stage i: w = min(p-i-1, m) warm-up forwards, m-w steady (F, B) pairs, w cool-down backwards. */
+static pp_status_t fill_1f1b(pp_schedule_t *out, int p, int m)
+{
+    memset(out, 0, sizeof *out);
+    if (!check_sizes("1f1b", p, m)) return PP_ERR_INPUT;
+    PP_CHECK(init_one_stage_per_device(out, p, m));
+    for (int i = 0; i < p; i++) {
+        int w = p - i - 1 < m ? p - i - 1 : m;
+        for (int k = 0; k < w; k++)
+            PP_CHECK(schedule_push(out, i, PP_ACT_F, i, k));
+        for (int k = 0; k < m - w; k++) {
+            PP_CHECK(schedule_push(out, i, PP_ACT_F, i, w + k));
+            PP_CHECK(schedule_push(out, i, PP_ACT_B, i, k));
+        }
+        for (int k = m - w; k < m; k++)
+            PP_CHECK(schedule_push(out, i, PP_ACT_B, i, k));
+    }
+    return PP_OK;
+}
+
+/* ============================== Interleaved 1F1B ============================================== */
+
+/* Megatron's order. Each device runs m*v "virtual" forwards and as many backwards. Virtual
+ * index j covers micro-batches in groups of p: the group (j / (p*v)) holds micro-batches
+ * p*(j / (p*v)) .. +p-1, and within a group chunk (j / p) % v runs for all p micro-batches before
+ * the next chunk starts. Backwards walk the chunks in reverse (the last chunk is nearest the loss).
+ * Chunk c of device d is stage c*p + d (loop placement). */
+static void interleaved_virtual(int p, int v, int d, int j, int backward, int *stage, int *mb)
+{
+    int chunk = (j / p) % v;
+    if (backward) chunk = v - 1 - chunk;
+    *stage = chunk * p + d;
+    *mb = (j / (p * v)) * p + j % p;
+}
+
+/* Device d warms up with 2(p-d-1) + (v-1)p forwards (capped at m*v), then alternates one forward
+ * and one backward, then drains the remaining backwards. The doubled per-device term is what
+ * keeps the forward of the next chunk from waiting on the gradient of the previous one. With v = 1
+ * this is plain 1F1B (generate_1f1b), which needs no m % p. */
+static pp_status_t fill_interleaved(pp_schedule_t *out, int p, int m, int v)
+{
+    memset(out, 0, sizeof *out);
+    if (!check_sizes("interleaved", p, m)) return PP_ERR_INPUT;
+    if (v < 1 || (long)p * v > PP_MAX_STAGES) {
+        fprintf(stderr, "interleaved: chunks per device must be 1..%d (got %d)\n",
+                PP_MAX_STAGES / p, v);
+        return PP_ERR_INPUT;
+    }
+    if (v == 1) return fill_1f1b(out, p, m);
+    if (m % p != 0) {
+        fprintf(stderr,
+                "interleaved: micro-batches (%d) must be a multiple of the devices (%d): the order "
+                "runs micro-batches in groups of one per device\n",
+                m, p);
+        return PP_ERR_INPUT;
+    }
+    PP_CHECK(schedule_init(out, p, p * v, m));
+    for (int s = 0; s < p * v; s++)
+        out->stage_device[s] = s % p;
+    int total = m * v;
+    for (int d = 0; d < p; d++) {
+        int w = 2 * (p - d - 1) + (v - 1) * p;
+        if (w > total) w = total;
+        int stage, mb;
+        for (int j = 0; j < w; j++) {
+            interleaved_virtual(p, v, d, j, 0, &stage, &mb);
+            PP_CHECK(schedule_push(out, d, PP_ACT_F, stage, mb));
+        }
+        for (int j = 0; j < total - w; j++) {
+            interleaved_virtual(p, v, d, w + j, 0, &stage, &mb);
+            PP_CHECK(schedule_push(out, d, PP_ACT_F, stage, mb));
+            interleaved_virtual(p, v, d, j, 1, &stage, &mb);
+            PP_CHECK(schedule_push(out, d, PP_ACT_B, stage, mb));
+        }
+        for (int j = total - w; j < total; j++) {
+            interleaved_virtual(p, v, d, j, 1, &stage, &mb);
+            PP_CHECK(schedule_push(out, d, PP_ACT_B, stage, mb));
+        }
+    }
+    return PP_OK;
+}
+
+/* ============================== ZB-H1 ========================================================= */
+
+/* Zero-bubble H1 (Qi et al., ICLR 2024). The backward is split into I (input gradient, on the
+ * critical path) and W (weight gradient, free to move). Stage i runs the 1F1B skeleton with I in
+ * place of B, warm-up p-i-1 forwards and steady (F, I) pairs, but its W passes lag its I passes by
+ * i micro-batches: W(k-i) follows I(k). The i postponed W passes run after the last I, where 1F1B
+ * would idle waiting for gradients, so every stage finishes together. With F = I = W the makespan
+ * is 3m + p - 1 for m >= p (bubble (p-1)/(3m+p-1)), and stage i holds at most
+ * (p-i-1) + (i+1) = p micro-batches between F and W. */
+static pp_status_t fill_zbh1(pp_schedule_t *out, int p, int m)
+{
+    memset(out, 0, sizeof *out);
+    if (!check_sizes("zb-h1", p, m)) return PP_ERR_INPUT;
+    PP_CHECK(init_one_stage_per_device(out, p, m));
+    for (int i = 0; i < p; i++) {
+        int w = p - i - 1 < m ? p - i - 1 : m;
+        for (int k = 0; k < w; k++)
+            PP_CHECK(schedule_push(out, i, PP_ACT_F, i, k));
+        for (int k = 0; k < m; k++) {
+            if (k + w < m) PP_CHECK(schedule_push(out, i, PP_ACT_F, i, k + w));
+            PP_CHECK(schedule_push(out, i, PP_ACT_I, i, k));
+            if (k - i >= 0) PP_CHECK(schedule_push(out, i, PP_ACT_W, i, k - i));
+        }
+        for (int k = m - i > 0 ? m - i : 0; k < m; k++)
+            PP_CHECK(schedule_push(out, i, PP_ACT_W, i, k));
+    }
+    return PP_OK;
+}
+
+/* The public generators leave `out` empty (freed) when they fail. */
+static pp_status_t finish(pp_schedule_t *out, pp_status_t st)
+{
+    if (st != PP_OK) schedule_free(out);
+    return st;
+}
+
+pp_status_t generate_gpipe(pp_schedule_t *out, int p, int m)
+{
+    return finish(out, fill_gpipe(out, p, m));
+}
+pp_status_t generate_1f1b(pp_schedule_t *out, int p, int m)
+{
+    return finish(out, fill_1f1b(out, p, m));
+}
+pp_status_t generate_zbh1(pp_schedule_t *out, int p, int m)
+{
+    return finish(out, fill_zbh1(out, p, m));
+}
+pp_status_t generate_interleaved(pp_schedule_t *out, int p, int m, int v)
+{
+    return finish(out, fill_interleaved(out, p, m, v));
+}
+
+/* ============================== Dispatch ====================================================== */
+
+static const char *kind_name(pp_sched_kind_t k)
+{
+    switch (k) {
+    case PP_SCHED_GPIPE: return "gpipe";
+    case PP_SCHED_1F1B: return "1f1b";
+    case PP_SCHED_INTERLEAVED: return "interleaved";
+    case PP_SCHED_ZBH1: return "zb-h1";
+    case PP_SCHED_STEPS: return "steps";
+    case PP_SCHED_CSV: return "csv";
+    }
+    return "?";
+}
+
+/* Deep copy of a schedule as written (explicit steps or CSV). */
+static pp_status_t copy_schedule(pp_schedule_t *out, const pp_schedule_t *in)
+{
+    PP_CHECK(schedule_init(out, in->n_devices, in->n_stages, in->n_mb));
+    memcpy(out->stage_device, in->stage_device, sizeof(int) * (size_t)in->n_stages);
+    for (int d = 0; d < in->n_devices; d++) {
+        const pp_program_t *src = &in->prog[d];
+        if (src->n == 0) continue;
+        pp_program_t *dst = &out->prog[d];
+        dst->a = malloc(sizeof *dst->a * (size_t)src->n);
+        PP_ALLOC_CHECK(dst->a);
+        memcpy(dst->a, src->a, sizeof *dst->a * (size_t)src->n);
+        dst->n = dst->cap = src->n;
+    }
+    out->has_comm = in->has_comm;
+    out->split_backward = in->split_backward;
+    return PP_OK;
+}
+
+pp_status_t generate_schedule(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    memset(out, 0, sizeof *out);
+    const pp_pipeline_cfg_t *pc = &cfg->pipeline;
+    pp_sched_kind_t kind = cfg->schedule.kind;
+    int p = pc->n_devices, m = pc->micro_batches;
+    int stages = pc->stages > 0 ? pc->stages : p * (pc->chunks > 0 ? pc->chunks : 1);
+    const char *name = kind_name(kind);
+
+    switch (kind) {
+    case PP_SCHED_STEPS:
+    case PP_SCHED_CSV:
+        if (!cfg->schedule.steps) {
+            fprintf(stderr, "schedule %s: no actions were read for the schedule\n", name);
+            return PP_ERR_INPUT;
+        }
+        return finish(out, copy_schedule(out, cfg->schedule.steps));
+    case PP_SCHED_GPIPE:
+    case PP_SCHED_1F1B:
+    case PP_SCHED_ZBH1:
+        if (stages != p) {
+            fprintf(stderr,
+                    "schedule %s runs one stage per device: stages (%d) must equal devices (%d); "
+                    "use schedule: interleaved for several stages per device\n",
+                    name, stages, p);
+            return PP_ERR_INPUT;
+        }
+        if (kind == PP_SCHED_GPIPE) return generate_gpipe(out, p, m);
+        if (kind == PP_SCHED_1F1B) return generate_1f1b(out, p, m);
+        return generate_zbh1(out, p, m);
+    case PP_SCHED_INTERLEAVED:
+        if (p < 1 || stages % p != 0) {
+            fprintf(stderr,
+                    "schedule interleaved: stages (%d) must be a multiple of devices (%d)\n",
+                    stages, p);
+            return PP_ERR_INPUT;
+        }
+        if (pc->placement == PP_PLACEMENT_V && stages / p > 1) {
+            fprintf(stderr,
+                    "schedule interleaved: pipeline.placement v is not supported (the interleaved "
+                    "order is built for loop placement, stage s on device s mod p); use "
+                    "placement: loop, or write the order under schedule.steps\n");
+            return PP_ERR_INPUT;
+        }
+        return generate_interleaved(out, p, m, stages / p);
+    }
+    fprintf(stderr, "unknown schedule kind %d\n", (int)kind);
+    return PP_ERR_INPUT;
+}
