@@ -1,0 +1,669 @@
+/*
+ * lower.c — plan_lower: a schedule becomes a plan (ops with streams, slots, links, dependencies,
+ * in an enqueue order), and plan_print_grid, the text view of a plan's compute steps.
+ *
+ * Lowering works in two index spaces: "program ids" (ops grouped by device, each group in program
+ * order, the order prog_ops keeps) while building, then the final topological order found by a
+ * dry run. The dry run advances one head per (device, role) stream, emits an op when all its
+ * dependencies are emitted, and emits a SEND only together with its RECV (the RECV must be the
+ * head of its own stream and have every other dependency emitted): that pairing is what lets the
+ * executor put both halves of a transfer in one NCCL group. When no head can move, the schedule
+ * deadlocks and each blocked device is named. The plan owns every array; plan_free releases them.
+ */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Most dependencies one op can have: two data inputs plus one last op per role of the slot's
+ * previous holder. */
+#define LOWER_MAX_DEPS (2 + PP_ROLE_COUNT)
+
+void plan_free(pp_plan_t *plan)
+{
+    if (!plan) return;
+    free(plan->stage_device);
+    free(plan->slots_per_stage);
+    free(plan->ops);
+    free(plan->deps);
+    free(plan->prog_ops);
+    free(plan->prog_begin);
+    memset(plan, 0, sizeof *plan);
+}
+
+static pp_role_t role_of(pp_action_kind_t k)
+{
+    if (k == PP_ACT_SEND_F || k == PP_ACT_SEND_B) return PP_ROLE_SEND;
+    if (k == PP_ACT_RECV_F || k == PP_ACT_RECV_B) return PP_ROLE_RECV;
+    return PP_ROLE_COMPUTE;
+}
+
+/* Working state of one lowering. Arrays indexed by program id unless said otherwise. */
+typedef struct lower {
+    const pp_schedule_t *sched;
+    int n_dev, n_st, n_mb, n_ops;
+    pp_op_t *ops;   /* [n_ops] program-id order */
+    int *step;      /* [n_ops] step of the written action (the compute op an inserted op serves) */
+    char *inserted; /* [n_ops] 1 for a SEND/RECV added to a compute-only schedule */
+    int *begin;     /* [n_dev+1] device d's program ids are begin[d] .. begin[d+1]) */
+    int *idx;       /* [PP_ACT_COUNT * n_st * n_mb] program id of (kind, stage, mb) or -1 */
+    int *dep;       /* [n_ops * LOWER_MAX_DEPS] */
+    int *n_dep;     /* [n_ops] */
+    int *order;     /* [n_ops] program ids in enqueue order */
+    int *where;     /* [n_ops] program id -> final index */
+} lower_t;
+
+static int *idx_at(const lower_t *L, pp_action_kind_t k, int stage, int mb)
+{
+    return &L->idx[((size_t)k * (size_t)L->n_st + (size_t)stage) * (size_t)L->n_mb + (size_t)mb];
+}
+
+/* Program id of (kind, stage, mb), or -1 when the schedule has no such action (or it is out of
+ * range). */
+static int find(const lower_t *L, pp_action_kind_t k, int stage, int mb)
+{
+    if (stage < 0 || stage >= L->n_st || mb < 0 || mb >= L->n_mb) return -1;
+    return *idx_at(L, k, stage, mb);
+}
+
+/* "device d, step i, action X" for messages; an inserted transfer also names its compute op. */
+static const char *op_place(const lower_t *L, int id, char *buf, size_t size)
+{
+    char a[32], c[32];
+    const pp_op_t *o = &L->ops[id];
+    pp_action_t act = {o->kind, o->stage, o->mb};
+    action_format(&act, a, sizeof a);
+    if (L->inserted[id]) {
+        const pp_action_t *src = &L->sched->prog[o->device].a[L->step[id]];
+        snprintf(buf, size, "device %d, step %d, action %s (added for %s)", o->device, L->step[id],
+                 a, action_format(src, c, sizeof c));
+    } else {
+        snprintf(buf, size, "device %d, step %d, action %s", o->device, L->step[id], a);
+    }
+    return buf;
+}
+
+/* "X (device d, step i)" for the other op named in a message. */
+static const char *op_name(const lower_t *L, int id, char *buf, size_t size)
+{
+    char a[32];
+    const pp_op_t *o = &L->ops[id];
+    pp_action_t act = {o->kind, o->stage, o->mb};
+    snprintf(buf, size, "%s (device %d, step %d)", action_format(&act, a, sizeof a), o->device,
+             L->step[id]);
+    return buf;
+}
+
+/* ============================== Building the op list ========================================== */
+
+/* The stage each action belongs to must exist, and live on one device. Fills stage_device. */
+static pp_status_t lower_placement(const lower_t *L, int *stage_device)
+{
+    const pp_schedule_t *s = L->sched;
+    char txt[32];
+    for (int st = 0; st < L->n_st; st++)
+        stage_device[st] = -1;
+    for (int d = 0; d < L->n_dev; d++) {
+        for (int i = 0; i < s->prog[d].n; i++) {
+            const pp_action_t *a = &s->prog[d].a[i];
+            if (a->kind < 0 || a->kind >= PP_ACT_COUNT || a->stage < 0 || a->stage >= L->n_st ||
+                a->mb < 0 || a->mb >= L->n_mb) {
+                fprintf(stderr,
+                        "device %d, step %d, action %s: stage or micro-batch out of range "
+                        "(stages 0..%d, micro-batches 0..%d)\n",
+                        d, i, action_format(a, txt, sizeof txt), L->n_st - 1, L->n_mb - 1);
+                return PP_ERR_INPUT;
+            }
+            int *owner = &stage_device[a->stage];
+            if (*owner < 0) *owner = d;
+            if (*owner != d) {
+                fprintf(stderr,
+                        "device %d, step %d, action %s: stage %d already runs on device %d (each "
+                        "stage lives on one device)\n",
+                        d, i, action_format(a, txt, sizeof txt), a->stage, *owner);
+                return PP_ERR_INPUT;
+            }
+        }
+    }
+    for (int st = 0; st < L->n_st; st++) {
+        int want = s->stage_device ? s->stage_device[st] : -1;
+        if (stage_device[st] < 0) {
+            fprintf(stderr, "stage %d has no action on any device\n", st);
+            return PP_ERR_INPUT;
+        }
+        if (want >= 0 && want != stage_device[st]) {
+            fprintf(stderr, "stage %d is placed on device %d but its actions run on device %d\n",
+                    st, want, stage_device[st]);
+            return PP_ERR_INPUT;
+        }
+    }
+    return PP_OK;
+}
+
+/* Transfers a compute-only schedule needs around action a: RECV before it, SEND after it. */
+static int needs_recv(const pp_action_t *a, int n_st)
+{
+    if (a->kind == PP_ACT_F) return a->stage > 0;
+    if (a->kind == PP_ACT_B || a->kind == PP_ACT_I) return a->stage < n_st - 1;
+    return 0;
+}
+static int needs_send(const pp_action_t *a, int n_st)
+{
+    if (a->kind == PP_ACT_F) return a->stage < n_st - 1;
+    if (a->kind == PP_ACT_B || a->kind == PP_ACT_I) return a->stage > 0;
+    return 0;
+}
+
+static void put_op(lower_t *L, int *n, int d, pp_action_kind_t k, int stage, int mb, int step,
+                   int inserted)
+{
+    int id = (*n)++;
+    L->ops[id] = (pp_op_t){.device = d,
+                           .role = role_of(k),
+                           .kind = k,
+                           .stage = stage,
+                           .mb = mb,
+                           .slot = -1,
+                           .pos = id - L->begin[d],
+                           .peer = -1,
+                           .link = PP_LINK_NONE};
+    L->step[id] = step;
+    L->inserted[id] = (char)inserted;
+}
+
+/* Lay out every device's program (with the transfers added when the schedule has none) and index
+ * the ops by (kind, stage, mb). */
+static pp_status_t lower_ops(lower_t *L)
+{
+    const pp_schedule_t *s = L->sched;
+    int add = !s->has_comm;
+    L->begin[0] = 0;
+    for (int d = 0; d < L->n_dev; d++) {
+        int n = s->prog[d].n;
+        if (add)
+            for (int i = 0; i < s->prog[d].n; i++)
+                n += needs_recv(&s->prog[d].a[i], L->n_st) + needs_send(&s->prog[d].a[i], L->n_st);
+        L->begin[d + 1] = L->begin[d] + n;
+    }
+    L->n_ops = L->begin[L->n_dev];
+    size_t n_ops = (size_t)(L->n_ops > 0 ? L->n_ops : 1);
+    size_t n_idx = (size_t)PP_ACT_COUNT * (size_t)L->n_st * (size_t)L->n_mb;
+    L->ops = calloc(n_ops, sizeof *L->ops);
+    L->step = calloc(n_ops, sizeof *L->step);
+    L->inserted = calloc(n_ops, 1);
+    L->idx = malloc(sizeof *L->idx * n_idx);
+    L->dep = malloc(sizeof *L->dep * n_ops * LOWER_MAX_DEPS);
+    L->n_dep = calloc(n_ops, sizeof *L->n_dep);
+    L->order = malloc(sizeof *L->order * n_ops);
+    L->where = malloc(sizeof *L->where * n_ops);
+    if (!L->ops || !L->step || !L->inserted || !L->idx || !L->dep || !L->n_dep || !L->order ||
+        !L->where)
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory lowering a schedule of %d ops", L->n_ops);
+    for (size_t i = 0; i < n_idx; i++)
+        L->idx[i] = -1;
+
+    for (int d = 0; d < L->n_dev; d++) {
+        int n = L->begin[d];
+        for (int i = 0; i < s->prog[d].n; i++) {
+            const pp_action_t *a = &s->prog[d].a[i];
+            if (add && needs_recv(a, L->n_st))
+                put_op(L, &n, d, a->kind == PP_ACT_F ? PP_ACT_RECV_F : PP_ACT_RECV_B, a->stage,
+                       a->mb, i, 1);
+            put_op(L, &n, d, a->kind, a->stage, a->mb, i, 0);
+            if (add && needs_send(a, L->n_st))
+                put_op(L, &n, d, a->kind == PP_ACT_F ? PP_ACT_SEND_F : PP_ACT_SEND_B, a->stage,
+                       a->mb, i, 1);
+        }
+    }
+    char p1[160], p2[160];
+    for (int id = 0; id < L->n_ops; id++) {
+        const pp_op_t *o = &L->ops[id];
+        int *slot = idx_at(L, o->kind, o->stage, o->mb);
+        if (*slot >= 0) {
+            fprintf(stderr, "%s: appears twice (also at %s)\n", op_place(L, id, p1, sizeof p1),
+                    op_name(L, *slot, p2, sizeof p2));
+            return PP_ERR_INPUT;
+        }
+        *slot = id;
+    }
+    return PP_OK;
+}
+
+/* The other half of a transfer: SEND_F(s) <-> RECV_F(s+1), SEND_B(s) <-> RECV_B(s-1). */
+static void pair_of(const pp_op_t *o, pp_action_kind_t *kind, int *stage)
+{
+    switch (o->kind) {
+    case PP_ACT_SEND_F: *kind = PP_ACT_RECV_F, *stage = o->stage + 1; break;
+    case PP_ACT_RECV_F: *kind = PP_ACT_SEND_F, *stage = o->stage - 1; break;
+    case PP_ACT_SEND_B: *kind = PP_ACT_RECV_B, *stage = o->stage - 1; break;
+    default: *kind = PP_ACT_SEND_B, *stage = o->stage + 1; break;
+    }
+}
+
+/* Match every SEND with its RECV; set links and bytes. */
+static pp_status_t lower_pairs(lower_t *L, const int *stage_device, pp_link_t remote, size_t bytes)
+{
+    char p1[160], txt[32];
+    for (int id = 0; id < L->n_ops; id++) {
+        pp_op_t *o = &L->ops[id];
+        if (o->role == PP_ROLE_COMPUTE) continue;
+        pp_action_t other = {PP_ACT_F, 0, o->mb};
+        pair_of(o, &other.kind, &other.stage);
+        if (other.stage < 0 || other.stage >= L->n_st) {
+            fprintf(stderr, "%s: stage %d has no neighbour stage %d to exchange with\n",
+                    op_place(L, id, p1, sizeof p1), o->stage, other.stage);
+            return PP_ERR_INPUT;
+        }
+        int peer = find(L, other.kind, other.stage, other.mb);
+        if (peer < 0) {
+            fprintf(stderr, "%s: ", op_place(L, id, p1, sizeof p1));
+            if (!L->inserted[id]) {
+                fprintf(stderr, "no matching %s anywhere in the schedule\n",
+                        action_format(&other, txt, sizeof txt));
+            } else if (o->kind == PP_ACT_SEND_F) {
+                fprintf(stderr, "its receiver %dF%d never runs\n", other.stage, o->mb);
+            } else if (o->kind == PP_ACT_SEND_B) {
+                fprintf(stderr, "its receiver (%dB%d or %dI%d) never runs\n", other.stage, o->mb,
+                        other.stage, o->mb);
+            } else if (o->kind == PP_ACT_RECV_F) {
+                fprintf(stderr, "its input comes from %dF%d, which never runs\n", other.stage,
+                        o->mb);
+            } else {
+                fprintf(stderr, "its gradient comes from %dB%d or %dI%d, neither of which runs\n",
+                        other.stage, o->mb, other.stage, o->mb);
+            }
+            return PP_ERR_INPUT;
+        }
+        o->peer = peer;
+        o->link = stage_device[o->stage] == stage_device[other.stage] ? PP_LINK_LOCAL : remote;
+        o->bytes = bytes;
+    }
+    return PP_OK;
+}
+
+/* Add dependency `on` to op `id` (ignoring -1 and repeats). */
+static void add_dep(lower_t *L, int id, int on)
+{
+    if (on < 0 || on == id) return;
+    int *dep = &L->dep[(size_t)id * LOWER_MAX_DEPS];
+    for (int i = 0; i < L->n_dep[id]; i++)
+        if (dep[i] == on) return;
+    dep[L->n_dep[id]++] = on;
+}
+
+/* Data dependencies of every op (plan.h). */
+static void lower_data_deps(lower_t *L)
+{
+    for (int id = 0; id < L->n_ops; id++) {
+        const pp_op_t *o = &L->ops[id];
+        int s = o->stage, k = o->mb;
+        switch (o->kind) {
+        case PP_ACT_F: add_dep(L, id, find(L, PP_ACT_RECV_F, s, k)); break;
+        case PP_ACT_B:
+        case PP_ACT_I:
+            add_dep(L, id, find(L, PP_ACT_F, s, k));
+            add_dep(L, id, find(L, PP_ACT_RECV_B, s, k));
+            break;
+        case PP_ACT_W: add_dep(L, id, find(L, PP_ACT_I, s, k)); break;
+        case PP_ACT_SEND_F: add_dep(L, id, find(L, PP_ACT_F, s, k)); break;
+        case PP_ACT_SEND_B: {
+            int b = find(L, PP_ACT_B, s, k);
+            add_dep(L, id, b >= 0 ? b : find(L, PP_ACT_I, s, k));
+            break;
+        }
+        case PP_ACT_RECV_F:
+        case PP_ACT_RECV_B: add_dep(L, id, o->peer); break;
+        default: break;
+        }
+    }
+}
+
+/* Slots by liveness over each device's program: (stage, mb) takes the lowest free slot of its
+ * stage at its first op and gives it back after its last. The first op of a new holder waits for
+ * the previous holder's last op on each role. */
+static pp_status_t lower_slots(lower_t *L, int *slots_per_stage)
+{
+    size_t n_sm = (size_t)L->n_st * (size_t)L->n_mb;
+    int *last = malloc(sizeof *last * n_sm); /* [stage*m+mb]: program id of the last op */
+    int *slot = malloc(sizeof *slot * n_sm); /* [stage*m+mb]: slot held, -1 none yet */
+    int *last_role = malloc(sizeof *last_role * n_sm * PP_ROLE_COUNT); /* last op per role */
+    int *holder = malloc(sizeof *holder * n_sm); /* [stage*m+slot]: mb that last held it */
+    char *busy = calloc(n_sm, 1);                /* [stage*m+slot] */
+    pp_status_t st = PP_OK;
+    if (!last || !slot || !last_role || !holder || !busy) {
+        fprintf(stderr, "%s:%d: out of host memory assigning activation slots\n", __FILE__,
+                __LINE__);
+        st = PP_ERR_NOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < n_sm; i++)
+        last[i] = slot[i] = holder[i] = -1;
+    for (size_t i = 0; i < n_sm * PP_ROLE_COUNT; i++)
+        last_role[i] = -1;
+    for (int s = 0; s < L->n_st; s++)
+        slots_per_stage[s] = 0;
+    for (int id = 0; id < L->n_ops; id++)
+        last[(size_t)L->ops[id].stage * L->n_mb + L->ops[id].mb] = id;
+
+    for (int id = 0; id < L->n_ops; id++) {
+        pp_op_t *o = &L->ops[id];
+        size_t key = (size_t)o->stage * L->n_mb + o->mb;
+        if (slot[key] < 0) {
+            char *b = &busy[(size_t)o->stage * L->n_mb];
+            int j = 0;
+            while (b[j])
+                j++; /* at most n_mb holders at once, so j < n_mb */
+            b[j] = 1;
+            slot[key] = j;
+            if (j + 1 > slots_per_stage[o->stage]) slots_per_stage[o->stage] = j + 1;
+            int prev = holder[(size_t)o->stage * L->n_mb + j];
+            if (prev >= 0)
+                for (int r = 0; r < PP_ROLE_COUNT; r++)
+                    add_dep(L, id,
+                            last_role[((size_t)o->stage * L->n_mb + prev) * PP_ROLE_COUNT + r]);
+        }
+        o->slot = slot[key];
+        last_role[key * PP_ROLE_COUNT + o->role] = id;
+        if (last[key] == id) {
+            busy[(size_t)o->stage * L->n_mb + o->slot] = 0;
+            holder[(size_t)o->stage * L->n_mb + o->slot] = o->mb;
+        }
+    }
+fail:
+    free(last);
+    free(slot);
+    free(last_role);
+    free(holder);
+    free(busy);
+    return st;
+}
+
+/* ============================== Dry run: the enqueue order ==================================== */
+
+typedef struct dry {
+    int *head;  /* [n_dev * PP_ROLE_COUNT]: program id of the stream's next op, -1 when drained */
+    char *done; /* [n_ops] emitted */
+} dry_t;
+
+static int stream_next(const lower_t *L, int d, pp_role_t r, int from)
+{
+    for (int id = from; id < L->begin[d + 1]; id++)
+        if (L->ops[id].role == r) return id;
+    return -1;
+}
+
+/* First dependency of `id` not yet emitted, skipping `except`; -1 when all are. */
+static int unmet_dep(const lower_t *L, const dry_t *D, int id, int except)
+{
+    const int *dep = &L->dep[(size_t)id * LOWER_MAX_DEPS];
+    for (int i = 0; i < L->n_dep[id]; i++)
+        if (dep[i] != except && !D->done[dep[i]]) return dep[i];
+    return -1;
+}
+
+static int *head_of(const lower_t *L, dry_t *D, int id)
+{
+    return &D->head[L->ops[id].device * PP_ROLE_COUNT + L->ops[id].role];
+}
+
+static void emit(const lower_t *L, dry_t *D, int id, int *n)
+{
+    D->done[id] = 1;
+    L->order[(*n)++] = id;
+    int *h = head_of(L, D, id);
+    *h = stream_next(L, L->ops[id].device, L->ops[id].role, id + 1);
+}
+
+/* Can the head `id` of its stream be emitted now (with its RECV, for a SEND)? */
+static int ready(const lower_t *L, dry_t *D, int id)
+{
+    if (unmet_dep(L, D, id, -1) >= 0) return 0;
+    if (L->ops[id].role != PP_ROLE_SEND) return 1;
+    int peer = L->ops[id].peer;
+    return *head_of(L, D, peer) == peer && unmet_dep(L, D, peer, id) < 0;
+}
+
+/* Explain, for each device that still has ops, the op it is stuck on. */
+static void report_deadlock(const lower_t *L, dry_t *D)
+{
+    char p1[160], p2[160];
+    for (int d = 0; d < L->n_dev; d++) {
+        int id = L->begin[d];
+        while (id < L->begin[d + 1] && D->done[id])
+            id++;
+        if (id == L->begin[d + 1]) continue;
+        int on = unmet_dep(L, D, id, -1);
+        const pp_op_t *o = &L->ops[id];
+        if (on >= 0) {
+            fprintf(stderr, "%s: waits for %s, which never runs before it\n",
+                    op_place(L, id, p1, sizeof p1), op_name(L, on, p2, sizeof p2));
+        } else if (o->role == PP_ROLE_SEND) {
+            fprintf(stderr,
+                    "%s: waits for its receiver %s to be posted, which never happens before it\n",
+                    op_place(L, id, p1, sizeof p1), op_name(L, o->peer, p2, sizeof p2));
+        } else {
+            /* A RECV with its slot free: only its SEND is missing. */
+            fprintf(stderr, "%s: waits for %s, which never runs before it\n",
+                    op_place(L, id, p1, sizeof p1), op_name(L, o->peer, p2, sizeof p2));
+        }
+    }
+}
+
+/* Lock-step rounds: each stream emits at most its head per round, so the order reads roughly as
+ * time. Returns PP_ERR_INPUT after naming the stuck ops when no stream can move. */
+static pp_status_t lower_order(lower_t *L)
+{
+    dry_t D = {0};
+    pp_status_t st = PP_OK;
+    D.head = malloc(sizeof *D.head * (size_t)L->n_dev * PP_ROLE_COUNT);
+    D.done = calloc((size_t)(L->n_ops > 0 ? L->n_ops : 1), 1);
+    if (!D.head || !D.done) {
+        fprintf(stderr, "%s:%d: out of host memory ordering the plan\n", __FILE__, __LINE__);
+        st = PP_ERR_NOMEM;
+        goto fail;
+    }
+    for (int d = 0; d < L->n_dev; d++)
+        for (int r = 0; r < PP_ROLE_COUNT; r++)
+            D.head[d * PP_ROLE_COUNT + r] = stream_next(L, d, (pp_role_t)r, L->begin[d]);
+    int n = 0;
+    while (n < L->n_ops) {
+        int moved = 0;
+        for (int d = 0; d < L->n_dev; d++) {
+            for (int r = 0; r < PP_ROLE_COUNT; r++) {
+                int id = D.head[d * PP_ROLE_COUNT + r];
+                if (id < 0 || r == PP_ROLE_RECV || !ready(L, &D, id)) continue;
+                emit(L, &D, id, &n);
+                if (r == PP_ROLE_SEND) emit(L, &D, L->ops[id].peer, &n);
+                moved = 1;
+            }
+        }
+        if (!moved) {
+            report_deadlock(L, &D);
+            st = PP_ERR_INPUT;
+            goto fail;
+        }
+    }
+fail:
+    free(D.head);
+    free(D.done);
+    return st;
+}
+
+/* ============================== plan_lower ==================================================== */
+
+/* Move the program-id arrays into the plan, renumbered in enqueue order. */
+static pp_status_t lower_emit_plan(pp_plan_t *plan, const lower_t *L)
+{
+    int n_deps = 0;
+    for (int id = 0; id < L->n_ops; id++)
+        n_deps += L->n_dep[id];
+    plan->n_ops = L->n_ops;
+    plan->n_deps_total = n_deps;
+    plan->ops = malloc(sizeof *plan->ops * (size_t)(L->n_ops > 0 ? L->n_ops : 1));
+    plan->deps = malloc(sizeof *plan->deps * (size_t)(n_deps > 0 ? n_deps : 1));
+    plan->prog_ops = malloc(sizeof *plan->prog_ops * (size_t)(L->n_ops > 0 ? L->n_ops : 1));
+    plan->prog_begin = malloc(sizeof *plan->prog_begin * (size_t)(L->n_dev + 1));
+    if (!plan->ops || !plan->deps || !plan->prog_ops || !plan->prog_begin)
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory storing a plan of %d ops", L->n_ops);
+    for (int t = 0; t < L->n_ops; t++)
+        L->where[L->order[t]] = t;
+    int nd = 0;
+    for (int t = 0; t < L->n_ops; t++) {
+        int id = L->order[t];
+        pp_op_t *o = &plan->ops[t];
+        *o = L->ops[id];
+        if (o->peer >= 0) o->peer = L->where[o->peer];
+        o->dep_begin = nd;
+        o->n_deps = L->n_dep[id];
+        for (int i = 0; i < L->n_dep[id]; i++)
+            plan->deps[nd++] = L->where[L->dep[(size_t)id * LOWER_MAX_DEPS + i]];
+    }
+    for (int id = 0; id < L->n_ops; id++)
+        plan->prog_ops[id] = L->where[id];
+    memcpy(plan->prog_begin, L->begin, sizeof *plan->prog_begin * (size_t)(L->n_dev + 1));
+    return PP_OK;
+}
+
+pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_config_t *cfg)
+{
+    lower_t L = {0};
+    pp_status_t st = PP_OK;
+    memset(plan, 0, sizeof *plan);
+    if (!sched || !sched->prog || sched->n_devices < 1 || sched->n_stages < 1 || sched->n_mb < 1) {
+        fprintf(stderr, "%s:%d: plan_lower: empty schedule\n", __FILE__, __LINE__);
+        return PP_ERR_INTERNAL;
+    }
+    L.sched = sched;
+    L.n_dev = sched->n_devices;
+    L.n_st = sched->n_stages;
+    L.n_mb = sched->n_mb;
+
+    plan->n_devices = L.n_dev;
+    plan->n_stages = L.n_st;
+    plan->n_mb = L.n_mb;
+    plan->chunks = L.n_st >= L.n_dev ? L.n_st / L.n_dev : 1;
+    plan->split_backward = sched->split_backward;
+    plan->kind = cfg ? cfg->schedule.kind : PP_SCHED_STEPS;
+    if (cfg) {
+        const pp_model_cfg_t *mc = &cfg->model;
+        plan->boundary_bytes = (size_t)cfg->pipeline.micro_batch_size * (size_t)mc->seq_len *
+                               (size_t)mc->hidden * pp_dtype_size(mc->dtype);
+    }
+    pp_link_t remote =
+        cfg && cfg->pipeline.transport == PP_TRANSPORT_NCCL ? PP_LINK_NCCL : PP_LINK_PEER;
+
+    plan->stage_device = malloc(sizeof *plan->stage_device * (size_t)L.n_st);
+    plan->slots_per_stage = calloc((size_t)L.n_st, sizeof *plan->slots_per_stage);
+    L.begin = malloc(sizeof *L.begin * (size_t)(L.n_dev + 1));
+    if (!plan->stage_device || !plan->slots_per_stage || !L.begin) {
+        fprintf(stderr, "%s:%d: out of host memory lowering a schedule\n", __FILE__, __LINE__);
+        st = PP_ERR_NOMEM;
+        goto fail;
+    }
+    PP_CHECK_GOTO(lower_placement(&L, plan->stage_device), st, fail);
+    PP_CHECK_GOTO(lower_ops(&L), st, fail);
+    PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, remote, plan->boundary_bytes), st, fail);
+    lower_data_deps(&L);
+    PP_CHECK_GOTO(lower_slots(&L, plan->slots_per_stage), st, fail);
+    PP_CHECK_GOTO(lower_order(&L), st, fail);
+    PP_CHECK_GOTO(lower_emit_plan(plan, &L), st, fail);
+fail:
+    free(L.ops);
+    free(L.step);
+    free(L.inserted);
+    free(L.begin);
+    free(L.idx);
+    free(L.dep);
+    free(L.n_dep);
+    free(L.order);
+    free(L.where);
+    if (st != PP_OK) plan_free(plan);
+    return st;
+}
+
+/* ============================== Text grid ===================================================== */
+
+/* Label of a compute op: `F3`, `I1`, or `4F0` when its device holds several stages. */
+static int grid_label(const pp_op_t *o, int multi, char *buf, size_t size)
+{
+    if (multi) return snprintf(buf, size, "%d%s%d", o->stage, action_kind_name(o->kind), o->mb);
+    return snprintf(buf, size, "%s%d", action_kind_name(o->kind), o->mb);
+}
+
+#define GRID_WIDTH 100 /* characters per printed line before the grid wraps */
+
+/* One row of the grid: device d's compute steps c0 .. c1-1, from program index *cursor on. */
+static void grid_row(const pp_plan_t *plan, FILE *f, int d, int multi, int name_w, int width,
+                     int c0, int c1, int *cursor)
+{
+    char name[16], lab[48];
+    snprintf(name, sizeof name, "dev%d", d);
+    fprintf(f, "%-*s |", name_w, name);
+    for (int c = c0; c < c1; c++) {
+        while (*cursor < plan->prog_begin[d + 1] &&
+               plan->ops[plan->prog_ops[*cursor]].role != PP_ROLE_COMPUTE)
+            (*cursor)++;
+        if (*cursor == plan->prog_begin[d + 1]) break;
+        int n = grid_label(&plan->ops[plan->prog_ops[(*cursor)++]], multi, lab, sizeof lab);
+        /* Pad every cell but the last of the row, so lines carry no trailing blanks. */
+        int pad = c + 1 < c1 ? width - n : 0;
+        fprintf(f, " %s%*s", lab, pad, "");
+    }
+    fputc('\n', f);
+}
+
+void plan_print_grid(const pp_plan_t *plan, FILE *f)
+{
+    int n_dev = plan->n_devices;
+    int *multi = calloc((size_t)n_dev, sizeof *multi);   /* device holds several stages */
+    int *cursor = calloc((size_t)n_dev, sizeof *cursor); /* next program index per device */
+    if (!multi || !cursor) {
+        fprintf(stderr, "%s:%d: out of host memory printing the plan\n", __FILE__, __LINE__);
+        free(multi);
+        free(cursor);
+        return;
+    }
+    for (int d = 0; d < n_dev; d++) {
+        int stages = 0;
+        for (int s = 0; s < plan->n_stages; s++)
+            stages += plan->stage_device[s] == d;
+        multi[d] = stages > 1;
+        cursor[d] = plan->prog_begin[d];
+    }
+    /* Column width from the widest label; columns per line from GRID_WIDTH. */
+    int width = 2, n_cols = 0;
+    char lab[48], name[16];
+    for (int d = 0; d < n_dev; d++) {
+        int cols = 0;
+        for (int i = plan->prog_begin[d]; i < plan->prog_begin[d + 1]; i++) {
+            const pp_op_t *o = &plan->ops[plan->prog_ops[i]];
+            if (o->role != PP_ROLE_COMPUTE) continue;
+            int w = grid_label(o, multi[d], lab, sizeof lab);
+            if (w > width) width = w;
+            cols++;
+        }
+        if (cols > n_cols) n_cols = cols;
+    }
+    int name_w = snprintf(name, sizeof name, "dev%d", n_dev - 1);
+    int per_line = (GRID_WIDTH - name_w - 2) / (width + 1);
+    if (per_line < 1) per_line = 1;
+    int c0 = 0;
+    do {
+        int c1 = c0 + per_line < n_cols ? c0 + per_line : n_cols;
+        if (n_cols > per_line) fprintf(f, "%scompute steps %d..%d\n", c0 ? "\n" : "", c0, c1 - 1);
+        for (int d = 0; d < n_dev; d++)
+            grid_row(plan, f, d, multi[d], name_w, width, c0, c1, &cursor[d]);
+        c0 = c1;
+    } while (c0 < n_cols);
+    fprintf(f, "activation slots per stage\n");
+    for (int d = 0; d < n_dev; d++) {
+        snprintf(name, sizeof name, "dev%d", d);
+        fprintf(f, "%-*s |", name_w, name);
+        for (int s = 0; s < plan->n_stages; s++)
+            if (plan->stage_device[s] == d)
+                fprintf(f, " stage %d: %d", s, plan->slots_per_stage[s]);
+        fputc('\n', f);
+    }
+    free(multi);
+    free(cursor);
+}

@@ -1,0 +1,548 @@
+/*
+ * validate.c — the rules of a valid schedule, checked on a schedule as written (schedule_validate)
+ * and on a lowered plan (plan_validate).
+ *
+ * Both read per-device programs: the schedule's own, or the plan's (prog_ops) with positions as in
+ * the plan. The first problem found is printed as one line, `device d, step i, action X: ...`
+ * (i 0-based in that device's program), or `device d: action X is missing (...)` for an action
+ * that never appears, and the function returns PP_ERR_INPUT. schedule_validate ends with a
+ * deadlock check by lowering the schedule (plan_lower's dry run names each stuck device);
+ * plan_validate instead checks that the plan's order is a dry run that never waits on a later op.
+ */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Where each (kind, stage, mb) was first seen. */
+typedef struct seen {
+    int n_st, n_mb;
+    int *dev;   /* [PP_ACT_COUNT * n_st * n_mb]: device, -1 when never seen */
+    int *pos;   /* same shape: step in that device's program */
+    int *owner; /* [n_st]: device of the stage's first action, -1 none */
+} seen_t;
+
+static size_t seen_key(const seen_t *S, pp_action_kind_t k, int stage, int mb)
+{
+    return ((size_t)k * (size_t)S->n_st + (size_t)stage) * (size_t)S->n_mb + (size_t)mb;
+}
+
+/* Step of (kind, stage, mb), or -1 when it never appears. */
+static int seen_pos(const seen_t *S, pp_action_kind_t k, int stage, int mb)
+{
+    if (stage < 0 || stage >= S->n_st || mb < 0 || mb >= S->n_mb) return -1;
+    size_t key = seen_key(S, k, stage, mb);
+    return S->dev[key] < 0 ? -1 : S->pos[key];
+}
+
+static void seen_free(seen_t *S)
+{
+    free(S->dev);
+    free(S->pos);
+    free(S->owner);
+    memset(S, 0, sizeof *S);
+}
+
+static pp_status_t seen_init(seen_t *S, int n_st, int n_mb)
+{
+    memset(S, 0, sizeof *S);
+    S->n_st = n_st;
+    S->n_mb = n_mb;
+    size_t n = (size_t)PP_ACT_COUNT * (size_t)n_st * (size_t)n_mb;
+    S->dev = malloc(sizeof *S->dev * n);
+    S->pos = malloc(sizeof *S->pos * n);
+    S->owner = malloc(sizeof *S->owner * (size_t)n_st);
+    if (!S->dev || !S->pos || !S->owner) {
+        seen_free(S);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory validating a schedule");
+    }
+    for (size_t i = 0; i < n; i++)
+        S->dev[i] = -1;
+    for (int s = 0; s < n_st; s++)
+        S->owner[s] = -1;
+    return PP_OK;
+}
+
+/* Print `device d, step i, action X: ` (the caller finishes the line). */
+static void at(int d, int i, const pp_action_t *a)
+{
+    char txt[32];
+    fprintf(stderr, "device %d, step %d, action %s: ", d, i, action_format(a, txt, sizeof txt));
+}
+
+/* ============================== The rules ===================================================== */
+
+/* Pass 1: ranges, one device per stage, no action twice. */
+static pp_status_t check_unique(seen_t *S, const pp_program_t *prog, int n_dev, const int *placed)
+{
+    for (int d = 0; d < n_dev; d++) {
+        for (int i = 0; i < prog[d].n; i++) {
+            const pp_action_t *a = &prog[d].a[i];
+            if (a->kind < 0 || a->kind >= PP_ACT_COUNT || a->stage < 0 || a->stage >= S->n_st ||
+                a->mb < 0 || a->mb >= S->n_mb) {
+                at(d, i, a);
+                fprintf(stderr,
+                        "stage or micro-batch out of range (stages 0..%d, micro-batches "
+                        "0..%d)\n",
+                        S->n_st - 1, S->n_mb - 1);
+                return PP_ERR_INPUT;
+            }
+            int *owner = &S->owner[a->stage];
+            if (*owner < 0) *owner = d;
+            if (*owner != d) {
+                at(d, i, a);
+                fprintf(stderr,
+                        "stage %d already runs on device %d (each stage lives on one "
+                        "device)\n",
+                        a->stage, *owner);
+                return PP_ERR_INPUT;
+            }
+            if (placed && placed[a->stage] >= 0 && placed[a->stage] != d) {
+                at(d, i, a);
+                fprintf(stderr, "stage %d is placed on device %d\n", a->stage, placed[a->stage]);
+                return PP_ERR_INPUT;
+            }
+            size_t key = seen_key(S, a->kind, a->stage, a->mb);
+            if (S->dev[key] >= 0) {
+                at(d, i, a);
+                fprintf(stderr, "appears twice (first at device %d, step %d)\n", S->dev[key],
+                        S->pos[key]);
+                return PP_ERR_INPUT;
+            }
+            S->dev[key] = d;
+            S->pos[key] = i;
+        }
+    }
+    return PP_OK;
+}
+
+/* `a` at step i needs `need` (same stage's device) earlier in the program. `what` says why. */
+static int need_before(const seen_t *S, int d, int i, const pp_action_t *a, pp_action_kind_t need,
+                       const char *what)
+{
+    pp_action_t n = {need, a->stage, a->mb};
+    char txt[32];
+    int j = seen_pos(S, need, a->stage, a->mb);
+    if (j < 0) {
+        at(d, i, a);
+        fprintf(stderr, "%s %s is missing\n", what, action_format(&n, txt, sizeof txt));
+        return 0;
+    }
+    if (j > i) {
+        at(d, i, a);
+        fprintf(stderr, "runs before %s %s (step %d)\n", what, action_format(&n, txt, sizeof txt),
+                j);
+        return 0;
+    }
+    return 1;
+}
+
+/* The other half of a transfer must exist somewhere. */
+static int need_pair(const seen_t *S, int d, int i, const pp_action_t *a, pp_action_kind_t kind,
+                     int stage)
+{
+    pp_action_t n = {kind, stage, a->mb};
+    char txt[32];
+    if (seen_pos(S, kind, stage, a->mb) >= 0) return 1;
+    at(d, i, a);
+    if (kind == PP_ACT_RECV_F || kind == PP_ACT_RECV_B)
+        fprintf(stderr, "unmatched: no %s receives it\n", action_format(&n, txt, sizeof txt));
+    else
+        fprintf(stderr, "nothing sends it: no %s in the schedule\n",
+                action_format(&n, txt, sizeof txt));
+    return 0;
+}
+
+/* Pass 2: order and matching, action by action. `comm`: transfers are part of the programs, so
+ * every input must be received before it is used. */
+static pp_status_t check_order(const seen_t *S, const pp_program_t *prog, int n_dev, int comm)
+{
+    int last = S->n_st - 1;
+    for (int d = 0; d < n_dev; d++) {
+        for (int i = 0; i < prog[d].n; i++) {
+            const pp_action_t *a = &prog[d].a[i];
+            int s = a->stage, k = a->mb, ok = 1;
+            switch (a->kind) {
+            case PP_ACT_F:
+                if (comm && s > 0) ok = need_before(S, d, i, a, PP_ACT_RECV_F, "its input");
+                break;
+            case PP_ACT_B:
+            case PP_ACT_I:
+                ok = need_before(S, d, i, a, PP_ACT_F, "its forward");
+                if (ok && a->kind == PP_ACT_B &&
+                    (seen_pos(S, PP_ACT_I, s, k) >= 0 || seen_pos(S, PP_ACT_W, s, k) >= 0)) {
+                    at(d, i, a);
+                    fprintf(stderr,
+                            "micro-batch %d of stage %d has both a full backward B and a "
+                            "split backward I/W\n",
+                            k, s);
+                    ok = 0;
+                }
+                if (ok && a->kind == PP_ACT_I && seen_pos(S, PP_ACT_W, s, k) < 0) {
+                    at(d, i, a);
+                    fprintf(stderr, "no %dW%d follows it (a split backward needs both I and W)\n",
+                            s, k);
+                    ok = 0;
+                }
+                if (ok && comm && s < last)
+                    ok = need_before(S, d, i, a, PP_ACT_RECV_B, "its output gradient");
+                break;
+            case PP_ACT_W:
+                ok = need_before(S, d, i, a, PP_ACT_I, "its input-gradient backward");
+                break;
+            case PP_ACT_SEND_F:
+                if (s == last) {
+                    at(d, i, a);
+                    fprintf(stderr, "stage %d is the last stage: there is no stage %d to send to\n",
+                            s, s + 1);
+                    ok = 0;
+                }
+                if (ok) ok = need_before(S, d, i, a, PP_ACT_F, "the forward it sends,");
+                if (ok) ok = need_pair(S, d, i, a, PP_ACT_RECV_F, s + 1);
+                break;
+            case PP_ACT_RECV_F:
+                if (s == 0) {
+                    at(d, i, a);
+                    fprintf(stderr, "stage 0 is the first stage: no stage sends it an input\n");
+                    ok = 0;
+                }
+                if (ok) ok = need_pair(S, d, i, a, PP_ACT_SEND_F, s - 1);
+                break;
+            case PP_ACT_SEND_B:
+                if (s == 0) {
+                    at(d, i, a);
+                    fprintf(stderr, "stage 0 is the first stage: there is no stage -1 to send a "
+                                    "gradient to\n");
+                    ok = 0;
+                }
+                if (ok)
+                    ok = need_before(S, d, i, a,
+                                     seen_pos(S, PP_ACT_B, s, k) >= 0 ? PP_ACT_B : PP_ACT_I,
+                                     "the backward it sends,");
+                if (ok) ok = need_pair(S, d, i, a, PP_ACT_RECV_B, s - 1);
+                break;
+            case PP_ACT_RECV_B:
+                if (s == last) {
+                    at(d, i, a);
+                    fprintf(stderr, "stage %d is the last stage: no stage sends it a gradient\n",
+                            s);
+                    ok = 0;
+                }
+                if (ok) ok = need_pair(S, d, i, a, PP_ACT_SEND_B, s + 1);
+                break;
+            default: break;
+            }
+            if (!ok) return PP_ERR_INPUT;
+        }
+    }
+    return PP_OK;
+}
+
+/* Pass 3: every (stage, mb) has its forward and a backward. */
+static pp_status_t check_complete(const seen_t *S)
+{
+    for (int s = 0; s < S->n_st; s++) {
+        if (S->owner[s] < 0) {
+            fprintf(stderr, "stage %d has no action on any device (action %dF0 is missing)\n", s,
+                    s);
+            return PP_ERR_INPUT;
+        }
+        for (int k = 0; k < S->n_mb; k++) {
+            if (seen_pos(S, PP_ACT_F, s, k) < 0) {
+                fprintf(stderr,
+                        "device %d: action %dF%d is missing (stage %d, micro-batch %d has no "
+                        "forward)\n",
+                        S->owner[s], s, k, s, k);
+                return PP_ERR_INPUT;
+            }
+            if (seen_pos(S, PP_ACT_B, s, k) < 0 && seen_pos(S, PP_ACT_I, s, k) < 0) {
+                fprintf(stderr,
+                        "device %d: action %dB%d is missing (stage %d, micro-batch %d has no "
+                        "backward: neither %dB%d nor %dI%d + %dW%d)\n",
+                        S->owner[s], s, k, s, k, s, k, s, k, s, k);
+                return PP_ERR_INPUT;
+            }
+        }
+    }
+    return PP_OK;
+}
+
+/* All three passes over per-device programs. */
+static pp_status_t check_programs(const pp_program_t *prog, int n_dev, int n_st, int n_mb,
+                                  const int *placed, int comm)
+{
+    seen_t S;
+    PP_CHECK(seen_init(&S, n_st, n_mb));
+    pp_status_t st = check_unique(&S, prog, n_dev, placed);
+    if (st == PP_OK) st = check_order(&S, prog, n_dev, comm);
+    if (st == PP_OK) st = check_complete(&S);
+    seen_free(&S);
+    return st;
+}
+
+/* ============================== schedule_validate ============================================= */
+
+pp_status_t schedule_validate(const pp_schedule_t *sched)
+{
+    if (!sched || !sched->prog || sched->n_devices < 1 || sched->n_stages < 1 || sched->n_mb < 1) {
+        fprintf(stderr, "schedule: no devices, stages or micro-batches to check\n");
+        return PP_ERR_INPUT;
+    }
+    PP_CHECK(check_programs(sched->prog, sched->n_devices, sched->n_stages, sched->n_mb,
+                            sched->stage_device, sched->has_comm));
+    /* Deadlock: the lowering's dry run names every stuck device. */
+    pp_plan_t plan;
+    pp_status_t st = plan_lower(&plan, sched, NULL);
+    plan_free(&plan);
+    return st;
+}
+
+/* ============================== plan_validate ================================================= */
+
+/* "X (device d, step i)" for a plan op. */
+static const char *plan_op_name(const pp_plan_t *plan, int i, char *buf, size_t size)
+{
+    char txt[32];
+    const pp_op_t *o = &plan->ops[i];
+    pp_action_t a = {o->kind, o->stage, o->mb};
+    snprintf(buf, size, "%s (device %d, step %d)", action_format(&a, txt, sizeof txt), o->device,
+             o->pos);
+    return buf;
+}
+
+static void plan_at(const pp_plan_t *plan, int i)
+{
+    const pp_op_t *o = &plan->ops[i];
+    pp_action_t a = {o->kind, o->stage, o->mb};
+    at(o->device, o->pos, &a);
+}
+
+/* The arrays hang together: devices in range, prog_ops a grouping of all ops by device with
+ * matching positions. */
+static pp_status_t plan_check_shape(const pp_plan_t *plan)
+{
+    if (plan->n_devices < 1 || plan->n_stages < 1 || plan->n_mb < 1 || plan->n_ops < 0 ||
+        (plan->n_ops > 0 && (!plan->ops || !plan->prog_ops)) || !plan->prog_begin ||
+        !plan->stage_device || !plan->slots_per_stage) {
+        fprintf(stderr, "plan: empty or half-built (no ops, programs or placement)\n");
+        return PP_ERR_INPUT;
+    }
+    if (plan->prog_begin[0] != 0 || plan->prog_begin[plan->n_devices] != plan->n_ops) {
+        fprintf(stderr, "plan: device programs cover %d..%d, not the %d ops\n", plan->prog_begin[0],
+                plan->prog_begin[plan->n_devices], plan->n_ops);
+        return PP_ERR_INPUT;
+    }
+    for (int d = 0; d < plan->n_devices; d++) {
+        if (plan->prog_begin[d + 1] < plan->prog_begin[d]) {
+            fprintf(stderr, "plan: device %d's program ends before it begins\n", d);
+            return PP_ERR_INPUT;
+        }
+    }
+    char *listed = calloc((size_t)(plan->n_ops > 0 ? plan->n_ops : 1), 1);
+    PP_ALLOC_CHECK(listed);
+    for (int d = 0; d < plan->n_devices; d++) {
+        for (int j = plan->prog_begin[d]; j < plan->prog_begin[d + 1]; j++) {
+            int i = plan->prog_ops[j];
+            if (i < 0 || i >= plan->n_ops || listed[i] || plan->ops[i].device != d ||
+                plan->ops[i].pos != j - plan->prog_begin[d]) {
+                fprintf(stderr,
+                        "plan: device %d, step %d: program entry %d does not name an op "
+                        "of this device at this step (or names it twice)\n",
+                        d, j - plan->prog_begin[d], i);
+                free(listed);
+                return PP_ERR_INPUT;
+            }
+            listed[i] = 1;
+        }
+    }
+    free(listed);
+    for (int s = 0; s < plan->n_stages; s++) {
+        if (plan->stage_device[s] < 0 || plan->stage_device[s] >= plan->n_devices) {
+            fprintf(stderr, "plan: stage %d is placed on device %d, out of 0..%d\n", s,
+                    plan->stage_device[s], plan->n_devices - 1);
+            return PP_ERR_INPUT;
+        }
+    }
+    return PP_OK;
+}
+
+/* Transfers: peers point at each other, the RECV right after its SEND, the right stage boundary,
+ * and a link that fits the placement. */
+static pp_status_t plan_check_pairs(const pp_plan_t *plan)
+{
+    char txt[96];
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *o = &plan->ops[i];
+        if (o->role == PP_ROLE_COMPUTE) continue;
+        if (o->role !=
+            (o->kind == PP_ACT_SEND_F || o->kind == PP_ACT_SEND_B ? PP_ROLE_SEND : PP_ROLE_RECV)) {
+            plan_at(plan, i);
+            fprintf(stderr, "runs on the %s stream\n", pp_role_name(o->role));
+            return PP_ERR_INPUT;
+        }
+        if (o->role != PP_ROLE_SEND) continue;
+        const pp_op_t *r = i + 1 < plan->n_ops ? &plan->ops[i + 1] : NULL;
+        pp_action_kind_t want = o->kind == PP_ACT_SEND_F ? PP_ACT_RECV_F : PP_ACT_RECV_B;
+        int stage = o->kind == PP_ACT_SEND_F ? o->stage + 1 : o->stage - 1;
+        if (o->peer != i + 1 || !r || r->peer != i || r->kind != want || r->stage != stage ||
+            r->mb != o->mb) {
+            plan_at(plan, i);
+            fprintf(stderr, "its matching %d%s%d must follow it in the plan and name it as peer\n",
+                    stage, action_kind_name(want), o->mb);
+            return PP_ERR_INPUT;
+        }
+        int local = plan->stage_device[o->stage] == plan->stage_device[stage];
+        if (o->link != r->link || (o->link == PP_LINK_LOCAL) != local || o->link == PP_LINK_NONE) {
+            plan_at(plan, i);
+            fprintf(stderr, "link %s does not fit a transfer to %s\n", pp_link_name(o->link),
+                    plan_op_name(plan, i + 1, txt, sizeof txt));
+            return PP_ERR_INPUT;
+        }
+    }
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *o = &plan->ops[i];
+        if (o->role == PP_ROLE_RECV && (i == 0 || o->peer != i - 1 || plan->ops[i - 1].peer != i)) {
+            plan_at(plan, i);
+            fprintf(stderr, "does not sit right after its SEND in the plan\n");
+            return PP_ERR_INPUT;
+        }
+    }
+    return PP_OK;
+}
+
+/* Index of the op (kind, stage, mb) in a table built by plan_check_order, -1 when absent. */
+static int plan_find(const int *idx, const pp_plan_t *plan, pp_action_kind_t k, int s, int mb)
+{
+    if (s < 0 || s >= plan->n_stages) return -1;
+    return idx[((size_t)k * plan->n_stages + (size_t)s) * plan->n_mb + (size_t)mb];
+}
+
+static int has_dep(const pp_plan_t *plan, int i, int on)
+{
+    for (int j = 0; j < plan->ops[i].n_deps; j++)
+        if (plan->deps[plan->ops[i].dep_begin + j] == on) return 1;
+    return 0;
+}
+
+/* The dry run: walking the plan in order, every op only waits for ops already run; each stream
+ * runs in program order; each op waits for the data it consumes; slots stay in range. */
+static pp_status_t plan_check_order(const pp_plan_t *plan)
+{
+    char txt[96];
+    size_t n_idx = (size_t)PP_ACT_COUNT * (size_t)plan->n_stages * (size_t)plan->n_mb;
+    int *idx = malloc(sizeof *idx * n_idx);
+    int *last_pos = malloc(sizeof *last_pos * (size_t)plan->n_devices * PP_ROLE_COUNT);
+    if (!idx || !last_pos) {
+        free(idx);
+        free(last_pos);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory validating a plan");
+    }
+    for (size_t j = 0; j < n_idx; j++)
+        idx[j] = -1;
+    for (int j = 0; j < plan->n_devices * PP_ROLE_COUNT; j++)
+        last_pos[j] = -1;
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *o = &plan->ops[i];
+        idx[((size_t)o->kind * plan->n_stages + (size_t)o->stage) * plan->n_mb + (size_t)o->mb] = i;
+    }
+    pp_status_t st = PP_ERR_INPUT;
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *o = &plan->ops[i];
+        if (o->dep_begin < 0 || o->n_deps < 0 || o->dep_begin + o->n_deps > plan->n_deps_total) {
+            plan_at(plan, i);
+            fprintf(stderr, "its dependency list is out of the plan's pool\n");
+            goto fail;
+        }
+        for (int j = 0; j < o->n_deps; j++) {
+            int on = plan->deps[o->dep_begin + j];
+            if (on < 0 || on >= plan->n_ops) {
+                plan_at(plan, i);
+                fprintf(stderr, "depends on op %d, which does not exist\n", on);
+                goto fail;
+            }
+            if (on >= i) {
+                plan_at(plan, i);
+                fprintf(stderr, "waits for %s, which never runs before it\n",
+                        plan_op_name(plan, on, txt, sizeof txt));
+                goto fail;
+            }
+        }
+        int *lp = &last_pos[o->device * PP_ROLE_COUNT + o->role];
+        if (o->pos < *lp) {
+            plan_at(plan, i);
+            fprintf(stderr,
+                    "is enqueued on the %s stream after step %d, which comes later in the "
+                    "program\n",
+                    pp_role_name(o->role), *lp);
+            goto fail;
+        }
+        *lp = o->pos;
+        /* The data this op consumes. */
+        int need = -1;
+        switch (o->kind) {
+        case PP_ACT_F: need = plan_find(idx, plan, PP_ACT_RECV_F, o->stage, o->mb); break;
+        case PP_ACT_B:
+        case PP_ACT_I:
+            need = plan_find(idx, plan, PP_ACT_F, o->stage, o->mb);
+            if (need >= 0 && !has_dep(plan, i, need)) break;
+            need = plan_find(idx, plan, PP_ACT_RECV_B, o->stage, o->mb);
+            break;
+        case PP_ACT_W: need = plan_find(idx, plan, PP_ACT_I, o->stage, o->mb); break;
+        case PP_ACT_SEND_F: need = plan_find(idx, plan, PP_ACT_F, o->stage, o->mb); break;
+        case PP_ACT_SEND_B:
+            need = plan_find(idx, plan, PP_ACT_B, o->stage, o->mb);
+            if (need < 0) need = plan_find(idx, plan, PP_ACT_I, o->stage, o->mb);
+            break;
+        default: need = o->peer; break;
+        }
+        if (need >= 0 && !has_dep(plan, i, need)) {
+            plan_at(plan, i);
+            fprintf(stderr, "does not wait for %s, whose data it uses\n",
+                    plan_op_name(plan, need, txt, sizeof txt));
+            goto fail;
+        }
+        if (o->slot < 0 || o->slot >= plan->slots_per_stage[o->stage]) {
+            plan_at(plan, i);
+            fprintf(stderr, "slot %d is out of stage %d's %d slots\n", o->slot, o->stage,
+                    plan->slots_per_stage[o->stage]);
+            goto fail;
+        }
+    }
+    st = PP_OK;
+fail:
+    free(idx);
+    free(last_pos);
+    return st;
+}
+
+pp_status_t plan_validate(const pp_plan_t *plan)
+{
+    if (!plan) {
+        fprintf(stderr, "plan: none to check\n");
+        return PP_ERR_INPUT;
+    }
+    PP_CHECK(plan_check_shape(plan));
+    /* The rules on the programs, as the plan runs them (transfers included). */
+    pp_program_t *prog = calloc((size_t)plan->n_devices, sizeof *prog);
+    pp_action_t *acts = malloc(sizeof *acts * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1));
+    if (!prog || !acts) {
+        free(prog);
+        free(acts);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory validating a plan");
+    }
+    for (int d = 0; d < plan->n_devices; d++) {
+        prog[d].a = acts + plan->prog_begin[d];
+        prog[d].n = prog[d].cap = plan->prog_begin[d + 1] - plan->prog_begin[d];
+        for (int j = 0; j < prog[d].n; j++) {
+            const pp_op_t *o = &plan->ops[plan->prog_ops[plan->prog_begin[d] + j]];
+            prog[d].a[j] = (pp_action_t){o->kind, o->stage, o->mb};
+        }
+    }
+    pp_status_t st =
+        check_programs(prog, plan->n_devices, plan->n_stages, plan->n_mb, plan->stage_device, 1);
+    free(prog);
+    free(acts);
+    PP_CHECK(st);
+    PP_CHECK(plan_check_pairs(plan));
+    return plan_check_order(plan);
+}
