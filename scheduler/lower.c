@@ -42,15 +42,18 @@ static pp_role_t role_of(pp_action_kind_t k)
 typedef struct lower {
     const pp_schedule_t *sched;
     int n_dev, n_st, n_mb, n_ops;
-    pp_op_t *ops;   /* [n_ops] program-id order */
-    int *step;      /* [n_ops] step of the written action (the compute op an inserted op serves) */
-    char *inserted; /* [n_ops] 1 for a SEND/RECV added to a compute-only schedule */
-    int *begin;     /* [n_dev+1] device d's program ids are begin[d] .. begin[d+1]) */
-    int *idx;       /* [PP_ACT_COUNT * n_st * n_mb] program id of (kind, stage, mb) or -1 */
-    int *dep;       /* [n_ops * LOWER_MAX_DEPS] */
-    int *n_dep;     /* [n_ops] */
-    int *order;     /* [n_ops] program ids in enqueue order */
-    int *where;     /* [n_ops] program id -> final index */
+    pp_op_t *ops;    /* [n_ops] program-id order */
+    int *step;       /* [n_ops] step of the written action (the compute op an inserted op serves) */
+    char *inserted;  /* [n_ops] 1 for a SEND/RECV added to a compute-only schedule */
+    int *begin;      /* [n_dev+1] device d's program ids are begin[d] .. begin[d+1]) */
+    int *idx;        /* [PP_ACT_COUNT * n_st * n_mb] program id of (kind, stage, mb) or -1 */
+    int *dep;        /* [n_ops * LOWER_MAX_DEPS] */
+    int *n_dep;      /* [n_ops] */
+    int *n_data;     /* [n_ops] how many of its deps are data deps (the rest wait for a slot) */
+    int *cap;        /* [n_st] slots a stage may use; 0 before the first assignment */
+    int *grown_from; /* [n_st] cap before the current growth step */
+    int *order;      /* [n_ops] program ids in enqueue order */
+    int *where;      /* [n_ops] program id -> final index */
 } lower_t;
 
 static int *idx_at(const lower_t *L, pp_action_kind_t k, int stage, int mb)
@@ -194,10 +197,13 @@ static pp_status_t lower_ops(lower_t *L)
     L->idx = malloc(sizeof *L->idx * n_idx);
     L->dep = malloc(sizeof *L->dep * n_ops * LOWER_MAX_DEPS);
     L->n_dep = calloc(n_ops, sizeof *L->n_dep);
+    L->n_data = calloc(n_ops, sizeof *L->n_data);
+    L->cap = calloc((size_t)L->n_st, sizeof *L->cap);
+    L->grown_from = calloc((size_t)L->n_st, sizeof *L->grown_from);
     L->order = malloc(sizeof *L->order * n_ops);
     L->where = malloc(sizeof *L->where * n_ops);
-    if (!L->ops || !L->step || !L->inserted || !L->idx || !L->dep || !L->n_dep || !L->order ||
-        !L->where)
+    if (!L->ops || !L->step || !L->inserted || !L->idx || !L->dep || !L->n_dep || !L->n_data ||
+        !L->cap || !L->grown_from || !L->order || !L->where)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory lowering a schedule of %d ops", L->n_ops);
     for (size_t i = 0; i < n_idx; i++)
         L->idx[i] = -1;
@@ -316,11 +322,16 @@ static void lower_data_deps(lower_t *L)
         default: break;
         }
     }
+    for (int id = 0; id < L->n_ops; id++)
+        L->n_data[id] = L->n_dep[id];
 }
 
-/* Slots by liveness over each device's program: (stage, mb) takes the lowest free slot of its
- * stage at its first op and gives it back after its last. The first op of a new holder waits for
- * the previous holder's last op on each role. */
+/* Slots by liveness over each device's program: (stage, mb) takes a free slot of its stage at its
+ * first op and gives it back after its last. The first op of a new holder waits for the previous
+ * holder's last op on each role. While cap[stage] is 0 the stage takes the lowest free slot and
+ * cap becomes the most it held at once (the schedule's own need); once the stage has a larger
+ * cap (see lower_order_slots), it takes the free slot released longest ago, which leaves the most
+ * room between a slot's last reader and its next writer. */
 static pp_status_t lower_slots(lower_t *L, int *slots_per_stage)
 {
     size_t n_sm = (size_t)L->n_st * (size_t)L->n_mb;
@@ -328,52 +339,63 @@ static pp_status_t lower_slots(lower_t *L, int *slots_per_stage)
     int *slot = malloc(sizeof *slot * n_sm); /* [stage*m+mb]: slot held, -1 none yet */
     int *last_role = malloc(sizeof *last_role * n_sm * PP_ROLE_COUNT); /* last op per role */
     int *holder = malloc(sizeof *holder * n_sm); /* [stage*m+slot]: mb that last held it */
+    int *freed = malloc(sizeof *freed * n_sm);   /* [stage*m+slot]: program id it was freed at */
     char *busy = calloc(n_sm, 1);                /* [stage*m+slot] */
     pp_status_t st = PP_OK;
-    if (!last || !slot || !last_role || !holder || !busy) {
+    if (!last || !slot || !last_role || !holder || !freed || !busy) {
         fprintf(stderr, "%s:%d: out of host memory assigning activation slots\n", __FILE__,
                 __LINE__);
         st = PP_ERR_NOMEM;
         goto fail;
     }
     for (size_t i = 0; i < n_sm; i++)
-        last[i] = slot[i] = holder[i] = -1;
+        last[i] = slot[i] = holder[i] = freed[i] = -1;
     for (size_t i = 0; i < n_sm * PP_ROLE_COUNT; i++)
         last_role[i] = -1;
     for (int s = 0; s < L->n_st; s++)
         slots_per_stage[s] = 0;
-    for (int id = 0; id < L->n_ops; id++)
+    for (int id = 0; id < L->n_ops; id++) {
         last[(size_t)L->ops[id].stage * L->n_mb + L->ops[id].mb] = id;
+        L->n_dep[id] = L->n_data[id]; /* drop the slot dependencies of an earlier pass */
+    }
 
     for (int id = 0; id < L->n_ops; id++) {
         pp_op_t *o = &L->ops[id];
-        size_t key = (size_t)o->stage * L->n_mb + o->mb;
+        size_t key = (size_t)o->stage * L->n_mb + o->mb, base = (size_t)o->stage * L->n_mb;
         if (slot[key] < 0) {
-            char *b = &busy[(size_t)o->stage * L->n_mb];
             int j = 0;
-            while (b[j])
-                j++; /* at most n_mb holders at once, so j < n_mb */
-            b[j] = 1;
+            if (L->cap[o->stage] == 0) {
+                while (busy[base + j]) /* at most n_mb holders at once, so j < n_mb */
+                    j++;
+            } else {
+                j = -1;
+                for (int c = 0; c < L->cap[o->stage]; c++)
+                    if (!busy[base + c] && (j < 0 || freed[base + c] < freed[base + j])) j = c;
+            }
+            busy[base + j] = 1;
             slot[key] = j;
             if (j + 1 > slots_per_stage[o->stage]) slots_per_stage[o->stage] = j + 1;
-            int prev = holder[(size_t)o->stage * L->n_mb + j];
+            int prev = holder[base + j];
             if (prev >= 0)
                 for (int r = 0; r < PP_ROLE_COUNT; r++)
-                    add_dep(L, id,
-                            last_role[((size_t)o->stage * L->n_mb + prev) * PP_ROLE_COUNT + r]);
+                    add_dep(L, id, last_role[(base + prev) * PP_ROLE_COUNT + r]);
         }
         o->slot = slot[key];
         last_role[key * PP_ROLE_COUNT + o->role] = id;
         if (last[key] == id) {
-            busy[(size_t)o->stage * L->n_mb + o->slot] = 0;
-            holder[(size_t)o->stage * L->n_mb + o->slot] = o->mb;
+            busy[base + o->slot] = 0;
+            holder[base + o->slot] = o->mb;
+            freed[base + o->slot] = id;
         }
     }
+    for (int s = 0; s < L->n_st; s++)
+        if (L->cap[s] < slots_per_stage[s]) L->cap[s] = slots_per_stage[s];
 fail:
     free(last);
     free(slot);
     free(last_role);
     free(holder);
+    free(freed);
     free(busy);
     return st;
 }
@@ -450,34 +472,72 @@ static void report_deadlock(const lower_t *L, dry_t *D)
 }
 
 /* Lock-step rounds: each stream emits at most its head per round, so the order reads roughly as
- * time. Returns PP_ERR_INPUT after naming the stuck ops when no stream can move. */
-static pp_status_t lower_order(lower_t *L)
+ * time. Returns 1 when every op was emitted, 0 when no stream can move (D tells where). */
+static int lower_dry_run(lower_t *L, dry_t *D)
 {
-    dry_t D = {0};
-    pp_status_t st = PP_OK;
-    D.head = malloc(sizeof *D.head * (size_t)L->n_dev * PP_ROLE_COUNT);
-    D.done = calloc((size_t)(L->n_ops > 0 ? L->n_ops : 1), 1);
-    if (!D.head || !D.done) {
-        fprintf(stderr, "%s:%d: out of host memory ordering the plan\n", __FILE__, __LINE__);
-        st = PP_ERR_NOMEM;
-        goto fail;
-    }
+    memset(D->done, 0, (size_t)(L->n_ops > 0 ? L->n_ops : 1));
     for (int d = 0; d < L->n_dev; d++)
         for (int r = 0; r < PP_ROLE_COUNT; r++)
-            D.head[d * PP_ROLE_COUNT + r] = stream_next(L, d, (pp_role_t)r, L->begin[d]);
+            D->head[d * PP_ROLE_COUNT + r] = stream_next(L, d, (pp_role_t)r, L->begin[d]);
     int n = 0;
     while (n < L->n_ops) {
         int moved = 0;
         for (int d = 0; d < L->n_dev; d++) {
             for (int r = 0; r < PP_ROLE_COUNT; r++) {
-                int id = D.head[d * PP_ROLE_COUNT + r];
-                if (id < 0 || r == PP_ROLE_RECV || !ready(L, &D, id)) continue;
-                emit(L, &D, id, &n);
-                if (r == PP_ROLE_SEND) emit(L, &D, L->ops[id].peer, &n);
+                int id = D->head[d * PP_ROLE_COUNT + r];
+                if (id < 0 || r == PP_ROLE_RECV || !ready(L, D, id)) continue;
+                emit(L, D, id, &n);
+                if (r == PP_ROLE_SEND) emit(L, D, L->ops[id].peer, &n);
                 moved = 1;
             }
         }
-        if (!moved) {
+        if (!moved) return 0;
+    }
+    return 1;
+}
+
+/* After a stuck dry run: give one more slot to every stage whose stream head waits for a slot
+ * (an unmet dependency past its data dependencies). Returns how many stages grew. */
+static int lower_grow_slots(lower_t *L, const dry_t *D)
+{
+    int grown = 0;
+    for (int h = 0; h < L->n_dev * PP_ROLE_COUNT; h++) {
+        int id = D->head[h];
+        if (id < 0) continue;
+        const int *dep = &L->dep[(size_t)id * LOWER_MAX_DEPS];
+        int s = L->ops[id].stage, waits = 0;
+        for (int i = L->n_data[id]; i < L->n_dep[id]; i++)
+            waits |= !D->done[dep[i]];
+        if (waits && L->cap[s] < L->n_mb && L->cap[s] == L->grown_from[s]) {
+            L->cap[s]++;
+            grown++;
+        }
+    }
+    return grown;
+}
+
+/* Slots and order together. Liveness over the programs gives each stage the slots the schedule
+ * needs when every transfer can wait for its partner. Pairing each SEND with its RECV (one NCCL
+ * group) is stricter: the RECV must be able to start when the SEND does, so a RECV that waits for
+ * its slot's last reader can close a cycle through the neighbours' streams (interleaved schedules
+ * on many devices do). Then the stages waiting on a slot get one more and the dry run repeats;
+ * when no slot is in the way, the schedule itself deadlocks and each stuck device is named. */
+static pp_status_t lower_order_slots(lower_t *L, int *slots_per_stage)
+{
+    dry_t D = {0};
+    pp_status_t st = PP_OK;
+    D.head = malloc(sizeof *D.head * (size_t)L->n_dev * PP_ROLE_COUNT);
+    D.done = malloc((size_t)(L->n_ops > 0 ? L->n_ops : 1));
+    if (!D.head || !D.done) {
+        fprintf(stderr, "%s:%d: out of host memory ordering the plan\n", __FILE__, __LINE__);
+        st = PP_ERR_NOMEM;
+        goto fail;
+    }
+    for (;;) {
+        PP_CHECK_GOTO(lower_slots(L, slots_per_stage), st, fail);
+        if (lower_dry_run(L, &D)) break;
+        memcpy(L->grown_from, L->cap, sizeof *L->cap * (size_t)L->n_st);
+        if (lower_grow_slots(L, &D) == 0) {
             report_deadlock(L, &D);
             st = PP_ERR_INPUT;
             goto fail;
@@ -564,8 +624,7 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
     PP_CHECK_GOTO(lower_ops(&L), st, fail);
     PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, remote, plan->boundary_bytes), st, fail);
     lower_data_deps(&L);
-    PP_CHECK_GOTO(lower_slots(&L, plan->slots_per_stage), st, fail);
-    PP_CHECK_GOTO(lower_order(&L), st, fail);
+    PP_CHECK_GOTO(lower_order_slots(&L, plan->slots_per_stage), st, fail);
     PP_CHECK_GOTO(lower_emit_plan(plan, &L), st, fail);
 fail:
     free(L.ops);
@@ -575,6 +634,9 @@ fail:
     free(L.idx);
     free(L.dep);
     free(L.n_dep);
+    free(L.n_data);
+    free(L.cap);
+    free(L.grown_from);
     free(L.order);
     free(L.where);
     if (st != PP_OK) plan_free(plan);
@@ -659,9 +721,12 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f)
     for (int d = 0; d < n_dev; d++) {
         snprintf(name, sizeof name, "dev%d", d);
         fprintf(f, "%-*s |", name_w, name);
-        for (int s = 0; s < plan->n_stages; s++)
-            if (plan->stage_device[s] == d)
-                fprintf(f, " stage %d: %d", s, plan->slots_per_stage[s]);
+        const char *sep = " ";
+        for (int s = 0; s < plan->n_stages; s++) {
+            if (plan->stage_device[s] != d) continue;
+            fprintf(f, "%sstage %d: %d", sep, s, plan->slots_per_stage[s]);
+            sep = ", ";
+        }
         fputc('\n', f);
     }
     free(multi);
