@@ -1,0 +1,431 @@
+/*
+ * test_validate.c — schedule_validate and plan_validate: every rule rejects what it should, with
+ * the device, the step and the action in a one-line message (stderr is captured and searched),
+ * generated schedules pass, and random mutations of them (seeded) are caught.
+ */
+#include "../../scheduler/generate.h"
+#include "../../scheduler/plan.h"
+#include "../check.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0xd1b54a32d192ed03ull;
+static int rnd_int(int lo, int hi) /* inclusive */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return lo + (int)(rng_state % (uint64_t)(hi - lo + 1));
+}
+
+static int cap_saved = -1;
+static FILE *cap_file;
+static void capture_begin(void)
+{
+    fflush(stderr);
+    cap_file = tmpfile();
+    cap_saved = dup(2);
+    dup2(fileno(cap_file), 2);
+}
+static const char *capture_end(void)
+{
+    static char buf[8192];
+    fflush(stderr);
+    dup2(cap_saved, 2);
+    close(cap_saved);
+    rewind(cap_file);
+    size_t n = fread(buf, 1, sizeof buf - 1, cap_file);
+    buf[n] = '\0';
+    fclose(cap_file);
+    return buf;
+}
+
+/* Build a schedule from one action list per device ("0F0 0SEND_F0 ..."); stage_device is left
+ * unset (-1), as for a schedule read from a file. */
+static pp_status_t sched_from(pp_schedule_t *s, int n_stages, int n_mb, int n_dev,
+                              const char *const *progs)
+{
+    PP_CHECK(schedule_init(s, n_dev, n_stages, n_mb));
+    for (int d = 0; d < n_dev; d++) {
+        char buf[1024];
+        strncpy(buf, progs[d], sizeof buf - 1);
+        buf[sizeof buf - 1] = '\0';
+        for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+            pp_action_t a;
+            if (action_parse(tok, &a) != 0) return PP_ERR_INTERNAL;
+            PP_CHECK(schedule_push(s, d, a.kind, a.stage, a.mb));
+        }
+    }
+    return PP_OK;
+}
+
+/* Validate a hand-written schedule; expect PP_ERR_INPUT and `want` in a single-line message. */
+static void expect_rejected(int n_stages, int n_mb, int n_dev, const char *const *progs,
+                            const char *want)
+{
+    pp_schedule_t s;
+    REQUIRE(sched_from(&s, n_stages, n_mb, n_dev, progs) == PP_OK);
+    capture_begin();
+    pp_status_t st = schedule_validate(&s);
+    const char *err = capture_end();
+    EXPECT(st == PP_ERR_INPUT, "status %d for %s", (int)st, want);
+    EXPECT(strstr(err, want), "message:\n%s\nwant: %s", err, want);
+    const char *nl = strchr(err, '\n');
+    EXPECT(nl && nl[1] == '\0', "one line:\n%s", err);
+    schedule_free(&s);
+}
+
+/* ---- generated schedules pass ---------------------------------------------------------------- */
+
+static pp_status_t generate_kind(pp_schedule_t *s, int kind, int p, int m, int v)
+{
+    return kind == 0   ? generate_gpipe(s, p, m)
+           : kind == 1 ? generate_1f1b(s, p, m)
+           : kind == 2 ? generate_interleaved(s, p, m, v)
+                       : generate_zbh1(s, p, m);
+}
+
+static void test_generated_pass(void)
+{
+    for (int trial = 0; trial < 20; trial++) {
+        int kind = trial % 4, p = rnd_int(1, 8), v = rnd_int(2, 4);
+        int m = kind == 2 ? p * rnd_int(1, 4) : rnd_int(1, 4 * p);
+        pp_schedule_t s;
+        pp_plan_t pl;
+        REQUIRE(generate_kind(&s, kind, p, m, v) == PP_OK);
+        EXPECT(schedule_validate(&s) == PP_OK, "kind %d p=%d m=%d v=%d", kind, p, m, v);
+        REQUIRE(plan_lower(&pl, &s, NULL) == PP_OK);
+        EXPECT(plan_validate(&pl) == PP_OK, "kind %d p=%d m=%d v=%d", kind, p, m, v);
+        plan_free(&pl);
+        schedule_free(&s);
+    }
+}
+
+/* ---- each rule ------------------------------------------------------------------------------- */
+
+static const char *dev0_ok = "0F0 0F1 0B0 0B1";
+
+static void test_duplicate_f(void)
+{
+    const char *progs[] = {dev0_ok, "1F0 1B0 1F0 1F1 1B1"};
+    expect_rejected(2, 2, 2, progs,
+                    "device 1, step 2, action 1F0: appears twice (first at device 1, step 0)");
+}
+
+static void test_missing_b(void)
+{
+    const char *progs[] = {dev0_ok, "1F0 1B0 1F1"};
+    expect_rejected(2, 2, 2, progs,
+                    "device 1: action 1B1 is missing (stage 1, micro-batch 1 has no backward");
+}
+
+static void test_missing_f(void)
+{
+    const char *progs[] = {"0F0 0B0", "1F0 1B0"};
+    expect_rejected(2, 2, 2, progs,
+                    "device 0: action 0F1 is missing (stage 0, micro-batch 1 has no forward)");
+    const char *progs2[] = {dev0_ok, "1B0 1F1 1B1"};
+    expect_rejected(2, 2, 2, progs2, "device 1, step 0, action 1B0: its forward 1F0 is missing");
+}
+
+static void test_b_before_f(void)
+{
+    const char *progs[] = {"0F0 0B1 0F1 0B0", "1F0 1B0 1F1 1B1"};
+    expect_rejected(2, 2, 2, progs,
+                    "device 0, step 1, action 0B1: runs before its forward 0F1 (step 2)");
+}
+
+static void test_w_before_i(void)
+{
+    const char *progs[] = {"0F0 0F1 0I0 0W0 0W1 0I1", "1F0 1I0 1W0 1F1 1I1 1W1"};
+    expect_rejected(2, 2, 2, progs,
+                    "device 0, step 4, action 0W1: runs before its input-gradient backward 0I1 "
+                    "(step 5)");
+}
+
+static void test_w_without_i(void)
+{
+    const char *progs[] = {"0F0 0F1 0I0 0W0 0I1 0W1", "1F0 1I0 1W0 1F1 1W1"};
+    expect_rejected(2, 2, 2, progs,
+                    "device 1, step 4, action 1W1: its input-gradient backward 1I1 is missing");
+}
+
+static void test_i_without_w(void)
+{
+    const char *progs[] = {"0F0 0F1 0I0 0W0 0I1 0W1", "1F0 1I0 1F1 1I1 1W1"};
+    expect_rejected(2, 2, 2, progs, "device 1, step 1, action 1I0: no 1W0 follows it");
+}
+
+static void test_b_and_i_same_mb(void)
+{
+    const char *progs[] = {dev0_ok, "1F0 1B0 1I0 1W0 1F1 1B1"};
+    expect_rejected(2, 2, 2, progs,
+                    "device 1, step 1, action 1B0: micro-batch 0 of stage 1 has both a full "
+                    "backward B and a split backward I/W");
+}
+
+static void test_stage_on_two_devices(void)
+{
+    const char *progs[] = {"0F0 0F1 0B0 0B1 1F1", "1F0 1B0 1B1"};
+    expect_rejected(2, 2, 2, progs,
+                    "device 1, step 0, action 1F0: stage 1 already runs on device 0 (each stage "
+                    "lives on one device)");
+}
+
+static void test_out_of_range(void)
+{
+    const char *progs[] = {dev0_ok, "1F0 1B0 1F1 1B1 1F2"};
+    expect_rejected(2, 2, 2, progs, "device 1, step 4, action 1F2: stage or micro-batch out of");
+}
+
+/* Schedules written with their transfers. */
+static const char *comm0 = "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1";
+static const char *comm1 = "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1";
+
+static void test_comm_schedule_ok(void)
+{
+    const char *progs[] = {comm0, comm1};
+    pp_schedule_t s;
+    REQUIRE(sched_from(&s, 2, 2, 2, progs) == PP_OK);
+    EXPECT(schedule_validate(&s) == PP_OK);
+    schedule_free(&s);
+}
+
+static void test_unmatched_send(void)
+{
+    const char *progs[] = {comm0, "1RECV_F0 1F0 1B0 1SEND_B0 1F1 1B1 1SEND_B1"};
+    expect_rejected(2, 2, 2, progs,
+                    "device 0, step 3, action 0SEND_F1: unmatched: no 1RECV_F1 receives it");
+}
+
+static void test_recv_without_send(void)
+{
+    const char *progs[] = {"0F0 0SEND_F0 0F1 0RECV_B0 0B0 0RECV_B1 0B1", comm1};
+    expect_rejected(2, 2, 2, progs,
+                    "device 1, step 4, action 1RECV_F1: nothing sends it: no 0SEND_F1 in the "
+                    "schedule");
+}
+
+static void test_input_never_received(void)
+{
+    const char *progs[] = {comm0, "1RECV_F0 1F0 1B0 1SEND_B0 1F1 1B1 1SEND_B1 1RECV_F1"};
+    expect_rejected(2, 2, 2, progs,
+                    "device 1, step 4, action 1F1: runs before its input 1RECV_F1 (step 7)");
+}
+
+static void test_boundary_that_does_not_exist(void)
+{
+    const char *progs[] = {comm0, "1RECV_F0 1F0 1SEND_F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1"};
+    expect_rejected(2, 2, 2, progs,
+                    "device 1, step 2, action 1SEND_F0: stage 1 is the last stage: there is no "
+                    "stage 2 to send to");
+    const char *progs2[] = {"0F0 0SEND_F0 0SEND_B0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1", comm1};
+    expect_rejected(2, 2, 2, progs2,
+                    "device 0, step 2, action 0SEND_B0: stage 0 is the first stage: there is no "
+                    "stage -1");
+}
+
+/* ---- deadlocks ------------------------------------------------------------------------------- */
+
+static void test_deadlock_each_recv_first(void)
+{
+    /* Both devices open with a RECV. Device 0 receives micro-batch 1's gradient first, which is
+     * produced only after its own forward of micro-batch 1, which runs after its backward of
+     * micro-batch 0, whose gradient is queued behind micro-batch 1's on the receive stream. */
+    const char *progs[] = {"0RECV_B1 0F0 0SEND_F0 0RECV_B0 0B0 0F1 0SEND_F1 0B1", comm1};
+    pp_schedule_t s;
+    REQUIRE(sched_from(&s, 2, 2, 2, progs) == PP_OK);
+    capture_begin();
+    pp_status_t st = schedule_validate(&s);
+    const char *err = capture_end();
+    EXPECT(st == PP_ERR_INPUT);
+    EXPECT(strstr(err, "device 0, step 0, action 0RECV_B1: waits for 1SEND_B1 (device 1, step 7), "
+                       "which never runs before it\n"),
+           "%s", err);
+    EXPECT(strstr(err, "device 1, step 3, action 1SEND_B0: waits for its receiver 0RECV_B0 "
+                       "(device 0, step 3)"),
+           "%s", err);
+    schedule_free(&s);
+}
+
+static void test_deadlock_compute_only(void)
+{
+    /* Device 1 runs the stages' micro-batches in the opposite order. */
+    const char *progs[] = {"0F0 0B0 0F1 0B1", "1F1 1F0 1B0 1B1"};
+    pp_schedule_t s;
+    REQUIRE(sched_from(&s, 2, 2, 2, progs) == PP_OK);
+    capture_begin();
+    pp_status_t st = schedule_validate(&s);
+    const char *err = capture_end();
+    EXPECT(st == PP_ERR_INPUT);
+    EXPECT(strstr(err, "device 1, step 0, action 1RECV_F1 (added for 1F1): waits for 0SEND_F1"),
+           "%s", err);
+    schedule_free(&s);
+}
+
+/* ---- random mutations of generated schedules ------------------------------------------------- */
+
+static void test_mutations_caught(void)
+{
+    for (int trial = 0; trial < 40; trial++) {
+        int kind = rnd_int(0, 3), p = rnd_int(1, 6), v = 2;
+        int m = kind == 2 ? p * rnd_int(1, 3) : rnd_int(2, 3 * p);
+        pp_schedule_t s;
+        REQUIRE(generate_kind(&s, kind, p, m, v) == PP_OK);
+        int d = rnd_int(0, p - 1);
+        pp_program_t *pr = &s.prog[d];
+        int i = rnd_int(0, pr->n - 1);
+        pp_action_t victim = pr->a[i];
+        char name[32], want[96];
+        action_format(&victim, name, sizeof name);
+        int mutation = trial % 3;
+        if (mutation == 0) { /* drop it */
+            memmove(&pr->a[i], &pr->a[i + 1], sizeof *pr->a * (size_t)(pr->n - i - 1));
+            pr->n--;
+        } else if (mutation == 1) { /* run it twice */
+            REQUIRE(schedule_push(&s, d, victim.kind, victim.stage, victim.mb) == PP_OK);
+        } else { /* move a backward in front of its forward */
+            for (i = 0; i < pr->n && pp_action_is_compute(pr->a[i].kind) &&
+                        pr->a[i].kind != PP_ACT_B && pr->a[i].kind != PP_ACT_I;
+                 i++) {
+            }
+            REQUIRE(i < pr->n);
+            victim = pr->a[i];
+            memmove(&pr->a[1], &pr->a[0], sizeof *pr->a * (size_t)i);
+            pr->a[0] = victim;
+            action_format(&victim, name, sizeof name);
+        }
+        capture_begin();
+        pp_status_t st = schedule_validate(&s);
+        const char *err = capture_end();
+        EXPECT(st == PP_ERR_INPUT, "kind %d p=%d m=%d mutation %d of %s", kind, p, m, mutation,
+               name);
+        snprintf(want, sizeof want, "device %d", s.stage_device[victim.stage]);
+        EXPECT(strstr(err, want), "mutation %d of %s: %s", mutation, name, err);
+        if (mutation == 1) {
+            snprintf(want, sizeof want, "action %s: appears twice", name);
+            EXPECT(strstr(err, want), "%s", err);
+        }
+        if (mutation == 2) {
+            snprintf(want, sizeof want, "device %d, step 0, action %s: runs before its forward", d,
+                     name);
+            EXPECT(strstr(err, want), "%s", err);
+        }
+        schedule_free(&s);
+    }
+}
+
+/* ---- plan_validate on damaged plans ---------------------------------------------------------- */
+
+static void lower_1f1b(pp_plan_t *pl, int p, int m)
+{
+    pp_schedule_t s;
+    memset(pl, 0, sizeof *pl);
+    if (generate_1f1b(&s, p, m) != PP_OK) return;
+    if (plan_lower(pl, &s, NULL) != PP_OK) memset(pl, 0, sizeof *pl);
+    schedule_free(&s);
+}
+
+static int find_op(const pp_plan_t *pl, pp_action_kind_t k, int stage, int mb)
+{
+    for (int i = 0; i < pl->n_ops; i++)
+        if (pl->ops[i].kind == k && pl->ops[i].stage == stage && pl->ops[i].mb == mb) return i;
+    return -1;
+}
+
+static void expect_plan_rejected(const pp_plan_t *pl, const char *want)
+{
+    capture_begin();
+    pp_status_t st = plan_validate(pl);
+    const char *err = capture_end();
+    EXPECT(st == PP_ERR_INPUT);
+    EXPECT(strstr(err, want), "message:\n%s\nwant: %s", err, want);
+}
+
+static void test_plan_damaged(void)
+{
+    int p = rnd_int(2, 4), m = rnd_int(p, 2 * p);
+    pp_plan_t pl;
+    char want[160];
+
+    /* A dependency on a later op: the dry run would wait forever. */
+    lower_1f1b(&pl, p, m);
+    REQUIRE(pl.ops && plan_validate(&pl) == PP_OK);
+    int f = find_op(&pl, PP_ACT_F, 1, m - 1), b = find_op(&pl, PP_ACT_B, 1, m - 1);
+    REQUIRE(f >= 0 && b > f && pl.ops[f].n_deps > 0);
+    pl.deps[pl.ops[f].dep_begin] = b;
+    snprintf(want, sizeof want,
+             "device 1, step %d, action 1F%d: waits for 1B%d (device 1, step %d), which never runs "
+             "before it",
+             pl.ops[f].pos, m - 1, m - 1, pl.ops[b].pos);
+    expect_plan_rejected(&pl, want);
+    plan_free(&pl);
+
+    /* A forward that does not wait for its received input. */
+    lower_1f1b(&pl, p, m);
+    f = find_op(&pl, PP_ACT_F, 1, 0);
+    int rf = find_op(&pl, PP_ACT_RECV_F, 1, 0);
+    REQUIRE(f >= 0 && rf >= 0);
+    pl.ops[f].n_deps = 0;
+    snprintf(want, sizeof want, "action 1F0: does not wait for 1RECV_F0 (device 1, step %d)",
+             pl.ops[rf].pos);
+    expect_plan_rejected(&pl, want);
+    plan_free(&pl);
+
+    /* A RECV that no longer follows its SEND. */
+    lower_1f1b(&pl, p, m);
+    int sf = find_op(&pl, PP_ACT_SEND_F, 0, 0);
+    REQUIRE(sf >= 0);
+    pl.ops[sf].peer = -1;
+    expect_plan_rejected(&pl, "action 0SEND_F0: its matching 1RECV_F0 must follow it");
+    plan_free(&pl);
+
+    /* A slot beyond the stage's count. */
+    lower_1f1b(&pl, p, m);
+    b = find_op(&pl, PP_ACT_B, 0, 0);
+    pl.ops[b].slot = pl.slots_per_stage[0];
+    snprintf(want, sizeof want, "action 0B0: slot %d is out of stage 0's %d slots",
+             pl.slots_per_stage[0], pl.slots_per_stage[0]);
+    expect_plan_rejected(&pl, want);
+    plan_free(&pl);
+
+    /* Two ops of one stream swapped in the plan. */
+    lower_1f1b(&pl, p, m);
+    int f0 = find_op(&pl, PP_ACT_F, 0, 0), f1 = find_op(&pl, PP_ACT_F, 0, 1);
+    REQUIRE(f0 >= 0 && f1 > f0);
+    int tmp = pl.ops[f0].pos;
+    pl.ops[f0].pos = pl.ops[f1].pos;
+    pl.ops[f1].pos = tmp;
+    expect_plan_rejected(&pl, "plan: device 0, step");
+    plan_free(&pl);
+}
+
+int main(void)
+{
+    RUN(test_generated_pass);
+    RUN(test_duplicate_f);
+    RUN(test_missing_b);
+    RUN(test_missing_f);
+    RUN(test_b_before_f);
+    RUN(test_w_before_i);
+    RUN(test_w_without_i);
+    RUN(test_i_without_w);
+    RUN(test_b_and_i_same_mb);
+    RUN(test_stage_on_two_devices);
+    RUN(test_out_of_range);
+    RUN(test_comm_schedule_ok);
+    RUN(test_unmatched_send);
+    RUN(test_recv_without_send);
+    RUN(test_input_never_received);
+    RUN(test_boundary_that_does_not_exist);
+    RUN(test_deadlock_each_recv_first);
+    RUN(test_deadlock_compute_only);
+    RUN(test_mutations_caught);
+    RUN(test_plan_damaged);
+    return check_summary("test_validate");
+}
