@@ -2,13 +2,14 @@
  * lower.c — plan_lower: a schedule becomes a plan (ops with streams, slots, links, dependencies,
  * in an enqueue order), and plan_print_grid, the text view of a plan's compute steps.
  *
- * Lowering works in two index spaces: "program ids" (ops grouped by device, each group in program
- * order, the order prog_ops keeps) while building, then the final topological order found by a
- * dry run. The dry run advances one head per (device, role) stream, emits an op when all its
- * dependencies are emitted, and emits a SEND only together with its RECV (the RECV must be the
- * head of its own stream and have every other dependency emitted): that pairing is what lets the
- * executor put both halves of a transfer in one NCCL group. When no head can move, the schedule
- * deadlocks and each blocked device is named. The plan owns every array; plan_free releases them.
+ * Lowering works in "program ids" (ops grouped by device, each group in program order, the order
+ * prog_ops keeps) and renumbers into the enqueue order found by a dry run at the end. The dry run
+ * advances one head per (device, role) stream, emits an op once its dependencies are emitted, and
+ * emits a SEND only together with its RECV (the RECV must head its own stream with every other
+ * dependency met), so both halves of a transfer can share one NCCL group. Slots come from
+ * liveness over the programs; a stage gets more only when that pairing would otherwise wait on a
+ * slot in a cycle. When nothing can move, each stuck device is named. cfg may be NULL (links
+ * peer, 0 bytes). The plan owns every array; plan_free releases them.
  */
 #include "plan.h"
 
