@@ -4,9 +4,12 @@
  *
  * Plans are built here by a small test-local builder (ops appended in plan order, each with its
  * deps; a transfer appends a SEND and its RECV right after it) and by a small lowering that turns
- * per-device compute programs into such a plan, the way plan.h describes. Costs are drawn from a
- * seeded generator, never round numbers alone, so a wrong formula cannot pass by accident.
+ * per-device compute programs into such a plan, the way plan.h describes. The last test runs the
+ * real chain (generate_* -> plan_lower -> simulate_plan -> report_build) over a sweep of p and m.
+ * Costs are drawn from a seeded generator, never round numbers alone, so a wrong formula cannot
+ * pass by accident.
  */
+#include "../../scheduler/generate.h"
 #include "../../scheduler/report.h"
 #include "../../scheduler/simulate.h"
 #include "../check.h"
@@ -584,6 +587,111 @@ static void test_peak_inflight_local_lowering(void)
             }
 }
 
+/* ---- the generators and plan_lower against the closed forms ---------------------------------- */
+
+/* Generates and lowers one schedule; returns 0, or -1 when the generator refuses the values. */
+static int make_plan(pp_plan_t *plan, pp_sched_kind_t kind, int p, int m, int v)
+{
+    pp_schedule_t sched;
+    pp_status_t st;
+    switch (kind) {
+    case PP_SCHED_GPIPE: st = generate_gpipe(&sched, p, m); break;
+    case PP_SCHED_1F1B: st = generate_1f1b(&sched, p, m); break;
+    case PP_SCHED_INTERLEAVED: st = generate_interleaved(&sched, p, m, v); break;
+    default: st = generate_zbh1(&sched, p, m); break;
+    }
+    if (st != PP_OK) return -1;
+    pp_config_t cfg;
+    config_defaults(&cfg);
+    cfg.model.layers = 48; /* divisible by every stage count of the sweep */
+    cfg.pipeline.n_devices = p;
+    for (int d = 0; d < p; d++)
+        cfg.pipeline.device_ids[d] = d;
+    cfg.pipeline.stages = p * v;
+    cfg.pipeline.chunks = v;
+    cfg.pipeline.micro_batches = m;
+    cfg.schedule.kind = kind;
+    st = plan_lower(plan, &sched, &cfg);
+    schedule_free(&sched);
+    config_free(&cfg);
+    return st == PP_OK ? 0 : -2;
+}
+
+/* Sweep p in {1,2,4,8}, m in {1,...,32}: with T_F = T_I = T_W and free transfers the simulated
+ * makespan and bubble are the closed forms; GPipe and 1F1B keep theirs for any F and B costs;
+ * in-flight micro-batches are m (GPipe) and min(p - i, m) (1F1B). */
+static void test_closed_form_sweep(void)
+{
+    static const int ps[] = {1, 2, 4, 8}, ms[] = {1, 2, 4, 8, 16, 32};
+    static const pp_sched_kind_t kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_INTERLEAVED,
+                                            PP_SCHED_ZBH1};
+    int n_checked = 0;
+    for (size_t ki = 0; ki < 4; ki++)
+        for (size_t a = 0; a < sizeof ps / sizeof ps[0]; a++)
+            for (size_t c = 0; c < sizeof ms / sizeof ms[0]; c++)
+                for (int uneven = 0; uneven < 2; uneven++) {
+                    pp_sched_kind_t kind = kinds[ki];
+                    int p = ps[a], m = ms[c], v = kind == PP_SCHED_INTERLEAVED ? 2 : 1;
+                    if (kind == PP_SCHED_INTERLEAVED && m % p != 0) continue;
+                    if (kind == PP_SCHED_ZBH1 && m < p) continue;
+                    /* Uneven F/B costs: only where the closed form does not need T_F = T_B. */
+                    if (uneven && kind != PP_SCHED_GPIPE && kind != PP_SCHED_1F1B) continue;
+                    const char *name = config_sched_kind_name(kind);
+                    pp_plan_t plan;
+                    int rc = make_plan(&plan, kind, p, m, v);
+                    EXPECT(rc == 0, "%s p %d m %d v %d: %s", name, p, m, v,
+                           rc == -1 ? "generator refused" : "plan_lower failed");
+                    if (rc != 0) continue;
+                    double t = rnd_uniform(0.5, 2), f = t, bi = t, bw = t;
+                    if (uneven) {
+                        f = rnd_uniform(0.5, 2);
+                        bi = rnd_uniform(0.5, 2);
+                        bw = rnd_uniform(0.1, 1);
+                    }
+                    pp_cost_model_t cm = make_costs(plan.n_stages, f, bi, bw, 0.0);
+                    pp_timeline_t tl;
+                    pp_report_t r;
+                    if (simulate_plan(&tl, &plan, &cm) != PP_OK) {
+                        EXPECT(0, "%s p %d m %d: simulate_plan failed", name, p, m);
+                    } else {
+                        double want;
+                        if (kind == PP_SCHED_INTERLEAVED)
+                            want = (v * m + p - 1) * (f + bi + bw);
+                        else if (kind == PP_SCHED_ZBH1)
+                            want = (3 * m + p - 1) * t;
+                        else
+                            want = (m + p - 1) * (f + bi + bw);
+                        double got = timeline_makespan(&tl);
+                        EXPECT(fabs(got - want) <= 1e-9 * want,
+                               "%s p %d m %d v %d (f %g i %g w %g): makespan %.12g, want %.12g",
+                               name, p, m, v, f, bi, bw, got, want);
+                        if (report_build(&r, NULL, &plan, &tl, NULL) == PP_OK) {
+                            double th = report_bubble_theory(kind, p, m, v);
+                            EXPECT(fabs(r.bubble - th) <= 1e-9,
+                                   "%s p %d m %d: bubble %.12g, theory %.12g", name, p, m, r.bubble,
+                                   th);
+                            for (int i = 0;
+                                 i < p && (kind == PP_SCHED_GPIPE || kind == PP_SCHED_1F1B); i++) {
+                                int w = kind == PP_SCHED_GPIPE ? m : (p - i < m ? p - i : m);
+                                EXPECT(r.per_device[i].peak_inflight == w,
+                                       "%s p %d m %d device %d: %d in flight, want %d", name, p, m,
+                                       i, r.per_device[i].peak_inflight, w);
+                            }
+                            for (int i = 0; i < p && kind == PP_SCHED_ZBH1; i++)
+                                EXPECT(r.per_device[i].peak_inflight <= p,
+                                       "zb-h1 p %d m %d device %d: %d in flight (> p)", p, m, i,
+                                       r.per_device[i].peak_inflight);
+                            report_free(&r);
+                        }
+                        timeline_free(&tl);
+                        n_checked++;
+                    }
+                    cost_model_free(&cm);
+                    plan_free(&plan);
+                }
+    EXPECT(n_checked == 132, "%d combinations checked, want 132", n_checked);
+}
+
 int main(void)
 {
     RUN(test_cost_model_uniform);
@@ -595,5 +703,6 @@ int main(void)
     RUN(test_rejects_broken_plans);
     RUN(test_closed_forms_local_lowering);
     RUN(test_peak_inflight_local_lowering);
+    RUN(test_closed_form_sweep);
     return check_summary("test_simulate");
 }
