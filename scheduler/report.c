@@ -334,6 +334,16 @@ static const char *fmt_num(char *buf, size_t size, double x, double scale, int p
     return buf;
 }
 
+/* A fraction as "15.79%", or "-" when unknown. */
+static const char *fmt_pct(char *buf, size_t size, double x, int prec)
+{
+    if (!isfinite(x))
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.*f%%", prec, 100.0 * x);
+    return buf;
+}
+
 static const char *mode_name(pp_mode_t m)
 {
     return m == PP_MODE_MEASURE ? "measure" : "simulate";
@@ -416,22 +426,19 @@ void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
     fprintf(f, "# throughput: %s tokens/s, %s TFLOP/s\n", a,
             fmt_num(b, sizeof b, r->tflops, 1.0, 1));
     fprintf(f,
-            "# bubble overall: %s%% idle/makespan, %s%% idle/ideal-compute; theory %s%%, "
-            "simulated %s%% (idle/makespan)\n",
-            fmt_num(a, sizeof a, r->bubble, 100.0, 2),
-            fmt_num(b, sizeof b, r->bubble_ideal, 100.0, 2),
-            fmt_num(c, sizeof c, r->bubble_theory, 100.0, 2),
-            fmt_num(d, sizeof d, r->bubble_simulated, 100.0, 2));
-    fprintf(f, "# verdict: bubble %s%%", fmt_num(a, sizeof a, r->bubble, 100.0, 1));
+            "# bubble overall: %s idle/makespan, %s idle/ideal-compute; theory %s, simulated %s "
+            "(idle/makespan)\n",
+            fmt_pct(a, sizeof a, r->bubble, 2), fmt_pct(b, sizeof b, r->bubble_ideal, 2),
+            fmt_pct(c, sizeof c, r->bubble_theory, 2),
+            fmt_pct(d, sizeof d, r->bubble_simulated, 2));
+    fprintf(f, "# verdict: bubble %s", fmt_pct(a, sizeof a, r->bubble, 1));
     if (isfinite(r->bubble_theory))
-        fprintf(f, " vs theory %s%% (\xce\x94 %s)",
-                fmt_num(b, sizeof b, r->bubble_theory, 100.0, 1),
+        fprintf(f, " vs theory %s (\xce\x94 %s)", fmt_pct(b, sizeof b, r->bubble_theory, 1),
                 fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_theory));
     else
         fprintf(f, " (no closed form for schedule %s)", r->schedule ? r->schedule : "-");
     if (r->mode == PP_MODE_MEASURE && isfinite(r->bubble_simulated))
-        fprintf(f, ", simulated %s%% (\xce\x94 %s)",
-                fmt_num(c, sizeof c, r->bubble_simulated, 100.0, 1),
+        fprintf(f, ", simulated %s (\xce\x94 %s)", fmt_pct(c, sizeof c, r->bubble_simulated, 1),
                 fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_simulated));
     fputc('\n', f);
 }
