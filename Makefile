@@ -78,17 +78,10 @@ $(BUILD)/libppgpu.a: $(GPU_OBJ)
 	@mkdir -p $(@D)
 	ar rcs $@ $^
 
-$(BUILD)/obj/scheduler/%.o: scheduler/%.c $(BUILD)/config.mk
+# The scheduler core builds without CUDA headers; every other C file may use them.
+$(CORE_OBJ): $(BUILD)/obj/%.o: %.c $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_CORE) -c $< -o $@
-
-$(BUILD)/obj/scheduler/main.o: scheduler/main.c $(BUILD)/config.mk
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_CUDA) -c $< -o $@
-
-$(BUILD)/obj/scheduler/execute%.o: scheduler/execute%.c $(BUILD)/config.mk
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_CUDA) -c $< -o $@
 
 $(BUILD)/obj/tests/ref/%.o: tests/ref/%.c $(BUILD)/config.mk
 	@mkdir -p $(@D)
