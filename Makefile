@@ -4,7 +4,7 @@
 #   make run        build, then run schedules/1f1b.yaml (measured on the GPUs, simulated without)
 #   make test       CPU tests always; GPU tests where a device is present (skipped with the reason)
 #   make test-asan  the CPU tests under AddressSanitizer + UBSan
-#   make bench      benchmarks on the GPUs present (bench/)
+#   make bench      benchmarks on the GPUs present (bench/); make bench-stage, make bench-peer
 #   make install PREFIX=/usr/local
 #
 # Options: CUDA_HOME=, NCCL_HOME=, SM=90 (GPU architecture), DEBUG=1 (no optimisation),
@@ -58,7 +58,7 @@ GPU_TEST_LIB := $(REF_LIB) $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/gp
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/bench_*.c)) \
              $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/bench_*.cu))
 
-.PHONY: all run test test-cpu test-gpu test-asan bench bench-stage install clean distclean format probe
+.PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan bench bench-stage bench-peer install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -157,6 +157,10 @@ bench-stage: $(BUILD)/bench/bench_stage
 
 bench: $(BUILD)/ppsched $(BENCH_BIN)
 	@sh bench/run_bench.sh $(BUILD)
+
+# ppsched next to PyTorch's torch.distributed.pipelining on the same GPUs (needs torch + torchrun).
+bench-peer: $(BUILD)/ppsched
+	@sh bench/run_peer.sh $(BUILD)
 
 # --- housekeeping ------------------------------------------------------------------------------
 install: $(BUILD)/ppsched

@@ -276,10 +276,53 @@ static pp_status_t job_plan(job_t *j, const char *path, const char *const *sets,
     return PP_OK;
 }
 
-/* Simulate always; execute when `measure`. Then build the report. */
+/* The cost model a measured run implies: per stage, the mean duration of each compute kind, and
+ * the mean cross-device transfer. Kinds a plan does not use keep 0 (B falls back to I + W). */
+static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_timeline_t *tl)
+{
+    pp_cost_cfg_t zero = {0};
+    int n = plan->n_stages;
+    PP_CHECK(cost_model_uniform(cm, n, &zero));
+    int *cnt = calloc((size_t)n * 4, sizeof *cnt);
+    PP_ALLOC_CHECK(cnt);
+    double *per[4] = {cm->f, cm->b, cm->i, cm->w};
+    double send = 0;
+    int n_send = 0;
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        double dur = tl->t[k].end_ms - tl->t[k].start_ms;
+        if (pp_action_is_compute(op->kind)) {
+            per[op->kind][op->stage] += dur;
+            cnt[op->kind * n + op->stage]++;
+        } else if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) && op->link != PP_LINK_LOCAL) {
+            send += dur;
+            n_send++;
+        }
+    }
+    for (int kind = 0; kind < 4; kind++)
+        for (int st = 0; st < n; st++)
+            if (cnt[kind * n + st]) per[kind][st] /= cnt[kind * n + st];
+    for (int st = 0; st < n; st++)
+        if (!cnt[PP_ACT_B * n + st]) cm->b[st] = cm->i[st] + cm->w[st];
+    cm->send = n_send ? send / n_send : 0;
+    free(cnt);
+    return PP_OK;
+}
+
+/* Simulate always; execute when `measure`. In measure mode the simulated figure comes from the
+ * simulator fed with the measured op costs, so the two differ only by what the cost model leaves
+ * out (launch gaps, contention, the order the GPU really ran things in). Then build the report. */
 static pp_status_t job_run(job_t *j, int measure, const opts_t *o)
 {
     PP_CHECK(cost_model_uniform(&j->cost, j->plan.n_stages, &j->cfg.cost));
+    /* `cost:` is per device's share of the layers; a chunk of an interleaved device holds 1/v. */
+    for (int s = 0; s < j->plan.n_stages; s++) {
+        double k = 1.0 / j->plan.chunks;
+        j->cost.f[s] *= k;
+        j->cost.b[s] *= k;
+        j->cost.i[s] *= k;
+        j->cost.w[s] *= k;
+    }
     PP_CHECK(simulate_plan(&j->sim, &j->plan, &j->cost));
     if (measure) {
         pp_exec_opts_t eo = {
@@ -290,6 +333,12 @@ static pp_status_t job_run(job_t *j, int measure, const opts_t *o)
         };
         PP_CHECK(execute_plan(&j->meas, NULL, &j->plan, &j->cfg, &eo));
         j->measured = 1;
+        if (j->meas.has_op_times) {
+            cost_model_free(&j->cost);
+            timeline_free(&j->sim);
+            PP_CHECK(cost_from_measure(&j->cost, &j->plan, &j->meas));
+            PP_CHECK(simulate_plan(&j->sim, &j->plan, &j->cost));
+        }
     }
     PP_CHECK(report_build(&j->report, &j->cfg, &j->plan, j->measured ? &j->meas : &j->sim, &j->sim));
     j->have_report = 1;
@@ -415,10 +464,10 @@ static void fmt_num(char *buf, size_t n, double v, const char *fmt)
 
 static void compare_print_table(job_t *jobs, int n, FILE *f)
 {
-    fprintf(f, "%-28s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "schedule", "p", "m",
+    fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "schedule", "p", "m",
             "v", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory", "peak mem",
             "peak");
-    fprintf(f, "%-28s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "", "", "", "", "(ms)",
+    fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "", "", "", "", "(ms)",
             "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb");
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].report;
@@ -433,7 +482,7 @@ static void compare_print_table(job_t *jobs, int n, FILE *f)
         fmt_num(th, sizeof th, r->bubble_theory * 100, "%.1f");
         fmt_num(sim, sizeof sim, r->bubble_simulated * 100, "%.1f");
         fmt_num(tf, sizeof tf, r->tflops, "%.1f");
-        fprintf(f, "%-28.28s %3d %4d %2d %9.3f %9.3f %9.3f %11.4g %8s %7.1f %7s %7s %9s %6d\n",
+        fprintf(f, "%-36.36s %3d %4d %2d %9.3f %9.3f %9.3f %11.4g %8s %7.1f %7s %7s %9s %6d\n",
                 jobs[i].label, r->devices, r->micro_batches, r->chunks, r->step_ms, r->step_ms_p10,
                 r->step_ms_p90, r->tokens_per_s, tf, r->bubble * 100, sim, th, memb, inflight);
     }
