@@ -431,6 +431,12 @@ void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
             fmt_pct(a, sizeof a, r->bubble, 2), fmt_pct(b, sizeof b, r->bubble_ideal, 2),
             fmt_pct(c, sizeof c, r->bubble_theory, 2),
             fmt_pct(d, sizeof d, r->bubble_simulated, 2));
+    if (!isfinite(r->bubble)) {
+        fprintf(f, "# verdict: bubble unknown (no per-op times); theory %s, simulated %s\n",
+                fmt_pct(b, sizeof b, r->bubble_theory, 1),
+                fmt_pct(c, sizeof c, r->bubble_simulated, 1));
+        return;
+    }
     fprintf(f, "# verdict: bubble %s", fmt_pct(a, sizeof a, r->bubble, 1));
     if (isfinite(r->bubble_theory))
         fprintf(f, " vs theory %s (\xce\x94 %s)", fmt_pct(b, sizeof b, r->bubble_theory, 1),

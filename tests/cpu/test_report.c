@@ -719,6 +719,9 @@ static void test_peak_inflight(void)
     EXPECT(json_valid(js, &j), "%s", js);
     EXPECT(strstr(js, "\"peak_inflight_microbatches\":null") != NULL);
     free(js);
+    char *t = print_table(&r, NULL);
+    EXPECT(strstr(t, "# verdict: bubble unknown") != NULL, "%s", t);
+    free(t);
     report_free(&r);
     timeline_free(&tl);
     free(x);
