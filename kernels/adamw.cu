@@ -4,7 +4,8 @@
  *
  * The fp32 master copy, the gradient and both moments are fp32 and updated in place; the storage
  * copy (bf16, or fp32 when it is a separate buffer) receives the new value rounded to its type.
- * The bias corrections are computed once on the host in double precision. One thread per element
+ * The bias corrections are computed once on the host in double precision (or, for a step count
+ * read from device memory, by each thread in double precision). One thread per element
  * (grid-stride), so every element's arithmetic is fixed: bitwise deterministic.
  */
 #include "kernel_util.cuh"
@@ -14,8 +15,13 @@
 template <typename T>
 __global__ void adamw_update_kernel(float *master, T *storage, const float *grad, float *m,
                                     float *v, size_t n, float lr, float beta1, float beta2,
-                                    float eps, float wd, float bc1, float bc2)
+                                    float eps, float wd, float bc1, float bc2, const int *d_step)
 {
+    if (d_step) {
+        /* The same double-precision expressions as the host path. */
+        bc1 = (float)(1.0 - pow((double)beta1, (double)*d_step));
+        bc2 = (float)(1.0 - pow((double)beta2, (double)*d_step));
+    }
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const float g = grad[i];
@@ -35,26 +41,36 @@ pp_status_t adamw_update(float *param_master, void *param_storage, const float *
                          float *v, size_t n, float lr, float beta1, float beta2, float eps,
                          float weight_decay, int step, pp_dtype_t dtype, cudaStream_t stream)
 {
+    return adamw_update_counted(param_master, param_storage, grad, m, v, n, lr, beta1, beta2, eps,
+                                weight_decay, step, NULL, dtype, stream);
+}
+
+pp_status_t adamw_update_counted(float *param_master, void *param_storage, const float *grad,
+                                 float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                                 float eps, float weight_decay, int step, const int *d_step,
+                                 pp_dtype_t dtype, cudaStream_t stream)
+{
     if (!dtype_ok(dtype)) PP_FAIL(PP_ERR_INTERNAL, "adamw_update: bad dtype %d", (int)dtype);
-    if (step < 1) PP_FAIL(PP_ERR_INTERNAL, "adamw_update: step %d, must be >= 1", step);
+    if (!d_step && step < 1) PP_FAIL(PP_ERR_INTERNAL, "adamw_update: step %d, must be >= 1", step);
     if (!(beta1 >= 0.0f && beta1 < 1.0f && beta2 >= 0.0f && beta2 < 1.0f))
         PP_FAIL(PP_ERR_INTERNAL, "adamw_update: betas %g, %g must lie in [0, 1)", beta1, beta2);
     if (n == 0) return PP_OK;
     if (!param_master || !grad || !m || !v)
         PP_FAIL(PP_ERR_INTERNAL, "adamw_update: NULL pointer for n = %zu", n);
-    const float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
-    const float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
+    const int host_step = d_step ? 1 : step;
+    const float bc1 = (float)(1.0 - pow((double)beta1, (double)host_step));
+    const float bc2 = (float)(1.0 - pow((double)beta2, (double)host_step));
     const int threads = 256;
     const unsigned grid = grid_for(n, threads);
     if (dtype == PP_DTYPE_BF16) {
         adamw_update_kernel<bf16><<<grid, threads, 0, stream>>>(param_master, (bf16 *)param_storage,
                                                                 grad, m, v, n, lr, beta1, beta2,
-                                                                eps, weight_decay, bc1, bc2);
+                                                                eps, weight_decay, bc1, bc2, d_step);
     } else {
         /* fp32 storage equal to the master is already updated: write it once */
         float *st = param_storage == (void *)param_master ? NULL : (float *)param_storage;
         adamw_update_kernel<float><<<grid, threads, 0, stream>>>(
-            param_master, st, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+            param_master, st, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2, d_step);
     }
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;

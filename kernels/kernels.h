@@ -187,6 +187,14 @@ pp_status_t adamw_update(float *param_master, void *param_storage, const float *
                          float *v, size_t n, float lr, float beta1, float beta2, float eps,
                          float weight_decay, int step, pp_dtype_t dtype, cudaStream_t stream);
 
+/* adamw_update whose step count is read on the device from *d_step when the kernel runs (for
+ * replayed CUDA graphs); with d_step NULL it is adamw_update with `step`. The bias corrections are
+ * then computed on the device in double precision, as the host does. */
+pp_status_t adamw_update_counted(float *param_master, void *param_storage, const float *grad,
+                                 float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                                 float eps, float weight_decay, int step, const int *d_step,
+                                 pp_dtype_t dtype, cudaStream_t stream);
+
 /* ---- utilities (util.cu) --------------------------------------------------------------------- */
 
 /* dst (`dtype`) = src (fp32), rounded to nearest even for bf16. For fp32 a copy (dst may equal

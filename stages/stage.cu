@@ -277,6 +277,8 @@ struct pp_stage {
     scratch_t ws;
     int n_slots;
     slot_t *slots; /* [n_slots] */
+    const int *d_data_base; /* device counter added to every data index, or NULL */
+    const int *d_opt_step;  /* device AdamW step count replacing the argument, or NULL */
 };
 
 static pp_status_t check_cfg(const pp_stage_cfg_t *c)
@@ -543,7 +545,7 @@ pp_status_t stage_forward(pp_stage_t *st, int slot, int mb, cudaStream_t stream)
     slot_t *s = &st->slots[slot];
 
     if (c->is_first) {
-        PP_CHECK(stage_make_tokens(s->tokens, st->perm, c->seed, V, B, T, mb, stream));
+        PP_CHECK(stage_make_tokens(s->tokens, st->perm, c->seed, V, B, T, st->d_data_base, mb, stream));
         PP_CHECK(encoder_fwd(s->res[0], s->tokens, P_(st, PP_PARAM_WTE, 0), P_(st, PP_PARAM_WPE, 0),
                              B, T, C, dt, stream));
     }
@@ -555,7 +557,7 @@ pp_status_t stage_forward(pp_stage_t *st, int slot, int mb, cudaStream_t stream)
                                stream));
         PP_CHECK(matmul_fwd(s->logits, s->lnf, P_(st, PP_PARAM_LM_W, 0), NULL, N, C, V, dt,
                             &st->gemm, stream));
-        PP_CHECK(stage_make_targets(s->targets, st->perm, c->seed, V, B, T, mb, stream));
+        PP_CHECK(stage_make_targets(s->targets, st->perm, c->seed, V, B, T, st->d_data_base, mb, stream));
         /* The logits are not needed again: their gradient replaces them. */
         PP_CHECK(crossentropy_fwd_bwd(s->losses, s->logits, s->logits, s->targets, c->grad_scale, N,
                                       V, dt, stream));
@@ -715,10 +717,18 @@ pp_status_t stage_optimizer_step(pp_stage_t *st, const pp_adamw_cfg_t *opt, int 
     for (int i = 0; i < st->n_tensors; i++) {
         const pp_param_tensor_t *t = &st->tensors[i];
         void *storage = (char *)st->params + t->offset * pp_dtype_size(dt);
-        PP_CHECK(adamw_update(st->master + t->offset, storage, st->grads + t->offset, m + t->offset,
-                              v + t->offset, t->numel, opt->lr, opt->beta1, opt->beta2, opt->eps,
-                              t->decay ? opt->weight_decay : 0.0f, step, dt, stream));
+        PP_CHECK(adamw_update_counted(st->master + t->offset, storage, st->grads + t->offset,
+                                      m + t->offset, v + t->offset, t->numel, opt->lr, opt->beta1,
+                                      opt->beta2, opt->eps, t->decay ? opt->weight_decay : 0.0f,
+                                      step, st->d_opt_step, dt, stream));
     }
+    return PP_OK;
+}
+
+pp_status_t stage_bind_counters(pp_stage_t *st, const int *d_data_base, const int *d_opt_step)
+{
+    st->d_data_base = d_data_base;
+    st->d_opt_step = d_opt_step;
     return PP_OK;
 }
 

@@ -87,6 +87,12 @@ pp_status_t stage_backward_input(pp_stage_t *st, int slot, int mb, cudaStream_t 
 /* Weight-gradient half: parameter gradients += , from what backward_input kept. */
 pp_status_t stage_backward_weight(pp_stage_t *st, int slot, int mb, cudaStream_t stream);
 
+/* Make the stage read two counters from device memory (on its device) when its kernels run,
+ * rather than from call arguments, so that one captured CUDA graph can replay every step:
+ * `d_data_base` is added to the data index of stage_forward (NULL: 0), and `d_opt_step`, when not
+ * NULL, is the AdamW step count (the `step` argument of stage_optimizer_step is then ignored). */
+pp_status_t stage_bind_counters(pp_stage_t *st, const int *d_data_base, const int *d_opt_step);
+
 /* Zero the gradient accumulators and the loss accumulator. */
 pp_status_t stage_zero_grads(pp_stage_t *st, cudaStream_t stream);
 /* One AdamW step over the stage's parameters (step counts from 1). */

@@ -12,37 +12,39 @@
 #define DATA_THREADS 256
 
 __global__ void data_tokens_kernel(int *tokens, const int32_t *perm, uint64_t seed, int V, int B,
-                                   int T, int mb)
+                                   int T, const int *d_base, int mb)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B * T) return;
+    if (d_base) mb += *d_base;
     tokens[i] = data_token(seed, perm, V, mb, i / T, i % T);
 }
 
 __global__ void data_targets_kernel(int *targets, const int32_t *perm, uint64_t seed, int V, int B,
-                                    int T, int mb)
+                                    int T, const int *d_base, int mb)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B * T) return;
+    if (d_base) mb += *d_base;
     targets[i] = data_target(seed, perm, V, T, mb, i / T, i % T);
 }
 
 pp_status_t stage_make_tokens(int *tokens, const int32_t *perm, uint64_t seed, int V, int B, int T,
-                              int mb, cudaStream_t stream)
+                              const int *d_base, int mb, cudaStream_t stream)
 {
     int n = B * T;
     data_tokens_kernel<<<(n + DATA_THREADS - 1) / DATA_THREADS, DATA_THREADS, 0, stream>>>(
-        tokens, perm, seed, V, B, T, mb);
+        tokens, perm, seed, V, B, T, d_base, mb);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
 
 pp_status_t stage_make_targets(int *targets, const int32_t *perm, uint64_t seed, int V, int B,
-                               int T, int mb, cudaStream_t stream)
+                               int T, const int *d_base, int mb, cudaStream_t stream)
 {
     int n = B * T;
     data_targets_kernel<<<(n + DATA_THREADS - 1) / DATA_THREADS, DATA_THREADS, 0, stream>>>(
-        targets, perm, seed, V, B, T, mb);
+        targets, perm, seed, V, B, T, d_base, mb);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }

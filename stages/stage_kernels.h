@@ -18,13 +18,15 @@
 extern "C" {
 #endif
 
-/* tokens[b*T + t] = data_token(seed, perm, V, mb, b, t) for b < B, t < T. */
+/* tokens[b*T + t] = data_token(seed, perm, V, base + mb, b, t) for b < B, t < T, where base is
+ * *d_base read on the device when the kernel runs (so a captured graph sees each step's value),
+ * or 0 when d_base is NULL. */
 pp_status_t stage_make_tokens(int *tokens, const int32_t *perm, uint64_t seed, int V, int B, int T,
-                              int mb, cudaStream_t stream);
+                              const int *d_base, int mb, cudaStream_t stream);
 
-/* targets[b*T + t] = data_target(seed, perm, V, T, mb, b, t) for b < B, t < T. */
+/* targets[b*T + t] = data_target(seed, perm, V, T, base + mb, b, t), base as above. */
 pp_status_t stage_make_targets(int *targets, const int32_t *perm, uint64_t seed, int V, int B,
-                               int T, int mb, cudaStream_t stream);
+                               int T, const int *d_base, int mb, cudaStream_t stream);
 
 /* out[0..numel) (fp32) = the init of the tensor with identity `id` (model_tensor_id): normal
  * values of standard deviation `std` from model_init_pair, or `constant` everywhere when std == 0.
