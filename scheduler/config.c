@@ -652,6 +652,7 @@ static const key_spec_t run_keys[] = {
     REAL_KEY("weight_decay", run.weight_decay, 0, 1, 0),
     REAL_KEY("timeout", run.timeout_s, 0, 86400, 1),
     ENUM_KEY("timing", run.timing, timing),
+    ENUM_KEY("graph", run.graph, timing),
 };
 
 static const key_spec_t cost_keys[] = {
@@ -968,7 +969,8 @@ void config_defaults(pp_config_t *cfg)
                               .lr = 3e-4,
                               .weight_decay = 0.1,
                               .timeout_s = 60.0,
-                              .timing = 1};
+                              .timing = 1,
+                              .graph = 1};
     cfg->cost =
         (pp_cost_cfg_t){.forward = 1.0, .backward_input = 1.0, .backward_weight = 1.0, .send = 0.0};
 }

@@ -76,6 +76,7 @@ typedef struct pp_run_cfg {
     double weight_decay;     /* AdamW decoupled weight decay */
     double timeout_s;        /* longest wait for one step before reporting the pending op */
     int timing;              /* 1: record per-op device timestamps */
+    int graph;               /* 1: capture one step as a CUDA graph and replay it */
 } pp_run_cfg_t;
 
 /* Simulator cost model, milliseconds per op for one micro-batch on one stage. A full backward `B`

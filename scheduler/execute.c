@@ -41,11 +41,19 @@ typedef struct exec {
     pp_stage_cfg_t *scfg;                        /* [n_stages] */
     pp_p2p_t *p2p;
     cudaEvent_t *ev_start;                       /* [n_ops], timing only */
-    cudaEvent_t *ev_end;                         /* [n_ops] */
-    int *done_op;                                /* [n_ops]: op whose ev_end signals op i done */
-    cudaEvent_t go;                              /* on device 0 */
-    cudaEvent_t ref[PP_MAX_DEVICES];
-    cudaEvent_t tail[PP_MAX_DEVICES][PP_ROLE_COUNT]; /* end of the step per stream */
+    cudaEvent_t *ev_end;                         /* [n_ops], timing only */
+    cudaEvent_t *ev_dep;                         /* [n_ops]: completion, for dependencies */
+    int *done_op;                                /* [n_ops]: op whose events signal op i done */
+    cudaEvent_t go;                              /* on device 0: the step's fork */
+    cudaEvent_t ref[PP_MAX_DEVICES];             /* device d's time origin (timing) */
+    cudaEvent_t fork[PP_MAX_DEVICES];            /* send/recv streams start after it */
+    cudaEvent_t tail[PP_MAX_DEVICES][PP_ROLE_COUNT]; /* send/recv joins into compute */
+    cudaEvent_t stop[PP_MAX_DEVICES];            /* device d's end of step (timing) */
+    cudaEvent_t join[PP_MAX_DEVICES];            /* device d's end of step, joined by device 0 */
+    int *counters_host;                          /* pinned [2]: data index base, optimizer step */
+    int *counters_dev[PP_MAX_DEVICES];           /* device copies, read by the stages' kernels */
+    cudaGraph_t graph;                           /* the captured step (graph mode) */
+    cudaGraphExec_t gexec;
 } exec_t;
 
 static double now_s(void)
@@ -98,19 +106,28 @@ void exec_result_free(pp_exec_result_t *res)
 
 static void exec_free(exec_t *x)
 {
-    if (x->ev_end || x->ev_start) {
+    if (x->gexec) cudaGraphExecDestroy(x->gexec);
+    if (x->graph) cudaGraphDestroy(x->graph);
+    if (x->ev_end || x->ev_start || x->ev_dep) {
         for (int i = 0; i < x->plan->n_ops; i++) {
             if (x->ev_end && x->ev_end[i]) cudaEventDestroy(x->ev_end[i]);
             if (x->ev_start && x->ev_start[i]) cudaEventDestroy(x->ev_start[i]);
+            if (x->ev_dep && x->ev_dep[i]) cudaEventDestroy(x->ev_dep[i]);
         }
     }
     free(x->ev_end);
     free(x->ev_start);
+    free(x->ev_dep);
     free(x->done_op);
     if (x->go) cudaEventDestroy(x->go);
+    if (x->counters_host) cudaFreeHost(x->counters_host);
     for (int d = 0; d < x->p; d++) {
         cudaSetDevice(x->cuda[d]);
         if (x->ref[d]) cudaEventDestroy(x->ref[d]);
+        if (x->fork[d]) cudaEventDestroy(x->fork[d]);
+        if (x->stop[d]) cudaEventDestroy(x->stop[d]);
+        if (x->join[d]) cudaEventDestroy(x->join[d]);
+        if (x->counters_dev[d]) cudaFree(x->counters_dev[d]);
         for (int r = 0; r < PP_ROLE_COUNT; r++) {
             if (x->tail[d][r]) cudaEventDestroy(x->tail[d][r]);
             if (x->stream[d][r]) cudaStreamDestroy(x->stream[d][r]);
@@ -206,8 +223,9 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
     x->scfg = calloc((size_t)plan->n_stages, sizeof *x->scfg);
     x->ev_end = calloc((size_t)plan->n_ops, sizeof *x->ev_end);
     x->ev_start = calloc((size_t)plan->n_ops, sizeof *x->ev_start);
+    x->ev_dep = calloc((size_t)plan->n_ops, sizeof *x->ev_dep);
     x->done_op = malloc(sizeof(int) * (size_t)plan->n_ops);
-    if (!x->stages || !x->scfg || !x->ev_end || !x->ev_start || !x->done_op) {
+    if (!x->stages || !x->scfg || !x->ev_end || !x->ev_start || !x->ev_dep || !x->done_op) {
         fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
         st = PP_ERR_NOMEM;
         goto fail;
@@ -230,14 +248,21 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
         PP_CUDA_CHECK_GOTO(cudaStreamCreateWithPriority(&x->stream[d][PP_ROLE_SEND], cudaStreamNonBlocking, hi), st, fail);
         PP_CUDA_CHECK_GOTO(cudaStreamCreateWithPriority(&x->stream[d][PP_ROLE_RECV], cudaStreamNonBlocking, hi), st, fail);
         PP_CUDA_CHECK_GOTO(cudaEventCreate(&x->ref[d]), st, fail);
+        PP_CUDA_CHECK_GOTO(cudaEventCreate(&x->stop[d]), st, fail);
+        PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->fork[d], cudaEventDisableTiming), st, fail);
+        PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->join[d], cudaEventDisableTiming), st, fail);
         for (int r = 0; r < PP_ROLE_COUNT; r++)
-            PP_CUDA_CHECK_GOTO(cudaEventCreate(&x->tail[d][r]), st, fail);
+            PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->tail[d][r], cudaEventDisableTiming), st, fail);
+        PP_CUDA_CHECK_GOTO(cudaMalloc((void **)&x->counters_dev[d], 2 * sizeof(int)), st, fail);
+        PP_CUDA_CHECK_GOTO(cudaMemset(x->counters_dev[d], 0, 2 * sizeof(int)), st, fail);
     }
+    PP_CUDA_CHECK_GOTO(cudaHostAlloc((void **)&x->counters_host, 2 * sizeof(int), cudaHostAllocPortable), st, fail);
+    x->counters_host[0] = 0;
+    x->counters_host[1] = 1;
     PP_CUDA_CHECK_GOTO(cudaSetDevice(x->cuda[0]), st, fail);
     PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->go, cudaEventDisableTiming), st, fail);
 
     /* Events of every op, created on the device whose stream records them. */
-    unsigned flags = opts->timing ? cudaEventDefault : cudaEventDisableTiming;
     for (int i = 0; i < plan->n_ops; i++) {
         const pp_op_t *op = &plan->ops[i];
         x->done_op[i] = i;
@@ -246,8 +271,11 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
             if (op->link != PP_LINK_NCCL) x->done_op[i] = op->peer;
         }
         PP_CUDA_CHECK_GOTO(cudaSetDevice(x->cuda[op->device]), st, fail);
-        PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->ev_end[i], flags), st, fail);
-        if (opts->timing) PP_CUDA_CHECK_GOTO(cudaEventCreate(&x->ev_start[i]), st, fail);
+        PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->ev_dep[i], cudaEventDisableTiming), st, fail);
+        if (opts->timing) {
+            PP_CUDA_CHECK_GOTO(cudaEventCreate(&x->ev_start[i]), st, fail);
+            PP_CUDA_CHECK_GOTO(cudaEventCreate(&x->ev_end[i]), st, fail);
+        }
     }
 
     /* Transports. */
@@ -260,6 +288,8 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
     for (int s = 0; s < plan->n_stages; s++) {
         PP_CUDA_CHECK_GOTO(cudaSetDevice(x->cuda[plan->stage_device[s]]), st, fail);
         PP_CHECK_GOTO(stage_init(&x->stages[s], &x->scfg[s]), st, fail);
+        int *ctr = x->counters_dev[plan->stage_device[s]];
+        PP_CHECK_GOTO(stage_bind_counters(x->stages[s], ctr, ctr + 1), st, fail);
     }
     for (int d = 0; d < x->p; d++) {
         PP_CUDA_CHECK_GOTO(cudaSetDevice(x->cuda[d]), st, fail);
@@ -346,14 +376,25 @@ static pp_status_t wait_deps(exec_t *x, int i, int skip, cudaStream_t stream)
         if (dep == skip) continue;
         int src = x->done_op[dep];
         if (op_stream(x, &plan->ops[src]) == stream) continue; /* FIFO on the same stream */
-        PP_CUDA_CHECK(cudaStreamWaitEvent(stream, x->ev_end[src], 0));
+        PP_CUDA_CHECK(cudaStreamWaitEvent(stream, x->ev_dep[src], 0));
     }
     return PP_OK;
 }
 
+/* Timing events are recorded as external event nodes when captured, so they record (and can be
+ * timed) at every replay; dependency events become the graph's edges. */
 static pp_status_t record_start(exec_t *x, int i, cudaStream_t stream)
 {
-    if (x->opts.timing) PP_CUDA_CHECK(cudaEventRecord(x->ev_start[i], stream));
+    if (x->opts.timing)
+        PP_CUDA_CHECK(cudaEventRecordWithFlags(x->ev_start[i], stream, cudaEventRecordExternal));
+    return PP_OK;
+}
+
+static pp_status_t record_end(exec_t *x, int i, cudaStream_t stream)
+{
+    PP_CUDA_CHECK(cudaEventRecord(x->ev_dep[i], stream));
+    if (x->opts.timing)
+        PP_CUDA_CHECK(cudaEventRecordWithFlags(x->ev_end[i], stream, cudaEventRecordExternal));
     return PP_OK;
 }
 
@@ -375,23 +416,35 @@ static pp_status_t poll_event(cudaEvent_t ev, double deadline)
     }
 }
 
+/* Whether op i has completed: its timing event where there is one (recorded at every replay),
+ * else its dependency event (recorded only by eager steps). */
+static int op_done(exec_t *x, int i)
+{
+    int src = x->done_op[i];
+    cudaEvent_t ev = x->opts.timing ? x->ev_end[src] : x->ev_dep[src];
+    return cudaEventQuery(ev) == cudaSuccess;
+}
+
 /* After a timeout: name the first unfinished op of every device, then abort NCCL. */
 static void report_pending(exec_t *x, int step, double timeout_s)
 {
     const pp_plan_t *plan = x->plan;
     char txt[32];
     fprintf(stderr, "ppsched: step %d did not finish within %.1f s; still pending:\n", step, timeout_s);
+    if (x->gexec && !x->opts.timing)
+        fprintf(stderr, "  (a replayed graph with timing off cannot name its ops: rerun with "
+                        "--set run.graph=off or run.timing=on)\n");
     for (int d = 0; d < plan->n_devices; d++) {
         for (int k = plan->prog_begin[d]; k < plan->prog_begin[d + 1]; k++) {
             int i = plan->prog_ops[k];
             const pp_op_t *op = &plan->ops[i];
-            if (cudaEventQuery(x->ev_end[x->done_op[i]]) == cudaSuccess) continue;
+            if (op_done(x, i)) continue;
             pp_action_t a = {op->kind, op->stage, op->mb};
             fprintf(stderr, "  device %d (cuda %d), step %d, action %s on the %s stream", d,
                     x->cuda[d], op->pos, action_format(&a, txt, sizeof txt), pp_role_name(op->role));
             for (int j = 0; j < op->n_deps; j++) {
                 int dep = plan->deps[op->dep_begin + j];
-                if (cudaEventQuery(x->ev_end[x->done_op[dep]]) == cudaSuccess) continue;
+                if (op_done(x, dep)) continue;
                 const pp_op_t *o2 = &plan->ops[dep];
                 pp_action_t b = {o2->kind, o2->stage, o2->mb};
                 fprintf(stderr, ", waiting for %s on device %d", action_format(&b, txt, sizeof txt), o2->device);
@@ -435,7 +488,7 @@ static void transfer_buffers(exec_t *x, const pp_op_t *snd, const pp_op_t *rcv, 
 static pp_status_t sync_op(exec_t *x, int i, double deadline, int step)
 {
     if (!x->opts.sync) return PP_OK;
-    pp_status_t st = poll_event(x->ev_end[i], deadline);
+    pp_status_t st = poll_event(x->ev_dep[i], deadline);
     if (st == PP_ERR_TIMEOUT) report_pending(x, step, x->opts.timeout_s);
     return st;
 }
@@ -445,16 +498,20 @@ static pp_status_t enqueue_step(exec_t *x, int step, double deadline)
     const pp_plan_t *plan = x->plan;
     const int m = plan->n_mb;
 
-    /* Every stream of every device starts after `go`; ref[d] is device d's time origin. */
+    /* Every stream of every device starts after `go`; ref[d] is device d's time origin. Each
+     * device first copies the step's counters (data index base, optimizer step) from the host. */
     PP_CUDA_CHECK(cudaSetDevice(x->cuda[0]));
     PP_CUDA_CHECK(cudaEventRecord(x->go, x->stream[0][PP_ROLE_COMPUTE]));
     for (int d = 0; d < x->p; d++) {
         PP_CUDA_CHECK(cudaSetDevice(x->cuda[d]));
         cudaStream_t c = x->stream[d][PP_ROLE_COMPUTE];
         if (d > 0) PP_CUDA_CHECK(cudaStreamWaitEvent(c, x->go, 0));
-        PP_CUDA_CHECK(cudaEventRecord(x->ref[d], c));
-        PP_CUDA_CHECK(cudaStreamWaitEvent(x->stream[d][PP_ROLE_SEND], x->ref[d], 0));
-        PP_CUDA_CHECK(cudaStreamWaitEvent(x->stream[d][PP_ROLE_RECV], x->ref[d], 0));
+        PP_CUDA_CHECK(cudaEventRecordWithFlags(x->ref[d], c, cudaEventRecordExternal));
+        PP_CUDA_CHECK(cudaMemcpyAsync(x->counters_dev[d], x->counters_host, 2 * sizeof(int),
+                                      cudaMemcpyHostToDevice, c));
+        PP_CUDA_CHECK(cudaEventRecord(x->fork[d], c));
+        PP_CUDA_CHECK(cudaStreamWaitEvent(x->stream[d][PP_ROLE_SEND], x->fork[d], 0));
+        PP_CUDA_CHECK(cudaStreamWaitEvent(x->stream[d][PP_ROLE_RECV], x->fork[d], 0));
     }
     for (int s = 0; s < plan->n_stages; s++) {
         int d = plan->stage_device[s];
@@ -462,16 +519,18 @@ static pp_status_t enqueue_step(exec_t *x, int step, double deadline)
         PP_CHECK(stage_zero_grads(x->stages[s], x->stream[d][PP_ROLE_COMPUTE]));
     }
 
+    (void)step;
+    (void)m;
     for (int i = 0; i < plan->n_ops; i++) {
         const pp_op_t *op = &plan->ops[i];
-        int data_mb = step * m + op->mb;
+        int data_mb = op->mb; /* the stage adds the step's base from its device counter */
         if (pp_action_is_compute(op->kind)) {
             cudaStream_t s = op_stream(x, op);
             PP_CUDA_CHECK(cudaSetDevice(x->cuda[op->device]));
             PP_CHECK(wait_deps(x, i, -1, s));
             PP_CHECK(record_start(x, i, s));
             PP_CHECK(run_compute(x, op, data_mb, s));
-            PP_CUDA_CHECK(cudaEventRecord(x->ev_end[i], s));
+            PP_CHECK(record_end(x, i, s));
             PP_CHECK(sync_op(x, i, deadline, step));
             continue;
         }
@@ -490,9 +549,9 @@ static pp_status_t enqueue_step(exec_t *x, int step, double deadline)
             PP_CHECK(wait_deps(x, r, i, rs));
             PP_CHECK(record_start(x, r, rs));
             PP_CHECK(p2p_nccl_pair(x->p2p, dst, rcv->device, rs, src, op->device, ss, op->bytes));
-            PP_CUDA_CHECK(cudaEventRecord(x->ev_end[r], rs));
+            PP_CHECK(record_end(x, r, rs));
             PP_CUDA_CHECK(cudaSetDevice(x->cuda[op->device]));
-            PP_CUDA_CHECK(cudaEventRecord(x->ev_end[i], ss));
+            PP_CHECK(record_end(x, i, ss));
             PP_CHECK(sync_op(x, i, deadline, step));
             PP_CHECK(sync_op(x, r, deadline, step));
         } else {
@@ -503,7 +562,7 @@ static pp_status_t enqueue_step(exec_t *x, int step, double deadline)
             PP_CHECK(wait_deps(x, r, i, ss));
             PP_CHECK(record_start(x, i, ss));
             PP_CHECK(p2p_copy(x->p2p, dst, rcv->device, src, op->device, op->bytes, ss));
-            PP_CUDA_CHECK(cudaEventRecord(x->ev_end[i], ss));
+            PP_CHECK(record_end(x, i, ss));
             PP_CHECK(sync_op(x, i, deadline, step));
         }
     }
@@ -523,13 +582,54 @@ static pp_status_t enqueue_step(exec_t *x, int step, double deadline)
         for (int s = 0; s < plan->n_stages; s++) {
             int d = plan->stage_device[s];
             PP_CUDA_CHECK(cudaSetDevice(x->cuda[d]));
-            PP_CHECK(stage_optimizer_step(x->stages[s], &opt, step + 1, x->stream[d][PP_ROLE_COMPUTE]));
+            /* The step count comes from the device counter (stage_bind_counters). */
+            PP_CHECK(stage_optimizer_step(x->stages[s], &opt, 1, x->stream[d][PP_ROLE_COMPUTE]));
         }
     }
+    /* stop[d] ends device d's step; device 0's compute stream then joins every device, which a
+     * captured graph needs (all its streams rejoin the origin) and which costs an eager step
+     * nothing (the host waits for every device anyway). */
     for (int d = 0; d < x->p; d++) {
         PP_CUDA_CHECK(cudaSetDevice(x->cuda[d]));
-        PP_CUDA_CHECK(cudaEventRecord(x->tail[d][PP_ROLE_COMPUTE], x->stream[d][PP_ROLE_COMPUTE]));
+        cudaStream_t c = x->stream[d][PP_ROLE_COMPUTE];
+        PP_CUDA_CHECK(cudaEventRecordWithFlags(x->stop[d], c, cudaEventRecordExternal));
+        PP_CUDA_CHECK(cudaEventRecord(x->join[d], c));
     }
+    PP_CUDA_CHECK(cudaSetDevice(x->cuda[0]));
+    for (int d = 1; d < x->p; d++)
+        PP_CUDA_CHECK(cudaStreamWaitEvent(x->stream[0][PP_ROLE_COMPUTE], x->join[d], 0));
+    return PP_OK;
+}
+
+/* Capture one step into x->gexec. On any failure the capture is discarded, a note says why, and
+ * the caller goes on eagerly (returns PP_OK with x->gexec NULL); only errors that leave the
+ * devices unusable are returned. */
+static pp_status_t capture_step(exec_t *x, int step, double deadline)
+{
+    cudaStream_t origin = x->stream[0][PP_ROLE_COMPUTE];
+    cudaGraph_t g = NULL;
+    PP_CUDA_CHECK(cudaSetDevice(x->cuda[0]));
+    cudaError_t e = cudaStreamBeginCapture(origin, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "# CUDA graph capture unavailable (%s): launching eagerly\n", cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return PP_OK;
+    }
+    pp_status_t st = enqueue_step(x, step, deadline);
+    PP_CUDA_CHECK(cudaSetDevice(x->cuda[0]));
+    e = cudaStreamEndCapture(origin, &g);
+    if (st == PP_OK && e == cudaSuccess && g) {
+        e = cudaGraphInstantiate(&x->gexec, g, 0);
+        if (e == cudaSuccess) {
+            x->graph = g;
+            return PP_OK;
+        }
+    }
+    fprintf(stderr, "# CUDA graph capture failed (%s): launching eagerly\n",
+            e != cudaSuccess ? cudaGetErrorString(e) : pp_status_str(st));
+    (void)cudaGetLastError();
+    if (g) cudaGraphDestroy(g);
+    x->gexec = NULL;
     return PP_OK;
 }
 
@@ -538,7 +638,7 @@ static pp_status_t finish_step(exec_t *x, int step, double deadline)
 {
     for (int d = 0; d < x->p; d++) {
         PP_CUDA_CHECK(cudaSetDevice(x->cuda[d]));
-        pp_status_t st = poll_event(x->tail[d][PP_ROLE_COMPUTE], deadline);
+        pp_status_t st = poll_event(x->stop[d], deadline);
         if (st == PP_ERR_TIMEOUT) report_pending(x, step, x->opts.timeout_s);
         if (st != PP_OK) return st;
     }
@@ -552,7 +652,7 @@ static pp_status_t read_step_ms(exec_t *x, double *out)
     for (int d = 0; d < x->p; d++) {
         float ms;
         PP_CUDA_CHECK(cudaSetDevice(x->cuda[d]));
-        PP_CUDA_CHECK(cudaEventElapsedTime(&ms, x->ref[d], x->tail[d][PP_ROLE_COMPUTE]));
+        PP_CUDA_CHECK(cudaEventElapsedTime(&ms, x->ref[d], x->stop[d]));
         if (ms > worst) worst = ms;
     }
     *out = worst;
@@ -643,9 +743,23 @@ pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan
         }
     }
 
+    int want_graph = opts->graph && !opts->sync && total >= 2;
     for (int step = 0; step < total; step++) {
         double deadline = now_s() + opts->timeout_s;
-        PP_CHECK_GOTO(enqueue_step(&x, step, deadline), st, done);
+        x.counters_host[0] = step * plan->n_mb; /* data index of micro-batch k: step * m + k */
+        x.counters_host[1] = step + 1;          /* AdamW step count */
+        if (want_graph && step == 1) {
+            PP_CHECK_GOTO(capture_step(&x, step, deadline), st, done);
+            if (opts->verbose && x.gexec)
+                fprintf(stderr, "# step captured as one CUDA graph over %d device%s; replaying it\n",
+                        x.p, x.p == 1 ? "" : "s");
+        }
+        if (x.gexec) {
+            PP_CUDA_CHECK_GOTO(cudaSetDevice(x.cuda[0]), st, done);
+            PP_CUDA_CHECK_GOTO(cudaGraphLaunch(x.gexec, x.stream[0][PP_ROLE_COMPUTE]), st, done);
+        } else {
+            PP_CHECK_GOTO(enqueue_step(&x, step, deadline), st, done);
+        }
         PP_CHECK_GOTO(finish_step(&x, step, deadline), st, done);
         /* Peak memory: nothing is allocated per step, but NCCL and cuBLAS may grow lazily. */
         for (int d = 0; d < x.p; d++) {

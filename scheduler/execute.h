@@ -5,7 +5,11 @@
  * (nothing per step), creates one stream per role per device (communication streams at the higher
  * priority), and enqueues each training step in plan order without host synchronization: every
  * dependency across streams or devices is an event recorded by the producer and waited on by the
- * consumer. It reads the device clock around every op (when timing is on) and returns a measured
+ * consumer. With graphs on, the first step runs eagerly (it warms up cuBLAS and NCCL), the second
+ * is captured once into a CUDA graph spanning every device and stream, and every later step is
+ * one graph launch, so the host's per-kernel launch cost leaves the step. The step-dependent
+ * values (data index, optimizer step) live in device counters copied at the start of each step.
+ * It reads the device clock around every op (when timing is on) and returns a measured
  * timeline of the median step for the report. This header is plain C; the implementation uses
  * CUDA, cuBLAS and NCCL.
  */
@@ -23,6 +27,7 @@ extern "C" {
 
 typedef struct pp_exec_opts {
     int sync;          /* 1: host-synchronize after every op, all on one stream (naive baseline) */
+    int graph;         /* 1: capture the second step as one CUDA graph and replay it after */
     int timing;        /* 1: per-op device timestamps (otherwise step times only) */
     double timeout_s;  /* longest wait for a step before reporting the pending op */
     int verbose;       /* 1: startup banner (peer matrix, links, memory) to stderr */

@@ -327,6 +327,7 @@ static pp_status_t job_run(job_t *j, int measure, const opts_t *o)
     if (measure) {
         pp_exec_opts_t eo = {
             .sync = o->sync,
+            .graph = j->cfg.run.graph && !o->sync,
             .timing = j->cfg.run.timing,
             .timeout_s = o->timeout_s > 0 ? o->timeout_s : j->cfg.run.timeout_s,
             .verbose = !o->quiet && !o->json,

@@ -280,7 +280,7 @@ static void test_unknown_keys(void)
                       "schedule, run, cost)");
     EXPECT_LOAD_ERROR("run:\n    steps: 3\n    lr_decay: 0.1\n",
                       "t.yaml:3:5: unknown key 'lr_decay' in run (allowed: steps, warmup, seed, "
-                      "optimizer, lr, weight_decay, timeout, timing)");
+                      "optimizer, lr, weight_decay, timeout, timing, graph)");
     EXPECT_LOAD_ERROR("cost: {forward: 1, recv: 2}\n",
                       "t.yaml:1:20: unknown key 'recv' in cost (allowed: forward, "
                       "backward_input, backward_weight, send)");
