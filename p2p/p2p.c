@@ -110,8 +110,10 @@ void p2p_print_matrix(const pp_p2p_t *p, FILE *f)
 pp_status_t p2p_copy(const pp_p2p_t *p, void *dst, int dst_dev, const void *src, int src_dev,
                      size_t bytes, cudaStream_t stream)
 {
-    if (p->cuda_ids[dst_dev] == p->cuda_ids[src_dev])
-        PP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+    /* Same device, or a pair with peer access: a plain copy through unified addresses, which a
+     * CUDA graph can capture (cudaMemcpyPeerAsync cannot). Otherwise the driver stages it. */
+    if (p->cuda_ids[dst_dev] == p->cuda_ids[src_dev] || p->can[src_dev][dst_dev])
+        PP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
     else
         PP_CUDA_CHECK(cudaMemcpyPeerAsync(dst, p->cuda_ids[dst_dev], src, p->cuda_ids[src_dev], bytes, stream));
     return PP_OK;

@@ -36,7 +36,8 @@ int p2p_can_access(const pp_p2p_t *p, int a, int b);
 void p2p_print_matrix(const pp_p2p_t *p, FILE *f);
 
 /* Copy `bytes` from src (on pipeline device src_dev) to dst (on dst_dev) on `stream`, which must
- * belong to the current device. Same device: cudaMemcpyAsync; otherwise cudaMemcpyPeerAsync. */
+ * belong to the current device. Same device or peer access: cudaMemcpyAsync over unified
+ * addresses (capturable in a CUDA graph); otherwise cudaMemcpyPeerAsync, staged by the driver. */
 pp_status_t p2p_copy(const pp_p2p_t *p, void *dst, int dst_dev, const void *src, int src_dev,
                      size_t bytes, cudaStream_t stream);
 

@@ -52,6 +52,7 @@ typedef struct exec {
     cudaEvent_t join[PP_MAX_DEVICES];            /* device d's end of step, joined by device 0 */
     int *counters_host;                          /* pinned [2]: data index base, optimizer step */
     int *counters_dev[PP_MAX_DEVICES];           /* device copies, read by the stages' kernels */
+    int capturing;                               /* 1 while a step is being captured */
     cudaGraph_t graph;                           /* the captured step (graph mode) */
     cudaGraphExec_t gexec;
 } exec_t;
@@ -382,19 +383,24 @@ static pp_status_t wait_deps(exec_t *x, int i, int skip, cudaStream_t stream)
 }
 
 /* Timing events are recorded as external event nodes when captured, so they record (and can be
- * timed) at every replay; dependency events become the graph's edges. */
+ * timed) at every replay; dependency events become the graph's edges. Outside a capture the
+ * external flag is refused, so it is given only while capturing. */
+static cudaError_t record_timing(const exec_t *x, cudaEvent_t ev, cudaStream_t stream)
+{
+    return x->capturing ? cudaEventRecordWithFlags(ev, stream, cudaEventRecordExternal)
+                        : cudaEventRecord(ev, stream);
+}
+
 static pp_status_t record_start(exec_t *x, int i, cudaStream_t stream)
 {
-    if (x->opts.timing)
-        PP_CUDA_CHECK(cudaEventRecordWithFlags(x->ev_start[i], stream, cudaEventRecordExternal));
+    if (x->opts.timing) PP_CUDA_CHECK(record_timing(x, x->ev_start[i], stream));
     return PP_OK;
 }
 
 static pp_status_t record_end(exec_t *x, int i, cudaStream_t stream)
 {
     PP_CUDA_CHECK(cudaEventRecord(x->ev_dep[i], stream));
-    if (x->opts.timing)
-        PP_CUDA_CHECK(cudaEventRecordWithFlags(x->ev_end[i], stream, cudaEventRecordExternal));
+    if (x->opts.timing) PP_CUDA_CHECK(record_timing(x, x->ev_end[i], stream));
     return PP_OK;
 }
 
@@ -506,7 +512,7 @@ static pp_status_t enqueue_step(exec_t *x, int step, double deadline)
         PP_CUDA_CHECK(cudaSetDevice(x->cuda[d]));
         cudaStream_t c = x->stream[d][PP_ROLE_COMPUTE];
         if (d > 0) PP_CUDA_CHECK(cudaStreamWaitEvent(c, x->go, 0));
-        PP_CUDA_CHECK(cudaEventRecordWithFlags(x->ref[d], c, cudaEventRecordExternal));
+        PP_CUDA_CHECK(record_timing(x, x->ref[d], c));
         PP_CUDA_CHECK(cudaMemcpyAsync(x->counters_dev[d], x->counters_host, 2 * sizeof(int),
                                       cudaMemcpyHostToDevice, c));
         PP_CUDA_CHECK(cudaEventRecord(x->fork[d], c));
@@ -592,7 +598,7 @@ static pp_status_t enqueue_step(exec_t *x, int step, double deadline)
     for (int d = 0; d < x->p; d++) {
         PP_CUDA_CHECK(cudaSetDevice(x->cuda[d]));
         cudaStream_t c = x->stream[d][PP_ROLE_COMPUTE];
-        PP_CUDA_CHECK(cudaEventRecordWithFlags(x->stop[d], c, cudaEventRecordExternal));
+        PP_CUDA_CHECK(record_timing(x, x->stop[d], c));
         PP_CUDA_CHECK(cudaEventRecord(x->join[d], c));
     }
     PP_CUDA_CHECK(cudaSetDevice(x->cuda[0]));
@@ -615,7 +621,9 @@ static pp_status_t capture_step(exec_t *x, int step, double deadline)
         (void)cudaGetLastError();
         return PP_OK;
     }
+    x->capturing = 1;
     pp_status_t st = enqueue_step(x, step, deadline);
+    x->capturing = 0;
     PP_CUDA_CHECK(cudaSetDevice(x->cuda[0]));
     e = cudaStreamEndCapture(origin, &g);
     if (st == PP_OK && e == cudaSuccess && g) {
@@ -757,6 +765,7 @@ pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan
         if (x.gexec) {
             PP_CUDA_CHECK_GOTO(cudaSetDevice(x.cuda[0]), st, done);
             PP_CUDA_CHECK_GOTO(cudaGraphLaunch(x.gexec, x.stream[0][PP_ROLE_COMPUTE]), st, done);
+            if (res) res->graph_steps++;
         } else {
             PP_CHECK_GOTO(enqueue_step(&x, step, deadline), st, done);
         }

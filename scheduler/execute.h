@@ -39,7 +39,7 @@ typedef struct pp_exec_result {
     double *loss;        /* [n_steps]: mean loss over the micro-batches of each step */
     size_t n_params;     /* parameters of the whole model */
     float *grads;        /* [n_params] gradients of the last step in stage order (check_grads) */
-    double step_ms_timing_off; /* median step with timing off, when measured (else 0) */
+    int graph_steps;     /* steps replayed from the captured graph (0: every step eager) */
 } pp_exec_result_t;
 
 /* CUDA devices visible to this process; 0 when there is no driver or no device. Never fails. */

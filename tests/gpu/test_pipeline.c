@@ -188,6 +188,9 @@ static void graph_matches_eager(void)
                 for (size_t i = 0; i < res[0].n_params; i++) bad += res[0].grads[i] != res[1].grads[i];
                 EXPECT(bad == 0, "%s: %zu gradients differ between eager and graph steps", kinds[t], bad);
                 EXPECT(tl[1].has_op_times && timeline_makespan(&tl[1]) > 0, "graph steps were not timed");
+                EXPECT(res[0].graph_steps == 0 && res[1].graph_steps == res[1].n_steps - 1,
+                       "%s %s: %d of %d steps replayed from the graph (capture failed?)", kinds[t],
+                       tr ? "nccl" : "peer", res[1].graph_steps, res[1].n_steps);
             }
             for (int g = 0; g < 2; g++) {
                 exec_result_free(&res[g]);
