@@ -164,6 +164,30 @@ pp_status_t softmax_causal_fwd(void *P, const void *S, float scale, int BH, int 
 pp_status_t softmax_causal_bwd(void *dS, const void *dP, const void *P, float scale, int BH, int T,
                                pp_dtype_t dtype, cudaStream_t stream);
 
+/* ---- fused causal attention (flash_attention.cu) --------------------------------------------- */
+
+/* 1 when the fused kernels take this shape: bf16 storage, d = 64 or 128, T a positive multiple of
+ * 64 (any B·H). Otherwise use the GEMMs + softmax_causal path above. */
+int attention_flash_supported(int T, int d, pp_dtype_t dtype);
+
+/* o[B,H,T,d] = causal softmax(scale · q kᵀ) v with scale = 1/√d, without writing the T×T scores:
+ * keys j ≤ t take part in query row t. lse[B,H,T] (fp32) = log Σ_{j≤t} exp(scale · q_t·k_j), the
+ * row statistics the backward needs. q, k, v, o are [B,H,T,d] bf16, 16-byte aligned; o must not
+ * alias an input. fp32 accumulation and softmax statistics. */
+pp_status_t attention_flash_fwd(void *o, float *lse, const void *q, const void *k, const void *v,
+                                int B, int H, int T, int d, pp_dtype_t dtype, cudaStream_t stream);
+
+/* Gradients dq, dk, dv [B,H,T,d] (=, bf16) of attention_flash_fwd from dout, the forward's inputs,
+ * its output o and lse. P is recomputed from q, k and lse; dS = scale · P ∘ (dP − rowsum(dout∘o)).
+ * `scratch` is attention_flash_bwd_scratch_bytes(B, H, T) bytes of device memory (4-byte aligned).
+ * Deterministic: dk, dv per key block and dq per query block, each written by one thread. The
+ * outputs must not alias each other or an input. */
+pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q,
+                                const void *k, const void *v, const void *o, const float *lse,
+                                void *scratch, int B, int H, int T, int d, pp_dtype_t dtype,
+                                cudaStream_t stream);
+size_t attention_flash_bwd_scratch_bytes(int B, int H, int T);
+
 /* ---- cross-entropy (crossentropy.cu) --------------------------------------------------------- */
 
 /* Fused softmax + cross-entropy over logits[N,V]: losses[i] (fp32) = −log softmax(logits_i)[t_i]

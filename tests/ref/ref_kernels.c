@@ -340,6 +340,94 @@ void ref_softmax_causal_bwd(double *dS, const double *dP, const double *P, doubl
     }
 }
 
+/* lse of query row t of one head (q_t: d values; k: that head's [T,d] keys). */
+static double causal_row_lse(const double *q_t, const double *k, int t, int d, double scale)
+{
+    double mx = -INFINITY, z = 0.0;
+    for (int j = 0; j <= t; j++) {
+        double s = 0.0;
+        for (int i = 0; i < d; i++)
+            s += q_t[i] * k[(size_t)j * d + i];
+        if (scale * s > mx) mx = scale * s;
+    }
+    for (int j = 0; j <= t; j++) {
+        double s = 0.0;
+        for (int i = 0; i < d; i++)
+            s += q_t[i] * k[(size_t)j * d + i];
+        z += exp(scale * s - mx);
+    }
+    return mx + log(z);
+}
+
+/* P_tj of one head from the row's lse. */
+static double causal_p(const double *q_t, const double *k_j, int d, double scale, double lse)
+{
+    double s = 0.0;
+    for (int i = 0; i < d; i++)
+        s += q_t[i] * k_j[i];
+    return exp(scale * s - lse);
+}
+
+static double dot_d(const double *a, const double *b, int d)
+{
+    double s = 0.0;
+    for (int i = 0; i < d; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+void ref_attention_causal_fwd(double *o, double *lse, const double *q, const double *k,
+                              const double *v, int BH, int T, int d, double scale)
+{
+    for (int bh = 0; bh < BH; bh++) {
+        const size_t h = (size_t)bh * T * d;
+        for (int t = 0; t < T; t++) {
+            const double *q_t = q + h + (size_t)t * d;
+            double *o_t = o + h + (size_t)t * d;
+            const double l = causal_row_lse(q_t, k + h, t, d, scale);
+            if (lse) lse[(size_t)bh * T + t] = l;
+            for (int i = 0; i < d; i++)
+                o_t[i] = 0.0;
+            for (int j = 0; j <= t; j++) {
+                const double p = causal_p(q_t, k + h + (size_t)j * d, d, scale, l);
+                for (int i = 0; i < d; i++)
+                    o_t[i] += p * v[h + (size_t)j * d + i];
+            }
+        }
+    }
+}
+
+void ref_attention_causal_bwd(double *dq, double *dk, double *dv, const double *dout,
+                              const double *q, const double *k, const double *v, int BH, int T,
+                              int d, double scale)
+{
+    const size_t n = (size_t)BH * T * d;
+    for (size_t i = 0; i < n; i++)
+        dq[i] = dk[i] = dv[i] = 0.0;
+    for (int bh = 0; bh < BH; bh++) {
+        const size_t h = (size_t)bh * T * d;
+        for (int t = 0; t < T; t++) {
+            const double *q_t = q + h + (size_t)t * d, *do_t = dout + h + (size_t)t * d;
+            const double l = causal_row_lse(q_t, k + h, t, d, scale);
+            double rowdot = 0.0; /* Σ_j P_tj dP_tj */
+            for (int j = 0; j <= t; j++) {
+                const double *k_j = k + h + (size_t)j * d, *v_j = v + h + (size_t)j * d;
+                rowdot += causal_p(q_t, k_j, d, scale, l) * dot_d(do_t, v_j, d);
+            }
+            for (int j = 0; j <= t; j++) {
+                const double *k_j = k + h + (size_t)j * d, *v_j = v + h + (size_t)j * d;
+                const double p = causal_p(q_t, k_j, d, scale, l);
+                const double ds = scale * p * (dot_d(do_t, v_j, d) - rowdot);
+                for (int i = 0; i < d; i++) {
+                    dv[h + (size_t)j * d + i] += p * do_t[i];
+                    dq[h + (size_t)t * d + i] += ds * k_j[i];
+                    dk[h + (size_t)j * d + i] += ds * q_t[i];
+                }
+            }
+        }
+    }
+}
+
 /* ---- cross-entropy --------------------------------------------------------------------------- */
 
 void ref_crossentropy(double *losses, double *dlogits, const double *logits, const int *targets,

@@ -93,6 +93,17 @@ void ref_softmax_causal_fwd(double *P, const double *S, double scale, int BH, in
 void ref_softmax_causal_bwd(double *dS, const double *dP, const double *P, double scale, int BH,
                             int T);
 
+/* Causal attention on q, k, v, o [BH,T,d], keys j ≤ t for query t, scores scale·q_t·k_j:
+ * o_t = Σ_j P_tj v_j with P_tj = exp(scale·q_t·k_j − lse_t), lse_t = log Σ_{j≤t} exp(scale·q_t·k_j)
+ * ([BH,T]; may be NULL). The backward overwrites dq, dk, dv [BH,T,d] with the gradients of
+ * Σ dout∘o: dv_j = Σ_t P_tj dout_t, dS_tj = scale·P_tj (dout_t·v_j − Σ_i P_ti dout_t·v_i),
+ * dq_t = Σ_j dS_tj k_j, dk_j = Σ_t dS_tj q_t. */
+void ref_attention_causal_fwd(double *o, double *lse, const double *q, const double *k,
+                              const double *v, int BH, int T, int d, double scale);
+void ref_attention_causal_bwd(double *dq, double *dk, double *dv, const double *dout,
+                              const double *q, const double *k, const double *v, int BH, int T,
+                              int d, double scale);
+
 /* ---- cross-entropy --------------------------------------------------------------------------- */
 
 /* losses[i] = −log softmax(logits_i)[t_i]; dlogits (may be NULL) = (softmax − onehot)·scale/N. */
