@@ -529,6 +529,54 @@ static void compare_print_csv(job_t *jobs, int n, FILE *f)
     }
 }
 
+/* One bubble-against-m chart per schedule (same name, p and v) that ran at two or more m. */
+static pp_status_t compare_bubble_charts(job_t *jobs, int n, const char *dir, int measure)
+{
+    int *done = calloc((size_t)n, sizeof *done), *m = calloc((size_t)n, sizeof *m);
+    double *meas = calloc((size_t)n, sizeof *meas), *sim = calloc((size_t)n, sizeof *sim);
+    pp_status_t st = PP_OK;
+    if (!done || !m || !meas || !sim) {
+        st = PP_ERR_NOMEM;
+        fprintf(stderr, "%s: out of host memory\n", prog);
+        goto out;
+    }
+    for (int i = 0; i < n && st == PP_OK; i++) {
+        if (done[i]) continue;
+        const job_t *a = &jobs[i];
+        int k = 0;
+        for (int j = i; j < n; j++) {
+            const job_t *b = &jobs[j];
+            if (done[j] || strcmp(a->cfg.name, b->cfg.name) != 0 || a->plan.n_devices != b->plan.n_devices ||
+                a->plan.chunks != b->plan.chunks || a->cfg.schedule.kind != b->cfg.schedule.kind)
+                continue;
+            done[j] = 1;
+            m[k] = b->plan.n_mb;
+            meas[k] = b->report.bubble;
+            sim[k] = measure ? b->report.bubble_simulated : NAN;
+            k++;
+        }
+        /* sort the points by m (insertion sort: a handful of points) */
+        for (int x = 1; x < k; x++)
+            for (int y = x; y > 0 && m[y] < m[y - 1]; y--) {
+                int tm = m[y]; m[y] = m[y - 1]; m[y - 1] = tm;
+                double t1 = meas[y]; meas[y] = meas[y - 1]; meas[y - 1] = t1;
+                double t2 = sim[y]; sim[y] = sim[y - 1]; sim[y - 1] = t2;
+            }
+        if (k < 2 || m[0] == m[k - 1]) continue;
+        char path[4096], title[300];
+        snprintf(path, sizeof path, "%s/bubble-%s-p%d.svg", dir, a->cfg.name, a->plan.n_devices);
+        snprintf(title, sizeof title, "%s: bubble against micro-batches", a->cfg.name);
+        st = report_write_bubble_chart(path, title, a->cfg.schedule.kind, a->plan.n_devices,
+                                       a->plan.chunks, k, m, meas, sim, measure ? "measured" : "simulated");
+    }
+out:
+    free(done);
+    free(m);
+    free(meas);
+    free(sim);
+    return st;
+}
+
 static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
 {
     sweep_t sw[MAX_SWEEP];
@@ -588,6 +636,7 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
             done_jobs++;
         }
     }
+    if (o->svg) PP_CHECK_GOTO(compare_bubble_charts(jobs, done_jobs, o->svg, measure), st, done);
     if (o->json) {
         printf("[");
         for (int i = 0; i < done_jobs; i++) {

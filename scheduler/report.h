@@ -66,6 +66,13 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
 pp_status_t report_write_svg(const pp_plan_t *plan, const pp_timeline_t *tl, const char *title,
                              const char *path);
 
+/* SVG chart of bubble (idle / makespan) against micro-batches for one schedule: the closed form
+ * as a curve, `measured` as filled points labelled `measured_label`, `simulated` as open points
+ * (entries that are NAN are left out). n points at micro-batch counts m[]. */
+pp_status_t report_write_bubble_chart(const char *path, const char *title, pp_sched_kind_t kind,
+                                      int p, int v, int n, const int *m, const double *measured,
+                                      const double *simulated, const char *measured_label);
+
 #ifdef __cplusplus
 }
 #endif

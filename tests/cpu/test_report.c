@@ -908,6 +908,35 @@ static void test_svg(void)
     free(x);
 }
 
+/* The bubble-against-m chart: well-formed, one point per finite value, escaped title, and the
+ * closed-form curve passing through the theory at the measured m. */
+static void test_bubble_chart(void)
+{
+    int m[4] = {4, 8, 16, 32};
+    double meas[4], sim[4];
+    for (int i = 0; i < 4; i++) {
+        meas[i] = report_bubble_theory(PP_SCHED_1F1B, 4, m[i], 1) + rnd_uniform(0, 0.05);
+        sim[i] = i == 2 ? NAN : meas[i] - 0.01;
+    }
+    char path[512];
+    temp_path(path, sizeof path, ".svg");
+    REQUIRE(report_write_bubble_chart(path, "1f1b <p=4> & co", PP_SCHED_1F1B, 4, 1, 4, m, meas, sim,
+                                      "measured") == PP_OK);
+    char *s = read_all(path);
+    REQUIRE(s != NULL);
+    xc_t xc;
+    EXPECT(xml_wellformed(s, &xc), "chart is not well-formed XML");
+    EXPECT(xc.has_xmlns, "no SVG namespace");
+    EXPECT(count_substr(s, "class=\"measured\"") == 4, "measured points");
+    EXPECT(count_substr(s, "class=\"simulated\"") == 3, "simulated points (one NAN left out)");
+    EXPECT(strstr(s, "1f1b &lt;p=4&gt; &amp; co") != NULL);
+    EXPECT(strstr(s, "<polyline") != NULL && strstr(s, "closed form") != NULL);
+    free(s);
+    unlink(path);
+    EXPECT(report_write_bubble_chart("/nonexistent-dir/ppsched/b.svg", "x", PP_SCHED_1F1B, 4, 1, 4, m,
+                                     meas, sim, "measured") == PP_ERR_IO);
+}
+
 /* The checkers themselves must reject what is broken, or the tests above prove nothing. */
 static void test_checkers_reject_bad_input(void)
 {
@@ -941,6 +970,7 @@ int main(void)
     RUN(test_table);
     RUN(test_trace);
     RUN(test_svg);
+    RUN(test_bubble_chart);
     RUN(test_checkers_reject_bad_input);
     return check_summary("test_report");
 }
