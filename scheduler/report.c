@@ -423,9 +423,10 @@ void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
         snprintf(a, sizeof a, "%.4g", r->tokens_per_s);
     else
         snprintf(a, sizeof a, "-");
-    fprintf(f, "# throughput%s: %s tokens/s, %s TFLOP/s\n",
+    fprintf(f, "# throughput%s: %s tokens/s, %s TFLOP/s (%s per device)\n",
             r->mode == PP_MODE_SIMULATE ? " (at the cost model's op times)" : "", a,
-            fmt_num(b, sizeof b, r->tflops, 1.0, 1));
+            fmt_num(b, sizeof b, r->tflops, 1.0, 1),
+            fmt_num(c, sizeof c, r->tflops / r->devices, 1.0, 1));
     fprintf(f,
             "# bubble overall: %s idle/makespan, %s idle/ideal-compute; theory %s, simulated %s "
             "(idle/makespan)\n",
