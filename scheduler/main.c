@@ -270,10 +270,13 @@ static pp_status_t job_plan(job_t *j, const char *path, const char *const *sets,
     PP_CHECK(config_load(&j->cfg, path, sets, n_sets));
     PP_CHECK(config_resolve(&j->cfg, n_visible));
     PP_CHECK(generate_schedule(&j->sched, &j->cfg));
-    PP_CHECK(schedule_validate(&j->sched));
-    PP_CHECK(plan_lower(&j->plan, &j->sched, &j->cfg));
-    PP_CHECK(plan_validate(&j->plan));
-    return PP_OK;
+    pp_status_t st = schedule_validate(&j->sched);
+    if (st == PP_OK) st = plan_lower(&j->plan, &j->sched, &j->cfg);
+    if (st == PP_OK) st = plan_validate(&j->plan);
+    if (st == PP_ERR_INPUT)
+        fprintf(stderr, "%s: the %s schedule above is not valid\n", path,
+                config_sched_kind_name(j->cfg.schedule.kind));
+    return st;
 }
 
 /* The cost model a measured run implies: per stage, the mean duration of each compute kind, and
