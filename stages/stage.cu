@@ -10,6 +10,8 @@
  *              Tensors sit at the offsets of stages/model.h (aligned, gaps zero).
  *   slots      one allocation per slot, carved by slot_layout: what F saves, what I keeps for W.
  *              The QKV matmul output is not kept (scratch): backward reads the per-head q, k, v.
+ *              Attention saves P [B,H,T,T] on the unfused path, or O per head and the softmax
+ *              log-sum-exp on the fused one (attention_fused says which, once per stage).
  *   workspace  the cuBLAS workspace (pp_gemm_t) and one scratch area, carved three ways by
  *              scratch_layout (forward, backward-input, backward-weight never run at once).
  * Every call enqueues on the stream it is given and never synchronizes, except the documented
@@ -56,7 +58,9 @@ typedef struct block_slot {
     void *ln1;                  /* LN1 output [N,C] (input of the QKV matmul) */
     float *ln1_mean, *ln1_rstd; /* LN1 statistics [N] */
     void *q, *k, *v;            /* [B,H,T,d] each */
-    void *att;                  /* softmax probabilities P [B,H,T,T] */
+    void *att;                  /* unfused attention: softmax probabilities P [B,H,T,T] */
+    void *atto;                 /* fused attention: its output per head O [B,H,T,d] */
+    float *lse;                 /* fused attention: log-sum-exp of each score row [B,H,T] */
     void *atty;                 /* attention output, heads side by side [N,C] (input of proj) */
     void *x2;                   /* residual stream after attention [N,C] */
     void *ln2;                  /* LN2 output [N,C] (input of fc) */
@@ -92,19 +96,45 @@ typedef struct slot {
 typedef struct scratch {
     /* forward */
     void *qkv;  /* QKV matmul output [N,3C], permuted at once into the slot's q, k, v */
-    void *attn; /* attention output per head [B,H,T,d], before unpermuting */
+    void *attn; /* unfused: attention output per head [B,H,T,d], before unpermuting */
     /* backward-input */
     void *d_atty;          /* [N,C] */
     void *d_attn;          /* [B,H,T,d] */
-    void *d_p;             /* dP, then dS in place [B,H,T,T] */
+    void *d_p;             /* unfused: dP, then dS in place [B,H,T,T] */
+    void *d_flash;         /* fused: attention_flash_bwd scratch */
     void *d_q, *d_k, *d_v; /* [B,H,T,d] each */
     /* backward-weight */
     void *ln_scratch;  /* layernorm_bwd_weight partial sums */
     void *enc_scratch; /* encoder_bwd sort (first stage) */
 } scratch_t;
 
-/* Carve a slot out of `base` (NULL: measure only; then s may be NULL). Returns its bytes. */
-static size_t slot_layout(const pp_stage_cfg_t *cfg, char *base, slot_t *s)
+/* The attention path of a stage: 1 for the fused kernels (flash_attention.cu) where they take the
+ * shape (bf16, head size 64 or 128, T a multiple of 64), 0 for the GEMMs + causal softmax
+ * otherwise, or always when the environment sets PPSCHED_ATTENTION=unfused (to compare the two).
+ * stage_init fixes the choice for the stage's lifetime; the *_bytes functions ask again. */
+static int attention_fused(const pp_stage_cfg_t *cfg)
+{
+    const char *env = getenv("PPSCHED_ATTENTION");
+    if (env && strcmp(env, "unfused") == 0) return 0;
+    if (cfg->heads <= 0 || cfg->hidden % cfg->heads != 0) return 0;
+    return attention_flash_supported(cfg->seq_len, cfg->hidden / cfg->heads, cfg->dtype);
+}
+
+/* PPSCHED_ATTENTION, when set, must name a path. */
+static pp_status_t attention_env_check(void)
+{
+    const char *env = getenv("PPSCHED_ATTENTION");
+    if (env && strcmp(env, "fused") != 0 && strcmp(env, "unfused") != 0)
+        PP_FAIL(PP_ERR_INPUT,
+                "stage: PPSCHED_ATTENTION is '%s'; allowed: fused (where supported, the default), "
+                "unfused",
+                env);
+    return PP_OK;
+}
+
+/* Carve a slot out of `base` (NULL: measure only; then s may be NULL) for the attention path
+ * `fused`. Returns its bytes. */
+static size_t slot_layout(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s)
 {
     carver_t c = {base, 0};
     size_t es = pp_dtype_size(cfg->dtype);
@@ -130,7 +160,12 @@ static size_t slot_layout(const pp_stage_cfg_t *cfg, char *base, slot_t *s)
         TAKE(b->q, N * C * es);
         TAKE(b->k, N * C * es);
         TAKE(b->v, N * C * es);
-        TAKE(b->att, B * H * T * T * es);
+        if (fused) {
+            TAKE(b->atto, N * C * es);
+            TAKE(b->lse, B * H * T * sizeof(float));
+        } else {
+            TAKE(b->att, B * H * T * T * es);
+        }
         TAKE(b->atty, N * C * es);
         TAKE(b->x2, N * C * es);
         TAKE(b->ln2, N * C * es);
@@ -155,9 +190,9 @@ static size_t slot_layout(const pp_stage_cfg_t *cfg, char *base, slot_t *s)
     return carved_bytes(&c);
 }
 
-/* Carve the scratch area (NULL base: measure; then w may be NULL). Returns its bytes: the largest
- * of the three groups. */
-static size_t scratch_layout(const pp_stage_cfg_t *cfg, char *base, scratch_t *w)
+/* Carve the scratch area (NULL base: measure; then w may be NULL) for the attention path `fused`.
+ * Returns its bytes: the largest of the three groups. */
+static size_t scratch_layout(const pp_stage_cfg_t *cfg, int fused, char *base, scratch_t *w)
 {
     size_t es = pp_dtype_size(cfg->dtype);
     size_t B = (size_t)cfg->micro_batch_size, T = (size_t)cfg->seq_len, C = (size_t)cfg->hidden;
@@ -168,14 +203,18 @@ static size_t scratch_layout(const pp_stage_cfg_t *cfg, char *base, scratch_t *w
     scratch_t *s = w; /* TAKE writes through `s` */
     if (cfg->n_layers > 0) {
         TAKE(s->qkv, N * 3 * C * es);
-        TAKE(s->attn, N * C * es);
+        if (!fused) TAKE(s->attn, N * C * es);
     }
     most = carved_bytes(&c);
     c.off = 0;
     if (cfg->n_layers > 0) {
         TAKE(s->d_atty, N * C * es);
         TAKE(s->d_attn, N * C * es);
-        TAKE(s->d_p, B * H * T * T * es);
+        if (fused)
+            TAKE(s->d_flash, attention_flash_bwd_scratch_bytes(cfg->micro_batch_size, cfg->heads,
+                                                               cfg->seq_len));
+        else
+            TAKE(s->d_p, B * H * T * T * es);
         TAKE(s->d_q, N * C * es);
         TAKE(s->d_k, N * C * es);
         TAKE(s->d_v, N * C * es);
@@ -225,12 +264,12 @@ static size_t aux_bytes(const pp_stage_cfg_t *cfg)
 
 size_t stage_slot_bytes(const pp_stage_cfg_t *cfg)
 {
-    return slot_layout(cfg, NULL, NULL);
+    return slot_layout(cfg, attention_fused(cfg), NULL, NULL);
 }
 
 size_t stage_workspace_bytes(const pp_stage_cfg_t *cfg)
 {
-    return PP_GEMM_WORKSPACE_BYTES + scratch_layout(cfg, NULL, NULL);
+    return PP_GEMM_WORKSPACE_BYTES + scratch_layout(cfg, attention_fused(cfg), NULL, NULL);
 }
 
 size_t stage_state_bytes(const pp_stage_cfg_t *cfg)
@@ -273,6 +312,8 @@ struct pp_stage {
     int32_t *perm;              /* [V] */
     float *loss_acc;            /* [1] */
     pp_gemm_t gemm;
+    /* the attention path, fixed at init (attention_fused) */
+    int fused_attention;
     char *scratch_mem;
     scratch_t ws;
     int n_slots;
@@ -356,10 +397,12 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
     int32_t *perm_host = NULL;
     *out = NULL;
     PP_CHECK(check_cfg(cfg));
+    PP_CHECK(attention_env_check());
     st = (pp_stage_t *)calloc(1, sizeof *st);
     PP_ALLOC_CHECK(st);
     st->cfg = *cfg;
     st->shape = shape_of(cfg);
+    st->fused_attention = attention_fused(cfg);
     st->n_tensors = model_tensor_count(&st->shape);
     st->tensors = (pp_param_tensor_t *)calloc((size_t)st->n_tensors + 1, sizeof *st->tensors);
     st->slots = (slot_t *)calloc((size_t)cfg->n_slots, sizeof *st->slots);
@@ -406,10 +449,10 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
     /* workspace */
     PP_CHECK_GOTO(gemm_init(&st->gemm, PP_GEMM_WORKSPACE_BYTES), s, fail);
     {
-        size_t bytes = scratch_layout(cfg, NULL, NULL);
+        size_t bytes = scratch_layout(cfg, st->fused_attention, NULL, NULL);
         PP_CHECK_GOTO(dev_alloc((void **)&st->scratch_mem, bytes, "workspace"), s, fail);
         PP_CUDA_CHECK_GOTO(cudaMemsetAsync(st->scratch_mem, 0, bytes, 0), s, fail);
-        scratch_layout(cfg, st->scratch_mem, &st->ws);
+        scratch_layout(cfg, st->fused_attention, st->scratch_mem, &st->ws);
     }
 
     /* slots */
@@ -424,10 +467,10 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
             s = PP_ERR_NOMEM;
             goto fail;
         }
-        size_t bytes = slot_layout(cfg, NULL, NULL);
+        size_t bytes = slot_layout(cfg, st->fused_attention, NULL, NULL);
         PP_CHECK_GOTO(dev_alloc((void **)&sl->mem, bytes, "an activation slot"), s, fail);
         PP_CUDA_CHECK_GOTO(cudaMemsetAsync(sl->mem, 0, bytes, 0), s, fail);
-        slot_layout(cfg, sl->mem, sl);
+        slot_layout(cfg, st->fused_attention, sl->mem, sl);
     }
     PP_CUDA_CHECK_GOTO(cudaStreamSynchronize(0), s, fail);
     free(perm_host);
@@ -514,13 +557,19 @@ static pp_status_t block_forward(pp_stage_t *st, slot_t *s, int l, cudaStream_t 
     PP_CHECK(matmul_fwd(w->qkv, b->ln1, P_(st, PP_PARAM_QKV_W, l), P_(st, PP_PARAM_QKV_B, l), N, C,
                         3 * C, dt, g, stream));
     PP_CHECK(attention_permute_qkv(b->q, b->k, b->v, w->qkv, B, T, H, d, dt, stream));
-    /* S = Q K^T into P's buffer, then P = causal softmax(scale S) in place; O = P V. */
-    PP_CHECK(gemm_strided_batched(b->att, b->q, b->k, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td, TT, BH, dt,
-                                  g, stream));
-    PP_CHECK(softmax_causal_fwd(b->att, b->att, scale, BH, T, dt, stream));
-    PP_CHECK(gemm_strided_batched(w->attn, b->att, b->v, 0, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH,
-                                  dt, g, stream));
-    PP_CHECK(attention_unpermute_out(b->atty, w->attn, B, T, H, d, dt, stream));
+    if (st->fused_attention) {
+        /* O and the row log-sum-exp straight into the slot; no T×T matrix. */
+        PP_CHECK(attention_flash_fwd(b->atto, b->lse, b->q, b->k, b->v, B, H, T, d, dt, stream));
+        PP_CHECK(attention_unpermute_out(b->atty, b->atto, B, T, H, d, dt, stream));
+    } else {
+        /* S = Q K^T into P's buffer, then P = causal softmax(scale S) in place; O = P V. */
+        PP_CHECK(gemm_strided_batched(b->att, b->q, b->k, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td, TT, BH,
+                                      dt, g, stream));
+        PP_CHECK(softmax_causal_fwd(b->att, b->att, scale, BH, T, dt, stream));
+        PP_CHECK(gemm_strided_batched(w->attn, b->att, b->v, 0, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td,
+                                      BH, dt, g, stream));
+        PP_CHECK(attention_unpermute_out(b->atty, w->attn, B, T, H, d, dt, stream));
+    }
     PP_CHECK(matmul_fwd(b->x2, b->atty, P_(st, PP_PARAM_PROJ_W, l), P_(st, PP_PARAM_PROJ_B, l), N,
                         C, C, dt, g, stream));
     PP_CHECK(residual_fwd(b->x2, b->x2, s->res[l], NC, dt, stream));
@@ -598,16 +647,23 @@ static pp_status_t block_backward_input(pp_stage_t *st, slot_t *s, int l, cudaSt
     PP_CHECK(matmul_bwd_input(w->d_atty, b->d_x2, P_(st, PP_PARAM_PROJ_W, l), N, C, C, 0, dt, g,
                               stream));
     PP_CHECK(attention_permute_dout(w->d_attn, w->d_atty, B, T, H, d, dt, stream));
-    /* dP = dO V^T; dV = P^T dO; dS = softmax backward (in place over dP); dQ = dS K; dK = dS^T Q */
-    PP_CHECK(gemm_strided_batched(w->d_p, w->d_attn, b->v, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td, TT,
-                                  BH, dt, g, stream));
-    PP_CHECK(gemm_strided_batched(w->d_v, b->att, w->d_attn, 1, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td,
-                                  BH, dt, g, stream));
-    PP_CHECK(softmax_causal_bwd(w->d_p, w->d_p, b->att, scale, BH, T, dt, stream));
-    PP_CHECK(gemm_strided_batched(w->d_q, w->d_p, b->k, 0, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH,
-                                  dt, g, stream));
-    PP_CHECK(gemm_strided_batched(w->d_k, w->d_p, b->q, 1, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH,
-                                  dt, g, stream));
+    if (st->fused_attention) {
+        /* P recomputed from q, k and the saved log-sum-exp, tile by tile. */
+        PP_CHECK(attention_flash_bwd(w->d_q, w->d_k, w->d_v, w->d_attn, b->q, b->k, b->v, b->atto,
+                                     b->lse, w->d_flash, B, H, T, d, dt, stream));
+    } else {
+        /* dP = dO V^T; dV = P^T dO; dS = softmax backward (in place over dP); dQ = dS K;
+         * dK = dS^T Q */
+        PP_CHECK(gemm_strided_batched(w->d_p, w->d_attn, b->v, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td,
+                                      TT, BH, dt, g, stream));
+        PP_CHECK(gemm_strided_batched(w->d_v, b->att, w->d_attn, 1, 0, T, d, T, 1.0f, 0.0f, TT, Td,
+                                      Td, BH, dt, g, stream));
+        PP_CHECK(softmax_causal_bwd(w->d_p, w->d_p, b->att, scale, BH, T, dt, stream));
+        PP_CHECK(gemm_strided_batched(w->d_q, w->d_p, b->k, 0, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td,
+                                      BH, dt, g, stream));
+        PP_CHECK(gemm_strided_batched(w->d_k, w->d_p, b->q, 1, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td,
+                                      BH, dt, g, stream));
+    }
     PP_CHECK(attention_unpermute_dqkv(b->d_qkv, w->d_q, w->d_k, w->d_v, B, T, H, d, dt, stream));
     PP_CHECK(matmul_bwd_input(b->d_ln1, b->d_qkv, P_(st, PP_PARAM_QKV_W, l), N, C, 3 * C, 0, dt, g,
                               stream));

@@ -1,0 +1,627 @@
+/*
+ * test_flash.cu — the fused causal attention (kernels/flash_attention.cu) against the CPU double
+ * reference (tests/ref/ref_kernels.c), against the unfused path (gemm_strided_batched +
+ * softmax_causal_*), and the stage's switch between the two paths.
+ *
+ * Inputs q, k, v, dout ~ N(0,1), seeded and rounded to bf16 before the reference sees them; every
+ * output buffer is poisoned with 0xFF bytes (NaN) first. Shapes (B,H,T,d): (1,2,64,64),
+ * (2,3,192,64), (1,1,1024,64), (1,2,192,128). Tolerances, |got − want| ≤ atol + rtol·|want|:
+ *   o, dq, dk, dv against the reference  atol 2e-2, rtol 2e-2 (P and dS enter the products as
+ *                                        bf16, outputs are bf16)
+ *   lse against the reference            atol 1e-3, rtol 1e-4 (fp32 statistics)
+ *   fused against unfused                atol 4e-2, rtol 4e-2 (each within 2e-2 of the reference)
+ * A second run gives the same bits. The stage case runs a bf16 middle stage with d = 64, T = 64 on
+ * both paths (PPSCHED_ATTENTION=unfused for the old one) against the CPU stage, with the relative
+ * L2 tolerances of test_stage.cu. Without a GPU only the CPU cases run; the others are skipped.
+ */
+#include "../../common/pp_cuda.h"
+#include "../../kernels/kernels.h"
+#include "../../stages/stage.h"
+#include "../check.h"
+#include "../ref/ref_kernels.h"
+#include "../ref/ref_stage.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tol {
+    double atol, rtol;
+} tol_t;
+
+static const tol_t TOL_OUT = {2e-2, 2e-2};  /* o, dq, dk, dv against the reference */
+static const tol_t TOL_LSE = {1e-3, 1e-4};  /* lse against the reference */
+static const tol_t TOL_PATH = {4e-2, 4e-2}; /* fused against unfused */
+
+/* Stage case: relative L2 error per tensor against the CPU stage (test_stage.cu's bf16 bounds). */
+#define STAGE_RTOL_FWD 1e-2
+#define STAGE_RTOL_BWD 2.5e-2
+
+static int g_gpu;            /* a device is present */
+static const char *g_no_gpu; /* why not */
+static cudaStream_t g_stream;
+static pp_gemm_t g_gemm;
+static char g_ctx[128]; /* the sub-case being run, printed with a failure */
+
+#define KOK(call) REQUIRE((call) == PP_OK, "%s [%s]", #call, g_ctx)
+
+/* ---- test memory: everything allocated in a case is released after it ------------------------ */
+
+#define MAX_ALLOCS 256
+static void *g_dev[MAX_ALLOCS], *g_host[MAX_ALLOCS];
+static int g_ndev, g_nhost;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "test_flash: %s\n", what);
+    exit(1);
+}
+
+static void cuda_must(cudaError_t e, const char *what)
+{
+    if (e != cudaSuccess) {
+        fprintf(stderr, "test_flash: %s: %s\n", what, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+
+static void arena_free(void)
+{
+    if (g_gpu) cudaStreamSynchronize(g_stream);
+    for (int i = 0; i < g_ndev; i++)
+        cudaFree(g_dev[i]);
+    for (int i = 0; i < g_nhost; i++)
+        free(g_host[i]);
+    g_ndev = g_nhost = 0;
+}
+
+static void *hmem(size_t bytes)
+{
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (!p || g_nhost == MAX_ALLOCS) die("out of host memory or allocation slots");
+    g_host[g_nhost++] = p;
+    return p;
+}
+
+static double *hbuf(size_t n)
+{
+    return (double *)hmem(n * sizeof(double));
+}
+
+/* n values scale·N(0,1), rounded to bf16. */
+static double *hrand(ref_rng_t *rng, size_t n, double scale)
+{
+    double *x = hbuf(n);
+    ref_fill_normal(rng, x, n, scale);
+    ref_round(x, n, 1);
+    return x;
+}
+
+/* Fills device memory with 0xFF bytes (NaN in fp32 and bf16), in stream order. */
+static void poison(void *d, size_t bytes)
+{
+    cuda_must(cudaMemsetAsync(d, 0xff, bytes, g_stream), "poison");
+}
+
+/* Device memory, poisoned. */
+static void *dbuf(size_t bytes)
+{
+    void *p = NULL;
+    if (g_ndev == MAX_ALLOCS) die("out of allocation slots");
+    cuda_must(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
+    g_dev[g_ndev++] = p;
+    poison(p, bytes);
+    return p;
+}
+
+static void copy_sync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    cuda_must(cudaMemcpyAsync(dst, src, bytes, kind, g_stream), "cudaMemcpyAsync");
+    cuda_must(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");
+}
+
+/* A device bf16 copy of h[n]. */
+static void *dev_bf16(const double *h, size_t n)
+{
+    uint16_t *tmp = (uint16_t *)hmem(n * 2);
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = ref_f32_to_bf16((float)h[i]);
+    void *d = dbuf(n * 2);
+    copy_sync(d, tmp, n * 2, cudaMemcpyHostToDevice);
+    return d;
+}
+
+/* Waits for the stream, then returns n bf16 (or fp32 when `f32`) device values as doubles. */
+static double *download(const void *d, size_t n, int f32)
+{
+    const size_t es = f32 ? 4 : 2;
+    unsigned char *tmp = (unsigned char *)hmem(n * es);
+    double *h = hbuf(n);
+    copy_sync(tmp, d, n * es, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++) {
+        if (f32) {
+            float f;
+            memcpy(&f, tmp + 4 * i, 4);
+            h[i] = f;
+        } else {
+            uint16_t b;
+            memcpy(&b, tmp + 2 * i, 2);
+            h[i] = ref_bf16_to_f32(b);
+        }
+    }
+    return h;
+}
+
+static void *raw_get(const void *d, size_t bytes)
+{
+    void *h = hmem(bytes);
+    copy_sync(h, d, bytes, cudaMemcpyDeviceToHost);
+    return h;
+}
+
+/* ---- comparisons ----------------------------------------------------------------------------- */
+
+/* Every element within tolerance (NaN never is). Reports the count and the first offender. */
+static int compare(const char *what, const double *got, const double *want, size_t n, tol_t tol)
+{
+    size_t bad = 0, first = 0;
+    double max_err = 0.0, max_want = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs(got[i] - want[i]);
+        if (!(err <= tol.atol + tol.rtol * fabs(want[i]))) {
+            if (!bad) first = i;
+            bad++;
+        }
+        if (err > max_err) max_err = err;
+        if (fabs(want[i]) > max_want) max_want = fabs(want[i]);
+    }
+    if (getenv("PP_TEST_VERBOSE"))
+        fprintf(stderr, "    %-14s [%s] max|want| %.3e max err %.3e\n", what, g_ctx, max_want,
+                max_err);
+    EXPECT(bad == 0, "%s [%s]: %zu of %zu outside atol %g rtol %g; first [%zu] got %.9g want %.9g",
+           what, g_ctx, bad, n, tol.atol, tol.rtol, first, bad ? got[first] : 0.0,
+           bad ? want[first] : 0.0);
+    return bad == 0;
+}
+
+/* Relative L2 error of got against want, ≤ rtol, and every element finite. */
+static int compare_l2(const char *what, const double *got, const double *want, size_t n,
+                      double rtol)
+{
+    double num = 0.0, den = 0.0;
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += (got[i] - want[i]) * (got[i] - want[i]);
+        den += want[i] * want[i];
+        nonfinite += !isfinite(got[i]);
+    }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    if (getenv("PP_TEST_VERBOSE"))
+        fprintf(stderr, "    %-28s [%s] rel L2 err %.2e\n", what, g_ctx, rel);
+    EXPECT(nonfinite == 0 && rel <= rtol, "%s [%s]: %zu non-finite, rel L2 error %.3e > %.1e", what,
+           g_ctx, nonfinite, rel, rtol);
+    return nonfinite == 0 && rel <= rtol;
+}
+
+/* ---- the reference itself (CPU) -------------------------------------------------------------- */
+
+/* Σ r∘o of ref_attention_causal_fwd: the loss whose gradients ref_attention_causal_bwd gives. */
+static double ref_loss(const double *r, const double *q, const double *k, const double *v, int BH,
+                       int T, int d, double scale, double *o)
+{
+    ref_attention_causal_fwd(o, NULL, q, k, v, BH, T, d, scale);
+    double s = 0.0;
+    for (size_t i = 0; i < (size_t)BH * T * d; i++)
+        s += r[i] * o[i];
+    return s;
+}
+
+/* Forward against S = q kᵀ, softmax_causal, O = P v (the unfused references) and lse against its
+ * definition; backward against central finite differences of Σ r∘o. */
+static void test_reference(void)
+{
+    const int BH = 2, T = 7, d = 5;
+    const double scale = 0.37, h = 1e-6;
+    const size_t n = (size_t)BH * T * d, nt = (size_t)BH * T * T;
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 7001);
+    snprintf(g_ctx, sizeof g_ctx, "reference BH=%d T=%d d=%d", BH, T, d);
+    double *q = hbuf(n), *k = hbuf(n), *v = hbuf(n), *r = hbuf(n);
+    ref_fill_normal(&rng, q, n, 1.0);
+    ref_fill_normal(&rng, k, n, 1.0);
+    ref_fill_normal(&rng, v, n, 1.0);
+    ref_fill_normal(&rng, r, n, 1.0);
+    double *o = hbuf(n), *lse = hbuf((size_t)BH * T), *S = hbuf(nt), *P = hbuf(nt);
+    double *o2 = hbuf(n);
+    ref_attention_causal_fwd(o, lse, q, k, v, BH, T, d, scale);
+    ref_gemm_strided_batched(S, q, k, 0, 1, T, T, d, 1.0, 0.0, (long long)T * d, (long long)T * d,
+                             (long long)T * T, BH);
+    ref_softmax_causal_fwd(P, S, scale, BH, T);
+    ref_gemm_strided_batched(o2, P, v, 0, 0, T, d, T, 1.0, 0.0, (long long)T * T, (long long)T * d,
+                             (long long)T * d, BH);
+    const tol_t tight = {1e-12, 1e-12};
+    compare("o", o, o2, n, tight);
+    double *lse2 = hbuf((size_t)BH * T);
+    for (int bh = 0; bh < BH; bh++)
+        for (int t = 0; t < T; t++) {
+            double z = 0.0;
+            for (int j = 0; j <= t; j++)
+                z += exp(scale * S[((size_t)bh * T + t) * T + j]);
+            lse2[(size_t)bh * T + t] = log(z);
+        }
+    compare("lse", lse, lse2, (size_t)BH * T, tight);
+
+    double *dq = hbuf(n), *dk = hbuf(n), *dv = hbuf(n), *fd = hbuf(n), *tmp = hbuf(n);
+    ref_attention_causal_bwd(dq, dk, dv, r, q, k, v, BH, T, d, scale);
+    double *xs[3] = {q, k, v}, *gs[3] = {dq, dk, dv};
+    const char *names[3] = {"dq", "dk", "dv"};
+    for (int w = 0; w < 3; w++) {
+        for (size_t i = 0; i < n; i++) {
+            const double x0 = xs[w][i];
+            xs[w][i] = x0 + h;
+            const double lp = ref_loss(r, q, k, v, BH, T, d, scale, tmp);
+            xs[w][i] = x0 - h;
+            const double lm = ref_loss(r, q, k, v, BH, T, d, scale, tmp);
+            xs[w][i] = x0;
+            fd[i] = (lp - lm) / (2 * h);
+        }
+        const tol_t fd_tol = {1e-7, 1e-6};
+        compare(names[w], gs[w], fd, n, fd_tol);
+    }
+    arena_free();
+}
+
+/* ---- shapes, sizes and refusals (no device work) --------------------------------------------- */
+
+static pp_stage_cfg_t reference_stage_cfg(void)
+{
+    pp_stage_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.hidden = 1024, c.heads = 16, c.seq_len = 1024, c.vocab = 8192, c.micro_batch_size = 4;
+    c.n_layers = 6, c.first_layer = 6, c.total_layers = 24;
+    c.dtype = PP_DTYPE_BF16, c.seed = 1, c.n_slots = 1, c.grad_scale = 1.0f;
+    return c;
+}
+
+static size_t round256(size_t x)
+{
+    return (x + 255) / 256 * 256;
+}
+
+static void test_shapes_and_sizes(void)
+{
+    snprintf(g_ctx, sizeof g_ctx, "sizes");
+    const pp_dtype_t bf = PP_DTYPE_BF16;
+    EXPECT(attention_flash_supported(64, 64, bf) && attention_flash_supported(1024, 64, bf));
+    EXPECT(attention_flash_supported(192, 128, bf));
+    EXPECT(!attention_flash_supported(96, 64, bf), "T = 96 is not a multiple of 64");
+    EXPECT(!attention_flash_supported(32, 64, bf) && !attention_flash_supported(0, 64, bf));
+    EXPECT(!attention_flash_supported(64, 32, bf) && !attention_flash_supported(64, 80, bf));
+    EXPECT(!attention_flash_supported(64, 64, PP_DTYPE_FP32), "fp32 stays unfused");
+    EXPECT(attention_flash_bwd_scratch_bytes(2, 3, 192) == (size_t)2 * 3 * 192 * sizeof(float));
+
+    /* Refusals name the problem and launch nothing (pointers are never touched). */
+    char fake[16] __attribute__((aligned(16)));
+    void *p = fake;
+    fprintf(stderr, "  (the next three errors are expected)\n");
+    EXPECT(attention_flash_fwd(p, (float *)p, p, p, p, 1, 1, 96, 64, bf, 0) == PP_ERR_INTERNAL);
+    EXPECT(attention_flash_fwd(p, (float *)p, p, p, p, 1, 1, 64, 64, PP_DTYPE_FP32, 0) ==
+           PP_ERR_INTERNAL);
+    EXPECT(attention_flash_bwd(p, p, p, p, p, p, p, p, (float *)p, NULL, 1, 1, 64, 64, bf, 0) ==
+           PP_ERR_INTERNAL);
+    EXPECT(attention_flash_fwd(NULL, NULL, NULL, NULL, NULL, 0, 2, 64, 64, bf, 0) == PP_OK,
+           "B = 0 is an empty launch");
+
+    /* The fused slot drops P [B,H,T,T] and keeps O [B,H,T,d] and lse [B,H,T] per block. */
+    pp_stage_cfg_t c = reference_stage_cfg();
+    const size_t B = 4, H = 16, T = 1024, C = 1024, L = 6;
+    unsetenv("PPSCHED_ATTENTION");
+    const size_t fused = stage_slot_bytes(&c), fused_ws = stage_workspace_bytes(&c);
+    setenv("PPSCHED_ATTENTION", "unfused", 1);
+    const size_t unfused = stage_slot_bytes(&c), unfused_ws = stage_workspace_bytes(&c);
+    unsetenv("PPSCHED_ATTENTION");
+    const size_t per_block =
+        round256(B * H * T * T * 2) - round256(B * T * C * 2) - round256(B * H * T * sizeof(float));
+    EXPECT(unfused - fused == L * per_block, "slot %zu (unfused) - %zu (fused) != %zu", unfused,
+           fused, L * per_block);
+    EXPECT(unfused_ws - fused_ws ==
+               round256(B * H * T * T * 2) - round256(B * H * T * sizeof(float)),
+           "workspace %zu (unfused) vs %zu (fused)", unfused_ws, fused_ws);
+    c.dtype = PP_DTYPE_FP32; /* fp32: unfused whatever the environment */
+    const size_t f32 = stage_slot_bytes(&c);
+    setenv("PPSCHED_ATTENTION", "unfused", 1);
+    EXPECT(stage_slot_bytes(&c) == f32, "fp32 slot depends on PPSCHED_ATTENTION");
+    unsetenv("PPSCHED_ATTENTION");
+
+    /* A bad PPSCHED_ATTENTION is an input error, before any allocation. */
+    pp_stage_t *st = NULL;
+    setenv("PPSCHED_ATTENTION", "flash", 1);
+    fprintf(stderr, "  (the next error is expected)\n");
+    EXPECT(stage_init(&st, &c) == PP_ERR_INPUT && st == NULL, "PPSCHED_ATTENTION=flash accepted");
+    unsetenv("PPSCHED_ATTENTION");
+}
+
+/* ---- fused kernels against the reference ----------------------------------------------------- */
+
+typedef struct flash_io {
+    int B, H, T, d;
+    size_t n, rows;
+    double *q, *k, *v, *dout;                   /* host inputs (bf16 values) */
+    void *d_q, *d_k, *d_v, *d_dout;             /* device inputs */
+    void *d_o, *d_dq, *d_dk, *d_dv, *d_scratch; /* device outputs, poisoned */
+    float *d_lse;
+} flash_io_t;
+
+static void flash_io_make(flash_io_t *io, int B, int H, int T, int d, uint64_t seed)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, seed);
+    memset(io, 0, sizeof *io);
+    io->B = B, io->H = H, io->T = T, io->d = d;
+    io->n = (size_t)B * H * T * d, io->rows = (size_t)B * H * T;
+    io->q = hrand(&rng, io->n, 1.0), io->k = hrand(&rng, io->n, 1.0);
+    io->v = hrand(&rng, io->n, 1.0), io->dout = hrand(&rng, io->n, 1.0);
+    io->d_q = dev_bf16(io->q, io->n), io->d_k = dev_bf16(io->k, io->n);
+    io->d_v = dev_bf16(io->v, io->n), io->d_dout = dev_bf16(io->dout, io->n);
+    io->d_o = dbuf(io->n * 2), io->d_lse = (float *)dbuf(io->rows * sizeof(float));
+    io->d_dq = dbuf(io->n * 2), io->d_dk = dbuf(io->n * 2), io->d_dv = dbuf(io->n * 2);
+    io->d_scratch = dbuf(attention_flash_bwd_scratch_bytes(B, H, T));
+}
+
+static pp_status_t flash_run(flash_io_t *io)
+{
+    PP_CHECK(attention_flash_fwd(io->d_o, io->d_lse, io->d_q, io->d_k, io->d_v, io->B, io->H, io->T,
+                                 io->d, PP_DTYPE_BF16, g_stream));
+    PP_CHECK(attention_flash_bwd(io->d_dq, io->d_dk, io->d_dv, io->d_dout, io->d_q, io->d_k,
+                                 io->d_v, io->d_o, io->d_lse, io->d_scratch, io->B, io->H, io->T,
+                                 io->d, PP_DTYPE_BF16, g_stream));
+    PP_CUDA_CHECK(cudaStreamSynchronize(g_stream));
+    return PP_OK;
+}
+
+static void flash_case(int B, int H, int T, int d, uint64_t seed)
+{
+    snprintf(g_ctx, sizeof g_ctx, "B=%d H=%d T=%d d=%d", B, H, T, d);
+    flash_io_t io;
+    flash_io_make(&io, B, H, T, d, seed);
+    const size_t n = io.n, rows = io.rows, BH = (size_t)B * H;
+    const double scale = 1.0 / sqrt((double)d);
+
+    KOK(flash_run(&io));
+    double *o = hbuf(n), *lse = hbuf(rows), *dq = hbuf(n), *dk = hbuf(n), *dv = hbuf(n);
+    ref_attention_causal_fwd(o, lse, io.q, io.k, io.v, (int)BH, T, d, scale);
+    ref_attention_causal_bwd(dq, dk, dv, io.dout, io.q, io.k, io.v, (int)BH, T, d, scale);
+    compare("o", download(io.d_o, n, 0), o, n, TOL_OUT);
+    compare("lse", download(io.d_lse, rows, 1), lse, rows, TOL_LSE);
+    compare("dq", download(io.d_dq, n, 0), dq, n, TOL_OUT);
+    compare("dk", download(io.d_dk, n, 0), dk, n, TOL_OUT);
+    compare("dv", download(io.d_dv, n, 0), dv, n, TOL_OUT);
+
+    /* A second run into re-poisoned buffers gives the same bits. */
+    void *outs[5] = {io.d_o, io.d_lse, io.d_dq, io.d_dk, io.d_dv};
+    const size_t bytes[5] = {n * 2, rows * sizeof(float), n * 2, n * 2, n * 2};
+    const char *names[5] = {"o", "lse", "dq", "dk", "dv"};
+    void *first[5];
+    for (int i = 0; i < 5; i++) {
+        first[i] = raw_get(outs[i], bytes[i]);
+        poison(outs[i], bytes[i]);
+    }
+    KOK(flash_run(&io));
+    for (int i = 0; i < 5; i++)
+        EXPECT(memcmp(first[i], raw_get(outs[i], bytes[i]), bytes[i]) == 0,
+               "%s [%s]: the second run differs bitwise", names[i], g_ctx);
+    arena_free();
+}
+
+#define GPU_CASE(name, body)                                                                       \
+    static void name(void)                                                                         \
+    {                                                                                              \
+        if (!g_gpu) SKIP("%s", g_no_gpu);                                                          \
+        body;                                                                                      \
+    }
+
+GPU_CASE(test_flash_b1_h2_t64_d64, flash_case(1, 2, 64, 64, 101))
+GPU_CASE(test_flash_b2_h3_t192_d64, flash_case(2, 3, 192, 64, 102))
+GPU_CASE(test_flash_b1_h1_t1024_d64, flash_case(1, 1, 1024, 64, 103))
+GPU_CASE(test_flash_b1_h2_t192_d128, flash_case(1, 2, 192, 128, 104))
+
+/* ---- fused against unfused ------------------------------------------------------------------- */
+
+/* The stage's unfused attention on the same inputs, then fused against it. */
+static void unfused_case(int B, int H, int T, int d, uint64_t seed)
+{
+    snprintf(g_ctx, sizeof g_ctx, "fused vs unfused B=%d H=%d T=%d d=%d", B, H, T, d);
+    flash_io_t io;
+    flash_io_make(&io, B, H, T, d, seed);
+    const size_t n = io.n;
+    const int BH = B * H;
+    const long long Td = (long long)T * d, TT = (long long)T * T;
+    const float scale = 1.0f / sqrtf((float)d);
+    const pp_dtype_t bf = PP_DTYPE_BF16;
+    void *P = dbuf((size_t)BH * T * T * 2), *dP = dbuf((size_t)BH * T * T * 2);
+    void *o = dbuf(n * 2), *dq = dbuf(n * 2), *dk = dbuf(n * 2), *dv = dbuf(n * 2);
+
+    KOK(gemm_strided_batched(P, io.d_q, io.d_k, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td, TT, BH, bf,
+                             &g_gemm, g_stream));
+    KOK(softmax_causal_fwd(P, P, scale, BH, T, bf, g_stream));
+    KOK(gemm_strided_batched(o, P, io.d_v, 0, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf, &g_gemm,
+                             g_stream));
+    KOK(gemm_strided_batched(dP, io.d_dout, io.d_v, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td, TT, BH, bf,
+                             &g_gemm, g_stream));
+    KOK(gemm_strided_batched(dv, P, io.d_dout, 1, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf,
+                             &g_gemm, g_stream));
+    KOK(softmax_causal_bwd(dP, dP, P, scale, BH, T, bf, g_stream));
+    KOK(gemm_strided_batched(dq, dP, io.d_k, 0, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf, &g_gemm,
+                             g_stream));
+    KOK(gemm_strided_batched(dk, dP, io.d_q, 1, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf, &g_gemm,
+                             g_stream));
+    KOK(flash_run(&io));
+    compare("o", download(io.d_o, n, 0), download(o, n, 0), n, TOL_PATH);
+    compare("dq", download(io.d_dq, n, 0), download(dq, n, 0), n, TOL_PATH);
+    compare("dk", download(io.d_dk, n, 0), download(dk, n, 0), n, TOL_PATH);
+    compare("dv", download(io.d_dv, n, 0), download(dv, n, 0), n, TOL_PATH);
+    arena_free();
+}
+
+GPU_CASE(test_fused_vs_unfused_d64, unfused_case(2, 3, 192, 64, 201))
+GPU_CASE(test_fused_vs_unfused_d128, unfused_case(1, 2, 192, 128, 202))
+
+/* ---- the stage on both paths ----------------------------------------------------------------- */
+
+#define STAGE_MB 5 /* data index (a middle stage makes no data: any value) */
+
+typedef struct stage_out {
+    double *y, *dx, *grads; /* [NC], [NC], [n_params] */
+    size_t n_params, slot_bytes;
+} stage_out_t;
+
+/* Forward + backward of one micro-batch on a fresh stage built under PPSCHED_ATTENTION=`mode`
+ * (NULL: unset), from x and dy; twice, checking the second run gives the same bits. */
+static void stage_run(const pp_stage_cfg_t *cfg, const char *mode, const double *x,
+                      const double *dy, stage_out_t *out)
+{
+    const size_t NC = (size_t)cfg->micro_batch_size * cfg->seq_len * cfg->hidden;
+    const size_t bytes = stage_boundary_bytes(cfg);
+    pp_stage_t *st = NULL;
+    if (mode)
+        setenv("PPSCHED_ATTENTION", mode, 1);
+    else
+        unsetenv("PPSCHED_ATTENTION");
+    out->slot_bytes = stage_slot_bytes(cfg);
+    const pp_status_t s = stage_init(&st, cfg);
+    unsetenv("PPSCHED_ATTENTION"); /* the stage keeps the path it chose */
+    REQUIRE(s == PP_OK, "stage_init [%s]: %s", g_ctx, pp_status_str(s));
+    out->n_params = stage_n_params(st);
+    out->grads = (double *)hmem(out->n_params * sizeof(double));
+    float *g = (float *)hmem(out->n_params * sizeof(float));
+    float *g2 = (float *)hmem(out->n_params * sizeof(float));
+    void *y1 = hmem(bytes), *dx1 = hmem(bytes);
+    void *xin = dev_bf16(x, NC), *dyin = dev_bf16(dy, NC);
+    for (int run = 0; run < 2; run++) {
+        cuda_must(
+            cudaMemcpyAsync(stage_slot_x(st, 0), xin, bytes, cudaMemcpyDeviceToDevice, g_stream),
+            "copy x");
+        cuda_must(
+            cudaMemcpyAsync(stage_slot_dy(st, 0), dyin, bytes, cudaMemcpyDeviceToDevice, g_stream),
+            "copy dy");
+        poison(stage_slot_y(st, 0), bytes);
+        poison(stage_slot_dx(st, 0), bytes);
+        int ok = stage_zero_grads(st, g_stream) == PP_OK &&
+                 stage_forward(st, 0, STAGE_MB, g_stream) == PP_OK &&
+                 stage_backward(st, 0, STAGE_MB, g_stream) == PP_OK &&
+                 cudaStreamSynchronize(g_stream) == cudaSuccess;
+        ok = ok && stage_grads_to_host(st, run ? g2 : g) == PP_OK;
+        if (!ok) {
+            stage_free(st);
+            REQUIRE(0, "stage forward/backward failed [%s]", g_ctx);
+        }
+        if (run == 0) {
+            out->y = download(stage_slot_y(st, 0), NC, 0);
+            out->dx = download(stage_slot_dx(st, 0), NC, 0);
+            copy_sync(y1, stage_slot_y(st, 0), bytes, cudaMemcpyDeviceToHost);
+            copy_sync(dx1, stage_slot_dx(st, 0), bytes, cudaMemcpyDeviceToHost);
+        } else {
+            EXPECT(memcmp(y1, raw_get(stage_slot_y(st, 0), bytes), bytes) == 0,
+                   "y [%s]: the second run differs", g_ctx);
+            EXPECT(memcmp(dx1, raw_get(stage_slot_dx(st, 0), bytes), bytes) == 0,
+                   "dx [%s]: the second run differs", g_ctx);
+            EXPECT(memcmp(g, g2, out->n_params * sizeof(float)) == 0,
+                   "gradients [%s]: the second run differs", g_ctx);
+        }
+    }
+    for (size_t i = 0; i < out->n_params; i++)
+        out->grads[i] = g[i];
+    stage_free(st);
+}
+
+static void test_stage_paths(void)
+{
+    if (!g_gpu) SKIP("%s", g_no_gpu);
+    pp_stage_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.hidden = 128, c.heads = 2, c.seq_len = 64, c.vocab = 128, c.micro_batch_size = 2;
+    c.n_layers = 2, c.first_layer = 2, c.total_layers = 6; /* a middle stage, d = 64 */
+    c.dtype = PP_DTYPE_BF16, c.seed = 0x5eed5eedULL, c.n_slots = 1, c.grad_scale = 1.0f;
+    const size_t NC = (size_t)c.micro_batch_size * c.seq_len * c.hidden;
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 301);
+    double *x = hrand(&rng, NC, 1.0), *dy = hrand(&rng, NC, 1e-2);
+
+    stage_out_t fused, unfused;
+    memset(&fused, 0, sizeof fused), memset(&unfused, 0, sizeof unfused);
+    snprintf(g_ctx, sizeof g_ctx, "stage, fused");
+    stage_run(&c, NULL, x, dy, &fused);
+    snprintf(g_ctx, sizeof g_ctx, "stage, unfused");
+    stage_run(&c, "unfused", x, dy, &unfused);
+    REQUIRE(fused.grads && unfused.grads && fused.n_params == unfused.n_params);
+    /* Per block: P [B,H,T,T] out; O [B,H,T,d] and lse [B,H,T] in (equal sizes here: H·T = C). */
+    EXPECT(fused.slot_bytes - unfused.slot_bytes ==
+               (size_t)c.n_layers * round256((size_t)c.micro_batch_size * c.heads * c.seq_len * 4),
+           "slot bytes %zu (fused) vs %zu (unfused)", fused.slot_bytes, unfused.slot_bytes);
+
+    pp_model_shape_t shape;
+    memset(&shape, 0, sizeof shape);
+    shape.hidden = c.hidden, shape.heads = c.heads, shape.seq_len = c.seq_len;
+    shape.vocab = c.vocab, shape.batch = c.micro_batch_size, shape.n_layers = c.n_layers;
+    shape.first_layer = c.first_layer, shape.total_layers = c.total_layers;
+    ref_stage_t ref;
+    REQUIRE(ref_stage_init(&ref, &shape, c.seed) == 0, "ref_stage_init: out of memory");
+    REQUIRE(ref.n_params == fused.n_params, "%zu parameters, reference %zu", fused.n_params,
+            ref.n_params);
+    double *want_y = hbuf(NC), *want_dx = hbuf(NC);
+    ref_stage_forward(&ref, x, STAGE_MB, want_y);
+    ref_stage_backward(&ref, dy, 1.0, want_dx);
+
+    stage_out_t *outs[2] = {&fused, &unfused};
+    const char *names[2] = {"fused", "unfused"};
+    char what[96];
+    for (int p = 0; p < 2; p++) {
+        snprintf(g_ctx, sizeof g_ctx, "stage, %s vs the CPU stage", names[p]);
+        compare_l2("y", outs[p]->y, want_y, NC, STAGE_RTOL_FWD);
+        compare_l2("dx", outs[p]->dx, want_dx, NC, STAGE_RTOL_BWD);
+        for (int t = 0; t < ref.n_tensors; t++) {
+            const pp_param_tensor_t *tt = &ref.tensors[t];
+            snprintf(what, sizeof what, "d%s[layer %d]", model_param_name(tt->kind), tt->layer);
+            compare_l2(what, outs[p]->grads + tt->packed, ref.grads + tt->packed, tt->numel,
+                       STAGE_RTOL_BWD);
+        }
+    }
+    snprintf(g_ctx, sizeof g_ctx, "stage, fused vs unfused");
+    compare_l2("y", fused.y, unfused.y, NC, STAGE_RTOL_FWD);
+    compare_l2("dx", fused.dx, unfused.dx, NC, STAGE_RTOL_BWD);
+    compare_l2("gradients", fused.grads, unfused.grads, fused.n_params, STAGE_RTOL_BWD);
+    ref_stage_free(&ref);
+    arena_free();
+}
+
+int main(void)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        g_no_gpu = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
+    } else if (cudaSetDevice(0) != cudaSuccess ||
+               cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess ||
+               gemm_init(&g_gemm, 0) != PP_OK) {
+        fprintf(stderr, "test_flash: device setup failed\n");
+        return 1;
+    } else {
+        g_gpu = 1;
+    }
+    RUN(test_reference);
+    RUN(test_shapes_and_sizes);
+    RUN(test_flash_b1_h2_t64_d64);
+    RUN(test_flash_b2_h3_t192_d64);
+    RUN(test_flash_b1_h1_t1024_d64);
+    RUN(test_flash_b1_h2_t192_d128);
+    RUN(test_fused_vs_unfused_d64);
+    RUN(test_fused_vs_unfused_d128);
+    RUN(test_stage_paths);
+    if (g_gpu) {
+        gemm_free(&g_gemm);
+        cudaStreamDestroy(g_stream);
+    }
+    return check_summary("test_flash");
+}
