@@ -31,7 +31,8 @@ echo "# make bench: ${n_gpu}x $gpu (pipeline over $p), commit $commit, $date -> 
 
 small="--set model.layers=16 --set model.hidden=512 --set model.heads=8 --set model.seq_len=256 --set pipeline.micro_batch_size=2"
 schedules="schedules/gpipe.yaml schedules/1f1b.yaml schedules/interleaved.yaml schedules/zb-h1.yaml"
-sweep="--sweep pipeline.micro_batches=4,8,16,32"
+# BENCH_M overrides the micro-batch counts (a comma list), e.g. BENCH_M=8,32 for a quicker run.
+sweep="--sweep pipeline.micro_batches=${BENCH_M:-4,8,16,32}"
 common="--set pipeline.devices=$p --quiet"
 
 # 1. stage benchmark
@@ -46,9 +47,18 @@ for model in reference small; do
     [ "$model" = small ] && extra=$small
     echo "## schedules, $model model, p = $p"
     # shellcheck disable=SC2086
-    "$ppsched" compare $schedules $common $extra $sweep --svg "$out/gantt-$model" | tee "$out/compare-$model.txt"
-    # shellcheck disable=SC2086
-    "$ppsched" compare $schedules $common $extra $sweep --json >"$out/compare-$model.json"
+    "$ppsched" compare $schedules $common $extra $sweep --svg "$out/charts-$model" --json >"$out/compare-$model.json"
+    python3 - "$out/compare-$model.json" <<'EOF' | tee "$out/compare-$model.txt"
+import json, sys
+runs = json.load(open(sys.argv[1]))
+pct = lambda v: "-" if v is None else "%.1f" % (100 * v)
+print("%-18s %3s %4s %9s %9s %9s %10s %8s %7s %7s %7s %8s %5s" % ("schedule", "p", "m", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory", "mem", "peak"))
+print("%-18s %3s %4s %9s %9s %9s %10s %8s %7s %7s %7s %8s %5s" % ("", "", "", "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb"))
+for r in runs:
+    mem = max(d["peak_mem_bytes"] or 0 for d in r["per_device"]) / 2**30
+    infl = max(d["peak_inflight_microbatches"] or 0 for d in r["per_device"])
+    print("%-18s %3d %4d %9.3f %9.3f %9.3f %10.0f %8.1f %7s %7s %7s %8.2f %5d" % (r["schedule"], r["devices"], r["micro_batches"], r["step_ms"], r["step_ms_p10"], r["step_ms_p90"], r["tokens_per_s"], r["tflops"], pct(r["bubble"]), pct(r["bubble_simulated"]), pct(r["bubble_theory"]), mem, infl))
+EOF
 done
 
 # 3. timing overhead and 4. sync baseline, read from the JSON reports
@@ -108,8 +118,8 @@ for model in ("reference", "small"):
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         pct = lambda v: "-" if v is None else "%.1f" % (100 * v)
-        mem = max(d["peak_mem_bytes"] for d in r["per_device"]) / 2**30
-        infl = max(d["peak_inflight_microbatches"] for d in r["per_device"])
+        mem = max(d["peak_mem_bytes"] or 0 for d in r["per_device"]) / 2**30
+        infl = max(d["peak_inflight_microbatches"] or 0 for d in r["per_device"])
         lines.append("| %s | %d | %d | %.2f | %.2f | %.2f | %.0f | %.1f | %s | %s | %s | %.1f | %d |" % (
             r["schedule"], r["devices"], r["micro_batches"], r["step_ms"], r["step_ms_p10"], r["step_ms_p90"],
             r["tokens_per_s"], r["tflops"], pct(r["bubble"]), pct(r["bubble_simulated"]), pct(r["bubble_theory"]), mem, infl))
