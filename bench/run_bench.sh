@@ -8,7 +8,8 @@
 #   4. the overlap speed-up: the same plans with --sync (host sync after every op) vs without
 #
 # Results go to OUTDIR (default bench/results/<date>-<gpu>-<commit>/): the raw tables, JSON/CSV
-# twins, one Gantt chart per run, and summary.md, which names the device, date and commit.
+# twins, one Gantt chart per run, and summary.md, which names the device, date and commit
+# (PPSCHED_COMMIT names the commit where the tree has no .git).
 set -eu
 build=${1:-build}
 ppsched="$build/ppsched"
@@ -23,7 +24,7 @@ p=$n_gpu
 [ "$p" -gt 4 ] && p=4
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
 gpu_tag=$(echo "$gpu" | sed 's/NVIDIA //; s/[^A-Za-z0-9]/-/g; s/--*/-/g; s/-$//')
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=${PPSCHED_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 date=$(date -u +%Y-%m-%d)
 out=${2:-bench/results/$date-${n_gpu}x$gpu_tag-$commit}
 mkdir -p "$out"

@@ -3,8 +3,8 @@
 # torch.distributed.pipelining: one process per GPU (torchrun), NCCL, bf16. Used by run_peer.sh.
 #
 # Model: ppsched's pre-LN GPT blocks (stages/model.h), with causal attention through
-# F.scaled_dot_product_attention(is_causal=True) (a fused kernel; ppsched materialises the T x T
-# probabilities). Data: seeded random tokens, made once per configuration outside the timed step
+# F.scaled_dot_product_attention(is_causal=True) (a fused kernel; ppsched's bf16 path fuses attention
+# too, with its own flash-style kernel). Data: seeded random tokens, made once per configuration outside the timed step
 # (ppsched makes its tokens on the GPU inside the step; either cost is negligible). A step is
 # schedule.step() with no optimizer step (ppsched's default too); gradients are set to None
 # before the barrier. Step time = max over ranks of barrier -> step -> cuda.synchronize.
