@@ -466,6 +466,17 @@ static void fmt_num(char *buf, size_t n, double v, const char *fmt)
     else snprintf(buf, n, fmt, v);
 }
 
+/* Peak memory and peak in-flight micro-batches of the fullest device of a run. */
+static void fullest_device(const pp_report_t *r, size_t *mem, int *inflight)
+{
+    *mem = 0;
+    *inflight = 0;
+    for (int d = 0; d < r->devices; d++) {
+        if (r->per_device[d].peak_mem_bytes > *mem) *mem = r->per_device[d].peak_mem_bytes;
+        if (r->per_device[d].peak_inflight > *inflight) *inflight = r->per_device[d].peak_inflight;
+    }
+}
+
 static void compare_print_table(job_t *jobs, int n, FILE *f)
 {
     fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "schedule", "p", "m",
@@ -475,20 +486,18 @@ static void compare_print_table(job_t *jobs, int n, FILE *f)
             "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb");
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].report;
-        size_t mem = 0;
-        int inflight = 0;
-        for (int d = 0; d < r->devices; d++) {
-            if (r->per_device[d].peak_mem_bytes > mem) mem = r->per_device[d].peak_mem_bytes;
-            if (r->per_device[d].peak_inflight > inflight) inflight = r->per_device[d].peak_inflight;
-        }
-        char memb[32], th[32], sim[32], tf[32];
+        size_t mem;
+        int inflight;
+        fullest_device(r, &mem, &inflight);
+        char memb[32], th[32], sim[32], tf[32], bub[32];
         fmt_num(memb, sizeof memb, mem ? (double)mem / (1u << 30) : NAN, "%.2f");
+        fmt_num(bub, sizeof bub, r->bubble * 100, "%.1f");
         fmt_num(th, sizeof th, r->bubble_theory * 100, "%.1f");
         fmt_num(sim, sizeof sim, r->bubble_simulated * 100, "%.1f");
         fmt_num(tf, sizeof tf, r->tflops, "%.1f");
-        fprintf(f, "%-36.36s %3d %4d %2d %9.3f %9.3f %9.3f %11.4g %8s %7.1f %7s %7s %9s %6d\n",
+        fprintf(f, "%-36.36s %3d %4d %2d %9.3f %9.3f %9.3f %11.4g %8s %7s %7s %7s %9s %6d\n",
                 jobs[i].label, r->devices, r->micro_batches, r->chunks, r->step_ms, r->step_ms_p10,
-                r->step_ms_p90, r->tokens_per_s, tf, r->bubble * 100, sim, th, memb, inflight);
+                r->step_ms_p90, r->tokens_per_s, tf, bub, sim, th, memb, inflight);
     }
     /* Verdict: the fastest run. */
     int best = 0;
@@ -512,12 +521,9 @@ static void compare_print_csv(job_t *jobs, int n, FILE *f)
                "peak_inflight_microbatches\n");
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].report;
-        size_t mem = 0;
-        int inflight = 0;
-        for (int d = 0; d < r->devices; d++) {
-            if (r->per_device[d].peak_mem_bytes > mem) mem = r->per_device[d].peak_mem_bytes;
-            if (r->per_device[d].peak_inflight > inflight) inflight = r->per_device[d].peak_inflight;
-        }
+        size_t mem;
+        int inflight;
+        fullest_device(r, &mem, &inflight);
         fprintf(f, "\"%s\",%s,%d,%d,%d,%d", jobs[i].label, r->mode == PP_MODE_MEASURE ? "measure" : "simulate",
                 r->devices, r->stages, r->micro_batches, r->chunks);
         csv_field(f, r->step_ms);
