@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int n_gpus;
 
@@ -203,6 +204,55 @@ static void graph_matches_eager(void)
     }
 }
 
+/* A step that cannot finish within --timeout is reported, not waited on: the executor names the
+ * pending op of each device, aborts NCCL and returns PP_ERR_TIMEOUT; the process stays usable. */
+static void timeout_names_pending_op(void)
+{
+    if (n_gpus < 1) SKIP("no CUDA device");
+    int p = n_gpus >= 2 ? 2 : 1;
+    for (int tr = 0; tr < (p > 1 ? 2 : 1); tr++) {
+        pp_config_t cfg;
+        pp_schedule_t sched = {0};
+        pp_plan_t plan = {0};
+        pp_timeline_t tl = {0};
+        char devs[64], transport[64];
+        snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
+        snprintf(transport, sizeof transport, "pipeline.transport=%s", tr ? "nccl" : "peer");
+        const char *sets[] = {"schedule.kind=1f1b", devs, transport, "pipeline.micro_batches=8",
+                              "model.seq_len=256", "run.steps=2"};
+        memset(&cfg, 0, sizeof cfg);
+        REQUIRE(config_load_string(&cfg, "timeout.yaml", model_yaml("fp32"), sets, 6) == PP_OK);
+        REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
+        REQUIRE(generate_schedule(&sched, &cfg) == PP_OK);
+        REQUIRE(plan_lower(&plan, &sched, &cfg) == PP_OK);
+        /* 1 us: the host cannot even finish enqueuing a step before the deadline passes. */
+        pp_exec_opts_t eo = {.timing = 1, .timeout_s = 1e-6};
+        char log[8192] = "";
+        FILE *tmp = tmpfile();
+        REQUIRE(tmp != NULL);
+        fflush(stderr);
+        int saved = dup(2);
+        dup2(fileno(tmp), 2);
+        pp_status_t st = execute_plan(&tl, NULL, &plan, &cfg, &eo);
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        rewind(tmp);
+        size_t n = fread(log, 1, sizeof log - 1, tmp);
+        log[n] = '\0';
+        fclose(tmp);
+        EXPECT(st == PP_ERR_TIMEOUT, "%s: status %s, want timeout", tr ? "nccl" : "peer", pp_status_str(st));
+        EXPECT(strstr(log, "did not finish within") && strstr(log, "device 0 (cuda"),
+               "%s: the timeout message names no pending op:\n%s", tr ? "nccl" : "peer", log);
+        timeline_free(&tl);
+        plan_free(&plan);
+        schedule_free(&sched);
+        config_free(&cfg);
+    }
+    /* The devices are still usable afterwards. */
+    check_case("1f1b", p, "peer", "fp32", 4);
+}
+
 /* With AdamW the loss of the synthetic task must fall clearly over 50 steps. */
 static void adamw_loss_falls(void)
 {
@@ -261,6 +311,7 @@ int main(void)
     RUN(zbh1_4gpu_peer);
     RUN(zbh1_4gpu_nccl);
     RUN(graph_matches_eager);
+    RUN(timeout_names_pending_op);
     RUN(adamw_loss_falls);
     return check_summary("test_pipeline");
 }
