@@ -9,55 +9,15 @@
  */
 #include "../check.h"
 #include "config.h"
+#include "support.h"
 
 #include <glob.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Helpers
  * ------------------------------------------------------------------------------------------- */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-/* xorshift64*: a uniform integer in [lo, hi]. */
-static int rnd(int lo, int hi)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    uint64_t r = rng_state * 0x2545f4914f6cdd1dull;
-    return lo + (int)(r % (uint64_t)(hi - lo + 1));
-}
-
-static char cap_buf[8192];
-static int cap_saved = -1;
-static FILE *cap_file;
-
-/* Send stderr into a temporary file until capture_end, which returns what was written. */
-static void capture_begin(void)
-{
-    fflush(stderr);
-    cap_file = tmpfile();
-    cap_saved = dup(2);
-    if (cap_file) dup2(fileno(cap_file), 2);
-}
-
-static const char *capture_end(void)
-{
-    size_t n = 0;
-    fflush(stderr);
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    if (cap_file) {
-        rewind(cap_file);
-        n = fread(cap_buf, 1, sizeof cap_buf - 1, cap_file);
-        fclose(cap_file);
-    }
-    cap_buf[n] = '\0';
-    return cap_buf;
-}
 
 /* Load `yaml` (named t.yaml) with overrides, then resolve with n_visible unless it is NO_RESOLVE.
  * Returns the status; *err holds what was printed. */
@@ -66,10 +26,10 @@ static pp_status_t load_capture(const char *yaml, const char *const *sets, int n
                                 int n_visible, const char **err)
 {
     pp_config_t cfg;
-    capture_begin();
+    ts_capture_begin();
     pp_status_t st = config_load_string(&cfg, "t.yaml", yaml, sets, n_sets);
     if (st == PP_OK && n_visible != NO_RESOLVE) st = config_resolve(&cfg, n_visible);
-    *err = capture_end();
+    *err = ts_capture_end();
     config_free(&cfg);
     return st;
 }
@@ -77,27 +37,20 @@ static pp_status_t load_capture(const char *yaml, const char *const *sets, int n
 static pp_status_t load_file_capture(const char *path, int n_visible, const char **err)
 {
     pp_config_t cfg;
-    capture_begin();
+    ts_capture_begin();
     pp_status_t st = config_load(&cfg, path, NULL, 0);
     if (st == PP_OK && n_visible != NO_RESOLVE) st = config_resolve(&cfg, n_visible);
-    *err = capture_end();
+    *err = ts_capture_end();
     config_free(&cfg);
     return st;
 }
-
-/* The input must be rejected with exactly the one line `want`. */
-#define EXPECT_REJECT(st, got, want)                                                               \
-    do {                                                                                           \
-        EXPECT((st) == PP_ERR_INPUT, "status %s", pp_status_str(st));                              \
-        EXPECT(strcmp((got), want "\n") == 0, "\n    got:  %s    want: %s", (got), want "\n");     \
-    } while (0)
 
 /* Load a YAML text and expect one error line (no resolve). */
 #define EXPECT_LOAD_ERROR(yaml, want)                                                              \
     do {                                                                                           \
         const char *e_;                                                                            \
         pp_status_t s_ = load_capture((yaml), NULL, 0, NO_RESOLVE, &e_);                           \
-        EXPECT_REJECT(s_, e_, want);                                                               \
+        TS_EXPECT_REJECT(s_, e_, want);                                                            \
     } while (0)
 
 /* Load and resolve a YAML text with n_visible devices and expect one error line. */
@@ -105,7 +58,7 @@ static pp_status_t load_file_capture(const char *path, int n_visible, const char
     do {                                                                                           \
         const char *e_;                                                                            \
         pp_status_t s_ = load_capture((yaml), NULL, 0, (nv), &e_);                                 \
-        EXPECT_REJECT(s_, e_, want);                                                               \
+        TS_EXPECT_REJECT(s_, e_, want);                                                            \
     } while (0)
 
 /* Apply one override to an empty file and expect one error line. */
@@ -113,7 +66,7 @@ static pp_status_t load_file_capture(const char *path, int n_visible, const char
     do {                                                                                           \
         const char *e_, *sets_[] = {set};                                                          \
         pp_status_t s_ = load_capture("", sets_, 1, NO_RESOLVE, &e_);                              \
-        EXPECT_REJECT(s_, e_, want);                                                               \
+        TS_EXPECT_REJECT(s_, e_, want);                                                            \
     } while (0)
 
 #define ACTION_ALLOWED                                                                             \
@@ -203,12 +156,17 @@ static void test_random_values(void)
 {
     static const char *kinds[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
     for (int it = 0; it < 40; it++) {
-        int layers = rnd(1, 100000), hidden = rnd(1, 1 << 20), heads = rnd(1, 1 << 16);
-        int seq = rnd(1, 1 << 20), vocab = rnd(1, 1 << 24), m = rnd(1, 65536);
-        int mbs = rnd(1, 65536), steps = rnd(1, 1000000), warm = rnd(0, 1000000);
-        int kind = rnd(0, 3), count = rnd(1, 64), chunks = rnd(1, 16);
-        uint64_t seed = ((uint64_t)rnd(0, 1 << 30) << 34) ^ (uint64_t)rnd(0, 1 << 30);
-        double lr = rnd(0, 1000000) / 1e6, fwd = rnd(1, 1000000) / 1e3, bi = rnd(0, 99999) / 7.0;
+        int layers = ts_rand_int(1, 100000), hidden = ts_rand_int(1, 1 << 20),
+            heads = ts_rand_int(1, 1 << 16);
+        int seq = ts_rand_int(1, 1 << 20), vocab = ts_rand_int(1, 1 << 24),
+            m = ts_rand_int(1, 65536);
+        int mbs = ts_rand_int(1, 65536), steps = ts_rand_int(1, 1000000),
+            warm = ts_rand_int(0, 1000000);
+        int kind = ts_rand_int(0, 3), count = ts_rand_int(1, 64), chunks = ts_rand_int(1, 16);
+        uint64_t seed =
+            ((uint64_t)ts_rand_int(0, 1 << 30) << 34) ^ (uint64_t)ts_rand_int(0, 1 << 30);
+        double lr = ts_rand_int(0, 1000000) / 1e6, fwd = ts_rand_int(1, 1000000) / 1e3,
+               bi = ts_rand_int(0, 99999) / 7.0;
         char y[2048];
         snprintf(y, sizeof y,
                  "model: {layers: %d, hidden: %d, heads: %d, seq_len: %d, vocab: %d}\n"
@@ -239,7 +197,7 @@ static void test_missing_file(void)
 {
     const char *e;
     pp_status_t st = load_file_capture("tests/data/no_such_file.yaml", NO_RESOLVE, &e);
-    EXPECT_REJECT(st, e, "tests/data/no_such_file.yaml: No such file or directory");
+    TS_EXPECT_REJECT(st, e, "tests/data/no_such_file.yaml: No such file or directory");
     EXPECT(pp_status_exit_code(st) == 2);
 }
 
@@ -247,9 +205,9 @@ static void test_syntax_errors(void)
 {
     const char *e;
     pp_status_t st = load_file_capture("tests/data/bad_syntax.yaml", NO_RESOLVE, &e);
-    EXPECT_REJECT(st, e,
-                  "tests/data/bad_syntax.yaml:3:2: invalid YAML: did not find expected key "
-                  "(while parsing a block mapping at line 1)");
+    TS_EXPECT_REJECT(st, e,
+                     "tests/data/bad_syntax.yaml:3:2: invalid YAML: did not find expected key "
+                     "(while parsing a block mapping at line 1)");
     EXPECT_LOAD_ERROR("name: x\nmodel: {layers: 24\n",
                       "t.yaml:3:1: invalid YAML: did not find expected ',' or '}' (while parsing "
                       "a flow mapping at line 2)");
@@ -271,10 +229,11 @@ static void test_unknown_keys(void)
 {
     const char *e;
     pp_status_t st = load_file_capture("tests/data/unknown_key.yaml", NO_RESOLVE, &e);
-    EXPECT_REJECT(st, e,
-                  "tests/data/unknown_key.yaml:5:3: unknown key 'microbatch_size' in pipeline "
-                  "(allowed: devices, stages, chunks, placement, micro_batches, micro_batch_size, "
-                  "transport)");
+    TS_EXPECT_REJECT(
+        st, e,
+        "tests/data/unknown_key.yaml:5:3: unknown key 'microbatch_size' in pipeline "
+        "(allowed: devices, stages, chunks, placement, micro_batches, micro_batch_size, "
+        "transport)");
     EXPECT_LOAD_ERROR("model:\n  layers: 24\nmdoel:\n  hidden: 8\n",
                       "t.yaml:3:1: unknown section 'mdoel' (allowed: name, model, pipeline, "
                       "schedule, run, cost)");
@@ -429,21 +388,6 @@ static void test_duplicates(void)
  * Explicit steps and CSV
  * ------------------------------------------------------------------------------------------- */
 
-static int same_schedule(const pp_schedule_t *a, const pp_schedule_t *b)
-{
-    if (a->n_devices != b->n_devices || a->n_stages != b->n_stages || a->n_mb != b->n_mb) return 0;
-    for (int s = 0; s < a->n_stages; s++)
-        if (a->stage_device[s] != b->stage_device[s]) return 0;
-    for (int d = 0; d < a->n_devices; d++) {
-        if (a->prog[d].n != b->prog[d].n) return 0;
-        for (int i = 0; i < a->prog[d].n; i++) {
-            const pp_action_t *x = &a->prog[d].a[i], *y = &b->prog[d].a[i];
-            if (x->kind != y->kind || x->stage != y->stage || x->mb != y->mb) return 0;
-        }
-    }
-    return 1;
-}
-
 static void test_steps(void)
 {
     pp_config_t a, b;
@@ -459,7 +403,7 @@ static void test_steps(void)
                                "    - [1F0, 1F1, 1B0, 1B1, 3F0, 3B0, 3F1, 3B1]\n",
                                NULL, 0) == PP_OK);
     REQUIRE(a.schedule.steps && b.schedule.steps);
-    EXPECT(same_schedule(a.schedule.steps, b.schedule.steps));
+    EXPECT(ts_same_schedule(a.schedule.steps, b.schedule.steps));
     const pp_schedule_t *s = a.schedule.steps;
     EXPECT(a.schedule.kind == PP_SCHED_STEPS);
     EXPECT(s->n_devices == 2 && s->n_stages == 4 && s->n_mb == 2);
@@ -490,9 +434,9 @@ static void test_steps_errors(void)
 {
     const char *e;
     pp_status_t st = load_file_capture("tests/data/bad_action.yaml", NO_RESOLVE, &e);
-    EXPECT_REJECT(st, e,
-                  "tests/data/bad_action.yaml:5:14: schedule.steps: device 1, item 4: '1X1' is "
-                  "not an action " ACTION_ALLOWED);
+    TS_EXPECT_REJECT(st, e,
+                     "tests/data/bad_action.yaml:5:14: schedule.steps: device 1, item 4: '1X1' is "
+                     "not an action " ACTION_ALLOWED);
     static const char *bad[] = {"F3", "0F", "0F1x", "-1F0", "0 F1", "0f1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char y[128], want[512];
@@ -576,14 +520,14 @@ static void test_csv_schedule(void)
 
     const char *e;
     pp_status_t st = load_file_capture("tests/data/csv_bad.yaml", NO_RESOLVE, &e);
-    EXPECT_REJECT(
+    TS_EXPECT_REJECT(
         st, e,
         "tests/data/csv_bad_action.csv:2:13: cell 4: '1b1' is not an action " ACTION_ALLOWED);
     st = load_file_capture("tests/data/csv_missing.yaml", NO_RESOLVE, &e);
-    EXPECT_REJECT(st, e,
-                  "tests/data/csv_missing.yaml:2:8: schedule.csv: cannot open "
-                  "tests/data/no_such_schedule.csv: No such file or directory (allowed: a CSV "
-                  "file path, relative to the folder of the YAML file)");
+    TS_EXPECT_REJECT(st, e,
+                     "tests/data/csv_missing.yaml:2:8: schedule.csv: cannot open "
+                     "tests/data/no_such_schedule.csv: No such file or directory (allowed: a CSV "
+                     "file path, relative to the folder of the YAML file)");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -593,9 +537,10 @@ static void test_csv_schedule(void)
 static void test_set(void)
 {
     for (int it = 0; it < 20; it++) {
-        int layers = rnd(1, 100000), m = rnd(1, 65536), a = rnd(0, 63), b = rnd(0, 63);
+        int layers = ts_rand_int(1, 100000), m = ts_rand_int(1, 65536), a = ts_rand_int(0, 63),
+            b = ts_rand_int(0, 63);
         if (b == a) b = (a + 1) % 64;
-        double lr = rnd(0, 1000000) / 1e6;
+        double lr = ts_rand_int(0, 1000000) / 1e6;
         char s1[64], s2[64], s3[64], s4[64];
         snprintf(s1, sizeof s1, "model.layers=%d", layers);
         snprintf(s2, sizeof s2, "pipeline.micro_batches=%d", m);
@@ -665,15 +610,15 @@ static void test_set(void)
     const char *e;
     const char *few[] = {"pipeline.micro_batches=2"};
     pp_status_t s = load_capture("pipeline:\n  devices: 4\n", few, 1, 4, &e);
-    EXPECT_REJECT(s, e,
-                  "--set pipeline.micro_batches=2: 1f1b needs at least as many micro-batches as "
-                  "devices: 2 < 4 (allowed: 4 or more)");
+    TS_EXPECT_REJECT(s, e,
+                     "--set pipeline.micro_batches=2: 1f1b needs at least as many micro-batches as "
+                     "devices: 2 < 4 (allowed: 4 or more)");
     /* An override of steps must agree with them. */
     const char *mb[] = {"schedule.steps=[[0F0, 0B0], [1F0, 1B0]]", "pipeline.micro_batches=3"};
     s = load_capture("", mb, 2, NO_RESOLVE, &e);
-    EXPECT_REJECT(s, e,
-                  "--set pipeline.micro_batches=3: 3 micro-batches, but schedule.steps has 1 "
-                  "(allowed: 1)");
+    TS_EXPECT_REJECT(s, e,
+                     "--set pipeline.micro_batches=3: 3 micro-batches, but schedule.steps has 1 "
+                     "(allowed: 1)");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -803,12 +748,12 @@ static void test_resolve_errors(void)
     c.pipeline.device_ids[1] = 2;
     c.pipeline.device_ids[2] = 1;
     c.pipeline.device_ids[3] = 2;
-    capture_begin();
+    ts_capture_begin();
     pp_status_t s = config_resolve(&c, 4);
-    e = capture_end();
-    EXPECT_REJECT(s, e,
-                  "hand.yaml: pipeline.devices: device 2 is listed twice (allowed: each id "
-                  "once)");
+    e = ts_capture_end();
+    TS_EXPECT_REJECT(s, e,
+                     "hand.yaml: pipeline.devices: device 2 is listed twice (allowed: each id "
+                     "once)");
     config_free(&c);
 }
 
@@ -825,10 +770,10 @@ static void test_shipped_schedules(void)
         for (int nv = 0; nv <= 4; nv += 4) {
             pp_config_t c;
             const char *e;
-            capture_begin();
+            ts_capture_begin();
             pp_status_t st = config_load(&c, g.gl_pathv[i], NULL, 0);
             if (st == PP_OK) st = config_resolve(&c, nv);
-            e = capture_end();
+            e = ts_capture_end();
             EXPECT(st == PP_OK, "%s with %d devices: %s", g.gl_pathv[i], nv, e);
             EXPECT(st != PP_OK || c.pipeline.n_devices == 4, "%s", g.gl_pathv[i]);
             config_free(&c);
@@ -881,10 +826,11 @@ static void test_counts(void)
     config_free(&c);
     for (int it = 0; it < 50; it++) {
         config_defaults(&c);
-        double L = c.model.layers = rnd(1, 200), h = c.model.hidden = rnd(1, 16384);
-        double s = c.model.seq_len = rnd(1, 32768), V = c.model.vocab = rnd(1, 300000);
-        double m = c.pipeline.micro_batches = rnd(1, 4096);
-        double b = c.pipeline.micro_batch_size = rnd(1, 64);
+        double L = c.model.layers = ts_rand_int(1, 200), h = c.model.hidden = ts_rand_int(1, 16384);
+        double s = c.model.seq_len = ts_rand_int(1, 32768),
+               V = c.model.vocab = ts_rand_int(1, 300000);
+        double m = c.pipeline.micro_batches = ts_rand_int(1, 4096);
+        double b = c.pipeline.micro_batch_size = ts_rand_int(1, 64);
         double tokens = m * b * s;
         /* Each matmul of one token's forward, as 2 x its multiply-adds. */
         double qkv = 2 * h * 3 * h, proj = 2 * h * h, up = 2 * h * 4 * h, down = 2 * 4 * h * h;
@@ -906,10 +852,10 @@ static void test_counts(void)
 static void test_free_after_failure(void)
 {
     pp_config_t c;
-    capture_begin();
+    ts_capture_begin();
     pp_status_t st = config_load_string(
         &c, "t.yaml", "name: x\nschedule:\n  steps: [[0F0, 0B0]]\nmodel: {bad: 1}\n", NULL, 0);
-    capture_end();
+    ts_capture_end();
     EXPECT(st == PP_ERR_INPUT);
     config_free(&c);
     config_free(&c); /* twice: the first left it empty */
@@ -918,6 +864,7 @@ static void test_free_after_failure(void)
 
 int main(void)
 {
+    ts_rng_seed(0x9e3779b97f4a7c15ull);
     RUN(test_defaults);
     RUN(test_every_key);
     RUN(test_random_values);

@@ -10,45 +10,12 @@
  */
 #include "../../scheduler/generate.h"
 #include "../check.h"
+#include "support.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- helpers --------------------------------------------------------------------------------- */
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static int rnd_int(int lo, int hi) /* inclusive */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (int)(rng_state % (uint64_t)(hi - lo + 1));
-}
-
-/* Capture what the code under test prints on stderr (fd 2) into a buffer. */
-static int cap_saved = -1;
-static FILE *cap_file;
-static void capture_begin(void)
-{
-    fflush(stderr);
-    cap_file = tmpfile();
-    cap_saved = dup(2);
-    dup2(fileno(cap_file), 2);
-}
-static const char *capture_end(void)
-{
-    static char buf[8192];
-    fflush(stderr);
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    rewind(cap_file);
-    size_t n = fread(buf, 1, sizeof buf - 1, cap_file);
-    buf[n] = '\0';
-    fclose(cap_file);
-    return buf;
-}
 
 /* Compare device d's program with a space-separated action list ("0F0 0F1 0B0"). */
 static int program_is(const pp_schedule_t *s, int d, const char *want)
@@ -351,9 +318,10 @@ static void test_makespan_zbh1(void)
 static void test_makespan_random_costs(void)
 {
     for (int trial = 0; trial < 60; trial++) {
-        int p = rnd_int(1, 6), m = p * rnd_int(1, 4) + (trial % 2 ? rnd_int(0, p - 1) : 0);
-        costs_t c = {rnd_int(1, 9), rnd_int(1, 9), rnd_int(1, 9), 0};
-        c.w = rnd_int(1, c.f < c.i ? c.f : c.i);
+        int p = ts_rand_int(1, 6),
+            m = p * ts_rand_int(1, 4) + (trial % 2 ? ts_rand_int(0, p - 1) : 0);
+        costs_t c = {ts_rand_int(1, 9), ts_rand_int(1, 9), ts_rand_int(1, 9), 0};
+        c.w = ts_rand_int(1, c.f < c.i ? c.f : c.i);
         pp_schedule_t s;
         REQUIRE(generate_1f1b(&s, p, m) == PP_OK);
         EXPECT(lockstep_makespan(&s, c, NULL) == (long)(m + p - 1) * (c.f + c.b), "1f1b p=%d m=%d",
@@ -368,7 +336,7 @@ static void test_makespan_random_costs(void)
                    (long)m * (c.f + c.i + c.w) + (long)(p - 1) * (c.f + c.i - c.w),
                "zb-h1 p=%d m=%d F=%ld I=%ld W=%ld", p, m, c.f, c.i, c.w);
         schedule_free(&s);
-        int v = rnd_int(2, 4), mi = p * rnd_int(1, 4);
+        int v = ts_rand_int(2, 4), mi = p * ts_rand_int(1, 4);
         REQUIRE(generate_interleaved(&s, p, mi, v) == PP_OK);
         EXPECT(lockstep_makespan(&s, c, NULL) == (long)(v * mi + p - 1) * (c.f + c.b),
                "interleaved p=%d m=%d v=%d", p, mi, v);
@@ -410,7 +378,7 @@ static void test_peak_inflight(void)
 static void test_complete(void)
 {
     for (int kind = 0; kind < 4; kind++) {
-        int p = rnd_int(1, 8), m = p * rnd_int(1, 5);
+        int p = ts_rand_int(1, 8), m = p * ts_rand_int(1, 5);
         pp_schedule_t s;
         pp_status_t st = kind == 0   ? generate_gpipe(&s, p, m)
                          : kind == 1 ? generate_1f1b(&s, p, m)
@@ -442,12 +410,12 @@ static void test_complete(void)
 static void test_interleaved_rejects(void)
 {
     pp_schedule_t s;
-    capture_begin();
+    ts_capture_begin();
     pp_status_t st1 = generate_interleaved(&s, 4, 6, 2); /* m % p != 0 */
     EXPECT(s.prog == NULL, "a failed generator leaves the schedule empty");
     pp_status_t st2 = generate_interleaved(&s, 2, 4, 0);
     pp_status_t st3 = generate_1f1b(&s, 0, 4);
-    const char *err = capture_end();
+    const char *err = ts_capture_end();
     EXPECT(st1 == PP_ERR_INPUT && st2 == PP_ERR_INPUT && st3 == PP_ERR_INPUT);
     EXPECT(strstr(err, "must be a multiple of the devices (4)"), "%s", err);
     /* v = 1 is plain 1F1B and needs no m % p. */
@@ -458,62 +426,42 @@ static void test_interleaved_rejects(void)
 
 static void cfg_fill(pp_config_t *c, pp_sched_kind_t kind, int p, int stages, int m)
 {
-    memset(c, 0, sizeof *c);
+    ts_config_pipeline(c, kind, p, stages, m);
     c->model = (pp_model_cfg_t){
         .layers = 8, .hidden = 64, .heads = 4, .seq_len = 32, .vocab = 128, .dtype = PP_DTYPE_BF16};
-    c->pipeline.n_devices = p;
-    for (int d = 0; d < p; d++)
-        c->pipeline.device_ids[d] = d;
-    c->pipeline.stages = stages;
-    c->pipeline.chunks = stages / p;
-    c->pipeline.micro_batches = m;
     c->pipeline.micro_batch_size = 2;
-    c->schedule.kind = kind;
-}
-
-static int same_schedule(const pp_schedule_t *a, const pp_schedule_t *b)
-{
-    if (a->n_devices != b->n_devices || a->n_stages != b->n_stages || a->n_mb != b->n_mb) return 0;
-    for (int s = 0; s < a->n_stages; s++)
-        if (a->stage_device[s] != b->stage_device[s]) return 0;
-    for (int d = 0; d < a->n_devices; d++) {
-        if (a->prog[d].n != b->prog[d].n) return 0;
-        if (memcmp(a->prog[d].a, b->prog[d].a, sizeof *a->prog[d].a * (size_t)a->prog[d].n))
-            return 0;
-    }
-    return 1;
 }
 
 static void test_generate_schedule_dispatch(void)
 {
     pp_config_t c;
     pp_schedule_t got, want;
-    int p = rnd_int(2, 4), m = p * rnd_int(1, 3);
+    int p = ts_rand_int(2, 4), m = p * ts_rand_int(1, 3);
 
     cfg_fill(&c, PP_SCHED_1F1B, p, p, m);
     REQUIRE(generate_schedule(&got, &c) == PP_OK);
     REQUIRE(generate_1f1b(&want, p, m) == PP_OK);
-    EXPECT(same_schedule(&got, &want));
+    EXPECT(ts_same_schedule(&got, &want));
     schedule_free(&got);
     schedule_free(&want);
 
     cfg_fill(&c, PP_SCHED_INTERLEAVED, p, 2 * p, m);
     REQUIRE(generate_schedule(&got, &c) == PP_OK);
     REQUIRE(generate_interleaved(&want, p, m, 2) == PP_OK);
-    EXPECT(same_schedule(&got, &want));
+    EXPECT(ts_same_schedule(&got, &want));
     schedule_free(&got);
 
     /* STEPS: a deep copy of the schedule as written. */
     cfg_fill(&c, PP_SCHED_STEPS, p, 2 * p, m);
     c.schedule.steps = &want;
     REQUIRE(generate_schedule(&got, &c) == PP_OK);
-    EXPECT(same_schedule(&got, &want));
+    EXPECT(ts_same_schedule(&got, &want));
     EXPECT(got.prog[0].a != want.prog[0].a);
     schedule_free(&got);
     schedule_free(&want);
 
     /* Placement v with two chunks and one stage per device for 1F1B: rejected with a reason. */
-    capture_begin();
+    ts_capture_begin();
     cfg_fill(&c, PP_SCHED_INTERLEAVED, p, 2 * p, m);
     c.pipeline.placement = PP_PLACEMENT_V;
     pp_status_t st1 = generate_schedule(&got, &c);
@@ -521,7 +469,7 @@ static void test_generate_schedule_dispatch(void)
     pp_status_t st2 = generate_schedule(&got, &c);
     cfg_fill(&c, PP_SCHED_STEPS, p, p, m);
     pp_status_t st3 = generate_schedule(&got, &c); /* no steps */
-    const char *err = capture_end();
+    const char *err = ts_capture_end();
     EXPECT(st1 == PP_ERR_INPUT && st2 == PP_ERR_INPUT && st3 == PP_ERR_INPUT);
     EXPECT(strstr(err, "placement v is not supported"), "%s", err);
     EXPECT(strstr(err, "one stage per device"), "%s", err);
@@ -529,6 +477,7 @@ static void test_generate_schedule_dispatch(void)
 
 int main(void)
 {
+    ts_rng_seed(0x2545f4914f6cdd1dull);
     RUN(test_1f1b_p2_m4);
     RUN(test_1f1b_p4_m8);
     RUN(test_1f1b_fewer_microbatches_than_stages);

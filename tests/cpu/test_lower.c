@@ -9,82 +9,24 @@
 #include "../../scheduler/generate.h"
 #include "../../scheduler/plan.h"
 #include "../check.h"
+#include "support.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x61c8864680b583ebull;
-static int rnd_int(int lo, int hi) /* inclusive */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (int)(rng_state % (uint64_t)(hi - lo + 1));
-}
-
-static int cap_saved = -1;
-static FILE *cap_file;
-static void capture_begin(void)
-{
-    fflush(stderr);
-    cap_file = tmpfile();
-    cap_saved = dup(2);
-    dup2(fileno(cap_file), 2);
-}
-static const char *capture_end(void)
-{
-    static char buf[8192];
-    fflush(stderr);
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    rewind(cap_file);
-    size_t n = fread(buf, 1, sizeof buf - 1, cap_file);
-    buf[n] = '\0';
-    fclose(cap_file);
-    return buf;
-}
-
 static void cfg_fill(pp_config_t *c, pp_sched_kind_t kind, int p, int stages, int m)
 {
-    memset(c, 0, sizeof *c);
+    ts_config_pipeline(c, kind, p, stages, m);
     c->model = (pp_model_cfg_t){.layers = 2 * stages,
-                                .hidden = 48 + 16 * rnd_int(0, 4),
+                                .hidden = 48 + 16 * ts_rand_int(0, 4),
                                 .heads = 4,
-                                .seq_len = 16 * rnd_int(1, 8),
+                                .seq_len = 16 * ts_rand_int(1, 8),
                                 .vocab = 256,
                                 .dtype = PP_DTYPE_BF16};
-    c->pipeline.n_devices = p;
-    for (int d = 0; d < p; d++)
-        c->pipeline.device_ids[d] = d;
-    c->pipeline.stages = stages;
-    c->pipeline.chunks = stages / p;
-    c->pipeline.micro_batches = m;
-    c->pipeline.micro_batch_size = rnd_int(1, 4);
+    c->pipeline.micro_batch_size = ts_rand_int(1, 4);
     c->pipeline.transport = PP_TRANSPORT_NCCL;
-    c->schedule.kind = kind;
-}
-
-/* Build a schedule from one action list per device ("0F0 0SEND_F0 ..."). */
-static pp_status_t sched_from(pp_schedule_t *s, int n_stages, int n_mb, int n_dev,
-                              const char *const *progs)
-{
-    PP_CHECK(schedule_init(s, n_dev, n_stages, n_mb));
-    for (int d = 0; d < n_dev; d++) {
-        char buf[1024];
-        strncpy(buf, progs[d], sizeof buf - 1);
-        buf[sizeof buf - 1] = '\0';
-        for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
-            pp_action_t a;
-            if (action_parse(tok, &a) != 0) return PP_ERR_INTERNAL;
-            PP_CHECK(schedule_push(s, d, a.kind, a.stage, a.mb));
-            s->stage_device[a.stage] = d;
-        }
-    }
-    return PP_OK;
 }
 
 /* Index of op (kind, stage, mb) in the plan, -1 when absent. */
@@ -222,7 +164,7 @@ static void test_with_comm_kept(void)
                            "1RECV_F0 1RECV_F1 1F0 1B0 1SEND_B0 1F1 1B1 1SEND_B1"};
     pp_schedule_t s;
     pp_plan_t pl;
-    REQUIRE(sched_from(&s, 2, 2, 2, progs) == PP_OK);
+    REQUIRE(ts_sched_from(&s, 2, 2, 2, progs, 1) == PP_OK);
     EXPECT(s.has_comm);
     REQUIRE(plan_lower(&pl, &s, NULL) == PP_OK);
     EXPECT(!strcmp(program_text(&pl, 0), progs[0]));
@@ -247,7 +189,7 @@ static void test_links(void)
     pp_config_t c;
     cfg_fill(&c, PP_SCHED_STEPS, 2, 3, 2);
     size_t bytes = (size_t)c.pipeline.micro_batch_size * c.model.seq_len * c.model.hidden * 2;
-    REQUIRE(sched_from(&s, 3, 2, 2, progs) == PP_OK);
+    REQUIRE(ts_sched_from(&s, 3, 2, 2, progs, 1) == PP_OK);
     for (int t = 0; t < 2; t++) {
         c.pipeline.transport = t ? PP_TRANSPORT_NCCL : PP_TRANSPORT_PEER;
         REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
@@ -289,7 +231,7 @@ static void test_links(void)
 static void test_slots(void)
 {
     for (int trial = 0; trial < 12; trial++) {
-        int p = rnd_int(1, 8), m = rnd_int(1, 3 * p);
+        int p = ts_rand_int(1, 8), m = ts_rand_int(1, 3 * p);
         pp_config_t c;
         pp_schedule_t s;
         pp_plan_t pl;
@@ -389,8 +331,8 @@ static int happens_before(const pp_plan_t *pl, int y, int x, char *mark, int *st
 static void test_slot_holders_ordered(void)
 {
     for (int trial = 0; trial < 10; trial++) {
-        int kind = trial % 4, p = rnd_int(2, 7), v = rnd_int(2, 3);
-        int m = kind == 2 ? p * rnd_int(1, 3) : rnd_int(p, 3 * p);
+        int kind = trial % 4, p = ts_rand_int(2, 7), v = ts_rand_int(2, 3);
+        int m = kind == 2 ? p * ts_rand_int(1, 3) : ts_rand_int(p, 3 * p);
         if (trial == 9) kind = 2, p = 8, v = 2, m = 16;
         pp_schedule_t s;
         pp_plan_t pl;
@@ -438,7 +380,7 @@ static void test_slot_holders_ordered(void)
 
 static void test_data_deps(void)
 {
-    int p = rnd_int(3, 5), m = rnd_int(p, 2 * p);
+    int p = ts_rand_int(3, 5), m = ts_rand_int(p, 2 * p);
     pp_config_t c;
     pp_schedule_t s;
     pp_plan_t pl;
@@ -478,8 +420,8 @@ static void test_data_deps(void)
 static void test_order_all_generators(void)
 {
     for (int trial = 0; trial < 16; trial++) {
-        int kind = trial % 4, p = rnd_int(1, 6), v = rnd_int(2, 3);
-        int m = kind == 2 ? p * rnd_int(1, 4) : rnd_int(1, 4 * p);
+        int kind = trial % 4, p = ts_rand_int(1, 6), v = ts_rand_int(2, 3);
+        int m = kind == 2 ? p * ts_rand_int(1, 4) : ts_rand_int(1, 4 * p);
         pp_config_t c;
         pp_schedule_t s;
         pp_plan_t pl;
@@ -519,10 +461,10 @@ static void test_deadlock_report(void)
     const char *progs[] = {"0F0 0B0 0F1 0B1", "1F1 1F0 1B0 1B1"};
     pp_schedule_t s;
     pp_plan_t pl;
-    REQUIRE(sched_from(&s, 2, 2, 2, progs) == PP_OK);
-    capture_begin();
+    REQUIRE(ts_sched_from(&s, 2, 2, 2, progs, 1) == PP_OK);
+    ts_capture_begin();
     pp_status_t st = plan_lower(&pl, &s, NULL);
-    const char *err = capture_end();
+    const char *err = ts_capture_end();
     EXPECT(st == PP_ERR_INPUT);
     EXPECT(pl.ops == NULL && pl.n_ops == 0, "a failed lowering leaves the plan empty");
     EXPECT(strstr(err, "device 0, step 0, action 0SEND_F0 (added for 0F0): waits for its "
@@ -541,20 +483,20 @@ static void test_unmatched_fails(void)
                            "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1"};
     pp_schedule_t s;
     pp_plan_t pl;
-    REQUIRE(sched_from(&s, 2, 2, 2, progs) == PP_OK);
-    capture_begin();
+    REQUIRE(ts_sched_from(&s, 2, 2, 2, progs, 1) == PP_OK);
+    ts_capture_begin();
     pp_status_t st = plan_lower(&pl, &s, NULL);
-    const char *err = capture_end();
+    const char *err = ts_capture_end();
     EXPECT(st == PP_ERR_INPUT);
     EXPECT(strstr(err, "device 1, step 4, action 1RECV_F1: no matching 0SEND_F1"), "%s", err);
     schedule_free(&s);
 
     /* Compute-only, 0F1 missing: the receiver of 1F1 has nothing to receive. */
     const char *progs2[] = {"0F0 0B0 0B1", "1F0 1B0 1F1 1B1"};
-    REQUIRE(sched_from(&s, 2, 2, 2, progs2) == PP_OK);
-    capture_begin();
+    REQUIRE(ts_sched_from(&s, 2, 2, 2, progs2, 1) == PP_OK);
+    ts_capture_begin();
     st = plan_lower(&pl, &s, NULL);
-    err = capture_end();
+    err = ts_capture_end();
     EXPECT(st == PP_ERR_INPUT);
     EXPECT(strstr(err, "device 1, step 2, action 1RECV_F1 (added for 1F1): its input comes from "
                        "0F1, which never runs"),
@@ -626,6 +568,7 @@ static void test_grid(void)
 
 int main(void)
 {
+    ts_rng_seed(0x61c8864680b583ebull);
     RUN(test_insert_1f1b_p2_m2);
     RUN(test_insert_zbh1);
     RUN(test_with_comm_kept);

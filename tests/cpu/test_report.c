@@ -9,116 +9,35 @@
  */
 #include "../../scheduler/report.h"
 #include "../check.h"
+#include "support.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-/* ---- seeded random numbers ------------------------------------------------------------------- */
+/* ---- hand-built plan + timeline (support.h), each op with its times ------------------------ */
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-static uint64_t rnd_u64(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static double rnd_uniform(double lo, double hi)
-{
-    return lo + (hi - lo) * (double)(rnd_u64() >> 11) / 9007199254740992.0;
-}
-
-static int rnd_int(int lo, int hi)
-{
-    return lo + (int)(rnd_u64() % (uint64_t)(hi - lo + 1));
-}
-
-/* ---- hand-built plan + timeline -------------------------------------------------------------- */
-
-#define TP_MAX_OPS 2048
-
-typedef struct tp {
-    pp_plan_t pl;
-    pp_op_t ops[TP_MAX_OPS];
-    pp_op_time_t t[TP_MAX_OPS];
-    int stage_device[PP_MAX_STAGES];
-    int slots[PP_MAX_STAGES];
-} tp_t;
-
-static tp_t *tp_new(int p, int n_stages, int m, pp_sched_kind_t kind)
-{
-    tp_t *x = calloc(1, sizeof *x);
-    x->pl.n_devices = p;
-    x->pl.n_stages = n_stages;
-    x->pl.n_mb = m;
-    x->pl.chunks = n_stages / p;
-    x->pl.kind = kind;
-    x->pl.ops = x->ops;
-    x->pl.stage_device = x->stage_device;
-    x->pl.slots_per_stage = x->slots;
-    for (int s = 0; s < n_stages; s++)
-        x->stage_device[s] = s % p;
-    return x;
-}
-
-static int tp_op(tp_t *x, int dev, pp_role_t role, pp_action_kind_t kind, int stage, int mb,
-                 double start, double end)
-{
-    int k = x->pl.n_ops++;
-    x->ops[k] = (pp_op_t){.device = dev,
-                          .role = role,
-                          .kind = kind,
-                          .stage = stage,
-                          .mb = mb,
-                          .slot = mb,
-                          .pos = k,
-                          .peer = -1,
-                          .link = PP_LINK_NONE};
-    x->t[k] = (pp_op_time_t){start, end};
-    return k;
-}
-
-static int tp_compute(tp_t *x, int dev, pp_action_kind_t kind, int stage, int mb, double start,
+/* A compute op over [start, end]; returns its index. */
+static int tp_compute(ts_plan_t *x, int dev, pp_action_kind_t kind, int stage, int mb, double start,
                       double end)
 {
-    return tp_op(x, dev, PP_ROLE_COMPUTE, kind, stage, mb, start, end);
+    return ts_plan_time(x, ts_plan_compute(x, dev, kind, stage, mb, -1, -1), start, end);
 }
 
-/* A SEND on src and its RECV on dst, both over [start, end]; returns the SEND. */
-static int tp_transfer(tp_t *x, int src, int dst, pp_action_kind_t send_kind, int stage, int mb,
-                       pp_link_t link, size_t bytes, double start, double end)
+/* A SEND on src and its RECV on dst (of the next stage for SEND_F, the previous for SEND_B), both
+ * over [start, end]. */
+static void tp_transfer(ts_plan_t *x, int src, int dst, pp_action_kind_t send_kind, int stage,
+                        int mb, pp_link_t link, size_t bytes, double start, double end)
 {
-    int s = tp_op(x, src, PP_ROLE_SEND, send_kind, stage, mb, start, end);
-    int r = tp_op(x, dst, PP_ROLE_RECV, (pp_action_kind_t)(send_kind + 1),
-                  send_kind == PP_ACT_SEND_F ? stage + 1 : stage - 1, mb, start, end);
-    x->ops[s].peer = r;
-    x->ops[r].peer = s;
-    x->ops[s].link = x->ops[r].link = link;
-    x->ops[s].bytes = x->ops[r].bytes = bytes;
-    return s;
-}
-
-/* A timeline holding the hand-set times; step_ms[] = steps (or the makespan when NULL). */
-static pp_status_t tp_timeline(const tp_t *x, pp_timeline_t *tl, pp_mode_t mode,
-                               const double *steps, int n_steps)
-{
-    PP_CHECK(timeline_init(tl, mode, x->pl.n_ops, x->pl.n_devices, steps ? n_steps : 1));
-    memcpy(tl->t, x->t, sizeof(pp_op_time_t) * (size_t)x->pl.n_ops);
-    tl->has_op_times = 1;
-    if (steps)
-        memcpy(tl->step_ms, steps, sizeof(double) * (size_t)n_steps);
-    else
-        tl->step_ms[0] = timeline_makespan(tl);
-    return PP_OK;
+    int peer_stage = send_kind == PP_ACT_SEND_F ? stage + 1 : stage - 1;
+    int r = ts_plan_transfer(x, src, dst, send_kind, stage, peer_stage, mb, link, bytes, -1);
+    ts_plan_time(x, r - 1, start, end);
+    ts_plan_time(x, r, start, end);
 }
 
 /* A small 2-device, 2-micro-batch 1F1B-like run with transfers, times scaled by `u`. */
-static tp_t *tp_small(double u, int *n_sends)
+static void tp_small(ts_plan_t *x, double u, int *n_sends)
 {
-    tp_t *x = tp_new(2, 2, 2, PP_SCHED_1F1B);
+    ts_plan_init(x, 2, 2, 2, PP_SCHED_1F1B);
     for (int k = 0; k < 2; k++) {
         double o = 4 * k * u;
         tp_compute(x, 0, PP_ACT_F, 0, k, o, o + u);
@@ -129,7 +48,6 @@ static tp_t *tp_small(double u, int *n_sends)
         tp_compute(x, 0, PP_ACT_B, 0, k, o + 3.4 * u, o + 4.4 * u);
     }
     *n_sends = 4;
-    return x;
 }
 
 /* ---- a recursive-descent JSON checker -------------------------------------------------------- */
@@ -497,20 +415,21 @@ static char *print_table(const pp_report_t *r, const pp_config_t *cfg)
 /* Overlapping compute ops count once; transfers do not count; makespan spans every stream. */
 static void test_busy_union_of_intervals(void)
 {
-    double u = rnd_uniform(0.5, 3), o = rnd_uniform(0, 10);
-    tp_t *x = tp_new(2, 2, 3, PP_SCHED_STEPS);
-    tp_compute(x, 0, PP_ACT_F, 0, 0, o + 0 * u, o + 2 * u);
-    tp_compute(x, 0, PP_ACT_B, 0, 1, o + 1 * u, o + 3 * u);     /* overlaps the first */
-    tp_compute(x, 0, PP_ACT_F, 0, 2, o + 1.5 * u, o + 2.5 * u); /* inside both */
-    tp_compute(x, 0, PP_ACT_W, 0, 2, o + 5 * u, o + 6 * u);
-    tp_transfer(x, 0, 1, PP_ACT_SEND_F, 0, 0, PP_LINK_PEER, 3000, o + 3 * u, o + 5 * u);
-    tp_transfer(x, 0, 1, PP_ACT_SEND_F, 0, 1, PP_LINK_LOCAL, 7000, o + 3 * u, o + 3 * u);
-    tp_transfer(x, 1, 0, PP_ACT_SEND_B, 1, 1, PP_LINK_NCCL, 500, o + 5 * u, o + 5.5 * u);
-    tp_compute(x, 1, PP_ACT_F, 1, 0, o + 0 * u, o + 1 * u);
+    double u = ts_rand_uniform(0.5, 3), o = ts_rand_uniform(0, 10);
+    ts_plan_t x;
+    ts_plan_init(&x, 2, 2, 3, PP_SCHED_STEPS);
+    tp_compute(&x, 0, PP_ACT_F, 0, 0, o + 0 * u, o + 2 * u);
+    tp_compute(&x, 0, PP_ACT_B, 0, 1, o + 1 * u, o + 3 * u);     /* overlaps the first */
+    tp_compute(&x, 0, PP_ACT_F, 0, 2, o + 1.5 * u, o + 2.5 * u); /* inside both */
+    tp_compute(&x, 0, PP_ACT_W, 0, 2, o + 5 * u, o + 6 * u);
+    tp_transfer(&x, 0, 1, PP_ACT_SEND_F, 0, 0, PP_LINK_PEER, 3000, o + 3 * u, o + 5 * u);
+    tp_transfer(&x, 0, 1, PP_ACT_SEND_F, 0, 1, PP_LINK_LOCAL, 7000, o + 3 * u, o + 3 * u);
+    tp_transfer(&x, 1, 0, PP_ACT_SEND_B, 1, 1, PP_LINK_NCCL, 500, o + 5 * u, o + 5.5 * u);
+    tp_compute(&x, 1, PP_ACT_F, 1, 0, o + 0 * u, o + 1 * u);
     pp_timeline_t tl;
     pp_report_t r;
-    REQUIRE(tp_timeline(x, &tl, PP_MODE_MEASURE, NULL, 0) == PP_OK);
-    REQUIRE(report_build(&r, NULL, &x->pl, &tl, NULL) == PP_OK);
+    REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_MEASURE, NULL, 0) == PP_OK);
+    REQUIRE(report_build(&r, NULL, &x.pl, &tl, NULL) == PP_OK);
     EXPECT(r.devices == 2 && r.stages == 2 && r.micro_batches == 3 && r.mode == PP_MODE_MEASURE);
     EXPECT_NEAR(r.per_device[0].busy_ms, 4 * u, 1e-12, 1e-12);
     EXPECT_NEAR(r.per_device[1].busy_ms, 1 * u, 1e-12, 1e-12);
@@ -529,32 +448,34 @@ static void test_busy_union_of_intervals(void)
     report_free(&r);
     report_free(&r); /* zeroed: safe */
     timeline_free(&tl);
-    free(x);
+    ts_plan_free(&x);
 }
 
 /* Random intervals on a grid, against a brute-force count of covered cells. */
 static void test_busy_random_against_grid(void)
 {
     for (int trial = 0; trial < 50; trial++) {
-        int p = rnd_int(1, 4);
-        double u = rnd_uniform(0.1, 2);
-        tp_t *x = tp_new(p, p, 64, PP_SCHED_STEPS);
+        int p = ts_rand_int(1, 4);
+        double u = ts_rand_uniform(0.1, 2);
+        ts_plan_t x;
+        ts_plan_init(&x, p, p, 64, PP_SCHED_STEPS);
         unsigned char cover[4][200];
         memset(cover, 0, sizeof cover);
-        int n = rnd_int(1, 60);
+        int n = ts_rand_int(1, 60);
         for (int k = 0; k < n; k++) {
-            int d = rnd_int(0, p - 1), a = rnd_int(0, 190), len = rnd_int(0, 9);
-            pp_role_t role = rnd_int(0, 3) == 0 ? PP_ROLE_SEND : PP_ROLE_COMPUTE;
-            tp_op(x, d, role, role == PP_ROLE_SEND ? PP_ACT_SEND_F : PP_ACT_F, d, k % 64, a * u,
-                  (a + len) * u);
+            int d = ts_rand_int(0, p - 1), a = ts_rand_int(0, 190), len = ts_rand_int(0, 9);
+            pp_role_t role = ts_rand_int(0, 3) == 0 ? PP_ROLE_SEND : PP_ROLE_COMPUTE;
+            int op = ts_plan_op(&x, d, role, role == PP_ROLE_SEND ? PP_ACT_SEND_F : PP_ACT_F, d,
+                                k % 64, NULL, 0);
+            ts_plan_time(&x, op, a * u, (a + len) * u);
             if (role == PP_ROLE_COMPUTE)
                 for (int c = a; c < a + len; c++)
                     cover[d][c] = 1;
         }
         pp_timeline_t tl;
         pp_report_t r;
-        REQUIRE(tp_timeline(x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
-        REQUIRE(report_build(&r, NULL, &x->pl, &tl, NULL) == PP_OK);
+        REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+        REQUIRE(report_build(&r, NULL, &x.pl, &tl, NULL) == PP_OK);
         double sum = 0;
         for (int d = 0; d < p; d++) {
             int cells = 0;
@@ -570,7 +491,7 @@ static void test_busy_random_against_grid(void)
         }
         report_free(&r);
         timeline_free(&tl);
-        free(x);
+        ts_plan_free(&x);
     }
 }
 
@@ -588,30 +509,31 @@ static void test_step_percentiles(void)
         {2, {2, 1}, 1.5, 1.1, 1.9},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        double s = rnd_uniform(0.5, 2); /* scale: quantiles are linear */
+        double s = ts_rand_uniform(0.5, 2); /* scale: quantiles are linear */
         double v[8];
         for (int i = 0; i < cases[c].n; i++)
             v[i] = cases[c].v[i] * s;
         int sends;
-        tp_t *x = tp_small(rnd_uniform(0.5, 1.5), &sends);
+        ts_plan_t x;
+        tp_small(&x, ts_rand_uniform(0.5, 1.5), &sends);
         pp_timeline_t tl;
         pp_report_t r;
-        REQUIRE(tp_timeline(x, &tl, PP_MODE_MEASURE, v, cases[c].n) == PP_OK);
-        REQUIRE(report_build(&r, NULL, &x->pl, &tl, NULL) == PP_OK);
+        REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_MEASURE, v, cases[c].n) == PP_OK);
+        REQUIRE(report_build(&r, NULL, &x.pl, &tl, NULL) == PP_OK);
         EXPECT_NEAR(r.step_ms, cases[c].med * s, 1e-12, 1e-12);
         EXPECT_NEAR(r.step_ms_p10, cases[c].p10 * s, 1e-12, 1e-12);
         EXPECT_NEAR(r.step_ms_p90, cases[c].p90 * s, 1e-12, 1e-12);
         EXPECT(tl.step_ms[0] == v[0], "report_build must not reorder the timeline's steps");
         report_free(&r);
         timeline_free(&tl);
-        free(x);
+        ts_plan_free(&x);
     }
 }
 
 static void test_theory_values(void)
 {
     for (int t = 0; t < 20; t++) {
-        int p = rnd_int(1, 16), m = rnd_int(1, 64), v = rnd_int(1, 4);
+        int p = ts_rand_int(1, 16), m = ts_rand_int(1, 64), v = ts_rand_int(1, 4);
         EXPECT_NEAR(report_bubble_theory(PP_SCHED_GPIPE, p, m, 1), (p - 1.0) / (m + p - 1), 0,
                     1e-15);
         EXPECT_NEAR(report_bubble_theory(PP_SCHED_1F1B, p, m, 1), (p - 1.0) / (m + p - 1), 0,
@@ -635,27 +557,29 @@ static void test_theory_values(void)
 static void test_simulated_and_throughput(void)
 {
     int sends;
-    double u = rnd_uniform(0.5, 1.5);
-    tp_t *x = tp_small(u, &sends);
-    tp_t *y = tp_small(u * rnd_uniform(1.1, 1.5), &sends);
+    double u = ts_rand_uniform(0.5, 1.5);
+    ts_plan_t x;
+    tp_small(&x, u, &sends);
+    ts_plan_t y;
+    tp_small(&y, u * ts_rand_uniform(1.1, 1.5), &sends);
     /* Make y's run differ in shape too: device 1 idles longer. */
-    y->t[y->pl.n_ops - 1].end_ms += 2 * u;
+    y.t[y.pl.n_ops - 1].end_ms += 2 * u;
     pp_timeline_t meas, sim;
     pp_report_t r, rs, ry;
     double steps[3] = {9 * u, 8 * u, 10 * u};
-    REQUIRE(tp_timeline(x, &meas, PP_MODE_MEASURE, steps, 3) == PP_OK);
-    REQUIRE(tp_timeline(y, &sim, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+    REQUIRE(ts_plan_timeline(&x, &meas, PP_MODE_MEASURE, steps, 3) == PP_OK);
+    REQUIRE(ts_plan_timeline(&y, &sim, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
 
     pp_config_t cfg;
     config_defaults(&cfg);
     cfg.pipeline.micro_batches = 2;
-    cfg.pipeline.micro_batch_size = rnd_int(1, 8);
-    cfg.model.seq_len = 128 * rnd_int(1, 8);
+    cfg.pipeline.micro_batch_size = ts_rand_int(1, 8);
+    cfg.model.seq_len = 128 * ts_rand_int(1, 8);
     cfg.pipeline.device_ids[0] = 3;
     cfg.pipeline.device_ids[1] = 5;
     cfg.schedule.kind = PP_SCHED_1F1B;
 
-    REQUIRE(report_build(&r, &cfg, &x->pl, &meas, NULL) == PP_OK);
+    REQUIRE(report_build(&r, &cfg, &x.pl, &meas, NULL) == PP_OK);
     EXPECT(isnan(r.bubble_simulated));
     EXPECT(r.per_device[0].cuda_device == 3 && r.per_device[1].cuda_device == 5);
     EXPECT(strcmp(r.schedule, "1f1b") == 0, "schedule '%s'", r.schedule);
@@ -663,8 +587,8 @@ static void test_simulated_and_throughput(void)
     EXPECT_NEAR(r.tokens_per_s, config_tokens_per_step(&cfg) / (9 * u / 1000), 0, 1e-12);
     EXPECT_NEAR(r.tflops, config_flops_per_step(&cfg) / (9 * u / 1000) / 1e12, 0, 1e-12);
     EXPECT_NEAR(r.bubble_theory, 1.0 / 3, 0, 1e-15);
-    REQUIRE(report_build(&ry, NULL, &y->pl, &sim, NULL) == PP_OK);
-    REQUIRE(report_build(&rs, &cfg, &x->pl, &meas, &sim) == PP_OK);
+    REQUIRE(report_build(&ry, NULL, &y.pl, &sim, NULL) == PP_OK);
+    REQUIRE(report_build(&rs, &cfg, &x.pl, &meas, &sim) == PP_OK);
     EXPECT_NEAR(rs.bubble_simulated, ry.bubble, 0, 1e-15);
     EXPECT(fabs(rs.bubble_simulated - rs.bubble) > 1e-3, "the two timelines must differ");
     EXPECT(ry.per_device[0].cuda_device == -1);
@@ -673,44 +597,45 @@ static void test_simulated_and_throughput(void)
     report_free(&ry);
     /* A mismatched timeline is refused. */
     meas.n_ops--;
-    EXPECT(report_build(&r, &cfg, &x->pl, &meas, NULL) == PP_ERR_INTERNAL);
+    EXPECT(report_build(&r, &cfg, &x.pl, &meas, NULL) == PP_ERR_INTERNAL);
     meas.n_ops++;
     timeline_free(&meas);
     timeline_free(&sim);
     config_free(&cfg);
-    free(x);
-    free(y);
+    ts_plan_free(&x);
+    ts_plan_free(&y);
 }
 
 /* In-flight micro-batches with a split backward (the pair ends at its W), and ties at one
  * instant: an end and a start at the same time do not overlap. */
 static void test_peak_inflight(void)
 {
-    double u = rnd_uniform(0.5, 2);
-    tp_t *x = tp_new(2, 2, 3, PP_SCHED_ZBH1);
-    x->pl.split_backward = 1;
+    double u = ts_rand_uniform(0.5, 2);
+    ts_plan_t x;
+    ts_plan_init(&x, 2, 2, 3, PP_SCHED_ZBH1);
+    x.pl.split_backward = 1;
     /* dev0: mb0 F I ... W late; mb1 F I W in between -> 2 in flight. */
-    tp_compute(x, 0, PP_ACT_F, 0, 0, 0, u);
-    tp_compute(x, 0, PP_ACT_I, 0, 0, u, 2 * u);
-    tp_compute(x, 0, PP_ACT_F, 0, 1, 2 * u, 3 * u);
-    tp_compute(x, 0, PP_ACT_I, 0, 1, 3 * u, 4 * u);
-    tp_compute(x, 0, PP_ACT_W, 0, 1, 4 * u, 5 * u);
-    tp_compute(x, 0, PP_ACT_W, 0, 0, 5 * u, 6 * u);
+    tp_compute(&x, 0, PP_ACT_F, 0, 0, 0, u);
+    tp_compute(&x, 0, PP_ACT_I, 0, 0, u, 2 * u);
+    tp_compute(&x, 0, PP_ACT_F, 0, 1, 2 * u, 3 * u);
+    tp_compute(&x, 0, PP_ACT_I, 0, 1, 3 * u, 4 * u);
+    tp_compute(&x, 0, PP_ACT_W, 0, 1, 4 * u, 5 * u);
+    tp_compute(&x, 0, PP_ACT_W, 0, 0, 5 * u, 6 * u);
     /* dev1: back-to-back F B F B F B with equal end/start times -> 1. */
     for (int k = 0; k < 3; k++) {
-        tp_compute(x, 1, PP_ACT_F, 1, k, 2 * k * u, (2 * k + 1) * u);
-        tp_compute(x, 1, PP_ACT_B, 1, k, (2 * k + 1) * u, (2 * k + 2) * u);
+        tp_compute(&x, 1, PP_ACT_F, 1, k, 2 * k * u, (2 * k + 1) * u);
+        tp_compute(&x, 1, PP_ACT_B, 1, k, (2 * k + 1) * u, (2 * k + 2) * u);
     }
     pp_timeline_t tl;
     pp_report_t r;
-    REQUIRE(tp_timeline(x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
-    REQUIRE(report_build(&r, NULL, &x->pl, &tl, NULL) == PP_OK);
+    REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+    REQUIRE(report_build(&r, NULL, &x.pl, &tl, NULL) == PP_OK);
     EXPECT(r.per_device[0].peak_inflight == 2, "dev0: %d", r.per_device[0].peak_inflight);
     EXPECT(r.per_device[1].peak_inflight == 1, "dev1: %d", r.per_device[1].peak_inflight);
     report_free(&r);
     /* Without per-op times nothing per op is known. */
     tl.has_op_times = 0;
-    REQUIRE(report_build(&r, NULL, &x->pl, &tl, NULL) == PP_OK);
+    REQUIRE(report_build(&r, NULL, &x.pl, &tl, NULL) == PP_OK);
     EXPECT(r.per_device[0].peak_inflight == -1 && isnan(r.per_device[0].busy_ms));
     EXPECT(isnan(r.bubble) && isnan(r.per_device[1].bubble));
     EXPECT_NEAR(r.step_ms, tl.step_ms[0], 0, 0);
@@ -724,7 +649,7 @@ static void test_peak_inflight(void)
     free(t);
     report_free(&r);
     timeline_free(&tl);
-    free(x);
+    ts_plan_free(&x);
 }
 
 /* ---- tests: outputs -------------------------------------------------------------------------- */
@@ -738,19 +663,20 @@ static void test_json_schema(void)
     static const char *const dev[] = {"device", "busy_ms",        "idle_ms",
                                       "bubble", "peak_mem_bytes", "peak_inflight_microbatches"};
     int sends;
-    tp_t *x = tp_small(rnd_uniform(0.5, 2), &sends);
+    ts_plan_t x;
+    tp_small(&x, ts_rand_uniform(0.5, 2), &sends);
     pp_timeline_t tl;
     pp_report_t r;
-    double steps[2] = {rnd_uniform(1, 2), rnd_uniform(1, 2)};
-    x->pl.kind = PP_SCHED_STEPS;
-    REQUIRE(tp_timeline(x, &tl, PP_MODE_MEASURE, steps, 2) == PP_OK);
-    tl.peak_mem_bytes[0] = (size_t)rnd_int(1, 1 << 30) * 1024;
+    double steps[2] = {ts_rand_uniform(1, 2), ts_rand_uniform(1, 2)};
+    x.pl.kind = PP_SCHED_STEPS;
+    REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_MEASURE, steps, 2) == PP_OK);
+    tl.peak_mem_bytes[0] = (size_t)ts_rand_int(1, 1 << 30) * 1024;
     pp_config_t cfg;
     config_defaults(&cfg);
     cfg.schedule.kind = PP_SCHED_STEPS;
     free(cfg.name);
     cfg.name = strdup("odd \"name\"\\ with\ttab");
-    REQUIRE(report_build(&r, &cfg, &x->pl, &tl, NULL) == PP_OK);
+    REQUIRE(report_build(&r, &cfg, &x.pl, &tl, NULL) == PP_OK);
     char *js = print_json(&r);
     jp_t j;
     REQUIRE(json_valid(js, &j), "invalid JSON: %s", js);
@@ -786,20 +712,21 @@ static void test_json_schema(void)
     report_free(&r);
     timeline_free(&tl);
     config_free(&cfg);
-    free(x);
+    ts_plan_free(&x);
 }
 
 static void test_table(void)
 {
     int sends;
-    tp_t *x = tp_small(rnd_uniform(0.5, 2), &sends);
+    ts_plan_t x;
+    tp_small(&x, ts_rand_uniform(0.5, 2), &sends);
     pp_timeline_t tl;
     pp_report_t r;
-    REQUIRE(tp_timeline(x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+    REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
     pp_config_t cfg;
     config_defaults(&cfg);
     cfg.schedule.kind = PP_SCHED_1F1B;
-    REQUIRE(report_build(&r, &cfg, &x->pl, &tl, NULL) == PP_OK);
+    REQUIRE(report_build(&r, &cfg, &x.pl, &tl, NULL) == PP_OK);
     char *t = print_table(&r, &cfg);
     int rows = 0, header = 0, units = 0;
     for (char *line = t; line && *line;) {
@@ -820,33 +747,34 @@ static void test_table(void)
     free(t);
     report_free(&r);
     /* No closed form: the verdict says so. */
-    x->pl.kind = PP_SCHED_STEPS;
+    x.pl.kind = PP_SCHED_STEPS;
     cfg.schedule.kind = PP_SCHED_STEPS;
-    REQUIRE(report_build(&r, &cfg, &x->pl, &tl, NULL) == PP_OK);
+    REQUIRE(report_build(&r, &cfg, &x.pl, &tl, NULL) == PP_OK);
     t = print_table(&r, &cfg);
     EXPECT(strstr(t, "no closed form") != NULL, "%s", t);
     free(t);
     report_free(&r);
     timeline_free(&tl);
     config_free(&cfg);
-    free(x);
+    ts_plan_free(&x);
 }
 
 static void test_trace(void)
 {
     int sends;
-    tp_t *x = tp_small(rnd_uniform(0.5, 2), &sends);
+    ts_plan_t x;
+    tp_small(&x, ts_rand_uniform(0.5, 2), &sends);
     pp_timeline_t tl;
-    REQUIRE(tp_timeline(x, &tl, PP_MODE_MEASURE, NULL, 0) == PP_OK);
+    REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_MEASURE, NULL, 0) == PP_OK);
     char path[512];
     temp_path(path, sizeof path, ".json");
     int ids[2] = {6, 2};
-    REQUIRE(report_write_trace_devices(&x->pl, &tl, ids, path) == PP_OK);
+    REQUIRE(report_write_trace_devices(&x.pl, &tl, ids, path) == PP_OK);
     char *s = read_all(path);
     REQUIRE(s != NULL);
     jp_t j;
     EXPECT(json_valid(s, &j), "invalid trace JSON");
-    EXPECT(count_substr(s, "\"ph\":\"X\"") == x->pl.n_ops, "%d complete events",
+    EXPECT(count_substr(s, "\"ph\":\"X\"") == x.pl.n_ops, "%d complete events",
            count_substr(s, "\"ph\":\"X\""));
     EXPECT(count_substr(s, "\"ph\":\"s\"") == sends && count_substr(s, "\"ph\":\"f\"") == sends);
     EXPECT(count_substr(s, "\"bp\":\"e\"") == sends);
@@ -856,42 +784,43 @@ static void test_trace(void)
     EXPECT(strstr(s, "\"name\":\"B1\",\"cat\":\"B\"") != NULL);
     free(s);
     /* The plain form works too, and the file is replaced. */
-    REQUIRE(report_write_trace(&x->pl, &tl, path) == PP_OK);
+    REQUIRE(report_write_trace(&x.pl, &tl, path) == PP_OK);
     s = read_all(path);
     EXPECT(s && json_valid(s, &j) && !strstr(s, "cuda 6"));
     free(s);
     unlink(path);
-    EXPECT(report_write_trace(&x->pl, &tl, "/nonexistent-dir/ppsched/t.json") == PP_ERR_IO);
+    EXPECT(report_write_trace(&x.pl, &tl, "/nonexistent-dir/ppsched/t.json") == PP_ERR_IO);
     tl.has_op_times = 0;
-    EXPECT(report_write_trace(&x->pl, &tl, path) == PP_ERR_USAGE);
+    EXPECT(report_write_trace(&x.pl, &tl, path) == PP_ERR_USAGE);
     timeline_free(&tl);
-    free(x);
+    ts_plan_free(&x);
 }
 
 static void test_svg(void)
 {
     /* A bigger run: p = 3 with F/I/W/B ops, transfers, and a title needing escapes. */
-    tp_t *x = tp_new(3, 3, 40, PP_SCHED_ZBH1);
+    ts_plan_t x;
+    ts_plan_init(&x, 3, 3, 40, PP_SCHED_ZBH1);
     int n_compute = 0;
-    double u = rnd_uniform(0.2, 1);
+    double u = ts_rand_uniform(0.2, 1);
     for (int d = 0; d < 3; d++) {
         double t = d * u;
         for (int k = 0; k < 40; k++) {
             static const pp_action_kind_t kinds[] = {PP_ACT_F, PP_ACT_I, PP_ACT_W, PP_ACT_B};
-            double len = u * rnd_uniform(0.5, 1.5);
-            tp_compute(x, d, kinds[k % 4], d, k, t, t + len);
+            double len = u * ts_rand_uniform(0.5, 1.5);
+            tp_compute(&x, d, kinds[k % 4], d, k, t, t + len);
             n_compute++;
             if (d < 2 && k % 4 == 0)
-                tp_transfer(x, d, d + 1, PP_ACT_SEND_F, d, k, PP_LINK_PEER, 1024, t + len,
+                tp_transfer(&x, d, d + 1, PP_ACT_SEND_F, d, k, PP_LINK_PEER, 1024, t + len,
                             t + len + 0.1 * u);
             t += len + (k % 3 == 0 ? 0.3 * u : 0);
         }
     }
     pp_timeline_t tl;
-    REQUIRE(tp_timeline(x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+    REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
     char path[512];
     temp_path(path, sizeof path, ".svg");
-    REQUIRE(report_write_svg(&x->pl, &tl, "zb <h1> & \"friends\" 'x'", path) == PP_OK);
+    REQUIRE(report_write_svg(&x.pl, &tl, "zb <h1> & \"friends\" 'x'", path) == PP_OK);
     char *s = read_all(path);
     REQUIRE(s != NULL);
     xc_t xc;
@@ -903,9 +832,9 @@ static void test_svg(void)
     EXPECT(strstr(s, "bubble") && strstr(s, "makespan"));
     free(s);
     unlink(path);
-    EXPECT(report_write_svg(&x->pl, &tl, NULL, "/nonexistent-dir/ppsched/g.svg") == PP_ERR_IO);
+    EXPECT(report_write_svg(&x.pl, &tl, NULL, "/nonexistent-dir/ppsched/g.svg") == PP_ERR_IO);
     timeline_free(&tl);
-    free(x);
+    ts_plan_free(&x);
 }
 
 /* The bubble-against-m chart: well-formed, one point per finite value, escaped title, and the
@@ -915,7 +844,7 @@ static void test_bubble_chart(void)
     int m[4] = {4, 8, 16, 32};
     double meas[4], sim[4];
     for (int i = 0; i < 4; i++) {
-        meas[i] = report_bubble_theory(PP_SCHED_1F1B, 4, m[i], 1) + rnd_uniform(0, 0.05);
+        meas[i] = report_bubble_theory(PP_SCHED_1F1B, 4, m[i], 1) + ts_rand_uniform(0, 0.05);
         sim[i] = i == 2 ? NAN : meas[i] - 0.01;
     }
     char path[512];
@@ -933,8 +862,8 @@ static void test_bubble_chart(void)
     EXPECT(strstr(s, "<polyline") != NULL && strstr(s, "closed form") != NULL);
     free(s);
     unlink(path);
-    EXPECT(report_write_bubble_chart("/nonexistent-dir/ppsched/b.svg", "x", PP_SCHED_1F1B, 4, 1, 4, m,
-                                     meas, sim, "measured") == PP_ERR_IO);
+    EXPECT(report_write_bubble_chart("/nonexistent-dir/ppsched/b.svg", "x", PP_SCHED_1F1B, 4, 1, 4,
+                                     m, meas, sim, "measured") == PP_ERR_IO);
 }
 
 /* The checkers themselves must reject what is broken, or the tests above prove nothing. */
@@ -960,6 +889,7 @@ static void test_checkers_reject_bad_input(void)
 
 int main(void)
 {
+    ts_rng_seed(0x2545f4914f6cdd1dull);
     RUN(test_busy_union_of_intervals);
     RUN(test_busy_random_against_grid);
     RUN(test_step_percentiles);

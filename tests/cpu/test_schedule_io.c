@@ -10,50 +10,9 @@
 #include "../check.h"
 #include "config.h"
 #include "schedule.h"
+#include "support.h"
 
-#include <stdint.h>
 #include <stdlib.h>
-#include <unistd.h>
-
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
-
-/* xorshift64*: a uniform integer in [lo, hi]. */
-static int rnd(int lo, int hi)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    uint64_t r = rng_state * 0x2545f4914f6cdd1dull;
-    return lo + (int)(r % (uint64_t)(hi - lo + 1));
-}
-
-static char cap_buf[8192];
-static int cap_saved = -1;
-static FILE *cap_file;
-
-/* Send stderr into a temporary file until capture_end, which returns what was written. */
-static void capture_begin(void)
-{
-    fflush(stderr);
-    cap_file = tmpfile();
-    cap_saved = dup(2);
-    if (cap_file) dup2(fileno(cap_file), 2);
-}
-
-static const char *capture_end(void)
-{
-    size_t n = 0;
-    fflush(stderr);
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    if (cap_file) {
-        rewind(cap_file);
-        n = fread(cap_buf, 1, sizeof cap_buf - 1, cap_file);
-        fclose(cap_file);
-    }
-    cap_buf[n] = '\0';
-    return cap_buf;
-}
 
 #define ACTION_ALLOWED                                                                             \
     "(allowed: <stage><kind><micro-batch>, kind F, B, I, W, SEND_F, RECV_F, SEND_B or RECV_B, "    \
@@ -65,9 +24,9 @@ static pp_status_t read_csv_text(pp_schedule_t *s, const char *text, const char 
 {
     FILE *f = fmemopen((void *)text, strlen(text), "r");
     if (!f) return PP_ERR_IO;
-    capture_begin();
+    ts_capture_begin();
     pp_status_t st = schedule_read_csv(s, f, where);
-    *err = capture_end();
+    *err = ts_capture_end();
     fclose(f);
     return st;
 }
@@ -76,62 +35,46 @@ static pp_status_t read_csv_file(pp_schedule_t *s, const char *path, const char 
 {
     FILE *f = fopen(path, "r");
     if (!f) return PP_ERR_IO;
-    capture_begin();
+    ts_capture_begin();
     pp_status_t st = schedule_read_csv(s, f, path);
-    *err = capture_end();
+    *err = ts_capture_end();
     fclose(f);
     return st;
 }
-
-#define EXPECT_REJECT(st, got, want)                                                               \
-    do {                                                                                           \
-        EXPECT((st) == PP_ERR_INPUT, "status %s", pp_status_str(st));                              \
-        EXPECT(strcmp((got), want "\n") == 0, "\n    got:  %s    want: %s", (got), want "\n");     \
-    } while (0)
 
 #define EXPECT_CSV_ERROR(text, want)                                                               \
     do {                                                                                           \
         pp_schedule_t s_;                                                                          \
         const char *e_;                                                                            \
         pp_status_t st_ = read_csv_text(&s_, (text), "t.csv", &e_);                                \
-        EXPECT_REJECT(st_, e_, want);                                                              \
+        TS_EXPECT_REJECT(st_, e_, want);                                                           \
         EXPECT(s_.prog == NULL && s_.n_devices == 0, "schedule not left empty");                   \
     } while (0)
 
+/* The shared comparison, and the has_comm / split_backward flags the files must keep too. */
 static int same_schedule(const pp_schedule_t *a, const pp_schedule_t *b)
 {
-    if (a->n_devices != b->n_devices || a->n_stages != b->n_stages || a->n_mb != b->n_mb ||
-        a->has_comm != b->has_comm || a->split_backward != b->split_backward)
-        return 0;
-    for (int s = 0; s < a->n_stages; s++)
-        if (a->stage_device[s] != b->stage_device[s]) return 0;
-    for (int d = 0; d < a->n_devices; d++) {
-        if (a->prog[d].n != b->prog[d].n) return 0;
-        for (int i = 0; i < a->prog[d].n; i++) {
-            const pp_action_t *x = &a->prog[d].a[i], *y = &b->prog[d].a[i];
-            if (x->kind != y->kind || x->stage != y->stage || x->mb != y->mb) return 0;
-        }
-    }
-    return 1;
+    return a->has_comm == b->has_comm && a->split_backward == b->split_backward &&
+           ts_same_schedule(a, b);
 }
 
 /* A random schedule: p devices, v stages each (stage s on device s mod p), every stage used,
  * programs of random actions of every kind. n_mb is 1 + the largest micro-batch used. */
 static pp_status_t random_schedule(pp_schedule_t *s, int max_len)
 {
-    int p = rnd(1, 8), v = rnd(1, 3), m = rnd(1, 40);
+    int p = ts_rand_int(1, 8), v = ts_rand_int(1, 3), m = ts_rand_int(1, 40);
     int n_stages = p * v, max_mb = 0;
     pp_schedule_t tmp;
     PP_CHECK(schedule_init(&tmp, p, n_stages, m));
     for (int d = 0; d < p; d++) {
-        int len = rnd(v, max_len);
+        int len = ts_rand_int(v, max_len);
         for (int i = 0; i < len; i++) {
             /* The first v actions name each of the device's stages once. */
-            int stage = d + p * (i < v ? i : rnd(0, v - 1));
-            int mb = rnd(0, m - 1);
+            int stage = d + p * (i < v ? i : ts_rand_int(0, v - 1));
+            int mb = ts_rand_int(0, m - 1);
             if (mb > max_mb) max_mb = mb;
-            pp_status_t st =
-                schedule_push(&tmp, d, (pp_action_kind_t)rnd(0, PP_ACT_COUNT - 1), stage, mb);
+            pp_status_t st = schedule_push(
+                &tmp, d, (pp_action_kind_t)ts_rand_int(0, PP_ACT_COUNT - 1), stage, mb);
             if (st != PP_OK) {
                 schedule_free(&tmp);
                 return st;
@@ -159,8 +102,8 @@ static void test_action_round_trip(void)
                                               "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
     char buf[32], want[64];
     for (int it = 0; it < 2000; it++) {
-        pp_action_t a = {(pp_action_kind_t)rnd(0, PP_ACT_COUNT - 1), rnd(0, 100000),
-                         rnd(0, 100000)};
+        pp_action_t a = {(pp_action_kind_t)ts_rand_int(0, PP_ACT_COUNT - 1), ts_rand_int(0, 100000),
+                         ts_rand_int(0, 100000)};
         if (it < PP_ACT_COUNT) a.kind = (pp_action_kind_t)it; /* every kind at least once */
         snprintf(want, sizeof want, "%d%s%d", a.stage, names[a.kind], a.mb);
         EXPECT(!strcmp(action_format(&a, buf, sizeof buf), want), "%s vs %s", buf, want);
@@ -281,25 +224,25 @@ static void test_csv_errors(void)
     const char *e;
     pp_schedule_t s;
     pp_status_t st = read_csv_file(&s, "tests/data/csv_bad_action.csv", &e);
-    EXPECT_REJECT(
+    TS_EXPECT_REJECT(
         st, e,
         "tests/data/csv_bad_action.csv:2:13: cell 4: '1b1' is not an action " ACTION_ALLOWED);
     st = read_csv_file(&s, "tests/data/csv_two_ranks.csv", &e);
-    EXPECT_REJECT(st, e,
-                  "tests/data/csv_two_ranks.csv:2:2: cell 2: stage 1 already runs on rank 0 "
-                  "(line 1, cell 3) (allowed: each stage on one rank)");
+    TS_EXPECT_REJECT(st, e,
+                     "tests/data/csv_two_ranks.csv:2:2: cell 2: stage 1 already runs on rank 0 "
+                     "(line 1, cell 3) (allowed: each stage on one rank)");
     st = read_csv_file(&s, "tests/data/csv_missing_stage.csv", &e);
-    EXPECT_REJECT(st, e,
-                  "tests/data/csv_missing_stage.csv: stage 1 has no action in any row (allowed: "
-                  "every stage 0..2 in some row)");
+    TS_EXPECT_REJECT(st, e,
+                     "tests/data/csv_missing_stage.csv: stage 1 has no action in any row (allowed: "
+                     "every stage 0..2 in some row)");
     st = read_csv_file(&s, "tests/data/csv_empty_row.csv", &e);
-    EXPECT_REJECT(st, e,
-                  "tests/data/csv_empty_row.csv:2:1: rank 1 has no actions (allowed: at least "
-                  "one action in every row)");
+    TS_EXPECT_REJECT(st, e,
+                     "tests/data/csv_empty_row.csv:2:1: rank 1 has no actions (allowed: at least "
+                     "one action in every row)");
     st = read_csv_file(&s, "tests/data/csv_empty.csv", &e);
-    EXPECT_REJECT(st, e,
-                  "tests/data/csv_empty.csv: no actions (allowed: one row of actions per rank, "
-                  "cells such as 0F0,0F1,0B0,0B1)");
+    TS_EXPECT_REJECT(st, e,
+                     "tests/data/csv_empty.csv: no actions (allowed: one row of actions per rank, "
+                     "cells such as 0F0,0F1,0B0,0B1)");
 
     EXPECT_CSV_ERROR("0F0,0B0\n1F0,1X0\n",
                      "t.csv:2:5: cell 2: '1X0' is not an action " ACTION_ALLOWED);
@@ -323,8 +266,8 @@ static void test_csv_errors(void)
     for (int r = 0; r <= PP_MAX_DEVICES; r++)
         n += (size_t)snprintf(big + n, cap - n, "%dF0,%dB0\n", r, r);
     pp_status_t st2 = read_csv_text(&s, big, "big.csv", &e);
-    EXPECT_REJECT(st2, e,
-                  "big.csv:65:1: more than 64 rows (allowed: one row per rank, at most 64)");
+    TS_EXPECT_REJECT(st2, e,
+                     "big.csv:65:1: more than 64 rows (allowed: one row per rank, at most 64)");
     /* Exactly 64 rows, then trailing empty lines: fine. */
     n = 0;
     for (int r = 0; r < PP_MAX_DEVICES; r++)
@@ -362,9 +305,9 @@ static void test_yaml_round_trip(void)
         EXPECT(!strncmp(text, "schedule:\n  steps:\n    0: [", 27), "%.40s", text);
 
         pp_config_t c;
-        capture_begin();
+        ts_capture_begin();
         pp_status_t st = config_load_string(&c, "steps.yaml", text, NULL, 0);
-        const char *e = capture_end();
+        const char *e = ts_capture_end();
         EXPECT(st == PP_OK, "%s\n%s", e, text);
         if (st == PP_OK) {
             EXPECT(c.schedule.kind == PP_SCHED_STEPS);
@@ -399,6 +342,7 @@ static void test_yaml_write_exact(void)
 
 int main(void)
 {
+    ts_rng_seed(0x243f6a8885a308d3ull);
     RUN(test_action_round_trip);
     RUN(test_action_invalid);
     RUN(test_csv_round_trip);

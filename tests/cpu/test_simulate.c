@@ -2,10 +2,11 @@
  * test_simulate.c — the discrete-event simulator against exact hand-computed times, and against
  * the closed forms of the schedules.
  *
- * Plans are built here by a small test-local builder (ops appended in plan order, each with its
- * deps; a transfer appends a SEND and its RECV right after it) and by a small lowering that turns
- * per-device compute programs into such a plan, the way plan.h describes. The last test runs the
- * real chain (generate_* -> plan_lower -> simulate_plan -> report_build) over a sweep of p and m.
+ * Plans are built here with the hand-built plan of support.h (ops appended in plan order, each
+ * with its deps; a transfer appends a SEND and its RECV right after it) and by a small lowering
+ * that turns per-device compute programs into such a plan, the way plan.h describes. The last
+ * test runs the real chain (generate_* -> plan_lower -> simulate_plan -> report_build) over a
+ * sweep of p and m.
  * Costs are drawn from a seeded generator, never round numbers alone, so a wrong formula cannot
  * pass by accident.
  */
@@ -13,110 +14,9 @@
 #include "../../scheduler/report.h"
 #include "../../scheduler/simulate.h"
 #include "../check.h"
+#include "support.h"
 
-#include <stdint.h>
 #include <stdlib.h>
-
-/* ---- seeded random numbers ------------------------------------------------------------------- */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static double rnd_uniform(double lo, double hi)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-/* ---- a test-local plan builder --------------------------------------------------------------- */
-
-typedef struct pb {
-    pp_plan_t pl;
-    int cap_ops, cap_deps;
-    int pos[PP_MAX_DEVICES]; /* next program position per device */
-} pb_t;
-
-static void pb_init(pb_t *b, int p, int n_stages, int m, pp_sched_kind_t kind)
-{
-    memset(b, 0, sizeof *b);
-    b->pl.n_devices = p;
-    b->pl.n_stages = n_stages;
-    b->pl.n_mb = m;
-    b->pl.chunks = n_stages / p;
-    b->pl.kind = kind;
-    b->pl.stage_device = calloc((size_t)n_stages, sizeof(int));
-    b->pl.slots_per_stage = calloc((size_t)n_stages, sizeof(int));
-    for (int s = 0; s < n_stages; s++) {
-        b->pl.stage_device[s] = s % p;
-        b->pl.slots_per_stage[s] = m;
-    }
-}
-
-/* Appends an op; returns its index. */
-static int pb_op(pb_t *b, int dev, pp_role_t role, pp_action_kind_t kind, int stage, int mb,
-                 const int *deps, int n_deps)
-{
-    pp_plan_t *pl = &b->pl;
-    if (pl->n_ops == b->cap_ops) {
-        b->cap_ops = b->cap_ops ? 2 * b->cap_ops : 64;
-        pl->ops = realloc(pl->ops, sizeof *pl->ops * (size_t)b->cap_ops);
-    }
-    if (pl->n_deps_total + n_deps > b->cap_deps) {
-        b->cap_deps = 2 * (pl->n_deps_total + n_deps) + 64;
-        pl->deps = realloc(pl->deps, sizeof *pl->deps * (size_t)b->cap_deps);
-    }
-    pl->ops[pl->n_ops] = (pp_op_t){.device = dev,
-                                   .role = role,
-                                   .kind = kind,
-                                   .stage = stage,
-                                   .mb = mb,
-                                   .slot = mb,
-                                   .pos = b->pos[dev]++,
-                                   .peer = -1,
-                                   .link = PP_LINK_NONE,
-                                   .bytes = 0,
-                                   .dep_begin = pl->n_deps_total,
-                                   .n_deps = n_deps};
-    for (int j = 0; j < n_deps; j++)
-        pl->deps[pl->n_deps_total++] = deps[j];
-    if (pp_action_is_compute(kind) && stage >= 0 && stage < pl->n_stages)
-        pl->stage_device[stage] = dev;
-    return pl->n_ops++;
-}
-
-static int pb_compute(pb_t *b, int dev, pp_action_kind_t kind, int stage, int mb, int dep0,
-                      int dep1)
-{
-    int deps[2] = {0, 0}, n = 0;
-    if (dep0 >= 0) deps[n++] = dep0;
-    if (dep1 >= 0) deps[n++] = dep1;
-    return pb_op(b, dev, PP_ROLE_COMPUTE, kind, stage, mb, deps, n);
-}
-
-/* A SEND on `src` (after op `dep`) and its RECV on `dst` right after it; returns the RECV. */
-static int pb_transfer(pb_t *b, int src, int dst, pp_action_kind_t send_kind, int stage,
-                       int peer_stage, int mb, pp_link_t link, size_t bytes, int dep)
-{
-    int s = pb_op(b, src, PP_ROLE_SEND, send_kind, stage, mb, &dep, dep >= 0);
-    int r = pb_op(b, dst, PP_ROLE_RECV, (pp_action_kind_t)(send_kind + 1), peer_stage, mb, NULL, 0);
-    b->pl.ops[s].peer = r;
-    b->pl.ops[r].peer = s;
-    b->pl.ops[s].link = b->pl.ops[r].link = link;
-    b->pl.ops[s].bytes = b->pl.ops[r].bytes = bytes;
-    return r;
-}
-
-static void pb_free(pb_t *b)
-{
-    free(b->pl.ops);
-    free(b->pl.deps);
-    free(b->pl.stage_device);
-    free(b->pl.slots_per_stage);
-    free(b->pl.prog_ops);
-    free(b->pl.prog_begin);
-    memset(b, 0, sizeof *b);
-}
 
 /* ---- a test-local lowering: compute programs -> plan ----------------------------------------- */
 
@@ -153,11 +53,11 @@ typedef struct pending {
  * transfers) would run them: the op or transfer that can start first comes next, transfers first
  * on ties. So each send and recv stream gets its transfers in time order, as a good lowering
  * does; a producer's SEND and the consumer's RECV sit together. Returns 0, or -1 on deadlock. */
-static int lower_progs(pb_t *b, const progs_t *g, const int *stage_dev, pp_link_t xlink,
+static int lower_progs(ts_plan_t *b, const progs_t *g, const int *stage_dev, pp_link_t xlink,
                        size_t bytes, pp_sched_kind_t kind, const pp_cost_model_t *cm)
 {
     int S = g->n_stages, m = g->m, n_total = 0;
-    pb_init(b, g->p, S, m, kind);
+    ts_plan_init(b, g->p, S, m, kind);
     for (int s = 0; s < S; s++)
         b->pl.stage_device[s] = stage_dev[s];
     for (int d = 0; d < g->p; d++)
@@ -196,9 +96,9 @@ static int lower_progs(pb_t *b, const progs_t *g, const int *stage_dev, pp_link_
         if (best_t >= 0 && (best_d < 0 || pend[best_t].ready <= t_best)) {
             pending_t q = pend[best_t];
             pend[best_t] = pend[--n_pend];
-            int r = pb_transfer(b, q.src, q.dst, q.dir_f ? PP_ACT_SEND_F : PP_ACT_SEND_B, q.stage,
-                                q.peer_stage, q.mb, q.src == q.dst ? PP_LINK_LOCAL : xlink, bytes,
-                                q.producer);
+            int r = ts_plan_transfer(b, q.src, q.dst, q.dir_f ? PP_ACT_SEND_F : PP_ACT_SEND_B,
+                                     q.stage, q.peer_stage, q.mb,
+                                     q.src == q.dst ? PP_LINK_LOCAL : xlink, bytes, q.producer);
             end[r - 1] = end[r] = q.ready;
             if (q.dir_f)
                 recv_f[q.key_dst] = r;
@@ -216,7 +116,7 @@ static int lower_progs(pb_t *b, const progs_t *g, const int *stage_dev, pp_link_
         int key = a.stage * m + a.mb, op;
         double cost;
         if (a.kind == PP_ACT_F) {
-            op = pb_compute(b, d, PP_ACT_F, a.stage, a.mb, a.stage > 0 ? recv_f[key] : -1, -1);
+            op = ts_plan_compute(b, d, PP_ACT_F, a.stage, a.mb, a.stage > 0 ? recv_f[key] : -1, -1);
             f_op[key] = op;
             cost = cm->f[a.stage];
             if (a.stage < S - 1)
@@ -224,8 +124,8 @@ static int lower_progs(pb_t *b, const progs_t *g, const int *stage_dev, pp_link_
                     (pending_t){d,    stage_dev[a.stage + 1], op, key + m, 1, a.stage, a.stage + 1,
                                 a.mb, t_best + cost};
         } else if (a.kind == PP_ACT_B || a.kind == PP_ACT_I) {
-            op = pb_compute(b, d, a.kind, a.stage, a.mb, f_op[key],
-                            a.stage < S - 1 ? recv_b[key] : -1);
+            op = ts_plan_compute(b, d, a.kind, a.stage, a.mb, f_op[key],
+                                 a.stage < S - 1 ? recv_b[key] : -1);
             bi_op[key] = op;
             cost = a.kind == PP_ACT_B ? cm->b[a.stage] : cm->i[a.stage];
             if (a.stage > 0)
@@ -233,7 +133,7 @@ static int lower_progs(pb_t *b, const progs_t *g, const int *stage_dev, pp_link_
                     (pending_t){d,    stage_dev[a.stage - 1], op, key - m, 0, a.stage, a.stage - 1,
                                 a.mb, t_best + cost};
         } else { /* W after its I */
-            op = pb_compute(b, d, PP_ACT_W, a.stage, a.mb, bi_op[key], -1);
+            op = ts_plan_compute(b, d, PP_ACT_W, a.stage, a.mb, bi_op[key], -1);
             cost = cm->w[a.stage];
             b->pl.split_backward = 1;
         }
@@ -300,7 +200,7 @@ static pp_cost_model_t make_costs(int n_stages, double f, double bi, double bw, 
 
 static void test_cost_model_uniform(void)
 {
-    double f = rnd_uniform(0.5, 2), i = rnd_uniform(0.5, 2), w = rnd_uniform(0.5, 2);
+    double f = ts_rand_uniform(0.5, 2), i = ts_rand_uniform(0.5, 2), w = ts_rand_uniform(0.5, 2);
     pp_cost_model_t cm = make_costs(5, f, i, w, 0.25);
     REQUIRE(cm.n_stages == 5);
     for (int s = 0; s < 5; s++) {
@@ -316,16 +216,16 @@ static void test_cost_model_uniform(void)
 /* dev0 F(0,0) -> SEND_F -> RECV_F on dev1 -> F(1,0) -> B(1,0) -> SEND_B -> RECV_B -> B(0,0). */
 static void test_two_device_chain(void)
 {
-    double f = rnd_uniform(0.5, 2), bi = rnd_uniform(0.5, 2), bw = rnd_uniform(0.5, 2);
-    double c = rnd_uniform(0.1, 0.5), b = bi + bw;
-    pb_t pb;
-    pb_init(&pb, 2, 2, 1, PP_SCHED_1F1B);
-    int f0 = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int r0 = pb_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_PEER, 4096, f0);
-    int f1 = pb_compute(&pb, 1, PP_ACT_F, 1, 0, r0, -1);
-    int b1 = pb_compute(&pb, 1, PP_ACT_B, 1, 0, f1, -1);
-    int r1 = pb_transfer(&pb, 1, 0, PP_ACT_SEND_B, 1, 0, 0, PP_LINK_PEER, 4096, b1);
-    int b0 = pb_compute(&pb, 0, PP_ACT_B, 0, 0, f0, r1);
+    double f = ts_rand_uniform(0.5, 2), bi = ts_rand_uniform(0.5, 2), bw = ts_rand_uniform(0.5, 2);
+    double c = ts_rand_uniform(0.1, 0.5), b = bi + bw;
+    ts_plan_t pb;
+    ts_plan_init(&pb, 2, 2, 1, PP_SCHED_1F1B);
+    int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int r0 = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_PEER, 4096, f0);
+    int f1 = ts_plan_compute(&pb, 1, PP_ACT_F, 1, 0, r0, -1);
+    int b1 = ts_plan_compute(&pb, 1, PP_ACT_B, 1, 0, f1, -1);
+    int r1 = ts_plan_transfer(&pb, 1, 0, PP_ACT_SEND_B, 1, 0, 0, PP_LINK_PEER, 4096, b1);
+    int b0 = ts_plan_compute(&pb, 0, PP_ACT_B, 0, 0, f0, r1);
     pp_cost_model_t cm = make_costs(2, f, bi, bw, c);
     pp_timeline_t tl;
     REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
@@ -344,19 +244,19 @@ static void test_two_device_chain(void)
     EXPECT_NEAR(tl.step_ms[0], span, 1e-12, 1e-12);
     timeline_free(&tl);
     cost_model_free(&cm);
-    pb_free(&pb);
+    ts_plan_free(&pb);
 }
 
 /* A bigger send cost delays exactly the receiving side by the difference. */
 static void test_send_cost_delays_receiver(void)
 {
-    double f = rnd_uniform(0.5, 2);
-    double c1 = rnd_uniform(0.1, 0.4), c2 = c1 + rnd_uniform(0.3, 0.9);
-    pb_t pb;
-    pb_init(&pb, 2, 2, 1, PP_SCHED_GPIPE);
-    int f0 = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int r0 = pb_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_NCCL, 64, f0);
-    int f1 = pb_compute(&pb, 1, PP_ACT_F, 1, 0, r0, -1);
+    double f = ts_rand_uniform(0.5, 2);
+    double c1 = ts_rand_uniform(0.1, 0.4), c2 = c1 + ts_rand_uniform(0.3, 0.9);
+    ts_plan_t pb;
+    ts_plan_init(&pb, 2, 2, 1, PP_SCHED_GPIPE);
+    int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int r0 = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_NCCL, 64, f0);
+    int f1 = ts_plan_compute(&pb, 1, PP_ACT_F, 1, 0, r0, -1);
     pp_timeline_t t1, t2;
     pp_cost_model_t cm1 = make_costs(2, f, 1, 1, c1), cm2 = make_costs(2, f, 1, 1, c2);
     REQUIRE(simulate_plan(&t1, &pb.pl, &cm1) == PP_OK);
@@ -369,19 +269,19 @@ static void test_send_cost_delays_receiver(void)
     timeline_free(&t2);
     cost_model_free(&cm1);
     cost_model_free(&cm2);
-    pb_free(&pb);
+    ts_plan_free(&pb);
 }
 
 /* Two stages on one device hand over with a LOCAL link: no time passes. */
 static void test_local_link_is_free(void)
 {
-    double f = rnd_uniform(0.5, 2);
-    pb_t pb;
-    pb_init(&pb, 1, 2, 1, PP_SCHED_STEPS);
-    int f0 = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int r0 = pb_transfer(&pb, 0, 0, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_LOCAL, 4096, f0);
-    int f1 = pb_compute(&pb, 0, PP_ACT_F, 1, 0, r0, -1);
-    pp_cost_model_t cm = make_costs(2, f, 1, 1, rnd_uniform(1, 2));
+    double f = ts_rand_uniform(0.5, 2);
+    ts_plan_t pb;
+    ts_plan_init(&pb, 1, 2, 1, PP_SCHED_STEPS);
+    int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int r0 = ts_plan_transfer(&pb, 0, 0, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_LOCAL, 4096, f0);
+    int f1 = ts_plan_compute(&pb, 0, PP_ACT_F, 1, 0, r0, -1);
+    pp_cost_model_t cm = make_costs(2, f, 1, 1, ts_rand_uniform(1, 2));
     pp_timeline_t tl;
     REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
     EXPECT_TIME(tl, r0 - 1, f, f);
@@ -389,21 +289,21 @@ static void test_local_link_is_free(void)
     EXPECT_TIME(tl, f1, f, 2 * f);
     timeline_free(&tl);
     cost_model_free(&cm);
-    pb_free(&pb);
+    ts_plan_free(&pb);
 }
 
 /* Compute goes on while the previous output is in flight; sends queue on the send stream. */
 static void test_compute_comm_overlap(void)
 {
-    double f = rnd_uniform(0.5, 1.0), c = f + rnd_uniform(0.2, 1.0); /* c > f */
-    pb_t pb;
-    pb_init(&pb, 2, 2, 2, PP_SCHED_GPIPE);
-    int fa = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int ra = pb_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_PEER, 1, fa);
-    int fb = pb_compute(&pb, 0, PP_ACT_F, 0, 1, -1, -1);
-    int rb = pb_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 1, PP_LINK_PEER, 1, fb);
-    int ga = pb_compute(&pb, 1, PP_ACT_F, 1, 0, ra, -1);
-    int gb = pb_compute(&pb, 1, PP_ACT_F, 1, 1, rb, -1);
+    double f = ts_rand_uniform(0.5, 1.0), c = f + ts_rand_uniform(0.2, 1.0); /* c > f */
+    ts_plan_t pb;
+    ts_plan_init(&pb, 2, 2, 2, PP_SCHED_GPIPE);
+    int fa = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int ra = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_PEER, 1, fa);
+    int fb = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 1, -1, -1);
+    int rb = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 1, PP_LINK_PEER, 1, fb);
+    int ga = ts_plan_compute(&pb, 1, PP_ACT_F, 1, 0, ra, -1);
+    int gb = ts_plan_compute(&pb, 1, PP_ACT_F, 1, 1, rb, -1);
     pp_cost_model_t cm = make_costs(2, f, 1, 1, c);
     pp_timeline_t tl;
     REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
@@ -414,27 +314,28 @@ static void test_compute_comm_overlap(void)
     EXPECT_TIME(tl, gb, f + 2 * c, 2 * f + 2 * c);
     timeline_free(&tl);
     cost_model_free(&cm);
-    pb_free(&pb);
+    ts_plan_free(&pb);
 }
 
 /* A transfer starts when both sides are ready: a RECV held back by its own dependency (slot
  * reuse) holds back the SEND too, and the sender's stream is then busy until it ends. */
 static void test_transfer_waits_for_receiver(void)
 {
-    double f = rnd_uniform(0.5, 1.0), c = rnd_uniform(0.1, 0.3), big = rnd_uniform(3, 5);
-    pb_t pb;
-    pb_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
-    int x = pb_compute(&pb, 1, PP_ACT_W, 1, 0, -1, -1); /* long op on dev1 */
-    int f0 = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int s = pb_op(&pb, 0, PP_ROLE_SEND, PP_ACT_SEND_F, 0, 0, &f0, 1);
+    double f = ts_rand_uniform(0.5, 1.0), c = ts_rand_uniform(0.1, 0.3),
+           big = ts_rand_uniform(3, 5);
+    ts_plan_t pb;
+    ts_plan_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
+    int x = ts_plan_compute(&pb, 1, PP_ACT_W, 1, 0, -1, -1); /* long op on dev1 */
+    int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int s = ts_plan_op(&pb, 0, PP_ROLE_SEND, PP_ACT_SEND_F, 0, 0, &f0, 1);
     int deps_r[2] = {x, s}; /* the RECV lists its SEND too: that must not deadlock */
-    int r = pb_op(&pb, 1, PP_ROLE_RECV, PP_ACT_RECV_F, 1, 0, deps_r, 2);
+    int r = ts_plan_op(&pb, 1, PP_ROLE_RECV, PP_ACT_RECV_F, 1, 0, deps_r, 2);
     pb.pl.ops[s].peer = r;
     pb.pl.ops[r].peer = s;
     pb.pl.ops[s].link = pb.pl.ops[r].link = PP_LINK_PEER;
     int deps_s2 = f0;
-    int s2 = pb_op(&pb, 0, PP_ROLE_SEND, PP_ACT_SEND_F, 0, 0, &deps_s2, 1);
-    int r2 = pb_op(&pb, 1, PP_ROLE_RECV, PP_ACT_RECV_F, 1, 0, NULL, 0);
+    int s2 = ts_plan_op(&pb, 0, PP_ROLE_SEND, PP_ACT_SEND_F, 0, 0, &deps_s2, 1);
+    int r2 = ts_plan_op(&pb, 1, PP_ROLE_RECV, PP_ACT_RECV_F, 1, 0, NULL, 0);
     pb.pl.ops[s2].peer = r2;
     pb.pl.ops[r2].peer = s2;
     pb.pl.ops[s2].link = pb.pl.ops[r2].link = PP_LINK_PEER;
@@ -448,7 +349,7 @@ static void test_transfer_waits_for_receiver(void)
     EXPECT_TIME(tl, r2, big + c, big + 2 * c);
     timeline_free(&tl);
     cost_model_free(&cm);
-    pb_free(&pb);
+    ts_plan_free(&pb);
 }
 
 /* Broken plan invariants are bugs: PP_ERR_INTERNAL, and the timeline is left freeable. */
@@ -456,37 +357,37 @@ static void test_rejects_broken_plans(void)
 {
     pp_cost_model_t cm = make_costs(2, 1, 1, 1, 0.1);
     pp_timeline_t tl;
-    pb_t pb;
+    ts_plan_t pb;
 
     /* A dependency on a later op. */
-    pb_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
+    ts_plan_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
     int later = 1;
-    pb_op(&pb, 0, PP_ROLE_COMPUTE, PP_ACT_F, 0, 0, &later, 1);
-    pb_compute(&pb, 1, PP_ACT_F, 1, 0, -1, -1);
+    ts_plan_op(&pb, 0, PP_ROLE_COMPUTE, PP_ACT_F, 0, 0, &later, 1);
+    ts_plan_compute(&pb, 1, PP_ACT_F, 1, 0, -1, -1);
     EXPECT(simulate_plan(&tl, &pb.pl, &cm) == PP_ERR_INTERNAL);
     timeline_free(&tl);
-    pb_free(&pb);
+    ts_plan_free(&pb);
 
     /* A RECV not right after its SEND. */
-    pb_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
-    int f0 = pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int s = pb_op(&pb, 0, PP_ROLE_SEND, PP_ACT_SEND_F, 0, 0, &f0, 1);
-    pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int r = pb_op(&pb, 1, PP_ROLE_RECV, PP_ACT_RECV_F, 1, 0, NULL, 0);
+    ts_plan_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
+    int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int s = ts_plan_op(&pb, 0, PP_ROLE_SEND, PP_ACT_SEND_F, 0, 0, &f0, 1);
+    ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int r = ts_plan_op(&pb, 1, PP_ROLE_RECV, PP_ACT_RECV_F, 1, 0, NULL, 0);
     pb.pl.ops[s].peer = r;
     pb.pl.ops[r].peer = s;
     EXPECT(simulate_plan(&tl, &pb.pl, &cm) == PP_ERR_INTERNAL);
-    pb_free(&pb);
+    ts_plan_free(&pb);
 
     /* A stage the cost model does not know, and a device out of range. */
-    pb_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
-    pb_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    ts_plan_init(&pb, 2, 2, 1, PP_SCHED_STEPS);
+    ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
     pb.pl.ops[0].stage = 7;
     EXPECT(simulate_plan(&tl, &pb.pl, &cm) == PP_ERR_INTERNAL);
     pb.pl.ops[0].stage = 0;
     pb.pl.ops[0].device = 2;
     EXPECT(simulate_plan(&tl, &pb.pl, &cm) == PP_ERR_INTERNAL);
-    pb_free(&pb);
+    ts_plan_free(&pb);
     cost_model_free(&cm);
 }
 
@@ -499,7 +400,8 @@ static void test_closed_forms_local_lowering(void)
         for (size_t c = 0; c < sizeof ms / sizeof ms[0]; c++)
             for (int kind = 0; kind < 2; kind++) {
                 int p = ps[a], m = ms[c];
-                double f = rnd_uniform(0.5, 2), bi = rnd_uniform(0.5, 2), bw = rnd_uniform(0, 1);
+                double f = ts_rand_uniform(0.5, 2), bi = ts_rand_uniform(0.5, 2),
+                       bw = ts_rand_uniform(0, 1);
                 double b = bi + bw;
                 progs_t g;
                 if (kind == 0)
@@ -509,7 +411,7 @@ static void test_closed_forms_local_lowering(void)
                 int sd[PP_MAX_DEVICES];
                 for (int s = 0; s < p; s++)
                     sd[s] = s;
-                pb_t pb;
+                ts_plan_t pb;
                 pp_cost_model_t cm = make_costs(p, f, bi, bw, 0.0);
                 int rc = lower_progs(&pb, &g, sd, PP_LINK_PEER, 1 << 20,
                                      kind ? PP_SCHED_1F1B : PP_SCHED_GPIPE, &cm);
@@ -529,7 +431,7 @@ static void test_closed_forms_local_lowering(void)
                 }
                 cost_model_free(&cm);
                 if (rc == 0 && kind == 0) {
-                    double send = rnd_uniform(0.05, 0.2);
+                    double send = ts_rand_uniform(0.05, 0.2);
                     cm = make_costs(p, f, bi, bw, send);
                     if (simulate_plan(&tl, &pb.pl, &cm) == PP_OK) {
                         EXPECT_NEAR(timeline_makespan(&tl),
@@ -538,7 +440,7 @@ static void test_closed_forms_local_lowering(void)
                     }
                     cost_model_free(&cm);
                 }
-                pb_free(&pb);
+                ts_plan_free(&pb);
                 progs_free(&g);
             }
 }
@@ -559,9 +461,9 @@ static void test_peak_inflight_local_lowering(void)
                 int sd[PP_MAX_DEVICES];
                 for (int s = 0; s < p; s++)
                     sd[s] = s;
-                pb_t pb;
-                pp_cost_model_t cm = make_costs(p, rnd_uniform(0.5, 2), rnd_uniform(0.5, 2),
-                                                rnd_uniform(0.5, 2), rnd_uniform(0, 0.1));
+                ts_plan_t pb;
+                pp_cost_model_t cm = make_costs(p, ts_rand_uniform(0.5, 2), ts_rand_uniform(0.5, 2),
+                                                ts_rand_uniform(0.5, 2), ts_rand_uniform(0, 0.1));
                 int rc = lower_progs(&pb, &g, sd, PP_LINK_NCCL, 4096,
                                      kind ? PP_SCHED_1F1B : PP_SCHED_GPIPE, &cm);
                 pp_timeline_t tl;
@@ -582,7 +484,7 @@ static void test_peak_inflight_local_lowering(void)
                     EXPECT(0, "p %d m %d: could not lower or simulate", p, m);
                 }
                 cost_model_free(&cm);
-                pb_free(&pb);
+                ts_plan_free(&pb);
                 progs_free(&g);
             }
 }
@@ -642,11 +544,11 @@ static void test_closed_form_sweep(void)
                     EXPECT(rc == 0, "%s p %d m %d v %d: %s", name, p, m, v,
                            rc == -1 ? "generator refused" : "plan_lower failed");
                     if (rc != 0) continue;
-                    double t = rnd_uniform(0.5, 2), f = t, bi = t, bw = t;
+                    double t = ts_rand_uniform(0.5, 2), f = t, bi = t, bw = t;
                     if (uneven) {
-                        f = rnd_uniform(0.5, 2);
-                        bi = rnd_uniform(0.5, 2);
-                        bw = rnd_uniform(0.1, 1);
+                        f = ts_rand_uniform(0.5, 2);
+                        bi = ts_rand_uniform(0.5, 2);
+                        bw = ts_rand_uniform(0.1, 1);
                     }
                     pp_cost_model_t cm = make_costs(plan.n_stages, f, bi, bw, 0.0);
                     pp_timeline_t tl;
@@ -694,6 +596,7 @@ static void test_closed_form_sweep(void)
 
 int main(void)
 {
+    ts_rng_seed(0x9e3779b97f4a7c15ull);
     RUN(test_cost_model_uniform);
     RUN(test_two_device_chain);
     RUN(test_send_cost_delays_receiver);

@@ -6,73 +6,22 @@
 #include "../../scheduler/generate.h"
 #include "../../scheduler/plan.h"
 #include "../check.h"
+#include "support.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- helpers --------------------------------------------------------------------------------- */
-
-static uint64_t rng_state = 0xd1b54a32d192ed03ull;
-static int rnd_int(int lo, int hi) /* inclusive */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (int)(rng_state % (uint64_t)(hi - lo + 1));
-}
-
-static int cap_saved = -1;
-static FILE *cap_file;
-static void capture_begin(void)
-{
-    fflush(stderr);
-    cap_file = tmpfile();
-    cap_saved = dup(2);
-    dup2(fileno(cap_file), 2);
-}
-static const char *capture_end(void)
-{
-    static char buf[8192];
-    fflush(stderr);
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    rewind(cap_file);
-    size_t n = fread(buf, 1, sizeof buf - 1, cap_file);
-    buf[n] = '\0';
-    fclose(cap_file);
-    return buf;
-}
-
-/* Build a schedule from one action list per device ("0F0 0SEND_F0 ..."); stage_device is left
- * unset (-1), as for a schedule read from a file. */
-static pp_status_t sched_from(pp_schedule_t *s, int n_stages, int n_mb, int n_dev,
-                              const char *const *progs)
-{
-    PP_CHECK(schedule_init(s, n_dev, n_stages, n_mb));
-    for (int d = 0; d < n_dev; d++) {
-        char buf[1024];
-        strncpy(buf, progs[d], sizeof buf - 1);
-        buf[sizeof buf - 1] = '\0';
-        for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
-            pp_action_t a;
-            if (action_parse(tok, &a) != 0) return PP_ERR_INTERNAL;
-            PP_CHECK(schedule_push(s, d, a.kind, a.stage, a.mb));
-        }
-    }
-    return PP_OK;
-}
 
 /* Validate a hand-written schedule; expect PP_ERR_INPUT and `want` in a single-line message. */
 static void expect_rejected(int n_stages, int n_mb, int n_dev, const char *const *progs,
                             const char *want)
 {
     pp_schedule_t s;
-    REQUIRE(sched_from(&s, n_stages, n_mb, n_dev, progs) == PP_OK);
-    capture_begin();
+    REQUIRE(ts_sched_from(&s, n_stages, n_mb, n_dev, progs, 0) == PP_OK);
+    ts_capture_begin();
     pp_status_t st = schedule_validate(&s);
-    const char *err = capture_end();
+    const char *err = ts_capture_end();
     EXPECT(st == PP_ERR_INPUT, "status %d for %s", (int)st, want);
     EXPECT(strstr(err, want), "message:\n%s\nwant: %s", err, want);
     const char *nl = strchr(err, '\n');
@@ -93,8 +42,8 @@ static pp_status_t generate_kind(pp_schedule_t *s, int kind, int p, int m, int v
 static void test_generated_pass(void)
 {
     for (int trial = 0; trial < 20; trial++) {
-        int kind = trial % 4, p = rnd_int(1, 8), v = rnd_int(2, 4);
-        int m = kind == 2 ? p * rnd_int(1, 4) : rnd_int(1, 4 * p);
+        int kind = trial % 4, p = ts_rand_int(1, 8), v = ts_rand_int(2, 4);
+        int m = kind == 2 ? p * ts_rand_int(1, 4) : ts_rand_int(1, 4 * p);
         pp_schedule_t s;
         pp_plan_t pl;
         REQUIRE(generate_kind(&s, kind, p, m, v) == PP_OK);
@@ -191,7 +140,7 @@ static void test_comm_schedule_ok(void)
 {
     const char *progs[] = {comm0, comm1};
     pp_schedule_t s;
-    REQUIRE(sched_from(&s, 2, 2, 2, progs) == PP_OK);
+    REQUIRE(ts_sched_from(&s, 2, 2, 2, progs, 0) == PP_OK);
     EXPECT(schedule_validate(&s) == PP_OK);
     schedule_free(&s);
 }
@@ -239,10 +188,10 @@ static void test_deadlock_each_recv_first(void)
      * micro-batch 0, whose gradient is queued behind micro-batch 1's on the receive stream. */
     const char *progs[] = {"0RECV_B1 0F0 0SEND_F0 0RECV_B0 0B0 0F1 0SEND_F1 0B1", comm1};
     pp_schedule_t s;
-    REQUIRE(sched_from(&s, 2, 2, 2, progs) == PP_OK);
-    capture_begin();
+    REQUIRE(ts_sched_from(&s, 2, 2, 2, progs, 0) == PP_OK);
+    ts_capture_begin();
     pp_status_t st = schedule_validate(&s);
-    const char *err = capture_end();
+    const char *err = ts_capture_end();
     EXPECT(st == PP_ERR_INPUT);
     EXPECT(strstr(err, "device 0, step 0, action 0RECV_B1: waits for 1SEND_B1 (device 1, step 7), "
                        "which never runs before it\n"),
@@ -258,10 +207,10 @@ static void test_deadlock_compute_only(void)
     /* Device 1 runs the stages' micro-batches in the opposite order. */
     const char *progs[] = {"0F0 0B0 0F1 0B1", "1F1 1F0 1B0 1B1"};
     pp_schedule_t s;
-    REQUIRE(sched_from(&s, 2, 2, 2, progs) == PP_OK);
-    capture_begin();
+    REQUIRE(ts_sched_from(&s, 2, 2, 2, progs, 0) == PP_OK);
+    ts_capture_begin();
     pp_status_t st = schedule_validate(&s);
-    const char *err = capture_end();
+    const char *err = ts_capture_end();
     EXPECT(st == PP_ERR_INPUT);
     EXPECT(strstr(err, "device 1, step 0, action 1RECV_F1 (added for 1F1): waits for 0SEND_F1"),
            "%s", err);
@@ -273,13 +222,13 @@ static void test_deadlock_compute_only(void)
 static void test_mutations_caught(void)
 {
     for (int trial = 0; trial < 40; trial++) {
-        int kind = rnd_int(0, 3), p = rnd_int(1, 6), v = 2;
-        int m = kind == 2 ? p * rnd_int(1, 3) : rnd_int(2, 3 * p);
+        int kind = ts_rand_int(0, 3), p = ts_rand_int(1, 6), v = 2;
+        int m = kind == 2 ? p * ts_rand_int(1, 3) : ts_rand_int(2, 3 * p);
         pp_schedule_t s;
         REQUIRE(generate_kind(&s, kind, p, m, v) == PP_OK);
-        int d = rnd_int(0, p - 1);
+        int d = ts_rand_int(0, p - 1);
         pp_program_t *pr = &s.prog[d];
-        int i = rnd_int(0, pr->n - 1);
+        int i = ts_rand_int(0, pr->n - 1);
         pp_action_t victim = pr->a[i];
         char name[32], want[96];
         action_format(&victim, name, sizeof name);
@@ -300,9 +249,9 @@ static void test_mutations_caught(void)
             pr->a[0] = victim;
             action_format(&victim, name, sizeof name);
         }
-        capture_begin();
+        ts_capture_begin();
         pp_status_t st = schedule_validate(&s);
-        const char *err = capture_end();
+        const char *err = ts_capture_end();
         EXPECT(st == PP_ERR_INPUT, "kind %d p=%d m=%d mutation %d of %s", kind, p, m, mutation,
                name);
         snprintf(want, sizeof want, "device %d", s.stage_device[victim.stage]);
@@ -340,16 +289,16 @@ static int find_op(const pp_plan_t *pl, pp_action_kind_t k, int stage, int mb)
 
 static void expect_plan_rejected(const pp_plan_t *pl, const char *want)
 {
-    capture_begin();
+    ts_capture_begin();
     pp_status_t st = plan_validate(pl);
-    const char *err = capture_end();
+    const char *err = ts_capture_end();
     EXPECT(st == PP_ERR_INPUT);
     EXPECT(strstr(err, want), "message:\n%s\nwant: %s", err, want);
 }
 
 static void test_plan_damaged(void)
 {
-    int p = rnd_int(2, 4), m = rnd_int(p, 2 * p);
+    int p = ts_rand_int(2, 4), m = ts_rand_int(p, 2 * p);
     pp_plan_t pl;
     char want[160];
 
@@ -407,6 +356,7 @@ static void test_plan_damaged(void)
 
 int main(void)
 {
+    ts_rng_seed(0xd1b54a32d192ed03ull);
     RUN(test_generated_pass);
     RUN(test_duplicate_f);
     RUN(test_missing_b);

@@ -1,0 +1,248 @@
+/*
+ * support.c — the helpers of support.h, linked into every CPU test program.
+ *
+ * State is per program: one generator and one capture at a time. The plan builder grows its
+ * arrays by doubling; ts_plan_free releases them and leaves a zeroed builder.
+ */
+#include "support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Allocation that cannot fail quietly: a test helper has no way to report it, so stop here. */
+static void *ts_realloc(void *p, size_t size)
+{
+    void *q = realloc(p, size ? size : 1);
+    if (!q) {
+        fprintf(stderr, "test support: out of memory (%zu bytes)\n", size);
+        abort();
+    }
+    return q;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Seeded random numbers
+ * ------------------------------------------------------------------------------------------- */
+
+static uint64_t ts_rng_state = 0x9e3779b97f4a7c15ull;
+
+void ts_rng_seed(uint64_t seed)
+{
+    ts_rng_state = seed ? seed : 0x9e3779b97f4a7c15ull;
+}
+
+/* xorshift64*: the xorshift state step, then a multiply that mixes the low bits too. */
+uint64_t ts_rand_u64(void)
+{
+    ts_rng_state ^= ts_rng_state >> 12;
+    ts_rng_state ^= ts_rng_state << 25;
+    ts_rng_state ^= ts_rng_state >> 27;
+    return ts_rng_state * 0x2545f4914f6cdd1dull;
+}
+
+int ts_rand_int(int lo, int hi)
+{
+    return lo + (int)(ts_rand_u64() % (uint64_t)((int64_t)hi - lo + 1));
+}
+
+double ts_rand_uniform(double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(ts_rand_u64() >> 11) / 9007199254740992.0; /* / 2^53 */
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * stderr capture
+ * ------------------------------------------------------------------------------------------- */
+
+static char ts_cap_buf[8192];
+static int ts_cap_saved = -1;
+static FILE *ts_cap_file;
+
+void ts_capture_begin(void)
+{
+    fflush(stderr);
+    ts_cap_file = tmpfile();
+    ts_cap_saved = dup(2);
+    if (ts_cap_file) dup2(fileno(ts_cap_file), 2);
+}
+
+const char *ts_capture_end(void)
+{
+    size_t n = 0;
+    fflush(stderr);
+    if (ts_cap_saved >= 0) {
+        dup2(ts_cap_saved, 2);
+        close(ts_cap_saved);
+        ts_cap_saved = -1;
+    }
+    if (ts_cap_file) {
+        rewind(ts_cap_file);
+        n = fread(ts_cap_buf, 1, sizeof ts_cap_buf - 1, ts_cap_file);
+        fclose(ts_cap_file);
+        ts_cap_file = NULL;
+    }
+    ts_cap_buf[n] = '\0';
+    return ts_cap_buf;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Configs
+ * ------------------------------------------------------------------------------------------- */
+
+void ts_config_pipeline(pp_config_t *c, pp_sched_kind_t kind, int p, int stages, int m)
+{
+    memset(c, 0, sizeof *c);
+    c->pipeline.n_devices = p;
+    for (int d = 0; d < p; d++)
+        c->pipeline.device_ids[d] = d;
+    c->pipeline.stages = stages;
+    c->pipeline.chunks = stages / p;
+    c->pipeline.micro_batches = m;
+    c->schedule.kind = kind;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Schedules
+ * ------------------------------------------------------------------------------------------- */
+
+pp_status_t ts_sched_from(pp_schedule_t *s, int n_stages, int n_mb, int n_dev,
+                          const char *const *progs, int place_stages)
+{
+    PP_CHECK(schedule_init(s, n_dev, n_stages, n_mb));
+    for (int d = 0; d < n_dev; d++) {
+        char buf[1024];
+        strncpy(buf, progs[d], sizeof buf - 1);
+        buf[sizeof buf - 1] = '\0';
+        for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+            pp_action_t a;
+            if (action_parse(tok, &a) != 0) return PP_ERR_INTERNAL;
+            PP_CHECK(schedule_push(s, d, a.kind, a.stage, a.mb));
+            if (place_stages) s->stage_device[a.stage] = d;
+        }
+    }
+    return PP_OK;
+}
+
+int ts_same_schedule(const pp_schedule_t *a, const pp_schedule_t *b)
+{
+    if (a->n_devices != b->n_devices || a->n_stages != b->n_stages || a->n_mb != b->n_mb) return 0;
+    for (int s = 0; s < a->n_stages; s++)
+        if (a->stage_device[s] != b->stage_device[s]) return 0;
+    for (int d = 0; d < a->n_devices; d++) {
+        if (a->prog[d].n != b->prog[d].n) return 0;
+        for (int i = 0; i < a->prog[d].n; i++) {
+            const pp_action_t *x = &a->prog[d].a[i], *y = &b->prog[d].a[i];
+            if (x->kind != y->kind || x->stage != y->stage || x->mb != y->mb) return 0;
+        }
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * A hand-built plan
+ * ------------------------------------------------------------------------------------------- */
+
+void ts_plan_init(ts_plan_t *b, int p, int n_stages, int m, pp_sched_kind_t kind)
+{
+    memset(b, 0, sizeof *b);
+    b->pl.n_devices = p;
+    b->pl.n_stages = n_stages;
+    b->pl.n_mb = m;
+    b->pl.chunks = n_stages / p;
+    b->pl.kind = kind;
+    b->pl.stage_device = ts_realloc(NULL, sizeof(int) * (size_t)n_stages);
+    b->pl.slots_per_stage = ts_realloc(NULL, sizeof(int) * (size_t)n_stages);
+    for (int s = 0; s < n_stages; s++) {
+        b->pl.stage_device[s] = s % p;
+        b->pl.slots_per_stage[s] = m;
+    }
+}
+
+void ts_plan_free(ts_plan_t *b)
+{
+    if (!b) return;
+    free(b->pl.ops);
+    free(b->pl.deps);
+    free(b->pl.stage_device);
+    free(b->pl.slots_per_stage);
+    free(b->pl.prog_ops);
+    free(b->pl.prog_begin);
+    free(b->t);
+    memset(b, 0, sizeof *b);
+}
+
+int ts_plan_op(ts_plan_t *b, int dev, pp_role_t role, pp_action_kind_t kind, int stage, int mb,
+               const int *deps, int n_deps)
+{
+    pp_plan_t *pl = &b->pl;
+    if (pl->n_ops == b->cap_ops) {
+        b->cap_ops = b->cap_ops ? 2 * b->cap_ops : 64;
+        pl->ops = ts_realloc(pl->ops, sizeof *pl->ops * (size_t)b->cap_ops);
+        b->t = ts_realloc(b->t, sizeof *b->t * (size_t)b->cap_ops);
+    }
+    if (pl->n_deps_total + n_deps > b->cap_deps) {
+        b->cap_deps = 2 * (pl->n_deps_total + n_deps) + 64;
+        pl->deps = ts_realloc(pl->deps, sizeof *pl->deps * (size_t)b->cap_deps);
+    }
+    pl->ops[pl->n_ops] = (pp_op_t){.device = dev,
+                                   .role = role,
+                                   .kind = kind,
+                                   .stage = stage,
+                                   .mb = mb,
+                                   .slot = mb,
+                                   .pos = b->pos[dev]++,
+                                   .peer = -1,
+                                   .link = PP_LINK_NONE,
+                                   .bytes = 0,
+                                   .dep_begin = pl->n_deps_total,
+                                   .n_deps = n_deps};
+    b->t[pl->n_ops] = (pp_op_time_t){0, 0};
+    for (int j = 0; j < n_deps; j++)
+        pl->deps[pl->n_deps_total++] = deps[j];
+    if (pp_action_is_compute(kind) && stage >= 0 && stage < pl->n_stages)
+        pl->stage_device[stage] = dev;
+    return pl->n_ops++;
+}
+
+int ts_plan_compute(ts_plan_t *b, int dev, pp_action_kind_t kind, int stage, int mb, int dep0,
+                    int dep1)
+{
+    int deps[2] = {0, 0}, n = 0;
+    if (dep0 >= 0) deps[n++] = dep0;
+    if (dep1 >= 0) deps[n++] = dep1;
+    return ts_plan_op(b, dev, PP_ROLE_COMPUTE, kind, stage, mb, deps, n);
+}
+
+int ts_plan_transfer(ts_plan_t *b, int src, int dst, pp_action_kind_t send_kind, int stage,
+                     int peer_stage, int mb, pp_link_t link, size_t bytes, int dep)
+{
+    int s = ts_plan_op(b, src, PP_ROLE_SEND, send_kind, stage, mb, &dep, dep >= 0);
+    int r = ts_plan_op(b, dst, PP_ROLE_RECV, (pp_action_kind_t)(send_kind + 1), peer_stage, mb,
+                       NULL, 0);
+    b->pl.ops[s].peer = r;
+    b->pl.ops[r].peer = s;
+    b->pl.ops[s].link = b->pl.ops[r].link = link;
+    b->pl.ops[s].bytes = b->pl.ops[r].bytes = bytes;
+    return r;
+}
+
+int ts_plan_time(ts_plan_t *b, int k, double start_ms, double end_ms)
+{
+    b->t[k] = (pp_op_time_t){start_ms, end_ms};
+    return k;
+}
+
+pp_status_t ts_plan_timeline(const ts_plan_t *b, pp_timeline_t *tl, pp_mode_t mode,
+                             const double *steps, int n_steps)
+{
+    PP_CHECK(timeline_init(tl, mode, b->pl.n_ops, b->pl.n_devices, steps ? n_steps : 1));
+    if (b->pl.n_ops > 0) memcpy(tl->t, b->t, sizeof(pp_op_time_t) * (size_t)b->pl.n_ops);
+    tl->has_op_times = 1;
+    if (steps)
+        memcpy(tl->step_ms, steps, sizeof(double) * (size_t)n_steps);
+    else
+        tl->step_ms[0] = timeline_makespan(tl);
+    return PP_OK;
+}

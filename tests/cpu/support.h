@@ -1,0 +1,99 @@
+/*
+ * support.h — helpers shared by the CPU tests: a seeded random generator, stderr capture and the
+ * one-line rejection check, a config's pipeline section, a schedule built from action lists, a
+ * comparison of schedules, and a plan built by hand (with op times for a timeline).
+ *
+ * Rules: one generator state per test program; each test seeds it once in main() with its own
+ * seed, so every run draws the same values. Capture does not nest, and the text ts_capture_end
+ * returns lives until the next ts_capture_end. A ts_plan_t owns every array of its plan; free it
+ * with ts_plan_free. Out of memory in a helper aborts the test program with a message.
+ */
+#ifndef PP_TEST_SUPPORT_H
+#define PP_TEST_SUPPORT_H
+
+#include "../../scheduler/plan.h"
+#include "../../scheduler/schedule.h"
+#include "../../scheduler/timeline.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- seeded random numbers (xorshift64*) ---------------------------------------------------- */
+
+void ts_rng_seed(uint64_t seed);              /* seed 0 is replaced by a fixed nonzero value */
+uint64_t ts_rand_u64(void);                   /* the next 64 random bits */
+int ts_rand_int(int lo, int hi);              /* uniform in [lo, hi], both included */
+double ts_rand_uniform(double lo, double hi); /* uniform in [lo, hi) */
+
+/* ---- stderr capture ------------------------------------------------------------------------- */
+
+/* Send stderr (fd 2) into a temporary file until ts_capture_end, which returns what was written
+ * (at most 8191 bytes, NUL-terminated; "" when no temporary file could be made). */
+void ts_capture_begin(void);
+const char *ts_capture_end(void);
+
+/* ---- checks and configs --------------------------------------------------------------------- */
+
+/* Input rejected with exactly the one line `want` (a string literal) on stderr, captured in `got`.
+ * A macro: it expands to check.h's EXPECT where it is used. */
+#define TS_EXPECT_REJECT(st, got, want)                                                            \
+    do {                                                                                           \
+        EXPECT((st) == PP_ERR_INPUT, "status %s", pp_status_str(st));                              \
+        EXPECT(strcmp((got), want "\n") == 0, "\n    got:  %s    want: %s", (got), want "\n");     \
+    } while (0)
+
+/* A zeroed config with p devices (ids 0..p-1), `stages` stages (stages / p per device), m
+ * micro-batches and the schedule kind; the model and the rest are left for the caller to fill. */
+void ts_config_pipeline(pp_config_t *c, pp_sched_kind_t kind, int p, int stages, int m);
+
+/* ---- schedules ------------------------------------------------------------------------------ */
+
+/* Build a schedule from one space-separated action list per device ("0F0 0SEND_F0 ...").
+ * place_stages != 0: stage_device[stage] = the device whose program names the stage;
+ * place_stages == 0: stage_device is left unset (-1), as for a schedule read from a file.
+ * Returns PP_ERR_INTERNAL for an action that does not parse. */
+pp_status_t ts_sched_from(pp_schedule_t *s, int n_stages, int n_mb, int n_dev,
+                          const char *const *progs, int place_stages);
+
+/* 1 when a and b have the same sizes, stage placement and programs (kind, stage, mb of every
+ * action); the has_comm and split_backward flags are not compared. */
+int ts_same_schedule(const pp_schedule_t *a, const pp_schedule_t *b);
+
+/* ---- a hand-built plan ---------------------------------------------------------------------- */
+
+/* Ops are appended in plan order, each with its deps; a transfer appends a SEND and its RECV
+ * right after it. Stage s starts on device s mod p (a compute op moves its stage to its device),
+ * every stage has m activation slots, each op uses slot mb, and pos counts per device. */
+typedef struct ts_plan {
+    pp_plan_t pl;            /* the plan being built; its arrays belong to the builder */
+    pp_op_time_t *t;         /* [pl.n_ops]: times set by ts_plan_time, 0 until set */
+    int cap_ops;             /* allocated length of pl.ops and t */
+    int cap_deps;            /* allocated length of pl.deps */
+    int pos[PP_MAX_DEVICES]; /* next program position per device */
+} ts_plan_t;
+
+void ts_plan_init(ts_plan_t *b, int p, int n_stages, int m, pp_sched_kind_t kind);
+void ts_plan_free(ts_plan_t *b);
+
+/* Appends an op waiting for deps[0..n_deps); returns its index. */
+int ts_plan_op(ts_plan_t *b, int dev, pp_role_t role, pp_action_kind_t kind, int stage, int mb,
+               const int *deps, int n_deps);
+
+/* A compute op after dep0 and dep1 (each ignored when < 0); returns its index. */
+int ts_plan_compute(ts_plan_t *b, int dev, pp_action_kind_t kind, int stage, int mb, int dep0,
+                    int dep1);
+
+/* A SEND of `stage` on src (after op dep, none when < 0) and, right after it, its RECV of
+ * `peer_stage` on dst, paired, over `link` with `bytes`. Returns the RECV (SEND = RECV - 1). */
+int ts_plan_transfer(ts_plan_t *b, int src, int dst, pp_action_kind_t send_kind, int stage,
+                     int peer_stage, int mb, pp_link_t link, size_t bytes, int dep);
+
+/* Sets op k's times; returns k. */
+int ts_plan_time(ts_plan_t *b, int k, double start_ms, double end_ms);
+
+/* A timeline holding the times set on b; step_ms[] = steps[0..n_steps), or the makespan alone
+ * when steps is NULL. */
+pp_status_t ts_plan_timeline(const ts_plan_t *b, pp_timeline_t *tl, pp_mode_t mode,
+                             const double *steps, int n_steps);
+
+#endif /* PP_TEST_SUPPORT_H */
