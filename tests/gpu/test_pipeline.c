@@ -219,9 +219,12 @@ static void timeout_names_pending_op(void)
         snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
         snprintf(transport, sizeof transport, "pipeline.transport=%s", tr ? "nccl" : "peer");
         const char *sets[] = {"schedule.kind=1f1b", devs, transport, "pipeline.micro_batches=8",
-                              "model.seq_len=256", "run.steps=2"};
+                              "run.steps=2"};
+        /* Big enough that a step takes tens of ms on the GPU, far longer than enqueuing it. */
+        const char *yaml = "model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 8192, "
+                           "dtype: bf16}\npipeline: {micro_batch_size: 4}\n";
         memset(&cfg, 0, sizeof cfg);
-        REQUIRE(config_load_string(&cfg, "timeout.yaml", model_yaml("fp32"), sets, 6) == PP_OK);
+        REQUIRE(config_load_string(&cfg, "timeout.yaml", yaml, sets, 5) == PP_OK);
         REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
         REQUIRE(generate_schedule(&sched, &cfg) == PP_OK);
         REQUIRE(plan_lower(&plan, &sched, &cfg) == PP_OK);
