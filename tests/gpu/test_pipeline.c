@@ -70,40 +70,32 @@ static int reference_step(const pp_config_t *cfg, int m, double *loss, float **g
     return ok ? 0 : -1;
 }
 
-/* Run one step of `kind` on p devices with `transport`; compare with the reference. */
-static void check_case(const char *kind, int p, const char *transport, const char *dtype, int m)
+/* Run one step of the configured pipeline; compare loss and gradients with the one-device
+ * reference (bitwise in fp32, within bf16 tolerance otherwise), and check that every device ran its
+ * compute ops in the order of its program. */
+static void run_and_compare(pp_config_t *cfg, const char *label)
 {
-    if (n_gpus < 1) SKIP("no CUDA device");
-    if (p > n_gpus) SKIP("%s on %d GPUs: only %d present", kind, p, n_gpus);
-    pp_config_t cfg;
     pp_schedule_t sched = {0};
     pp_plan_t plan = {0};
     pp_timeline_t tl = {0};
     pp_exec_result_t res = {0};
-    char sets[4][64];
-    const char *setp[4];
-    snprintf(sets[0], sizeof sets[0], "schedule.kind=%s", kind);
-    snprintf(sets[1], sizeof sets[1], "pipeline.devices=%d", p);
-    snprintf(sets[2], sizeof sets[2], "pipeline.transport=%s", transport);
-    snprintf(sets[3], sizeof sets[3], "pipeline.micro_batches=%d", m);
-    for (int i = 0; i < 4; i++) setp[i] = sets[i];
-    memset(&cfg, 0, sizeof cfg);
-    REQUIRE(config_load_string(&cfg, "test.yaml", model_yaml(dtype), setp, 4) == PP_OK);
-    REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
-    REQUIRE(generate_schedule(&sched, &cfg) == PP_OK);
-    REQUIRE(plan_lower(&plan, &sched, &cfg) == PP_OK);
+    const int m = cfg->pipeline.micro_batches;
+    REQUIRE(config_resolve(cfg, n_gpus) == PP_OK);
+    REQUIRE(generate_schedule(&sched, cfg) == PP_OK);
+    REQUIRE(schedule_validate(&sched) == PP_OK);
+    REQUIRE(plan_lower(&plan, &sched, cfg) == PP_OK);
     REQUIRE(plan_validate(&plan) == PP_OK);
     pp_exec_opts_t eo = {.timing = 1, .timeout_s = 60, .check_grads = 1};
-    pp_status_t st = execute_plan(&tl, &res, &plan, &cfg, &eo);
-    EXPECT(st == PP_OK, "execute_plan: %s", pp_status_str(st));
+    pp_status_t st = execute_plan(&tl, &res, &plan, cfg, &eo);
+    EXPECT(st == PP_OK, "%s: execute_plan: %s", label, pp_status_str(st));
     if (st == PP_OK) {
         double ref_loss;
         float *ref = NULL;
         size_t n = 0;
-        REQUIRE(reference_step(&cfg, m, &ref_loss, &ref, &n) == 0);
-        EXPECT(n == res.n_params, "parameters: pipeline %zu, reference %zu", res.n_params, n);
-        int fp32 = strcmp(dtype, "fp32") == 0;
-        if (fp32) EXPECT(res.loss[0] == ref_loss, "loss %.9g vs reference %.9g", res.loss[0], ref_loss);
+        REQUIRE(reference_step(cfg, m, &ref_loss, &ref, &n) == 0);
+        EXPECT(n == res.n_params, "%s: parameters: pipeline %zu, reference %zu", label, res.n_params, n);
+        int fp32 = cfg->model.dtype == PP_DTYPE_FP32;
+        if (fp32) EXPECT(res.loss[0] == ref_loss, "%s: loss %.9g vs reference %.9g", label, res.loss[0], ref_loss);
         else EXPECT_NEAR(res.loss[0], ref_loss, 1e-3, 1e-3);
         size_t bad = 0, first = 0;
         double worst = 0;
@@ -113,13 +105,101 @@ static void check_case(const char *kind, int p, const char *transport, const cha
             if (off && !bad++) first = i;
             if (d > worst) worst = d;
         }
-        EXPECT(bad == 0, "%s p=%d %s %s: %zu of %zu gradients differ (first at %zu: %.9g vs %.9g; max |diff| %.3g)",
-               kind, p, transport, dtype, bad, n, first, bad ? res.grads[first] : 0.0,
-               bad ? ref[first] : 0.0, worst);
-        EXPECT(tl.has_op_times && timeline_makespan(&tl) > 0, "measured timeline is empty");
+        EXPECT(bad == 0, "%s: %zu of %zu gradients differ (first at %zu: %.9g vs %.9g; max |diff| %.3g)",
+               label, bad, n, first, bad ? res.grads[first] : 0.0, bad ? ref[first] : 0.0, worst);
+        EXPECT(tl.has_op_times && timeline_makespan(&tl) > 0, "%s: measured timeline is empty", label);
+        /* Schedules run as written: on each device, compute ops start in program order. */
+        for (int d = 0; d < plan.n_devices; d++) {
+            double last = -1;
+            for (int k = plan.prog_begin[d]; k < plan.prog_begin[d + 1]; k++) {
+                int i = plan.prog_ops[k];
+                if (!pp_action_is_compute(plan.ops[i].kind)) continue;
+                EXPECT(tl.t[i].start_ms >= last, "%s: device %d ran program step %d before the one "
+                       "written ahead of it", label, d, plan.ops[i].pos);
+                last = tl.t[i].start_ms;
+            }
+        }
         free(ref);
     }
     exec_result_free(&res);
+    timeline_free(&tl);
+    plan_free(&plan);
+    schedule_free(&sched);
+}
+
+/* One step of `kind` on p devices with `transport`, against the reference. */
+static void check_case(const char *kind, int p, const char *transport, const char *dtype, int m)
+{
+    if (n_gpus < 1) SKIP("no CUDA device");
+    if (p > n_gpus) SKIP("%s on %d GPUs: only %d present", kind, p, n_gpus);
+    pp_config_t cfg;
+    char sets[4][64], label[128];
+    const char *setp[4];
+    snprintf(sets[0], sizeof sets[0], "schedule.kind=%s", kind);
+    snprintf(sets[1], sizeof sets[1], "pipeline.devices=%d", p);
+    snprintf(sets[2], sizeof sets[2], "pipeline.transport=%s", transport);
+    snprintf(sets[3], sizeof sets[3], "pipeline.micro_batches=%d", m);
+    for (int i = 0; i < 4; i++) setp[i] = sets[i];
+    snprintf(label, sizeof label, "%s p=%d %s %s", kind, p, transport, dtype);
+    memset(&cfg, 0, sizeof cfg);
+    REQUIRE(config_load_string(&cfg, "test.yaml", model_yaml(dtype), setp, 4) == PP_OK);
+    run_and_compare(&cfg, label);
+    config_free(&cfg);
+}
+
+/* The shipped explicit schedules (YAML steps, and a PyTorch pipelining CSV) run exactly as
+ * written and give the reference's loss and gradients. */
+static void explicit_schedules_run_as_written(void)
+{
+    if (n_gpus < 4) SKIP("the shipped explicit schedules use 4 devices: %d GPU(s) present", n_gpus);
+    const char *files[] = {"schedules/explicit.yaml", "schedules/csv.yaml"};
+    const char *sets[] = {"model.layers=8", "model.hidden=64", "model.heads=4", "model.seq_len=32",
+                          "model.vocab=128", "model.dtype=fp32", "pipeline.micro_batch_size=2",
+                          "run.steps=1", "run.warmup=0"};
+    for (int f = 0; f < 2; f++) {
+        pp_config_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        REQUIRE(config_load(&cfg, files[f], sets, 9) == PP_OK);
+        run_and_compare(&cfg, files[f]);
+        config_free(&cfg);
+    }
+}
+
+/* A plan that cannot fit is refused before anything is allocated: the executor prints what each
+ * device needs and returns PP_ERR_DEVICE (exit 1). */
+static void too_big_is_refused(void)
+{
+    if (n_gpus < 1) SKIP("no CUDA device");
+    pp_config_t cfg;
+    pp_schedule_t sched = {0};
+    pp_plan_t plan = {0};
+    pp_timeline_t tl = {0};
+    /* GPipe keeps all 4096 micro-batches in flight: several TiB of activations. */
+    const char *sets[] = {"schedule.kind=gpipe", "pipeline.devices=1", "pipeline.micro_batches=4096"};
+    const char *yaml = "model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 8192, "
+                       "dtype: bf16}\npipeline: {micro_batch_size: 4}\nrun: {steps: 1, warmup: 0}\n";
+    memset(&cfg, 0, sizeof cfg);
+    REQUIRE(config_load_string(&cfg, "big.yaml", yaml, sets, 3) == PP_OK);
+    REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
+    REQUIRE(generate_schedule(&sched, &cfg) == PP_OK);
+    REQUIRE(plan_lower(&plan, &sched, &cfg) == PP_OK);
+    char log[8192] = "";
+    FILE *tmp = tmpfile();
+    REQUIRE(tmp != NULL);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    pp_exec_opts_t eo = {.timing = 1, .timeout_s = 60};
+    pp_status_t st = execute_plan(&tl, NULL, &plan, &cfg, &eo);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(log, 1, sizeof log - 1, tmp);
+    log[n] = '\0';
+    fclose(tmp);
+    EXPECT(st == PP_ERR_DEVICE, "status %s, want a device error", pp_status_str(st));
+    EXPECT(strstr(log, "does not fit") && strstr(log, "too small"), "no per-device needs:\n%s", log);
     timeline_free(&tl);
     plan_free(&plan);
     schedule_free(&sched);
@@ -313,6 +393,8 @@ int main(void)
     RUN(zbh1_2gpu_peer);
     RUN(zbh1_4gpu_peer);
     RUN(zbh1_4gpu_nccl);
+    RUN(explicit_schedules_run_as_written);
+    RUN(too_big_is_refused);
     RUN(graph_matches_eager);
     RUN(timeout_names_pending_op);
     RUN(adamw_loss_falls);
