@@ -376,7 +376,10 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     PP_CHECK_GOTO(job_run(&j, measure, o), st, done);
     if (o->json) report_print_json(&j.report, stdout);
     else report_print_table(&j.report, &j.cfg, stdout);
-    if (o->trace) PP_CHECK_GOTO(report_write_trace(&j.plan, job_timeline(&j), o->trace), st, done);
+    if (o->trace)
+        PP_CHECK_GOTO(report_write_trace_devices(&j.plan, job_timeline(&j),
+                                                 j.measured ? j.cfg.pipeline.device_ids : NULL, o->trace),
+                      st, done);
     if (o->svg) PP_CHECK_GOTO(report_write_svg(&j.plan, job_timeline(&j), j.cfg.name, o->svg), st, done);
     if (!o->json && !o->quiet) {
         if (o->trace) printf("# trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", o->trace);
