@@ -19,8 +19,10 @@
  *                          recomputed, dV += Pᵀ·dO, dP = dO·Vᵀ, dS = scale·P∘(dP − Dr),
  *                          dK += dSᵀ·Q;
  *   flash_bwd_dq_kernel    per query block, over key blocks kb ≤ qb: the same dS, dQ += dS·K.
- * Shapes: d = 64 or 128, T a multiple of 64, any B·H, bf16 only. The launchers allocate nothing
- * and enqueue on `stream`.
+ * The backward kernels stream their tiles (Q, dO for dK/dV; K, V for dQ) with cp.async: at d = 64
+ * two buffers, the next tile landing while the current one is used (one __syncthreads a step); at
+ * d = 128 one buffer (two would halve the CTAs per SM). Shapes: d = 64 or 128, T a multiple of 64,
+ * any B·H, bf16 only. The launchers allocate nothing and enqueue on `stream`.
  */
 #include "kernel_util.cuh"
 
@@ -54,9 +56,10 @@ template <int D> struct fa_smem {
     static constexpr size_t tile_s = (size_t)FA_TILE * FA_LDS * sizeof(float); /* S (forward) */
     static constexpr size_t index = 256 * sizeof(float);                       /* 16×16 indices */
     static constexpr size_t rows = FA_TILE * sizeof(float);                    /* one per row */
+    static constexpr int NBUF = D == 64 ? 2 : 1; /* buffers of the backward's streamed tiles */
     static constexpr size_t fwd = 3 * tile_h + tile_s + tile_p + index + rows;
-    static constexpr size_t dkdv = 4 * tile_h + 2 * tile_p + index + 2 * rows;
-    static constexpr size_t dq = 4 * tile_h + tile_p + index + 2 * rows;
+    static constexpr size_t dkdv = (2 + 2 * NBUF) * tile_h + 2 * tile_p + index + 2 * NBUF * rows;
+    static constexpr size_t dq = (2 + 2 * NBUF) * tile_h + tile_p + index + 2 * rows;
 };
 
 /* ---- helpers --------------------------------------------------------------------------------- */
@@ -94,6 +97,41 @@ template <int D> __device__ __forceinline__ void fa_load_tile(bf16 *dst, const b
     for (int e = threadIdx.x; e < FA_TILE * V; e += FA_THREADS) {
         const int r = e / V, c = (e % V) * 8;
         store128(dst + r * fa_smem<D>::LDH + c, load128(src + (size_t)r * D + c));
+    }
+}
+
+/* cp.async: 16 bytes (bypassing L1) or 4 bytes global → shared, completed by fa_cp_wait_all. */
+__device__ __forceinline__ void fa_cp16(void *dst, const void *src)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void fa_cp4(void *dst, const void *src)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void fa_cp_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/* Waits for this thread's copies; a __syncthreads after it makes every thread's copies visible. */
+__device__ __forceinline__ void fa_cp_wait_all()
+{
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+/* fa_load_tile through cp.async: issues the copies and returns (the caller commits and waits). */
+template <int D> __device__ __forceinline__ void fa_load_tile_async(bf16 *dst, const bf16 *src)
+{
+    constexpr int V = D / 8;
+#pragma unroll
+    for (int e = threadIdx.x; e < FA_TILE * V; e += FA_THREADS) {
+        const int r = e / V, c = (e % V) * 8;
+        fa_cp16(dst + r * fa_smem<D>::LDH + c, src + (size_t)r * D + c);
     }
 }
 
@@ -271,54 +309,91 @@ __device__ __forceinline__ void fa_load_rows(float *lse2_s, float *dr_s, const f
     }
 }
 
+/* fa_load_rows through cp.async, lse kept in natural log (the reader converts to base 2). */
+__device__ __forceinline__ void fa_load_rows_async(float *lse_s, float *dr_s, const float *lse,
+                                                   const float *dr, size_t first)
+{
+    if (threadIdx.x < FA_TILE) {
+        fa_cp4(lse_s + threadIdx.x, lse + first + threadIdx.x);
+        fa_cp4(dr_s + threadIdx.x, dr + first + threadIdx.x);
+    }
+}
+
 /* dK, dV of one key block. Grid: BH · T/64 CTAs, the first key blocks (the most work) first.
  * Warp w owns keys w16..w16+15: it computes Sᵀ and dPᵀ for its keys × 64 queries, then adds
- * Pᵀ·dO and dSᵀ·Q for them. */
+ * Pᵀ·dO and dSᵀ·Q for them. Q, dO and the rows of query block qb stream through NBUF buffers;
+ * Pᵀ and dSᵀ rows are written and read by their own warp only. */
 template <int D>
-__global__ void __launch_bounds__(FA_THREADS)
+__global__ void __launch_bounds__(FA_THREADS, D == 64 ? 3 : 1)
     flash_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k, const bf16 *v,
                           const bf16 *dout, const float *lse, const float *dr, int BH, int T,
                           float scale, float scale_log2)
 {
     typedef fa_smem<D> S;
-    constexpr int LDH = S::LDH, NF = D / 16;
+    constexpr int LDH = S::LDH, NF = D / 16, NBUF = S::NBUF;
     extern __shared__ __align__(128) unsigned char fa_smem_raw[];
     bf16 *Ks = (bf16 *)fa_smem_raw;
     bf16 *Vs = (bf16 *)(fa_smem_raw + S::tile_h);
-    bf16 *Qs = (bf16 *)(fa_smem_raw + 2 * S::tile_h);
-    bf16 *dOs = (bf16 *)(fa_smem_raw + 3 * S::tile_h);
-    bf16 *Pt = (bf16 *)(fa_smem_raw + 4 * S::tile_h);              /* Pᵀ [key][query] */
-    bf16 *dSt = (bf16 *)(fa_smem_raw + 4 * S::tile_h + S::tile_p); /* dSᵀ [key][query] */
-    float *idx = (float *)(fa_smem_raw + 4 * S::tile_h + 2 * S::tile_p);
-    float *lse2_s = idx + 256, *dr_s = lse2_s + FA_TILE; /* per query row of the block */
+    bf16 *Qb =
+        (bf16 *)(fa_smem_raw + 2 * S::tile_h); /* buffer i at Qb + i·2·tile (Q), + tile (dO) */
+    bf16 *Pt = (bf16 *)(fa_smem_raw + (2 + 2 * NBUF) * S::tile_h); /* Pᵀ [key][query] */
+    bf16 *dSt = (bf16 *)(fa_smem_raw + (2 + 2 * NBUF) * S::tile_h + S::tile_p); /* dSᵀ */
+    float *idx = (float *)(fa_smem_raw + (2 + 2 * NBUF) * S::tile_h + 2 * S::tile_p);
+    float *rows_s = idx + 256; /* buffer i: lse at rows_s + i·128, dr at + 64 */
+    constexpr int TILE = FA_TILE * LDH;
 
     const int nb = T / FA_TILE;
     const int kb = (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w16 = 16 * warp;
-    const size_t head = (size_t)bh * T * D;
+    const size_t head = (size_t)bh * T * D, row0 = (size_t)bh * T;
 
-    fa_load_tile<D>(Ks, k + head + (size_t)kb * FA_TILE * D);
-    fa_load_tile<D>(Vs, v + head + (size_t)kb * FA_TILE * D);
+    /* Query block kb + it into buffer it % NBUF. */
+    auto issue = [&](int it) {
+        const int b = it % NBUF;
+        const size_t off = head + (size_t)(kb + it) * FA_TILE * D;
+        fa_load_tile_async<D>(Qb + 2 * b * TILE, q + off);
+        fa_load_tile_async<D>(Qb + (2 * b + 1) * TILE, dout + off);
+        fa_load_rows_async(rows_s + 2 * FA_TILE * b, rows_s + 2 * FA_TILE * b + FA_TILE, lse, dr,
+                           row0 + (size_t)(kb + it) * FA_TILE);
+        fa_cp_commit();
+    };
+
+    fa_load_tile_async<D>(Ks, k + head + (size_t)kb * FA_TILE * D);
+    fa_load_tile_async<D>(Vs, v + head + (size_t)kb * FA_TILE * D);
+    issue(0);
     fa_index_fill(idx);
     __syncthreads();
     fa_map map;
     fa_map_init(map, idx);
+    fa_cp_wait_all();
+    __syncthreads();
+    /* At d = 64 the warp's K and V rows stay in registers (at d = 128 they would spill). */
+    constexpr bool KV_REG = D == 64;
+    frag_a_t ka[KV_REG ? NF : 1], va[KV_REG ? NF : 1];
     frag_acc_t acc_dk[NF], acc_dv[NF];
 #pragma unroll
     for (int f = 0; f < NF; f++) {
+        if constexpr (KV_REG) {
+            wmma::load_matrix_sync(ka[f], Ks + w16 * LDH + 16 * f, LDH);
+            wmma::load_matrix_sync(va[f], Vs + w16 * LDH + 16 * f, LDH);
+        }
         wmma::fill_fragment(acc_dk[f], 0.0f);
         wmma::fill_fragment(acc_dv[f], 0.0f);
     }
 
-    for (int qb = kb; qb < nb; qb++) {
-        __syncthreads(); /* every warp is done with the previous Q, dO, Pᵀ, dSᵀ, rows */
-        fa_load_tile<D>(Qs, q + head + (size_t)qb * FA_TILE * D);
-        fa_load_tile<D>(dOs, dout + head + (size_t)qb * FA_TILE * D);
-        fa_load_rows(lse2_s, dr_s, lse, dr, (size_t)bh * T + (size_t)qb * FA_TILE);
+    const int nq = nb - kb;
+    for (int it = 0; it < nq; it++) {
+        /* Block it has landed, and every warp is done with block it − 1 (whose buffer the next
+         * copy overwrites when NBUF = 2). */
+        fa_cp_wait_all();
         __syncthreads();
+        if (NBUF == 2 && it + 1 < nq) issue(it + 1);
+        const int b = it % NBUF;
+        const bf16 *Qs = Qb + 2 * b * TILE, *dOs = Qb + (2 * b + 1) * TILE;
+        const float *lse_s = rows_s + 2 * FA_TILE * b, *dr_s = lse_s + FA_TILE;
 
         /* Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for keys w16.. × queries 16n..16n+15. */
-        const bool diag = qb == kb;
+        const bool diag = it == 0;
 #pragma unroll
         for (int n = 0; n < 4; n++) {
             frag_acc_t st, dpt;
@@ -326,20 +401,29 @@ __global__ void __launch_bounds__(FA_THREADS)
             wmma::fill_fragment(dpt, 0.0f);
 #pragma unroll
             for (int f = 0; f < NF; f++) {
-                frag_a_t a;
-                frag_b_col_t b; /* Qᵀ, dOᵀ: element (dim, query) at X[query·LDH + dim] */
-                wmma::load_matrix_sync(a, Ks + w16 * LDH + 16 * f, LDH);
-                wmma::load_matrix_sync(b, Qs + 16 * n * LDH + 16 * f, LDH);
-                wmma::mma_sync(st, a, b, st);
-                wmma::load_matrix_sync(a, Vs + w16 * LDH + 16 * f, LDH);
-                wmma::load_matrix_sync(b, dOs + 16 * n * LDH + 16 * f, LDH);
-                wmma::mma_sync(dpt, a, b, dpt);
+                frag_b_col_t bq; /* Qᵀ, dOᵀ: element (dim, query) at X[query·LDH + dim] */
+                wmma::load_matrix_sync(bq, Qs + 16 * n * LDH + 16 * f, LDH);
+                if constexpr (KV_REG) {
+                    wmma::mma_sync(st, ka[f], bq, st);
+                } else {
+                    frag_a_t a;
+                    wmma::load_matrix_sync(a, Ks + w16 * LDH + 16 * f, LDH);
+                    wmma::mma_sync(st, a, bq, st);
+                }
+                wmma::load_matrix_sync(bq, dOs + 16 * n * LDH + 16 * f, LDH);
+                if constexpr (KV_REG) {
+                    wmma::mma_sync(dpt, va[f], bq, dpt);
+                } else {
+                    frag_a_t a;
+                    wmma::load_matrix_sync(a, Vs + w16 * LDH + 16 * f, LDH);
+                    wmma::mma_sync(dpt, a, bq, dpt);
+                }
             }
 #pragma unroll
             for (int i = 0; i < FA_NE; i++) {
                 const int key = w16 + map.row[i], qry = 16 * n + map.col[i];
-                const float p =
-                    (diag && key > qry) ? 0.0f : exp2f(st.x[i] * scale_log2 - lse2_s[qry]);
+                const float lse2 = lse_s[qry] * FA_LOG2E;
+                const float p = (diag && key > qry) ? 0.0f : exp2f(st.x[i] * scale_log2 - lse2);
                 const float ds = p * (dpt.x[i] - dr_s[qry]) * scale;
                 Pt[key * FA_LDP + qry] = __float2bfloat16_rn(p);
                 dSt[key * FA_LDP + qry] = __float2bfloat16_rn(ds);
@@ -355,22 +439,28 @@ __global__ void __launch_bounds__(FA_THREADS)
             wmma::load_matrix_sync(dsa, dSt + w16 * FA_LDP + 16 * kk, FA_LDP);
 #pragma unroll
             for (int f = 0; f < NF; f++) {
-                frag_b_row_t b;
-                wmma::load_matrix_sync(b, dOs + 16 * kk * LDH + 16 * f, LDH);
-                wmma::mma_sync(acc_dv[f], pa, b, acc_dv[f]);
-                wmma::load_matrix_sync(b, Qs + 16 * kk * LDH + 16 * f, LDH);
-                wmma::mma_sync(acc_dk[f], dsa, b, acc_dk[f]);
+                frag_b_row_t bq;
+                wmma::load_matrix_sync(bq, dOs + 16 * kk * LDH + 16 * f, LDH);
+                wmma::mma_sync(acc_dv[f], pa, bq, acc_dv[f]);
+                wmma::load_matrix_sync(bq, Qs + 16 * kk * LDH + 16 * f, LDH);
+                wmma::mma_sync(acc_dk[f], dsa, bq, acc_dk[f]);
             }
         }
+        __syncwarp(); /* the warp's lanes are done reading its Pᵀ, dSᵀ rows */
+        if (NBUF == 1 && it + 1 < nq) {
+            __syncthreads(); /* every warp is done with the only buffer */
+            issue(it + 1);
+        }
     }
-    __syncthreads(); /* every warp is done reading Qs and dOs: stage dK and dV there */
+    __syncthreads(); /* every warp is done reading buffer 0 (no copy is pending): stage dK, dV */
     const size_t out = head + ((size_t)kb * FA_TILE + w16) * D;
-    fa_store_rows<D>(dk + out, Qs + w16 * LDH, acc_dk, map, lane);
-    fa_store_rows<D>(dv + out, dOs + w16 * LDH, acc_dv, map, lane);
+    fa_store_rows<D>(dk + out, Qb + w16 * LDH, acc_dk, map, lane);
+    fa_store_rows<D>(dv + out, Qb + TILE + w16 * LDH, acc_dv, map, lane);
 }
 
 /* dQ of one query block. Grid: BH · T/64 CTAs, the last query blocks (the most work) first.
- * Warp w owns queries w16..w16+15: S and dP for its queries × 64 keys, then dQ += dS·K. */
+ * Warp w owns queries w16..w16+15: S and dP for its queries × 64 keys, then dQ += dS·K. K and V
+ * of key block kb stream through NBUF buffers; dS rows are written and read by their own warp. */
 template <int D>
 __global__ void __launch_bounds__(FA_THREADS)
     flash_bwd_dq_kernel(bf16 *dq, const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dout,
@@ -378,25 +468,37 @@ __global__ void __launch_bounds__(FA_THREADS)
                         float scale_log2)
 {
     typedef fa_smem<D> S;
-    constexpr int LDH = S::LDH, NF = D / 16;
+    constexpr int LDH = S::LDH, NF = D / 16, NBUF = S::NBUF;
     extern __shared__ __align__(128) unsigned char fa_smem_raw[];
     bf16 *Qs = (bf16 *)fa_smem_raw;
     bf16 *dOs = (bf16 *)(fa_smem_raw + S::tile_h);
-    bf16 *Ks = (bf16 *)(fa_smem_raw + 2 * S::tile_h);
-    bf16 *Vs = (bf16 *)(fa_smem_raw + 3 * S::tile_h);
-    bf16 *dSs = (bf16 *)(fa_smem_raw + 4 * S::tile_h); /* dS [query][key] */
-    float *idx = (float *)(fa_smem_raw + 4 * S::tile_h + S::tile_p);
+    bf16 *Kb =
+        (bf16 *)(fa_smem_raw + 2 * S::tile_h); /* buffer i at Kb + i·2·tile (K), + tile (V) */
+    bf16 *dSs = (bf16 *)(fa_smem_raw + (2 + 2 * NBUF) * S::tile_h); /* dS [query][key] */
+    float *idx = (float *)(fa_smem_raw + (2 + 2 * NBUF) * S::tile_h + S::tile_p);
     float *lse2_s = idx + 256, *dr_s = lse2_s + FA_TILE;
+    constexpr int TILE = FA_TILE * LDH;
 
     const int nb = T / FA_TILE;
     const int qb = nb - 1 - (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w16 = 16 * warp;
     const size_t head = (size_t)bh * T * D;
 
-    fa_load_tile<D>(Qs, q + head + (size_t)qb * FA_TILE * D);
-    fa_load_tile<D>(dOs, dout + head + (size_t)qb * FA_TILE * D);
+    /* Key block kb into buffer kb % NBUF. */
+    auto issue = [&](int kb) {
+        const int b = kb % NBUF;
+        const size_t off = head + (size_t)kb * FA_TILE * D;
+        fa_load_tile_async<D>(Kb + 2 * b * TILE, k + off);
+        fa_load_tile_async<D>(Kb + (2 * b + 1) * TILE, v + off);
+        fa_cp_commit();
+    };
+
+    fa_load_tile_async<D>(Qs, q + head + (size_t)qb * FA_TILE * D);
+    fa_load_tile_async<D>(dOs, dout + head + (size_t)qb * FA_TILE * D);
+    issue(0);
     fa_load_rows(lse2_s, dr_s, lse, dr, (size_t)bh * T + (size_t)qb * FA_TILE);
     fa_index_fill(idx);
+    fa_cp_wait_all();
     __syncthreads();
     fa_map map;
     fa_map_init(map, idx);
@@ -410,10 +512,13 @@ __global__ void __launch_bounds__(FA_THREADS)
     }
 
     for (int kb = 0; kb <= qb; kb++) {
-        __syncthreads(); /* every warp is done with the previous K, V */
-        fa_load_tile<D>(Ks, k + head + (size_t)kb * FA_TILE * D);
-        fa_load_tile<D>(Vs, v + head + (size_t)kb * FA_TILE * D);
+        /* Block kb has landed, and every warp is done with block kb − 1 (whose buffer the next
+         * copy overwrites when NBUF = 2). */
+        fa_cp_wait_all();
         __syncthreads();
+        if (NBUF == 2 && kb < qb) issue(kb + 1);
+        const int b = kb % NBUF;
+        const bf16 *Ks = Kb + 2 * b * TILE, *Vs = Kb + (2 * b + 1) * TILE;
 
         /* S = Q·Kᵀ and dP = dO·Vᵀ for queries w16.. × keys 16n..16n+15. */
         const bool diag = kb == qb;
@@ -424,11 +529,11 @@ __global__ void __launch_bounds__(FA_THREADS)
             wmma::fill_fragment(dp, 0.0f);
 #pragma unroll
             for (int f = 0; f < NF; f++) {
-                frag_b_col_t b; /* Kᵀ, Vᵀ: element (dim, key) at X[key·LDH + dim] */
-                wmma::load_matrix_sync(b, Ks + 16 * n * LDH + 16 * f, LDH);
-                wmma::mma_sync(s, qa[f], b, s);
-                wmma::load_matrix_sync(b, Vs + 16 * n * LDH + 16 * f, LDH);
-                wmma::mma_sync(dp, da[f], b, dp);
+                frag_b_col_t bk; /* Kᵀ, Vᵀ: element (dim, key) at X[key·LDH + dim] */
+                wmma::load_matrix_sync(bk, Ks + 16 * n * LDH + 16 * f, LDH);
+                wmma::mma_sync(s, qa[f], bk, s);
+                wmma::load_matrix_sync(bk, Vs + 16 * n * LDH + 16 * f, LDH);
+                wmma::mma_sync(dp, da[f], bk, dp);
             }
 #pragma unroll
             for (int i = 0; i < FA_NE; i++) {
@@ -447,10 +552,15 @@ __global__ void __launch_bounds__(FA_THREADS)
             wmma::load_matrix_sync(dsa, dSs + w16 * FA_LDP + 16 * kk, FA_LDP);
 #pragma unroll
             for (int f = 0; f < NF; f++) {
-                frag_b_row_t b;
-                wmma::load_matrix_sync(b, Ks + 16 * kk * LDH + 16 * f, LDH);
-                wmma::mma_sync(acc[f], dsa, b, acc[f]);
+                frag_b_row_t bk;
+                wmma::load_matrix_sync(bk, Ks + 16 * kk * LDH + 16 * f, LDH);
+                wmma::mma_sync(acc[f], dsa, bk, acc[f]);
             }
+        }
+        __syncwarp(); /* the warp's lanes are done reading its dS rows */
+        if (NBUF == 1 && kb < qb) {
+            __syncthreads(); /* every warp is done with the only buffer */
+            issue(kb + 1);
         }
     }
     /* The warp's rows of Qs are free (its Q is in registers): stage dQ there. */
