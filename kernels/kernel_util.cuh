@@ -1,7 +1,8 @@
 /*
  * kernel_util.cuh — device helpers shared by the kernel files of kernels/ (private to them):
  * fp32 <-> storage-type conversion, 128-bit packs, warp and block reductions in a fixed order,
- * and launch-size helpers. Every reduction here combines values in an order that depends only on
+ * the column-sum pieces shared by the bias and LayerNorm parameter gradients, and launch-size
+ * helpers. Every reduction here combines values in an order that depends only on
  * the launch shape, never on timing, so the kernels built on it are bitwise deterministic.
  */
 #ifndef PP_KERNEL_UTIL_CUH
@@ -108,6 +109,66 @@ __device__ __forceinline__ float block_max(float x, float *shared)
     __syncthreads();
     x = lane < nwarps ? shared[lane] : -INFINITY;
     return warp_max(x);
+}
+
+/* ---- column sums over row chunks (bias and LayerNorm parameter gradients) -------------------- */
+
+/* The column-sum kernels run CS_THREADS threads per block over a strip of CS_COLS columns and one
+ * chunk of rows; each writes the strip's chunk totals to partial[chunk][col], and the block that
+ * finishes last for its strip sums the chunks in a fixed order. */
+#define CS_COLS    128
+#define CS_THREADS 256
+#define CS_LANES   (CS_THREADS / 32) /* chunk lanes of the final sum */
+
+/* Call from all threads after this block wrote its partial sums. Returns true in every thread of
+ * the block that is the last of `count` blocks to arrive at *counter (an integer ticket: it only
+ * elects the block, the sums stay in a fixed order) and resets *counter to 0 for the next
+ * launch. *flag is a shared int. */
+__device__ __forceinline__ bool cs_last_block(unsigned int *counter, unsigned int count, int *flag)
+{
+    __threadfence(); /* this thread's partial sums are visible device-wide before the ticket */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned int prev = atomicAdd(counter, 1u);
+        *flag = prev == count - 1;
+        if (*flag) atomicExch(counter, 0u);
+    }
+    __syncthreads();
+    const bool last = *flag != 0;
+    if (last) __threadfence(); /* order the reads of the other blocks' partial sums after it */
+    return last;
+}
+
+/* Call from all CS_THREADS threads: the sum over k in [0, chunks) of partial[k·ld + c0 + c] for
+ * column c = threadIdx.x < ncols (≤ CS_COLS), returned to those threads (0 to the others). Chunk
+ * lane y = warp index sums chunks y, y + CS_LANES, ... in order, then the lanes are added in order
+ * 0, 1, ...: the order depends only on `chunks`. Reads through L2 (other blocks wrote the
+ * partials). sh holds CS_LANES·CS_COLS floats. */
+__device__ __forceinline__ float cs_sum_chunks(const float *partial, size_t ld, int c0, int ncols,
+                                               int chunks, float *sh)
+{
+    const int lane = threadIdx.x % 32, y = threadIdx.x / 32;
+    float s[CS_COLS / 32];
+#pragma unroll
+    for (int j = 0; j < CS_COLS / 32; j++)
+        s[j] = 0.0f;
+#pragma unroll 4
+    for (int k = y; k < chunks; k += CS_LANES) {
+        const float *row = partial + (size_t)k * ld + c0;
+#pragma unroll
+        for (int j = 0; j < CS_COLS / 32; j++)
+            if (lane + 32 * j < ncols) s[j] += __ldcg(row + lane + 32 * j);
+    }
+    __syncthreads(); /* sh may still be read by a previous call */
+#pragma unroll
+    for (int j = 0; j < CS_COLS / 32; j++)
+        sh[y * CS_COLS + lane + 32 * j] = s[j];
+    __syncthreads();
+    float t = 0.0f;
+    if (threadIdx.x < ncols)
+        for (int l = 0; l < CS_LANES; l++)
+            t += sh[l * CS_COLS + threadIdx.x];
+    return t;
 }
 
 /* ---- launch helpers -------------------------------------------------------------------------- */

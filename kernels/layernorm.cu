@@ -4,8 +4,10 @@
  *
  * Forward and input gradient: one warp per row, fp32 math; rows of a C that is a multiple of the
  * 128-bit pack (and 16-byte aligned pointers) are read as packs, others element by element.
- * Parameter gradients: a first kernel writes per-row-chunk partial sums to the caller's scratch,
- * a second sums the chunks in order into dw/db (+=) — no atomics, so the result is deterministic.
+ * Parameter gradients: one kernel writes per-row-chunk partial sums to the caller's scratch, and
+ * the last block of each column strip (elected with an integer ticket, zeroed in the scratch
+ * before the launch) sums the chunks in a fixed order into dw/db (+=) — no float atomics, so the
+ * result is deterministic.
  * The forward saves mean and rstd (fp32, one per row) that both backward halves read.
  */
 #include "kernel_util.cuh"
@@ -125,8 +127,6 @@ __global__ void layernorm_bwd_input_kernel(T *dinp, const T *dout, const T *inp,
 /* Rows are split into at most LN_MAX_CHUNKS chunks of at least LN_MIN_ROWS rows. */
 #define LN_MIN_ROWS   64
 #define LN_MAX_CHUNKS 256
-#define LN_TILE_X     32 /* columns per block */
-#define LN_TILE_Y     8  /* row lanes per block */
 
 static int ln_chunks(int N)
 {
@@ -135,95 +135,76 @@ static int ln_chunks(int N)
     return chunks < 1 ? 1 : chunks;
 }
 
-/* Two adjacent columns of a row (W = 2) or one (W = 1), as fp32. */
-template <typename T, int W> struct ln_cols {
-    float v[W];
-};
-
-template <typename T, int W> __device__ __forceinline__ ln_cols<T, W> ln_load(const T *p)
+static int ln_strips(int C)
 {
-    ln_cols<T, W> r;
-    if (W == 2) {
-        if (sizeof(T) == 2) {
-            float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
-            r.v[0] = f.x;
-            r.v[W - 1] = f.y;
-        } else {
-            float2 f = *reinterpret_cast<const float2 *>(p);
-            r.v[0] = f.x;
-            r.v[W - 1] = f.y;
-        }
-    } else {
-        r.v[0] = to_f32(p[0]);
-    }
-    return r;
+    return (C + CS_COLS - 1) / CS_COLS;
 }
 
-/* Block (LN_TILE_X, LN_TILE_Y) covers LN_TILE_X·W columns of one chunk of rows; W = 2 reads
- * column pairs (C even, pointers 2-element aligned). Writes partial[chunk][col] (dw) and
- * partial[chunks + chunk][col] (db); the rows of each thread and the tree are fixed. */
-template <typename T, int W>
-__global__ void layernorm_bwd_weight_partial_kernel(float *partial, const T *dout, const T *inp,
-                                                    const float *mean, const float *rstd, int N,
-                                                    int C, int rows_per_chunk, int chunks)
+/* One block: the CS_COLS columns from blockIdx.x·CS_COLS over one chunk of rows (blockIdx.y),
+ * P columns per thread (a 128-bit pack, or 1). Thread (tx, ty) sums rows r0 + ty, r0 + ty + Y,
+ * ... of dout·x̂ and dout; the Y row lanes are added in order into partial[chunk][col] (dw) and
+ * partial[chunks + chunk][col] (db); the last block of the strip adds the chunks in order
+ * (cs_sum_chunks) and updates dw and db. */
+template <typename T, int P>
+__global__ void __launch_bounds__(CS_THREADS)
+    layernorm_bwd_weight_kernel(float *dw, float *db, float *partial, unsigned int *counters,
+                                const T *dout, const T *inp, const float *mean, const float *rstd,
+                                int N, int C, int rows_per_chunk)
 {
-    __shared__ float sdw[LN_TILE_Y][LN_TILE_X * W], sdb[LN_TILE_Y][LN_TILE_X * W];
-    const int col = (blockIdx.x * LN_TILE_X + threadIdx.x) * W;
-    const int chunk = blockIdx.y;
-    const int r0 = chunk * rows_per_chunk;
-    int r1 = r0 + rows_per_chunk;
-    if (r1 > N) r1 = N;
-    float dw[W], db[W];
-    for (int j = 0; j < W; j++)
-        dw[j] = db[j] = 0.0f;
+    constexpr int X = CS_COLS / P, Y = CS_THREADS / X;
+    __shared__ float shw[Y * CS_COLS], shb[Y * CS_COLS];
+    __shared__ float shf[CS_LANES * CS_COLS];
+    __shared__ int last;
+    const int tx = threadIdx.x % X, ty = threadIdx.x / X;
+    const int c0 = blockIdx.x * CS_COLS, col = c0 + tx * P;
+    const int chunk = blockIdx.y, chunks = gridDim.y, r0 = chunk * rows_per_chunk;
+    const int r1 = min(N, r0 + rows_per_chunk);
+    float aw[P], ab[P];
+#pragma unroll
+    for (int j = 0; j < P; j++)
+        aw[j] = ab[j] = 0.0f;
     if (col < C) {
 #pragma unroll 4
-        for (int r = r0 + threadIdx.y; r < r1; r += LN_TILE_Y) {
+        for (int r = r0 + ty; r < r1; r += Y) {
             const float mu = mean[r], rs = rstd[r];
-            ln_cols<T, W> dy = ln_load<T, W>(dout + (size_t)r * C + col);
-            ln_cols<T, W> x = ln_load<T, W>(inp + (size_t)r * C + col);
-            for (int j = 0; j < W; j++) {
-                dw[j] += dy.v[j] * ((x.v[j] - mu) * rs);
-                db[j] += dy.v[j];
+            const size_t at = (size_t)r * C + col;
+            if (P > 1) {
+                pack128<T> dy = load128cs(dout + at), x = load128cs(inp + at);
+#pragma unroll
+                for (int j = 0; j < P; j++) {
+                    const float d = to_f32(dy.v[j]);
+                    aw[j] += d * ((to_f32(x.v[j]) - mu) * rs);
+                    ab[j] += d;
+                }
+            } else {
+                const float d = to_f32(dout[at]);
+                aw[0] += d * ((to_f32(inp[at]) - mu) * rs);
+                ab[0] += d;
             }
         }
     }
-    for (int j = 0; j < W; j++) {
-        sdw[threadIdx.y][threadIdx.x * W + j] = dw[j];
-        sdb[threadIdx.y][threadIdx.x * W + j] = db[j];
+#pragma unroll
+    for (int j = 0; j < P; j++) {
+        shw[ty * CS_COLS + tx * P + j] = aw[j];
+        shb[ty * CS_COLS + tx * P + j] = ab[j];
     }
     __syncthreads();
-    if (threadIdx.y == 0 && col < C) {
-        for (int y = 1; y < LN_TILE_Y; y++)
-            for (int j = 0; j < W; j++) {
-                dw[j] += sdw[y][threadIdx.x * W + j];
-                db[j] += sdb[y][threadIdx.x * W + j];
-            }
-        for (int j = 0; j < W; j++) {
-            partial[(size_t)chunk * C + col + j] = dw[j];
-            partial[(size_t)(chunks + chunk) * C + col + j] = db[j];
-        }
-    }
-}
-
-/* One warp per column: lane l sums chunks l, l+32, ... in order, then the fixed shuffle tree
- * (an xor butterfly gives every lane the same bits). */
-__global__ void layernorm_bwd_weight_final_kernel(float *dw, float *db, const float *partial, int C,
-                                                  int chunks)
-{
-    const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    for (int col = blockIdx.x * warps + threadIdx.x / 32; col < C; col += gridDim.x * warps) {
+    const int ncols = min(CS_COLS, C - c0);
+    if ((int)threadIdx.x < ncols) {
         float sw = 0.0f, sb = 0.0f;
-        for (int k = lane; k < chunks; k += 32) {
-            sw += partial[(size_t)k * C + col];
-            sb += partial[(size_t)(chunks + k) * C + col];
+        for (int y = 0; y < Y; y++) {
+            sw += shw[y * CS_COLS + threadIdx.x];
+            sb += shb[y * CS_COLS + threadIdx.x];
         }
-        sw = warp_sum(sw);
-        sb = warp_sum(sb);
-        if (lane == 0) {
-            dw[col] += sw;
-            db[col] += sb;
-        }
+        partial[(size_t)chunk * C + c0 + threadIdx.x] = sw;
+        partial[(size_t)(chunks + chunk) * C + c0 + threadIdx.x] = sb;
+    }
+    if (!cs_last_block(&counters[blockIdx.x], chunks, &last)) return;
+    const float tw = cs_sum_chunks(partial, (size_t)C, c0, ncols, chunks, shf);
+    const float tb = cs_sum_chunks(partial + (size_t)chunks * C, (size_t)C, c0, ncols, chunks, shf);
+    if ((int)threadIdx.x < ncols) {
+        dw[c0 + threadIdx.x] += tw;
+        db[c0 + threadIdx.x] += tb;
     }
 }
 
@@ -299,10 +280,29 @@ pp_status_t layernorm_bwd_input(void *dinp, const void *dout, const void *inp, c
     return ln_bwd_input_t<float>(dinp, dout, inp, w, mean, rstd, N, C, accumulate, stream);
 }
 
+/* Scratch: the partial sums (2·chunks·C floats), then one ticket per column strip. */
 size_t layernorm_bwd_weight_scratch_bytes(int N, int C)
 {
     if (N <= 0 || C <= 0) return 0;
-    return (size_t)2 * ln_chunks(N) * (size_t)C * sizeof(float);
+    return (size_t)2 * ln_chunks(N) * (size_t)C * sizeof(float) +
+           (size_t)ln_strips(C) * sizeof(unsigned int);
+}
+
+template <typename T>
+static pp_status_t ln_bwd_weight_t(float *dw, float *db, float *partial, unsigned int *counters,
+                                   const void *dout, const void *inp, const float *mean,
+                                   const float *rstd, int N, int C, int rows_per_chunk,
+                                   const dim3 &grid, cudaStream_t stream)
+{
+    const T *dy = (const T *)dout, *x = (const T *)inp;
+    if (C % pack128<T>::n == 0 && is_aligned16(dout) && is_aligned16(inp))
+        layernorm_bwd_weight_kernel<T, pack128<T>::n><<<grid, CS_THREADS, 0, stream>>>(
+            dw, db, partial, counters, dy, x, mean, rstd, N, C, rows_per_chunk);
+    else
+        layernorm_bwd_weight_kernel<T, 1><<<grid, CS_THREADS, 0, stream>>>(
+            dw, db, partial, counters, dy, x, mean, rstd, N, C, rows_per_chunk);
+    PP_CUDA_LAUNCH_CHECK();
+    return PP_OK;
 }
 
 pp_status_t layernorm_bwd_weight(float *dw, float *db, const void *dout, const void *inp,
@@ -313,34 +313,20 @@ pp_status_t layernorm_bwd_weight(float *dw, float *db, const void *dout, const v
     if (N == 0) return PP_OK;
     if (!dw || !db || !dout || !inp || !mean || !rstd || !scratch)
         PP_FAIL(PP_ERR_INTERNAL, "layernorm_bwd_weight: NULL pointer");
-    const int chunks = ln_chunks(N);
-    const int rows_per_chunk = (N + chunks - 1) / chunks;
+    if (((uintptr_t)scratch % sizeof(float)) != 0)
+        PP_FAIL(PP_ERR_INTERNAL, "layernorm_bwd_weight: scratch not 4-byte aligned");
+    const int rows_per_chunk = (N + ln_chunks(N) - 1) / ln_chunks(N);
+    const int chunks = (N + rows_per_chunk - 1) / rows_per_chunk; /* no empty chunk */
+    const int strips = ln_strips(C);
     float *partial = (float *)scratch;
-    const size_t es = pp_dtype_size(dtype);
-    const bool pairs =
-        C % 2 == 0 && ((uintptr_t)dout % (2 * es)) == 0 && ((uintptr_t)inp % (2 * es)) == 0;
-    const int W = pairs ? 2 : 1;
-    dim3 block(LN_TILE_X, LN_TILE_Y), grid((C + LN_TILE_X * W - 1) / (LN_TILE_X * W), chunks);
-    if (dtype == PP_DTYPE_BF16) {
-        const bf16 *dy = (const bf16 *)dout, *x = (const bf16 *)inp;
-        if (pairs)
-            layernorm_bwd_weight_partial_kernel<bf16, 2><<<grid, block, 0, stream>>>(
-                partial, dy, x, mean, rstd, N, C, rows_per_chunk, chunks);
-        else
-            layernorm_bwd_weight_partial_kernel<bf16, 1><<<grid, block, 0, stream>>>(
-                partial, dy, x, mean, rstd, N, C, rows_per_chunk, chunks);
-    } else {
-        const float *dy = (const float *)dout, *x = (const float *)inp;
-        if (pairs)
-            layernorm_bwd_weight_partial_kernel<float, 2><<<grid, block, 0, stream>>>(
-                partial, dy, x, mean, rstd, N, C, rows_per_chunk, chunks);
-        else
-            layernorm_bwd_weight_partial_kernel<float, 1><<<grid, block, 0, stream>>>(
-                partial, dy, x, mean, rstd, N, C, rows_per_chunk, chunks);
-    }
-    PP_CUDA_LAUNCH_CHECK();
-    layernorm_bwd_weight_final_kernel<<<grid_for((size_t)C * 32, 256), 256, 0, stream>>>(
-        dw, db, partial, C, chunks);
-    PP_CUDA_LAUNCH_CHECK();
-    return PP_OK;
+    /* the tickets sit after the largest partial block the scratch size allows for */
+    unsigned int *counters =
+        (unsigned int *)((char *)scratch + (size_t)2 * ln_chunks(N) * C * sizeof(float));
+    PP_CUDA_CHECK(cudaMemsetAsync(counters, 0, (size_t)strips * sizeof(unsigned int), stream));
+    const dim3 grid(strips, chunks);
+    if (dtype == PP_DTYPE_BF16)
+        return ln_bwd_weight_t<bf16>(dw, db, partial, counters, dout, inp, mean, rstd, N, C,
+                                     rows_per_chunk, grid, stream);
+    return ln_bwd_weight_t<float>(dw, db, partial, counters, dout, inp, mean, rstd, N, C,
+                                  rows_per_chunk, grid, stream);
 }

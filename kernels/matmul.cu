@@ -4,9 +4,11 @@
  * Row-major tensors are handed to column-major cuBLAS as their transposes. Compute is always fp32
  * (CUBLAS_COMPUTE_32F, never TF32) and split-K partial sums are kept in fp32. The forward fuses
  * the bias through a cuBLASLt epilogue when the heuristic offers an algorithm for the given
- * pointers, else adds it with a kernel. The bias gradient is a two-pass column sum through
- * gemm->workspace (after the GEMMs on the same stream), so it is deterministic. cuBLAS itself is
- * bitwise reproducible on one stream with a user workspace, which gemm_bind keeps installed.
+ * pointers, else adds it with a kernel. The bias gradient is one column-sum kernel after the
+ * weight GEMM on the same stream: per-chunk partial sums in gemm->workspace, then the last block
+ * of each column strip (elected with an integer ticket in plans->counters, which stay 0 between
+ * launches) adds the chunks in a fixed order, so it is deterministic. cuBLAS itself is bitwise
+ * reproducible on one stream with a user workspace, which gemm_bind keeps installed.
  */
 #include "kernel_util.cuh"
 
@@ -35,9 +37,14 @@ typedef struct lt_plan {
     cublasLtMatmulAlgo_t algo;
 } lt_plan_t;
 
+/* Column strips of one bias-gradient launch; wider outputs take several launches. */
+#define BIAS_MAX_STRIPS 4096
+
 struct pp_gemm_plans {
     lt_plan_t plan[PLAN_SLOTS];
     int next; /* round-robin victim when all slots are used */
+    unsigned int
+        *counters; /* device, BIAS_MAX_STRIPS tickets of the bias gradient, all 0 at rest */
 };
 
 static void lt_plan_release(lt_plan_t *p)
@@ -144,6 +151,10 @@ pp_status_t gemm_init(pp_gemm_t *g, size_t workspace_bytes)
         st = PP_ERR_NOMEM;
         goto fail;
     }
+    PP_CUDA_CHECK_GOTO(cudaMalloc(&g->plans->counters, BIAS_MAX_STRIPS * sizeof(unsigned int)), st,
+                       fail);
+    PP_CUDA_CHECK_GOTO(cudaMemset(g->plans->counters, 0, BIAS_MAX_STRIPS * sizeof(unsigned int)),
+                       st, fail);
     g->workspace_bytes = workspace_bytes;
     PP_CUBLAS_CHECK_GOTO(
         cublasSetMathMode(
@@ -163,6 +174,7 @@ void gemm_free(pp_gemm_t *g)
     if (g->plans) {
         for (int i = 0; i < PLAN_SLOTS; i++)
             lt_plan_release(&g->plans->plan[i]);
+        if (g->plans->counters) cudaFree(g->plans->counters);
         free(g->plans);
     }
     if (g->lt) cublasLtDestroy(g->lt);
@@ -187,7 +199,7 @@ static pp_status_t gemm_bind(pp_gemm_t *g, cudaStream_t stream)
 static pp_status_t gemm_check(const char *what, const pp_gemm_t *g, pp_dtype_t dtype)
 {
     if (!dtype_ok(dtype)) PP_FAIL(PP_ERR_INTERNAL, "%s: bad dtype %d", what, (int)dtype);
-    if (!g || !g->blas || !g->lt || !g->workspace || !g->plans)
+    if (!g || !g->blas || !g->lt || !g->workspace || !g->plans || !g->plans->counters)
         PP_FAIL(PP_ERR_INTERNAL, "%s: gemm handles not initialised (gemm_init)", what);
     return PP_OK;
 }
@@ -203,45 +215,60 @@ template <typename T> __global__ void add_bias_kernel(T *out, const T *bias, int
         out[i] = from_f32<T>(to_f32(out[i]) + to_f32(bias[i % OC]));
 }
 
-#define BS_TILE_X     32
-#define BS_TILE_Y     16
-#define BS_MIN_ROWS   128
-#define BS_MAX_CHUNKS 32
+/* Rows are split into at most BS_MAX_CHUNKS chunks of at least BS_MIN_ROWS rows. */
+#define BS_MIN_ROWS   64
+#define BS_MAX_CHUNKS 256
 
-/* partial[chunk][oc] = Σ over the chunk's rows of dout[:, oc]: block (32, 16), fixed order. */
-template <typename T>
-__global__ void bias_sum_partial_kernel(float *partial, const T *dout, int N, int OC,
-                                        int rows_per_chunk)
+/* dbias[col] += Σ_rows dout[:, col] for the CS_COLS columns from col_base + blockIdx.x·CS_COLS,
+ * one chunk of rows per blockIdx.y. P columns per thread: a 128-bit pack (OC a multiple of it,
+ * dout 16-byte aligned) or 1. Thread (tx, ty) sums rows r0 + ty, r0 + ty + Y, ... of its
+ * columns; the Y row lanes are added in order into partial[chunk][col]; the last block of the
+ * strip adds the chunks in order (cs_sum_chunks) and updates dbias. */
+template <typename T, int P>
+__global__ void __launch_bounds__(CS_THREADS)
+    bias_grad_kernel(float *dbias, float *partial, unsigned int *counters, const T *dout, int N,
+                     int OC, int col_base, int rows_per_chunk)
 {
-    __shared__ float sh[BS_TILE_Y][BS_TILE_X];
-    const int col = blockIdx.x * BS_TILE_X + threadIdx.x;
-    const int r0 = blockIdx.y * rows_per_chunk;
-    int r1 = r0 + rows_per_chunk;
-    if (r1 > N) r1 = N;
-    float s = 0.0f;
-    if (col < OC)
-        for (int r = r0 + threadIdx.y; r < r1; r += BS_TILE_Y)
-            s += to_f32(dout[(size_t)r * OC + col]);
-    sh[threadIdx.y][threadIdx.x] = s;
+    constexpr int X = CS_COLS / P, Y = CS_THREADS / X;
+    __shared__ float sh[Y * CS_COLS];
+    __shared__ float shf[CS_LANES * CS_COLS];
+    __shared__ int last;
+    const int tx = threadIdx.x % X, ty = threadIdx.x / X;
+    const int c0 = col_base + blockIdx.x * CS_COLS, col = c0 + tx * P;
+    const int chunk = blockIdx.y, r0 = chunk * rows_per_chunk;
+    const int r1 = min(N, r0 + rows_per_chunk);
+    float acc[P];
+#pragma unroll
+    for (int j = 0; j < P; j++)
+        acc[j] = 0.0f;
+    if (col < OC) {
+#pragma unroll 4
+        for (int r = r0 + ty; r < r1; r += Y) {
+            const T *p = dout + (size_t)r * OC + col;
+            if (P > 1) {
+                pack128<T> v = load128cs(p);
+#pragma unroll
+                for (int j = 0; j < P; j++)
+                    acc[j] += to_f32(v.v[j]);
+            } else {
+                acc[0] += to_f32(*p);
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < P; j++)
+        sh[ty * CS_COLS + tx * P + j] = acc[j];
     __syncthreads();
-    if (threadIdx.y == 0 && col < OC) {
-        for (int y = 1; y < BS_TILE_Y; y++)
-            s += sh[y][threadIdx.x];
-        partial[(size_t)blockIdx.y * OC + col] = s;
-    }
-}
-
-/* One warp per column: lane l sums chunks l, l+32, ... in order, then the fixed shuffle tree. */
-__global__ void bias_sum_final_kernel(float *dbias, const float *partial, int OC, int chunks)
-{
-    const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    for (int col = blockIdx.x * warps + threadIdx.x / 32; col < OC; col += gridDim.x * warps) {
+    const int ncols = min(CS_COLS, OC - c0);
+    if ((int)threadIdx.x < ncols) {
         float s = 0.0f;
-        for (int k = lane; k < chunks; k += 32)
-            s += partial[(size_t)k * OC + col];
-        s = warp_sum(s);
-        if (lane == 0) dbias[col] += s;
+        for (int y = 0; y < Y; y++)
+            s += sh[y * CS_COLS + threadIdx.x];
+        partial[(size_t)chunk * OC + c0 + threadIdx.x] = s;
     }
+    if (!cs_last_block(&counters[blockIdx.x], gridDim.y, &last)) return;
+    const float t = cs_sum_chunks(partial, (size_t)OC, c0, ncols, (int)gridDim.y, shf);
+    if ((int)threadIdx.x < ncols) dbias[c0 + threadIdx.x] += t;
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
@@ -375,7 +402,7 @@ pp_status_t matmul_bwd_weight(float *dweight, float *dbias, const void *dout, co
                                  dout, t, OC, &one, dweight, CUDA_R_32F, IC, CUBLAS_COMPUTE_32F,
                                  CUBLAS_GEMM_DEFAULT));
     if (!dbias) return PP_OK;
-    /* column sums in two fixed-order passes, partials in the (now idle) GEMM workspace */
+    /* column sums: partials in the (now idle) GEMM workspace, the chunks added in one kernel */
     int chunks = (N + BS_MIN_ROWS - 1) / BS_MIN_ROWS;
     if (chunks > BS_MAX_CHUNKS) chunks = BS_MAX_CHUNKS;
     size_t fit = gemm->workspace_bytes / ((size_t)OC * sizeof(float));
@@ -384,18 +411,35 @@ pp_status_t matmul_bwd_weight(float *dweight, float *dbias, const void *dout, co
         PP_FAIL(PP_ERR_INTERNAL, "matmul_bwd_weight: workspace of %zu bytes too small for OC = %d",
                 gemm->workspace_bytes, OC);
     const int rows_per_chunk = (N + chunks - 1) / chunks;
+    chunks = (N + rows_per_chunk - 1) / rows_per_chunk; /* no empty chunk */
     float *partial = (float *)gemm->workspace;
-    dim3 block(BS_TILE_X, BS_TILE_Y), grid((OC + BS_TILE_X - 1) / BS_TILE_X, chunks);
-    if (dtype == PP_DTYPE_BF16)
-        bias_sum_partial_kernel<bf16>
-            <<<grid, block, 0, stream>>>(partial, (const bf16 *)dout, N, OC, rows_per_chunk);
-    else
-        bias_sum_partial_kernel<float>
-            <<<grid, block, 0, stream>>>(partial, (const float *)dout, N, OC, rows_per_chunk);
-    PP_CUDA_LAUNCH_CHECK();
-    bias_sum_final_kernel<<<grid_for((size_t)OC * 32, 256), 256, 0, stream>>>(dbias, partial, OC,
-                                                                              chunks);
-    PP_CUDA_LAUNCH_CHECK();
+    const int P = dtype == PP_DTYPE_BF16 ? 8 : 4;
+    const bool vec = OC % P == 0 && is_aligned16(dout);
+    const int strips = (OC + CS_COLS - 1) / CS_COLS;
+    for (int s0 = 0; s0 < strips; s0 += BIAS_MAX_STRIPS) {
+        const int n = strips - s0 < BIAS_MAX_STRIPS ? strips - s0 : BIAS_MAX_STRIPS;
+        const dim3 grid(n, chunks);
+        const int base = s0 * CS_COLS;
+        unsigned int *ctr = gemm->plans->counters;
+        if (dtype == PP_DTYPE_BF16) {
+            const bf16 *dy = (const bf16 *)dout;
+            if (vec)
+                bias_grad_kernel<bf16, 8><<<grid, CS_THREADS, 0, stream>>>(
+                    dbias, partial, ctr, dy, N, OC, base, rows_per_chunk);
+            else
+                bias_grad_kernel<bf16, 1><<<grid, CS_THREADS, 0, stream>>>(
+                    dbias, partial, ctr, dy, N, OC, base, rows_per_chunk);
+        } else {
+            const float *dy = (const float *)dout;
+            if (vec)
+                bias_grad_kernel<float, 4><<<grid, CS_THREADS, 0, stream>>>(
+                    dbias, partial, ctr, dy, N, OC, base, rows_per_chunk);
+            else
+                bias_grad_kernel<float, 1><<<grid, CS_THREADS, 0, stream>>>(
+                    dbias, partial, ctr, dy, N, OC, base, rows_per_chunk);
+        }
+        PP_CUDA_LAUNCH_CHECK();
+    }
     return PP_OK;
 }
 
