@@ -45,6 +45,56 @@ typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_b
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_acc_t;
 
 #define FA_NE ((int)frag_acc_t::num_elements) /* accumulator elements per thread */
+static_assert(sizeof(frag_a_t::x) == 16 && sizeof(frag_b_row_t::x) == 16 &&
+                  sizeof(frag_b_col_t::x) == 16,
+              "a bf16 16×16 operand fragment is four 32-bit registers (fa_load_a, fa_load_b)");
+
+/* 2^x for the backward's recomputed P: the MUFU instruction exp2f also ends in, without exp2f's
+ * rescaling for results below 2^-126 (flushed to 0 here; they round to 0 in bf16 P anyway). */
+__device__ __forceinline__ float fa_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Loads of the bf16 operand fragments from shared memory. wmma::load_matrix_sync takes a generic
+ * pointer and, for bf16, compiles to generic 32-bit loads (LD.E, plus MOVM for the transposed
+ * ones); the same PTX wmma.load with the .shared state space lets ptxas use shared-memory loads.
+ * The fragment registers and their layout are exactly those of load_matrix_sync: same
+ * instruction, same operands. The "memory" clobber keeps them ordered with the C++ stores and
+ * barriers around them. ld is in elements. */
+__device__ __forceinline__ unsigned fa_smem_addr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void fa_load_a(frag_a_t &f, const bf16 *p, unsigned ld)
+{
+    unsigned *r = reinterpret_cast<unsigned *>(f.x);
+    asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem_addr(p)), "r"(ld)
+                 : "memory");
+}
+
+__device__ __forceinline__ void fa_load_b(frag_b_row_t &f, const bf16 *p, unsigned ld)
+{
+    unsigned *r = reinterpret_cast<unsigned *>(f.x);
+    asm volatile("wmma.load.b.sync.aligned.row.m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem_addr(p)), "r"(ld)
+                 : "memory");
+}
+
+__device__ __forceinline__ void fa_load_b(frag_b_col_t &f, const bf16 *p, unsigned ld)
+{
+    unsigned *r = reinterpret_cast<unsigned *>(f.x);
+    asm volatile("wmma.load.b.sync.aligned.col.m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem_addr(p)), "r"(ld)
+                 : "memory");
+}
 
 /* Shared-memory sizes (bytes) of the three tiled kernels. Every piece is a multiple of 32 bytes,
  * so pieces laid end to end keep the 32-byte alignment WMMA loads and stores need. A [64,d] bf16
@@ -127,10 +177,11 @@ __device__ __forceinline__ void fa_cp_wait_all()
 /* fa_load_tile through cp.async: issues the copies and returns (the caller commits and waits). */
 template <int D> __device__ __forceinline__ void fa_load_tile_async(bf16 *dst, const bf16 *src)
 {
-    constexpr int V = D / 8;
+    constexpr int V = D / 8; /* 16-byte packs per row */
+    static_assert(FA_TILE * V % FA_THREADS == 0, "whole packs per thread");
 #pragma unroll
-    for (int e = threadIdx.x; e < FA_TILE * V; e += FA_THREADS) {
-        const int r = e / V, c = (e % V) * 8;
+    for (int i = 0; i < FA_TILE * V / FA_THREADS; i++) {
+        const int e = (int)threadIdx.x + i * FA_THREADS, r = e / V, c = (e % V) * 8;
         fa_cp16(dst + r * fa_smem<D>::LDH + c, src + (size_t)r * D + c);
     }
 }
@@ -187,7 +238,7 @@ __global__ void __launch_bounds__(FA_THREADS)
     frag_acc_t acc[NF];
 #pragma unroll
     for (int f = 0; f < NF; f++) {
-        wmma::load_matrix_sync(qa[f], Qs + w16 * LDH + 16 * f, LDH);
+        fa_load_a(qa[f], Qs + w16 * LDH + 16 * f, LDH);
         wmma::fill_fragment(acc[f], 0.0f);
     }
 
@@ -209,7 +260,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
             for (int f = 0; f < NF; f++) {
                 frag_b_col_t kf; /* Kᵀ: element (dim, key) at Ks[key·LDH + dim] */
-                wmma::load_matrix_sync(kf, Ks + 16 * n * LDH + 16 * f, LDH);
+                fa_load_b(kf, Ks + 16 * n * LDH + 16 * f, LDH);
                 wmma::mma_sync(s, qa[f], kf, s);
             }
             wmma::store_matrix_sync(Ss + w16 * FA_LDS + 16 * n, s, FA_LDS, wmma::mem_row_major);
@@ -251,11 +302,11 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             frag_a_t pa;
-            wmma::load_matrix_sync(pa, Ps + w16 * FA_LDP + 16 * kk, FA_LDP);
+            fa_load_a(pa, Ps + w16 * FA_LDP + 16 * kk, FA_LDP);
 #pragma unroll
             for (int f = 0; f < NF; f++) {
                 frag_b_row_t vf;
-                wmma::load_matrix_sync(vf, Vs + 16 * kk * LDH + 16 * f, LDH);
+                fa_load_b(vf, Vs + 16 * kk * LDH + 16 * f, LDH);
                 wmma::mma_sync(acc[f], pa, vf, acc[f]);
             }
         }
@@ -309,7 +360,7 @@ __device__ __forceinline__ void fa_load_rows(float *lse2_s, float *dr_s, const f
     }
 }
 
-/* fa_load_rows through cp.async, lse kept in natural log (the reader converts to base 2). */
+/* fa_load_rows through cp.async, lse in natural log (each copying thread converts its own). */
 __device__ __forceinline__ void fa_load_rows_async(float *lse_s, float *dr_s, const float *lse,
                                                    const float *dr, size_t first)
 {
@@ -374,8 +425,8 @@ __global__ void __launch_bounds__(FA_THREADS, D == 64 ? 3 : 1)
 #pragma unroll
     for (int f = 0; f < NF; f++) {
         if constexpr (KV_REG) {
-            wmma::load_matrix_sync(ka[f], Ks + w16 * LDH + 16 * f, LDH);
-            wmma::load_matrix_sync(va[f], Vs + w16 * LDH + 16 * f, LDH);
+            fa_load_a(ka[f], Ks + w16 * LDH + 16 * f, LDH);
+            fa_load_a(va[f], Vs + w16 * LDH + 16 * f, LDH);
         }
         wmma::fill_fragment(acc_dk[f], 0.0f);
         wmma::fill_fragment(acc_dv[f], 0.0f);
@@ -385,12 +436,15 @@ __global__ void __launch_bounds__(FA_THREADS, D == 64 ? 3 : 1)
     for (int it = 0; it < nq; it++) {
         /* Block it has landed, and every warp is done with block it − 1 (whose buffer the next
          * copy overwrites when NBUF = 2). */
+        const int b = it % NBUF;
+        float *lse2_s = rows_s + 2 * FA_TILE * b; /* lse in base 2 once converted below */
+        const float *dr_s = lse2_s + FA_TILE;
         fa_cp_wait_all();
+        /* A thread sees its own completed copies before the barrier: convert the lse it copied. */
+        if (threadIdx.x < FA_TILE) lse2_s[threadIdx.x] *= FA_LOG2E;
         __syncthreads();
         if (NBUF == 2 && it + 1 < nq) issue(it + 1);
-        const int b = it % NBUF;
         const bf16 *Qs = Qb + 2 * b * TILE, *dOs = Qb + (2 * b + 1) * TILE;
-        const float *lse_s = rows_s + 2 * FA_TILE * b, *dr_s = lse_s + FA_TILE;
 
         /* Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for keys w16.. × queries 16n..16n+15. */
         const bool diag = it == 0;
@@ -402,28 +456,28 @@ __global__ void __launch_bounds__(FA_THREADS, D == 64 ? 3 : 1)
 #pragma unroll
             for (int f = 0; f < NF; f++) {
                 frag_b_col_t bq; /* Qᵀ, dOᵀ: element (dim, query) at X[query·LDH + dim] */
-                wmma::load_matrix_sync(bq, Qs + 16 * n * LDH + 16 * f, LDH);
+                fa_load_b(bq, Qs + 16 * n * LDH + 16 * f, LDH);
                 if constexpr (KV_REG) {
                     wmma::mma_sync(st, ka[f], bq, st);
                 } else {
                     frag_a_t a;
-                    wmma::load_matrix_sync(a, Ks + w16 * LDH + 16 * f, LDH);
+                    fa_load_a(a, Ks + w16 * LDH + 16 * f, LDH);
                     wmma::mma_sync(st, a, bq, st);
                 }
-                wmma::load_matrix_sync(bq, dOs + 16 * n * LDH + 16 * f, LDH);
+                fa_load_b(bq, dOs + 16 * n * LDH + 16 * f, LDH);
                 if constexpr (KV_REG) {
                     wmma::mma_sync(dpt, va[f], bq, dpt);
                 } else {
                     frag_a_t a;
-                    wmma::load_matrix_sync(a, Vs + w16 * LDH + 16 * f, LDH);
+                    fa_load_a(a, Vs + w16 * LDH + 16 * f, LDH);
                     wmma::mma_sync(dpt, a, bq, dpt);
                 }
             }
 #pragma unroll
             for (int i = 0; i < FA_NE; i++) {
                 const int key = w16 + map.row[i], qry = 16 * n + map.col[i];
-                const float lse2 = lse_s[qry] * FA_LOG2E;
-                const float p = (diag && key > qry) ? 0.0f : exp2f(st.x[i] * scale_log2 - lse2);
+                const float e = fa_exp2(st.x[i] * scale_log2 - lse2_s[qry]);
+                const float p = (diag && key > qry) ? 0.0f : e;
                 const float ds = p * (dpt.x[i] - dr_s[qry]) * scale;
                 Pt[key * FA_LDP + qry] = __float2bfloat16_rn(p);
                 dSt[key * FA_LDP + qry] = __float2bfloat16_rn(ds);
@@ -435,14 +489,14 @@ __global__ void __launch_bounds__(FA_THREADS, D == 64 ? 3 : 1)
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             frag_a_t pa, dsa;
-            wmma::load_matrix_sync(pa, Pt + w16 * FA_LDP + 16 * kk, FA_LDP);
-            wmma::load_matrix_sync(dsa, dSt + w16 * FA_LDP + 16 * kk, FA_LDP);
+            fa_load_a(pa, Pt + w16 * FA_LDP + 16 * kk, FA_LDP);
+            fa_load_a(dsa, dSt + w16 * FA_LDP + 16 * kk, FA_LDP);
 #pragma unroll
             for (int f = 0; f < NF; f++) {
                 frag_b_row_t bq;
-                wmma::load_matrix_sync(bq, dOs + 16 * kk * LDH + 16 * f, LDH);
+                fa_load_b(bq, dOs + 16 * kk * LDH + 16 * f, LDH);
                 wmma::mma_sync(acc_dv[f], pa, bq, acc_dv[f]);
-                wmma::load_matrix_sync(bq, Qs + 16 * kk * LDH + 16 * f, LDH);
+                fa_load_b(bq, Qs + 16 * kk * LDH + 16 * f, LDH);
                 wmma::mma_sync(acc_dk[f], dsa, bq, acc_dk[f]);
             }
         }
@@ -506,8 +560,8 @@ __global__ void __launch_bounds__(FA_THREADS)
     frag_acc_t acc[NF];
 #pragma unroll
     for (int f = 0; f < NF; f++) {
-        wmma::load_matrix_sync(qa[f], Qs + w16 * LDH + 16 * f, LDH);
-        wmma::load_matrix_sync(da[f], dOs + w16 * LDH + 16 * f, LDH);
+        fa_load_a(qa[f], Qs + w16 * LDH + 16 * f, LDH);
+        fa_load_a(da[f], dOs + w16 * LDH + 16 * f, LDH);
         wmma::fill_fragment(acc[f], 0.0f);
     }
 
@@ -530,16 +584,16 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
             for (int f = 0; f < NF; f++) {
                 frag_b_col_t bk; /* Kᵀ, Vᵀ: element (dim, key) at X[key·LDH + dim] */
-                wmma::load_matrix_sync(bk, Ks + 16 * n * LDH + 16 * f, LDH);
+                fa_load_b(bk, Ks + 16 * n * LDH + 16 * f, LDH);
                 wmma::mma_sync(s, qa[f], bk, s);
-                wmma::load_matrix_sync(bk, Vs + 16 * n * LDH + 16 * f, LDH);
+                fa_load_b(bk, Vs + 16 * n * LDH + 16 * f, LDH);
                 wmma::mma_sync(dp, da[f], bk, dp);
             }
 #pragma unroll
             for (int i = 0; i < FA_NE; i++) {
                 const int qry = w16 + map.row[i], key = 16 * n + map.col[i];
-                const float p =
-                    (diag && key > qry) ? 0.0f : exp2f(s.x[i] * scale_log2 - lse2_s[qry]);
+                const float e = fa_exp2(s.x[i] * scale_log2 - lse2_s[qry]);
+                const float p = (diag && key > qry) ? 0.0f : e;
                 dSs[qry * FA_LDP + key] = __float2bfloat16_rn(p * (dp.x[i] - dr_s[qry]) * scale);
             }
         }
@@ -549,11 +603,11 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             frag_a_t dsa;
-            wmma::load_matrix_sync(dsa, dSs + w16 * FA_LDP + 16 * kk, FA_LDP);
+            fa_load_a(dsa, dSs + w16 * FA_LDP + 16 * kk, FA_LDP);
 #pragma unroll
             for (int f = 0; f < NF; f++) {
                 frag_b_row_t bk;
-                wmma::load_matrix_sync(bk, Ks + 16 * kk * LDH + 16 * f, LDH);
+                fa_load_b(bk, Ks + 16 * kk * LDH + 16 * f, LDH);
                 wmma::mma_sync(acc[f], dsa, bk, acc[f]);
             }
         }
