@@ -147,6 +147,24 @@ static void check_case(const char *kind, int p, const char *transport, const cha
     config_free(&cfg);
 }
 
+/* bf16 with 64-dimensional heads and T a multiple of 64 takes the fused attention path: the
+ * pipelined step still matches the one-device run within bf16 tolerance. */
+static void fused_attention_bf16(void)
+{
+    if (n_gpus < 1) SKIP("no CUDA device");
+    int p = n_gpus >= 4 ? 4 : n_gpus >= 2 ? 2 : 1;
+    char devs[64];
+    snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
+    const char *sets[] = {"schedule.kind=zb-h1", devs, "pipeline.micro_batches=8", "model.hidden=256",
+                          "model.seq_len=64"};
+    pp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    REQUIRE(config_load_string(&cfg, "fused.yaml", model_yaml("bf16"), sets, 5) == PP_OK);
+    REQUIRE(cfg.model.hidden / cfg.model.heads == 64);
+    run_and_compare(&cfg, "zb-h1 bf16 d=64 (fused attention)");
+    config_free(&cfg);
+}
+
 /* The shipped explicit schedules (YAML steps, and a PyTorch pipelining CSV) run exactly as
  * written and give the reference's loss and gradients. */
 static void explicit_schedules_run_as_written(void)
@@ -393,6 +411,7 @@ int main(void)
     RUN(zbh1_2gpu_peer);
     RUN(zbh1_4gpu_peer);
     RUN(zbh1_4gpu_nccl);
+    RUN(fused_attention_bf16);
     RUN(explicit_schedules_run_as_written);
     RUN(too_big_is_refused);
     RUN(graph_matches_eager);
