@@ -106,17 +106,20 @@ static pp_status_t cfg_err_at(const pp_config_t *cfg, int k, const char *fmt, ..
     return PP_ERR_INPUT;
 }
 
-/* The key to blame for a problem: the first of the keys (the list ends with -1) that the input
- * set, else `fallback`. */
+/* The key to blame for a problem: the first of the keys (the list ends with -1) set by a --set
+ * override, else the first the input set, else `fallback`. */
 static int cfg_pick(const pp_config_t *cfg, int fallback, ...)
 {
     va_list ap;
-    int k, found = -1;
+    int k, found = -1, from_set = -1;
     va_start(ap, fallback);
-    while ((k = va_arg(ap, int)) >= 0)
+    while ((k = va_arg(ap, int)) >= 0) {
         if (found < 0 && cfg_is_set(cfg, k)) found = k;
+        /* A --set override is the user's latest word: blame it before the file. */
+        if (from_set < 0 && strncmp(cfg->origin[k], "--set ", 6) == 0) from_set = k;
+    }
     va_end(ap);
-    return found >= 0 ? found : fallback;
+    return from_set >= 0 ? from_set : found >= 0 ? found : fallback;
 }
 
 /* ---------------------------------------------------------------------------------------------

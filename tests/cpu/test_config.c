@@ -685,6 +685,20 @@ static void test_resolve_errors(void)
     EXPECT_RESOLVE_ERROR("model:\n  layers: 10\n", 4,
                          "t.yaml:2:11: model.layers: 10 layers do not split into 4 stages "
                          "(allowed: a divisor of 10)");
+    /* A --set override is blamed before the file's keys. */
+    {
+        pp_config_t c;
+        const char *sets[] = {"model.layers=7"};
+        REQUIRE(config_load_string(&c, "t.yaml", "pipeline:\n  devices: 4\n", sets, 1) == PP_OK);
+        ts_capture_begin();
+        pp_status_t st = config_resolve(&c, 4);
+        const char *err = ts_capture_end();
+        EXPECT(st == PP_ERR_INPUT);
+        EXPECT(strcmp(err, "--set model.layers=7: 7 layers do not split into 4 stages (allowed: a "
+                           "divisor of 7)\n") == 0,
+               "got: %s", err);
+        config_free(&c);
+    }
     EXPECT_RESOLVE_ERROR("model:\n  hidden: 1000\n", 4,
                          "t.yaml:2:11: model.hidden: hidden 1000 does not split into 16 heads "
                          "(allowed: a divisor of 1000)");
