@@ -63,7 +63,8 @@ static inline int pp_status_exit_code(pp_status_t s)
         if (pp_check_s_ != PP_OK) return pp_check_s_;                                              \
     } while (0)
 
-/* Same, for functions with a single cleanup path: stores the status in `st` and jumps to `label`. */
+/* Same, for functions with a single cleanup path: stores the status in `st` and jumps to `label`.
+ */
 #define PP_CHECK_GOTO(call, st, label)                                                             \
     do {                                                                                           \
         (st) = (call);                                                                             \
@@ -73,7 +74,7 @@ static inline int pp_status_exit_code(pp_status_t s)
 /* Report a broken invariant or a failed host allocation at file:line and return `status`. */
 #define PP_FAIL(status, ...)                                                                       \
     do {                                                                                           \
-        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                           \
+        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                            \
         fprintf(stderr, __VA_ARGS__);                                                              \
         fputc('\n', stderr);                                                                       \
         return (status);                                                                           \
@@ -82,18 +83,24 @@ static inline int pp_status_exit_code(pp_status_t s)
 /* Check a host allocation; on NULL print file:line and return PP_ERR_NOMEM. */
 #define PP_ALLOC_CHECK(ptr)                                                                        \
     do {                                                                                           \
-        if ((ptr) == NULL) PP_FAIL(PP_ERR_NOMEM, "out of host memory allocating %s", #ptr);       \
+        if ((ptr) == NULL) PP_FAIL(PP_ERR_NOMEM, "out of host memory allocating %s", #ptr);        \
     } while (0)
 
 /* Storage type of activations and parameters. Accumulators and optimizer state are always fp32. */
 typedef enum pp_dtype { PP_DTYPE_FP32 = 0, PP_DTYPE_BF16 = 1 } pp_dtype_t;
 
-static inline size_t pp_dtype_size(pp_dtype_t t) { return t == PP_DTYPE_BF16 ? 2 : 4; }
-static inline const char *pp_dtype_name(pp_dtype_t t) { return t == PP_DTYPE_BF16 ? "bf16" : "fp32"; }
+static inline size_t pp_dtype_size(pp_dtype_t t)
+{
+    return t == PP_DTYPE_BF16 ? 2 : 4;
+}
+static inline const char *pp_dtype_name(pp_dtype_t t)
+{
+    return t == PP_DTYPE_BF16 ? "bf16" : "fp32";
+}
 
 /* Most GPUs one process drives, and the most stages, micro-batches a schedule may have. */
-#define PP_MAX_DEVICES 64
-#define PP_MAX_STAGES 1024
+#define PP_MAX_DEVICES       64
+#define PP_MAX_STAGES        1024
 #define PP_MAX_MICRO_BATCHES 65536
 
 #endif /* PP_STATUS_H */

@@ -63,9 +63,9 @@ pp_status_t adamw_update_counted(float *param_master, void *param_storage, const
     const int threads = 256;
     const unsigned grid = grid_for(n, threads);
     if (dtype == PP_DTYPE_BF16) {
-        adamw_update_kernel<bf16><<<grid, threads, 0, stream>>>(param_master, (bf16 *)param_storage,
-                                                                grad, m, v, n, lr, beta1, beta2,
-                                                                eps, weight_decay, bc1, bc2, d_step);
+        adamw_update_kernel<bf16>
+            <<<grid, threads, 0, stream>>>(param_master, (bf16 *)param_storage, grad, m, v, n, lr,
+                                           beta1, beta2, eps, weight_decay, bc1, bc2, d_step);
     } else {
         /* fp32 storage equal to the master is already updated: write it once */
         float *st = param_storage == (void *)param_master ? NULL : (float *)param_storage;

@@ -17,10 +17,10 @@
 #include <string.h>
 
 struct pp_p2p {
-    int n;                            /* devices */
-    int cuda_ids[PP_MAX_DEVICES];     /* CUDA ordinal of pipeline device d */
+    int n;                                             /* devices */
+    int cuda_ids[PP_MAX_DEVICES];                      /* CUDA ordinal of pipeline device d */
     unsigned char can[PP_MAX_DEVICES][PP_MAX_DEVICES]; /* peer access a -> b */
-    ncclComm_t *comms;                /* [n], rank d on cuda_ids[d]; NULL without nccl */
+    ncclComm_t *comms; /* [n], rank d on cuda_ids[d]; NULL without nccl */
     int aborted;
 };
 
@@ -44,8 +44,8 @@ pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, int use_nccl)
             if (e == cudaErrorPeerAccessAlreadyEnabled) {
                 (void)cudaGetLastError(); /* clear the sticky-free error */
             } else if (e != cudaSuccess) {
-                fprintf(stderr, "%s:%d: cudaDeviceEnablePeerAccess(%d -> %d) failed: %s\n", __FILE__,
-                        __LINE__, cuda_ids[a], cuda_ids[b], cudaGetErrorString(e));
+                fprintf(stderr, "%s:%d: cudaDeviceEnablePeerAccess(%d -> %d) failed: %s\n",
+                        __FILE__, __LINE__, cuda_ids[a], cuda_ids[b], cudaGetErrorString(e));
                 st = PP_ERR_CUDA;
                 goto fail;
             }
@@ -61,8 +61,8 @@ pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, int use_nccl)
         }
         ncclResult_t r = ncclCommInitAll(p->comms, n, cuda_ids);
         if (r != ncclSuccess) {
-            fprintf(stderr, "%s:%d: ncclCommInitAll over %d devices failed: %s\n", __FILE__, __LINE__,
-                    n, ncclGetErrorString(r));
+            fprintf(stderr, "%s:%d: ncclCommInitAll over %d devices failed: %s\n", __FILE__,
+                    __LINE__, n, ncclGetErrorString(r));
             free(p->comms);
             p->comms = NULL;
             st = PP_ERR_NCCL;
@@ -90,14 +90,21 @@ void p2p_free(pp_p2p_t *p)
     free(p);
 }
 
-int p2p_can_access(const pp_p2p_t *p, int a, int b) { return a == b || p->can[a][b]; }
+int p2p_can_access(const pp_p2p_t *p, int a, int b)
+{
+    return a == b || p->can[a][b];
+}
 
-int p2p_has_nccl(const pp_p2p_t *p) { return p->comms != NULL; }
+int p2p_has_nccl(const pp_p2p_t *p)
+{
+    return p->comms != NULL;
+}
 
 void p2p_print_matrix(const pp_p2p_t *p, FILE *f)
 {
     fprintf(f, "# peer access (P direct, - staged through the host):\n#      ");
-    for (int b = 0; b < p->n; b++) fprintf(f, " gpu%-2d", p->cuda_ids[b]);
+    for (int b = 0; b < p->n; b++)
+        fprintf(f, " gpu%-2d", p->cuda_ids[b]);
     fputc('\n', f);
     for (int a = 0; a < p->n; a++) {
         fprintf(f, "#  gpu%-2d", p->cuda_ids[a]);
@@ -115,7 +122,8 @@ pp_status_t p2p_copy(const pp_p2p_t *p, void *dst, int dst_dev, const void *src,
     if (p->cuda_ids[dst_dev] == p->cuda_ids[src_dev] || p->can[src_dev][dst_dev])
         PP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
     else
-        PP_CUDA_CHECK(cudaMemcpyPeerAsync(dst, p->cuda_ids[dst_dev], src, p->cuda_ids[src_dev], bytes, stream));
+        PP_CUDA_CHECK(cudaMemcpyPeerAsync(dst, p->cuda_ids[dst_dev], src, p->cuda_ids[src_dev],
+                                          bytes, stream));
     return PP_OK;
 }
 

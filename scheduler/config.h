@@ -4,8 +4,8 @@
  *
  * Contract: config_load fills every field, defaults included, or prints `file:line:col: message
  * (allowed: ...)` for the first problem and returns PP_ERR_INPUT. Overrides name the place as
- * `--set key=value: message`. config_resolve then fixes what depends on the machine (`devices: all`)
- * and checks the values that only make sense together (layers divisible into stages, enough
+ * `--set key=value: message`. config_resolve then fixes what depends on the machine (`devices:
+ * all`) and checks the values that only make sense together (layers divisible into stages, enough
  * micro-batches for the schedule, device ids that exist). Every key and its default is documented
  * in docs/schedule-format.md. A pp_config_t owns its heap memory (the explicit steps); free it with
  * config_free.
@@ -50,33 +50,33 @@ typedef struct pp_model_cfg {
 } pp_model_cfg_t;
 
 typedef struct pp_pipeline_cfg {
-    int devices_all;                 /* 1 when `devices: all` (resolved by config_resolve) */
-    int n_devices;                   /* p: devices the pipeline uses */
-    int device_ids[PP_MAX_DEVICES];  /* global CUDA ordinal of pipeline device d */
-    int stages;                      /* total stages; 0 while `auto` (= p * chunks) */
-    int chunks;                      /* v: stages per device (resolved: stages / n_devices) */
-    pp_placement_t placement;        /* loop | v */
-    int micro_batches;               /* m */
-    int micro_batch_size;            /* sequences per micro-batch */
-    pp_transport_t transport;        /* peer | nccl, for stage boundaries across devices */
+    int devices_all;                /* 1 when `devices: all` (resolved by config_resolve) */
+    int n_devices;                  /* p: devices the pipeline uses */
+    int device_ids[PP_MAX_DEVICES]; /* global CUDA ordinal of pipeline device d */
+    int stages;                     /* total stages; 0 while `auto` (= p * chunks) */
+    int chunks;                     /* v: stages per device (resolved: stages / n_devices) */
+    pp_placement_t placement;       /* loop | v */
+    int micro_batches;              /* m */
+    int micro_batch_size;           /* sequences per micro-batch */
+    pp_transport_t transport;       /* peer | nccl, for stage boundaries across devices */
 } pp_pipeline_cfg_t;
 
 typedef struct pp_schedule_cfg {
     pp_sched_kind_t kind;
-    char *csv_path;          /* for PP_SCHED_CSV, relative to the YAML file's folder */
-    pp_schedule_t *steps;    /* for PP_SCHED_STEPS / PP_SCHED_CSV: the schedule as written */
+    char *csv_path;       /* for PP_SCHED_CSV, relative to the YAML file's folder */
+    pp_schedule_t *steps; /* for PP_SCHED_STEPS / PP_SCHED_CSV: the schedule as written */
 } pp_schedule_cfg_t;
 
 typedef struct pp_run_cfg {
-    int steps;               /* timed training steps */
-    int warmup;              /* untimed steps before them */
-    uint64_t seed;           /* parameters and synthetic data */
+    int steps;     /* timed training steps */
+    int warmup;    /* untimed steps before them */
+    uint64_t seed; /* parameters and synthetic data */
     pp_optimizer_t optimizer;
-    double lr;               /* AdamW learning rate */
-    double weight_decay;     /* AdamW decoupled weight decay */
-    double timeout_s;        /* longest wait for one step before reporting the pending op */
-    int timing;              /* 1: record per-op device timestamps */
-    int graph;               /* 1: capture one step as a CUDA graph and replay it */
+    double lr;           /* AdamW learning rate */
+    double weight_decay; /* AdamW decoupled weight decay */
+    double timeout_s;    /* longest wait for one step before reporting the pending op */
+    int timing;          /* 1: record per-op device timestamps */
+    int graph;           /* 1: capture one step as a CUDA graph and replay it */
 } pp_run_cfg_t;
 
 /* Simulator cost model, milliseconds per op for one micro-batch on one stage. A full backward `B`
@@ -85,7 +85,7 @@ typedef struct pp_cost_cfg {
     double forward;
     double backward_input;
     double backward_weight;
-    double send;             /* one activation or gradient transfer across devices */
+    double send; /* one activation or gradient transfer across devices */
 } pp_cost_cfg_t;
 
 /* The keys whose place in the input config_resolve's messages name (see pp_config_t.origin). */
@@ -106,8 +106,8 @@ typedef enum pp_config_key {
 #define PP_CFG_ORIGIN_MAX 256
 
 typedef struct pp_config {
-    char *path;              /* the YAML file it came from (for messages) */
-    char *name;              /* `name:` or the file's base name without .yaml */
+    char *path; /* the YAML file it came from (for messages) */
+    char *name; /* `name:` or the file's base name without .yaml */
     pp_model_cfg_t model;
     pp_pipeline_cfg_t pipeline;
     pp_schedule_cfg_t schedule;

@@ -34,26 +34,26 @@ typedef struct exec {
     const pp_plan_t *plan;
     const pp_config_t *cfg;
     pp_exec_opts_t opts;
-    int p;                                       /* pipeline devices */
-    int cuda[PP_MAX_DEVICES];                    /* CUDA ordinal of each */
+    int p;                    /* pipeline devices */
+    int cuda[PP_MAX_DEVICES]; /* CUDA ordinal of each */
     cudaStream_t stream[PP_MAX_DEVICES][PP_ROLE_COUNT];
-    pp_stage_t **stages;                         /* [n_stages] */
-    pp_stage_cfg_t *scfg;                        /* [n_stages] */
+    pp_stage_t **stages;  /* [n_stages] */
+    pp_stage_cfg_t *scfg; /* [n_stages] */
     pp_p2p_t *p2p;
-    cudaEvent_t *ev_start;                       /* [n_ops], timing only */
-    cudaEvent_t *ev_end;                         /* [n_ops], timing only */
-    cudaEvent_t *ev_dep;                         /* [n_ops]: completion, for dependencies */
-    int *done_op;                                /* [n_ops]: op whose events signal op i done */
-    cudaEvent_t go;                              /* on device 0: the step's fork */
-    cudaEvent_t ref[PP_MAX_DEVICES];             /* device d's time origin (timing) */
-    cudaEvent_t fork[PP_MAX_DEVICES];            /* send/recv streams start after it */
+    cudaEvent_t *ev_start;                           /* [n_ops], timing only */
+    cudaEvent_t *ev_end;                             /* [n_ops], timing only */
+    cudaEvent_t *ev_dep;                             /* [n_ops]: completion, for dependencies */
+    int *done_op;                                    /* [n_ops]: op whose events signal op i done */
+    cudaEvent_t go;                                  /* on device 0: the step's fork */
+    cudaEvent_t ref[PP_MAX_DEVICES];                 /* device d's time origin (timing) */
+    cudaEvent_t fork[PP_MAX_DEVICES];                /* send/recv streams start after it */
     cudaEvent_t tail[PP_MAX_DEVICES][PP_ROLE_COUNT]; /* send/recv joins into compute */
-    cudaEvent_t stop[PP_MAX_DEVICES];            /* device d's end of step (timing) */
-    cudaEvent_t join[PP_MAX_DEVICES];            /* device d's end of step, joined by device 0 */
-    int *counters_host;                          /* pinned [2]: data index base, optimizer step */
-    int *counters_dev[PP_MAX_DEVICES];           /* device copies, read by the stages' kernels */
-    int capturing;                               /* 1 while a step is being captured */
-    cudaGraph_t graph;                           /* the captured step (graph mode) */
+    cudaEvent_t stop[PP_MAX_DEVICES];                /* device d's end of step (timing) */
+    cudaEvent_t join[PP_MAX_DEVICES];  /* device d's end of step, joined by device 0 */
+    int *counters_host;                /* pinned [2]: data index base, optimizer step */
+    int *counters_dev[PP_MAX_DEVICES]; /* device copies, read by the stages' kernels */
+    int capturing;                     /* 1 while a step is being captured */
+    cudaGraph_t graph;                 /* the captured step (graph mode) */
     cudaGraphExec_t gexec;
 } exec_t;
 
@@ -188,15 +188,19 @@ static pp_status_t check_fit(exec_t *x)
     }
     if (ok) return PP_OK;
     fprintf(stderr, "ppsched: the plan does not fit in device memory:\n");
-    fprintf(stderr, "  %-8s %-6s %12s %12s %12s\n", "device", "cuda", "needs (GiB)", "free (GiB)", "total (GiB)");
+    fprintf(stderr, "  %-8s %-6s %12s %12s %12s\n", "device", "cuda", "needs (GiB)", "free (GiB)",
+            "total (GiB)");
     for (int d = 0; d < x->p; d++)
         fprintf(stderr, "  %-8d %-6d %12.2f %12.2f %12.2f%s\n", d, x->cuda[d],
                 (double)(need[d] + reserve) / (1u << 30), (double)free_b[d] / (1u << 30),
-                (double)total_b[d] / (1u << 30), need[d] + reserve > free_b[d] ? "  <- too small" : "");
-    fprintf(stderr, "  (needs = parameters, gradients, optimizer state, workspace and %s activation slots,\n"
-                    "   plus %.1f GiB for the CUDA context and NCCL; fewer micro-batches in flight, a\n"
-                    "   smaller micro_batch_size or more devices would fit)\n",
-            "the schedule's", (double)reserve / (1u << 30));
+                (double)total_b[d] / (1u << 30),
+                need[d] + reserve > free_b[d] ? "  <- too small" : "");
+    fprintf(
+        stderr,
+        "  (needs = parameters, gradients, optimizer state, workspace and %s activation slots,\n"
+        "   plus %.1f GiB for the CUDA context and NCCL; fewer micro-batches in flight, a\n"
+        "   smaller micro_batch_size or more devices would fit)\n",
+        "the schedule's", (double)reserve / (1u << 30));
     return PP_ERR_DEVICE;
 }
 
@@ -210,7 +214,8 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
     x->opts = *opts;
     x->p = plan->n_devices;
     int n_vis = execute_device_count();
-    if (n_vis == 0) PP_FAIL(PP_ERR_DEVICE, "no CUDA device is visible: nothing to run on (use --simulate)");
+    if (n_vis == 0)
+        PP_FAIL(PP_ERR_DEVICE, "no CUDA device is visible: nothing to run on (use --simulate)");
     for (int d = 0; d < x->p; d++) {
         x->cuda[d] = cfg->pipeline.device_ids[d];
         if (x->cuda[d] < 0 || x->cuda[d] >= n_vis)
@@ -218,7 +223,8 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
                     d, x->cuda[d], n_vis);
     }
     if (cfg->model.layers % plan->n_stages != 0)
-        PP_FAIL(PP_ERR_INTERNAL, "%d layers do not split into %d stages", cfg->model.layers, plan->n_stages);
+        PP_FAIL(PP_ERR_INTERNAL, "%d layers do not split into %d stages", cfg->model.layers,
+                plan->n_stages);
 
     x->stages = calloc((size_t)plan->n_stages, sizeof *x->stages);
     x->scfg = calloc((size_t)plan->n_stages, sizeof *x->scfg);
@@ -231,7 +237,8 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
         st = PP_ERR_NOMEM;
         goto fail;
     }
-    for (int s = 0; s < plan->n_stages; s++) stage_cfg_for(&x->scfg[s], cfg, plan, s);
+    for (int s = 0; s < plan->n_stages; s++)
+        stage_cfg_for(&x->scfg[s], cfg, plan, s);
     if (plan->n_stages > 0 && stage_boundary_bytes(&x->scfg[0]) != plan->boundary_bytes) {
         fprintf(stderr, "%s:%d: plan boundary %zu bytes, stage boundary %zu bytes\n", __FILE__,
                 __LINE__, plan->boundary_bytes, stage_boundary_bytes(&x->scfg[0]));
@@ -245,19 +252,28 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
         int lo, hi;
         PP_CUDA_CHECK_GOTO(cudaSetDevice(x->cuda[d]), st, fail);
         PP_CUDA_CHECK_GOTO(cudaDeviceGetStreamPriorityRange(&lo, &hi), st, fail);
-        PP_CUDA_CHECK_GOTO(cudaStreamCreateWithPriority(&x->stream[d][PP_ROLE_COMPUTE], cudaStreamNonBlocking, lo), st, fail);
-        PP_CUDA_CHECK_GOTO(cudaStreamCreateWithPriority(&x->stream[d][PP_ROLE_SEND], cudaStreamNonBlocking, hi), st, fail);
-        PP_CUDA_CHECK_GOTO(cudaStreamCreateWithPriority(&x->stream[d][PP_ROLE_RECV], cudaStreamNonBlocking, hi), st, fail);
+        PP_CUDA_CHECK_GOTO(
+            cudaStreamCreateWithPriority(&x->stream[d][PP_ROLE_COMPUTE], cudaStreamNonBlocking, lo),
+            st, fail);
+        PP_CUDA_CHECK_GOTO(
+            cudaStreamCreateWithPriority(&x->stream[d][PP_ROLE_SEND], cudaStreamNonBlocking, hi),
+            st, fail);
+        PP_CUDA_CHECK_GOTO(
+            cudaStreamCreateWithPriority(&x->stream[d][PP_ROLE_RECV], cudaStreamNonBlocking, hi),
+            st, fail);
         PP_CUDA_CHECK_GOTO(cudaEventCreate(&x->ref[d]), st, fail);
         PP_CUDA_CHECK_GOTO(cudaEventCreate(&x->stop[d]), st, fail);
         PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->fork[d], cudaEventDisableTiming), st, fail);
         PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->join[d], cudaEventDisableTiming), st, fail);
         for (int r = 0; r < PP_ROLE_COUNT; r++)
-            PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->tail[d][r], cudaEventDisableTiming), st, fail);
+            PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->tail[d][r], cudaEventDisableTiming), st,
+                               fail);
         PP_CUDA_CHECK_GOTO(cudaMalloc((void **)&x->counters_dev[d], 2 * sizeof(int)), st, fail);
         PP_CUDA_CHECK_GOTO(cudaMemset(x->counters_dev[d], 0, 2 * sizeof(int)), st, fail);
     }
-    PP_CUDA_CHECK_GOTO(cudaHostAlloc((void **)&x->counters_host, 2 * sizeof(int), cudaHostAllocPortable), st, fail);
+    PP_CUDA_CHECK_GOTO(
+        cudaHostAlloc((void **)&x->counters_host, 2 * sizeof(int), cudaHostAllocPortable), st,
+        fail);
     x->counters_host[0] = 0;
     x->counters_host[1] = 1;
     PP_CUDA_CHECK_GOTO(cudaSetDevice(x->cuda[0]), st, fail);
@@ -272,7 +288,8 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
             if (op->link != PP_LINK_NCCL) x->done_op[i] = op->peer;
         }
         PP_CUDA_CHECK_GOTO(cudaSetDevice(x->cuda[op->device]), st, fail);
-        PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->ev_dep[i], cudaEventDisableTiming), st, fail);
+        PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->ev_dep[i], cudaEventDisableTiming), st,
+                           fail);
         if (opts->timing) {
             PP_CUDA_CHECK_GOTO(cudaEventCreate(&x->ev_start[i]), st, fail);
             PP_CUDA_CHECK_GOTO(cudaEventCreate(&x->ev_end[i]), st, fail);
@@ -333,11 +350,13 @@ static pp_status_t measure_skew(exec_t *x, double *skew_ms)
         PP_CUDA_CHECK_GOTO(cudaEventRecord(x->go, c0), st, fail);
         for (int d = 1; d < x->p; d++) {
             PP_CUDA_CHECK_GOTO(cudaSetDevice(x->cuda[d]), st, fail);
-            PP_CUDA_CHECK_GOTO(cudaStreamWaitEvent(x->stream[d][PP_ROLE_COMPUTE], x->go, 0), st, fail);
+            PP_CUDA_CHECK_GOTO(cudaStreamWaitEvent(x->stream[d][PP_ROLE_COMPUTE], x->go, 0), st,
+                               fail);
             PP_CUDA_CHECK_GOTO(cudaEventRecord(back[d], x->stream[d][PP_ROLE_COMPUTE]), st, fail);
         }
         PP_CUDA_CHECK_GOTO(cudaSetDevice(x->cuda[0]), st, fail);
-        for (int d = 1; d < x->p; d++) PP_CUDA_CHECK_GOTO(cudaStreamWaitEvent(c0, back[d], 0), st, fail);
+        for (int d = 1; d < x->p; d++)
+            PP_CUDA_CHECK_GOTO(cudaStreamWaitEvent(c0, back[d], 0), st, fail);
         PP_CUDA_CHECK_GOTO(cudaEventRecord(e1, c0), st, fail);
         PP_CUDA_CHECK_GOTO(cudaEventSynchronize(e1), st, fail);
         float ms;
@@ -436,7 +455,8 @@ static void report_pending(exec_t *x, int step, double timeout_s)
 {
     const pp_plan_t *plan = x->plan;
     char txt[32];
-    fprintf(stderr, "ppsched: step %d did not finish within %.1f s; still pending:\n", step, timeout_s);
+    fprintf(stderr, "ppsched: step %d did not finish within %.1f s; still pending:\n", step,
+            timeout_s);
     if (x->gexec && !x->opts.timing)
         fprintf(stderr, "  (a replayed graph with timing off cannot name its ops: rerun with "
                         "--set run.graph=off or run.timing=on)\n");
@@ -447,13 +467,15 @@ static void report_pending(exec_t *x, int step, double timeout_s)
             if (op_done(x, i)) continue;
             pp_action_t a = {op->kind, op->stage, op->mb};
             fprintf(stderr, "  device %d (cuda %d), step %d, action %s on the %s stream", d,
-                    x->cuda[d], op->pos, action_format(&a, txt, sizeof txt), pp_role_name(op->role));
+                    x->cuda[d], op->pos, action_format(&a, txt, sizeof txt),
+                    pp_role_name(op->role));
             for (int j = 0; j < op->n_deps; j++) {
                 int dep = plan->deps[op->dep_begin + j];
                 if (op_done(x, dep)) continue;
                 const pp_op_t *o2 = &plan->ops[dep];
                 pp_action_t b = {o2->kind, o2->stage, o2->mb};
-                fprintf(stderr, ", waiting for %s on device %d", action_format(&b, txt, sizeof txt), o2->device);
+                fprintf(stderr, ", waiting for %s on device %d", action_format(&b, txt, sizeof txt),
+                        o2->device);
                 break;
             }
             fputc('\n', stderr);
@@ -479,7 +501,8 @@ static pp_status_t run_compute(exec_t *x, const pp_op_t *op, int data_mb, cudaSt
 }
 
 /* Source and destination of a transfer whose SEND is `snd` and RECV `rcv`. */
-static void transfer_buffers(exec_t *x, const pp_op_t *snd, const pp_op_t *rcv, const void **src, void **dst)
+static void transfer_buffers(exec_t *x, const pp_op_t *snd, const pp_op_t *rcv, const void **src,
+                             void **dst)
 {
     if (snd->kind == PP_ACT_SEND_F) {
         *src = stage_slot_y(x->stages[snd->stage], snd->slot);
@@ -584,7 +607,8 @@ static pp_status_t enqueue_step(exec_t *x, int step, double deadline)
         }
     }
     if (x->cfg->run.optimizer == PP_OPT_ADAMW) {
-        pp_adamw_cfg_t opt = {(float)x->cfg->run.lr, 0.9f, 0.95f, 1e-8f, (float)x->cfg->run.weight_decay};
+        pp_adamw_cfg_t opt = {(float)x->cfg->run.lr, 0.9f, 0.95f, 1e-8f,
+                              (float)x->cfg->run.weight_decay};
         for (int s = 0; s < plan->n_stages; s++) {
             int d = plan->stage_device[s];
             PP_CUDA_CHECK(cudaSetDevice(x->cuda[d]));
@@ -617,7 +641,8 @@ static pp_status_t capture_step(exec_t *x, int step, double deadline)
     PP_CUDA_CHECK(cudaSetDevice(x->cuda[0]));
     cudaError_t e = cudaStreamBeginCapture(origin, cudaStreamCaptureModeRelaxed);
     if (e != cudaSuccess) {
-        fprintf(stderr, "# CUDA graph capture unavailable (%s): launching eagerly\n", cudaGetErrorString(e));
+        fprintf(stderr, "# CUDA graph capture unavailable (%s): launching eagerly\n",
+                cudaGetErrorString(e));
         (void)cudaGetLastError();
         return PP_OK;
     }
@@ -695,8 +720,10 @@ static void print_banner(exec_t *x)
     fprintf(stderr, "# stage boundaries:");
     for (int s = 0; s + 1 < plan->n_stages; s++) {
         int a = plan->stage_device[s], b = plan->stage_device[s + 1];
-        const char *how = a == b ? "local" : x->cfg->pipeline.transport == PP_TRANSPORT_NCCL ? "nccl"
-                                  : p2p_can_access(x->p2p, a, b) ? "peer" : "peer(staged)";
+        const char *how = a == b                                            ? "local"
+                          : x->cfg->pipeline.transport == PP_TRANSPORT_NCCL ? "nccl"
+                          : p2p_can_access(x->p2p, a, b)                    ? "peer"
+                                                                            : "peer(staged)";
         fprintf(stderr, " %d->%d %s%s", s, s + 1, how, s + 2 < plan->n_stages ? "," : "");
     }
     fputc('\n', stderr);
@@ -730,11 +757,14 @@ pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan
 
     PP_CHECK(exec_init(&x, plan, cfg, opts));
     if (opts->verbose) print_banner(&x);
-    PP_CHECK_GOTO(timeline_init(tl, PP_MODE_MEASURE, plan->n_ops, plan->n_devices, steps), st, done);
+    PP_CHECK_GOTO(timeline_init(tl, PP_MODE_MEASURE, plan->n_ops, plan->n_devices, steps), st,
+                  done);
     PP_CHECK_GOTO(measure_skew(&x, &tl->skew_ms), st, done);
     if (opts->verbose && x.p > 1)
-        fprintf(stderr, "# time axis: device origins aligned within %.1f us (cross-device signal round trip)\n",
-                tl->skew_ms * 1000);
+        fprintf(
+            stderr,
+            "# time axis: device origins aligned within %.1f us (cross-device signal round trip)\n",
+            tl->skew_ms * 1000);
     step_ms = calloc((size_t)steps, sizeof *step_ms);
     times = opts->timing ? calloc((size_t)steps * (size_t)plan->n_ops, sizeof *times) : NULL;
     if (!step_ms || (opts->timing && !times)) {
@@ -759,8 +789,9 @@ pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan
         if (want_graph && step == 1) {
             PP_CHECK_GOTO(capture_step(&x, step, deadline), st, done);
             if (opts->verbose && x.gexec)
-                fprintf(stderr, "# step captured as one CUDA graph over %d device%s; replaying it\n",
-                        x.p, x.p == 1 ? "" : "s");
+                fprintf(stderr,
+                        "# step captured as one CUDA graph over %d device%s; replaying it\n", x.p,
+                        x.p == 1 ? "" : "s");
         }
         if (x.gexec) {
             PP_CUDA_CHECK_GOTO(cudaSetDevice(x.cuda[0]), st, done);
@@ -782,7 +813,8 @@ pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan
             double sum;
             PP_CUDA_CHECK_GOTO(cudaSetDevice(x.cuda[plan->stage_device[last]]), st, done);
             PP_CHECK_GOTO(stage_loss_read(x.stages[last], &sum,
-                                          x.stream[plan->stage_device[last]][PP_ROLE_COMPUTE]), st, done);
+                                          x.stream[plan->stage_device[last]][PP_ROLE_COMPUTE]),
+                          st, done);
             res->loss[step] = sum / plan->n_mb;
         }
         if (step < warmup) continue;
@@ -809,7 +841,8 @@ pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan
         if (times) {
             const pp_op_time_t *t = &times[(size_t)pick * plan->n_ops];
             double t0 = INFINITY;
-            for (int i = 0; i < plan->n_ops; i++) t0 = fmin(t0, t[i].start_ms);
+            for (int i = 0; i < plan->n_ops; i++)
+                t0 = fmin(t0, t[i].start_ms);
             for (int i = 0; i < plan->n_ops; i++) {
                 tl->t[i].start_ms = t[i].start_ms - t0;
                 tl->t[i].end_ms = t[i].end_ms - t0;
@@ -819,7 +852,8 @@ pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan
     }
     if (res && opts->check_grads) {
         size_t n = 0;
-        for (int s = 0; s < plan->n_stages; s++) n += stage_n_params(x.stages[s]);
+        for (int s = 0; s < plan->n_stages; s++)
+            n += stage_n_params(x.stages[s]);
         res->n_params = n;
         res->grads = malloc(sizeof(float) * n);
         if (!res->grads) {

@@ -26,20 +26,20 @@ extern "C" {
 #endif
 
 typedef struct pp_exec_opts {
-    int sync;          /* 1: host-synchronize after every op, all on one stream (naive baseline) */
-    int graph;         /* 1: capture the second step as one CUDA graph and replay it after */
-    int timing;        /* 1: per-op device timestamps (otherwise step times only) */
-    double timeout_s;  /* longest wait for a step before reporting the pending op */
-    int verbose;       /* 1: startup banner (peer matrix, links, memory) to stderr */
-    int check_grads;   /* 1: also keep the gradients of the last step for a caller's comparison */
+    int sync;         /* 1: host-synchronize after every op, all on one stream (naive baseline) */
+    int graph;        /* 1: capture the second step as one CUDA graph and replay it after */
+    int timing;       /* 1: per-op device timestamps (otherwise step times only) */
+    double timeout_s; /* longest wait for a step before reporting the pending op */
+    int verbose;      /* 1: startup banner (peer matrix, links, memory) to stderr */
+    int check_grads;  /* 1: also keep the gradients of the last step for a caller's comparison */
 } pp_exec_opts_t;
 
 typedef struct pp_exec_result {
-    int n_steps;         /* warm-up + timed steps run */
-    double *loss;        /* [n_steps]: mean loss over the micro-batches of each step */
-    size_t n_params;     /* parameters of the whole model */
-    float *grads;        /* [n_params] gradients of the last step in stage order (check_grads) */
-    int graph_steps;     /* steps replayed from the captured graph (0: every step eager) */
+    int n_steps;     /* warm-up + timed steps run */
+    double *loss;    /* [n_steps]: mean loss over the micro-batches of each step */
+    size_t n_params; /* parameters of the whole model */
+    float *grads;    /* [n_params] gradients of the last step in stage order (check_grads) */
+    int graph_steps; /* steps replayed from the captured graph (0: every step eager) */
 } pp_exec_result_t;
 
 /* CUDA devices visible to this process; 0 when there is no driver or no device. Never fails. */

@@ -26,8 +26,8 @@
 #include <sys/stat.h>
 
 #define PP_VERSION "0.1.0"
-#define MAX_SETS 256
-#define MAX_SWEEP 8
+#define MAX_SETS   256
+#define MAX_SWEEP  8
 
 /* ---------------------------------------------------------------------------------------------
  * Options shared by the commands
@@ -36,15 +36,15 @@
 typedef struct opts {
     const char *sets[MAX_SETS]; /* --set overrides in order */
     int n_sets;
-    int simulate;               /* --simulate */
-    int json;                   /* --json */
-    int csv;                    /* --csv (compare) */
-    int sync;                   /* --sync */
-    int quiet;                  /* --quiet: no banner */
-    const char *trace;          /* --trace FILE */
-    const char *svg;            /* --svg FILE (run) or DIR (compare) */
-    const char *emit;           /* --emit csv|yaml (show) */
-    double timeout_s;           /* --timeout, 0 = config's */
+    int simulate;                 /* --simulate */
+    int json;                     /* --json */
+    int csv;                      /* --csv (compare) */
+    int sync;                     /* --sync */
+    int quiet;                    /* --quiet: no banner */
+    const char *trace;            /* --trace FILE */
+    const char *svg;              /* --svg FILE (run) or DIR (compare) */
+    const char *emit;             /* --emit csv|yaml (show) */
+    double timeout_s;             /* --timeout, 0 = config's */
     const char *sweep[MAX_SWEEP]; /* --sweep key=v1,v2,... (compare) */
     int n_sweep;
 } opts_t;
@@ -53,61 +53,64 @@ static const char *prog = "ppsched";
 
 static void usage_run(FILE *f)
 {
-    fprintf(f,
-            "usage: ppsched FILE.yaml [options]\n"
-            "\n"
-            "Run the schedule in FILE.yaml on the GPUs present and report what it cost: step time,\n"
-            "throughput, the bubble of every device next to the closed-form theory and the simulator.\n"
-            "Without a GPU it simulates (and says so).\n"
-            "\n"
-            "options:\n"
-            "  -s, --simulate         predict with the cost model instead of running on GPUs\n"
-            "  -S, --set KEY=VALUE    override a config key, e.g. --set pipeline.micro_batches=32\n"
-            "                         (repeatable; see docs/schedule-format.md for every key)\n"
-            "  -j, --json             print the report as JSON (the stable schema) instead of a table\n"
-            "  -t, --trace FILE.json  write a Chrome trace / Perfetto timeline of the step\n"
-            "  -g, --svg FILE.svg     write a Gantt chart of the step\n"
-            "      --timeout SECONDS  longest wait for one step before reporting the pending op\n"
-            "      --sync             naive baseline: host sync after every op, one stream per device\n"
-            "  -q, --quiet            no banner\n"
-            "  -h, --help             this text\n"
-            "  -V, --version          print the version\n"
-            "\n"
-            "other commands: ppsched compare FILE... | ppsched show FILE | ppsched check FILE\n"
-            "                (ppsched COMMAND --help for each)\n");
+    fprintf(
+        f,
+        "usage: ppsched FILE.yaml [options]\n"
+        "\n"
+        "Run the schedule in FILE.yaml on the GPUs present and report what it cost: step time,\n"
+        "throughput, the bubble of every device next to the closed-form theory and the simulator.\n"
+        "Without a GPU it simulates (and says so).\n"
+        "\n"
+        "options:\n"
+        "  -s, --simulate         predict with the cost model instead of running on GPUs\n"
+        "  -S, --set KEY=VALUE    override a config key, e.g. --set pipeline.micro_batches=32\n"
+        "                         (repeatable; see docs/schedule-format.md for every key)\n"
+        "  -j, --json             print the report as JSON (the stable schema) instead of a table\n"
+        "  -t, --trace FILE.json  write a Chrome trace / Perfetto timeline of the step\n"
+        "  -g, --svg FILE.svg     write a Gantt chart of the step\n"
+        "      --timeout SECONDS  longest wait for one step before reporting the pending op\n"
+        "      --sync             naive baseline: host sync after every op, one stream per device\n"
+        "  -q, --quiet            no banner\n"
+        "  -h, --help             this text\n"
+        "  -V, --version          print the version\n"
+        "\n"
+        "other commands: ppsched compare FILE... | ppsched show FILE | ppsched check FILE\n"
+        "                (ppsched COMMAND --help for each)\n");
 }
 
 static void usage_compare(FILE *f)
 {
-    fprintf(f,
-            "usage: ppsched compare FILE.yaml... [options]\n"
-            "\n"
-            "Run (or simulate) each schedule in turn on the same GPUs and print one table.\n"
-            "\n"
-            "options:\n"
-            "  -s, --simulate             simulate every schedule instead of running it\n"
-            "  -S, --set KEY=VALUE        override a key in every file (repeatable)\n"
-            "  -w, --sweep KEY=V1,V2,...  run the cross product over the listed values (repeatable)\n"
-            "  -j, --json                 the table as JSON (an array of reports)\n"
-            "  -c, --csv                  the table as CSV\n"
-            "  -g, --svg DIR              one Gantt chart per run into DIR\n"
-            "      --timeout SECONDS      longest wait for one step\n"
-            "  -q, --quiet                no banner\n"
-            "  -h, --help                 this text\n");
+    fprintf(
+        f,
+        "usage: ppsched compare FILE.yaml... [options]\n"
+        "\n"
+        "Run (or simulate) each schedule in turn on the same GPUs and print one table.\n"
+        "\n"
+        "options:\n"
+        "  -s, --simulate             simulate every schedule instead of running it\n"
+        "  -S, --set KEY=VALUE        override a key in every file (repeatable)\n"
+        "  -w, --sweep KEY=V1,V2,...  run the cross product over the listed values (repeatable)\n"
+        "  -j, --json                 the table as JSON (an array of reports)\n"
+        "  -c, --csv                  the table as CSV\n"
+        "  -g, --svg DIR              one Gantt chart per run into DIR\n"
+        "      --timeout SECONDS      longest wait for one step\n"
+        "  -q, --quiet                no banner\n"
+        "  -h, --help                 this text\n");
 }
 
 static void usage_show(FILE *f)
 {
-    fprintf(f,
-            "usage: ppsched show FILE.yaml [options]\n"
-            "\n"
-            "Print the schedule of FILE.yaml as a compact grid (one row per device), or export it.\n"
-            "\n"
-            "options:\n"
-            "  -e, --emit csv|yaml    print the compute schedule as PyTorch pipelining CSV (one row\n"
-            "                         per rank) or as a YAML `schedule: steps:` block\n"
-            "  -S, --set KEY=VALUE    override a config key (repeatable)\n"
-            "  -h, --help             this text\n");
+    fprintf(
+        f,
+        "usage: ppsched show FILE.yaml [options]\n"
+        "\n"
+        "Print the schedule of FILE.yaml as a compact grid (one row per device), or export it.\n"
+        "\n"
+        "options:\n"
+        "  -e, --emit csv|yaml    print the compute schedule as PyTorch pipelining CSV (one row\n"
+        "                         per rank) or as a YAML `schedule: steps:` block\n"
+        "  -S, --set KEY=VALUE    override a config key (repeatable)\n"
+        "  -h, --help             this text\n");
 }
 
 static void usage_check(FILE *f)
@@ -148,10 +151,18 @@ typedef enum { CMD_RUN, CMD_COMPARE, CMD_SHOW, CMD_CHECK } cmd_t;
 static int opt_allowed(cmd_t cmd, int c)
 {
     switch (c) {
-    case 'S': case 'h': case 'V': return 1;
-    case 's': case 'j': case 'g': case 'q': case OPT_TIMEOUT: return cmd == CMD_RUN || cmd == CMD_COMPARE;
-    case 't': case OPT_SYNC: return cmd == CMD_RUN;
-    case 'c': case 'w': return cmd == CMD_COMPARE;
+    case 'S':
+    case 'h':
+    case 'V': return 1;
+    case 's':
+    case 'j':
+    case 'g':
+    case 'q':
+    case OPT_TIMEOUT: return cmd == CMD_RUN || cmd == CMD_COMPARE;
+    case 't':
+    case OPT_SYNC: return cmd == CMD_RUN;
+    case 'c':
+    case 'w': return cmd == CMD_COMPARE;
     case 'e': return cmd == CMD_SHOW;
     }
     return 0;
@@ -159,10 +170,14 @@ static int opt_allowed(cmd_t cmd, int c)
 
 static void usage_for(cmd_t cmd, FILE *f)
 {
-    if (cmd == CMD_COMPARE) usage_compare(f);
-    else if (cmd == CMD_SHOW) usage_show(f);
-    else if (cmd == CMD_CHECK) usage_check(f);
-    else usage_run(f);
+    if (cmd == CMD_COMPARE)
+        usage_compare(f);
+    else if (cmd == CMD_SHOW)
+        usage_show(f);
+    else if (cmd == CMD_CHECK)
+        usage_check(f);
+    else
+        usage_run(f);
 }
 
 /* Parses argv for `cmd`; returns 0 to go on, 1 when --help/--version was served, -1 on a usage
@@ -175,10 +190,15 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
     while ((c = getopt_long(argc, argv, ":sS:jct:g:e:w:qhV", long_opts, NULL)) != -1) {
         if (c == '?' || c == ':') {
             const char *what = c == ':' ? "needs a value" : "is not an option";
-            if (optopt && optopt < 256) fprintf(stderr, "%s: -%c %s\n", prog, optopt, what);
-            else fprintf(stderr, "%s: %s %s\n", prog, argv[optind - 1], what);
+            if (optopt && optopt < 256)
+                fprintf(stderr, "%s: -%c %s\n", prog, optopt, what);
+            else
+                fprintf(stderr, "%s: %s %s\n", prog, argv[optind - 1], what);
             fprintf(stderr, "try '%s%s --help'\n", prog,
-                    cmd == CMD_COMPARE ? " compare" : cmd == CMD_SHOW ? " show" : cmd == CMD_CHECK ? " check" : "");
+                    cmd == CMD_COMPARE ? " compare"
+                    : cmd == CMD_SHOW  ? " show"
+                    : cmd == CMD_CHECK ? " check"
+                                       : "");
             return -1;
         }
         if (!opt_allowed(cmd, c)) {
@@ -200,7 +220,8 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
         case 'g': o->svg = optarg; break;
         case 'e':
             if (strcmp(optarg, "csv") != 0 && strcmp(optarg, "yaml") != 0) {
-                fprintf(stderr, "%s: --emit %s: unknown format (allowed: csv, yaml)\n", prog, optarg);
+                fprintf(stderr, "%s: --emit %s: unknown format (allowed: csv, yaml)\n", prog,
+                        optarg);
                 return -1;
             }
             o->emit = optarg;
@@ -221,7 +242,8 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
             errno = 0;
             o->timeout_s = strtod(optarg, &end);
             if (errno || *end || !(o->timeout_s > 0)) {
-                fprintf(stderr, "%s: --timeout %s: expected a positive number of seconds\n", prog, optarg);
+                fprintf(stderr, "%s: --timeout %s: expected a positive number of seconds\n", prog,
+                        optarg);
                 return -1;
             }
             break;
@@ -244,12 +266,12 @@ typedef struct job {
     pp_schedule_t sched;
     pp_plan_t plan;
     pp_cost_model_t cost;
-    pp_timeline_t sim;   /* always: the simulator's timeline */
-    pp_timeline_t meas;  /* measure mode: the executor's */
+    pp_timeline_t sim;  /* always: the simulator's timeline */
+    pp_timeline_t meas; /* measure mode: the executor's */
     pp_report_t report;
-    int measured;        /* 1 when `meas` holds a run */
+    int measured; /* 1 when `meas` holds a run */
     int have_report;
-    char label[256];     /* schedule name plus the sweep values, for tables */
+    char label[256]; /* schedule name plus the sweep values, for tables */
 } job_t;
 
 static void job_free(job_t *j)
@@ -265,7 +287,8 @@ static void job_free(job_t *j)
 }
 
 /* Load, resolve, generate, validate, lower and validate again. n_visible: CUDA devices seen. */
-static pp_status_t job_plan(job_t *j, const char *path, const char *const *sets, int n_sets, int n_visible)
+static pp_status_t job_plan(job_t *j, const char *path, const char *const *sets, int n_sets,
+                            int n_visible)
 {
     PP_CHECK(config_load(&j->cfg, path, sets, n_sets));
     PP_CHECK(config_resolve(&j->cfg, n_visible));
@@ -281,7 +304,8 @@ static pp_status_t job_plan(job_t *j, const char *path, const char *const *sets,
 
 /* The cost model a measured run implies: per stage, the mean duration of each compute kind, and
  * the mean cross-device transfer. Kinds a plan does not use keep 0 (B falls back to I + W). */
-static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_timeline_t *tl)
+static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
+                                     const pp_timeline_t *tl)
 {
     pp_cost_cfg_t zero = {0};
     int n = plan->n_stages;
@@ -297,7 +321,8 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
         if (pp_action_is_compute(op->kind)) {
             per[op->kind][op->stage] += dur;
             cnt[op->kind * n + op->stage]++;
-        } else if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) && op->link != PP_LINK_LOCAL) {
+        } else if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
+                   op->link != PP_LINK_LOCAL) {
             send += dur;
             n_send++;
         }
@@ -344,12 +369,16 @@ static pp_status_t job_run(job_t *j, int measure, const opts_t *o)
             PP_CHECK(simulate_plan(&j->sim, &j->plan, &j->cost));
         }
     }
-    PP_CHECK(report_build(&j->report, &j->cfg, &j->plan, j->measured ? &j->meas : &j->sim, &j->sim));
+    PP_CHECK(
+        report_build(&j->report, &j->cfg, &j->plan, j->measured ? &j->meas : &j->sim, &j->sim));
     j->have_report = 1;
     return PP_OK;
 }
 
-static const pp_timeline_t *job_timeline(const job_t *j) { return j->measured ? &j->meas : &j->sim; }
+static const pp_timeline_t *job_timeline(const job_t *j)
+{
+    return j->measured ? &j->meas : &j->sim;
+}
 
 /* Decide measure vs simulate, printing the banner when a GPU run was wanted but is not possible. */
 static int want_measure(const opts_t *o, int n_visible)
@@ -374,15 +403,20 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     int measure = want_measure(o, n_visible);
     PP_CHECK_GOTO(job_plan(&j, path, o->sets, o->n_sets, n_visible), st, done);
     PP_CHECK_GOTO(job_run(&j, measure, o), st, done);
-    if (o->json) report_print_json(&j.report, stdout);
-    else report_print_table(&j.report, &j.cfg, stdout);
+    if (o->json)
+        report_print_json(&j.report, stdout);
+    else
+        report_print_table(&j.report, &j.cfg, stdout);
     if (o->trace)
         PP_CHECK_GOTO(report_write_trace_devices(&j.plan, job_timeline(&j),
-                                                 j.measured ? j.cfg.pipeline.device_ids : NULL, o->trace),
+                                                 j.measured ? j.cfg.pipeline.device_ids : NULL,
+                                                 o->trace),
                       st, done);
-    if (o->svg) PP_CHECK_GOTO(report_write_svg(&j.plan, job_timeline(&j), j.cfg.name, o->svg), st, done);
+    if (o->svg)
+        PP_CHECK_GOTO(report_write_svg(&j.plan, job_timeline(&j), j.cfg.name, o->svg), st, done);
     if (!o->json && !o->quiet) {
-        if (o->trace) printf("# trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", o->trace);
+        if (o->trace)
+            printf("# trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", o->trace);
         if (o->svg) printf("# gantt chart: %s\n", o->svg);
     }
 done:
@@ -418,8 +452,9 @@ static pp_status_t cmd_show(const char *path, const opts_t *o)
     } else if (o->emit) {
         st = schedule_write_yaml(&j.sched, stdout);
     } else {
-        printf("# %s: %s, p=%d, stages=%d, m=%d, v=%d\n", path, config_sched_kind_name(j.cfg.schedule.kind),
-               j.plan.n_devices, j.plan.n_stages, j.plan.n_mb, j.plan.chunks);
+        printf("# %s: %s, p=%d, stages=%d, m=%d, v=%d\n", path,
+               config_sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages,
+               j.plan.n_mb, j.plan.chunks);
         plan_print_grid(&j.plan, stdout);
     }
 done:
@@ -465,8 +500,10 @@ static pp_status_t sweep_parse(sweep_t *sw, const char *arg)
 
 static void fmt_num(char *buf, size_t n, double v, const char *fmt)
 {
-    if (isnan(v)) snprintf(buf, n, "-");
-    else snprintf(buf, n, fmt, v);
+    if (isnan(v))
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, fmt, v);
 }
 
 /* Peak memory and peak in-flight micro-batches of the fullest device of a run. */
@@ -485,8 +522,8 @@ static void compare_print_table(job_t *jobs, int n, FILE *f)
     fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "schedule", "p", "m",
             "v", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory", "peak mem",
             "peak");
-    fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "", "", "", "", "(ms)",
-            "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb");
+    fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "", "", "", "",
+            "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb");
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].report;
         size_t mem;
@@ -513,8 +550,10 @@ static void compare_print_table(job_t *jobs, int n, FILE *f)
 
 static void csv_field(FILE *f, double v)
 {
-    if (isnan(v)) fputs(",", f);
-    else fprintf(f, ",%.6g", v);
+    if (isnan(v))
+        fputs(",", f);
+    else
+        fprintf(f, ",%.6g", v);
 }
 
 static void compare_print_csv(job_t *jobs, int n, FILE *f)
@@ -527,8 +566,9 @@ static void compare_print_csv(job_t *jobs, int n, FILE *f)
         size_t mem;
         int inflight;
         fullest_device(r, &mem, &inflight);
-        fprintf(f, "\"%s\",%s,%d,%d,%d,%d", jobs[i].label, r->mode == PP_MODE_MEASURE ? "measure" : "simulate",
-                r->devices, r->stages, r->micro_batches, r->chunks);
+        fprintf(f, "\"%s\",%s,%d,%d,%d,%d", jobs[i].label,
+                r->mode == PP_MODE_MEASURE ? "measure" : "simulate", r->devices, r->stages,
+                r->micro_batches, r->chunks);
         csv_field(f, r->step_ms);
         csv_field(f, r->step_ms_p10);
         csv_field(f, r->step_ms_p90);
@@ -558,8 +598,9 @@ static pp_status_t compare_bubble_charts(job_t *jobs, int n, const char *dir, in
         int k = 0;
         for (int j = i; j < n; j++) {
             const job_t *b = &jobs[j];
-            if (done[j] || strcmp(a->cfg.name, b->cfg.name) != 0 || a->plan.n_devices != b->plan.n_devices ||
-                a->plan.chunks != b->plan.chunks || a->cfg.schedule.kind != b->cfg.schedule.kind)
+            if (done[j] || strcmp(a->cfg.name, b->cfg.name) != 0 ||
+                a->plan.n_devices != b->plan.n_devices || a->plan.chunks != b->plan.chunks ||
+                a->cfg.schedule.kind != b->cfg.schedule.kind)
                 continue;
             done[j] = 1;
             m[k] = b->plan.n_mb;
@@ -570,16 +611,23 @@ static pp_status_t compare_bubble_charts(job_t *jobs, int n, const char *dir, in
         /* sort the points by m (insertion sort: a handful of points) */
         for (int x = 1; x < k; x++)
             for (int y = x; y > 0 && m[y] < m[y - 1]; y--) {
-                int tm = m[y]; m[y] = m[y - 1]; m[y - 1] = tm;
-                double t1 = meas[y]; meas[y] = meas[y - 1]; meas[y - 1] = t1;
-                double t2 = sim[y]; sim[y] = sim[y - 1]; sim[y - 1] = t2;
+                int tm = m[y];
+                m[y] = m[y - 1];
+                m[y - 1] = tm;
+                double t1 = meas[y];
+                meas[y] = meas[y - 1];
+                meas[y - 1] = t1;
+                double t2 = sim[y];
+                sim[y] = sim[y - 1];
+                sim[y - 1] = t2;
             }
         if (k < 2 || m[0] == m[k - 1]) continue;
         char path[4096], title[300];
         snprintf(path, sizeof path, "%s/bubble-%s-p%d.svg", dir, a->cfg.name, a->plan.n_devices);
         snprintf(title, sizeof title, "%s: bubble against micro-batches", a->cfg.name);
         st = report_write_bubble_chart(path, title, a->cfg.schedule.kind, a->plan.n_devices,
-                                       a->plan.chunks, k, m, meas, sim, measure ? "measured" : "simulated");
+                                       a->plan.chunks, k, m, meas, sim,
+                                       measure ? "measured" : "simulated");
     }
 out:
     free(done);
@@ -619,7 +667,8 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
             const char *sets[MAX_SETS + MAX_SWEEP];
             char setbuf[MAX_SWEEP][1200];
             int n_sets = 0;
-            for (int k = 0; k < o->n_sets; k++) sets[n_sets++] = o->sets[k];
+            for (int k = 0; k < o->n_sets; k++)
+                sets[n_sets++] = o->sets[k];
             int rem = c;
             char suffix[200] = "";
             for (int k = o->n_sweep - 1; k >= 0; k--) {
@@ -643,7 +692,8 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
                 for (char *p = name; *p; p++)
                     if (*p == ' ' || *p == '/' || *p == '=') *p = (*p == '=') ? '-' : '_';
                 snprintf(path, sizeof path, "%s/%s.svg", o->svg, name);
-                PP_CHECK_GOTO(report_write_svg(&j->plan, job_timeline(j), j->label, path), st, done);
+                PP_CHECK_GOTO(report_write_svg(&j->plan, job_timeline(j), j->label, path), st,
+                              done);
             }
             done_jobs++;
         }
@@ -664,7 +714,8 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
         compare_print_table(jobs, done_jobs, stdout);
     }
 done:
-    for (int i = 0; i < n_jobs; i++) job_free(&jobs[i]);
+    for (int i = 0; i < n_jobs; i++)
+        job_free(&jobs[i]);
     free(jobs);
     return st;
 }
@@ -677,9 +728,12 @@ int main(int argc, char **argv)
 {
     cmd_t cmd = CMD_RUN;
     if (argc >= 2) {
-        if (strcmp(argv[1], "compare") == 0) cmd = CMD_COMPARE;
-        else if (strcmp(argv[1], "show") == 0) cmd = CMD_SHOW;
-        else if (strcmp(argv[1], "check") == 0) cmd = CMD_CHECK;
+        if (strcmp(argv[1], "compare") == 0)
+            cmd = CMD_COMPARE;
+        else if (strcmp(argv[1], "show") == 0)
+            cmd = CMD_SHOW;
+        else if (strcmp(argv[1], "check") == 0)
+            cmd = CMD_CHECK;
         else if (strcmp(argv[1], "help") == 0) {
             usage_run(stdout);
             return 0;
@@ -693,7 +747,8 @@ int main(int argc, char **argv)
     int n_args = argc - shift - optind;
     char **args = argv + shift + optind;
     if (n_args < 1 || (cmd != CMD_COMPARE && n_args > 1)) {
-        fprintf(stderr, "%s: %s\n", prog, n_args < 1 ? "missing the schedule file" : "one schedule file at a time");
+        fprintf(stderr, "%s: %s\n", prog,
+                n_args < 1 ? "missing the schedule file" : "one schedule file at a time");
         usage_for(cmd, stderr);
         return 2;
     }

@@ -32,17 +32,17 @@ typedef enum pp_role { PP_ROLE_COMPUTE = 0, PP_ROLE_SEND, PP_ROLE_RECV, PP_ROLE_
 typedef enum pp_link { PP_LINK_NONE = 0, PP_LINK_LOCAL, PP_LINK_PEER, PP_LINK_NCCL } pp_link_t;
 
 typedef struct pp_op {
-    int device;           /* pipeline device index 0..n_devices-1 */
-    pp_role_t role;       /* stream the op runs on */
+    int device;     /* pipeline device index 0..n_devices-1 */
+    pp_role_t role; /* stream the op runs on */
     pp_action_kind_t kind;
-    int stage;            /* the stage the action belongs to (for SEND/RECV: the local stage) */
-    int mb;               /* micro-batch */
-    int slot;             /* activation slot of (stage, mb) on this device */
-    int pos;              /* position in its device's program (for messages), 0-based */
-    int peer;             /* SEND: index of the matching RECV op; RECV: of the SEND; else -1 */
-    pp_link_t link;       /* SEND/RECV only */
-    size_t bytes;         /* SEND/RECV: bytes moved */
-    int dep_begin;        /* deps of this op are plan.deps[dep_begin .. dep_begin + n_deps) */
+    int stage;      /* the stage the action belongs to (for SEND/RECV: the local stage) */
+    int mb;         /* micro-batch */
+    int slot;       /* activation slot of (stage, mb) on this device */
+    int pos;        /* position in its device's program (for messages), 0-based */
+    int peer;       /* SEND: index of the matching RECV op; RECV: of the SEND; else -1 */
+    pp_link_t link; /* SEND/RECV only */
+    size_t bytes;   /* SEND/RECV: bytes moved */
+    int dep_begin;  /* deps of this op are plan.deps[dep_begin .. dep_begin + n_deps) */
     int n_deps;
 } pp_op_t;
 
@@ -56,12 +56,13 @@ typedef struct pp_plan {
     int *stage_device;    /* [n_stages] */
     int *slots_per_stage; /* [n_stages]: activation slots the stage needs on its device */
     int n_ops;
-    pp_op_t *ops;         /* [n_ops], topological (enqueue) order */
+    pp_op_t *ops; /* [n_ops], topological (enqueue) order */
     int n_deps_total;
-    int *deps;            /* dependency pool: indices into ops */
-    int *prog_ops;        /* [n_ops]: op indices grouped by device, each group in program order */
-    int *prog_begin;      /* [n_devices+1]: device d's ops are prog_ops[prog_begin[d]..prog_begin[d+1]) */
-    size_t boundary_bytes;/* bytes of one activation (= one gradient) crossing a stage boundary */
+    int *deps;     /* dependency pool: indices into ops */
+    int *prog_ops; /* [n_ops]: op indices grouped by device, each group in program order */
+    int *
+        prog_begin; /* [n_devices+1]: device d's ops are prog_ops[prog_begin[d]..prog_begin[d+1]) */
+    size_t boundary_bytes; /* bytes of one activation (= one gradient) crossing a stage boundary */
 } pp_plan_t;
 
 /* Lower a schedule into a plan. A compute-only schedule gets SEND/RECV inserted (the SEND right
@@ -92,7 +93,10 @@ static inline const char *pp_role_name(pp_role_t r)
 }
 static inline const char *pp_link_name(pp_link_t l)
 {
-    return l == PP_LINK_LOCAL ? "local" : l == PP_LINK_PEER ? "peer" : l == PP_LINK_NCCL ? "nccl" : "none";
+    return l == PP_LINK_LOCAL  ? "local"
+           : l == PP_LINK_PEER ? "peer"
+           : l == PP_LINK_NCCL ? "nccl"
+                               : "none";
 }
 
 #ifdef __cplusplus

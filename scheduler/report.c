@@ -380,7 +380,8 @@ void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
     fputc('\n', f);
     if (cfg && r->mode == PP_MODE_SIMULATE)
         fprintf(f,
-                "# cost model (ms per micro-batch, one device's share of the layers): forward %g, backward_input %g, "
+                "# cost model (ms per micro-batch, one device's share of the layers): forward %g, "
+                "backward_input %g, "
                 "backward_weight %g, send %g\n",
                 cfg->cost.forward, cfg->cost.backward_input, cfg->cost.backward_weight,
                 cfg->cost.send);

@@ -21,25 +21,25 @@ extern "C" {
 #endif
 
 typedef struct pp_device_stats {
-    int device;                 /* pipeline device index */
-    int cuda_device;            /* CUDA ordinal it ran on (-1 when simulated without GPUs) */
+    int device;      /* pipeline device index */
+    int cuda_device; /* CUDA ordinal it ran on (-1 when simulated without GPUs) */
     double busy_ms, idle_ms;
-    double bubble;              /* idle / makespan */
-    int peak_inflight;          /* most micro-batches with F done and backward not finished */
-    size_t peak_mem_bytes;      /* 0 = unknown */
-    double bytes_sent;          /* bytes this device sent across devices in one step */
+    double bubble;         /* idle / makespan */
+    int peak_inflight;     /* most micro-batches with F done and backward not finished */
+    size_t peak_mem_bytes; /* 0 = unknown */
+    double bytes_sent;     /* bytes this device sent across devices in one step */
 } pp_device_stats_t;
 
 typedef struct pp_report {
-    const char *schedule;       /* schedule name (the config's kind or name) */
+    const char *schedule; /* schedule name (the config's kind or name) */
     pp_mode_t mode;
     int devices, stages, micro_batches, chunks;
     double step_ms, step_ms_p10, step_ms_p90;
     double tokens_per_s, tflops;
-    double bubble;              /* overall idle / makespan: 1 - sum busy / (p * makespan) */
-    double bubble_ideal;        /* overall idle / ideal compute: sum idle / sum busy */
-    double bubble_theory;       /* closed form, idle / makespan; NAN when none applies */
-    double bubble_simulated;    /* the simulator's figure for the same plan; NAN when not run */
+    double bubble;                 /* overall idle / makespan: 1 - sum busy / (p * makespan) */
+    double bubble_ideal;           /* overall idle / ideal compute: sum idle / sum busy */
+    double bubble_theory;          /* closed form, idle / makespan; NAN when none applies */
+    double bubble_simulated;       /* the simulator's figure for the same plan; NAN when not run */
     pp_device_stats_t *per_device; /* [devices] */
 } pp_report_t;
 

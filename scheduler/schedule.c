@@ -25,8 +25,8 @@ pp_status_t schedule_init(pp_schedule_t *s, int n_devices, int n_stages, int n_m
     memset(s, 0, sizeof *s);
     if (n_devices < 1 || n_devices > PP_MAX_DEVICES || n_stages < 1 || n_stages > PP_MAX_STAGES ||
         n_mb < 1 || n_mb > PP_MAX_MICRO_BATCHES)
-        PP_FAIL(PP_ERR_INTERNAL, "schedule_init: bad sizes p=%d stages=%d m=%d", n_devices, n_stages,
-                n_mb);
+        PP_FAIL(PP_ERR_INTERNAL, "schedule_init: bad sizes p=%d stages=%d m=%d", n_devices,
+                n_stages, n_mb);
     s->n_devices = n_devices;
     s->n_stages = n_stages;
     s->n_mb = n_mb;
@@ -36,7 +36,8 @@ pp_status_t schedule_init(pp_schedule_t *s, int n_devices, int n_stages, int n_m
         schedule_free(s);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory building a schedule");
     }
-    for (int i = 0; i < n_stages; i++) s->stage_device[i] = -1;
+    for (int i = 0; i < n_stages; i++)
+        s->stage_device[i] = -1;
     return PP_OK;
 }
 
@@ -44,7 +45,8 @@ void schedule_free(pp_schedule_t *s)
 {
     if (!s) return;
     if (s->prog)
-        for (int d = 0; d < s->n_devices; d++) free(s->prog[d].a);
+        for (int d = 0; d < s->n_devices; d++)
+            free(s->prog[d].a);
     free(s->prog);
     free(s->stage_device);
     memset(s, 0, sizeof *s);
@@ -52,7 +54,8 @@ void schedule_free(pp_schedule_t *s)
 
 pp_status_t schedule_push(pp_schedule_t *s, int d, pp_action_kind_t kind, int stage, int mb)
 {
-    if (d < 0 || d >= s->n_devices) PP_FAIL(PP_ERR_INTERNAL, "schedule_push: device %d of %d", d, s->n_devices);
+    if (d < 0 || d >= s->n_devices)
+        PP_FAIL(PP_ERR_INTERNAL, "schedule_push: device %d of %d", d, s->n_devices);
     pp_program_t *p = &s->prog[d];
     if (p->n == p->cap) {
         int cap = p->cap ? 2 * p->cap : 16;
@@ -118,13 +121,15 @@ char *action_format(const pp_action_t *a, char *buf, size_t size)
 pp_status_t schedule_infer_placement(pp_schedule_t *s, const char *where)
 {
     char txt[32];
-    for (int i = 0; i < s->n_stages; i++) s->stage_device[i] = -1;
+    for (int i = 0; i < s->n_stages; i++)
+        s->stage_device[i] = -1;
     for (int d = 0; d < s->n_devices; d++) {
         for (int i = 0; i < s->prog[d].n; i++) {
             const pp_action_t *a = &s->prog[d].a[i];
             if (a->stage < 0 || a->stage >= s->n_stages) {
-                fprintf(stderr, "%s: device %d, step %d, action %s: stage %d out of range (0..%d)\n",
-                        where, d, i, action_format(a, txt, sizeof txt), a->stage, s->n_stages - 1);
+                fprintf(stderr,
+                        "%s: device %d, step %d, action %s: stage %d out of range (0..%d)\n", where,
+                        d, i, action_format(a, txt, sizeof txt), a->stage, s->n_stages - 1);
                 return PP_ERR_INPUT;
             }
             int *owner = &s->stage_device[a->stage];

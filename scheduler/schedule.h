@@ -38,23 +38,29 @@ typedef struct pp_action {
     int mb;    /* micro-batch index */
 } pp_action_t;
 
-static inline int pp_action_is_compute(pp_action_kind_t k) { return k <= PP_ACT_W; }
-static inline int pp_action_is_comm(pp_action_kind_t k) { return k >= PP_ACT_SEND_F && k < PP_ACT_COUNT; }
+static inline int pp_action_is_compute(pp_action_kind_t k)
+{
+    return k <= PP_ACT_W;
+}
+static inline int pp_action_is_comm(pp_action_kind_t k)
+{
+    return k >= PP_ACT_SEND_F && k < PP_ACT_COUNT;
+}
 
 typedef struct pp_program {
-    int n;           /* actions */
-    int cap;         /* allocated */
-    pp_action_t *a;  /* in the order the device runs them */
+    int n;          /* actions */
+    int cap;        /* allocated */
+    pp_action_t *a; /* in the order the device runs them */
 } pp_program_t;
 
 typedef struct pp_schedule {
-    int n_devices;     /* p */
-    int n_stages;      /* total stages */
-    int n_mb;          /* m */
-    int *stage_device; /* [n_stages]: the device that owns each stage */
-    pp_program_t *prog;/* [n_devices] */
-    int has_comm;      /* 1 when the programs hold SEND/RECV actions */
-    int split_backward;/* 1 when backward is written as I + W (zero-bubble style) */
+    int n_devices;      /* p */
+    int n_stages;       /* total stages */
+    int n_mb;           /* m */
+    int *stage_device;  /* [n_stages]: the device that owns each stage */
+    pp_program_t *prog; /* [n_devices] */
+    int has_comm;       /* 1 when the programs hold SEND/RECV actions */
+    int split_backward; /* 1 when backward is written as I + W (zero-bubble style) */
 } pp_schedule_t;
 
 /* Allocate an empty schedule: every program empty, stage_device all -1. */

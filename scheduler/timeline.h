@@ -26,13 +26,13 @@ typedef struct pp_op_time {
 typedef struct pp_timeline {
     pp_mode_t mode;
     int n_ops;
-    pp_op_time_t *t;          /* [n_ops] one representative step (the median step when measured) */
+    pp_op_time_t *t; /* [n_ops] one representative step (the median step when measured) */
     int n_devices;
-    size_t *peak_mem_bytes;   /* [n_devices]: peak device memory, 0 when unknown */
-    int n_steps;              /* timed steps behind step_ms (1 for a simulation) */
-    double *step_ms;          /* [n_steps]: makespan of every timed step, in run order */
-    double skew_ms;           /* measured clock skew across devices (0 when simulated) */
-    int has_op_times;         /* 0 when the run measured step times only (timing off): t[] is 0 */
+    size_t *peak_mem_bytes; /* [n_devices]: peak device memory, 0 when unknown */
+    int n_steps;            /* timed steps behind step_ms (1 for a simulation) */
+    double *step_ms;        /* [n_steps]: makespan of every timed step, in run order */
+    double skew_ms;         /* measured clock skew across devices (0 when simulated) */
+    int has_op_times;       /* 0 when the run measured step times only (timing off): t[] is 0 */
 } pp_timeline_t;
 
 pp_status_t timeline_init(pp_timeline_t *tl, pp_mode_t mode, int n_ops, int n_devices, int n_steps);

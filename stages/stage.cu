@@ -317,7 +317,7 @@ struct pp_stage {
     char *scratch_mem;
     scratch_t ws;
     int n_slots;
-    slot_t *slots; /* [n_slots] */
+    slot_t *slots;          /* [n_slots] */
     const int *d_data_base; /* device counter added to every data index, or NULL */
     const int *d_opt_step;  /* device AdamW step count replacing the argument, or NULL */
 };
@@ -594,7 +594,8 @@ pp_status_t stage_forward(pp_stage_t *st, int slot, int mb, cudaStream_t stream)
     slot_t *s = &st->slots[slot];
 
     if (c->is_first) {
-        PP_CHECK(stage_make_tokens(s->tokens, st->perm, c->seed, V, B, T, st->d_data_base, mb, stream));
+        PP_CHECK(
+            stage_make_tokens(s->tokens, st->perm, c->seed, V, B, T, st->d_data_base, mb, stream));
         PP_CHECK(encoder_fwd(s->res[0], s->tokens, P_(st, PP_PARAM_WTE, 0), P_(st, PP_PARAM_WPE, 0),
                              B, T, C, dt, stream));
     }
@@ -606,7 +607,8 @@ pp_status_t stage_forward(pp_stage_t *st, int slot, int mb, cudaStream_t stream)
                                stream));
         PP_CHECK(matmul_fwd(s->logits, s->lnf, P_(st, PP_PARAM_LM_W, 0), NULL, N, C, V, dt,
                             &st->gemm, stream));
-        PP_CHECK(stage_make_targets(s->targets, st->perm, c->seed, V, B, T, st->d_data_base, mb, stream));
+        PP_CHECK(stage_make_targets(s->targets, st->perm, c->seed, V, B, T, st->d_data_base, mb,
+                                    stream));
         /* The logits are not needed again: their gradient replaces them. */
         PP_CHECK(crossentropy_fwd_bwd(s->losses, s->logits, s->logits, s->targets, c->grad_scale, N,
                                       V, dt, stream));

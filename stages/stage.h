@@ -34,17 +34,17 @@ extern "C" {
 
 typedef struct pp_stage_cfg {
     int hidden, heads, seq_len, vocab;
-    int micro_batch_size;  /* sequences per micro-batch (B) */
-    int n_layers;          /* blocks in this stage (may be 0 for a pure embedding/head stage) */
-    int first_layer;       /* global index of the first block, so init is the same on any device */
-    int total_layers;      /* blocks in the whole model (init scale of residual projections) */
-    int is_first;          /* owns the token + position embedding; makes its own input tokens */
-    int is_last;           /* owns final LN, LM head, cross-entropy; makes its own targets */
-    pp_dtype_t dtype;      /* storage of activations and parameters */
-    uint64_t seed;         /* parameters and synthetic data */
-    int n_slots;           /* activation slots to allocate */
-    int with_optimizer;    /* allocate AdamW state */
-    float grad_scale;      /* scale of the loss gradient (1 / micro-batches per step) */
+    int micro_batch_size; /* sequences per micro-batch (B) */
+    int n_layers;         /* blocks in this stage (may be 0 for a pure embedding/head stage) */
+    int first_layer;      /* global index of the first block, so init is the same on any device */
+    int total_layers;     /* blocks in the whole model (init scale of residual projections) */
+    int is_first;         /* owns the token + position embedding; makes its own input tokens */
+    int is_last;          /* owns final LN, LM head, cross-entropy; makes its own targets */
+    pp_dtype_t dtype;     /* storage of activations and parameters */
+    uint64_t seed;        /* parameters and synthetic data */
+    int n_slots;          /* activation slots to allocate */
+    int with_optimizer;   /* allocate AdamW state */
+    float grad_scale;     /* scale of the loss gradient (1 / micro-batches per step) */
 } pp_stage_cfg_t;
 
 typedef struct pp_stage pp_stage_t; /* opaque */
@@ -77,8 +77,8 @@ void *stage_slot_dx(pp_stage_t *st, int slot); /* input gradient (SEND_B reads h
 
 /* Forward of micro-batch `mb` into `slot`. `mb` indexes the synthetic data stream (the executor
  * passes step * micro_batches + k, so every step sees new data). The first stage generates mb's
- * tokens itself; the last stage generates mb's targets, computes the loss and the gradient of the loss w.r.t. its logits, and adds the
- * micro-batch's mean loss to the stage's loss accumulator. */
+ * tokens itself; the last stage generates mb's targets, computes the loss and the gradient of the
+ * loss w.r.t. its logits, and adds the micro-batch's mean loss to the stage's loss accumulator. */
 pp_status_t stage_forward(pp_stage_t *st, int slot, int mb, cudaStream_t stream);
 /* Full backward of the micro-batch in `slot`: dx, and parameter gradients += . */
 pp_status_t stage_backward(pp_stage_t *st, int slot, int mb, cudaStream_t stream);

@@ -38,13 +38,13 @@ static inline void check_fail_(const char *file, int line, const char *cond, con
 
 #define EXPECT(cond, ...)                                                                          \
     do {                                                                                           \
-        if (!(cond)) check_fail_(__FILE__, __LINE__, #cond, "" __VA_ARGS__);                      \
+        if (!(cond)) check_fail_(__FILE__, __LINE__, #cond, "" __VA_ARGS__);                       \
     } while (0)
 
 #define REQUIRE(cond, ...)                                                                         \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            check_fail_(__FILE__, __LINE__, #cond, "" __VA_ARGS__);                               \
+            check_fail_(__FILE__, __LINE__, #cond, "" __VA_ARGS__);                                \
             return;                                                                                \
         }                                                                                          \
     } while (0)
@@ -59,7 +59,7 @@ static inline void check_fail_(const char *file, int line, const char *cond, con
 
 #define SKIP(...)                                                                                  \
     do {                                                                                           \
-        fprintf(stderr, "  SKIP %s: ", check_case_name_);                                         \
+        fprintf(stderr, "  SKIP %s: ", check_case_name_);                                          \
         fprintf(stderr, __VA_ARGS__);                                                              \
         fputc('\n', stderr);                                                                       \
         check_case_skipped_ = 1;                                                                   \
@@ -72,9 +72,12 @@ static inline void check_fail_(const char *file, int line, const char *cond, con
         check_case_failures_ = 0;                                                                  \
         check_case_skipped_ = 0;                                                                   \
         fn();                                                                                      \
-        if (check_case_failures_) check_failed_++;                                                 \
-        else if (check_case_skipped_) check_skipped_++;                                            \
-        else check_passed_++;                                                                      \
+        if (check_case_failures_)                                                                  \
+            check_failed_++;                                                                       \
+        else if (check_case_skipped_)                                                              \
+            check_skipped_++;                                                                      \
+        else                                                                                       \
+            check_passed_++;                                                                       \
     } while (0)
 
 static inline int check_summary(const char *prog)

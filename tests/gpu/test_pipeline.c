@@ -4,8 +4,9 @@
  * device, for GPipe, 1F1B, interleaved 1F1B and ZB-H1, on 1, 2 and 4 GPUs, with the peer and the
  * nccl transports. In fp32 the accumulation order is the same (micro-batches in order on every
  * stage), so the comparison is bitwise; in bf16 it is within tolerance. Also: with AdamW on, the
- * loss falls over 50 steps, and steps replayed from a captured CUDA graph match eager ones bitwise. Cases that need more GPUs than present are skipped with the reason;
- * without a GPU every case is skipped.
+ * loss falls over 50 steps, and steps replayed from a captured CUDA graph match eager ones bitwise.
+ * Cases that need more GPUs than present are skipped with the reason; without a GPU every case is
+ * skipped.
  */
 #include "../check.h"
 
@@ -93,10 +94,14 @@ static void run_and_compare(pp_config_t *cfg, const char *label)
         float *ref = NULL;
         size_t n = 0;
         REQUIRE(reference_step(cfg, m, &ref_loss, &ref, &n) == 0);
-        EXPECT(n == res.n_params, "%s: parameters: pipeline %zu, reference %zu", label, res.n_params, n);
+        EXPECT(n == res.n_params, "%s: parameters: pipeline %zu, reference %zu", label,
+               res.n_params, n);
         int fp32 = cfg->model.dtype == PP_DTYPE_FP32;
-        if (fp32) EXPECT(res.loss[0] == ref_loss, "%s: loss %.9g vs reference %.9g", label, res.loss[0], ref_loss);
-        else EXPECT_NEAR(res.loss[0], ref_loss, 1e-3, 1e-3);
+        if (fp32)
+            EXPECT(res.loss[0] == ref_loss, "%s: loss %.9g vs reference %.9g", label, res.loss[0],
+                   ref_loss);
+        else
+            EXPECT_NEAR(res.loss[0], ref_loss, 1e-3, 1e-3);
         size_t bad = 0, first = 0;
         double worst = 0;
         for (size_t i = 0; i < n && i < res.n_params; i++) {
@@ -105,17 +110,21 @@ static void run_and_compare(pp_config_t *cfg, const char *label)
             if (off && !bad++) first = i;
             if (d > worst) worst = d;
         }
-        EXPECT(bad == 0, "%s: %zu of %zu gradients differ (first at %zu: %.9g vs %.9g; max |diff| %.3g)",
+        EXPECT(bad == 0,
+               "%s: %zu of %zu gradients differ (first at %zu: %.9g vs %.9g; max |diff| %.3g)",
                label, bad, n, first, bad ? res.grads[first] : 0.0, bad ? ref[first] : 0.0, worst);
-        EXPECT(tl.has_op_times && timeline_makespan(&tl) > 0, "%s: measured timeline is empty", label);
+        EXPECT(tl.has_op_times && timeline_makespan(&tl) > 0, "%s: measured timeline is empty",
+               label);
         /* Schedules run as written: on each device, compute ops start in program order. */
         for (int d = 0; d < plan.n_devices; d++) {
             double last = -1;
             for (int k = plan.prog_begin[d]; k < plan.prog_begin[d + 1]; k++) {
                 int i = plan.prog_ops[k];
                 if (!pp_action_is_compute(plan.ops[i].kind)) continue;
-                EXPECT(tl.t[i].start_ms >= last, "%s: device %d ran program step %d before the one "
-                       "written ahead of it", label, d, plan.ops[i].pos);
+                EXPECT(tl.t[i].start_ms >= last,
+                       "%s: device %d ran program step %d before the one "
+                       "written ahead of it",
+                       label, d, plan.ops[i].pos);
                 last = tl.t[i].start_ms;
             }
         }
@@ -139,7 +148,8 @@ static void check_case(const char *kind, int p, const char *transport, const cha
     snprintf(sets[1], sizeof sets[1], "pipeline.devices=%d", p);
     snprintf(sets[2], sizeof sets[2], "pipeline.transport=%s", transport);
     snprintf(sets[3], sizeof sets[3], "pipeline.micro_batches=%d", m);
-    for (int i = 0; i < 4; i++) setp[i] = sets[i];
+    for (int i = 0; i < 4; i++)
+        setp[i] = sets[i];
     snprintf(label, sizeof label, "%s p=%d %s %s", kind, p, transport, dtype);
     memset(&cfg, 0, sizeof cfg);
     REQUIRE(config_load_string(&cfg, "test.yaml", model_yaml(dtype), setp, 4) == PP_OK);
@@ -155,8 +165,8 @@ static void fused_attention_bf16(void)
     int p = n_gpus >= 4 ? 4 : n_gpus >= 2 ? 2 : 1;
     char devs[64];
     snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
-    const char *sets[] = {"schedule.kind=zb-h1", devs, "pipeline.micro_batches=8", "model.hidden=256",
-                          "model.seq_len=64"};
+    const char *sets[] = {"schedule.kind=zb-h1", devs, "pipeline.micro_batches=8",
+                          "model.hidden=256", "model.seq_len=64"};
     pp_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     REQUIRE(config_load_string(&cfg, "fused.yaml", model_yaml("bf16"), sets, 5) == PP_OK);
@@ -171,9 +181,15 @@ static void explicit_schedules_run_as_written(void)
 {
     if (n_gpus < 4) SKIP("the shipped explicit schedules use 4 devices: %d GPU(s) present", n_gpus);
     const char *files[] = {"schedules/explicit.yaml", "schedules/csv.yaml"};
-    const char *sets[] = {"model.layers=8", "model.hidden=64", "model.heads=4", "model.seq_len=32",
-                          "model.vocab=128", "model.dtype=fp32", "pipeline.micro_batch_size=2",
-                          "run.steps=1", "run.warmup=0"};
+    const char *sets[] = {"model.layers=8",
+                          "model.hidden=64",
+                          "model.heads=4",
+                          "model.seq_len=32",
+                          "model.vocab=128",
+                          "model.dtype=fp32",
+                          "pipeline.micro_batch_size=2",
+                          "run.steps=1",
+                          "run.warmup=0"};
     for (int f = 0; f < 2; f++) {
         pp_config_t cfg;
         memset(&cfg, 0, sizeof cfg);
@@ -193,9 +209,11 @@ static void too_big_is_refused(void)
     pp_plan_t plan = {0};
     pp_timeline_t tl = {0};
     /* GPipe keeps all 4096 micro-batches in flight: several TiB of activations. */
-    const char *sets[] = {"schedule.kind=gpipe", "pipeline.devices=1", "pipeline.micro_batches=4096"};
-    const char *yaml = "model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 8192, "
-                       "dtype: bf16}\npipeline: {micro_batch_size: 4}\nrun: {steps: 1, warmup: 0}\n";
+    const char *sets[] = {"schedule.kind=gpipe", "pipeline.devices=1",
+                          "pipeline.micro_batches=4096"};
+    const char *yaml =
+        "model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 8192, "
+        "dtype: bf16}\npipeline: {micro_batch_size: 4}\nrun: {steps: 1, warmup: 0}\n";
     memset(&cfg, 0, sizeof cfg);
     REQUIRE(config_load_string(&cfg, "big.yaml", yaml, sets, 3) == PP_OK);
     REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
@@ -217,7 +235,8 @@ static void too_big_is_refused(void)
     log[n] = '\0';
     fclose(tmp);
     EXPECT(st == PP_ERR_DEVICE, "status %s, want a device error", pp_status_str(st));
-    EXPECT(strstr(log, "does not fit") && strstr(log, "too small"), "no per-device needs:\n%s", log);
+    EXPECT(strstr(log, "does not fit") && strstr(log, "too small"), "no per-device needs:\n%s",
+           log);
     timeline_free(&tl);
     plan_free(&plan);
     schedule_free(&sched);
@@ -225,7 +244,10 @@ static void too_big_is_refused(void)
 }
 
 #define CASE(name, kind, p, tr, dt, m)                                                             \
-    static void name(void) { check_case(kind, p, tr, dt, m); }
+    static void name(void)                                                                         \
+    {                                                                                              \
+        check_case(kind, p, tr, dt, m);                                                            \
+    }
 
 CASE(gpipe_1gpu, "gpipe", 1, "peer", "fp32", 4)
 CASE(gpipe_2gpu_peer, "gpipe", 2, "peer", "fp32", 4)
@@ -247,7 +269,8 @@ CASE(zbh1_4gpu_peer, "zb-h1", 4, "peer", "fp32", 8)
 CASE(zbh1_4gpu_nccl, "zb-h1", 4, "nccl", "fp32", 8)
 
 /* Steps replayed from one captured CUDA graph give bitwise the same losses and gradients as the
- * same steps launched eagerly: data index and optimizer step advance through the device counters. */
+ * same steps launched eagerly: data index and optimizer step advance through the device counters.
+ */
 static void graph_matches_eager(void)
 {
     if (n_gpus < 1) SKIP("no CUDA device");
@@ -262,8 +285,10 @@ static void graph_matches_eager(void)
             snprintf(kind, sizeof kind, "schedule.kind=%s", kinds[t]);
             snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
             snprintf(transport, sizeof transport, "pipeline.transport=%s", tr ? "nccl" : "peer");
-            const char *sets[] = {kind, devs, transport, "pipeline.micro_batches=4", "run.steps=4",
-                                  "run.optimizer=adamw", "run.lr=0.001"};
+            const char *sets[] = {kind,          devs,
+                                  transport,     "pipeline.micro_batches=4",
+                                  "run.steps=4", "run.optimizer=adamw",
+                                  "run.lr=0.001"};
             memset(&cfg, 0, sizeof cfg);
             REQUIRE(config_load_string(&cfg, "graph.yaml", model_yaml("fp32"), sets, 7) == PP_OK);
             REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
@@ -280,13 +305,17 @@ static void graph_matches_eager(void)
             }
             if (st[0] == PP_OK && st[1] == PP_OK) {
                 for (int k = 0; k < res[0].n_steps; k++)
-                    EXPECT(res[0].loss[k] == res[1].loss[k], "%s step %d: loss eager %.9g, graph %.9g",
-                           kinds[t], k, res[0].loss[k], res[1].loss[k]);
+                    EXPECT(res[0].loss[k] == res[1].loss[k],
+                           "%s step %d: loss eager %.9g, graph %.9g", kinds[t], k, res[0].loss[k],
+                           res[1].loss[k]);
                 EXPECT(res[0].loss[3] != res[0].loss[0], "the steps saw the same data and weights");
                 size_t bad = 0;
-                for (size_t i = 0; i < res[0].n_params; i++) bad += res[0].grads[i] != res[1].grads[i];
-                EXPECT(bad == 0, "%s: %zu gradients differ between eager and graph steps", kinds[t], bad);
-                EXPECT(tl[1].has_op_times && timeline_makespan(&tl[1]) > 0, "graph steps were not timed");
+                for (size_t i = 0; i < res[0].n_params; i++)
+                    bad += res[0].grads[i] != res[1].grads[i];
+                EXPECT(bad == 0, "%s: %zu gradients differ between eager and graph steps", kinds[t],
+                       bad);
+                EXPECT(tl[1].has_op_times && timeline_makespan(&tl[1]) > 0,
+                       "graph steps were not timed");
                 EXPECT(res[0].graph_steps == 0 && res[1].graph_steps == res[1].n_steps - 1,
                        "%s %s: %d of %d steps replayed from the graph (capture failed?)", kinds[t],
                        tr ? "nccl" : "peer", res[1].graph_steps, res[1].n_steps);
@@ -319,8 +348,9 @@ static void timeout_names_pending_op(void)
         const char *sets[] = {"schedule.kind=1f1b", devs, transport, "pipeline.micro_batches=8",
                               "run.steps=2"};
         /* Big enough that a step takes tens of ms on the GPU, far longer than enqueuing it. */
-        const char *yaml = "model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 8192, "
-                           "dtype: bf16}\npipeline: {micro_batch_size: 4}\n";
+        const char *yaml =
+            "model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 8192, "
+            "dtype: bf16}\npipeline: {micro_batch_size: 4}\n";
         memset(&cfg, 0, sizeof cfg);
         REQUIRE(config_load_string(&cfg, "timeout.yaml", yaml, sets, 5) == PP_OK);
         REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
@@ -342,7 +372,8 @@ static void timeout_names_pending_op(void)
         size_t n = fread(log, 1, sizeof log - 1, tmp);
         log[n] = '\0';
         fclose(tmp);
-        EXPECT(st == PP_ERR_TIMEOUT, "%s: status %s, want timeout", tr ? "nccl" : "peer", pp_status_str(st));
+        EXPECT(st == PP_ERR_TIMEOUT, "%s: status %s, want timeout", tr ? "nccl" : "peer",
+               pp_status_str(st));
         EXPECT(strstr(log, "did not finish within") && strstr(log, "device 0 (cuda"),
                "%s: the timeout message names no pending op:\n%s", tr ? "nccl" : "peer", log);
         timeline_free(&tl);
@@ -366,8 +397,9 @@ static void adamw_loss_falls(void)
     pp_exec_result_t res = {0};
     char devs[64];
     snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
-    const char *sets[] = {"schedule.kind=1f1b", devs, "pipeline.micro_batches=4", "run.steps=50",
-                          "run.optimizer=adamw", "run.lr=0.003", "run.weight_decay=0"};
+    const char *sets[] = {
+        "schedule.kind=1f1b",  devs,           "pipeline.micro_batches=4", "run.steps=50",
+        "run.optimizer=adamw", "run.lr=0.003", "run.weight_decay=0"};
     memset(&cfg, 0, sizeof cfg);
     REQUIRE(config_load_string(&cfg, "adamw.yaml", model_yaml("bf16"), sets, 7) == PP_OK);
     REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
