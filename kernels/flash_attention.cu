@@ -1,19 +1,21 @@
 /*
  * flash_attention.cu — fused causal self-attention, forward and backward, on bf16 q, k, v, o in
- * the head layout [B,H,T,d]: the T×T scores and probabilities live only in registers and shared
- * memory, never in global memory.
+ * token-major rows (kernels.h: head h of row t at columns h·d.., any row stride): the T×T scores
+ * and probabilities live only in registers and shared memory, never in global memory, and q, k, v
+ * are read where the QKV matmul wrote them.
  *
  * Tiles: 64 query rows × 64 keys, one CTA of 4 warps per (64-row block, b·h); warp w owns the 16
- * rows 16w..16w+15 of every 64-row tile it produces. Products run on tensor cores through WMMA
- * (bf16 16×16×16 fragments, fp32 accumulators). Element-wise work on an accumulator uses the
- * (row, column) of each of its elements, read once from a fragment loaded from a tile holding its
- * own indices, so nothing assumes the fragment layout. Causal: key blocks after the query block
- * are skipped; inside the diagonal block, key j > query t is masked.
+ * rows 16w..16w+15 of every 64-row tile it produces. Causal: key blocks after the query block are
+ * skipped; inside the diagonal block, key j > query t is masked.
  *
- * Forward (flash_fwd_kernel): for each key block kb ≤ qb, S = Q·Kᵀ, online softmax per row in
- * base 2 (running max m, running sum l, both fp32), O = α·O + P·V with P rounded to bf16. At the
- * end O /= l and LSE = (m + log2 l)·ln 2 (natural log, fp32 [B,H,T]) is saved for the backward.
- * Backward, three kernels, no atomics (bitwise deterministic):
+ * Forward (flash_fwd_kernel, raw mma.sync with documented fragment layouts, S and P in
+ * registers): for each key block kb ≤ qb, S = Q·Kᵀ, online softmax per row in base 2 (running
+ * max m, running sum l, both fp32), O = α·O + P·V with P rounded to bf16. At the end O /= l and
+ * LSE = (m + log2 l)·ln 2 (natural log, fp32 [B,H,T]) is saved for the backward. K and V stream
+ * through two cp.async buffers.
+ * Backward (WMMA 16×16×16 fragments; element-wise work on an accumulator uses the (row, column) of
+ * each of its elements, read once from a fragment loaded from a tile holding its own indices, so
+ * nothing assumes the WMMA layout), three kernels, no atomics (bitwise deterministic):
  *   flash_bwd_dot_kernel   Dr[row] = Σ_i dO·O (fp32, in the caller's scratch);
  *   flash_bwd_dkdv_kernel  per key block, over query blocks qb ≥ kb: P = exp(scale·S − LSE)
  *                          recomputed, dV += Pᵀ·dO, dP = dO·Vᵀ, dS = scale·P∘(dP − Dr),
@@ -35,7 +37,6 @@ namespace wmma = nvcuda::wmma;
 #define FA_WARPS   4  /* warps per CTA, 16 tile rows each */
 #define FA_THREADS (32 * FA_WARPS)
 #define FA_LDP     (FA_TILE + 8) /* leading dimension of the bf16 64×64 tiles (P, dS) */
-#define FA_LDS     (FA_TILE + 4) /* leading dimension of the fp32 64×64 score tile */
 #define FA_LOG2E   1.4426950408889634f
 #define FA_LN2     0.6931471805599453f
 
@@ -103,11 +104,10 @@ template <int D> struct fa_smem {
     static constexpr int LDH = D + 8;
     static constexpr size_t tile_h = (size_t)FA_TILE * LDH * sizeof(bf16);     /* Q, K, V, dO */
     static constexpr size_t tile_p = (size_t)FA_TILE * FA_LDP * sizeof(bf16);  /* P, dS */
-    static constexpr size_t tile_s = (size_t)FA_TILE * FA_LDS * sizeof(float); /* S (forward) */
     static constexpr size_t index = 256 * sizeof(float);                       /* 16×16 indices */
     static constexpr size_t rows = FA_TILE * sizeof(float);                    /* one per row */
     static constexpr int NBUF = D == 64 ? 2 : 1; /* buffers of the backward's streamed tiles */
-    static constexpr size_t fwd = 3 * tile_h + tile_s + tile_p + index + rows;
+    static constexpr size_t fwd = 5 * tile_h; /* Q, then K and V in two buffers */
     static constexpr size_t dkdv = (2 + 2 * NBUF) * tile_h + 2 * tile_p + index + 2 * NBUF * rows;
     static constexpr size_t dq = (2 + 2 * NBUF) * tile_h + tile_p + index + 2 * rows;
 };
@@ -139,15 +139,11 @@ __device__ __forceinline__ void fa_map_init(fa_map &m, const float *idx)
     }
 }
 
-/* Copy the 64 rows of a [*, D] bf16 matrix at src (row stride D) into a shared tile (leading
- * dimension D + 8), 16 bytes per access. All threads of the CTA call this. */
-template <int D> __device__ __forceinline__ void fa_load_tile(bf16 *dst, const bf16 *src)
+/* Offset of row 0 of head h of batch b (bh = b·H + h) in a token-major [B·T, ld] matrix whose
+ * head h fills columns h·D..h·D + D − 1. Row t of the head is ld elements further per t. */
+__device__ __forceinline__ size_t fa_head_offset(int bh, int H, int T, int ld, int D)
 {
-    constexpr int V = D / 8; /* 16-byte packs per row */
-    for (int e = threadIdx.x; e < FA_TILE * V; e += FA_THREADS) {
-        const int r = e / V, c = (e % V) * 8;
-        store128(dst + r * fa_smem<D>::LDH + c, load128(src + (size_t)r * D + c));
-    }
+    return ((size_t)(bh / H) * T) * ld + (size_t)(bh % H) * D;
 }
 
 /* cp.async: 16 bytes (bypassing L1) or 4 bytes global → shared, completed by fa_cp_wait_all. */
@@ -174,23 +170,26 @@ __device__ __forceinline__ void fa_cp_wait_all()
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
-/* fa_load_tile through cp.async: issues the copies and returns (the caller commits and waits). */
-template <int D> __device__ __forceinline__ void fa_load_tile_async(bf16 *dst, const bf16 *src)
+/* Copy 64 rows of D bf16 at src (row stride ld) into a shared tile (leading dimension D + 8)
+ * through cp.async, 16 bytes per copy: issues the copies and returns (the caller commits and
+ * waits). All threads of the CTA call this. */
+template <int D>
+__device__ __forceinline__ void fa_load_tile_async(bf16 *dst, const bf16 *src, int ld)
 {
     constexpr int V = D / 8; /* 16-byte packs per row */
     static_assert(FA_TILE * V % FA_THREADS == 0, "whole packs per thread");
 #pragma unroll
     for (int i = 0; i < FA_TILE * V / FA_THREADS; i++) {
         const int e = (int)threadIdx.x + i * FA_THREADS, r = e / V, c = (e % V) * 8;
-        fa_cp16(dst + r * fa_smem<D>::LDH + c, src + (size_t)r * D + c);
+        fa_cp16(dst + r * fa_smem<D>::LDH + c, src + (size_t)r * ld + c);
     }
 }
 
 /* Write a warp's accumulators acc[D/16] (16 rows × D) as bf16 into its 16 rows of a shared tile,
- * then copy those rows to dst (row stride D). `stage` is the warp's first row in the tile. */
+ * then copy those rows to dst (row stride ld). `stage` is the warp's first row in the tile. */
 template <int D>
-__device__ __forceinline__ void fa_store_rows(bf16 *dst, bf16 *stage, const frag_acc_t *acc,
-                                              const fa_map &map, int lane)
+__device__ __forceinline__ void fa_store_rows(bf16 *dst, int ld, bf16 *stage,
+                                              const frag_acc_t *acc, const fa_map &map, int lane)
 {
     constexpr int LDH = fa_smem<D>::LDH, V = D / 8;
 #pragma unroll
@@ -201,145 +200,223 @@ __device__ __forceinline__ void fa_store_rows(bf16 *dst, bf16 *stage, const frag
     __syncwarp();
     for (int e = lane; e < 16 * V; e += 32) {
         const int r = e / V, c = (e % V) * 8;
-        store128(dst + (size_t)r * D + c, load128(stage + r * LDH + c));
+        store128(dst + (size_t)r * ld + c, load128(stage + r * LDH + c));
     }
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
 
-/* Grid: BH · T/64 CTAs, the last query blocks (the most work) first. */
+/* The forward runs on raw mma.sync m16n8k16 (bf16 in, fp32 accumulate), whose fragment layouts
+ * PTX documents (g = lane / 4, t = lane % 4): an accumulator holds (row g, columns 2t, 2t+1) in
+ * c0, c1 and (row g + 8, the same columns) in c2, c3; an A operand holds rows g and g + 8 at
+ * columns 2t, 2t+1 (a0..a3) and 2t+8, 2t+9 (a4..a7); a B operand holds column g at rows 2t, 2t+1
+ * (b0, b1) and 2t+8, 2t+9 (b2, b3). So the scores of two adjacent 8-key tiles are, element for
+ * element, the A operand of P·V over those 16 keys: S and P never leave registers. Operands come
+ * from shared memory through ldmatrix (.trans for V, whose rows are keys). */
+
+__device__ __forceinline__ void fa_ldsm4(unsigned r[4], const bf16 *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem_addr(p))
+                 : "memory");
+}
+
+__device__ __forceinline__ void fa_ldsm4_t(unsigned r[4], const bf16 *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem_addr(p))
+                 : "memory");
+}
+
+/* c += a·b on one 16×8×16 tile. */
+__device__ __forceinline__ void fa_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats as one register of bf16 (the first in the low half, as the operands expect). */
+__device__ __forceinline__ unsigned fa_pack(float lo, float hi)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned *>(&h);
+}
+
+/* Grid: BH · T/64 CTAs, the last query blocks (the most work) first. Warp w owns query rows
+ * w16..w16+15 of the block; lane (g, t) holds rows g and g + 8 of them. K and V tiles stream
+ * through two buffers (cp.async), the next block landing while the current one is used. */
 template <int D>
 __global__ void __launch_bounds__(FA_THREADS)
-    flash_fwd_kernel(bf16 *o, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int BH,
-                     int T, float scale_log2)
+    flash_fwd_kernel(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                     int ld_qkv, int BH, int H, int T, float scale_log2)
 {
     typedef fa_smem<D> S;
-    constexpr int LDH = S::LDH, NF = D / 16; /* NF: 16-wide fragments across d */
+    constexpr int LDH = S::LDH, TILE = FA_TILE * LDH;
+    constexpr int NKC = D / 16; /* 16-wide chunks of d (the k of Q·Kᵀ) */
+    constexpr int NDT = D / 8;  /* 8-wide tiles of d (the n of P·V) */
     extern __shared__ __align__(128) unsigned char fa_smem_raw[];
     bf16 *Qs = (bf16 *)fa_smem_raw;
-    bf16 *Ks = (bf16 *)(fa_smem_raw + S::tile_h);
-    bf16 *Vs = (bf16 *)(fa_smem_raw + 2 * S::tile_h);
-    float *Ss = (float *)(fa_smem_raw + 3 * S::tile_h);
-    bf16 *Ps = (bf16 *)(fa_smem_raw + 3 * S::tile_h + S::tile_s);
-    float *idx = (float *)(fa_smem_raw + 3 * S::tile_h + S::tile_s + S::tile_p);
-    float *row_scale = idx + 256; /* [64]: α of the current step, then 1/l */
+    bf16 *KVb = Qs + TILE; /* buffer i: K at KVb + 2i·TILE, V at + TILE */
 
     const int nb = T / FA_TILE;
     const int qb = nb - 1 - (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w16 = 16 * warp;
-    const size_t head = (size_t)bh * T * D;
+    const int g = lane >> 2, t4 = lane & 3;
+    const size_t in0 = fa_head_offset(bh, H, T, ld_qkv, D);
 
-    fa_load_tile<D>(Qs, q + head + (size_t)qb * FA_TILE * D);
-    fa_index_fill(idx);
-    __syncthreads();
-    fa_map map;
-    fa_map_init(map, idx);
-    frag_a_t qa[NF]; /* this warp's 16 query rows, kept in registers */
-    frag_acc_t acc[NF];
+    auto issue = [&](int kb) {
+        const int b = kb & 1;
+        const size_t off = in0 + (size_t)kb * FA_TILE * ld_qkv;
+        fa_load_tile_async<D>(KVb + 2 * b * TILE, k + off, ld_qkv);
+        fa_load_tile_async<D>(KVb + (2 * b + 1) * TILE, v + off, ld_qkv);
+        fa_cp_commit();
+    };
+    fa_load_tile_async<D>(Qs, q + in0 + (size_t)qb * FA_TILE * ld_qkv, ld_qkv);
+    issue(0);
+
+    unsigned qa[NKC][4]; /* this warp's 16 query rows as A operands, loaded at the first step */
+    float acc[NDT][4];
 #pragma unroll
-    for (int f = 0; f < NF; f++) {
-        fa_load_a(qa[f], Qs + w16 * LDH + 16 * f, LDH);
-        wmma::fill_fragment(acc[f], 0.0f);
-    }
-
-    /* The softmax of a row is shared by a lane pair: row w16 + lane/2, columns 2j + (lane & 1). */
-    const int r = w16 + lane / 2, half = lane & 1;
-    float m_run = -INFINITY, l_run = 0.0f; /* base-2 running max and sum of row r */
+    for (int n = 0; n < NDT; n++)
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}; /* base-2 running max of rows g, g + 8 */
+    float l_run[2] = {0.0f, 0.0f};           /* this lane's share of their running sums */
+    const int row0 = w16 + g;                /* row g in the 64-row block; row g + 8 is row0 + 8 */
 
     for (int kb = 0; kb <= qb; kb++) {
-        __syncthreads(); /* every warp is done with the previous K, V */
-        fa_load_tile<D>(Ks, k + head + (size_t)kb * FA_TILE * D);
-        fa_load_tile<D>(Vs, v + head + (size_t)kb * FA_TILE * D);
+        /* Block kb has landed and every warp is done with block kb − 1, whose buffer the next
+         * copy overwrites. */
+        fa_cp_wait_all();
         __syncthreads();
+        if (kb < qb) issue(kb + 1);
+        if (kb == 0) {
+#pragma unroll
+            for (int c = 0; c < NKC; c++)
+                fa_ldsm4(qa[c], Qs + (w16 + (lane & 15)) * LDH + 16 * c + 8 * (lane >> 4));
+        }
+        const bf16 *Ks = KVb + 2 * (kb & 1) * TILE, *Vs = Ks + TILE;
 
-        /* S rows w16..w16+15 × the 64 keys, 16 keys at a time. */
+        /* S = Q·Kᵀ: 8 tiles of 8 keys; one ldmatrix.x4 gives a tile's B operands for two
+         * chunks of d (K rows are keys, contiguous along d: B as stored). */
+        float s[8][4];
 #pragma unroll
-        for (int n = 0; n < 4; n++) {
-            frag_acc_t s;
-            wmma::fill_fragment(s, 0.0f);
+        for (int j = 0; j < 8; j++) {
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
-            for (int f = 0; f < NF; f++) {
-                frag_b_col_t kf; /* Kᵀ: element (dim, key) at Ks[key·LDH + dim] */
-                fa_load_b(kf, Ks + 16 * n * LDH + 16 * f, LDH);
-                wmma::mma_sync(s, qa[f], kf, s);
+            for (int c = 0; c < NKC; c += 2) {
+                unsigned b[4];
+                fa_ldsm4(b, Ks + (8 * j + (lane & 7)) * LDH + 16 * c + 8 * (lane >> 3));
+                fa_mma(s[j], qa[c], b[0], b[1]);
+                fa_mma(s[j], qa[c + 1], b[2], b[3]);
             }
-            wmma::store_matrix_sync(Ss + w16 * FA_LDS + 16 * n, s, FA_LDS, wmma::mem_row_major);
         }
-        __syncwarp();
 
-        /* Online softmax of row r; on the diagonal block key c > query r is masked. */
+        /* Online softmax in base 2; on the diagonal block key > query is masked. */
         const bool diag = kb == qb;
-        const float *srow = Ss + r * FA_LDS;
-        bf16 *prow = Ps + r * FA_LDP;
-        float mx = -INFINITY;
-        for (int j = 0; j < FA_TILE / 2; j++) {
-            const int c = 2 * j + half;
-            if (!(diag && c > r)) mx = fmaxf(mx, srow[c] * scale_log2);
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = 8 * j + 2 * t4 + (e & 1), row = row0 + 8 * (e >> 1);
+                const float x = (diag && key > row) ? -INFINITY : s[j][e] * scale_log2;
+                s[j][e] = x;
+                mx[e >> 1] = fmaxf(mx[e >> 1], x);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            /* the four lanes of a row group hold its 64 keys; key 0 is never masked: finite */
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+            const float m_new = fmaxf(m_run[h], mx[h]);
+            alpha[h] = fa_exp2(m_run[h] - m_new); /* 0 on the first block */
+            m_run[h] = m_new;
+            l_run[h] *= alpha[h];
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)); /* finite: key 0 of a block is
-                                                                 never masked */
-        const float m_new = fmaxf(m_run, mx);
-        const float alpha = exp2f(m_run - m_new); /* 0 on the first block */
-        float sum = 0.0f;
-        for (int j = 0; j < FA_TILE / 2; j++) {
-            const int c = 2 * j + half;
-            const float p = (diag && c > r) ? 0.0f : exp2f(srow[c] * scale_log2 - m_new);
-            sum += p;
-            prow[c] = __float2bfloat16_rn(p);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float p = fa_exp2(s[j][e] - m_run[e >> 1]); /* masked: exp2(−inf) = 0 */
+                s[j][e] = p;
+                l_run[e >> 1] += p;
+            }
+#pragma unroll
+        for (int n = 0; n < NDT; n++) {
+            acc[n][0] *= alpha[0], acc[n][1] *= alpha[0];
+            acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
         }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        l_run = l_run * alpha + sum;
-        m_run = m_new;
-        if (half == 0) row_scale[r] = alpha;
-        __syncwarp();
 
-        /* O = α·O + P·V over this block's 64 keys. */
+        /* O += P·V over 16 keys at a time: P (bf16) from the score registers; V rows are keys,
+         * so its B operands come through ldmatrix.trans, two 8-wide tiles of d per x4. */
 #pragma unroll
-        for (int f = 0; f < NF; f++)
+        for (int c = 0; c < 4; c++) {
+            unsigned pa[4];
+            pa[0] = fa_pack(s[2 * c][0], s[2 * c][1]);
+            pa[1] = fa_pack(s[2 * c][2], s[2 * c][3]);
+            pa[2] = fa_pack(s[2 * c + 1][0], s[2 * c + 1][1]);
+            pa[3] = fa_pack(s[2 * c + 1][2], s[2 * c + 1][3]);
 #pragma unroll
-            for (int i = 0; i < FA_NE; i++)
-                acc[f].x[i] *= row_scale[w16 + map.row[i]];
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            frag_a_t pa;
-            fa_load_a(pa, Ps + w16 * FA_LDP + 16 * kk, FA_LDP);
-#pragma unroll
-            for (int f = 0; f < NF; f++) {
-                frag_b_row_t vf;
-                fa_load_b(vf, Vs + 16 * kk * LDH + 16 * f, LDH);
-                wmma::mma_sync(acc[f], pa, vf, acc[f]);
+            for (int n = 0; n < NDT; n += 2) {
+                unsigned b[4];
+                fa_ldsm4_t(b, Vs + (16 * c + (lane & 7) + 8 * ((lane >> 3) & 1)) * LDH + 8 * n +
+                                  8 * (lane >> 4));
+                fa_mma(acc[n], pa, b[0], b[1]);
+                fa_mma(acc[n + 1], pa, b[2], b[3]);
             }
         }
     }
-    __syncwarp(); /* every lane is done reading row_scale */
 
-    if (half == 0) {
-        row_scale[r] = 1.0f / l_run;
-        lse[(size_t)bh * T + (size_t)qb * FA_TILE + r] = (m_run + log2f(l_run)) * FA_LN2;
+    /* O /= l and lse = (m + log2 l)·ln 2 per row; O staged in the warp's own rows of Qs (its Q
+     * is in registers) for 16-byte stores. */
+    float inv[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float l = l_run[h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        inv[h] = 1.0f / l;
+        if (t4 == 0)
+            lse[(size_t)bh * T + (size_t)qb * FA_TILE + row0 + 8 * h] =
+                (m_run[h] + log2f(l)) * FA_LN2;
+    }
+    bf16 *stage = Qs + w16 * LDH;
+#pragma unroll
+    for (int n = 0; n < NDT; n++) {
+        *reinterpret_cast<unsigned *>(stage + g * LDH + 8 * n + 2 * t4) =
+            fa_pack(acc[n][0] * inv[0], acc[n][1] * inv[0]);
+        *reinterpret_cast<unsigned *>(stage + (g + 8) * LDH + 8 * n + 2 * t4) =
+            fa_pack(acc[n][2] * inv[1], acc[n][3] * inv[1]);
     }
     __syncwarp();
-#pragma unroll
-    for (int f = 0; f < NF; f++)
-#pragma unroll
-        for (int i = 0; i < FA_NE; i++)
-            acc[f].x[i] *= row_scale[w16 + map.row[i]];
-    /* The warp's rows of Qs are free (its Q is in registers): stage O there. */
-    fa_store_rows<D>(o + head + ((size_t)qb * FA_TILE + w16) * D, Qs + w16 * LDH, acc, map, lane);
+    bf16 *dst = o + fa_head_offset(bh, H, T, ld_o, D) + ((size_t)qb * FA_TILE + w16) * ld_o;
+    for (int e = lane; e < 16 * (D / 8); e += 32) {
+        const int r = e / (D / 8), c = (e % (D / 8)) * 8;
+        store128(dst + (size_t)r * ld_o + c, load128(stage + r * LDH + c));
+    }
 }
 
 /* ---- backward -------------------------------------------------------------------------------- */
 
 /* dr[row] = Σ_i dout[row, i] · o[row, i] over rows = B·H·T rows of D; D/8 lanes per row. */
 template <int D>
-__global__ void flash_bwd_dot_kernel(float *dr, const bf16 *dout, const bf16 *o, size_t rows)
+__global__ void flash_bwd_dot_kernel(float *dr, const bf16 *dout, const bf16 *o, int ld_o, int H,
+                                     int T, size_t rows)
 {
     constexpr int LPR = D / 8; /* lanes per row (8 or 16), consecutive within a warp */
     const size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / LPR;
     const int part = threadIdx.x % LPR;
     float acc = 0.0f;
     if (row < rows) {
-        const pack128<bf16> a = load128(dout + row * D + part * 8);
-        const pack128<bf16> b = load128(o + row * D + part * 8);
+        const size_t at = fa_head_offset((int)(row / T), H, T, ld_o, D) +
+                          (size_t)(row % T) * ld_o + part * 8;
+        const pack128<bf16> a = load128(dout + at);
+        const pack128<bf16> b = load128(o + at);
 #pragma unroll
         for (int j = 0; j < 8; j++)
             acc += to_f32(a.v[j]) * to_f32(b.v[j]);
@@ -376,9 +453,9 @@ __device__ __forceinline__ void fa_load_rows_async(float *lse_s, float *dr_s, co
  * Pᵀ and dSᵀ rows are written and read by their own warp only. */
 template <int D>
 __global__ void __launch_bounds__(FA_THREADS, D == 64 ? 3 : 1)
-    flash_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k, const bf16 *v,
-                          const bf16 *dout, const float *lse, const float *dr, int BH, int T,
-                          float scale, float scale_log2)
+    flash_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
+                          const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o, const float *lse,
+                          const float *dr, int BH, int H, int T, float scale, float scale_log2)
 {
     typedef fa_smem<D> S;
     constexpr int LDH = S::LDH, NF = D / 16, NBUF = S::NBUF;
@@ -396,21 +473,25 @@ __global__ void __launch_bounds__(FA_THREADS, D == 64 ? 3 : 1)
     const int nb = T / FA_TILE;
     const int kb = (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w16 = 16 * warp;
-    const size_t head = (size_t)bh * T * D, row0 = (size_t)bh * T;
+    const size_t in0 = fa_head_offset(bh, H, T, ld_qkv, D), row0 = (size_t)bh * T;
+    /* Rows of query block kb, the first streamed; each step moves one block further. */
+    const bf16 *q_next = q + in0 + (size_t)kb * FA_TILE * ld_qkv;
+    const bf16 *do_next = dout + fa_head_offset(bh, H, T, ld_o, D) + (size_t)kb * FA_TILE * ld_o;
 
     /* Query block kb + it into buffer it % NBUF. */
     auto issue = [&](int it) {
         const int b = it % NBUF;
-        const size_t off = head + (size_t)(kb + it) * FA_TILE * D;
-        fa_load_tile_async<D>(Qb + 2 * b * TILE, q + off);
-        fa_load_tile_async<D>(Qb + (2 * b + 1) * TILE, dout + off);
+        fa_load_tile_async<D>(Qb + 2 * b * TILE, q_next, ld_qkv);
+        fa_load_tile_async<D>(Qb + (2 * b + 1) * TILE, do_next, ld_o);
+        q_next += (size_t)FA_TILE * ld_qkv;
+        do_next += (size_t)FA_TILE * ld_o;
         fa_load_rows_async(rows_s + 2 * FA_TILE * b, rows_s + 2 * FA_TILE * b + FA_TILE, lse, dr,
                            row0 + (size_t)(kb + it) * FA_TILE);
         fa_cp_commit();
     };
 
-    fa_load_tile_async<D>(Ks, k + head + (size_t)kb * FA_TILE * D);
-    fa_load_tile_async<D>(Vs, v + head + (size_t)kb * FA_TILE * D);
+    fa_load_tile_async<D>(Ks, k + in0 + (size_t)kb * FA_TILE * ld_qkv, ld_qkv);
+    fa_load_tile_async<D>(Vs, v + in0 + (size_t)kb * FA_TILE * ld_qkv, ld_qkv);
     issue(0);
     fa_index_fill(idx);
     __syncthreads();
@@ -507,9 +588,9 @@ __global__ void __launch_bounds__(FA_THREADS, D == 64 ? 3 : 1)
         }
     }
     __syncthreads(); /* every warp is done reading buffer 0 (no copy is pending): stage dK, dV */
-    const size_t out = head + ((size_t)kb * FA_TILE + w16) * D;
-    fa_store_rows<D>(dk + out, Qb + w16 * LDH, acc_dk, map, lane);
-    fa_store_rows<D>(dv + out, Qb + TILE + w16 * LDH, acc_dv, map, lane);
+    const size_t out = fa_head_offset(bh, H, T, ld_d, D) + ((size_t)kb * FA_TILE + w16) * ld_d;
+    fa_store_rows<D>(dk + out, ld_d, Qb + w16 * LDH, acc_dk, map, lane);
+    fa_store_rows<D>(dv + out, ld_d, Qb + TILE + w16 * LDH, acc_dv, map, lane);
 }
 
 /* dQ of one query block. Grid: BH · T/64 CTAs, the last query blocks (the most work) first.
@@ -517,9 +598,9 @@ __global__ void __launch_bounds__(FA_THREADS, D == 64 ? 3 : 1)
  * of key block kb stream through NBUF buffers; dS rows are written and read by their own warp. */
 template <int D>
 __global__ void __launch_bounds__(FA_THREADS)
-    flash_bwd_dq_kernel(bf16 *dq, const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *dout,
-                        const float *lse, const float *dr, int BH, int T, float scale,
-                        float scale_log2)
+    flash_bwd_dq_kernel(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
+                        int ld_qkv, const bf16 *dout, int ld_o, const float *lse, const float *dr,
+                        int BH, int H, int T, float scale, float scale_log2)
 {
     typedef fa_smem<D> S;
     constexpr int LDH = S::LDH, NF = D / 16, NBUF = S::NBUF;
@@ -536,19 +617,21 @@ __global__ void __launch_bounds__(FA_THREADS)
     const int nb = T / FA_TILE;
     const int qb = nb - 1 - (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w16 = 16 * warp;
-    const size_t head = (size_t)bh * T * D;
+    const size_t in0 = fa_head_offset(bh, H, T, ld_qkv, D);
 
     /* Key block kb into buffer kb % NBUF. */
     auto issue = [&](int kb) {
         const int b = kb % NBUF;
-        const size_t off = head + (size_t)kb * FA_TILE * D;
-        fa_load_tile_async<D>(Kb + 2 * b * TILE, k + off);
-        fa_load_tile_async<D>(Kb + (2 * b + 1) * TILE, v + off);
+        const size_t off = in0 + (size_t)kb * FA_TILE * ld_qkv;
+        fa_load_tile_async<D>(Kb + 2 * b * TILE, k + off, ld_qkv);
+        fa_load_tile_async<D>(Kb + (2 * b + 1) * TILE, v + off, ld_qkv);
         fa_cp_commit();
     };
 
-    fa_load_tile_async<D>(Qs, q + head + (size_t)qb * FA_TILE * D);
-    fa_load_tile_async<D>(dOs, dout + head + (size_t)qb * FA_TILE * D);
+    fa_load_tile_async<D>(Qs, q + in0 + (size_t)qb * FA_TILE * ld_qkv, ld_qkv);
+    fa_load_tile_async<D>(dOs,
+                          dout + fa_head_offset(bh, H, T, ld_o, D) + (size_t)qb * FA_TILE * ld_o,
+                          ld_o);
     issue(0);
     fa_load_rows(lse2_s, dr_s, lse, dr, (size_t)bh * T + (size_t)qb * FA_TILE);
     fa_index_fill(idx);
@@ -618,7 +701,8 @@ __global__ void __launch_bounds__(FA_THREADS)
         }
     }
     /* The warp's rows of Qs are free (its Q is in registers): stage dQ there. */
-    fa_store_rows<D>(dq + head + ((size_t)qb * FA_TILE + w16) * D, Qs + w16 * LDH, acc, map, lane);
+    fa_store_rows<D>(dq + fa_head_offset(bh, H, T, ld_d, D) + ((size_t)qb * FA_TILE + w16) * ld_d,
+                     ld_d, Qs + w16 * LDH, acc, map, lane);
 }
 
 /* ---- launchers ------------------------------------------------------------------------------- */
@@ -657,24 +741,35 @@ template <typename K> static pp_status_t fa_smem_allow(K kernel, size_t bytes)
     return PP_OK;
 }
 
+/* Row strides: at least H·d and whole 16-byte packs, so every row of every head is aligned. */
+static pp_status_t fa_check_ld(const char *what, const char *name, int ld, int H, int d)
+{
+    if (ld < H * d || ld % 8 != 0)
+        PP_FAIL(PP_ERR_INTERNAL, "%s: %s = %d must be at least H·d = %d and a multiple of 8", what,
+                name, ld, H * d);
+    return PP_OK;
+}
+
 template <int D>
-static pp_status_t fa_fwd_t(void *o, float *lse, const void *q, const void *k, const void *v,
-                            int BH, int T, cudaStream_t stream)
+static pp_status_t fa_fwd_t(void *o, int ld_o, float *lse, const void *q, const void *k,
+                            const void *v, int ld_qkv, int BH, int H, int T, cudaStream_t stream)
 {
     const size_t smem = fa_smem<D>::fwd;
     const float scale_log2 = FA_LOG2E / sqrtf((float)D);
     const unsigned grid = (unsigned)(BH * (T / FA_TILE));
     PP_CHECK(fa_smem_allow(flash_fwd_kernel<D>, smem));
-    flash_fwd_kernel<D><<<grid, FA_THREADS, smem, stream>>>(
-        (bf16 *)o, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, BH, T, scale_log2);
+    flash_fwd_kernel<D><<<grid, FA_THREADS, smem, stream>>>((bf16 *)o, ld_o, lse, (const bf16 *)q,
+                                                            (const bf16 *)k, (const bf16 *)v,
+                                                            ld_qkv, BH, H, T, scale_log2);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
 
 template <int D>
-static pp_status_t fa_bwd_t(void *dq, void *dk, void *dv, const void *dout, const void *q,
-                            const void *k, const void *v, const void *o, const float *lse,
-                            float *dr, int BH, int T, cudaStream_t stream)
+static pp_status_t fa_bwd_t(void *dq, void *dk, void *dv, int ld_d, const void *dout,
+                            const void *q, const void *k, const void *v, int ld_qkv, const void *o,
+                            int ld_o, const float *lse, float *dr, int BH, int H, int T,
+                            cudaStream_t stream)
 {
     const float scale = 1.0f / sqrtf((float)D), scale_log2 = FA_LOG2E * scale;
     const unsigned grid = (unsigned)(BH * (T / FA_TILE));
@@ -683,51 +778,61 @@ static pp_status_t fa_bwd_t(void *dq, void *dk, void *dv, const void *dout, cons
     const size_t dot_blocks = (rows * (D / 8) + dot_threads - 1) / dot_threads;
 
     flash_bwd_dot_kernel<D><<<(unsigned)dot_blocks, dot_threads, 0, stream>>>(
-        dr, (const bf16 *)dout, (const bf16 *)o, rows);
+        dr, (const bf16 *)dout, (const bf16 *)o, ld_o, H, T, rows);
     PP_CUDA_LAUNCH_CHECK();
 
     PP_CHECK(fa_smem_allow(flash_bwd_dkdv_kernel<D>, fa_smem<D>::dkdv));
     flash_bwd_dkdv_kernel<D><<<grid, FA_THREADS, fa_smem<D>::dkdv, stream>>>(
-        (bf16 *)dk, (bf16 *)dv, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
-        (const bf16 *)dout, lse, dr, BH, T, scale, scale_log2);
+        (bf16 *)dk, (bf16 *)dv, ld_d, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_qkv,
+        (const bf16 *)dout, ld_o, lse, dr, BH, H, T, scale, scale_log2);
     PP_CUDA_LAUNCH_CHECK();
 
     PP_CHECK(fa_smem_allow(flash_bwd_dq_kernel<D>, fa_smem<D>::dq));
     flash_bwd_dq_kernel<D><<<grid, FA_THREADS, fa_smem<D>::dq, stream>>>(
-        (bf16 *)dq, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)dout, lse, dr,
-        BH, T, scale, scale_log2);
+        (bf16 *)dq, ld_d, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_qkv,
+        (const bf16 *)dout, ld_o, lse, dr, BH, H, T, scale, scale_log2);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
 
-pp_status_t attention_flash_fwd(void *o, float *lse, const void *q, const void *k, const void *v,
-                                int B, int H, int T, int d, pp_dtype_t dtype, cudaStream_t stream)
+pp_status_t attention_flash_fwd(void *o, int ld_o, float *lse, const void *q, const void *k,
+                                const void *v, int ld_qkv, int B, int H, int T, int d,
+                                pp_dtype_t dtype, cudaStream_t stream)
 {
-    PP_CHECK(fa_check("attention_flash_fwd", B, H, T, d, dtype));
+    static const char *what = "attention_flash_fwd";
+    PP_CHECK(fa_check(what, B, H, T, d, dtype));
     if (B == 0) return PP_OK;
-    if (!o || !lse || !q || !k || !v) PP_FAIL(PP_ERR_INTERNAL, "attention_flash_fwd: NULL pointer");
+    if (!o || !lse || !q || !k || !v) PP_FAIL(PP_ERR_INTERNAL, "%s: NULL pointer", what);
+    PP_CHECK(fa_check_ld(what, "ld_o", ld_o, H, d));
+    PP_CHECK(fa_check_ld(what, "ld_qkv", ld_qkv, H, d));
     if (!is_aligned16(o) || !is_aligned16(q) || !is_aligned16(k) || !is_aligned16(v))
-        PP_FAIL(PP_ERR_INTERNAL, "attention_flash_fwd: q, k, v and o must be 16-byte aligned");
-    if (d == 64) return fa_fwd_t<64>(o, lse, q, k, v, B * H, T, stream);
-    return fa_fwd_t<128>(o, lse, q, k, v, B * H, T, stream);
+        PP_FAIL(PP_ERR_INTERNAL, "%s: q, k, v and o must be 16-byte aligned", what);
+    if (d == 64) return fa_fwd_t<64>(o, ld_o, lse, q, k, v, ld_qkv, B * H, H, T, stream);
+    return fa_fwd_t<128>(o, ld_o, lse, q, k, v, ld_qkv, B * H, H, T, stream);
 }
 
-pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q,
-                                const void *k, const void *v, const void *o, const float *lse,
-                                void *scratch, int B, int H, int T, int d, pp_dtype_t dtype,
-                                cudaStream_t stream)
+pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, int ld_d, const void *dout,
+                                const void *q, const void *k, const void *v, int ld_qkv,
+                                const void *o, int ld_o, const float *lse, void *scratch, int B,
+                                int H, int T, int d, pp_dtype_t dtype, cudaStream_t stream)
 {
-    PP_CHECK(fa_check("attention_flash_bwd", B, H, T, d, dtype));
+    static const char *what = "attention_flash_bwd";
+    PP_CHECK(fa_check(what, B, H, T, d, dtype));
     if (B == 0) return PP_OK;
     if (!dq || !dk || !dv || !dout || !q || !k || !v || !o || !lse || !scratch)
-        PP_FAIL(PP_ERR_INTERNAL, "attention_flash_bwd: NULL pointer");
+        PP_FAIL(PP_ERR_INTERNAL, "%s: NULL pointer", what);
+    PP_CHECK(fa_check_ld(what, "ld_d", ld_d, H, d));
+    PP_CHECK(fa_check_ld(what, "ld_qkv", ld_qkv, H, d));
+    PP_CHECK(fa_check_ld(what, "ld_o", ld_o, H, d));
     if (!is_aligned16(dq) || !is_aligned16(dk) || !is_aligned16(dv) || !is_aligned16(dout) ||
         !is_aligned16(q) || !is_aligned16(k) || !is_aligned16(v) || !is_aligned16(o))
-        PP_FAIL(PP_ERR_INTERNAL, "attention_flash_bwd: dq, dk, dv, dout, q, k, v and o must be "
-                                 "16-byte aligned");
+        PP_FAIL(PP_ERR_INTERNAL,
+                "%s: dq, dk, dv, dout, q, k, v and o must be 16-byte aligned", what);
     if (((uintptr_t)scratch & 3u) != 0)
-        PP_FAIL(PP_ERR_INTERNAL, "attention_flash_bwd: scratch must be 4-byte aligned");
+        PP_FAIL(PP_ERR_INTERNAL, "%s: scratch must be 4-byte aligned", what);
     if (d == 64)
-        return fa_bwd_t<64>(dq, dk, dv, dout, q, k, v, o, lse, (float *)scratch, B * H, T, stream);
-    return fa_bwd_t<128>(dq, dk, dv, dout, q, k, v, o, lse, (float *)scratch, B * H, T, stream);
+        return fa_bwd_t<64>(dq, dk, dv, ld_d, dout, q, k, v, ld_qkv, o, ld_o, lse,
+                            (float *)scratch, B * H, H, T, stream);
+    return fa_bwd_t<128>(dq, dk, dv, ld_d, dout, q, k, v, ld_qkv, o, ld_o, lse, (float *)scratch,
+                         B * H, H, T, stream);
 }

@@ -170,22 +170,29 @@ pp_status_t softmax_causal_bwd(void *dS, const void *dP, const void *P, float sc
  * 64 (any B·H). Otherwise use the GEMMs + softmax_causal path above. */
 int attention_flash_supported(int T, int d, pp_dtype_t dtype);
 
-/* o[B,H,T,d] = causal softmax(scale · q kᵀ) v with scale = 1/√d, without writing the T×T scores:
- * keys j ≤ t take part in query row t. lse[B,H,T] (fp32) = log Σ_{j≤t} exp(scale · q_t·k_j), the
- * row statistics the backward needs. q, k, v, o are [B,H,T,d] bf16, 16-byte aligned; o must not
- * alias an input. fp32 accumulation and softmax statistics. */
-pp_status_t attention_flash_fwd(void *o, float *lse, const void *q, const void *k, const void *v,
-                                int B, int H, int T, int d, pp_dtype_t dtype, cudaStream_t stream);
+/* Layout of q, k, v, o and their gradients: element (b, h, t, i) of x is x[(b·T + t)·ld + h·d + i],
+ * token-major rows with head h in columns h·d..h·d + d − 1 and a row stride `ld` ≥ H·d, a
+ * multiple of 8. So q, k, v may sit side by side in one QKV matmul output (ld = 3·H·d) and o be
+ * the [B·T, H·d] input of the output projection; the head layout [B,H,T,d] is B·H batches of one
+ * head with ld = d. lse and the scratch are [B,H,T]. Pointers are 16-byte aligned.
+ *
+ * o = causal softmax(scale · q kᵀ) v with scale = 1/√d, without writing the T×T scores: keys
+ * j ≤ t take part in query row t. lse (fp32) = log Σ_{j≤t} exp(scale · q_t·k_j), the row
+ * statistics the backward needs. o must not overlap an input. fp32 accumulation and softmax
+ * statistics. */
+pp_status_t attention_flash_fwd(void *o, int ld_o, float *lse, const void *q, const void *k,
+                                const void *v, int ld_qkv, int B, int H, int T, int d,
+                                pp_dtype_t dtype, cudaStream_t stream);
 
-/* Gradients dq, dk, dv [B,H,T,d] (=, bf16) of attention_flash_fwd from dout, the forward's inputs,
- * its output o and lse. P is recomputed from q, k and lse; dS = scale · P ∘ (dP − rowsum(dout∘o)).
- * `scratch` is attention_flash_bwd_scratch_bytes(B, H, T) bytes of device memory (4-byte aligned).
- * Deterministic: dk, dv per key block and dq per query block, each written by one thread. The
- * outputs must not alias each other or an input. */
-pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q,
-                                const void *k, const void *v, const void *o, const float *lse,
-                                void *scratch, int B, int H, int T, int d, pp_dtype_t dtype,
-                                cudaStream_t stream);
+/* Gradients dq, dk, dv (=, bf16, row stride ld_d) of attention_flash_fwd from dout (row stride
+ * ld_o, like o), the forward's inputs, its output o and lse. P is recomputed from q, k and lse;
+ * dS = scale · P ∘ (dP − rowsum(dout∘o)). `scratch` is attention_flash_bwd_scratch_bytes(B, H, T)
+ * bytes of device memory (4-byte aligned). Deterministic: dk, dv per key block and dq per query
+ * block, each written by one thread. The outputs must not overlap each other or an input. */
+pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, int ld_d, const void *dout,
+                                const void *q, const void *k, const void *v, int ld_qkv,
+                                const void *o, int ld_o, const float *lse, void *scratch, int B,
+                                int H, int T, int d, pp_dtype_t dtype, cudaStream_t stream);
 size_t attention_flash_bwd_scratch_bytes(int B, int H, int T);
 
 /* ---- cross-entropy (crossentropy.cu) --------------------------------------------------------- */

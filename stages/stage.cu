@@ -57,9 +57,9 @@ static size_t carved_bytes(const carver_t *c)
 typedef struct block_slot {
     void *ln1;                  /* LN1 output [N,C] (input of the QKV matmul) */
     float *ln1_mean, *ln1_rstd; /* LN1 statistics [N] */
-    void *q, *k, *v;            /* [B,H,T,d] each */
+    void *qkv;                  /* fused attention: QKV matmul output [N,3C], read in place */
+    void *q, *k, *v;            /* unfused attention: [B,H,T,d] each */
     void *att;                  /* unfused attention: softmax probabilities P [B,H,T,T] */
-    void *atto;                 /* fused attention: its output per head O [B,H,T,d] */
     float *lse;                 /* fused attention: log-sum-exp of each score row [B,H,T] */
     void *atty;                 /* attention output, heads side by side [N,C] (input of proj) */
     void *x2;                   /* residual stream after attention [N,C] */
@@ -95,14 +95,14 @@ typedef struct slot {
 /* Scratch shared by all slots. The three groups overlap in memory. */
 typedef struct scratch {
     /* forward */
-    void *qkv;  /* QKV matmul output [N,3C], permuted at once into the slot's q, k, v */
+    void *qkv;  /* unfused: QKV matmul output [N,3C], permuted at once into the slot's q, k, v */
     void *attn; /* unfused: attention output per head [B,H,T,d], before unpermuting */
     /* backward-input */
     void *d_atty;          /* [N,C] */
-    void *d_attn;          /* [B,H,T,d] */
+    void *d_attn;          /* unfused: [B,H,T,d] */
     void *d_p;             /* unfused: dP, then dS in place [B,H,T,T] */
     void *d_flash;         /* fused: attention_flash_bwd scratch */
-    void *d_q, *d_k, *d_v; /* [B,H,T,d] each */
+    void *d_q, *d_k, *d_v; /* unfused: [B,H,T,d] each */
     /* backward-weight */
     void *ln_scratch;  /* layernorm_bwd_weight partial sums */
     void *enc_scratch; /* encoder_bwd sort (first stage) */
@@ -157,13 +157,13 @@ static size_t slot_layout(const pp_stage_cfg_t *cfg, int fused, char *base, slot
         TAKE(b->ln1, N * C * es);
         TAKE(b->ln1_mean, N * sizeof(float));
         TAKE(b->ln1_rstd, N * sizeof(float));
-        TAKE(b->q, N * C * es);
-        TAKE(b->k, N * C * es);
-        TAKE(b->v, N * C * es);
         if (fused) {
-            TAKE(b->atto, N * C * es);
+            TAKE(b->qkv, N * 3 * C * es);
             TAKE(b->lse, B * H * T * sizeof(float));
         } else {
+            TAKE(b->q, N * C * es);
+            TAKE(b->k, N * C * es);
+            TAKE(b->v, N * C * es);
             TAKE(b->att, B * H * T * T * es);
         }
         TAKE(b->atty, N * C * es);
@@ -201,23 +201,24 @@ static size_t scratch_layout(const pp_stage_cfg_t *cfg, int fused, char *base, s
     size_t most = 0;
     carver_t c = {base, 0};
     scratch_t *s = w; /* TAKE writes through `s` */
-    if (cfg->n_layers > 0) {
+    if (cfg->n_layers > 0 && !fused) {
         TAKE(s->qkv, N * 3 * C * es);
-        if (!fused) TAKE(s->attn, N * C * es);
+        TAKE(s->attn, N * C * es);
     }
     most = carved_bytes(&c);
     c.off = 0;
     if (cfg->n_layers > 0) {
         TAKE(s->d_atty, N * C * es);
-        TAKE(s->d_attn, N * C * es);
-        if (fused)
+        if (fused) {
             TAKE(s->d_flash, attention_flash_bwd_scratch_bytes(cfg->micro_batch_size, cfg->heads,
                                                                cfg->seq_len));
-        else
+        } else {
+            TAKE(s->d_attn, N * C * es);
             TAKE(s->d_p, B * H * T * T * es);
-        TAKE(s->d_q, N * C * es);
-        TAKE(s->d_k, N * C * es);
-        TAKE(s->d_v, N * C * es);
+            TAKE(s->d_q, N * C * es);
+            TAKE(s->d_k, N * C * es);
+            TAKE(s->d_v, N * C * es);
+        }
     }
     if (carved_bytes(&c) > most) most = carved_bytes(&c);
     c.off = 0;
@@ -554,14 +555,19 @@ static pp_status_t block_forward(pp_stage_t *st, slot_t *s, int l, cudaStream_t 
 
     PP_CHECK(layernorm_fwd(b->ln1, b->ln1_mean, b->ln1_rstd, s->res[l], P_(st, PP_PARAM_LN1_W, l),
                            P_(st, PP_PARAM_LN1_B, l), N, C, dt, stream));
-    PP_CHECK(matmul_fwd(w->qkv, b->ln1, P_(st, PP_PARAM_QKV_W, l), P_(st, PP_PARAM_QKV_B, l), N, C,
-                        3 * C, dt, g, stream));
-    PP_CHECK(attention_permute_qkv(b->q, b->k, b->v, w->qkv, B, T, H, d, dt, stream));
     if (st->fused_attention) {
-        /* O and the row log-sum-exp straight into the slot; no T×T matrix. */
-        PP_CHECK(attention_flash_fwd(b->atto, b->lse, b->q, b->k, b->v, B, H, T, d, dt, stream));
-        PP_CHECK(attention_unpermute_out(b->atty, b->atto, B, T, H, d, dt, stream));
+        /* q, k, v read where the QKV matmul put them; O (heads side by side) and the row
+         * log-sum-exp straight into the slot; no T×T matrix, no permutes. */
+        char *qkv = (char *)b->qkv;
+        const size_t es = pp_dtype_size(dt);
+        PP_CHECK(matmul_fwd(qkv, b->ln1, P_(st, PP_PARAM_QKV_W, l), P_(st, PP_PARAM_QKV_B, l), N,
+                            C, 3 * C, dt, g, stream));
+        PP_CHECK(attention_flash_fwd(b->atty, C, b->lse, qkv, qkv + C * es, qkv + 2 * C * es, 3 * C,
+                                     B, H, T, d, dt, stream));
     } else {
+        PP_CHECK(matmul_fwd(w->qkv, b->ln1, P_(st, PP_PARAM_QKV_W, l), P_(st, PP_PARAM_QKV_B, l),
+                            N, C, 3 * C, dt, g, stream));
+        PP_CHECK(attention_permute_qkv(b->q, b->k, b->v, w->qkv, B, T, H, d, dt, stream));
         /* S = Q K^T into P's buffer, then P = causal softmax(scale S) in place; O = P V. */
         PP_CHECK(gemm_strided_batched(b->att, b->q, b->k, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td, TT, BH,
                                       dt, g, stream));
@@ -648,12 +654,16 @@ static pp_status_t block_backward_input(pp_stage_t *st, slot_t *s, int l, cudaSt
     /* Attention: x2 = x + proj(attention(qkv(ln1(x)))). */
     PP_CHECK(matmul_bwd_input(w->d_atty, b->d_x2, P_(st, PP_PARAM_PROJ_W, l), N, C, C, 0, dt, g,
                               stream));
-    PP_CHECK(attention_permute_dout(w->d_attn, w->d_atty, B, T, H, d, dt, stream));
     if (st->fused_attention) {
-        /* P recomputed from q, k and the saved log-sum-exp, tile by tile. */
-        PP_CHECK(attention_flash_bwd(w->d_q, w->d_k, w->d_v, w->d_attn, b->q, b->k, b->v, b->atto,
-                                     b->lse, w->d_flash, B, H, T, d, dt, stream));
+        /* P recomputed from q, k and the saved log-sum-exp, tile by tile; dq, dk, dv land side
+         * by side in d_qkv, the layout of the QKV matmul output. */
+        const char *qkv = (const char *)b->qkv;
+        char *dqkv = (char *)b->d_qkv;
+        PP_CHECK(attention_flash_bwd(dqkv, dqkv + C * es, dqkv + 2 * C * es, 3 * C, w->d_atty, qkv,
+                                     qkv + C * es, qkv + 2 * C * es, 3 * C, b->atty, C, b->lse,
+                                     w->d_flash, B, H, T, d, dt, stream));
     } else {
+        PP_CHECK(attention_permute_dout(w->d_attn, w->d_atty, B, T, H, d, dt, stream));
         /* dP = dO V^T; dV = P^T dO; dS = softmax backward (in place over dP); dQ = dS K;
          * dK = dS^T Q */
         PP_CHECK(gemm_strided_batched(w->d_p, w->d_attn, b->v, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td,
@@ -665,8 +675,9 @@ static pp_status_t block_backward_input(pp_stage_t *st, slot_t *s, int l, cudaSt
                                       BH, dt, g, stream));
         PP_CHECK(gemm_strided_batched(w->d_k, w->d_p, b->q, 1, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td,
                                       BH, dt, g, stream));
+        PP_CHECK(
+            attention_unpermute_dqkv(b->d_qkv, w->d_q, w->d_k, w->d_v, B, T, H, d, dt, stream));
     }
-    PP_CHECK(attention_unpermute_dqkv(b->d_qkv, w->d_q, w->d_k, w->d_v, B, T, H, d, dt, stream));
     PP_CHECK(matmul_bwd_input(b->d_ln1, b->d_qkv, P_(st, PP_PARAM_QKV_W, l), N, C, 3 * C, 0, dt, g,
                               stream));
     PP_CUDA_CHECK(cudaMemcpyAsync(s->dres[l], b->d_x2, NC * es, cudaMemcpyDeviceToDevice, stream));

@@ -304,16 +304,25 @@ static void test_shapes_and_sizes(void)
     /* Refusals name the problem and launch nothing (pointers are never touched). */
     char fake[16] __attribute__((aligned(16)));
     void *p = fake;
-    fprintf(stderr, "  (the next three errors are expected)\n");
-    EXPECT(attention_flash_fwd(p, (float *)p, p, p, p, 1, 1, 96, 64, bf, 0) == PP_ERR_INTERNAL);
-    EXPECT(attention_flash_fwd(p, (float *)p, p, p, p, 1, 1, 64, 64, PP_DTYPE_FP32, 0) ==
+    fprintf(stderr, "  (the next five errors are expected)\n");
+    EXPECT(attention_flash_fwd(p, 64, (float *)p, p, p, p, 64, 1, 1, 96, 64, bf, 0) ==
            PP_ERR_INTERNAL);
-    EXPECT(attention_flash_bwd(p, p, p, p, p, p, p, p, (float *)p, NULL, 1, 1, 64, 64, bf, 0) ==
+    EXPECT(attention_flash_fwd(p, 64, (float *)p, p, p, p, 64, 1, 1, 64, 64, PP_DTYPE_FP32, 0) ==
            PP_ERR_INTERNAL);
-    EXPECT(attention_flash_fwd(NULL, NULL, NULL, NULL, NULL, 0, 2, 64, 64, bf, 0) == PP_OK,
+    EXPECT(attention_flash_bwd(p, p, p, 64, p, p, p, p, 64, p, 64, (float *)p, NULL, 1, 1, 64, 64,
+                               bf, 0) == PP_ERR_INTERNAL);
+    EXPECT(attention_flash_fwd(p, 64, (float *)p, p, p, p, 96, 1, 2, 64, 64, bf, 0) ==
+               PP_ERR_INTERNAL,
+           "ld_qkv = 96 < H·d = 128 accepted");
+    EXPECT(attention_flash_bwd(p, p, p, 68, p, p, p, p, 64, p, 64, (float *)p, p, 1, 1, 64, 64, bf,
+                               0) == PP_ERR_INTERNAL,
+           "ld_d = 68 (not a multiple of 8) accepted");
+    EXPECT(attention_flash_fwd(NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 2, 64, 64, bf, 0) == PP_OK,
            "B = 0 is an empty launch");
 
-    /* The fused slot drops P [B,H,T,T] and keeps O [B,H,T,d] and lse [B,H,T] per block. */
+    /* Per block the fused slot keeps the QKV output [N,3C] (as large as q, k, v) and lse [B,H,T]
+     * instead of P [B,H,T,T]; its workspace has no permuted copies (d_attn, dq, dk, dv), no dP
+     * and no QKV scratch, but the lse-sized bwd scratch. */
     pp_stage_cfg_t c = reference_stage_cfg();
     const size_t B = 4, H = 16, T = 1024, C = 1024, L = 6;
     unsetenv("PPSCHED_ATTENTION");
@@ -321,12 +330,11 @@ static void test_shapes_and_sizes(void)
     setenv("PPSCHED_ATTENTION", "unfused", 1);
     const size_t unfused = stage_slot_bytes(&c), unfused_ws = stage_workspace_bytes(&c);
     unsetenv("PPSCHED_ATTENTION");
-    const size_t per_block =
-        round256(B * H * T * T * 2) - round256(B * T * C * 2) - round256(B * H * T * sizeof(float));
+    const size_t per_block = round256(B * H * T * T * 2) - round256(B * H * T * sizeof(float));
     EXPECT(unfused - fused == L * per_block, "slot %zu (unfused) - %zu (fused) != %zu", unfused,
            fused, L * per_block);
-    EXPECT(unfused_ws - fused_ws ==
-               round256(B * H * T * T * 2) - round256(B * H * T * sizeof(float)),
+    EXPECT(unfused_ws - fused_ws == 4 * round256(B * T * C * 2) + round256(B * H * T * T * 2) -
+                                        round256(B * H * T * sizeof(float)),
            "workspace %zu (unfused) vs %zu (fused)", unfused_ws, fused_ws);
     c.dtype = PP_DTYPE_FP32; /* fp32: unfused whatever the environment */
     const size_t f32 = stage_slot_bytes(&c);
@@ -369,13 +377,15 @@ static void flash_io_make(flash_io_t *io, int B, int H, int T, int d, uint64_t s
     io->d_scratch = dbuf(attention_flash_bwd_scratch_bytes(B, H, T));
 }
 
+/* In the head layout [B,H,T,d]: B·H batches of one head, row stride d. */
 static pp_status_t flash_run(flash_io_t *io)
 {
-    PP_CHECK(attention_flash_fwd(io->d_o, io->d_lse, io->d_q, io->d_k, io->d_v, io->B, io->H, io->T,
-                                 io->d, PP_DTYPE_BF16, g_stream));
-    PP_CHECK(attention_flash_bwd(io->d_dq, io->d_dk, io->d_dv, io->d_dout, io->d_q, io->d_k,
-                                 io->d_v, io->d_o, io->d_lse, io->d_scratch, io->B, io->H, io->T,
-                                 io->d, PP_DTYPE_BF16, g_stream));
+    const int BH = io->B * io->H, d = io->d;
+    PP_CHECK(attention_flash_fwd(io->d_o, d, io->d_lse, io->d_q, io->d_k, io->d_v, d, BH, 1, io->T,
+                                 d, PP_DTYPE_BF16, g_stream));
+    PP_CHECK(attention_flash_bwd(io->d_dq, io->d_dk, io->d_dv, d, io->d_dout, io->d_q, io->d_k,
+                                 io->d_v, d, io->d_o, d, io->d_lse, io->d_scratch, BH, 1, io->T, d,
+                                 PP_DTYPE_BF16, g_stream));
     PP_CUDA_CHECK(cudaStreamSynchronize(g_stream));
     return PP_OK;
 }
@@ -425,6 +435,77 @@ GPU_CASE(test_flash_b1_h2_t64_d64, flash_case(1, 2, 64, 64, 101))
 GPU_CASE(test_flash_b2_h3_t192_d64, flash_case(2, 3, 192, 64, 102))
 GPU_CASE(test_flash_b1_h1_t1024_d64, flash_case(1, 1, 1024, 64, 103))
 GPU_CASE(test_flash_b1_h2_t192_d128, flash_case(1, 2, 192, 128, 104))
+
+/* The stage's layout: q, k, v side by side in one [B·T, 3C] matrix (the QKV matmul output), o and
+ * dout [B·T, C], dq, dk, dv side by side in [B·T, 3C] (C = H·d). The same arithmetic on the same
+ * values as the head layout, so the results match flash_case's bit for bit. */
+static void packed_case(int B, int H, int T, int d, uint64_t seed)
+{
+    snprintf(g_ctx, sizeof g_ctx, "packed B=%d H=%d T=%d d=%d", B, H, T, d);
+    flash_io_t io;
+    flash_io_make(&io, B, H, T, d, seed);
+    const size_t n = io.n, C = (size_t)H * d, N = (size_t)B * T;
+    KOK(flash_run(&io));
+    const uint16_t *o = (const uint16_t *)raw_get(io.d_o, n * 2);
+    const uint16_t *dq = (const uint16_t *)raw_get(io.d_dq, n * 2);
+    const uint16_t *dk = (const uint16_t *)raw_get(io.d_dk, n * 2);
+    const uint16_t *dv = (const uint16_t *)raw_get(io.d_dv, n * 2);
+    const float *lse = (const float *)raw_get(io.d_lse, io.rows * sizeof(float));
+
+    /* element (b, h, t, i): head layout ((b·H + h)·T + t)·d + i; packed row b·T + t */
+    const uint16_t *hq = (const uint16_t *)raw_get(io.d_q, n * 2);
+    const uint16_t *hk = (const uint16_t *)raw_get(io.d_k, n * 2);
+    const uint16_t *hv = (const uint16_t *)raw_get(io.d_v, n * 2);
+    const uint16_t *hdo = (const uint16_t *)raw_get(io.d_dout, n * 2);
+    uint16_t *qkv = (uint16_t *)hmem(N * 3 * C * 2), *dout = (uint16_t *)hmem(N * C * 2);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < d; i++) {
+                    const size_t hi = (((size_t)b * H + h) * T + t) * d + i;
+                    const size_t row = (size_t)b * T + t, col = (size_t)h * d + i;
+                    qkv[row * 3 * C + col] = hq[hi];
+                    qkv[row * 3 * C + C + col] = hk[hi];
+                    qkv[row * 3 * C + 2 * C + col] = hv[hi];
+                    dout[row * C + col] = hdo[hi];
+                }
+    void *d_qkv = dbuf(N * 3 * C * 2), *d_dout = dbuf(N * C * 2);
+    void *d_o = dbuf(N * C * 2), *d_dqkv = dbuf(N * 3 * C * 2);
+    float *d_lse = (float *)dbuf(io.rows * sizeof(float));
+    copy_sync(d_qkv, qkv, N * 3 * C * 2, cudaMemcpyHostToDevice);
+    copy_sync(d_dout, dout, N * C * 2, cudaMemcpyHostToDevice);
+    char *pq = (char *)d_qkv, *pd = (char *)d_dqkv;
+    const int ld3 = (int)(3 * C), ld1 = (int)C;
+    KOK(attention_flash_fwd(d_o, ld1, d_lse, pq, pq + C * 2, pq + 2 * C * 2, ld3, B, H, T, d,
+                            PP_DTYPE_BF16, g_stream));
+    KOK(attention_flash_bwd(pd, pd + C * 2, pd + 2 * C * 2, ld3, d_dout, pq, pq + C * 2,
+                            pq + 2 * C * 2, ld3, d_o, ld1, d_lse, io.d_scratch, B, H, T, d,
+                            PP_DTYPE_BF16, g_stream));
+    const uint16_t *po = (const uint16_t *)raw_get(d_o, N * C * 2);
+    const uint16_t *pdqkv = (const uint16_t *)raw_get(d_dqkv, N * 3 * C * 2);
+    EXPECT(memcmp(lse, raw_get(d_lse, io.rows * sizeof(float)), io.rows * sizeof(float)) == 0,
+           "lse [%s]: differs from the head layout's", g_ctx);
+    size_t bad[4] = {0, 0, 0, 0};
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < d; i++) {
+                    const size_t hi = (((size_t)b * H + h) * T + t) * d + i;
+                    const size_t row = (size_t)b * T + t, col = (size_t)h * d + i;
+                    bad[0] += po[row * C + col] != o[hi];
+                    bad[1] += pdqkv[row * 3 * C + col] != dq[hi];
+                    bad[2] += pdqkv[row * 3 * C + C + col] != dk[hi];
+                    bad[3] += pdqkv[row * 3 * C + 2 * C + col] != dv[hi];
+                }
+    const char *names[4] = {"o", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; i++)
+        EXPECT(bad[i] == 0, "%s [%s]: %zu of %zu elements differ from the head layout's", names[i],
+               g_ctx, bad[i], n);
+    arena_free();
+}
+
+GPU_CASE(test_flash_packed_b2_h3_t192_d64, packed_case(2, 3, 192, 64, 105))
+GPU_CASE(test_flash_packed_b1_h2_t128_d128, packed_case(1, 2, 128, 128, 106))
 
 /* ---- fused against unfused ------------------------------------------------------------------- */
 
@@ -555,9 +636,10 @@ static void test_stage_paths(void)
     snprintf(g_ctx, sizeof g_ctx, "stage, unfused");
     stage_run(&c, "unfused", x, dy, &unfused);
     REQUIRE(fused.grads && unfused.grads && fused.n_params == unfused.n_params);
-    /* Per block: P [B,H,T,T] out; O [B,H,T,d] and lse [B,H,T] in (equal sizes here: H·T = C). */
-    EXPECT(fused.slot_bytes - unfused.slot_bytes ==
-               (size_t)c.n_layers * round256((size_t)c.micro_batch_size * c.heads * c.seq_len * 4),
+    /* Per block: P [B,H,T,T] out, lse [B,H,T] in (q, k, v and the QKV output weigh the same). */
+    const size_t BH = (size_t)c.micro_batch_size * c.heads, T = (size_t)c.seq_len;
+    EXPECT(unfused.slot_bytes - fused.slot_bytes ==
+               (size_t)c.n_layers * (round256(BH * T * T * 2) - round256(BH * T * 4)),
            "slot bytes %zu (fused) vs %zu (unfused)", fused.slot_bytes, unfused.slot_bytes);
 
     pp_model_shape_t shape;
@@ -616,6 +698,8 @@ int main(void)
     RUN(test_flash_b2_h3_t192_d64);
     RUN(test_flash_b1_h1_t1024_d64);
     RUN(test_flash_b1_h2_t192_d128);
+    RUN(test_flash_packed_b2_h3_t192_d64);
+    RUN(test_flash_packed_b1_h2_t128_d128);
     RUN(test_fused_vs_unfused_d64);
     RUN(test_fused_vs_unfused_d128);
     RUN(test_stage_paths);
