@@ -50,6 +50,8 @@ typedef struct pp_gemm {
     void *workspace;             /* device memory owned by this object */
     size_t workspace_bytes;      /* its size */
     struct pp_gemm_plans *plans; /* cuBLASLt plans by shape, built on first use (internal) */
+    int no_epilogue; /* 0 (gemm_init): fuse through cuBLASLt epilogues where offered; nonzero:
+                        never, the separate kernels run instead (tests, timing comparisons) */
 } pp_gemm_t;
 
 /* Create both handles and allocate `workspace_bytes` (0: PP_GEMM_WORKSPACE_BYTES) of workspace on
@@ -63,10 +65,37 @@ void gemm_free(pp_gemm_t *g);
 pp_status_t matmul_fwd(void *out, const void *inp, const void *weight, const void *bias, int N,
                        int IC, int OC, pp_dtype_t dtype, pp_gemm_t *gemm, cudaStream_t stream);
 
+/* matmul_fwd with one optional addition fused into the GEMM's epilogue (at most one of the two;
+ * both non-NULL is refused with PP_ERR_INTERNAL). bias may be NULL in every form.
+ *   residual == NULL, pre_gelu == NULL: exactly matmul_fwd.
+ *   residual != NULL: out = inp·weightᵀ + bias + residual[N,OC] (the residual stream's add).
+ *     out may be residual itself (in place); otherwise the two must not overlap.
+ *   pre_gelu != NULL: pre_gelu[N,OC] = inp·weightᵀ + bias and out = gelu(pre_gelu), the tanh
+ *     approximation of gelu_fwd (the MLP's first layer; pre_gelu is what the backward needs).
+ * All storage `dtype`. Fused (cuBLASLt BIAS epilogue with C = residual and beta = 1; GELU_AUX_BIAS
+ * with the aux matrix = pre_gelu, which needs OC a multiple of 8) the sum is formed in fp32 and
+ * rounded once; where cuBLASLt offers no algorithm for the shape and pointers, or
+ * gemm->no_epilogue is set, the GEMM, the bias kernel, residual_fwd and gelu_fwd run in turn with
+ * the same meaning (one rounding each). out and pre_gelu must not alias inp, weight, bias or each
+ * other. */
+pp_status_t matmul_fwd_ex(void *out, const void *inp, const void *weight, const void *bias,
+                          const void *residual, void *pre_gelu, int N, int IC, int OC,
+                          pp_dtype_t dtype, pp_gemm_t *gemm, cudaStream_t stream);
+
 /* dinp[N,IC] (=, or += when accumulate) dout[N,OC] · weight[OC,IC]. Storage `dtype`. */
 pp_status_t matmul_bwd_input(void *dinp, const void *dout, const void *weight, int N, int IC,
                              int OC, int accumulate, pp_dtype_t dtype, pp_gemm_t *gemm,
                              cudaStream_t stream);
+
+/* dinp[N,IC] = (dout[N,OC] · weight[OC,IC]) ∘ gelu'(pre_gelu[N,IC]): the input gradient of a
+ * matmul whose input was gelu(pre_gelu), taken through the GELU (tanh approximation, as gelu_bwd).
+ * In the MLP: dout is the block output's gradient, weight the second layer's, pre_gelu the first
+ * layer's output saved by matmul_fwd_ex. Fused through the cuBLASLt DGELU epilogue (aux matrix =
+ * pre_gelu, IC a multiple of 8) where offered, else matmul_bwd_input then gelu_bwd. Storage
+ * `dtype`. dinp must not alias dout, weight or pre_gelu. */
+pp_status_t matmul_bwd_input_dgelu(void *dinp, const void *dout, const void *weight,
+                                   const void *pre_gelu, int N, int IC, int OC, pp_dtype_t dtype,
+                                   pp_gemm_t *gemm, cudaStream_t stream);
 
 /* dweight[OC,IC] (fp32) += dout[N,OC]ᵀ · inp[N,IC]; dbias[OC] (fp32, may be NULL) += the column
  * sums of dout (fixed-order reduction). dout and inp are stored as `dtype`. */
@@ -115,6 +144,14 @@ pp_status_t layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, 
 pp_status_t layernorm_bwd_input(void *dinp, const void *dout, const void *inp, const void *w,
                                 const float *mean, const float *rstd, int N, int C, int accumulate,
                                 pp_dtype_t dtype, cudaStream_t stream);
+
+/* dinp[N,C] = dres[N,C] + the input gradient of layernorm_fwd (the formula of
+ * layernorm_bwd_input), in one pass: the residual stream's gradient joined with the branch's.
+ * dinp may be dres itself (in place; then it is layernorm_bwd_input with accumulate = 1) or must
+ * not overlap it; dinp must not alias dout or inp. */
+pp_status_t layernorm_bwd_input_add(void *dinp, const void *dres, const void *dout, const void *inp,
+                                    const void *w, const float *mean, const float *rstd, int N,
+                                    int C, pp_dtype_t dtype, cudaStream_t stream);
 
 /* dw[C] (fp32) += Σ_rows dout · x̂; db[C] (fp32) += Σ_rows dout. Deterministic: per-chunk partial
  * sums in `scratch` (layernorm_bwd_weight_scratch_bytes(N, C) bytes), then an ordered sum. */

@@ -1,14 +1,14 @@
 /*
- * layernorm.cu — LayerNorm over the last dimension (eps PP_LAYERNORM_EPS): forward, input gradient,
- * and parameter gradients.
+ * layernorm.cu — LayerNorm over the last dimension (eps PP_LAYERNORM_EPS): forward (saving mean and
+ * rstd, fp32 per row, for both backward halves), input gradient, and parameter gradients.
  *
  * Forward and input gradient: one warp per row, fp32 math; rows of a C that is a multiple of the
- * 128-bit pack (and 16-byte aligned pointers) are read as packs, others element by element.
+ * 128-bit pack (and 16-byte aligned pointers) are read as packs, others element by element. The
+ * input gradient may add a residual gradient dres in the same pass (dres may be dinp).
  * Parameter gradients: one kernel writes per-row-chunk partial sums to the caller's scratch, and
  * the last block of each column strip (elected with an integer ticket, zeroed in the scratch
  * before the launch) sums the chunks in a fixed order into dw/db (+=) — no float atomics, so the
  * result is deterministic.
- * The forward saves mean and rstd (fp32, one per row) that both backward halves read.
  */
 #include "kernel_util.cuh"
 
@@ -71,16 +71,19 @@ __global__ void layernorm_fwd_kernel(T *out, float *mean, float *rstd, const T *
 
 /* ---- input gradient -------------------------------------------------------------------------- */
 
+/* dinp = dres + the LayerNorm input gradient (dres NULL: just the gradient). Each element of dres
+ * is read by the thread that then writes that element of dinp, so dres may be dinp. */
 template <typename T, bool VEC>
-__global__ void layernorm_bwd_input_kernel(T *dinp, const T *dout, const T *inp, const T *w,
-                                           const float *mean, const float *rstd, int N, int C,
-                                           int accumulate)
+__global__ void layernorm_bwd_input_kernel(T *dinp, const T *dres, const T *dout, const T *inp,
+                                           const T *w, const float *mean, const float *rstd, int N,
+                                           int C)
 {
     const int P = VEC ? pack128<T>::n : 1;
     const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
     for (int row = blockIdx.x * warps + threadIdx.x / 32; row < N; row += gridDim.x * warps) {
         const T *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
         T *dx = dinp + (size_t)row * C;
+        const T *dr = dres ? dres + (size_t)row * C : NULL;
         const float mu = mean[row], rs = rstd[row];
         /* g = w·dy; sums of g and of g·x̂ over the row */
         float sg = 0.0f, sgx = 0.0f;
@@ -102,12 +105,12 @@ __global__ void layernorm_bwd_input_kernel(T *dinp, const T *dout, const T *inp,
         for (int c = lane * P; c < C; c += 32 * P) {
             if (VEC) {
                 pack128<T> xp = load128(x + c), dp = load128(dy + c), wp = load128(w + c), o;
-                if (accumulate) o = load128(dx + c);
+                if (dr) o = load128(dr + c);
                 for (int j = 0; j < P; j++) {
                     float g = to_f32(wp.v[j]) * to_f32(dp.v[j]);
                     float xh = (to_f32(xp.v[j]) - mu) * rs;
                     float r = rs * (g - mg - xh * mgx);
-                    if (accumulate) r += to_f32(o.v[j]);
+                    if (dr) r += to_f32(o.v[j]);
                     o.v[j] = from_f32<T>(r);
                 }
                 store128(dx + c, o);
@@ -115,7 +118,7 @@ __global__ void layernorm_bwd_input_kernel(T *dinp, const T *dout, const T *inp,
                 float g = to_f32(w[c]) * to_f32(dy[c]);
                 float xh = (to_f32(x[c]) - mu) * rs;
                 float r = rs * (g - mg - xh * mgx);
-                if (accumulate) r += to_f32(dx[c]);
+                if (dr) r += to_f32(dr[c]);
                 dx[c] = from_f32<T>(r);
             }
         }
@@ -250,34 +253,54 @@ pp_status_t layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, 
 }
 
 template <typename T>
-static pp_status_t ln_bwd_input_t(void *dinp, const void *dout, const void *inp, const void *w,
-                                  const float *mean, const float *rstd, int N, int C,
-                                  int accumulate, cudaStream_t stream)
+static pp_status_t ln_bwd_input_t(void *dinp, const void *dres, const void *dout, const void *inp,
+                                  const void *w, const float *mean, const float *rstd, int N, int C,
+                                  cudaStream_t stream)
 {
     unsigned grid = grid_for((size_t)N * 32, ln_threads);
-    if (ln_vec_ok<T>(C, dinp, dout, inp, w))
-        layernorm_bwd_input_kernel<T, true><<<grid, ln_threads, 0, stream>>>(
-            (T *)dinp, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, accumulate);
+    const T *dr = (const T *)dres, *dy = (const T *)dout, *x = (const T *)inp, *wt = (const T *)w;
+    if (ln_vec_ok<T>(C, dinp, dout, inp, w) && is_aligned16(dres))
+        layernorm_bwd_input_kernel<T, true>
+            <<<grid, ln_threads, 0, stream>>>((T *)dinp, dr, dy, x, wt, mean, rstd, N, C);
     else
-        layernorm_bwd_input_kernel<T, false><<<grid, ln_threads, 0, stream>>>(
-            (T *)dinp, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, accumulate);
+        layernorm_bwd_input_kernel<T, false>
+            <<<grid, ln_threads, 0, stream>>>((T *)dinp, dr, dy, x, wt, mean, rstd, N, C);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
+}
+
+/* Both input-gradient launchers: dres is NULL (overwrite) or the gradient to add. */
+static pp_status_t ln_bwd_input(const char *what, void *dinp, const void *dres, const void *dout,
+                                const void *inp, const void *w, const float *mean,
+                                const float *rstd, int N, int C, pp_dtype_t dtype,
+                                cudaStream_t stream)
+{
+    PP_CHECK(ln_check(what, N, C, dtype));
+    if (N == 0) return PP_OK;
+    if (!dinp || !dout || !inp || !w || !mean || !rstd)
+        PP_FAIL(PP_ERR_INTERNAL, "%s: NULL pointer", what);
+    if (dinp == dout || dinp == inp)
+        PP_FAIL(PP_ERR_INTERNAL, "%s: dinp must not alias dout or inp", what);
+    if (dtype == PP_DTYPE_BF16)
+        return ln_bwd_input_t<bf16>(dinp, dres, dout, inp, w, mean, rstd, N, C, stream);
+    return ln_bwd_input_t<float>(dinp, dres, dout, inp, w, mean, rstd, N, C, stream);
 }
 
 pp_status_t layernorm_bwd_input(void *dinp, const void *dout, const void *inp, const void *w,
                                 const float *mean, const float *rstd, int N, int C, int accumulate,
                                 pp_dtype_t dtype, cudaStream_t stream)
 {
-    PP_CHECK(ln_check("layernorm_bwd_input", N, C, dtype));
-    if (N == 0) return PP_OK;
-    if (!dinp || !dout || !inp || !w || !mean || !rstd)
-        PP_FAIL(PP_ERR_INTERNAL, "layernorm_bwd_input: NULL pointer");
-    if (dinp == dout || dinp == inp)
-        PP_FAIL(PP_ERR_INTERNAL, "layernorm_bwd_input: dinp must not alias dout or inp");
-    if (dtype == PP_DTYPE_BF16)
-        return ln_bwd_input_t<bf16>(dinp, dout, inp, w, mean, rstd, N, C, accumulate, stream);
-    return ln_bwd_input_t<float>(dinp, dout, inp, w, mean, rstd, N, C, accumulate, stream);
+    return ln_bwd_input("layernorm_bwd_input", dinp, accumulate ? dinp : NULL, dout, inp, w, mean,
+                        rstd, N, C, dtype, stream);
+}
+
+pp_status_t layernorm_bwd_input_add(void *dinp, const void *dres, const void *dout, const void *inp,
+                                    const void *w, const float *mean, const float *rstd, int N,
+                                    int C, pp_dtype_t dtype, cudaStream_t stream)
+{
+    if (N > 0 && !dres) PP_FAIL(PP_ERR_INTERNAL, "layernorm_bwd_input_add: NULL dres");
+    return ln_bwd_input("layernorm_bwd_input_add", dinp, dres, dout, inp, w, mean, rstd, N, C,
+                        dtype, stream);
 }
 
 /* Scratch: the partial sums (2·chunks·C floats), then one ticket per column strip. */

@@ -1,14 +1,14 @@
 /*
  * matmul.cu — the GEMMs of a transformer stage, through cuBLAS and cuBLASLt.
  *
- * Row-major tensors are handed to column-major cuBLAS as their transposes. Compute is always fp32
- * (CUBLAS_COMPUTE_32F, never TF32) and split-K partial sums are kept in fp32. The forward fuses
- * the bias through a cuBLASLt epilogue when the heuristic offers an algorithm for the given
- * pointers, else adds it with a kernel. The bias gradient is one column-sum kernel after the
- * weight GEMM on the same stream: per-chunk partial sums in gemm->workspace, then the last block
- * of each column strip (elected with an integer ticket in plans->counters, which stay 0 between
- * launches) adds the chunks in a fixed order, so it is deterministic. cuBLAS itself is bitwise
- * reproducible on one stream with a user workspace, which gemm_bind keeps installed.
+ * Row-major tensors are handed to column-major cuBLAS as their transposes. Compute is fp32
+ * (CUBLAS_COMPUTE_32F, never TF32), split-K partials too. Bias, residual add, GELU and the GELU
+ * gradient go into cuBLASLt epilogues when the heuristic offers an algorithm for the key (GEMM,
+ * epilogue, shape, alignments; plans cached in pp_gemm_plans); otherwise, or with
+ * gemm->no_epilogue, the plain GEMM and the separate kernels run with the same meaning. The bias
+ * gradient is one column-sum kernel after the weight GEMM: chunk partials in gemm->workspace, added
+ * in a fixed order by the last block of each strip (integer tickets in plans->counters, 0 at rest).
+ * cuBLAS is bitwise reproducible on one stream with a user workspace, which gemm_bind keeps set.
  */
 #include "kernel_util.cuh"
 
@@ -22,18 +22,32 @@ static cudaDataType_t cuda_type(pp_dtype_t t)
 
 /* ---- cuBLASLt plans -------------------------------------------------------------------------- */
 
-/* Descriptors and the chosen algorithm of one fused GEMM + bias shape. Building one costs tens of
- * microseconds of host time (heuristic query), so pp_gemm_t keeps the last PLAN_SLOTS. */
+/* Descriptors and the chosen algorithm of one fused GEMM. Building one costs tens of microseconds
+ * of host time (heuristic query), so pp_gemm_t keeps the last PLAN_SLOTS. */
 #define PLAN_SLOTS 32
+
+/* The two GEMMs that take epilogues, in the column-major view cuBLAS sees (W stored [OC,IC] is
+ * IC×OC with leading dimension IC in both):
+ *   LT_FWD        outᵀ (OC×N) = Wᵀ · inpᵀ (IC×N)            A = W (op T), B = inp (op N)
+ *   LT_BWD_INPUT  dinpᵀ (IC×N) = W · doutᵀ (OC×N)           A = W (op N), B = dout (op N) */
+enum { LT_FWD = 0, LT_BWD_INPUT = 1 };
+
+/* Everything the descriptors and the algorithm depend on. Only 4-byte fields: no padding, so keys
+ * compare with memcmp. */
+typedef struct lt_key {
+    int gemm;     /* LT_FWD or LT_BWD_INPUT */
+    int epilogue; /* cublasLtEpilogue_t */
+    int N, IC, OC;
+    int dtype;                                        /* pp_dtype_t of A, B, C, D, bias and aux */
+    uint32_t al_a, al_b, al_c, al_d, al_bias, al_aux; /* pointer alignments (bytes) chosen for */
+} lt_key_t;
 
 typedef struct lt_plan {
     int used;
-    int N, IC, OC;
-    pp_dtype_t dtype;
-    uint32_t al_a, al_b, al_c, al_bias; /* pointer alignments the algorithm was chosen for */
-    int found;                          /* 0: no algorithm, the caller falls back */
+    lt_key_t key;
+    int found; /* 0: no algorithm, the caller falls back */
     cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatrixLayout_t la, lb, lc; /* lc serves C and D (same shape and type; C may be D) */
     cublasLtMatmulAlgo_t algo;
 } lt_plan_t;
 
@@ -65,39 +79,98 @@ static uint32_t ptr_alignment(const void *p)
     return a;
 }
 
-/* Fills `p` (zeroed, key set) with descriptors and the heuristic's first algorithm for
- * out = inp·Wᵀ + bias. p->found stays 0 when the heuristic has none. */
+static int epilogue_has_bias(int e)
+{
+    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+static int epilogue_has_aux(int e)
+{
+    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+           e == CUBLASLT_EPILOGUE_DGELU;
+}
+
+/* Rows of D in the column-major view: the aux matrix (GELU input) has this leading dimension,
+ * which cuBLASLt requires to be a multiple of 8. */
+static int lt_rows_d(int gemm, int IC, int OC)
+{
+    return gemm == LT_FWD ? OC : IC;
+}
+
+/* The key of one call. c is the C matrix (D itself when beta = 0). */
+static lt_key_t lt_key_make(int gemm, int epilogue, int N, int IC, int OC, pp_dtype_t dtype,
+                            const void *a, const void *b, const void *c, const void *d,
+                            const void *bias, const void *aux)
+{
+    lt_key_t k;
+    memset(&k, 0, sizeof(k));
+    k.gemm = gemm;
+    k.epilogue = epilogue;
+    k.N = N;
+    k.IC = IC;
+    k.OC = OC;
+    k.dtype = (int)dtype;
+    k.al_a = ptr_alignment(a);
+    k.al_b = ptr_alignment(b);
+    k.al_c = ptr_alignment(c);
+    k.al_d = ptr_alignment(d);
+    k.al_bias = ptr_alignment(bias);
+    k.al_aux = ptr_alignment(aux);
+    return k;
+}
+
+/* Fills `p` (zeroed, key set) with descriptors and the heuristic's first algorithm for its key.
+ * bias and aux are the call's pointers: cuBLASLt reads their alignment from the descriptor.
+ * p->found stays 0 when the heuristic has none. */
 static pp_status_t lt_plan_build(lt_plan_t *p, cublasLtHandle_t lt, const void *bias,
-                                 size_t workspace_bytes)
+                                 const void *aux, size_t workspace_bytes)
 {
     pp_status_t st = PP_OK;
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    const cudaDataType_t t = cuda_type(p->dtype);
-    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const lt_key_t *k = &p->key;
+    const cudaDataType_t t = cuda_type((pp_dtype_t)k->dtype);
+    const int32_t aux_type = (int32_t)t;
+    const cublasOperation_t opa = k->gemm == LT_FWD ? CUBLAS_OP_T : CUBLAS_OP_N, opb = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k->epilogue;
+    const int rows_b = k->gemm == LT_FWD ? k->IC : k->OC, rows_d = lt_rows_d(k->gemm, k->IC, k->OC);
+    const int64_t aux_ld = rows_d;
     const uint64_t ws = workspace_bytes;
     const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE; /* fp32 split-K partials */
 
     PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), st,
                          done);
     PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT)), st,
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), st,
         done);
     PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN)), st,
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), st,
         done);
     PP_CUBLAS_CHECK_GOTO(
         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
         st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                        &bias, sizeof(bias)),
-                         st, done);
-    /* column-major views: A = W as IC×OC (transposed), B = inp as IC×N, C = D = out as OC×N */
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->la, t, p->IC, p->OC, p->IC), st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->lb, t, p->IC, p->N, p->IC), st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->lc, t, p->OC, p->N, p->OC), st, done);
+    if (epilogue_has_bias(k->epilogue))
+        PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(
+                                 p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+                             st, done);
+    if (epilogue_has_aux(k->epilogue)) {
+        PP_CUBLAS_CHECK_GOTO(
+            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                           sizeof(aux)),
+            st, done);
+        PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(p->desc,
+                                                            CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                            &aux_ld, sizeof(aux_ld)),
+                             st, done);
+        PP_CUBLAS_CHECK_GOTO(
+            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
+                                           &aux_type, sizeof(aux_type)),
+            st, done);
+    }
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->la, t, k->IC, k->OC, k->IC), st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->lb, t, rows_b, k->N, rows_b), st, done);
+    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->lc, t, rows_d, k->N, rows_d), st, done);
     PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceCreate(&pref), st, done);
     PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
                              pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
@@ -108,21 +181,21 @@ static pp_status_t lt_plan_build(lt_plan_t *p, cublasLtHandle_t lt, const void *
         st, done);
     PP_CUBLAS_CHECK_GOTO(
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                             &p->al_a, sizeof(p->al_a)),
+                                             &k->al_a, sizeof(k->al_a)),
         st, done);
     PP_CUBLAS_CHECK_GOTO(
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                             &p->al_b, sizeof(p->al_b)),
+                                             &k->al_b, sizeof(k->al_b)),
         st, done);
     PP_CUBLAS_CHECK_GOTO(
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                             &p->al_c, sizeof(p->al_c)),
+                                             &k->al_c, sizeof(k->al_c)),
         st, done);
     PP_CUBLAS_CHECK_GOTO(
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                             &p->al_c, sizeof(p->al_c)),
+                                             &k->al_d, sizeof(k->al_d)),
         st, done);
-    /* no algorithm is not an error: the caller falls back to GEMM + bias kernel */
+    /* no algorithm is not an error: the caller falls back to the unfused kernels */
     if (cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
                                        &found) == CUBLAS_STATUS_SUCCESS &&
         found > 0) {
@@ -132,6 +205,52 @@ static pp_status_t lt_plan_build(lt_plan_t *p, cublasLtHandle_t lt, const void *
 done:
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     return st;
+}
+
+/* D = A·B (+ beta·C) through the epilogue of `key`, with the plan for it (built on first use).
+ * c may equal d (in place); with beta = 0 pass c = d. Sets *ran = 1 when it ran; leaves 0 (and
+ * returns PP_OK) when cuBLASLt has no algorithm for the key. */
+static pp_status_t lt_matmul(int *ran, pp_gemm_t *g, const lt_key_t *key, const void *a,
+                             const void *b, float beta, const void *c, void *d, const void *bias,
+                             const void *aux, cudaStream_t stream)
+{
+    struct pp_gemm_plans *plans = g->plans;
+    const float one = 1.0f;
+    lt_plan_t *p = NULL;
+    *ran = 0;
+    for (int i = 0; i < PLAN_SLOTS && !p; i++) {
+        lt_plan_t *q = &plans->plan[i];
+        if (q->used && memcmp(&q->key, key, sizeof(*key)) == 0) p = q;
+    }
+    if (!p) {
+        int slot = -1;
+        for (int i = 0; i < PLAN_SLOTS && slot < 0; i++)
+            if (!plans->plan[i].used) slot = i;
+        if (slot < 0) {
+            slot = plans->next;
+            plans->next = (plans->next + 1) % PLAN_SLOTS;
+        }
+        p = &plans->plan[slot];
+        lt_plan_release(p);
+        p->key = *key;
+        pp_status_t st = lt_plan_build(p, g->lt, bias, aux, g->workspace_bytes);
+        if (st != PP_OK) {
+            lt_plan_release(p);
+            return st;
+        }
+        p->used = 1;
+    }
+    if (!p->found) return PP_OK;
+    if (epilogue_has_bias(key->epilogue))
+        PP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bias, sizeof(bias)));
+    if (epilogue_has_aux(key->epilogue))
+        PP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    PP_CUBLAS_CHECK(cublasLtMatmul(g->lt, p->desc, &one, a, p->la, b, p->lb, &beta, c, p->lc, d,
+                                   p->lc, &p->algo, g->workspace, g->workspace_bytes, stream));
+    *ran = 1;
+    return PP_OK;
 }
 
 /* ---- handles --------------------------------------------------------------------------------- */
@@ -273,60 +392,6 @@ __global__ void __launch_bounds__(CS_THREADS)
 
 /* ---- forward --------------------------------------------------------------------------------- */
 
-/* out = inp·Wᵀ + bias in one cublasLtMatmul with the BIAS epilogue, through the plan for this
- * shape and these pointer alignments. Sets *fused = 1 when it ran; leaves 0 (and returns PP_OK)
- * when cuBLASLt has no algorithm for them. */
-static pp_status_t matmul_fwd_lt(int *fused, void *out, const void *inp, const void *weight,
-                                 const void *bias, int N, int IC, int OC, pp_dtype_t dtype,
-                                 pp_gemm_t *g, cudaStream_t stream)
-{
-    struct pp_gemm_plans *plans = g->plans;
-    const uint32_t al_a = ptr_alignment(weight), al_b = ptr_alignment(inp),
-                   al_c = ptr_alignment(out), al_bias = ptr_alignment(bias);
-    const float one = 1.0f, zero = 0.0f;
-    lt_plan_t *p = NULL;
-    *fused = 0;
-    for (int i = 0; i < PLAN_SLOTS && !p; i++) {
-        lt_plan_t *q = &plans->plan[i];
-        if (q->used && q->N == N && q->IC == IC && q->OC == OC && q->dtype == dtype &&
-            q->al_a == al_a && q->al_b == al_b && q->al_c == al_c && q->al_bias == al_bias)
-            p = q;
-    }
-    if (!p) {
-        int slot = -1;
-        for (int i = 0; i < PLAN_SLOTS && slot < 0; i++)
-            if (!plans->plan[i].used) slot = i;
-        if (slot < 0) {
-            slot = plans->next;
-            plans->next = (plans->next + 1) % PLAN_SLOTS;
-        }
-        p = &plans->plan[slot];
-        lt_plan_release(p);
-        p->N = N;
-        p->IC = IC;
-        p->OC = OC;
-        p->dtype = dtype;
-        p->al_a = al_a;
-        p->al_b = al_b;
-        p->al_c = al_c;
-        p->al_bias = al_bias;
-        pp_status_t st = lt_plan_build(p, g->lt, bias, g->workspace_bytes);
-        if (st != PP_OK) {
-            lt_plan_release(p);
-            return st;
-        }
-        p->used = 1;
-    }
-    if (!p->found) return PP_OK;
-    PP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                   &bias, sizeof(bias)));
-    PP_CUBLAS_CHECK(cublasLtMatmul(g->lt, p->desc, &one, weight, p->la, inp, p->lb, &zero, out,
-                                   p->lc, out, p->lc, &p->algo, g->workspace, g->workspace_bytes,
-                                   stream));
-    *fused = 1;
-    return PP_OK;
-}
-
 static pp_status_t shape_check(const char *what, int N, int IC, int OC)
 {
     if (N < 0 || IC <= 0 || OC <= 0)
@@ -334,36 +399,85 @@ static pp_status_t shape_check(const char *what, int N, int IC, int OC)
     return PP_OK;
 }
 
+/* out[n, oc] += bias[oc] over N rows, with the kernel above. */
+static pp_status_t add_bias(void *out, const void *bias, int N, int OC, pp_dtype_t dtype,
+                            cudaStream_t stream)
+{
+    const int threads = 256;
+    const unsigned grid = grid_for((size_t)N * OC, threads);
+    if (dtype == PP_DTYPE_BF16)
+        add_bias_kernel<bf16><<<grid, threads, 0, stream>>>((bf16 *)out, (const bf16 *)bias, N, OC);
+    else
+        add_bias_kernel<float>
+            <<<grid, threads, 0, stream>>>((float *)out, (const float *)bias, N, OC);
+    PP_CUDA_LAUNCH_CHECK();
+    return PP_OK;
+}
+
+/* matmul_fwd_ex, with the caller's name in messages. */
+static pp_status_t matmul_fwd_any(const char *what, void *out, const void *inp, const void *weight,
+                                  const void *bias, const void *residual, void *pre_gelu, int N,
+                                  int IC, int OC, pp_dtype_t dtype, pp_gemm_t *gemm,
+                                  cudaStream_t stream)
+{
+    PP_CHECK(gemm_check(what, gemm, dtype));
+    PP_CHECK(shape_check(what, N, IC, OC));
+    if (residual && pre_gelu)
+        PP_FAIL(PP_ERR_INTERNAL, "%s: a residual and a GELU output together are not supported",
+                what);
+    if (N == 0) return PP_OK;
+    if (!out || !inp || !weight) PP_FAIL(PP_ERR_INTERNAL, "%s: NULL pointer", what);
+    if (out == inp || out == weight || (bias && out == bias) || out == pre_gelu ||
+        (pre_gelu && (pre_gelu == inp || pre_gelu == weight || pre_gelu == bias)))
+        PP_FAIL(PP_ERR_INTERNAL, "%s: out and pre_gelu must not alias an input or each other",
+                what);
+
+    /* fused: one cublasLtMatmul whose epilogue adds the bias, takes the residual as C with
+     * beta = 1, or writes gelu(·) to out and its input to pre_gelu */
+    const int epi = pre_gelu ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                             : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    const bool want_lt = (bias || residual || pre_gelu) && !gemm->no_epilogue &&
+                         (!pre_gelu || lt_rows_d(LT_FWD, IC, OC) % 8 == 0);
+    if (want_lt) {
+        const void *c = residual ? residual : out;
+        const lt_key_t key =
+            lt_key_make(LT_FWD, epi, N, IC, OC, dtype, weight, inp, c, out, bias, pre_gelu);
+        int ran = 0;
+        PP_CHECK(lt_matmul(&ran, gemm, &key, weight, inp, residual ? 1.0f : 0.0f, c, out, bias,
+                           pre_gelu, stream));
+        if (ran) return PP_OK;
+    }
+
+    /* unfused, same meaning: GEMM (into pre_gelu for the GELU form; accumulating onto the
+     * residual when it is out itself), bias kernel, then residual_fwd or gelu_fwd */
+    void *dst = pre_gelu ? pre_gelu : out;
+    const bool in_place = residual && residual == out;
+    const cudaDataType_t t = cuda_type(dtype);
+    const float one = 1.0f, beta = in_place ? 1.0f : 0.0f;
+    PP_CHECK(gemm_bind(gemm, stream));
+    PP_CUBLAS_CHECK(cublasGemmEx(gemm->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, &one, weight, t,
+                                 IC, inp, t, IC, &beta, dst, t, OC, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+    if (bias) PP_CHECK(add_bias(dst, bias, N, OC, dtype, stream));
+    if (residual && !in_place)
+        PP_CHECK(residual_fwd(out, out, residual, (size_t)N * OC, dtype, stream));
+    if (pre_gelu) PP_CHECK(gelu_fwd(out, pre_gelu, (size_t)N * OC, dtype, stream));
+    return PP_OK;
+}
+
+pp_status_t matmul_fwd_ex(void *out, const void *inp, const void *weight, const void *bias,
+                          const void *residual, void *pre_gelu, int N, int IC, int OC,
+                          pp_dtype_t dtype, pp_gemm_t *gemm, cudaStream_t stream)
+{
+    return matmul_fwd_any("matmul_fwd_ex", out, inp, weight, bias, residual, pre_gelu, N, IC, OC,
+                          dtype, gemm, stream);
+}
+
 pp_status_t matmul_fwd(void *out, const void *inp, const void *weight, const void *bias, int N,
                        int IC, int OC, pp_dtype_t dtype, pp_gemm_t *gemm, cudaStream_t stream)
 {
-    PP_CHECK(gemm_check("matmul_fwd", gemm, dtype));
-    PP_CHECK(shape_check("matmul_fwd", N, IC, OC));
-    if (N == 0) return PP_OK;
-    if (!out || !inp || !weight) PP_FAIL(PP_ERR_INTERNAL, "matmul_fwd: NULL pointer");
-    if (bias) {
-        int fused = 0;
-        PP_CHECK(matmul_fwd_lt(&fused, out, inp, weight, bias, N, IC, OC, dtype, gemm, stream));
-        if (fused) return PP_OK;
-    }
-    const cudaDataType_t t = cuda_type(dtype);
-    const float one = 1.0f, zero = 0.0f;
-    PP_CHECK(gemm_bind(gemm, stream));
-    PP_CUBLAS_CHECK(cublasGemmEx(gemm->blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, &one, weight, t,
-                                 IC, inp, t, IC, &zero, out, t, OC, CUBLAS_COMPUTE_32F,
-                                 CUBLAS_GEMM_DEFAULT));
-    if (bias) {
-        const int threads = 256;
-        const unsigned grid = grid_for((size_t)N * OC, threads);
-        if (dtype == PP_DTYPE_BF16)
-            add_bias_kernel<bf16>
-                <<<grid, threads, 0, stream>>>((bf16 *)out, (const bf16 *)bias, N, OC);
-        else
-            add_bias_kernel<float>
-                <<<grid, threads, 0, stream>>>((float *)out, (const float *)bias, N, OC);
-        PP_CUDA_LAUNCH_CHECK();
-    }
-    return PP_OK;
+    return matmul_fwd_any("matmul_fwd", out, inp, weight, bias, NULL, NULL, N, IC, OC, dtype, gemm,
+                          stream);
 }
 
 /* ---- backward -------------------------------------------------------------------------------- */
@@ -384,6 +498,29 @@ pp_status_t matmul_bwd_input(void *dinp, const void *dout, const void *weight, i
                                  IC, dout, t, OC, &beta, dinp, t, IC, CUBLAS_COMPUTE_32F,
                                  CUBLAS_GEMM_DEFAULT));
     return PP_OK;
+}
+
+pp_status_t matmul_bwd_input_dgelu(void *dinp, const void *dout, const void *weight,
+                                   const void *pre_gelu, int N, int IC, int OC, pp_dtype_t dtype,
+                                   pp_gemm_t *gemm, cudaStream_t stream)
+{
+    PP_CHECK(gemm_check("matmul_bwd_input_dgelu", gemm, dtype));
+    PP_CHECK(shape_check("matmul_bwd_input_dgelu", N, IC, OC));
+    if (N == 0) return PP_OK;
+    if (!dinp || !dout || !weight || !pre_gelu)
+        PP_FAIL(PP_ERR_INTERNAL, "matmul_bwd_input_dgelu: NULL pointer");
+    if (dinp == dout || dinp == weight || dinp == pre_gelu)
+        PP_FAIL(PP_ERR_INTERNAL, "matmul_bwd_input_dgelu: dinp must not alias an input");
+    if (!gemm->no_epilogue && lt_rows_d(LT_BWD_INPUT, IC, OC) % 8 == 0) {
+        const lt_key_t key = lt_key_make(LT_BWD_INPUT, CUBLASLT_EPILOGUE_DGELU, N, IC, OC, dtype,
+                                         weight, dout, dinp, dinp, NULL, pre_gelu);
+        int ran = 0;
+        PP_CHECK(
+            lt_matmul(&ran, gemm, &key, weight, dout, 0.0f, dinp, dinp, NULL, pre_gelu, stream));
+        if (ran) return PP_OK;
+    }
+    PP_CHECK(matmul_bwd_input(dinp, dout, weight, N, IC, OC, 0, dtype, gemm, stream));
+    return gelu_bwd(dinp, pre_gelu, dinp, (size_t)N * IC, dtype, stream);
 }
 
 pp_status_t matmul_bwd_weight(float *dweight, float *dbias, const void *dout, const void *inp,
