@@ -4,7 +4,9 @@
  * a multiple of a block, C = 64, 96, 1024 and an odd 67, V = 8192 and an odd 1001), with output
  * buffers poisoned with NaN bytes first so that an unwritten element fails. Accumulating outputs
  * start from random non-zero values; every backward runs twice and must be bitwise identical.
- * bf16 inputs are rounded to bf16 on the host before the reference sees them.
+ * bf16 inputs are rounded to bf16 on the host before the reference sees them. The fused GEMM
+ * epilogues (residual, GELU, GELU gradient) run both as cuBLASLt offers them and with
+ * gemm.no_epilogue set (the separate kernels), against the same reference.
  *
  * Tolerances, |got − want| ≤ atol + rtol·|want|:
  *   fp32 storage          atol 1e-5, rtol 1e-4
@@ -301,6 +303,103 @@ static void test_matmul_many_shapes(void)
         }
 }
 
+/* matmul_fwd_ex (residual and GELU forms, with and without bias, the residual also in place) and
+ * matmul_bwd_input_dgelu. unfused sets g_gemm.no_epilogue; OC or IC not a multiple of 8 and
+ * misaligned pointers reach the unfused path too. */
+static void matmul_epilogue_case(pp_dtype_t t, int N, int IC, int OC, int misalign, int unfused)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng,
+                 1700u + (uint64_t)N * 7 + IC * 13 + OC * 17 + t * 3 + misalign * 5 + unfused);
+    snprintf(g_ctx, sizeof g_ctx, "%s N=%d IC=%d OC=%d%s%s", pp_dtype_name(t), N, IC, OC,
+             misalign ? " unaligned" : "", unfused ? " unfused" : "");
+    g_gemm.no_epilogue = unfused;
+    const size_t off = misalign ? 1 : 0, es = pp_dtype_size(t);
+    const size_t no = (size_t)N * OC, ni = (size_t)N * IC, bo = no * es, bi = ni * es;
+    const tol_t tol = tol_sum_of(t);
+    double *inp = hrand(&rng, ni, 1.0, t);
+    double *w = hrand(&rng, (size_t)OC * IC, 1.0 / sqrt((double)IC), t);
+    double *bias = hrand(&rng, OC, 1.0, t), *res = hrand(&rng, no, 1.0, t);
+    void *d_inp = dev_of(inp, ni, t, off), *d_w = dev_of(w, (size_t)OC * IC, t, off);
+    void *d_bias = dev_of(bias, OC, t, off), *d_res = dev_of(res, no, t, off);
+    double *want = hbuf(no), *pre = hbuf(no);
+
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        const void *b = with_bias ? d_bias : NULL;
+        const char *name = with_bias ? "matmul_fwd_ex residual (bias)" : "matmul_fwd_ex residual";
+        ref_matmul_fwd(want, inp, w, with_bias ? bias : NULL, N, IC, OC);
+        for (size_t i = 0; i < no; i++)
+            want[i] += res[i];
+        void *d_out = dbuf_at(bo, off * es);
+        KOK(matmul_fwd_ex(d_out, d_inp, d_w, b, d_res, NULL, N, IC, OC, t, &g_gemm, g_stream));
+        void *first = raw_get(d_out, bo);
+        compare(name, download(d_out, no, t), want, no, tol);
+        compare("matmul_fwd_ex residual unchanged", download(d_res, no, t), res, no, TOL_EXACT);
+        poison(d_out, bo);
+        KOK(matmul_fwd_ex(d_out, d_inp, d_w, b, d_res, NULL, N, IC, OC, t, &g_gemm, g_stream));
+        expect_same_bytes(name, first, raw_get(d_out, bo), bo);
+
+        /* in place: out is the residual */
+        void *d_io = dev_of(res, no, t, off);
+        KOK(matmul_fwd_ex(d_io, d_inp, d_w, b, d_io, NULL, N, IC, OC, t, &g_gemm, g_stream));
+        void *first_io = raw_get(d_io, bo);
+        compare("matmul_fwd_ex residual in place", download(d_io, no, t), want, no, tol);
+        upload(d_io, res, no, t);
+        KOK(matmul_fwd_ex(d_io, d_inp, d_w, b, d_io, NULL, N, IC, OC, t, &g_gemm, g_stream));
+        expect_same_bytes("matmul_fwd_ex residual in place", first_io, raw_get(d_io, bo), bo);
+
+        /* GELU: pre_gelu = inp·Wᵀ + bias, out = gelu(pre_gelu) */
+        ref_matmul_fwd(pre, inp, w, with_bias ? bias : NULL, N, IC, OC);
+        for (size_t i = 0; i < no; i++)
+            want[i] = ref_gelu(pre[i]);
+        void *d_pre = dbuf_at(bo, off * es);
+        poison(d_out, bo);
+        KOK(matmul_fwd_ex(d_out, d_inp, d_w, b, NULL, d_pre, N, IC, OC, t, &g_gemm, g_stream));
+        void *out1 = raw_get(d_out, bo), *pre1 = raw_get(d_pre, bo);
+        compare(with_bias ? "matmul_fwd_ex pre_gelu (bias)" : "matmul_fwd_ex pre_gelu",
+                download(d_pre, no, t), pre, no, tol);
+        compare(with_bias ? "matmul_fwd_ex gelu (bias)" : "matmul_fwd_ex gelu",
+                download(d_out, no, t), want, no, tol);
+        poison(d_out, bo);
+        poison(d_pre, bo);
+        KOK(matmul_fwd_ex(d_out, d_inp, d_w, b, NULL, d_pre, N, IC, OC, t, &g_gemm, g_stream));
+        expect_same_bytes("matmul_fwd_ex gelu", out1, raw_get(d_out, bo), bo);
+        expect_same_bytes("matmul_fwd_ex pre_gelu", pre1, raw_get(d_pre, bo), bo);
+    }
+
+    /* input gradient through the GELU: pre_gelu spread over the curved part of gelu */
+    double *dout = hrand(&rng, no, 1.0, t), *pg = hrand(&rng, ni, 1.5, t), *dinp = hbuf(ni);
+    void *d_dout = dev_of(dout, no, t, off), *d_pg = dev_of(pg, ni, t, off);
+    void *d_dinp = dbuf_at(bi, off * es);
+    ref_matmul_bwd_input(dinp, dout, w, N, IC, OC, 0);
+    for (size_t i = 0; i < ni; i++)
+        dinp[i] *= ref_gelu_grad(pg[i]);
+    KOK(matmul_bwd_input_dgelu(d_dinp, d_dout, d_w, d_pg, N, IC, OC, t, &g_gemm, g_stream));
+    void *first = raw_get(d_dinp, bi);
+    compare("matmul_bwd_input_dgelu", download(d_dinp, ni, t), dinp, ni, tol);
+    compare("matmul_bwd_input_dgelu pre_gelu unchanged", download(d_pg, ni, t), pg, ni, TOL_EXACT);
+    poison(d_dinp, bi);
+    KOK(matmul_bwd_input_dgelu(d_dinp, d_dout, d_w, d_pg, N, IC, OC, t, &g_gemm, g_stream));
+    expect_same_bytes("matmul_bwd_input_dgelu", first, raw_get(d_dinp, bi), bi);
+}
+
+static void test_matmul_epilogues(void)
+{
+    static const int shapes[][4] = {
+        /* N, IC, OC, misaligned pointers */
+        {37, 64, 96, 0}, {300, 96, 1024, 0}, {64, 2048, 64, 0}, /* long K: split-K */
+        {37, 64, 96, 1}, {5, 67, 33, 0},                        /* OC, IC not multiples of 8 */
+    };
+    for (int unfused = 0; unfused < 2; unfused++)
+        for (int i = 0; i < 2; i++)
+            for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+                matmul_epilogue_case(dtypes[i], shapes[k][0], shapes[k][1], shapes[k][2],
+                                     shapes[k][3], unfused);
+                arena_free(); /* each case allocates ~60 host buffers */
+            }
+    g_gemm.no_epilogue = 0;
+}
+
 static void test_matmul(void)
 {
     for (int i = 0; i < 2; i++) {
@@ -465,6 +564,25 @@ static void layernorm_case(pp_dtype_t t, int N, int C)
                                 g_stream));
         expect_same_bytes("layernorm_bwd_input", first, raw_get(d_dinp, bytes), bytes);
     }
+
+    /* the residual gradient added in the same pass: out of place, then in place (bitwise the
+     * same: one kernel, the same alignment) */
+    double *dres = hrand(&rng, n, 1.0, t), *sum = hbuf(n);
+    memcpy(sum, dres, n * sizeof(double));
+    ref_layernorm_bwd_input(sum, dout, inp, w, mean, rstd, N, C, 1);
+    void *d_dres = dev_of(dres, n, t), *d_sum = dbuf(bytes);
+    KOK(layernorm_bwd_input_add(d_sum, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
+                                g_stream));
+    void *sum1 = raw_get(d_sum, bytes);
+    compare("layernorm_bwd_input_add", download(d_sum, n, t), sum, n, tol_sum_of(t));
+    compare("layernorm_bwd_input_add dres unchanged", download(d_dres, n, t), dres, n, TOL_EXACT);
+    poison(d_sum, bytes);
+    KOK(layernorm_bwd_input_add(d_sum, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
+                                g_stream));
+    expect_same_bytes("layernorm_bwd_input_add", sum1, raw_get(d_sum, bytes), bytes);
+    KOK(layernorm_bwd_input_add(d_dres, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
+                                g_stream));
+    expect_same_bytes("layernorm_bwd_input_add in place", sum1, raw_get(d_dres, bytes), bytes);
 
     double *dw = hrand(&rng, C, 1.0, PP_DTYPE_FP32), *db = hrand(&rng, C, 1.0, PP_DTYPE_FP32);
     float *d_dw = (float *)dev_of(dw, C, PP_DTYPE_FP32),
@@ -813,7 +931,8 @@ static void test_bad_arguments(void)
     fflush(stderr);
     int saved = dup(2), devnull = open("/dev/null", O_WRONLY);
     if (saved >= 0 && devnull >= 0) dup2(devnull, 2);
-    pp_status_t s[8];
+    char *c = (char *)d;
+    pp_status_t s[11];
     s[0] = layernorm_fwd(d, NULL, NULL, d, d, d, 4, 0, PP_DTYPE_FP32, g_stream);
     s[1] = matmul_fwd(d, d, d, NULL, -1, 4, 4, PP_DTYPE_FP32, &g_gemm, g_stream);
     s[2] = gelu_fwd(NULL, d, 16, PP_DTYPE_BF16, g_stream);
@@ -826,11 +945,17 @@ static void test_bad_arguments(void)
         encoder_bwd((float *)d, NULL, d, (const int *)d, NULL, 1, 2, 4, 8, PP_DTYPE_FP32, g_stream);
     s[7] = gemm_strided_batched(d, d, d, 0, 0, 0, 2, 2, 1.0f, 0.0f, 4, 4, 4, 1, (pp_dtype_t)7,
                                 &g_gemm, g_stream);
+    s[8] = matmul_fwd_ex(c, c + 128, c + 256, NULL, c + 384, c + 512, 2, 4, 4, PP_DTYPE_FP32,
+                         &g_gemm, g_stream);
+    s[9] = matmul_bwd_input_dgelu(c, c + 128, c + 256, NULL, 2, 4, 4, PP_DTYPE_BF16, &g_gemm,
+                                  g_stream);
+    s[10] = layernorm_bwd_input_add(c, c + 128, c, c + 256, c + 384, (const float *)(c + 512),
+                                    (const float *)(c + 640), 4, 4, PP_DTYPE_FP32, g_stream);
     fflush(stderr);
     if (saved >= 0 && devnull >= 0) dup2(saved, 2);
     if (saved >= 0) close(saved);
     if (devnull >= 0) close(devnull);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < (int)(sizeof s / sizeof s[0]); i++)
         EXPECT(s[i] == PP_ERR_INTERNAL, "case %d returned %d", i, (int)s[i]);
     EXPECT(cudaStreamSynchronize(g_stream) == cudaSuccess);
 }
@@ -867,6 +992,7 @@ int main(void)
     }
     RUN_GPU(test_matmul);
     RUN_GPU(test_matmul_many_shapes);
+    RUN_GPU(test_matmul_epilogues);
     RUN_GPU(test_gemm_strided_batched);
     RUN_GPU(test_encoder);
     RUN_GPU(test_layernorm);
