@@ -1,57 +1,47 @@
 /*
  * flash_attention.cu — fused causal self-attention, forward and backward, on bf16 q, k, v, o in
  * token-major rows (kernels.h: head h of row t at columns h·d.., any row stride): the T×T scores
- * and probabilities live only in registers and shared memory, never in global memory, and q, k, v
- * are read where the QKV matmul wrote them.
+ * and probabilities live only in registers, never in shared or global memory, and q, k, v are
+ * read where the QKV matmul wrote them.
  *
  * Tiles: 64 query rows × 64 keys, one CTA of 4 warps per (64-row block, b·h); warp w owns the 16
- * rows 16w..16w+15 of every 64-row tile it produces. Causal: key blocks after the query block are
- * skipped; inside the diagonal block, key j > query t is masked.
+ * rows 16w..16w+15 of the block it produces. Causal: key blocks after the query block are
+ * skipped; inside the diagonal block, key j > query t is masked. All products are raw mma.sync
+ * m16n8k16 (bf16 in, fp32 accumulate) whose fragment layouts PTX documents (g = lane / 4,
+ * t = lane % 4): an accumulator holds (row g, columns 2t, 2t+1) in c0, c1 and (row g + 8, the same
+ * columns) in c2, c3; an A operand holds rows g and g + 8 at columns 2t, 2t+1 (a0..a3) and
+ * 2t+8, 2t+9 (a4..a7); a B operand holds column g at rows 2t, 2t+1 (b0, b1) and 2t+8, 2t+9
+ * (b2, b3). So the accumulators of two adjacent 8-column tiles are, element for element, an A
+ * operand over those 16 columns: a score tile computed by one product enters the next one from
+ * registers. Operands come from shared memory through ldmatrix (.trans where the tile's rows run
+ * along the product's k).
  *
- * Forward (flash_fwd_kernel, raw mma.sync with documented fragment layouts, S and P in
- * registers): for each key block kb ≤ qb, S = Q·Kᵀ, online softmax per row in base 2 (running
- * max m, running sum l, both fp32), O = α·O + P·V with P rounded to bf16. At the end O /= l and
- * LSE = (m + log2 l)·ln 2 (natural log, fp32 [B,H,T]) is saved for the backward. K and V stream
- * through two cp.async buffers.
- * Backward (WMMA 16×16×16 fragments; element-wise work on an accumulator uses the (row, column) of
- * each of its elements, read once from a fragment loaded from a tile holding its own indices, so
- * nothing assumes the WMMA layout), three kernels, no atomics (bitwise deterministic):
+ * Forward (flash_fwd_kernel): for each key block kb ≤ qb, S = Q·Kᵀ, online softmax per row in
+ * base 2 (running max m, running sum l, both fp32), O = α·O + P·V with P rounded to bf16. At the
+ * end O /= l and LSE = (m + log2 l)·ln 2 (natural log, fp32 [B,H,T]) is saved for the backward.
+ * Backward, three kernels, no atomics (bitwise deterministic):
  *   flash_bwd_dot_kernel   Dr[row] = Σ_i dO·O (fp32, in the caller's scratch);
- *   flash_bwd_dkdv_kernel  per key block, over query blocks qb ≥ kb: P = exp(scale·S − LSE)
- *                          recomputed, dV += Pᵀ·dO, dP = dO·Vᵀ, dS = scale·P∘(dP − Dr),
+ *   flash_bwd_dkdv_kernel  per key block, over query blocks qb ≥ kb: Pᵀ = exp(scale·Sᵀ − LSE)
+ *                          recomputed, dPᵀ = V·dOᵀ, dSᵀ = scale·Pᵀ∘(dPᵀ − Dr), dV += Pᵀ·dO,
  *                          dK += dSᵀ·Q;
  *   flash_bwd_dq_kernel    per query block, over key blocks kb ≤ qb: the same dS, dQ += dS·K.
- * The backward kernels stream their tiles (Q, dO for dK/dV; K, V for dQ) with cp.async: at d = 64
- * two buffers, the next tile landing while the current one is used (one __syncthreads a step); at
- * d = 128 one buffer (two would halve the CTAs per SM). Shapes: d = 64 or 128, T a multiple of 64,
- * any B·H, bf16 only. The launchers allocate nothing and enqueue on `stream`.
+ * Streamed tiles (K, V in the forward and for dQ; Q, dO for dK/dV) go through two cp.async
+ * buffers, the next block landing while the current one is used (one __syncthreads a step); the
+ * warp's own rows of the fixed tiles are held in registers as A operands. Shapes: d = 64 or 128,
+ * T a multiple of 64, any B·H, bf16 only. The launchers allocate nothing and enqueue on `stream`.
  */
 #include "kernel_util.cuh"
 
 #include <limits.h>
-#include <mma.h>
-
-namespace wmma = nvcuda::wmma;
 
 #define FA_TILE    64 /* query rows and keys per tile */
 #define FA_WARPS   4  /* warps per CTA, 16 tile rows each */
 #define FA_THREADS (32 * FA_WARPS)
-#define FA_LDP     (FA_TILE + 8) /* leading dimension of the bf16 64×64 tiles (P, dS) */
 #define FA_LOG2E   1.4426950408889634f
 #define FA_LN2     0.6931471805599453f
 
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> frag_a_t;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b_row_t;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_b_col_t;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_acc_t;
-
-#define FA_NE ((int)frag_acc_t::num_elements) /* accumulator elements per thread */
-static_assert(sizeof(frag_a_t::x) == 16 && sizeof(frag_b_row_t::x) == 16 &&
-                  sizeof(frag_b_col_t::x) == 16,
-              "a bf16 16×16 operand fragment is four 32-bit registers (fa_load_a, fa_load_b)");
-
-/* 2^x for the backward's recomputed P: the MUFU instruction exp2f also ends in, without exp2f's
- * rescaling for results below 2^-126 (flushed to 0 here; they round to 0 in bf16 P anyway). */
+/* 2^x through the MUFU instruction exp2f also ends in, without exp2f's rescaling for results
+ * below 2^-126 (flushed to 0 here; they round to 0 in bf16 P anyway). 2^−inf = 0. */
 __device__ __forceinline__ float fa_exp2(float x)
 {
     float y;
@@ -59,84 +49,22 @@ __device__ __forceinline__ float fa_exp2(float x)
     return y;
 }
 
-/* Loads of the bf16 operand fragments from shared memory. wmma::load_matrix_sync takes a generic
- * pointer and, for bf16, compiles to generic 32-bit loads (LD.E, plus MOVM for the transposed
- * ones); the same PTX wmma.load with the .shared state space lets ptxas use shared-memory loads.
- * The fragment registers and their layout are exactly those of load_matrix_sync: same
- * instruction, same operands. The "memory" clobber keeps them ordered with the C++ stores and
- * barriers around them. ld is in elements. */
-__device__ __forceinline__ unsigned fa_smem_addr(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void fa_load_a(frag_a_t &f, const bf16 *p, unsigned ld)
-{
-    unsigned *r = reinterpret_cast<unsigned *>(f.x);
-    asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem_addr(p)), "r"(ld)
-                 : "memory");
-}
-
-__device__ __forceinline__ void fa_load_b(frag_b_row_t &f, const bf16 *p, unsigned ld)
-{
-    unsigned *r = reinterpret_cast<unsigned *>(f.x);
-    asm volatile("wmma.load.b.sync.aligned.row.m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem_addr(p)), "r"(ld)
-                 : "memory");
-}
-
-__device__ __forceinline__ void fa_load_b(frag_b_col_t &f, const bf16 *p, unsigned ld)
-{
-    unsigned *r = reinterpret_cast<unsigned *>(f.x);
-    asm volatile("wmma.load.b.sync.aligned.col.m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem_addr(p)), "r"(ld)
-                 : "memory");
-}
-
-/* Shared-memory sizes (bytes) of the three tiled kernels. Every piece is a multiple of 32 bytes,
- * so pieces laid end to end keep the 32-byte alignment WMMA loads and stores need. A [64,d] bf16
- * tile has leading dimension d + 8 (rows 16 bytes apart modulo 128: no bank conflicts). */
+/* Shared-memory sizes (bytes). A [64,d] bf16 tile has leading dimension d + 8: its rows are 16
+ * bytes apart modulo 128, so the 8 row addresses of an ldmatrix hit distinct banks. */
 template <int D> struct fa_smem {
     static constexpr int LDH = D + 8;
-    static constexpr size_t tile_h = (size_t)FA_TILE * LDH * sizeof(bf16);     /* Q, K, V, dO */
-    static constexpr size_t tile_p = (size_t)FA_TILE * FA_LDP * sizeof(bf16);  /* P, dS */
-    static constexpr size_t index = 256 * sizeof(float);                       /* 16×16 indices */
-    static constexpr size_t rows = FA_TILE * sizeof(float);                    /* one per row */
-    static constexpr int NBUF = D == 64 ? 2 : 1; /* buffers of the backward's streamed tiles */
-    static constexpr size_t fwd = 5 * tile_h; /* Q, then K and V in two buffers */
-    static constexpr size_t dkdv = (2 + 2 * NBUF) * tile_h + 2 * tile_p + index + 2 * NBUF * rows;
-    static constexpr size_t dq = (2 + 2 * NBUF) * tile_h + tile_p + index + 2 * rows;
+    static constexpr size_t tile = (size_t)FA_TILE * LDH * sizeof(bf16); /* Q, K, V or dO */
+    static constexpr size_t rows = 2 * FA_TILE * sizeof(float);           /* lse, dr of 64 rows */
+    static constexpr size_t fwd = 5 * tile;                /* Q; K, V in two buffers */
+    static constexpr size_t dkdv = 6 * tile + 2 * rows;    /* K, V; Q, dO and rows in two buffers */
+    static constexpr size_t dq = 6 * tile + rows;          /* Q, dO; K, V in two buffers; rows */
 };
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-/* The tile row and column of each element of this thread's accumulator fragments. */
-struct fa_map {
-    int row[FA_NE], col[FA_NE];
-};
-
-/* Fill the 16×16 index tile (idx[i] = i); all threads of the CTA call this, then __syncthreads. */
-__device__ __forceinline__ void fa_index_fill(float *idx)
+__device__ __forceinline__ unsigned fa_smem_addr(const void *p)
 {
-    for (int i = threadIdx.x; i < 256; i += FA_THREADS)
-        idx[i] = (float)i;
-}
-
-/* Read the map from a fragment loaded from the index tile (warp-wide). */
-__device__ __forceinline__ void fa_map_init(fa_map &m, const float *idx)
-{
-    frag_acc_t f;
-    wmma::load_matrix_sync(f, idx, 16, wmma::mem_row_major);
-#pragma unroll
-    for (int i = 0; i < FA_NE; i++) {
-        const int e = (int)f.x[i];
-        m.row[i] = e >> 4;
-        m.col[i] = e & 15;
-    }
+    return (unsigned)__cvta_generic_to_shared(p);
 }
 
 /* Offset of row 0 of head h of batch b (bh = b·H + h) in a token-major [B·T, ld] matrix whose
@@ -149,14 +77,14 @@ __device__ __forceinline__ size_t fa_head_offset(int bh, int H, int T, int ld, i
 /* cp.async: 16 bytes (bypassing L1) or 4 bytes global → shared, completed by fa_cp_wait_all. */
 __device__ __forceinline__ void fa_cp16(void *dst, const void *src)
 {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(fa_smem_addr(dst)), "l"(src)
+                 : "memory");
 }
 
 __device__ __forceinline__ void fa_cp4(void *dst, const void *src)
 {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(fa_smem_addr(dst)), "l"(src)
+                 : "memory");
 }
 
 __device__ __forceinline__ void fa_cp_commit()
@@ -185,34 +113,16 @@ __device__ __forceinline__ void fa_load_tile_async(bf16 *dst, const bf16 *src, i
     }
 }
 
-/* Write a warp's accumulators acc[D/16] (16 rows × D) as bf16 into its 16 rows of a shared tile,
- * then copy those rows to dst (row stride ld). `stage` is the warp's first row in the tile. */
-template <int D>
-__device__ __forceinline__ void fa_store_rows(bf16 *dst, int ld, bf16 *stage,
-                                              const frag_acc_t *acc, const fa_map &map, int lane)
+/* The 64 rows' lse and dr of a query block (fp32 [B,H,T] each, from row `first`) through
+ * cp.async into rows_s[0..63] and rows_s[64..127]. */
+__device__ __forceinline__ void fa_load_rows_async(float *rows_s, const float *lse,
+                                                   const float *dr, size_t first)
 {
-    constexpr int LDH = fa_smem<D>::LDH, V = D / 8;
-#pragma unroll
-    for (int f = 0; f < D / 16; f++)
-#pragma unroll
-        for (int i = 0; i < FA_NE; i++)
-            stage[map.row[i] * LDH + 16 * f + map.col[i]] = __float2bfloat16_rn(acc[f].x[i]);
-    __syncwarp();
-    for (int e = lane; e < 16 * V; e += 32) {
-        const int r = e / V, c = (e % V) * 8;
-        store128(dst + (size_t)r * ld + c, load128(stage + r * LDH + c));
+    if (threadIdx.x < FA_TILE) {
+        fa_cp4(rows_s + threadIdx.x, lse + first + threadIdx.x);
+        fa_cp4(rows_s + FA_TILE + threadIdx.x, dr + first + threadIdx.x);
     }
 }
-
-/* ---- forward --------------------------------------------------------------------------------- */
-
-/* The forward runs on raw mma.sync m16n8k16 (bf16 in, fp32 accumulate), whose fragment layouts
- * PTX documents (g = lane / 4, t = lane % 4): an accumulator holds (row g, columns 2t, 2t+1) in
- * c0, c1 and (row g + 8, the same columns) in c2, c3; an A operand holds rows g and g + 8 at
- * columns 2t, 2t+1 (a0..a3) and 2t+8, 2t+9 (a4..a7); a B operand holds column g at rows 2t, 2t+1
- * (b0, b1) and 2t+8, 2t+9 (b2, b3). So the scores of two adjacent 8-key tiles are, element for
- * element, the A operand of P·V over those 16 keys: S and P never leave registers. Operands come
- * from shared memory through ldmatrix (.trans for V, whose rows are keys). */
 
 __device__ __forceinline__ void fa_ldsm4(unsigned r[4], const bf16 *p)
 {
@@ -246,18 +156,100 @@ __device__ __forceinline__ unsigned fa_pack(float lo, float hi)
     return *reinterpret_cast<unsigned *>(&h);
 }
 
+/* The A operands of the warp's 16 rows (from row w16 of a shared tile) across D: a[c] covers
+ * columns 16c..16c+15. */
+template <int D>
+__device__ __forceinline__ void fa_load_rows_a(unsigned a[][4], const bf16 *tile, int w16, int lane)
+{
+#pragma unroll
+    for (int c = 0; c < D / 16; c++)
+        fa_ldsm4(a[c], tile + (w16 + (lane & 15)) * fa_smem<D>::LDH + 16 * c + 8 * (lane >> 4));
+}
+
+/* acc[j] += A·Bᵀ for the 8 tiles j of 8 rows of a shared tile X (B = Xᵀ: X's rows are the
+ * product's n, contiguous along its k = D): 16 rows × 64 columns. A is the warp's operands a[]
+ * (fa_load_rows_a), or, where a is NULL, read from the warp's 16 rows of the shared tile
+ * `a_tile` at each use (at d = 128 the registers to hold them are lacking). */
+template <int D>
+__device__ __forceinline__ void fa_mma_abt(float acc[8][4], const unsigned (*a)[4],
+                                           const bf16 *a_tile, int w16, const bf16 *X, int lane)
+{
+    constexpr int LDH = fa_smem<D>::LDH;
+#pragma unroll
+    for (int c = 0; c < D / 16; c += 2) {
+        unsigned a0[4], a1[4];
+        if (!a) {
+            fa_ldsm4(a0, a_tile + (w16 + (lane & 15)) * LDH + 16 * c + 8 * (lane >> 4));
+            fa_ldsm4(a1, a_tile + (w16 + (lane & 15)) * LDH + 16 * (c + 1) + 8 * (lane >> 4));
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            unsigned b[4];
+            fa_ldsm4(b, X + (8 * j + (lane & 7)) * LDH + 16 * c + 8 * (lane >> 3));
+            fa_mma(acc[j], a ? a[c] : a0, b[0], b[1]);
+            fa_mma(acc[j], a ? a[c + 1] : a1, b[2], b[3]);
+        }
+    }
+}
+
+/* acc[n] += P·X over the 64 rows of a shared tile X (the product's k; X as stored is B, row
+ * major, so its operands come through ldmatrix.trans), with P (16 × 64) given as the
+ * accumulators p[8][4] of fa_mma_abt, rounded to bf16. acc[n] covers columns 8n..8n+7 of D. */
+template <int D>
+__device__ __forceinline__ void fa_mma_px(float acc[][4], const float p[8][4], const bf16 *X,
+                                          int lane)
+{
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        unsigned pa[4];
+        pa[0] = fa_pack(p[2 * c][0], p[2 * c][1]);
+        pa[1] = fa_pack(p[2 * c][2], p[2 * c][3]);
+        pa[2] = fa_pack(p[2 * c + 1][0], p[2 * c + 1][1]);
+        pa[3] = fa_pack(p[2 * c + 1][2], p[2 * c + 1][3]);
+#pragma unroll
+        for (int n = 0; n < D / 8; n += 2) {
+            unsigned b[4];
+            fa_ldsm4_t(b, X + (16 * c + (lane & 7) + 8 * ((lane >> 3) & 1)) * fa_smem<D>::LDH +
+                              8 * n + 8 * (lane >> 4));
+            fa_mma(acc[n], pa, b[0], b[1]);
+            fa_mma(acc[n + 1], pa, b[2], b[3]);
+        }
+    }
+}
+
+/* Write the warp's accumulators acc[D/8] (16 rows × D), times row_scale (rows g, g + 8), as
+ * bf16 into its 16 rows of a shared tile at `stage`, then copy them to dst (row stride ld) in
+ * 16-byte stores. */
+template <int D>
+__device__ __forceinline__ void fa_store_acc(bf16 *dst, int ld, bf16 *stage, const float acc[][4],
+                                             float scale0, float scale1, int lane)
+{
+    constexpr int LDH = fa_smem<D>::LDH, V = D / 8;
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) {
+        *reinterpret_cast<unsigned *>(stage + g * LDH + 8 * n + 2 * t4) =
+            fa_pack(acc[n][0] * scale0, acc[n][1] * scale0);
+        *reinterpret_cast<unsigned *>(stage + (g + 8) * LDH + 8 * n + 2 * t4) =
+            fa_pack(acc[n][2] * scale1, acc[n][3] * scale1);
+    }
+    __syncwarp();
+    for (int e = lane; e < 16 * V; e += 32) {
+        const int r = e / V, c = (e % V) * 8;
+        store128(dst + (size_t)r * ld + c, load128(stage + r * LDH + c));
+    }
+}
+
+/* ---- forward --------------------------------------------------------------------------------- */
+
 /* Grid: BH · T/64 CTAs, the last query blocks (the most work) first. Warp w owns query rows
- * w16..w16+15 of the block; lane (g, t) holds rows g and g + 8 of them. K and V tiles stream
- * through two buffers (cp.async), the next block landing while the current one is used. */
+ * w16..w16+15 of the block; lane (g, t) holds rows g and g + 8 of them. */
 template <int D>
 __global__ void __launch_bounds__(FA_THREADS)
     flash_fwd_kernel(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                      int ld_qkv, int BH, int H, int T, float scale_log2)
 {
-    typedef fa_smem<D> S;
-    constexpr int LDH = S::LDH, TILE = FA_TILE * LDH;
-    constexpr int NKC = D / 16; /* 16-wide chunks of d (the k of Q·Kᵀ) */
-    constexpr int NDT = D / 8;  /* 8-wide tiles of d (the n of P·V) */
+    constexpr int TILE = FA_TILE * fa_smem<D>::LDH;
     extern __shared__ __align__(128) unsigned char fa_smem_raw[];
     bf16 *Qs = (bf16 *)fa_smem_raw;
     bf16 *KVb = Qs + TILE; /* buffer i: K at KVb + 2i·TILE, V at + TILE */
@@ -278,10 +270,10 @@ __global__ void __launch_bounds__(FA_THREADS)
     fa_load_tile_async<D>(Qs, q + in0 + (size_t)qb * FA_TILE * ld_qkv, ld_qkv);
     issue(0);
 
-    unsigned qa[NKC][4]; /* this warp's 16 query rows as A operands, loaded at the first step */
-    float acc[NDT][4];
+    unsigned qa[D / 16][4]; /* this warp's 16 query rows, loaded at the first step */
+    float acc[D / 8][4];
 #pragma unroll
-    for (int n = 0; n < NDT; n++)
+    for (int n = 0; n < D / 8; n++)
         acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}; /* base-2 running max of rows g, g + 8 */
     float l_run[2] = {0.0f, 0.0f};           /* this lane's share of their running sums */
@@ -293,27 +285,14 @@ __global__ void __launch_bounds__(FA_THREADS)
         fa_cp_wait_all();
         __syncthreads();
         if (kb < qb) issue(kb + 1);
-        if (kb == 0) {
-#pragma unroll
-            for (int c = 0; c < NKC; c++)
-                fa_ldsm4(qa[c], Qs + (w16 + (lane & 15)) * LDH + 16 * c + 8 * (lane >> 4));
-        }
+        if (kb == 0) fa_load_rows_a<D>(qa, Qs, w16, lane);
         const bf16 *Ks = KVb + 2 * (kb & 1) * TILE, *Vs = Ks + TILE;
 
-        /* S = Q·Kᵀ: 8 tiles of 8 keys; one ldmatrix.x4 gives a tile's B operands for two
-         * chunks of d (K rows are keys, contiguous along d: B as stored). */
         float s[8][4];
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < 8; j++)
             s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-            for (int c = 0; c < NKC; c += 2) {
-                unsigned b[4];
-                fa_ldsm4(b, Ks + (8 * j + (lane & 7)) * LDH + 16 * c + 8 * (lane >> 3));
-                fa_mma(s[j], qa[c], b[0], b[1]);
-                fa_mma(s[j], qa[c + 1], b[2], b[3]);
-            }
-        }
+        fa_mma_abt<D>(s, qa, Qs, w16, Ks, lane); /* S = Q·Kᵀ */
 
         /* Online softmax in base 2; on the diagonal block key > query is masked. */
         const bool diag = kb == qb;
@@ -342,38 +321,20 @@ __global__ void __launch_bounds__(FA_THREADS)
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const float p = fa_exp2(s[j][e] - m_run[e >> 1]); /* masked: exp2(−inf) = 0 */
+                const float p = fa_exp2(s[j][e] - m_run[e >> 1]); /* masked: 0 */
                 s[j][e] = p;
                 l_run[e >> 1] += p;
             }
 #pragma unroll
-        for (int n = 0; n < NDT; n++) {
+        for (int n = 0; n < D / 8; n++) {
             acc[n][0] *= alpha[0], acc[n][1] *= alpha[0];
             acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
         }
-
-        /* O += P·V over 16 keys at a time: P (bf16) from the score registers; V rows are keys,
-         * so its B operands come through ldmatrix.trans, two 8-wide tiles of d per x4. */
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            unsigned pa[4];
-            pa[0] = fa_pack(s[2 * c][0], s[2 * c][1]);
-            pa[1] = fa_pack(s[2 * c][2], s[2 * c][3]);
-            pa[2] = fa_pack(s[2 * c + 1][0], s[2 * c + 1][1]);
-            pa[3] = fa_pack(s[2 * c + 1][2], s[2 * c + 1][3]);
-#pragma unroll
-            for (int n = 0; n < NDT; n += 2) {
-                unsigned b[4];
-                fa_ldsm4_t(b, Vs + (16 * c + (lane & 7) + 8 * ((lane >> 3) & 1)) * LDH + 8 * n +
-                                  8 * (lane >> 4));
-                fa_mma(acc[n], pa, b[0], b[1]);
-                fa_mma(acc[n + 1], pa, b[2], b[3]);
-            }
-        }
+        fa_mma_px<D>(acc, s, Vs, lane); /* O += P·V */
     }
 
     /* O /= l and lse = (m + log2 l)·ln 2 per row; O staged in the warp's own rows of Qs (its Q
-     * is in registers) for 16-byte stores. */
+     * is in registers). */
     float inv[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -385,20 +346,8 @@ __global__ void __launch_bounds__(FA_THREADS)
             lse[(size_t)bh * T + (size_t)qb * FA_TILE + row0 + 8 * h] =
                 (m_run[h] + log2f(l)) * FA_LN2;
     }
-    bf16 *stage = Qs + w16 * LDH;
-#pragma unroll
-    for (int n = 0; n < NDT; n++) {
-        *reinterpret_cast<unsigned *>(stage + g * LDH + 8 * n + 2 * t4) =
-            fa_pack(acc[n][0] * inv[0], acc[n][1] * inv[0]);
-        *reinterpret_cast<unsigned *>(stage + (g + 8) * LDH + 8 * n + 2 * t4) =
-            fa_pack(acc[n][2] * inv[1], acc[n][3] * inv[1]);
-    }
-    __syncwarp();
-    bf16 *dst = o + fa_head_offset(bh, H, T, ld_o, D) + ((size_t)qb * FA_TILE + w16) * ld_o;
-    for (int e = lane; e < 16 * (D / 8); e += 32) {
-        const int r = e / (D / 8), c = (e % (D / 8)) * 8;
-        store128(dst + (size_t)r * ld_o + c, load128(stage + r * LDH + c));
-    }
+    fa_store_acc<D>(o + fa_head_offset(bh, H, T, ld_o, D) + ((size_t)qb * FA_TILE + w16) * ld_o,
+                    ld_o, Qs + w16 * fa_smem<D>::LDH, acc, inv[0], inv[1], lane);
 }
 
 /* ---- backward -------------------------------------------------------------------------------- */
@@ -427,175 +376,118 @@ __global__ void flash_bwd_dot_kernel(float *dr, const bf16 *dout, const bf16 *o,
     if (row < rows && part == 0) dr[row] = acc;
 }
 
-/* Loads the 64 rows' lse (converted to base 2) and dr of query block qb into shared memory. */
-__device__ __forceinline__ void fa_load_rows(float *lse2_s, float *dr_s, const float *lse,
-                                             const float *dr, size_t first)
-{
-    if (threadIdx.x < FA_TILE) {
-        lse2_s[threadIdx.x] = lse[first + threadIdx.x] * FA_LOG2E;
-        dr_s[threadIdx.x] = dr[first + threadIdx.x];
-    }
-}
-
-/* fa_load_rows through cp.async, lse in natural log (each copying thread converts its own). */
-__device__ __forceinline__ void fa_load_rows_async(float *lse_s, float *dr_s, const float *lse,
-                                                   const float *dr, size_t first)
-{
-    if (threadIdx.x < FA_TILE) {
-        fa_cp4(lse_s + threadIdx.x, lse + first + threadIdx.x);
-        fa_cp4(dr_s + threadIdx.x, dr + first + threadIdx.x);
-    }
-}
-
 /* dK, dV of one key block. Grid: BH · T/64 CTAs, the first key blocks (the most work) first.
- * Warp w owns keys w16..w16+15: it computes Sᵀ and dPᵀ for its keys × 64 queries, then adds
- * Pᵀ·dO and dSᵀ·Q for them. Q, dO and the rows of query block qb stream through NBUF buffers;
- * Pᵀ and dSᵀ rows are written and read by their own warp only. */
+ * Warp w owns keys w16..w16+15 (lane (g, t): keys g and g + 8 of them): per query block it
+ * computes Sᵀ and dPᵀ for its keys × 64 queries in registers, turns them into Pᵀ and dSᵀ, then
+ * adds Pᵀ·dO and dSᵀ·Q. Q, dO and the rows' lse, dr stream through two buffers. */
 template <int D>
-__global__ void __launch_bounds__(FA_THREADS, D == 64 ? 3 : 1)
+__global__ void __launch_bounds__(FA_THREADS)
     flash_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
                           const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o, const float *lse,
                           const float *dr, int BH, int H, int T, float scale, float scale_log2)
 {
     typedef fa_smem<D> S;
-    constexpr int LDH = S::LDH, NF = D / 16, NBUF = S::NBUF;
+    constexpr int TILE = FA_TILE * S::LDH;
     extern __shared__ __align__(128) unsigned char fa_smem_raw[];
-    bf16 *Ks = (bf16 *)fa_smem_raw;
-    bf16 *Vs = (bf16 *)(fa_smem_raw + S::tile_h);
-    bf16 *Qb =
-        (bf16 *)(fa_smem_raw + 2 * S::tile_h); /* buffer i at Qb + i·2·tile (Q), + tile (dO) */
-    bf16 *Pt = (bf16 *)(fa_smem_raw + (2 + 2 * NBUF) * S::tile_h); /* Pᵀ [key][query] */
-    bf16 *dSt = (bf16 *)(fa_smem_raw + (2 + 2 * NBUF) * S::tile_h + S::tile_p); /* dSᵀ */
-    float *idx = (float *)(fa_smem_raw + (2 + 2 * NBUF) * S::tile_h + 2 * S::tile_p);
-    float *rows_s = idx + 256; /* buffer i: lse at rows_s + i·128, dr at + 64 */
-    constexpr int TILE = FA_TILE * LDH;
+    bf16 *Ks = (bf16 *)fa_smem_raw, *Vs = Ks + TILE;
+    bf16 *Qb = Vs + TILE; /* buffer i: Q at Qb + 2i·TILE, dO at + TILE */
+    float *rows_b = (float *)(fa_smem_raw + 6 * S::tile); /* buffer i: lse, dr at + 128i */
 
     const int nb = T / FA_TILE;
     const int kb = (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w16 = 16 * warp;
+    const int g = lane >> 2, t4 = lane & 3;
     const size_t in0 = fa_head_offset(bh, H, T, ld_qkv, D), row0 = (size_t)bh * T;
-    /* Rows of query block kb, the first streamed; each step moves one block further. */
+    /* Rows of query block kb, the first streamed; each issue moves one block further. */
     const bf16 *q_next = q + in0 + (size_t)kb * FA_TILE * ld_qkv;
     const bf16 *do_next = dout + fa_head_offset(bh, H, T, ld_o, D) + (size_t)kb * FA_TILE * ld_o;
 
-    /* Query block kb + it into buffer it % NBUF. */
+    /* Query block kb + it into buffer it & 1. */
     auto issue = [&](int it) {
-        const int b = it % NBUF;
+        const int b = it & 1;
         fa_load_tile_async<D>(Qb + 2 * b * TILE, q_next, ld_qkv);
         fa_load_tile_async<D>(Qb + (2 * b + 1) * TILE, do_next, ld_o);
+        fa_load_rows_async(rows_b + 2 * FA_TILE * b, lse, dr, row0 + (size_t)(kb + it) * FA_TILE);
+        fa_cp_commit();
         q_next += (size_t)FA_TILE * ld_qkv;
         do_next += (size_t)FA_TILE * ld_o;
-        fa_load_rows_async(rows_s + 2 * FA_TILE * b, rows_s + 2 * FA_TILE * b + FA_TILE, lse, dr,
-                           row0 + (size_t)(kb + it) * FA_TILE);
-        fa_cp_commit();
     };
 
     fa_load_tile_async<D>(Ks, k + in0 + (size_t)kb * FA_TILE * ld_qkv, ld_qkv);
     fa_load_tile_async<D>(Vs, v + in0 + (size_t)kb * FA_TILE * ld_qkv, ld_qkv);
     issue(0);
-    fa_index_fill(idx);
-    __syncthreads();
-    fa_map map;
-    fa_map_init(map, idx);
-    fa_cp_wait_all();
-    __syncthreads();
-    /* At d = 64 the warp's K and V rows stay in registers (at d = 128 they would spill). */
-    constexpr bool KV_REG = D == 64;
-    frag_a_t ka[KV_REG ? NF : 1], va[KV_REG ? NF : 1];
-    frag_acc_t acc_dk[NF], acc_dv[NF];
+
+    /* This warp's keys as A operands, loaded at the first step; at d = 128 read from Ks, Vs at
+     * each use instead. */
+    constexpr bool A_REG = D == 64;
+    unsigned ka[A_REG ? D / 16 : 1][4], va[A_REG ? D / 16 : 1][4];
+    float acc_dk[D / 8][4], acc_dv[D / 8][4];
 #pragma unroll
-    for (int f = 0; f < NF; f++) {
-        if constexpr (KV_REG) {
-            fa_load_a(ka[f], Ks + w16 * LDH + 16 * f, LDH);
-            fa_load_a(va[f], Vs + w16 * LDH + 16 * f, LDH);
-        }
-        wmma::fill_fragment(acc_dk[f], 0.0f);
-        wmma::fill_fragment(acc_dv[f], 0.0f);
-    }
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            acc_dk[n][e] = acc_dv[n][e] = 0.0f;
+    const int key0 = w16 + g; /* key g in the block; key g + 8 is key0 + 8 */
 
     const int nq = nb - kb;
     for (int it = 0; it < nq; it++) {
-        /* Block it has landed, and every warp is done with block it − 1 (whose buffer the next
-         * copy overwrites when NBUF = 2). */
-        const int b = it % NBUF;
-        float *lse2_s = rows_s + 2 * FA_TILE * b; /* lse in base 2 once converted below */
+        /* Block it has landed and every warp is done with block it − 1, whose buffer the next
+         * copy overwrites. A thread sees its own completed copies before the barrier: the
+         * threads that copied the lse convert it to base 2. */
+        const int b = it & 1;
+        float *lse2_s = rows_b + 2 * FA_TILE * b;
         const float *dr_s = lse2_s + FA_TILE;
         fa_cp_wait_all();
-        /* A thread sees its own completed copies before the barrier: convert the lse it copied. */
         if (threadIdx.x < FA_TILE) lse2_s[threadIdx.x] *= FA_LOG2E;
         __syncthreads();
-        if (NBUF == 2 && it + 1 < nq) issue(it + 1);
-        const bf16 *Qs = Qb + 2 * b * TILE, *dOs = Qb + (2 * b + 1) * TILE;
+        if (it + 1 < nq) issue(it + 1);
+        if (A_REG && it == 0) {
+            fa_load_rows_a<D>(ka, Ks, w16, lane);
+            fa_load_rows_a<D>(va, Vs, w16, lane);
+        }
+        const bf16 *Qs = Qb + 2 * b * TILE, *dOs = Qs + TILE;
 
-        /* Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for keys w16.. × queries 16n..16n+15. */
+        float st[8][4], dpt[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                st[j][e] = dpt[j][e] = 0.0f;
+        fa_mma_abt<D>(st, A_REG ? ka : NULL, Ks, w16, Qs, lane);   /* Sᵀ = K·Qᵀ */
+        fa_mma_abt<D>(dpt, A_REG ? va : NULL, Vs, w16, dOs, lane); /* dPᵀ = V·dOᵀ */
+
+        /* Pᵀ and dSᵀ in place; on the diagonal block key > query is masked. */
         const bool diag = it == 0;
 #pragma unroll
-        for (int n = 0; n < 4; n++) {
-            frag_acc_t st, dpt;
-            wmma::fill_fragment(st, 0.0f);
-            wmma::fill_fragment(dpt, 0.0f);
+        for (int j = 0; j < 8; j++)
 #pragma unroll
-            for (int f = 0; f < NF; f++) {
-                frag_b_col_t bq; /* Qᵀ, dOᵀ: element (dim, query) at X[query·LDH + dim] */
-                fa_load_b(bq, Qs + 16 * n * LDH + 16 * f, LDH);
-                if constexpr (KV_REG) {
-                    wmma::mma_sync(st, ka[f], bq, st);
-                } else {
-                    frag_a_t a;
-                    fa_load_a(a, Ks + w16 * LDH + 16 * f, LDH);
-                    wmma::mma_sync(st, a, bq, st);
-                }
-                fa_load_b(bq, dOs + 16 * n * LDH + 16 * f, LDH);
-                if constexpr (KV_REG) {
-                    wmma::mma_sync(dpt, va[f], bq, dpt);
-                } else {
-                    frag_a_t a;
-                    fa_load_a(a, Vs + w16 * LDH + 16 * f, LDH);
-                    wmma::mma_sync(dpt, a, bq, dpt);
+            for (int e = 0; e < 2; e++) {
+                const int qry = 8 * j + 2 * t4 + e;
+                const float l2 = lse2_s[qry], d_r = dr_s[qry];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int key = key0 + 8 * h;
+                    const float ex = fa_exp2(st[j][2 * h + e] * scale_log2 - l2);
+                    const float p = (diag && key > qry) ? 0.0f : ex;
+                    st[j][2 * h + e] = p;
+                    dpt[j][2 * h + e] = p * (dpt[j][2 * h + e] - d_r) * scale;
                 }
             }
-#pragma unroll
-            for (int i = 0; i < FA_NE; i++) {
-                const int key = w16 + map.row[i], qry = 16 * n + map.col[i];
-                const float e = fa_exp2(st.x[i] * scale_log2 - lse2_s[qry]);
-                const float p = (diag && key > qry) ? 0.0f : e;
-                const float ds = p * (dpt.x[i] - dr_s[qry]) * scale;
-                Pt[key * FA_LDP + qry] = __float2bfloat16_rn(p);
-                dSt[key * FA_LDP + qry] = __float2bfloat16_rn(ds);
-            }
-        }
-        __syncwarp();
-
-        /* dV += Pᵀ·dO and dK += dSᵀ·Q over the block's 64 queries, 16 at a time. */
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            frag_a_t pa, dsa;
-            fa_load_a(pa, Pt + w16 * FA_LDP + 16 * kk, FA_LDP);
-            fa_load_a(dsa, dSt + w16 * FA_LDP + 16 * kk, FA_LDP);
-#pragma unroll
-            for (int f = 0; f < NF; f++) {
-                frag_b_row_t bq;
-                fa_load_b(bq, dOs + 16 * kk * LDH + 16 * f, LDH);
-                wmma::mma_sync(acc_dv[f], pa, bq, acc_dv[f]);
-                fa_load_b(bq, Qs + 16 * kk * LDH + 16 * f, LDH);
-                wmma::mma_sync(acc_dk[f], dsa, bq, acc_dk[f]);
-            }
-        }
-        __syncwarp(); /* the warp's lanes are done reading its Pᵀ, dSᵀ rows */
-        if (NBUF == 1 && it + 1 < nq) {
-            __syncthreads(); /* every warp is done with the only buffer */
-            issue(it + 1);
-        }
+        fa_mma_px<D>(acc_dv, st, dOs, lane); /* dV += Pᵀ·dO */
+        fa_mma_px<D>(acc_dk, dpt, Qs, lane); /* dK += dSᵀ·Q */
     }
-    __syncthreads(); /* every warp is done reading buffer 0 (no copy is pending): stage dK, dV */
+    /* Every warp is done with the buffers (no copy is pending): stage dK, dV in the warp's rows
+     * of buffer 0's Q and dO tiles. */
+    __syncthreads();
     const size_t out = fa_head_offset(bh, H, T, ld_d, D) + ((size_t)kb * FA_TILE + w16) * ld_d;
-    fa_store_rows<D>(dk + out, ld_d, Qb + w16 * LDH, acc_dk, map, lane);
-    fa_store_rows<D>(dv + out, ld_d, Qb + TILE + w16 * LDH, acc_dv, map, lane);
+    fa_store_acc<D>(dk + out, ld_d, Qb + w16 * S::LDH, acc_dk, 1.0f, 1.0f, lane);
+    fa_store_acc<D>(dv + out, ld_d, Qb + TILE + w16 * S::LDH, acc_dv, 1.0f, 1.0f, lane);
 }
 
 /* dQ of one query block. Grid: BH · T/64 CTAs, the last query blocks (the most work) first.
- * Warp w owns queries w16..w16+15: S and dP for its queries × 64 keys, then dQ += dS·K. K and V
- * of key block kb stream through NBUF buffers; dS rows are written and read by their own warp. */
+ * Warp w owns queries w16..w16+15 (lane (g, t): rows g and g + 8): per key block S and dP for
+ * its queries × 64 keys in registers, dS from them, then dQ += dS·K. K and V stream through two
+ * buffers. */
 template <int D>
 __global__ void __launch_bounds__(FA_THREADS)
     flash_bwd_dq_kernel(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
@@ -603,25 +495,20 @@ __global__ void __launch_bounds__(FA_THREADS)
                         int BH, int H, int T, float scale, float scale_log2)
 {
     typedef fa_smem<D> S;
-    constexpr int LDH = S::LDH, NF = D / 16, NBUF = S::NBUF;
+    constexpr int TILE = FA_TILE * S::LDH;
     extern __shared__ __align__(128) unsigned char fa_smem_raw[];
-    bf16 *Qs = (bf16 *)fa_smem_raw;
-    bf16 *dOs = (bf16 *)(fa_smem_raw + S::tile_h);
-    bf16 *Kb =
-        (bf16 *)(fa_smem_raw + 2 * S::tile_h); /* buffer i at Kb + i·2·tile (K), + tile (V) */
-    bf16 *dSs = (bf16 *)(fa_smem_raw + (2 + 2 * NBUF) * S::tile_h); /* dS [query][key] */
-    float *idx = (float *)(fa_smem_raw + (2 + 2 * NBUF) * S::tile_h + S::tile_p);
-    float *lse2_s = idx + 256, *dr_s = lse2_s + FA_TILE;
-    constexpr int TILE = FA_TILE * LDH;
+    bf16 *Qs = (bf16 *)fa_smem_raw, *dOs = Qs + TILE;
+    bf16 *Kb = dOs + TILE; /* buffer i: K at Kb + 2i·TILE, V at + TILE */
+    float *rows_s = (float *)(fa_smem_raw + 6 * S::tile); /* lse at [0, 64), dr at [64, 128) */
 
     const int nb = T / FA_TILE;
     const int qb = nb - 1 - (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w16 = 16 * warp;
+    const int g = lane >> 2, t4 = lane & 3;
     const size_t in0 = fa_head_offset(bh, H, T, ld_qkv, D);
 
-    /* Key block kb into buffer kb % NBUF. */
     auto issue = [&](int kb) {
-        const int b = kb % NBUF;
+        const int b = kb & 1;
         const size_t off = in0 + (size_t)kb * FA_TILE * ld_qkv;
         fa_load_tile_async<D>(Kb + 2 * b * TILE, k + off, ld_qkv);
         fa_load_tile_async<D>(Kb + (2 * b + 1) * TILE, v + off, ld_qkv);
@@ -632,77 +519,63 @@ __global__ void __launch_bounds__(FA_THREADS)
     fa_load_tile_async<D>(dOs,
                           dout + fa_head_offset(bh, H, T, ld_o, D) + (size_t)qb * FA_TILE * ld_o,
                           ld_o);
+    fa_load_rows_async(rows_s, lse, dr, (size_t)bh * T + (size_t)qb * FA_TILE);
     issue(0);
-    fa_load_rows(lse2_s, dr_s, lse, dr, (size_t)bh * T + (size_t)qb * FA_TILE);
-    fa_index_fill(idx);
-    fa_cp_wait_all();
-    __syncthreads();
-    fa_map map;
-    fa_map_init(map, idx);
-    frag_a_t qa[NF], da[NF]; /* this warp's rows of Q and dO, kept in registers */
-    frag_acc_t acc[NF];
+
+    /* This warp's rows of Q and dO as A operands; at d = 128 read from Qs, dOs at each use. */
+    constexpr bool A_REG = D == 64;
+    unsigned qa[A_REG ? D / 16 : 1][4], da[A_REG ? D / 16 : 1][4];
+    float acc[D / 8][4];
 #pragma unroll
-    for (int f = 0; f < NF; f++) {
-        fa_load_a(qa[f], Qs + w16 * LDH + 16 * f, LDH);
-        fa_load_a(da[f], dOs + w16 * LDH + 16 * f, LDH);
-        wmma::fill_fragment(acc[f], 0.0f);
-    }
+    for (int n = 0; n < D / 8; n++)
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    const int row0 = w16 + g;
+    float lse2[2], d_r[2];
 
     for (int kb = 0; kb <= qb; kb++) {
-        /* Block kb has landed, and every warp is done with block kb − 1 (whose buffer the next
-         * copy overwrites when NBUF = 2). */
+        /* Block kb has landed and every warp is done with block kb − 1, whose buffer the next
+         * copy overwrites. */
         fa_cp_wait_all();
         __syncthreads();
-        if (NBUF == 2 && kb < qb) issue(kb + 1);
-        const int b = kb % NBUF;
-        const bf16 *Ks = Kb + 2 * b * TILE, *Vs = Kb + (2 * b + 1) * TILE;
+        if (kb < qb) issue(kb + 1);
+        if (kb == 0) {
+            if (A_REG) {
+                fa_load_rows_a<D>(qa, Qs, w16, lane);
+                fa_load_rows_a<D>(da, dOs, w16, lane);
+            }
+            for (int h = 0; h < 2; h++) {
+                lse2[h] = rows_s[row0 + 8 * h] * FA_LOG2E;
+                d_r[h] = rows_s[FA_TILE + row0 + 8 * h];
+            }
+        }
+        const bf16 *Ks = Kb + 2 * (kb & 1) * TILE, *Vs = Ks + TILE;
 
-        /* S = Q·Kᵀ and dP = dO·Vᵀ for queries w16.. × keys 16n..16n+15. */
+        float s[8][4], dp[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[j][e] = dp[j][e] = 0.0f;
+        fa_mma_abt<D>(s, A_REG ? qa : NULL, Qs, w16, Ks, lane);  /* S = Q·Kᵀ */
+        fa_mma_abt<D>(dp, A_REG ? da : NULL, dOs, w16, Vs, lane); /* dP = dO·Vᵀ */
+
+        /* dS in place of S; on the diagonal block key > query is masked. */
         const bool diag = kb == qb;
 #pragma unroll
-        for (int n = 0; n < 4; n++) {
-            frag_acc_t s, dp;
-            wmma::fill_fragment(s, 0.0f);
-            wmma::fill_fragment(dp, 0.0f);
+        for (int j = 0; j < 8; j++)
 #pragma unroll
-            for (int f = 0; f < NF; f++) {
-                frag_b_col_t bk; /* Kᵀ, Vᵀ: element (dim, key) at X[key·LDH + dim] */
-                fa_load_b(bk, Ks + 16 * n * LDH + 16 * f, LDH);
-                wmma::mma_sync(s, qa[f], bk, s);
-                fa_load_b(bk, Vs + 16 * n * LDH + 16 * f, LDH);
-                wmma::mma_sync(dp, da[f], bk, dp);
+            for (int e = 0; e < 4; e++) {
+                const int key = 8 * j + 2 * t4 + (e & 1), h = e >> 1;
+                const float ex = fa_exp2(s[j][e] * scale_log2 - lse2[h]);
+                const float p = (diag && key > row0 + 8 * h) ? 0.0f : ex;
+                s[j][e] = p * (dp[j][e] - d_r[h]) * scale;
             }
-#pragma unroll
-            for (int i = 0; i < FA_NE; i++) {
-                const int qry = w16 + map.row[i], key = 16 * n + map.col[i];
-                const float e = fa_exp2(s.x[i] * scale_log2 - lse2_s[qry]);
-                const float p = (diag && key > qry) ? 0.0f : e;
-                dSs[qry * FA_LDP + key] = __float2bfloat16_rn(p * (dp.x[i] - dr_s[qry]) * scale);
-            }
-        }
-        __syncwarp();
-
-        /* dQ += dS·K over the block's 64 keys, 16 at a time. */
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            frag_a_t dsa;
-            fa_load_a(dsa, dSs + w16 * FA_LDP + 16 * kk, FA_LDP);
-#pragma unroll
-            for (int f = 0; f < NF; f++) {
-                frag_b_row_t bk;
-                fa_load_b(bk, Ks + 16 * kk * LDH + 16 * f, LDH);
-                wmma::mma_sync(acc[f], dsa, bk, acc[f]);
-            }
-        }
-        __syncwarp(); /* the warp's lanes are done reading its dS rows */
-        if (NBUF == 1 && kb < qb) {
-            __syncthreads(); /* every warp is done with the only buffer */
-            issue(kb + 1);
-        }
+        fa_mma_px<D>(acc, s, Ks, lane); /* dQ += dS·K */
     }
-    /* The warp's rows of Qs are free (its Q is in registers): stage dQ there. */
-    fa_store_rows<D>(dq + fa_head_offset(bh, H, T, ld_d, D) + ((size_t)qb * FA_TILE + w16) * ld_d,
-                     ld_d, Qs + w16 * LDH, acc, map, lane);
+    /* Stage dQ in the warp's own rows of Qs (every read of them was by this warp). */
+    __syncwarp();
+    fa_store_acc<D>(dq + fa_head_offset(bh, H, T, ld_d, D) + ((size_t)qb * FA_TILE + w16) * ld_d,
+                    ld_d, Qs + w16 * S::LDH, acc, 1.0f, 1.0f, lane);
 }
 
 /* ---- launchers ------------------------------------------------------------------------------- */

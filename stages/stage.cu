@@ -548,7 +548,6 @@ static pp_status_t block_forward(pp_stage_t *st, slot_t *s, int l, cudaStream_t 
     const int N = B * T, BH = B * H;
     const long long Td = (long long)T * d, TT = (long long)T * T;
     const float scale = 1.0f / sqrtf((float)d);
-    const size_t NC = (size_t)N * C;
     block_slot_t *b = &s->blocks[l];
     pp_gemm_t *g = &st->gemm;
     const scratch_t *w = &st->ws;
@@ -576,17 +575,16 @@ static pp_status_t block_forward(pp_stage_t *st, slot_t *s, int l, cudaStream_t 
                                       BH, dt, g, stream));
         PP_CHECK(attention_unpermute_out(b->atty, w->attn, B, T, H, d, dt, stream));
     }
-    PP_CHECK(matmul_fwd(b->x2, b->atty, P_(st, PP_PARAM_PROJ_W, l), P_(st, PP_PARAM_PROJ_B, l), N,
-                        C, C, dt, g, stream));
-    PP_CHECK(residual_fwd(b->x2, b->x2, s->res[l], NC, dt, stream));
+    /* x2 = x + proj(...): the residual enters the GEMM's epilogue */
+    PP_CHECK(matmul_fwd_ex(b->x2, b->atty, P_(st, PP_PARAM_PROJ_W, l), P_(st, PP_PARAM_PROJ_B, l),
+                           s->res[l], NULL, N, C, C, dt, g, stream));
     PP_CHECK(layernorm_fwd(b->ln2, b->ln2_mean, b->ln2_rstd, b->x2, P_(st, PP_PARAM_LN2_W, l),
                            P_(st, PP_PARAM_LN2_B, l), N, C, dt, stream));
-    PP_CHECK(matmul_fwd(b->fc, b->ln2, P_(st, PP_PARAM_FC_W, l), P_(st, PP_PARAM_FC_B, l), N, C,
-                        4 * C, dt, g, stream));
-    PP_CHECK(gelu_fwd(b->gelu, b->fc, 4 * NC, dt, stream));
-    PP_CHECK(matmul_fwd(s->res[l + 1], b->gelu, P_(st, PP_PARAM_FC2_W, l),
-                        P_(st, PP_PARAM_FC2_B, l), N, 4 * C, C, dt, g, stream));
-    PP_CHECK(residual_fwd(s->res[l + 1], s->res[l + 1], b->x2, NC, dt, stream));
+    /* gelu(fc(...)) in one GEMM, keeping the pre-activation fc for the backward */
+    PP_CHECK(matmul_fwd_ex(b->gelu, b->ln2, P_(st, PP_PARAM_FC_W, l), P_(st, PP_PARAM_FC_B, l),
+                           NULL, b->fc, N, C, 4 * C, dt, g, stream));
+    PP_CHECK(matmul_fwd_ex(s->res[l + 1], b->gelu, P_(st, PP_PARAM_FC2_W, l),
+                           P_(st, PP_PARAM_FC2_B, l), b->x2, NULL, N, 4 * C, C, dt, g, stream));
     return PP_OK;
 }
 
@@ -635,21 +633,21 @@ static pp_status_t block_backward_input(pp_stage_t *st, slot_t *s, int l, cudaSt
     const int N = B * T, BH = B * H;
     const long long Td = (long long)T * d, TT = (long long)T * T;
     const float scale = 1.0f / sqrtf((float)d);
-    const size_t NC = (size_t)N * C, es = pp_dtype_size(dt);
+    const size_t es = pp_dtype_size(dt);
     block_slot_t *b = &s->blocks[l];
     pp_gemm_t *g = &st->gemm;
     const scratch_t *w = &st->ws;
 
-    /* MLP: out = x2 + fc2(gelu(fc(ln2(x2)))). d_fc holds d(gelu out), then d(fc out) in place. */
-    PP_CHECK(matmul_bwd_input(b->d_fc, s->dres[l + 1], P_(st, PP_PARAM_FC2_W, l), N, 4 * C, C, 0,
-                              dt, g, stream));
-    PP_CHECK(gelu_bwd(b->d_fc, b->fc, b->d_fc, 4 * NC, dt, stream));
+    /* MLP: out = x2 + fc2(gelu(fc(ln2(x2)))). d_fc = d(fc out): GELU's derivative in the GEMM's
+     * epilogue. */
+    PP_CHECK(matmul_bwd_input_dgelu(b->d_fc, s->dres[l + 1], P_(st, PP_PARAM_FC2_W, l), b->fc, N,
+                                    4 * C, C, dt, g, stream));
     PP_CHECK(matmul_bwd_input(b->d_ln2, b->d_fc, P_(st, PP_PARAM_FC_W, l), N, C, 4 * C, 0, dt, g,
                               stream));
-    PP_CUDA_CHECK(
-        cudaMemcpyAsync(b->d_x2, s->dres[l + 1], NC * es, cudaMemcpyDeviceToDevice, stream));
-    PP_CHECK(layernorm_bwd_input(b->d_x2, b->d_ln2, b->x2, P_(st, PP_PARAM_LN2_W, l), b->ln2_mean,
-                                 b->ln2_rstd, N, C, 1, dt, stream));
+    /* d_x2 = dres[l+1] (the residual path) + LN2's input gradient */
+    PP_CHECK(layernorm_bwd_input_add(b->d_x2, s->dres[l + 1], b->d_ln2, b->x2,
+                                     P_(st, PP_PARAM_LN2_W, l), b->ln2_mean, b->ln2_rstd, N, C,
+                                     dt, stream));
 
     /* Attention: x2 = x + proj(attention(qkv(ln1(x)))). */
     PP_CHECK(matmul_bwd_input(w->d_atty, b->d_x2, P_(st, PP_PARAM_PROJ_W, l), N, C, C, 0, dt, g,
@@ -680,9 +678,9 @@ static pp_status_t block_backward_input(pp_stage_t *st, slot_t *s, int l, cudaSt
     }
     PP_CHECK(matmul_bwd_input(b->d_ln1, b->d_qkv, P_(st, PP_PARAM_QKV_W, l), N, C, 3 * C, 0, dt, g,
                               stream));
-    PP_CUDA_CHECK(cudaMemcpyAsync(s->dres[l], b->d_x2, NC * es, cudaMemcpyDeviceToDevice, stream));
-    PP_CHECK(layernorm_bwd_input(s->dres[l], b->d_ln1, s->res[l], P_(st, PP_PARAM_LN1_W, l),
-                                 b->ln1_mean, b->ln1_rstd, N, C, 1, dt, stream));
+    PP_CHECK(layernorm_bwd_input_add(s->dres[l], b->d_x2, b->d_ln1, s->res[l],
+                                     P_(st, PP_PARAM_LN1_W, l), b->ln1_mean, b->ln1_rstd, N, C, dt,
+                                     stream));
     return PP_OK;
 }
 
