@@ -54,10 +54,10 @@ __device__ __forceinline__ float fa_exp2(float x)
 template <int D> struct fa_smem {
     static constexpr int LDH = D + 8;
     static constexpr size_t tile = (size_t)FA_TILE * LDH * sizeof(bf16); /* Q, K, V or dO */
-    static constexpr size_t rows = 2 * FA_TILE * sizeof(float);           /* lse, dr of 64 rows */
-    static constexpr size_t fwd = 5 * tile;                /* Q; K, V in two buffers */
-    static constexpr size_t dkdv = 6 * tile + 2 * rows;    /* K, V; Q, dO and rows in two buffers */
-    static constexpr size_t dq = 6 * tile + rows;          /* Q, dO; K, V in two buffers; rows */
+    static constexpr size_t rows = 2 * FA_TILE * sizeof(float);          /* lse, dr of 64 rows */
+    static constexpr size_t fwd = 5 * tile;             /* Q; K, V in two buffers */
+    static constexpr size_t dkdv = 6 * tile + 2 * rows; /* K, V; Q, dO and rows in two buffers */
+    static constexpr size_t dq = 6 * tile + rows;       /* Q, dO; K, V in two buffers; rows */
 };
 
 /* ---- helpers --------------------------------------------------------------------------------- */
@@ -113,10 +113,24 @@ __device__ __forceinline__ void fa_load_tile_async(bf16 *dst, const bf16 *src, i
     }
 }
 
+/* K and V of key block kb (rows from in0 + kb·64·ld, row stride ld) into buffer kb & 1 of kv (K
+ * at kv + 2b·tile, V one tile further), as one cp.async group. */
+template <int D>
+__device__ __forceinline__ void fa_issue_kv(bf16 *kv, const bf16 *k, const bf16 *v, size_t in0,
+                                            int kb, int ld)
+{
+    constexpr int TILE = FA_TILE * fa_smem<D>::LDH;
+    const int b = kb & 1;
+    const size_t off = in0 + (size_t)kb * FA_TILE * ld;
+    fa_load_tile_async<D>(kv + 2 * b * TILE, k + off, ld);
+    fa_load_tile_async<D>(kv + (2 * b + 1) * TILE, v + off, ld);
+    fa_cp_commit();
+}
+
 /* The 64 rows' lse and dr of a query block (fp32 [B,H,T] each, from row `first`) through
  * cp.async into rows_s[0..63] and rows_s[64..127]. */
-__device__ __forceinline__ void fa_load_rows_async(float *rows_s, const float *lse,
-                                                   const float *dr, size_t first)
+__device__ __forceinline__ void fa_load_rows_async(float *rows_s, const float *lse, const float *dr,
+                                                   size_t first)
 {
     if (threadIdx.x < FA_TILE) {
         fa_cp4(rows_s + threadIdx.x, lse + first + threadIdx.x);
@@ -260,15 +274,8 @@ __global__ void __launch_bounds__(FA_THREADS)
     const int g = lane >> 2, t4 = lane & 3;
     const size_t in0 = fa_head_offset(bh, H, T, ld_qkv, D);
 
-    auto issue = [&](int kb) {
-        const int b = kb & 1;
-        const size_t off = in0 + (size_t)kb * FA_TILE * ld_qkv;
-        fa_load_tile_async<D>(KVb + 2 * b * TILE, k + off, ld_qkv);
-        fa_load_tile_async<D>(KVb + (2 * b + 1) * TILE, v + off, ld_qkv);
-        fa_cp_commit();
-    };
     fa_load_tile_async<D>(Qs, q + in0 + (size_t)qb * FA_TILE * ld_qkv, ld_qkv);
-    issue(0);
+    fa_issue_kv<D>(KVb, k, v, in0, 0, ld_qkv);
 
     unsigned qa[D / 16][4]; /* this warp's 16 query rows, loaded at the first step */
     float acc[D / 8][4];
@@ -284,7 +291,7 @@ __global__ void __launch_bounds__(FA_THREADS)
          * copy overwrites. */
         fa_cp_wait_all();
         __syncthreads();
-        if (kb < qb) issue(kb + 1);
+        if (kb < qb) fa_issue_kv<D>(KVb, k, v, in0, kb + 1, ld_qkv);
         if (kb == 0) fa_load_rows_a<D>(qa, Qs, w16, lane);
         const bf16 *Ks = KVb + 2 * (kb & 1) * TILE, *Vs = Ks + TILE;
 
@@ -362,8 +369,8 @@ __global__ void flash_bwd_dot_kernel(float *dr, const bf16 *dout, const bf16 *o,
     const int part = threadIdx.x % LPR;
     float acc = 0.0f;
     if (row < rows) {
-        const size_t at = fa_head_offset((int)(row / T), H, T, ld_o, D) +
-                          (size_t)(row % T) * ld_o + part * 8;
+        const size_t at =
+            fa_head_offset((int)(row / T), H, T, ld_o, D) + (size_t)(row % T) * ld_o + part * 8;
         const pack128<bf16> a = load128(dout + at);
         const pack128<bf16> b = load128(o + at);
 #pragma unroll
@@ -382,9 +389,9 @@ __global__ void flash_bwd_dot_kernel(float *dr, const bf16 *dout, const bf16 *o,
  * adds Pᵀ·dO and dSᵀ·Q. Q, dO and the rows' lse, dr stream through two buffers. */
 template <int D>
 __global__ void __launch_bounds__(FA_THREADS)
-    flash_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
-                          const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o, const float *lse,
-                          const float *dr, int BH, int H, int T, float scale, float scale_log2)
+    flash_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
+                          int ld_qkv, const bf16 *dout, int ld_o, const float *lse, const float *dr,
+                          int BH, int H, int T, float scale, float scale_log2)
 {
     typedef fa_smem<D> S;
     constexpr int TILE = FA_TILE * S::LDH;
@@ -490,9 +497,9 @@ __global__ void __launch_bounds__(FA_THREADS)
  * buffers. */
 template <int D>
 __global__ void __launch_bounds__(FA_THREADS)
-    flash_bwd_dq_kernel(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
-                        int ld_qkv, const bf16 *dout, int ld_o, const float *lse, const float *dr,
-                        int BH, int H, int T, float scale, float scale_log2)
+    flash_bwd_dq_kernel(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v, int ld_qkv,
+                        const bf16 *dout, int ld_o, const float *lse, const float *dr, int BH,
+                        int H, int T, float scale, float scale_log2)
 {
     typedef fa_smem<D> S;
     constexpr int TILE = FA_TILE * S::LDH;
@@ -507,20 +514,11 @@ __global__ void __launch_bounds__(FA_THREADS)
     const int g = lane >> 2, t4 = lane & 3;
     const size_t in0 = fa_head_offset(bh, H, T, ld_qkv, D);
 
-    auto issue = [&](int kb) {
-        const int b = kb & 1;
-        const size_t off = in0 + (size_t)kb * FA_TILE * ld_qkv;
-        fa_load_tile_async<D>(Kb + 2 * b * TILE, k + off, ld_qkv);
-        fa_load_tile_async<D>(Kb + (2 * b + 1) * TILE, v + off, ld_qkv);
-        fa_cp_commit();
-    };
-
     fa_load_tile_async<D>(Qs, q + in0 + (size_t)qb * FA_TILE * ld_qkv, ld_qkv);
-    fa_load_tile_async<D>(dOs,
-                          dout + fa_head_offset(bh, H, T, ld_o, D) + (size_t)qb * FA_TILE * ld_o,
-                          ld_o);
+    fa_load_tile_async<D>(
+        dOs, dout + fa_head_offset(bh, H, T, ld_o, D) + (size_t)qb * FA_TILE * ld_o, ld_o);
     fa_load_rows_async(rows_s, lse, dr, (size_t)bh * T + (size_t)qb * FA_TILE);
-    issue(0);
+    fa_issue_kv<D>(Kb, k, v, in0, 0, ld_qkv);
 
     /* This warp's rows of Q and dO as A operands; at d = 128 read from Qs, dOs at each use. */
     constexpr bool A_REG = D == 64;
@@ -537,7 +535,7 @@ __global__ void __launch_bounds__(FA_THREADS)
          * copy overwrites. */
         fa_cp_wait_all();
         __syncthreads();
-        if (kb < qb) issue(kb + 1);
+        if (kb < qb) fa_issue_kv<D>(Kb, k, v, in0, kb + 1, ld_qkv);
         if (kb == 0) {
             if (A_REG) {
                 fa_load_rows_a<D>(qa, Qs, w16, lane);
@@ -556,7 +554,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
             for (int e = 0; e < 4; e++)
                 s[j][e] = dp[j][e] = 0.0f;
-        fa_mma_abt<D>(s, A_REG ? qa : NULL, Qs, w16, Ks, lane);  /* S = Q·Kᵀ */
+        fa_mma_abt<D>(s, A_REG ? qa : NULL, Qs, w16, Ks, lane);   /* S = Q·Kᵀ */
         fa_mma_abt<D>(dp, A_REG ? da : NULL, dOs, w16, Vs, lane); /* dP = dO·Vᵀ */
 
         /* dS in place of S; on the diagonal block key > query is masked. */
@@ -639,10 +637,9 @@ static pp_status_t fa_fwd_t(void *o, int ld_o, float *lse, const void *q, const 
 }
 
 template <int D>
-static pp_status_t fa_bwd_t(void *dq, void *dk, void *dv, int ld_d, const void *dout,
-                            const void *q, const void *k, const void *v, int ld_qkv, const void *o,
-                            int ld_o, const float *lse, float *dr, int BH, int H, int T,
-                            cudaStream_t stream)
+static pp_status_t fa_bwd_t(void *dq, void *dk, void *dv, int ld_d, const void *dout, const void *q,
+                            const void *k, const void *v, int ld_qkv, const void *o, int ld_o,
+                            const float *lse, float *dr, int BH, int H, int T, cudaStream_t stream)
 {
     const float scale = 1.0f / sqrtf((float)D), scale_log2 = FA_LOG2E * scale;
     const unsigned grid = (unsigned)(BH * (T / FA_TILE));
@@ -699,13 +696,13 @@ pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, int ld_d, const vo
     PP_CHECK(fa_check_ld(what, "ld_o", ld_o, H, d));
     if (!is_aligned16(dq) || !is_aligned16(dk) || !is_aligned16(dv) || !is_aligned16(dout) ||
         !is_aligned16(q) || !is_aligned16(k) || !is_aligned16(v) || !is_aligned16(o))
-        PP_FAIL(PP_ERR_INTERNAL,
-                "%s: dq, dk, dv, dout, q, k, v and o must be 16-byte aligned", what);
+        PP_FAIL(PP_ERR_INTERNAL, "%s: dq, dk, dv, dout, q, k, v and o must be 16-byte aligned",
+                what);
     if (((uintptr_t)scratch & 3u) != 0)
         PP_FAIL(PP_ERR_INTERNAL, "%s: scratch must be 4-byte aligned", what);
     if (d == 64)
-        return fa_bwd_t<64>(dq, dk, dv, ld_d, dout, q, k, v, ld_qkv, o, ld_o, lse,
-                            (float *)scratch, B * H, H, T, stream);
+        return fa_bwd_t<64>(dq, dk, dv, ld_d, dout, q, k, v, ld_qkv, o, ld_o, lse, (float *)scratch,
+                            B * H, H, T, stream);
     return fa_bwd_t<128>(dq, dk, dv, ld_d, dout, q, k, v, ld_qkv, o, ld_o, lse, (float *)scratch,
                          B * H, H, T, stream);
 }

@@ -9,9 +9,13 @@
  *              the vocabulary permutation and the loss accumulator (one small allocation).
  *              Tensors sit at the offsets of stages/model.h (aligned, gaps zero).
  *   slots      one allocation per slot, carved by slot_layout: what F saves, what I keeps for W.
- *              The QKV matmul output is not kept (scratch): backward reads the per-head q, k, v.
- *              Attention saves P [B,H,T,T] on the unfused path, or O per head and the softmax
- *              log-sum-exp on the fused one (attention_fused says which, once per stage).
+ *              Fused attention (attention_fused says which path, once per stage) keeps the QKV
+ *              matmul output [N,3C], which the flash kernels read in place, and the softmax
+ *              log-sum-exp; its output is the projection's input atty, and its gradients land
+ *              in d_qkv directly. The unfused path permutes the QKV output (scratch) into
+ *              per-head q, k, v and saves P [B,H,T,T]. The residual adds, GELU and its
+ *              derivative run inside the GEMMs (matmul_fwd_ex, matmul_bwd_input_dgelu: cuBLASLt
+ *              epilogues where offered, separate kernels otherwise).
  *   workspace  the cuBLAS workspace (pp_gemm_t) and one scratch area, carved three ways by
  *              scratch_layout (forward, backward-input, backward-weight never run at once).
  * Every call enqueues on the stream it is given and never synchronizes, except the documented
@@ -559,13 +563,13 @@ static pp_status_t block_forward(pp_stage_t *st, slot_t *s, int l, cudaStream_t 
          * log-sum-exp straight into the slot; no T×T matrix, no permutes. */
         char *qkv = (char *)b->qkv;
         const size_t es = pp_dtype_size(dt);
-        PP_CHECK(matmul_fwd(qkv, b->ln1, P_(st, PP_PARAM_QKV_W, l), P_(st, PP_PARAM_QKV_B, l), N,
-                            C, 3 * C, dt, g, stream));
+        PP_CHECK(matmul_fwd(qkv, b->ln1, P_(st, PP_PARAM_QKV_W, l), P_(st, PP_PARAM_QKV_B, l), N, C,
+                            3 * C, dt, g, stream));
         PP_CHECK(attention_flash_fwd(b->atty, C, b->lse, qkv, qkv + C * es, qkv + 2 * C * es, 3 * C,
                                      B, H, T, d, dt, stream));
     } else {
-        PP_CHECK(matmul_fwd(w->qkv, b->ln1, P_(st, PP_PARAM_QKV_W, l), P_(st, PP_PARAM_QKV_B, l),
-                            N, C, 3 * C, dt, g, stream));
+        PP_CHECK(matmul_fwd(w->qkv, b->ln1, P_(st, PP_PARAM_QKV_W, l), P_(st, PP_PARAM_QKV_B, l), N,
+                            C, 3 * C, dt, g, stream));
         PP_CHECK(attention_permute_qkv(b->q, b->k, b->v, w->qkv, B, T, H, d, dt, stream));
         /* S = Q K^T into P's buffer, then P = causal softmax(scale S) in place; O = P V. */
         PP_CHECK(gemm_strided_batched(b->att, b->q, b->k, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td, TT, BH,
@@ -646,8 +650,8 @@ static pp_status_t block_backward_input(pp_stage_t *st, slot_t *s, int l, cudaSt
                               stream));
     /* d_x2 = dres[l+1] (the residual path) + LN2's input gradient */
     PP_CHECK(layernorm_bwd_input_add(b->d_x2, s->dres[l + 1], b->d_ln2, b->x2,
-                                     P_(st, PP_PARAM_LN2_W, l), b->ln2_mean, b->ln2_rstd, N, C,
-                                     dt, stream));
+                                     P_(st, PP_PARAM_LN2_W, l), b->ln2_mean, b->ln2_rstd, N, C, dt,
+                                     stream));
 
     /* Attention: x2 = x + proj(attention(qkv(ln1(x)))). */
     PP_CHECK(matmul_bwd_input(w->d_atty, b->d_x2, P_(st, PP_PARAM_PROJ_W, l), N, C, C, 0, dt, g,

@@ -452,23 +452,24 @@ static void packed_case(int B, int H, int T, int d, uint64_t seed)
     const uint16_t *dv = (const uint16_t *)raw_get(io.d_dv, n * 2);
     const float *lse = (const float *)raw_get(io.d_lse, io.rows * sizeof(float));
 
-    /* element (b, h, t, i): head layout ((b·H + h)·T + t)·d + i; packed row b·T + t */
+    /* element (b, h, t, i): head layout index ((b·H + h)·T + t)·d + i, packed at row b·T + t,
+     * column h·d + i */
+    size_t *row = (size_t *)hmem(n * sizeof(size_t)), *col = (size_t *)hmem(n * sizeof(size_t));
+    for (size_t hi = 0; hi < n; hi++) {
+        const size_t i = hi % d, t = hi / d % T, h = hi / d / T % H, b = hi / d / T / H;
+        row[hi] = b * T + t, col[hi] = h * d + i;
+    }
     const uint16_t *hq = (const uint16_t *)raw_get(io.d_q, n * 2);
     const uint16_t *hk = (const uint16_t *)raw_get(io.d_k, n * 2);
     const uint16_t *hv = (const uint16_t *)raw_get(io.d_v, n * 2);
     const uint16_t *hdo = (const uint16_t *)raw_get(io.d_dout, n * 2);
     uint16_t *qkv = (uint16_t *)hmem(N * 3 * C * 2), *dout = (uint16_t *)hmem(N * C * 2);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++)
-                for (int i = 0; i < d; i++) {
-                    const size_t hi = (((size_t)b * H + h) * T + t) * d + i;
-                    const size_t row = (size_t)b * T + t, col = (size_t)h * d + i;
-                    qkv[row * 3 * C + col] = hq[hi];
-                    qkv[row * 3 * C + C + col] = hk[hi];
-                    qkv[row * 3 * C + 2 * C + col] = hv[hi];
-                    dout[row * C + col] = hdo[hi];
-                }
+    for (size_t hi = 0; hi < n; hi++) {
+        qkv[row[hi] * 3 * C + col[hi]] = hq[hi];
+        qkv[row[hi] * 3 * C + C + col[hi]] = hk[hi];
+        qkv[row[hi] * 3 * C + 2 * C + col[hi]] = hv[hi];
+        dout[row[hi] * C + col[hi]] = hdo[hi];
+    }
     void *d_qkv = dbuf(N * 3 * C * 2), *d_dout = dbuf(N * C * 2);
     void *d_o = dbuf(N * C * 2), *d_dqkv = dbuf(N * 3 * C * 2);
     float *d_lse = (float *)dbuf(io.rows * sizeof(float));
@@ -486,17 +487,12 @@ static void packed_case(int B, int H, int T, int d, uint64_t seed)
     EXPECT(memcmp(lse, raw_get(d_lse, io.rows * sizeof(float)), io.rows * sizeof(float)) == 0,
            "lse [%s]: differs from the head layout's", g_ctx);
     size_t bad[4] = {0, 0, 0, 0};
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++)
-                for (int i = 0; i < d; i++) {
-                    const size_t hi = (((size_t)b * H + h) * T + t) * d + i;
-                    const size_t row = (size_t)b * T + t, col = (size_t)h * d + i;
-                    bad[0] += po[row * C + col] != o[hi];
-                    bad[1] += pdqkv[row * 3 * C + col] != dq[hi];
-                    bad[2] += pdqkv[row * 3 * C + C + col] != dk[hi];
-                    bad[3] += pdqkv[row * 3 * C + 2 * C + col] != dv[hi];
-                }
+    for (size_t hi = 0; hi < n; hi++) {
+        bad[0] += po[row[hi] * C + col[hi]] != o[hi];
+        bad[1] += pdqkv[row[hi] * 3 * C + col[hi]] != dq[hi];
+        bad[2] += pdqkv[row[hi] * 3 * C + C + col[hi]] != dk[hi];
+        bad[3] += pdqkv[row[hi] * 3 * C + 2 * C + col[hi]] != dv[hi];
+    }
     const char *names[4] = {"o", "dq", "dk", "dv"};
     for (int i = 0; i < 4; i++)
         EXPECT(bad[i] == 0, "%s [%s]: %zu of %zu elements differ from the head layout's", names[i],

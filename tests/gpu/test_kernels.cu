@@ -211,8 +211,8 @@ static int compare(const char *what, const double *got, const double *want, size
 /* compare with the tolerance relative to mag[i], the magnitude of the terms that made want[i]:
  * where a sum is rounded term by term (a GEMM output to the storage type, then a residual added),
  * the error scales with the terms, not with their possibly cancelling sum. */
-static int compare_terms(const char *what, const double *got, const double *want,
-                         const double *mag, size_t n, tol_t tol)
+static int compare_terms(const char *what, const double *got, const double *want, const double *mag,
+                         size_t n, tol_t tol)
 {
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < n; i++) {
