@@ -132,6 +132,25 @@ pp_status_t attention_permute_dout(void *datt, const void *dout, int B, int T, i
 
 static const int sm_threads = 256; /* 8 warps = 8 rows per block */
 
+/* P elements at x: one 16-byte access when P > 1 (T = 8 bf16 or 4 fp32), else one element. */
+template <typename T, int P> __device__ __forceinline__ pack128<T> sm_load(const T *x)
+{
+    pack128<T> r;
+    if (P > 1)
+        r = load128(x);
+    else
+        r.v[0] = x[0];
+    return r;
+}
+
+template <typename T, int P> __device__ __forceinline__ void sm_store(T *x, const pack128<T> &r)
+{
+    if (P > 1)
+        store128(x, r);
+    else
+        x[0] = r.v[0];
+}
+
 /* Row r of the [BH·T, T] score matrix is query t = r mod T; keys 0..t take part. Lane L handles
  * the P-element groups L, L+32, ... of the row. Pass 1: per-lane online max and sum of exp, then a
  * warp merge. Pass 2: write probabilities (zeros above the diagonal, without reading S there). */
@@ -145,11 +164,7 @@ __global__ void softmax_causal_fwd_kernel(T *Pout, const T *S, float scale, int 
         T *p = Pout + (size_t)row * T_;
         float m = -INFINITY, z = 0.0f;
         for (int j0 = lane * P; j0 <= t; j0 += 32 * P) {
-            pack128<T> sp;
-            if (P > 1)
-                sp = load128(s + j0);
-            else
-                sp.v[0] = s[j0];
+            const pack128<T> sp = sm_load<T, P>(s + j0);
             for (int j = 0; j < P && j0 + j <= t; j++) {
                 float x = scale * to_f32(sp.v[j]);
                 if (x > m) {
@@ -166,11 +181,7 @@ __global__ void softmax_causal_fwd_kernel(T *Pout, const T *S, float scale, int 
         for (int j0 = lane * P; j0 < T_; j0 += 32 * P) {
             pack128<T> o;
             if (j0 <= t) {
-                pack128<T> sp;
-                if (P > 1)
-                    sp = load128(s + j0);
-                else
-                    sp.v[0] = s[j0];
+                const pack128<T> sp = sm_load<T, P>(s + j0);
                 for (int j = 0; j < P; j++)
                     o.v[j] =
                         from_f32<T>(j0 + j <= t ? expf(scale * to_f32(sp.v[j]) - M) * inv : 0.0f);
@@ -178,10 +189,7 @@ __global__ void softmax_causal_fwd_kernel(T *Pout, const T *S, float scale, int 
                 for (int j = 0; j < P; j++)
                     o.v[j] = from_f32<T>(0.0f);
             }
-            if (P > 1)
-                store128(p + j0, o);
-            else
-                p[j0] = o.v[0];
+            sm_store<T, P>(p + j0, o);
         }
     }
 }
@@ -197,14 +205,7 @@ __global__ void softmax_causal_bwd_kernel(T *dS, const T *dP, const T *Pin, floa
         T *ds = dS + (size_t)row * T_;
         float acc = 0.0f;
         for (int j0 = lane * P; j0 <= t; j0 += 32 * P) {
-            pack128<T> a, b;
-            if (P > 1) {
-                a = load128(dp + j0);
-                b = load128(pp + j0);
-            } else {
-                a.v[0] = dp[j0];
-                b.v[0] = pp[j0];
-            }
+            const pack128<T> a = sm_load<T, P>(dp + j0), b = sm_load<T, P>(pp + j0);
             for (int j = 0; j < P && j0 + j <= t; j++)
                 acc += to_f32(a.v[j]) * to_f32(b.v[j]);
         }
@@ -212,14 +213,7 @@ __global__ void softmax_causal_bwd_kernel(T *dS, const T *dP, const T *Pin, floa
         for (int j0 = lane * P; j0 < T_; j0 += 32 * P) {
             pack128<T> o;
             if (j0 <= t) {
-                pack128<T> a, b;
-                if (P > 1) {
-                    a = load128(dp + j0);
-                    b = load128(pp + j0);
-                } else {
-                    a.v[0] = dp[j0];
-                    b.v[0] = pp[j0];
-                }
+                const pack128<T> a = sm_load<T, P>(dp + j0), b = sm_load<T, P>(pp + j0);
                 for (int j = 0; j < P; j++)
                     o.v[j] = from_f32<T>(
                         j0 + j <= t ? scale * to_f32(b.v[j]) * (to_f32(a.v[j]) - sum) : 0.0f);
@@ -227,10 +221,7 @@ __global__ void softmax_causal_bwd_kernel(T *dS, const T *dP, const T *Pin, floa
                 for (int j = 0; j < P; j++)
                     o.v[j] = from_f32<T>(0.0f);
             }
-            if (P > 1)
-                store128(ds + j0, o);
-            else
-                ds[j0] = o.v[0];
+            sm_store<T, P>(ds + j0, o);
         }
     }
 }
