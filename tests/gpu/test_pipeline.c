@@ -18,6 +18,7 @@
 #include "../../stages/stage.h"
 
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -201,6 +202,35 @@ static void explicit_schedules_run_as_written(void)
 
 /* A plan that cannot fit is refused before anything is allocated: the executor prints what each
  * device needs and returns PP_ERR_DEVICE (exit 1). */
+/* Big enough that a step takes tens of ms on the GPU, far longer than enqueuing it. */
+#define BIG_MODEL_YAML                                                                             \
+    "model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 8192, dtype: bf16}\n"       \
+    "pipeline: {micro_batch_size: 4}\n"
+
+/* execute_plan with its stderr captured into log[cap] (what it printed, truncated to fit). */
+static pp_status_t execute_logged(pp_timeline_t *tl, const pp_plan_t *plan, const pp_config_t *cfg,
+                                  const pp_exec_opts_t *eo, char *log, size_t cap)
+{
+    log[0] = '\0';
+    FILE *tmp = tmpfile();
+    if (!tmp) {
+        fprintf(stderr, "test_pipeline: tmpfile: %s\n", strerror(errno));
+        return PP_ERR_INTERNAL;
+    }
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    pp_status_t st = execute_plan(tl, NULL, plan, cfg, eo);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(log, 1, cap - 1, tmp);
+    log[n] = '\0';
+    fclose(tmp);
+    return st;
+}
+
 static void too_big_is_refused(void)
 {
     if (n_gpus < 1) SKIP("no CUDA device");
@@ -211,29 +241,15 @@ static void too_big_is_refused(void)
     /* GPipe keeps all 4096 micro-batches in flight: several TiB of activations. */
     const char *sets[] = {"schedule.kind=gpipe", "pipeline.devices=1",
                           "pipeline.micro_batches=4096"};
-    const char *yaml =
-        "model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 8192, "
-        "dtype: bf16}\npipeline: {micro_batch_size: 4}\nrun: {steps: 1, warmup: 0}\n";
+    const char *yaml = BIG_MODEL_YAML "run: {steps: 1, warmup: 0}\n";
     memset(&cfg, 0, sizeof cfg);
     REQUIRE(config_load_string(&cfg, "big.yaml", yaml, sets, 3) == PP_OK);
     REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
     REQUIRE(generate_schedule(&sched, &cfg) == PP_OK);
     REQUIRE(plan_lower(&plan, &sched, &cfg) == PP_OK);
-    char log[8192] = "";
-    FILE *tmp = tmpfile();
-    REQUIRE(tmp != NULL);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fileno(tmp), 2);
+    char log[8192];
     pp_exec_opts_t eo = {.timing = 1, .timeout_s = 60};
-    pp_status_t st = execute_plan(&tl, NULL, &plan, &cfg, &eo);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    rewind(tmp);
-    size_t n = fread(log, 1, sizeof log - 1, tmp);
-    log[n] = '\0';
-    fclose(tmp);
+    pp_status_t st = execute_logged(&tl, &plan, &cfg, &eo, log, sizeof log);
     EXPECT(st == PP_ERR_DEVICE, "status %s, want a device error", pp_status_str(st));
     EXPECT(strstr(log, "does not fit") && strstr(log, "too small"), "no per-device needs:\n%s",
            log);
@@ -347,31 +363,15 @@ static void timeout_names_pending_op(void)
         snprintf(transport, sizeof transport, "pipeline.transport=%s", tr ? "nccl" : "peer");
         const char *sets[] = {"schedule.kind=1f1b", devs, transport, "pipeline.micro_batches=8",
                               "run.steps=2"};
-        /* Big enough that a step takes tens of ms on the GPU, far longer than enqueuing it. */
-        const char *yaml =
-            "model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 8192, "
-            "dtype: bf16}\npipeline: {micro_batch_size: 4}\n";
         memset(&cfg, 0, sizeof cfg);
-        REQUIRE(config_load_string(&cfg, "timeout.yaml", yaml, sets, 5) == PP_OK);
+        REQUIRE(config_load_string(&cfg, "timeout.yaml", BIG_MODEL_YAML, sets, 5) == PP_OK);
         REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
         REQUIRE(generate_schedule(&sched, &cfg) == PP_OK);
         REQUIRE(plan_lower(&plan, &sched, &cfg) == PP_OK);
         /* 1 us: the host cannot even finish enqueuing a step before the deadline passes. */
         pp_exec_opts_t eo = {.timing = 1, .timeout_s = 1e-6};
-        char log[8192] = "";
-        FILE *tmp = tmpfile();
-        REQUIRE(tmp != NULL);
-        fflush(stderr);
-        int saved = dup(2);
-        dup2(fileno(tmp), 2);
-        pp_status_t st = execute_plan(&tl, NULL, &plan, &cfg, &eo);
-        fflush(stderr);
-        dup2(saved, 2);
-        close(saved);
-        rewind(tmp);
-        size_t n = fread(log, 1, sizeof log - 1, tmp);
-        log[n] = '\0';
-        fclose(tmp);
+        char log[8192];
+        pp_status_t st = execute_logged(&tl, &plan, &cfg, &eo, log, sizeof log);
         EXPECT(st == PP_ERR_TIMEOUT, "%s: status %s, want timeout", tr ? "nccl" : "peer",
                pp_status_str(st));
         EXPECT(strstr(log, "did not finish within") && strstr(log, "device 0 (cuda"),
