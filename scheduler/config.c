@@ -334,8 +334,6 @@ static pp_status_t set_stages(cfg_ctx_t *c, const yaml_node_t *n, const char *ke
     return PP_OK;
 }
 
-static const char *const sched_kind_names[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", NULL};
-
 /* At most one of schedule.kind, schedule.steps and schedule.csv may be given. */
 static pp_status_t check_one_schedule(cfg_ctx_t *c, const yaml_node_t *n, const char *key, int k)
 {
@@ -348,10 +346,16 @@ static pp_status_t check_one_schedule(cfg_ctx_t *c, const yaml_node_t *n, const 
     return PP_OK;
 }
 
+/* `kind:` a name or alias of a row of the kind table (kinds.h). */
 static pp_status_t set_kind(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 {
-    int v;
-    PP_CHECK(get_enum(c, n, key, sched_kind_names, &v));
+    char allowed[256];
+    sched_kind_list(allowed, sizeof allowed);
+    if (n->type != YAML_SCALAR_NODE)
+        return cfg_err(c, n, key, "expected one word, got %s (allowed: %s)", node_what(n), allowed);
+    if (node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
+    int v = sched_kind_find(node_text(n));
+    if (v < 0) return cfg_err(c, n, key, "unknown value '%s' (allowed: %s)", node_text(n), allowed);
     PP_CHECK(check_one_schedule(c, n, key, PP_CFG_KIND));
     c->cfg->schedule.kind = (pp_sched_kind_t)v;
     return PP_OK;
@@ -1024,9 +1028,8 @@ static pp_status_t config_finish(pp_config_t *cfg)
                               "%d chunks, but %s puts up to %d stages on one device (allowed: %d)",
                               pl->chunks, what, v, v);
         pl->chunks = v;
-    } else if (cfg->schedule.kind == PP_SCHED_INTERLEAVED && !cfg_is_set(cfg, PP_CFG_CHUNKS) &&
-               !cfg_is_set(cfg, PP_CFG_STAGES)) {
-        pl->chunks = 2;
+    } else if (!cfg_is_set(cfg, PP_CFG_CHUNKS) && !cfg_is_set(cfg, PP_CFG_STAGES)) {
+        pl->chunks = sched_kind(cfg->schedule.kind)->default_chunks;
     }
     return PP_OK;
 }
@@ -1124,11 +1127,30 @@ pp_status_t config_load(pp_config_t *cfg, const char *path, const char *const *s
  * Resolving against the machine
  * ------------------------------------------------------------------------------------------- */
 
+/* The kind's preconditions (kinds.h), blaming the key the problem is about. */
+static pp_status_t check_kind(const pp_config_t *cfg)
+{
+    const pp_pipeline_cfg_t *pl = &cfg->pipeline;
+    char msg[512];
+    int key;
+    switch (sched_kind_check(cfg->schedule.kind, pl->n_devices, pl->micro_batches, pl->chunks, msg,
+                             sizeof msg)) {
+    case PP_KIND_OK: return PP_OK;
+    case PP_KIND_BAD_CHUNKS:
+        key = cfg_pick(cfg, PP_CFG_KIND, PP_CFG_CHUNKS, PP_CFG_STAGES, PP_CFG_KIND, -1);
+        break;
+    case PP_KIND_BAD_MICRO_BATCHES:
+        key = cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES, -1);
+        break;
+    default: key = PP_CFG_KIND; break;
+    }
+    return cfg_err_at(cfg, key, "%s", msg);
+}
+
 pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
 {
     pp_pipeline_cfg_t *pl = &cfg->pipeline;
     const pp_schedule_t *s = cfg->schedule.steps;
-    const char *kind = config_sched_kind_name(cfg->schedule.kind);
 
     /* devices */
     int was_all = pl->devices_all;
@@ -1197,60 +1219,12 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
                           "hidden %d does not split into %d heads (allowed: a divisor of %d)",
                           cfg->model.hidden, cfg->model.heads, cfg->model.hidden);
 
-    /* what each generator needs */
-    int m = pl->micro_batches;
-    switch (cfg->schedule.kind) {
-    case PP_SCHED_GPIPE:
-    case PP_SCHED_1F1B:
-    case PP_SCHED_ZBH1:
-        if (pl->chunks != 1)
-            return cfg_err_at(
-                cfg, cfg_pick(cfg, PP_CFG_KIND, PP_CFG_CHUNKS, PP_CFG_STAGES, PP_CFG_KIND, -1),
-                "%s runs one stage per device, but %d stages on %d devices make %d chunks "
-                "(allowed: chunks 1; interleaved-1f1b runs several)",
-                kind, pl->stages, p, pl->chunks);
-        if (cfg->schedule.kind != PP_SCHED_GPIPE && m < p)
-            return cfg_err_at(
-                cfg, cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES, -1),
-                "%s needs at least as many micro-batches as devices: %d < %d (allowed: %d or more)",
-                kind, m, p, p);
-        break;
-    case PP_SCHED_INTERLEAVED:
-        if (pl->chunks < 2)
-            return cfg_err_at(
-                cfg, cfg_pick(cfg, PP_CFG_KIND, PP_CFG_CHUNKS, PP_CFG_STAGES, PP_CFG_KIND, -1),
-                "%s needs at least 2 chunks per device, but %d stages on %d devices make %d "
-                "(allowed: chunks 2 or more)",
-                kind, pl->stages, p, pl->chunks);
-        if (m % p != 0)
-            return cfg_err_at(
-                cfg, cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES, -1),
-                "%s needs micro-batches in multiples of the device count: %d is not a multiple of "
-                "%d (allowed: a multiple of %d)",
-                kind, m, p, p);
-        break;
-    case PP_SCHED_STEPS:
-    case PP_SCHED_CSV: break;
-    }
-    return PP_OK;
+    return check_kind(cfg);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Small queries
  * ------------------------------------------------------------------------------------------- */
-
-const char *config_sched_kind_name(pp_sched_kind_t k)
-{
-    switch (k) {
-    case PP_SCHED_GPIPE: return "gpipe";
-    case PP_SCHED_1F1B: return "1f1b";
-    case PP_SCHED_INTERLEAVED: return "interleaved-1f1b";
-    case PP_SCHED_ZBH1: return "zb-h1";
-    case PP_SCHED_STEPS: return "steps";
-    case PP_SCHED_CSV: return "csv";
-    }
-    return "unknown";
-}
 
 double config_tokens_per_step(const pp_config_t *cfg)
 {

@@ -14,6 +14,7 @@
 #define PP_CONFIG_H
 
 #include "../common/pp_status.h"
+#include "kinds.h"
 #include "schedule.h"
 
 #include <stdint.h>
@@ -22,21 +23,7 @@
 extern "C" {
 #endif
 
-/* `schedule.kind`. PP_SCHED_STEPS and PP_SCHED_CSV are set by `steps:` and `csv:`. */
-typedef enum pp_sched_kind {
-    PP_SCHED_GPIPE = 0,
-    PP_SCHED_1F1B,
-    PP_SCHED_INTERLEAVED, /* interleaved 1F1B, v = stages / devices chunks per device */
-    PP_SCHED_ZBH1,        /* zero-bubble H1: backward split into I and W */
-    PP_SCHED_STEPS,       /* explicit per-device action lists written in the YAML */
-    PP_SCHED_CSV          /* PyTorch pipelining CSV, one row per rank */
-} pp_sched_kind_t;
-
 typedef enum pp_transport { PP_TRANSPORT_PEER = 0, PP_TRANSPORT_NCCL } pp_transport_t;
-
-/* How stages map onto devices when a device holds several: loop (stage s on device s mod p) or
- * v (stage s on device s for the first p stages, then back down: p-1, ..., 0). */
-typedef enum pp_placement { PP_PLACEMENT_LOOP = 0, PP_PLACEMENT_V } pp_placement_t;
 
 typedef enum pp_optimizer { PP_OPT_NONE = 0, PP_OPT_ADAMW } pp_optimizer_t;
 
@@ -62,7 +49,7 @@ typedef struct pp_pipeline_cfg {
 } pp_pipeline_cfg_t;
 
 typedef struct pp_schedule_cfg {
-    pp_sched_kind_t kind;
+    pp_sched_kind_t kind; /* a row of kinds.h; PP_SCHED_STEPS / PP_SCHED_CSV by `steps:` / `csv:` */
     char *csv_path;       /* for PP_SCHED_CSV, relative to the YAML file's folder */
     pp_schedule_t *steps; /* for PP_SCHED_STEPS / PP_SCHED_CSV: the schedule as written */
 } pp_schedule_cfg_t;
@@ -133,12 +120,9 @@ pp_status_t config_load_string(pp_config_t *cfg, const char *name, const char *y
 
 /* Resolve `devices: all` to `n_visible` devices (when n_visible == 0, to the schedule's own
  * device count, or 4 when nothing says) and `stages: auto`, then check the combined values:
- * layers % stages, chunks integral, micro-batches enough for the generator, ids < n_visible
+ * layers % stages, chunks integral, the kind's preconditions (sched_kind_check), ids < n_visible
  * (skipped when n_visible < 0, i.e. unknown). Prints the problem and returns PP_ERR_INPUT. */
 pp_status_t config_resolve(pp_config_t *cfg, int n_visible);
-
-/* The name of a schedule kind as written in YAML ("gpipe", "1f1b", ...). */
-const char *config_sched_kind_name(pp_sched_kind_t k);
 
 /* Tokens per training step: micro_batches * micro_batch_size * seq_len. */
 double config_tokens_per_step(const pp_config_t *cfg);

@@ -192,17 +192,34 @@ pp_status_t generate_interleaved(pp_schedule_t *out, int p, int m, int v)
 
 /* ============================== Dispatch ====================================================== */
 
-static const char *kind_name(pp_sched_kind_t k)
+/* The generators of the kind table (kinds.c): p, m and v from a resolved config. */
+static int cfg_chunks(const pp_config_t *cfg)
 {
-    switch (k) {
-    case PP_SCHED_GPIPE: return "gpipe";
-    case PP_SCHED_1F1B: return "1f1b";
-    case PP_SCHED_INTERLEAVED: return "interleaved";
-    case PP_SCHED_ZBH1: return "zb-h1";
-    case PP_SCHED_STEPS: return "steps";
-    case PP_SCHED_CSV: return "csv";
-    }
-    return "?";
+    const pp_pipeline_cfg_t *pc = &cfg->pipeline;
+    int p = pc->n_devices > 0 ? pc->n_devices : 1;
+    int stages = pc->stages > 0 ? pc->stages : p * (pc->chunks > 0 ? pc->chunks : 1);
+    return stages % p == 0 ? stages / p : 0;
+}
+
+pp_status_t generate_cfg_gpipe(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    return generate_gpipe(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
+}
+
+pp_status_t generate_cfg_1f1b(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    return generate_1f1b(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
+}
+
+pp_status_t generate_cfg_interleaved(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    return generate_interleaved(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches,
+                                cfg_chunks(cfg));
+}
+
+pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    return generate_zbh1(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
 }
 
 /* Deep copy of a schedule as written (explicit steps or CSV). */
@@ -224,52 +241,41 @@ static pp_status_t copy_schedule(pp_schedule_t *out, const pp_schedule_t *in)
     return PP_OK;
 }
 
+pp_status_t generate_cfg_written(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    memset(out, 0, sizeof *out);
+    if (!cfg->schedule.steps) {
+        fprintf(stderr, "schedule %s: no actions were read for the schedule\n",
+                sched_kind_name(cfg->schedule.kind));
+        return PP_ERR_INPUT;
+    }
+    return finish(out, copy_schedule(out, cfg->schedule.steps));
+}
+
 pp_status_t generate_schedule(pp_schedule_t *out, const pp_config_t *cfg)
 {
     memset(out, 0, sizeof *out);
     const pp_pipeline_cfg_t *pc = &cfg->pipeline;
-    pp_sched_kind_t kind = cfg->schedule.kind;
-    int p = pc->n_devices, m = pc->micro_batches;
-    int stages = pc->stages > 0 ? pc->stages : p * (pc->chunks > 0 ? pc->chunks : 1);
-    const char *name = kind_name(kind);
-
-    switch (kind) {
-    case PP_SCHED_STEPS:
-    case PP_SCHED_CSV:
-        if (!cfg->schedule.steps) {
-            fprintf(stderr, "schedule %s: no actions were read for the schedule\n", name);
-            return PP_ERR_INPUT;
-        }
-        return finish(out, copy_schedule(out, cfg->schedule.steps));
-    case PP_SCHED_GPIPE:
-    case PP_SCHED_1F1B:
-    case PP_SCHED_ZBH1:
-        if (stages != p) {
-            fprintf(stderr,
-                    "schedule %s runs one stage per device: stages (%d) must equal devices (%d); "
-                    "use schedule: interleaved for several stages per device\n",
-                    name, stages, p);
-            return PP_ERR_INPUT;
-        }
-        if (kind == PP_SCHED_GPIPE) return generate_gpipe(out, p, m);
-        if (kind == PP_SCHED_1F1B) return generate_1f1b(out, p, m);
-        return generate_zbh1(out, p, m);
-    case PP_SCHED_INTERLEAVED:
-        if (p < 1 || stages % p != 0) {
-            fprintf(stderr,
-                    "schedule interleaved: stages (%d) must be a multiple of devices (%d)\n",
-                    stages, p);
-            return PP_ERR_INPUT;
-        }
-        if (pc->placement == PP_PLACEMENT_V && stages / p > 1) {
-            fprintf(stderr,
-                    "schedule interleaved: pipeline.placement v is not supported (the interleaved "
-                    "order is built for loop placement, stage s on device s mod p); use "
-                    "placement: loop, or write the order under schedule.steps\n");
-            return PP_ERR_INPUT;
-        }
-        return generate_interleaved(out, p, m, stages / p);
+    const pp_kind_row_t *row = sched_kind(cfg->schedule.kind);
+    char msg[512];
+    if (!row->generate) {
+        fprintf(stderr, "unknown schedule kind %d\n", (int)cfg->schedule.kind);
+        return PP_ERR_INPUT;
     }
-    fprintf(stderr, "unknown schedule kind %d\n", (int)kind);
-    return PP_ERR_INPUT;
+    if (!row->written) {
+        int v = cfg_chunks(cfg);
+        if (v < 1) {
+            fprintf(stderr, "schedule %s: stages (%d) must be a multiple of devices (%d)\n",
+                    row->name, pc->stages, pc->n_devices);
+            return PP_ERR_INPUT;
+        }
+        if (sched_kind_check(cfg->schedule.kind, pc->n_devices, pc->micro_batches, v, msg,
+                             sizeof msg) != PP_KIND_OK ||
+            sched_kind_check_placement(cfg->schedule.kind, v, pc->placement, msg, sizeof msg) !=
+                PP_KIND_OK) {
+            fprintf(stderr, "schedule %s\n", msg);
+            return PP_ERR_INPUT;
+        }
+    }
+    return row->generate(out, cfg);
 }

@@ -1,8 +1,10 @@
 /*
  * generate.h — schedule generators: the compute actions (F/B/I/W) of every device, in order, for
  * GPipe, 1F1B, interleaved 1F1B and ZB-H1. The result is compute-only; plan_lower adds the
- * communication. Stage placement follows cfg->pipeline.placement (loop: stage s on device
- * s mod p; v: down then back up). Explicit (`steps:`) and CSV schedules are copied as written.
+ * communication. Which generator a kind uses, and the preconditions checked before it runs, are
+ * rows of the kind table (kinds.h). The built-in generators place stages in a loop (stage s on
+ * device s mod p); a kind whose row allows placement v must build it itself. Explicit (`steps:`)
+ * and CSV schedules are copied as written.
  */
 #ifndef PP_GENERATE_H
 #define PP_GENERATE_H
@@ -14,10 +16,18 @@
 extern "C" {
 #endif
 
-/* Build the schedule `cfg` asks for into `out` (initialised here; free with schedule_free).
- * cfg must have been through config_resolve. Returns PP_ERR_INPUT with a message when the
- * generator cannot produce a schedule for these values (e.g. interleaved with m % p != 0). */
+/* Build the schedule `cfg` asks for into `out` (initialised here; free with schedule_free):
+ * the kind's preconditions (sched_kind_check), then its row's generator. cfg must have been
+ * through config_resolve. Returns PP_ERR_INPUT with a message when the generator cannot produce
+ * a schedule for these values (e.g. interleaved with m % p != 0). */
 pp_status_t generate_schedule(pp_schedule_t *out, const pp_config_t *cfg);
+
+/* The generators of the kind table's rows: p, m and v taken from a resolved config. */
+pp_status_t generate_cfg_gpipe(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_1f1b(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_interleaved(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_written(pp_schedule_t *out, const pp_config_t *cfg); /* steps, csv */
 
 /* The individual generators, for tests: p devices, m micro-batches, v chunks per device. */
 pp_status_t generate_gpipe(pp_schedule_t *out, int p, int m);

@@ -298,7 +298,7 @@ static pp_status_t job_plan(job_t *j, const char *path, const char *const *sets,
     if (st == PP_OK) st = plan_validate(&j->plan);
     if (st == PP_ERR_INPUT)
         fprintf(stderr, "%s: the %s schedule above is not valid\n", path,
-                config_sched_kind_name(j->cfg.schedule.kind));
+                sched_kind_name(j->cfg.schedule.kind));
     return st;
 }
 
@@ -435,7 +435,7 @@ static pp_status_t cmd_check(const char *path, const opts_t *o)
             if (j.plan.slots_per_stage[s] > max_slots) max_slots = j.plan.slots_per_stage[s];
         printf("%s: ok: %s, %d devices, %d stages, %d micro-batches, %d ops, at most %d "
                "activation slots per stage\n",
-               path, config_sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages,
+               path, sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages,
                j.plan.n_mb, j.plan.n_ops, max_slots);
     }
     job_free(&j);
@@ -453,7 +453,7 @@ static pp_status_t cmd_show(const char *path, const opts_t *o)
         st = schedule_write_yaml(&j.sched, stdout);
     } else {
         printf("# %s: %s, p=%d, stages=%d, m=%d, v=%d\n", path,
-               config_sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages,
+               sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages,
                j.plan.n_mb, j.plan.chunks);
         plan_print_grid(&j.plan, stdout);
     }

@@ -177,17 +177,7 @@ static double quantile_sorted(const double *v, int n, double q)
 
 double report_bubble_theory(pp_sched_kind_t kind, int p, int m, int v)
 {
-    if (p < 1 || m < 1) return NAN;
-    if (v < 1) v = 1;
-    switch (kind) {
-    case PP_SCHED_GPIPE:
-    case PP_SCHED_1F1B: return (double)(p - 1) / (double)(m + p - 1);
-    case PP_SCHED_INTERLEAVED: return (double)(p - 1) / ((double)v * m + p - 1);
-    case PP_SCHED_ZBH1: return (double)(p - 1) / (3.0 * m + p - 1);
-    case PP_SCHED_STEPS:
-    case PP_SCHED_CSV: return NAN;
-    }
-    return NAN;
+    return sched_kind_bubble(kind, p, m, v);
 }
 
 /* Overall idle/makespan of `tl`: 1 - sum busy / (p * makespan). */
@@ -208,10 +198,9 @@ static pp_status_t overall_bubble(const pp_plan_t *plan, const pp_timeline_t *tl
 
 static const char *schedule_name(const pp_config_t *cfg, const pp_plan_t *plan)
 {
-    if (cfg && (cfg->schedule.kind == PP_SCHED_STEPS || cfg->schedule.kind == PP_SCHED_CSV) &&
-        cfg->name && cfg->name[0])
+    if (cfg && sched_kind(cfg->schedule.kind)->written && cfg->name && cfg->name[0])
         return cfg->name;
-    return config_sched_kind_name(cfg ? cfg->schedule.kind : plan->kind);
+    return sched_kind_name(cfg ? cfg->schedule.kind : plan->kind);
 }
 
 pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,

@@ -13,18 +13,6 @@
 
 enum { PLOT_W = 720, PLOT_H = 440, PLOT_L = 70, PLOT_R = 30, PLOT_T = 60, PLOT_B = 70 };
 
-/* The closed form with m real, so the curve is smooth between the measured points. */
-static double theory_real(pp_sched_kind_t kind, int p, int v, double m)
-{
-    switch (kind) {
-    case PP_SCHED_GPIPE:
-    case PP_SCHED_1F1B: return (p - 1) / (m + p - 1);
-    case PP_SCHED_INTERLEAVED: return (p - 1) / (v * m + p - 1);
-    case PP_SCHED_ZBH1: return (p - 1) / (3 * m + p - 1);
-    default: return NAN;
-    }
-}
-
 static void xml_escape(FILE *f, const char *s)
 {
     for (; *s; s++) {
@@ -59,7 +47,7 @@ pp_status_t report_write_bubble_chart(const char *path, const char *title, pp_sc
         if (isfinite(measured[i]) && measured[i] > y_hi) y_hi = measured[i];
         if (isfinite(simulated[i]) && simulated[i] > y_hi) y_hi = simulated[i];
     }
-    double th_lo = theory_real(kind, p, v, m_lo);
+    double th_lo = sched_kind_bubble(kind, p, m_lo, v);
     if (isfinite(th_lo) && th_lo > y_hi) y_hi = th_lo;
     y_hi = ceil(y_hi * 100.0 / 10.0) * 10.0 / 100.0; /* round up to 10 % */
     if (y_hi <= 0.0) y_hi = 0.1;
@@ -114,7 +102,7 @@ pp_status_t report_write_bubble_chart(const char *path, const char *title, pp_sc
                    "stroke-dasharray=\"6 4\" points=\"");
         for (int k = 0; k <= 100; k++) {
             double mm = pow(2.0, x_lo + (x_hi - x_lo) * k / 100.0);
-            fprintf(f, "%.1f,%.1f ", PX(mm), PY(theory_real(kind, p, v, mm)));
+            fprintf(f, "%.1f,%.1f ", PX(mm), PY(sched_kind_bubble(kind, p, mm, v)));
         }
         fprintf(f, "\"/>\n");
     }

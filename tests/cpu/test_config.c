@@ -854,12 +854,32 @@ static void test_counts(void)
         EXPECT_NEAR(config_flops_per_step(&c), 3 * fwd * tokens, 0, 1e-12);
         config_free(&c);
     }
-    EXPECT(!strcmp(config_sched_kind_name(PP_SCHED_GPIPE), "gpipe"));
-    EXPECT(!strcmp(config_sched_kind_name(PP_SCHED_1F1B), "1f1b"));
-    EXPECT(!strcmp(config_sched_kind_name(PP_SCHED_INTERLEAVED), "interleaved-1f1b"));
-    EXPECT(!strcmp(config_sched_kind_name(PP_SCHED_ZBH1), "zb-h1"));
-    EXPECT(!strcmp(config_sched_kind_name(PP_SCHED_STEPS), "steps"));
-    EXPECT(!strcmp(config_sched_kind_name(PP_SCHED_CSV), "csv"));
+    EXPECT(!strcmp(sched_kind_name(PP_SCHED_GPIPE), "gpipe"));
+    EXPECT(!strcmp(sched_kind_name(PP_SCHED_1F1B), "1f1b"));
+    EXPECT(!strcmp(sched_kind_name(PP_SCHED_INTERLEAVED), "interleaved-1f1b"));
+    EXPECT(!strcmp(sched_kind_name(PP_SCHED_ZBH1), "zb-h1"));
+    EXPECT(!strcmp(sched_kind_name(PP_SCHED_STEPS), "steps"));
+    EXPECT(!strcmp(sched_kind_name(PP_SCHED_CSV), "csv"));
+}
+
+/* The kind table: every kind `schedule.kind` accepts is found by its name, the explicit kinds are
+ * not, "interleaved" is an alias of interleaved-1f1b, and a kind with a closed form says so. */
+static void test_kind_table(void)
+{
+    for (int k = 0; k < PP_SCHED_KIND_COUNT; k++) {
+        const pp_kind_row_t *r = sched_kind((pp_sched_kind_t)k);
+        EXPECT(r->generate != NULL, "%s", r->name);
+        EXPECT(sched_kind_find(r->name) == (r->written ? -1 : k), "%s", r->name);
+        EXPECT(r->default_chunks >= 1, "%s", r->name);
+        double b = sched_kind_bubble((pp_sched_kind_t)k, 4, 8, r->default_chunks);
+        EXPECT(r->bubble ? (b > 0 && b < 1) : isnan(b), "%s", r->name);
+    }
+    EXPECT(sched_kind_find("interleaved") == PP_SCHED_INTERLEAVED);
+    EXPECT(sched_kind_find("steps") == -1 && sched_kind_find("2f2b") == -1);
+    pp_config_t c;
+    REQUIRE(config_load_string(&c, "t.yaml", "schedule: {kind: interleaved}\n", NULL, 0) == PP_OK);
+    EXPECT(c.schedule.kind == PP_SCHED_INTERLEAVED && c.pipeline.chunks == 2);
+    config_free(&c);
 }
 
 /* A failure after the steps were built leaves a config that frees cleanly (ASan checks). */
@@ -898,5 +918,6 @@ int main(void)
     RUN(test_shipped_schedules);
     RUN(test_counts);
     RUN(test_free_after_failure);
+    RUN(test_kind_table);
     return check_summary("test_config");
 }

@@ -538,7 +538,7 @@ static void test_closed_form_sweep(void)
                     if (kind == PP_SCHED_ZBH1 && m < p) continue;
                     /* Uneven F/B costs: only where the closed form does not need T_F = T_B. */
                     if (uneven && kind != PP_SCHED_GPIPE && kind != PP_SCHED_1F1B) continue;
-                    const char *name = config_sched_kind_name(kind);
+                    const char *name = sched_kind_name(kind);
                     pp_plan_t plan;
                     int rc = make_plan(&plan, kind, p, m, v);
                     EXPECT(rc == 0, "%s p %d m %d v %d: %s", name, p, m, v,
