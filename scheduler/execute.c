@@ -93,14 +93,6 @@ void execute_describe_devices(char *buf, size_t size)
              (drv % 1000) / 10);
 }
 
-void exec_result_free(pp_exec_result_t *res)
-{
-    if (!res) return;
-    free(res->loss);
-    free(res->grads);
-    memset(res, 0, sizeof *res);
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Set-up and tear-down
  * ------------------------------------------------------------------------------------------- */

@@ -6,21 +6,17 @@
  *   ppsched show FILE [--emit csv|yaml]  the plan as a text grid, or the schedule exported
  *   ppsched check FILE                   load, generate, lower and validate; print a summary
  *
- * Every command goes through the same chain: config → generate → validate → lower → validate →
- * simulate (always: the simulated bubble sits next to the measured one) → execute (measure mode)
- * → report. Exit codes: 0 ok, 2 usage or input error, 1 runtime failure. Only this file exits.
+ * This file parses arguments and dispatches commands; every command goes through the one chain of
+ * run.h (config → schedule → plan → execute | simulate → report), compare's outputs are in
+ * report_compare.c. Exit codes: 0 ok, 2 usage or input error, 1 runtime failure. Only this file
+ * exits.
  */
-#include "config.h"
 #include "execute.h"
-#include "generate.h"
-#include "plan.h"
-#include "report.h"
-#include "simulate.h"
-#include "timeline.h"
+#include "report_compare.h"
+#include "run.h"
 
 #include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -258,126 +254,18 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * One job: a config file taken through the whole chain
+ * Runs
  * ------------------------------------------------------------------------------------------- */
 
-typedef struct job {
-    pp_config_t cfg;
-    pp_schedule_t sched;
-    pp_plan_t plan;
-    pp_cost_model_t cost;
-    pp_timeline_t sim;  /* always: the simulator's timeline */
-    pp_timeline_t meas; /* measure mode: the executor's */
-    pp_report_t report;
-    int measured; /* 1 when `meas` holds a run */
-    int have_report;
-    char label[256]; /* schedule name plus the sweep values, for tables */
-} job_t;
-
-static void job_free(job_t *j)
+/* The chain's options for a command's flags. */
+static pp_run_opts_t run_opts(const opts_t *o, int measure)
 {
-    if (j->have_report) report_free(&j->report);
-    timeline_free(&j->meas);
-    timeline_free(&j->sim);
-    cost_model_free(&j->cost);
-    plan_free(&j->plan);
-    schedule_free(&j->sched);
-    config_free(&j->cfg);
-    memset(j, 0, sizeof *j);
-}
-
-/* Load, resolve, generate, validate, lower and validate again. n_visible: CUDA devices seen. */
-static pp_status_t job_plan(job_t *j, const char *path, const char *const *sets, int n_sets,
-                            int n_visible)
-{
-    PP_CHECK(config_load(&j->cfg, path, sets, n_sets));
-    PP_CHECK(config_resolve(&j->cfg, n_visible));
-    PP_CHECK(generate_schedule(&j->sched, &j->cfg));
-    pp_status_t st = schedule_validate(&j->sched);
-    if (st == PP_OK) st = plan_lower(&j->plan, &j->sched, &j->cfg);
-    if (st == PP_OK) st = plan_validate(&j->plan);
-    if (st == PP_ERR_INPUT)
-        fprintf(stderr, "%s: the %s schedule above is not valid\n", path,
-                sched_kind_name(j->cfg.schedule.kind));
-    return st;
-}
-
-/* The cost model a measured run implies: per stage, the mean duration of each compute kind, and
- * the mean cross-device transfer. Kinds a plan does not use keep 0 (B falls back to I + W). */
-static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
-                                     const pp_timeline_t *tl)
-{
-    pp_cost_cfg_t zero = {0};
-    int n = plan->n_stages;
-    PP_CHECK(cost_model_uniform(cm, n, &zero));
-    int *cnt = calloc((size_t)n * 4, sizeof *cnt);
-    PP_ALLOC_CHECK(cnt);
-    double *per[4] = {cm->f, cm->b, cm->i, cm->w};
-    double send = 0;
-    int n_send = 0;
-    for (int k = 0; k < plan->n_ops; k++) {
-        const pp_op_t *op = &plan->ops[k];
-        double dur = tl->t[k].end_ms - tl->t[k].start_ms;
-        if (pp_action_is_compute(op->kind)) {
-            per[op->kind][op->stage] += dur;
-            cnt[op->kind * n + op->stage]++;
-        } else if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
-                   op->link != PP_LINK_LOCAL) {
-            send += dur;
-            n_send++;
-        }
-    }
-    for (int kind = 0; kind < 4; kind++)
-        for (int st = 0; st < n; st++)
-            if (cnt[kind * n + st]) per[kind][st] /= cnt[kind * n + st];
-    for (int st = 0; st < n; st++)
-        if (!cnt[PP_ACT_B * n + st]) cm->b[st] = cm->i[st] + cm->w[st];
-    cm->send = n_send ? send / n_send : 0;
-    free(cnt);
-    return PP_OK;
-}
-
-/* Simulate always; execute when `measure`. In measure mode the simulated figure comes from the
- * simulator fed with the measured op costs, so the two differ only by what the cost model leaves
- * out (launch gaps, contention, the order the GPU really ran things in). Then build the report. */
-static pp_status_t job_run(job_t *j, int measure, const opts_t *o)
-{
-    PP_CHECK(cost_model_uniform(&j->cost, j->plan.n_stages, &j->cfg.cost));
-    /* `cost:` is per device's share of the layers; a chunk of an interleaved device holds 1/v. */
-    for (int s = 0; s < j->plan.n_stages; s++) {
-        double k = 1.0 / j->plan.chunks;
-        j->cost.f[s] *= k;
-        j->cost.b[s] *= k;
-        j->cost.i[s] *= k;
-        j->cost.w[s] *= k;
-    }
-    PP_CHECK(simulate_plan(&j->sim, &j->plan, &j->cost));
-    if (measure) {
-        pp_exec_opts_t eo = {
-            .sync = o->sync,
-            .graph = j->cfg.run.graph && !o->sync,
-            .timing = j->cfg.run.timing,
-            .timeout_s = o->timeout_s > 0 ? o->timeout_s : j->cfg.run.timeout_s,
-            .verbose = !o->quiet && !o->json,
-        };
-        PP_CHECK(execute_plan(&j->meas, NULL, &j->plan, &j->cfg, &eo));
-        j->measured = 1;
-        if (j->meas.has_op_times) {
-            cost_model_free(&j->cost);
-            timeline_free(&j->sim);
-            PP_CHECK(cost_from_measure(&j->cost, &j->plan, &j->meas));
-            PP_CHECK(simulate_plan(&j->sim, &j->plan, &j->cost));
-        }
-    }
-    PP_CHECK(
-        report_build(&j->report, &j->cfg, &j->plan, j->measured ? &j->meas : &j->sim, &j->sim));
-    j->have_report = 1;
-    return PP_OK;
-}
-
-static const pp_timeline_t *job_timeline(const job_t *j)
-{
-    return j->measured ? &j->meas : &j->sim;
+    pp_run_opts_t ro = {.measure = measure,
+                        .exec = execute_plan,
+                        .sync = o->sync,
+                        .timeout_s = o->timeout_s,
+                        .verbose = !o->quiet && !o->json};
+    return ro;
 }
 
 /* Decide measure vs simulate, printing the banner when a GPU run was wanted but is not possible. */
@@ -397,38 +285,38 @@ static int want_measure(const opts_t *o, int n_visible)
 
 static pp_status_t cmd_run(const char *path, const opts_t *o)
 {
-    job_t j = {0};
+    pp_run_t j = {0};
     pp_status_t st;
     int n_visible = o->simulate ? 0 : execute_device_count();
-    int measure = want_measure(o, n_visible);
-    PP_CHECK_GOTO(job_plan(&j, path, o->sets, o->n_sets, n_visible), st, done);
-    PP_CHECK_GOTO(job_run(&j, measure, o), st, done);
+    pp_run_opts_t ro = run_opts(o, want_measure(o, n_visible));
+    PP_CHECK_GOTO(run_load(&j, path, NULL, o->sets, o->n_sets, n_visible), st, done);
+    PP_CHECK_GOTO(run_go(&j, &ro), st, done);
     if (o->json)
         report_print_json(&j.report, stdout);
     else
         report_print_table(&j.report, &j.cfg, stdout);
     if (o->trace)
-        PP_CHECK_GOTO(report_write_trace_devices(&j.plan, job_timeline(&j),
+        PP_CHECK_GOTO(report_write_trace_devices(&j.plan, run_timeline(&j),
                                                  j.measured ? j.cfg.pipeline.device_ids : NULL,
                                                  o->trace),
                       st, done);
     if (o->svg)
-        PP_CHECK_GOTO(report_write_svg(&j.plan, job_timeline(&j), j.cfg.name, o->svg), st, done);
+        PP_CHECK_GOTO(report_write_svg(&j.plan, run_timeline(&j), j.cfg.name, o->svg), st, done);
     if (!o->json && !o->quiet) {
         if (o->trace)
             printf("# trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", o->trace);
         if (o->svg) printf("# gantt chart: %s\n", o->svg);
     }
 done:
-    job_free(&j);
+    run_free(&j);
     return st;
 }
 
 static pp_status_t cmd_check(const char *path, const opts_t *o)
 {
-    job_t j = {0};
+    pp_run_t j = {0};
     int n_visible = execute_device_count();
-    pp_status_t st = job_plan(&j, path, o->sets, o->n_sets, n_visible);
+    pp_status_t st = run_load(&j, path, NULL, o->sets, o->n_sets, n_visible);
     if (st == PP_OK) {
         int max_slots = 0;
         for (int s = 0; s < j.plan.n_stages; s++)
@@ -438,27 +326,27 @@ static pp_status_t cmd_check(const char *path, const opts_t *o)
                path, sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages,
                j.plan.n_mb, j.plan.n_ops, max_slots);
     }
-    job_free(&j);
+    run_free(&j);
     return st;
 }
 
 static pp_status_t cmd_show(const char *path, const opts_t *o)
 {
-    job_t j = {0};
+    pp_run_t j = {0};
     pp_status_t st;
-    PP_CHECK_GOTO(job_plan(&j, path, o->sets, o->n_sets, execute_device_count()), st, done);
+    PP_CHECK_GOTO(run_load(&j, path, NULL, o->sets, o->n_sets, execute_device_count()), st, done);
     if (o->emit && strcmp(o->emit, "csv") == 0) {
         st = schedule_write_csv(&j.sched, stdout);
     } else if (o->emit) {
         st = schedule_write_yaml(&j.sched, stdout);
     } else {
         printf("# %s: %s, p=%d, stages=%d, m=%d, v=%d\n", path,
-               sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages,
-               j.plan.n_mb, j.plan.chunks);
+               sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages, j.plan.n_mb,
+               j.plan.chunks);
         plan_print_grid(&j.plan, stdout);
     }
 done:
-    job_free(&j);
+    run_free(&j);
     return st;
 }
 
@@ -498,145 +386,6 @@ static pp_status_t sweep_parse(sweep_t *sw, const char *arg)
     return PP_OK;
 }
 
-static void fmt_num(char *buf, size_t n, double v, const char *fmt)
-{
-    if (isnan(v))
-        snprintf(buf, n, "-");
-    else
-        snprintf(buf, n, fmt, v);
-}
-
-/* Peak memory and peak in-flight micro-batches of the fullest device of a run. */
-static void fullest_device(const pp_report_t *r, size_t *mem, int *inflight)
-{
-    *mem = 0;
-    *inflight = 0;
-    for (int d = 0; d < r->devices; d++) {
-        if (r->per_device[d].peak_mem_bytes > *mem) *mem = r->per_device[d].peak_mem_bytes;
-        if (r->per_device[d].peak_inflight > *inflight) *inflight = r->per_device[d].peak_inflight;
-    }
-}
-
-static void compare_print_table(job_t *jobs, int n, FILE *f)
-{
-    fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "schedule", "p", "m",
-            "v", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory", "peak mem",
-            "peak");
-    fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "", "", "", "",
-            "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb");
-    for (int i = 0; i < n; i++) {
-        const pp_report_t *r = &jobs[i].report;
-        size_t mem;
-        int inflight;
-        fullest_device(r, &mem, &inflight);
-        char memb[32], th[32], sim[32], tf[32], bub[32];
-        fmt_num(memb, sizeof memb, mem ? (double)mem / (1u << 30) : NAN, "%.2f");
-        fmt_num(bub, sizeof bub, r->bubble * 100, "%.1f");
-        fmt_num(th, sizeof th, r->bubble_theory * 100, "%.1f");
-        fmt_num(sim, sizeof sim, r->bubble_simulated * 100, "%.1f");
-        fmt_num(tf, sizeof tf, r->tflops, "%.1f");
-        fprintf(f, "%-36.36s %3d %4d %2d %9.3f %9.3f %9.3f %11.4g %8s %7s %7s %7s %9s %6d\n",
-                jobs[i].label, r->devices, r->micro_batches, r->chunks, r->step_ms, r->step_ms_p10,
-                r->step_ms_p90, r->tokens_per_s, tf, bub, sim, th, memb, inflight);
-    }
-    /* Verdict: the highest throughput (runs of different m do different work per step). */
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (jobs[i].report.tokens_per_s > jobs[best].report.tokens_per_s) best = i;
-    if (n > 1)
-        fprintf(f, "# highest throughput: %s (%.4g tokens/s, %.3f ms per step)\n", jobs[best].label,
-                jobs[best].report.tokens_per_s, jobs[best].report.step_ms);
-}
-
-static void csv_field(FILE *f, double v)
-{
-    if (isnan(v))
-        fputs(",", f);
-    else
-        fprintf(f, ",%.6g", v);
-}
-
-static void compare_print_csv(job_t *jobs, int n, FILE *f)
-{
-    fprintf(f, "schedule,mode,devices,stages,micro_batches,chunks,step_ms,step_ms_p10,step_ms_p90,"
-               "tokens_per_s,tflops,bubble,bubble_simulated,bubble_theory,peak_mem_bytes,"
-               "peak_inflight_microbatches\n");
-    for (int i = 0; i < n; i++) {
-        const pp_report_t *r = &jobs[i].report;
-        size_t mem;
-        int inflight;
-        fullest_device(r, &mem, &inflight);
-        fprintf(f, "\"%s\",%s,%d,%d,%d,%d", jobs[i].label,
-                r->mode == PP_MODE_MEASURE ? "measure" : "simulate", r->devices, r->stages,
-                r->micro_batches, r->chunks);
-        csv_field(f, r->step_ms);
-        csv_field(f, r->step_ms_p10);
-        csv_field(f, r->step_ms_p90);
-        csv_field(f, r->tokens_per_s);
-        csv_field(f, r->tflops);
-        csv_field(f, r->bubble);
-        csv_field(f, r->bubble_simulated);
-        csv_field(f, r->bubble_theory);
-        fprintf(f, ",%zu,%d\n", mem, inflight);
-    }
-}
-
-/* One bubble-against-m chart per schedule (same name, p and v) that ran at two or more m. */
-static pp_status_t compare_bubble_charts(job_t *jobs, int n, const char *dir, int measure)
-{
-    int *done = calloc((size_t)n, sizeof *done), *m = calloc((size_t)n, sizeof *m);
-    double *meas = calloc((size_t)n, sizeof *meas), *sim = calloc((size_t)n, sizeof *sim);
-    pp_status_t st = PP_OK;
-    if (!done || !m || !meas || !sim) {
-        st = PP_ERR_NOMEM;
-        fprintf(stderr, "%s: out of host memory\n", prog);
-        goto out;
-    }
-    for (int i = 0; i < n && st == PP_OK; i++) {
-        if (done[i]) continue;
-        const job_t *a = &jobs[i];
-        int k = 0;
-        for (int j = i; j < n; j++) {
-            const job_t *b = &jobs[j];
-            if (done[j] || strcmp(a->cfg.name, b->cfg.name) != 0 ||
-                a->plan.n_devices != b->plan.n_devices || a->plan.chunks != b->plan.chunks ||
-                a->cfg.schedule.kind != b->cfg.schedule.kind)
-                continue;
-            done[j] = 1;
-            m[k] = b->plan.n_mb;
-            meas[k] = b->report.bubble;
-            sim[k] = measure ? b->report.bubble_simulated : NAN;
-            k++;
-        }
-        /* sort the points by m (insertion sort: a handful of points) */
-        for (int x = 1; x < k; x++)
-            for (int y = x; y > 0 && m[y] < m[y - 1]; y--) {
-                int tm = m[y];
-                m[y] = m[y - 1];
-                m[y - 1] = tm;
-                double t1 = meas[y];
-                meas[y] = meas[y - 1];
-                meas[y - 1] = t1;
-                double t2 = sim[y];
-                sim[y] = sim[y - 1];
-                sim[y - 1] = t2;
-            }
-        if (k < 2 || m[0] == m[k - 1]) continue;
-        char path[4096], title[300];
-        snprintf(path, sizeof path, "%s/bubble-%s-p%d.svg", dir, a->cfg.name, a->plan.n_devices);
-        snprintf(title, sizeof title, "%s: bubble against micro-batches", a->cfg.name);
-        st = report_write_bubble_chart(path, title, a->cfg.schedule.kind, a->plan.n_devices,
-                                       a->plan.chunks, k, m, meas, sim,
-                                       measure ? "measured" : "simulated");
-    }
-out:
-    free(done);
-    free(m);
-    free(meas);
-    free(sim);
-    return st;
-}
-
 static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
 {
     sweep_t sw[MAX_SWEEP];
@@ -650,10 +399,11 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
         fprintf(stderr, "%s: compare: %d runs is too many (at most 4096)\n", prog, n_jobs);
         return PP_ERR_USAGE;
     }
-    job_t *jobs = calloc((size_t)n_jobs, sizeof *jobs);
+    pp_compare_row_t *jobs = calloc((size_t)n_jobs, sizeof *jobs);
     PP_ALLOC_CHECK(jobs);
     int n_visible = o->simulate ? 0 : execute_device_count();
     int measure = want_measure(o, n_visible);
+    pp_run_opts_t ro = run_opts(o, measure);
     pp_status_t st = PP_OK;
     int done_jobs = 0;
     if (o->svg && mkdir(o->svg, 0777) != 0 && errno != EEXIST) {
@@ -663,7 +413,7 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
     }
     for (int fi = 0; fi < n_files; fi++) {
         for (int c = 0; c < n_combo; c++) {
-            job_t *j = &jobs[done_jobs];
+            pp_compare_row_t *j = &jobs[done_jobs];
             const char *sets[MAX_SETS + MAX_SWEEP];
             char setbuf[MAX_SWEEP][1200];
             int n_sets = 0;
@@ -683,17 +433,17 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
             }
             if (!o->quiet && !o->json && !o->csv)
                 fprintf(stderr, "# [%d/%d] %s%s\n", done_jobs + 1, n_jobs, files[fi], suffix);
-            PP_CHECK_GOTO(job_plan(j, files[fi], sets, n_sets, n_visible), st, done);
-            snprintf(j->label, sizeof j->label, "%s%s", j->cfg.name, suffix);
-            PP_CHECK_GOTO(job_run(j, measure, o), st, done);
+            PP_CHECK_GOTO(run_load(&j->run, files[fi], NULL, sets, n_sets, n_visible), st, done);
+            snprintf(j->label, sizeof j->label, "%s%s", j->run.cfg.name, suffix);
+            PP_CHECK_GOTO(run_go(&j->run, &ro), st, done);
             if (o->svg) {
                 char path[4096], name[300];
                 snprintf(name, sizeof name, "%s", j->label);
                 for (char *p = name; *p; p++)
                     if (*p == ' ' || *p == '/' || *p == '=') *p = (*p == '=') ? '-' : '_';
                 snprintf(path, sizeof path, "%s/%s.svg", o->svg, name);
-                PP_CHECK_GOTO(report_write_svg(&j->plan, job_timeline(j), j->label, path), st,
-                              done);
+                PP_CHECK_GOTO(report_write_svg(&j->run.plan, run_timeline(&j->run), j->label, path),
+                              st, done);
             }
             done_jobs++;
         }
@@ -703,7 +453,7 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
         printf("[");
         for (int i = 0; i < done_jobs; i++) {
             if (i) printf(",\n");
-            report_print_json(&jobs[i].report, stdout);
+            report_print_json(&jobs[i].run.report, stdout);
         }
         printf("]\n");
     } else if (o->csv) {
@@ -715,7 +465,7 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
     }
 done:
     for (int i = 0; i < n_jobs; i++)
-        job_free(&jobs[i]);
+        run_free(&jobs[i].run);
     free(jobs);
     return st;
 }

@@ -78,7 +78,8 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
  * Prints `device d, step i, action X: message` for the first problem; returns PP_ERR_INPUT. */
 pp_status_t plan_validate(const pp_plan_t *plan);
 
-/* Check a schedule before lowering (the compute rules above, on the programs as written). */
+/* Check a schedule before lowering (the compute rules above, on the programs as written).
+ * Deadlocks are plan_lower's to find: its dry run names every stuck device. */
 pp_status_t schedule_validate(const pp_schedule_t *sched);
 
 /* Text grid of the plan's compute actions (one row per device, one column per program step),

@@ -227,6 +227,7 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     r->devices = p;
     r->stages = plan->n_stages;
     r->micro_batches = plan->n_mb;
+    r->loss = NAN;
     r->chunks = plan->chunks;
     r->per_device = calloc((size_t)p, sizeof *r->per_device);
     busy = malloc(sizeof *busy * (size_t)p);
@@ -367,6 +368,8 @@ void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
                 cfg->pipeline.placement == PP_PLACEMENT_V ? "v" : "loop",
                 cfg->pipeline.transport == PP_TRANSPORT_NCCL ? "nccl" : "peer");
     fputc('\n', f);
+    if (r->mode == PP_MODE_MEASURE && isfinite(r->loss))
+        fprintf(f, "# loss: %.9g (mean over the micro-batches of the last step)\n", r->loss);
     if (cfg && r->mode == PP_MODE_SIMULATE)
         fprintf(f,
                 "# cost model (ms per micro-batch, one device's share of the layers): forward %g, "
@@ -502,6 +505,11 @@ void report_print_json(const pp_report_t *r, FILE *f)
     json_num(f, r->bubble_theory);
     fputs(",\"bubble_simulated\":", f);
     json_num(f, r->bubble_simulated);
+    fputs(",\"loss\":", f);
+    if (isfinite(r->loss))
+        fprintf(f, "%.9g", r->loss);
+    else
+        fputs("null", f);
     fputs(",\n \"per_device\":[", f);
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];

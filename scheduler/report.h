@@ -36,10 +36,11 @@ typedef struct pp_report {
     int devices, stages, micro_batches, chunks;
     double step_ms, step_ms_p10, step_ms_p90;
     double tokens_per_s, tflops;
-    double bubble;                 /* overall idle / makespan: 1 - sum busy / (p * makespan) */
-    double bubble_ideal;           /* overall idle / ideal compute: sum idle / sum busy */
-    double bubble_theory;          /* closed form, idle / makespan; NAN when none applies */
-    double bubble_simulated;       /* the simulator's figure for the same plan; NAN when not run */
+    double bubble;           /* overall idle / makespan: 1 - sum busy / (p * makespan) */
+    double bubble_ideal;     /* overall idle / ideal compute: sum idle / sum busy */
+    double bubble_theory;    /* closed form, idle / makespan; NAN when none applies */
+    double bubble_simulated; /* the simulator's figure for the same plan; NAN when not run */
+    double loss; /* measured: mean loss of the last step (set by the run chain); NAN otherwise */
     pp_device_stats_t *per_device; /* [devices] */
 } pp_report_t;
 

@@ -656,10 +656,10 @@ static void test_peak_inflight(void)
 
 static void test_json_schema(void)
 {
-    static const char *const top[] = {
-        "schedule", "mode",          "devices",          "stages",       "micro_batches",
-        "step_ms",  "step_ms_p10",   "step_ms_p90",      "tokens_per_s", "tflops",
-        "bubble",   "bubble_theory", "bubble_simulated", "per_device"};
+    static const char *const top[] = {"schedule",         "mode",    "devices",     "stages",
+                                      "micro_batches",    "step_ms", "step_ms_p10", "step_ms_p90",
+                                      "tokens_per_s",     "tflops",  "bubble",      "bubble_theory",
+                                      "bubble_simulated", "loss",    "per_device"};
     static const char *const dev[] = {"device", "busy_ms",        "idle_ms",
                                       "bubble", "peak_mem_bytes", "peak_inflight_microbatches"};
     int sends;
@@ -683,7 +683,7 @@ static void test_json_schema(void)
     int nt = 0, nd = 0;
     for (int k = 0; k < j.n_keys; k++) {
         if (j.key_depth[k] == 1) {
-            EXPECT(nt < 14 && strcmp(j.keys[k], top[nt]) == 0, "top key %d is '%s'", nt, j.keys[k]);
+            EXPECT(nt < 15 && strcmp(j.keys[k], top[nt]) == 0, "top key %d is '%s'", nt, j.keys[k]);
             nt++;
         } else if (j.key_depth[k] == 3) {
             EXPECT(strcmp(j.keys[k], dev[nd % 6]) == 0, "per_device key '%s', want '%s'", j.keys[k],
@@ -691,12 +691,17 @@ static void test_json_schema(void)
             nd++;
         }
     }
-    EXPECT(nt == 14, "%d top-level keys", nt);
+    EXPECT(nt == 15, "%d top-level keys", nt);
     EXPECT(nd == 6 * 2, "%d per-device keys", nd);
     EXPECT(strstr(js, "\"schedule\":\"odd \\\"name\\\"\\\\ with\\ttab\"") != NULL, "%s", js);
     EXPECT(strstr(js, "\"mode\":\"measure\"") != NULL);
     EXPECT(strstr(js, "\"bubble_simulated\":null") != NULL, "NAN must print as null");
     EXPECT(strstr(js, "\"bubble_theory\":null") != NULL);
+    EXPECT(strstr(js, "\"loss\":null") != NULL, "no loss set: null");
+    free(js);
+    r.loss = 2.718281828459045; /* a measured run's: printed with 9 significant digits */
+    js = print_json(&r);
+    EXPECT(strstr(js, "\"loss\":2.71828183,") != NULL, "%s", js);
     char want[64];
     snprintf(want, sizeof want, "\"peak_mem_bytes\":%zu", tl.peak_mem_bytes[0]);
     EXPECT(strstr(js, want) != NULL, "%s", want);

@@ -181,6 +181,17 @@ static void test_boundary_that_does_not_exist(void)
 
 /* ---- deadlocks ------------------------------------------------------------------------------- */
 
+/* The chain's checks before a plan exists: the rules, then the lowering's dry run. */
+static pp_status_t validate_and_lower(const pp_schedule_t *s)
+{
+    pp_plan_t plan;
+    pp_status_t st = schedule_validate(s);
+    if (st != PP_OK) return st;
+    st = plan_lower(&plan, s, NULL);
+    plan_free(&plan);
+    return st;
+}
+
 static void test_deadlock_each_recv_first(void)
 {
     /* Both devices open with a RECV. Device 0 receives micro-batch 1's gradient first, which is
@@ -190,7 +201,7 @@ static void test_deadlock_each_recv_first(void)
     pp_schedule_t s;
     REQUIRE(ts_sched_from(&s, 2, 2, 2, progs, 0) == PP_OK);
     ts_capture_begin();
-    pp_status_t st = schedule_validate(&s);
+    pp_status_t st = validate_and_lower(&s);
     const char *err = ts_capture_end();
     EXPECT(st == PP_ERR_INPUT);
     EXPECT(strstr(err, "device 0, step 0, action 0RECV_B1: waits for 1SEND_B1 (device 1, step 7), "
@@ -209,7 +220,7 @@ static void test_deadlock_compute_only(void)
     pp_schedule_t s;
     REQUIRE(ts_sched_from(&s, 2, 2, 2, progs, 0) == PP_OK);
     ts_capture_begin();
-    pp_status_t st = schedule_validate(&s);
+    pp_status_t st = validate_and_lower(&s);
     const char *err = ts_capture_end();
     EXPECT(st == PP_ERR_INPUT);
     EXPECT(strstr(err, "device 1, step 0, action 1RECV_F1 (added for 1F1): waits for 0SEND_F1"),

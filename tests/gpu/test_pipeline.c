@@ -6,15 +6,12 @@
  * stage), so the comparison is bitwise; in bf16 it is within tolerance. Also: with AdamW on, the
  * loss falls over 50 steps, and steps replayed from a captured CUDA graph match eager ones bitwise.
  * Cases that need more GPUs than present are skipped with the reason; without a GPU every case is
- * skipped.
+ * skipped. Every case goes through the run chain (run.h), as the command line does.
  */
 #include "../check.h"
 
-#include "../../scheduler/config.h"
 #include "../../scheduler/execute.h"
-#include "../../scheduler/generate.h"
-#include "../../scheduler/plan.h"
-#include "../../scheduler/timeline.h"
+#include "../../scheduler/run.h"
 #include "../../stages/stage.h"
 
 #include <cuda_runtime.h>
@@ -72,69 +69,72 @@ static int reference_step(const pp_config_t *cfg, int m, double *loss, float **g
     return ok ? 0 : -1;
 }
 
-/* Run one step of the configured pipeline; compare loss and gradients with the one-device
- * reference (bitwise in fp32, within bf16 tolerance otherwise), and check that every device ran its
- * compute ops in the order of its program. */
-static void run_and_compare(pp_config_t *cfg, const char *label)
+/* The options of a measured run through the chain (run.h), keeping the gradients. */
+static pp_run_opts_t measured(void)
 {
-    pp_schedule_t sched = {0};
-    pp_plan_t plan = {0};
-    pp_timeline_t tl = {0};
-    pp_exec_result_t res = {0};
-    const int m = cfg->pipeline.micro_batches;
-    REQUIRE(config_resolve(cfg, n_gpus) == PP_OK);
-    REQUIRE(generate_schedule(&sched, cfg) == PP_OK);
-    REQUIRE(schedule_validate(&sched) == PP_OK);
-    REQUIRE(plan_lower(&plan, &sched, cfg) == PP_OK);
-    REQUIRE(plan_validate(&plan) == PP_OK);
-    pp_exec_opts_t eo = {.timing = 1, .timeout_s = 60, .check_grads = 1};
-    pp_status_t st = execute_plan(&tl, &res, &plan, cfg, &eo);
-    EXPECT(st == PP_OK, "%s: execute_plan: %s", label, pp_status_str(st));
+    pp_run_opts_t ro = {.measure = 1, .exec = execute_plan, .check_grads = 1};
+    return ro;
+}
+
+/* Run one step of the pipeline `name` (a YAML file, or the text `yaml` named so) asks for;
+ * compare loss and gradients with the one-device reference (bitwise in fp32, within bf16
+ * tolerance otherwise), and check that every device ran its compute ops in the order of its
+ * program. */
+static void run_and_compare(const char *name, const char *yaml, const char *const *sets, int n_sets,
+                            const char *label)
+{
+    pp_run_t r = {0};
+    pp_run_opts_t ro = measured();
+    REQUIRE(run_load(&r, name, yaml, sets, n_sets, n_gpus) == PP_OK);
+    const pp_config_t *cfg = &r.cfg;
+    const pp_plan_t *plan = &r.plan;
+    const pp_timeline_t *tl = &r.meas;
+    const pp_exec_result_t *res = &r.exec;
+    pp_status_t st = run_go(&r, &ro);
+    EXPECT(st == PP_OK, "%s: run: %s", label, pp_status_str(st));
     if (st == PP_OK) {
         double ref_loss;
         float *ref = NULL;
         size_t n = 0;
-        REQUIRE(reference_step(cfg, m, &ref_loss, &ref, &n) == 0);
-        EXPECT(n == res.n_params, "%s: parameters: pipeline %zu, reference %zu", label,
-               res.n_params, n);
+        REQUIRE(reference_step(cfg, plan->n_mb, &ref_loss, &ref, &n) == 0);
+        EXPECT(n == res->n_params, "%s: parameters: pipeline %zu, reference %zu", label,
+               res->n_params, n);
         int fp32 = cfg->model.dtype == PP_DTYPE_FP32;
         if (fp32)
-            EXPECT(res.loss[0] == ref_loss, "%s: loss %.9g vs reference %.9g", label, res.loss[0],
+            EXPECT(res->loss[0] == ref_loss, "%s: loss %.9g vs reference %.9g", label, res->loss[0],
                    ref_loss);
         else
-            EXPECT_NEAR(res.loss[0], ref_loss, 1e-3, 1e-3);
+            EXPECT_NEAR(res->loss[0], ref_loss, 1e-3, 1e-3);
+        EXPECT(r.report.loss == res->loss[res->n_steps - 1], "%s: the report's loss", label);
         size_t bad = 0, first = 0;
         double worst = 0;
-        for (size_t i = 0; i < n && i < res.n_params; i++) {
-            double d = fabs((double)res.grads[i] - (double)ref[i]);
-            int off = fp32 ? res.grads[i] != ref[i] : d > 1e-3 + 5e-2 * fabs((double)ref[i]);
+        for (size_t i = 0; i < n && i < res->n_params; i++) {
+            double d = fabs((double)res->grads[i] - (double)ref[i]);
+            int off = fp32 ? res->grads[i] != ref[i] : d > 1e-3 + 5e-2 * fabs((double)ref[i]);
             if (off && !bad++) first = i;
             if (d > worst) worst = d;
         }
         EXPECT(bad == 0,
                "%s: %zu of %zu gradients differ (first at %zu: %.9g vs %.9g; max |diff| %.3g)",
-               label, bad, n, first, bad ? res.grads[first] : 0.0, bad ? ref[first] : 0.0, worst);
-        EXPECT(tl.has_op_times && timeline_makespan(&tl) > 0, "%s: measured timeline is empty",
+               label, bad, n, first, bad ? res->grads[first] : 0.0, bad ? ref[first] : 0.0, worst);
+        EXPECT(tl->has_op_times && timeline_makespan(tl) > 0, "%s: measured timeline is empty",
                label);
         /* Schedules run as written: on each device, compute ops start in program order. */
-        for (int d = 0; d < plan.n_devices; d++) {
+        for (int d = 0; d < plan->n_devices; d++) {
             double last = -1;
-            for (int k = plan.prog_begin[d]; k < plan.prog_begin[d + 1]; k++) {
-                int i = plan.prog_ops[k];
-                if (!pp_action_is_compute(plan.ops[i].kind)) continue;
-                EXPECT(tl.t[i].start_ms >= last,
+            for (int k = plan->prog_begin[d]; k < plan->prog_begin[d + 1]; k++) {
+                int i = plan->prog_ops[k];
+                if (!pp_action_is_compute(plan->ops[i].kind)) continue;
+                EXPECT(tl->t[i].start_ms >= last,
                        "%s: device %d ran program step %d before the one "
                        "written ahead of it",
-                       label, d, plan.ops[i].pos);
-                last = tl.t[i].start_ms;
+                       label, d, plan->ops[i].pos);
+                last = tl->t[i].start_ms;
             }
         }
         free(ref);
     }
-    exec_result_free(&res);
-    timeline_free(&tl);
-    plan_free(&plan);
-    schedule_free(&sched);
+    run_free(&r);
 }
 
 /* One step of `kind` on p devices with `transport`, against the reference. */
@@ -142,7 +142,6 @@ static void check_case(const char *kind, int p, const char *transport, const cha
 {
     if (n_gpus < 1) SKIP("no CUDA device");
     if (p > n_gpus) SKIP("%s on %d GPUs: only %d present", kind, p, n_gpus);
-    pp_config_t cfg;
     char sets[4][64], label[128];
     const char *setp[4];
     snprintf(sets[0], sizeof sets[0], "schedule.kind=%s", kind);
@@ -152,10 +151,7 @@ static void check_case(const char *kind, int p, const char *transport, const cha
     for (int i = 0; i < 4; i++)
         setp[i] = sets[i];
     snprintf(label, sizeof label, "%s p=%d %s %s", kind, p, transport, dtype);
-    memset(&cfg, 0, sizeof cfg);
-    REQUIRE(config_load_string(&cfg, "test.yaml", model_yaml(dtype), setp, 4) == PP_OK);
-    run_and_compare(&cfg, label);
-    config_free(&cfg);
+    run_and_compare("test.yaml", model_yaml(dtype), setp, 4, label);
 }
 
 /* bf16 with 64-dimensional heads and T a multiple of 64 takes the fused attention path: the
@@ -168,12 +164,8 @@ static void fused_attention_bf16(void)
     snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
     const char *sets[] = {"schedule.kind=zb-h1", devs, "pipeline.micro_batches=8",
                           "model.hidden=256", "model.seq_len=64"};
-    pp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    REQUIRE(config_load_string(&cfg, "fused.yaml", model_yaml("bf16"), sets, 5) == PP_OK);
-    REQUIRE(cfg.model.hidden / cfg.model.heads == 64);
-    run_and_compare(&cfg, "zb-h1 bf16 d=64 (fused attention)");
-    config_free(&cfg);
+    /* hidden 256 over the model's 4 heads: 64-dimensional heads */
+    run_and_compare("fused.yaml", model_yaml("bf16"), sets, 5, "zb-h1 bf16 d=64 (fused attention)");
 }
 
 /* The shipped explicit schedules (YAML steps, and a PyTorch pipelining CSV) run exactly as
@@ -191,13 +183,8 @@ static void explicit_schedules_run_as_written(void)
                           "pipeline.micro_batch_size=2",
                           "run.steps=1",
                           "run.warmup=0"};
-    for (int f = 0; f < 2; f++) {
-        pp_config_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        REQUIRE(config_load(&cfg, files[f], sets, 9) == PP_OK);
-        run_and_compare(&cfg, files[f]);
-        config_free(&cfg);
-    }
+    for (int f = 0; f < 2; f++)
+        run_and_compare(files[f], NULL, sets, 9, files[f]);
 }
 
 /* A plan that cannot fit is refused before anything is allocated: the executor prints what each
@@ -207,10 +194,10 @@ static void explicit_schedules_run_as_written(void)
     "model: {layers: 8, hidden: 1024, heads: 16, seq_len: 1024, vocab: 8192, dtype: bf16}\n"       \
     "pipeline: {micro_batch_size: 4}\n"
 
-/* execute_plan with its stderr captured into log[cap] (what it printed, truncated to fit). */
-static pp_status_t execute_logged(pp_timeline_t *tl, const pp_plan_t *plan, const pp_config_t *cfg,
-                                  const pp_exec_opts_t *eo, char *log, size_t cap)
+/* run_execute with its stderr captured into log[cap] (what it printed, truncated to fit). */
+static pp_status_t execute_logged(pp_run_t *r, char *log, size_t cap)
 {
+    pp_run_opts_t ro = {.measure = 1, .exec = execute_plan};
     log[0] = '\0';
     FILE *tmp = tmpfile();
     if (!tmp) {
@@ -220,7 +207,7 @@ static pp_status_t execute_logged(pp_timeline_t *tl, const pp_plan_t *plan, cons
     fflush(stderr);
     int saved = dup(2);
     dup2(fileno(tmp), 2);
-    pp_status_t st = execute_plan(tl, NULL, plan, cfg, eo);
+    pp_status_t st = run_execute(r, &ro);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -234,29 +221,18 @@ static pp_status_t execute_logged(pp_timeline_t *tl, const pp_plan_t *plan, cons
 static void too_big_is_refused(void)
 {
     if (n_gpus < 1) SKIP("no CUDA device");
-    pp_config_t cfg;
-    pp_schedule_t sched = {0};
-    pp_plan_t plan = {0};
-    pp_timeline_t tl = {0};
+    pp_run_t r = {0};
     /* GPipe keeps all 4096 micro-batches in flight: several TiB of activations. */
     const char *sets[] = {"schedule.kind=gpipe", "pipeline.devices=1",
                           "pipeline.micro_batches=4096"};
-    const char *yaml = BIG_MODEL_YAML "run: {steps: 1, warmup: 0}\n";
-    memset(&cfg, 0, sizeof cfg);
-    REQUIRE(config_load_string(&cfg, "big.yaml", yaml, sets, 3) == PP_OK);
-    REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
-    REQUIRE(generate_schedule(&sched, &cfg) == PP_OK);
-    REQUIRE(plan_lower(&plan, &sched, &cfg) == PP_OK);
+    const char *yaml = BIG_MODEL_YAML "run: {steps: 1, warmup: 0, timeout: 60}\n";
+    REQUIRE(run_load(&r, "big.yaml", yaml, sets, 3, n_gpus) == PP_OK);
     char log[8192];
-    pp_exec_opts_t eo = {.timing = 1, .timeout_s = 60};
-    pp_status_t st = execute_logged(&tl, &plan, &cfg, &eo, log, sizeof log);
+    pp_status_t st = execute_logged(&r, log, sizeof log);
     EXPECT(st == PP_ERR_DEVICE, "status %s, want a device error", pp_status_str(st));
     EXPECT(strstr(log, "does not fit") && strstr(log, "too small"), "no per-device needs:\n%s",
            log);
-    timeline_free(&tl);
-    plan_free(&plan);
-    schedule_free(&sched);
-    config_free(&cfg);
+    run_free(&r);
 }
 
 #define CASE(name, kind, p, tr, dt, m)                                                             \
@@ -294,55 +270,46 @@ static void graph_matches_eager(void)
     const char *kinds[] = {"1f1b", "zb-h1"};
     for (int t = 0; t < 2; t++) {
         for (int tr = 0; tr < 2; tr++) {
-            pp_config_t cfg;
-            pp_schedule_t sched = {0};
-            pp_plan_t plan = {0};
+            pp_run_t r[2];
+            pp_status_t st[2];
+            memset(r, 0, sizeof r);
             char kind[64], devs[64], transport[64];
             snprintf(kind, sizeof kind, "schedule.kind=%s", kinds[t]);
             snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
             snprintf(transport, sizeof transport, "pipeline.transport=%s", tr ? "nccl" : "peer");
-            const char *sets[] = {kind,          devs,
-                                  transport,     "pipeline.micro_batches=4",
-                                  "run.steps=4", "run.optimizer=adamw",
-                                  "run.lr=0.001"};
-            memset(&cfg, 0, sizeof cfg);
-            REQUIRE(config_load_string(&cfg, "graph.yaml", model_yaml("fp32"), sets, 7) == PP_OK);
-            REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
-            REQUIRE(generate_schedule(&sched, &cfg) == PP_OK);
-            REQUIRE(plan_lower(&plan, &sched, &cfg) == PP_OK);
-            pp_timeline_t tl[2] = {{0}, {0}};
-            pp_exec_result_t res[2] = {{0}, {0}};
-            pp_status_t st[2];
             for (int g = 0; g < 2; g++) {
-                pp_exec_opts_t eo = {.timing = 1, .graph = g, .timeout_s = 60, .check_grads = 1};
-                st[g] = execute_plan(&tl[g], &res[g], &plan, &cfg, &eo);
+                const char *sets[] = {kind,           devs,
+                                      transport,      "pipeline.micro_batches=4",
+                                      "run.steps=4",  "run.optimizer=adamw",
+                                      "run.lr=0.001", g ? "run.graph=on" : "run.graph=off"};
+                pp_run_opts_t ro = measured();
+                REQUIRE(run_load(&r[g], "graph.yaml", model_yaml("fp32"), sets, 8, n_gpus) ==
+                        PP_OK);
+                st[g] = run_execute(&r[g], &ro);
                 EXPECT(st[g] == PP_OK, "%s %s graph=%d: %s", kinds[t], tr ? "nccl" : "peer", g,
                        pp_status_str(st[g]));
             }
             if (st[0] == PP_OK && st[1] == PP_OK) {
-                for (int k = 0; k < res[0].n_steps; k++)
-                    EXPECT(res[0].loss[k] == res[1].loss[k],
-                           "%s step %d: loss eager %.9g, graph %.9g", kinds[t], k, res[0].loss[k],
-                           res[1].loss[k]);
-                EXPECT(res[0].loss[3] != res[0].loss[0], "the steps saw the same data and weights");
+                const pp_exec_result_t *res[2] = {&r[0].exec, &r[1].exec};
+                for (int k = 0; k < res[0]->n_steps; k++)
+                    EXPECT(res[0]->loss[k] == res[1]->loss[k],
+                           "%s step %d: loss eager %.9g, graph %.9g", kinds[t], k, res[0]->loss[k],
+                           res[1]->loss[k]);
+                EXPECT(res[0]->loss[3] != res[0]->loss[0],
+                       "the steps saw the same data and weights");
                 size_t bad = 0;
-                for (size_t i = 0; i < res[0].n_params; i++)
-                    bad += res[0].grads[i] != res[1].grads[i];
+                for (size_t i = 0; i < res[0]->n_params; i++)
+                    bad += res[0]->grads[i] != res[1]->grads[i];
                 EXPECT(bad == 0, "%s: %zu gradients differ between eager and graph steps", kinds[t],
                        bad);
-                EXPECT(tl[1].has_op_times && timeline_makespan(&tl[1]) > 0,
+                EXPECT(r[1].meas.has_op_times && timeline_makespan(&r[1].meas) > 0,
                        "graph steps were not timed");
-                EXPECT(res[0].graph_steps == 0 && res[1].graph_steps == res[1].n_steps - 1,
+                EXPECT(res[0]->graph_steps == 0 && res[1]->graph_steps == res[1]->n_steps - 1,
                        "%s %s: %d of %d steps replayed from the graph (capture failed?)", kinds[t],
-                       tr ? "nccl" : "peer", res[1].graph_steps, res[1].n_steps);
+                       tr ? "nccl" : "peer", res[1]->graph_steps, res[1]->n_steps);
             }
-            for (int g = 0; g < 2; g++) {
-                exec_result_free(&res[g]);
-                timeline_free(&tl[g]);
-            }
-            plan_free(&plan);
-            schedule_free(&sched);
-            config_free(&cfg);
+            run_free(&r[0]);
+            run_free(&r[1]);
         }
     }
 }
@@ -354,32 +321,22 @@ static void timeout_names_pending_op(void)
     if (n_gpus < 1) SKIP("no CUDA device");
     int p = n_gpus >= 2 ? 2 : 1;
     for (int tr = 0; tr < (p > 1 ? 2 : 1); tr++) {
-        pp_config_t cfg;
-        pp_schedule_t sched = {0};
-        pp_plan_t plan = {0};
-        pp_timeline_t tl = {0};
+        pp_run_t r = {0};
         char devs[64], transport[64];
         snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
         snprintf(transport, sizeof transport, "pipeline.transport=%s", tr ? "nccl" : "peer");
-        const char *sets[] = {"schedule.kind=1f1b", devs, transport, "pipeline.micro_batches=8",
-                              "run.steps=2"};
-        memset(&cfg, 0, sizeof cfg);
-        REQUIRE(config_load_string(&cfg, "timeout.yaml", BIG_MODEL_YAML, sets, 5) == PP_OK);
-        REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
-        REQUIRE(generate_schedule(&sched, &cfg) == PP_OK);
-        REQUIRE(plan_lower(&plan, &sched, &cfg) == PP_OK);
         /* 1 us: the host cannot even finish enqueuing a step before the deadline passes. */
-        pp_exec_opts_t eo = {.timing = 1, .timeout_s = 1e-6};
+        const char *sets[] = {"schedule.kind=1f1b",       devs,          transport,
+                              "pipeline.micro_batches=8", "run.steps=2", "run.graph=off",
+                              "run.timeout=0.000001"};
+        REQUIRE(run_load(&r, "timeout.yaml", BIG_MODEL_YAML, sets, 7, n_gpus) == PP_OK);
         char log[8192];
-        pp_status_t st = execute_logged(&tl, &plan, &cfg, &eo, log, sizeof log);
+        pp_status_t st = execute_logged(&r, log, sizeof log);
         EXPECT(st == PP_ERR_TIMEOUT, "%s: status %s, want timeout", tr ? "nccl" : "peer",
                pp_status_str(st));
         EXPECT(strstr(log, "did not finish within") && strstr(log, "device 0 (cuda"),
                "%s: the timeout message names no pending op:\n%s", tr ? "nccl" : "peer", log);
-        timeline_free(&tl);
-        plan_free(&plan);
-        schedule_free(&sched);
-        config_free(&cfg);
+        run_free(&r);
     }
     /* The devices are still usable afterwards. */
     check_case("1f1b", p, "peer", "fp32", 4);
@@ -390,36 +347,26 @@ static void adamw_loss_falls(void)
 {
     if (n_gpus < 1) SKIP("no CUDA device");
     int p = n_gpus >= 2 ? 2 : 1;
-    pp_config_t cfg;
-    pp_schedule_t sched = {0};
-    pp_plan_t plan = {0};
-    pp_timeline_t tl = {0};
-    pp_exec_result_t res = {0};
+    pp_run_t r = {0};
     char devs[64];
     snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
     const char *sets[] = {
         "schedule.kind=1f1b",  devs,           "pipeline.micro_batches=4", "run.steps=50",
-        "run.optimizer=adamw", "run.lr=0.003", "run.weight_decay=0"};
-    memset(&cfg, 0, sizeof cfg);
-    REQUIRE(config_load_string(&cfg, "adamw.yaml", model_yaml("bf16"), sets, 7) == PP_OK);
-    REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
-    REQUIRE(generate_schedule(&sched, &cfg) == PP_OK);
-    REQUIRE(plan_lower(&plan, &sched, &cfg) == PP_OK);
-    pp_exec_opts_t eo = {.timing = 0, .graph = 1, .timeout_s = 60};
-    pp_status_t st = execute_plan(&tl, &res, &plan, &cfg, &eo);
-    EXPECT(st == PP_OK, "execute_plan: %s", pp_status_str(st));
+        "run.optimizer=adamw", "run.lr=0.003", "run.weight_decay=0",       "run.timing=off",
+        "run.graph=on"};
+    pp_run_opts_t ro = {.measure = 1, .exec = execute_plan};
+    REQUIRE(run_load(&r, "adamw.yaml", model_yaml("bf16"), sets, 9, n_gpus) == PP_OK);
+    pp_status_t st = run_go(&r, &ro);
+    EXPECT(st == PP_OK, "run: %s", pp_status_str(st));
     if (st == PP_OK) {
-        double first = res.loss[0], last = res.loss[res.n_steps - 1];
-        printf("  adamw: loss %.4f -> %.4f over %d steps\n", first, last, res.n_steps);
+        const pp_exec_result_t *res = &r.exec;
+        double first = res->loss[0], last = res->loss[res->n_steps - 1];
+        printf("  adamw: loss %.4f -> %.4f over %d steps\n", first, last, res->n_steps);
         EXPECT(last < 0.7 * first, "loss %.4f -> %.4f over %d steps: did not fall by 30%%", first,
-               last, res.n_steps);
+               last, res->n_steps);
         EXPECT(first > 3.0, "initial loss %.4f: expected near ln(128) = 4.85", first);
     }
-    exec_result_free(&res);
-    timeline_free(&tl);
-    plan_free(&plan);
-    schedule_free(&sched);
-    config_free(&cfg);
+    run_free(&r);
 }
 
 int main(void)

@@ -1,0 +1,152 @@
+/*
+ * report_compare.c — `ppsched compare` output: runs side by side as one fixed-width table (names
+ * row, units row, a verdict footer naming the highest throughput) or as CSV, and one
+ * bubble-against-m chart per schedule that ran at two or more micro-batch counts. Reads finished
+ * runs only (each with its report built).
+ */
+#include "report_compare.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void fmt_num(char *buf, size_t n, double v, const char *fmt)
+{
+    if (isnan(v))
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, fmt, v);
+}
+
+/* Peak memory and peak in-flight micro-batches of the fullest device of a run. */
+static void fullest_device(const pp_report_t *r, size_t *mem, int *inflight)
+{
+    *mem = 0;
+    *inflight = 0;
+    for (int d = 0; d < r->devices; d++) {
+        if (r->per_device[d].peak_mem_bytes > *mem) *mem = r->per_device[d].peak_mem_bytes;
+        if (r->per_device[d].peak_inflight > *inflight) *inflight = r->per_device[d].peak_inflight;
+    }
+}
+
+void compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
+{
+    fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "schedule", "p", "m",
+            "v", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory", "peak mem",
+            "peak");
+    fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "", "", "", "",
+            "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb");
+    for (int i = 0; i < n; i++) {
+        const pp_report_t *r = &jobs[i].run.report;
+        size_t mem;
+        int inflight;
+        fullest_device(r, &mem, &inflight);
+        char memb[32], th[32], sim[32], tf[32], bub[32];
+        fmt_num(memb, sizeof memb, mem ? (double)mem / (1u << 30) : NAN, "%.2f");
+        fmt_num(bub, sizeof bub, r->bubble * 100, "%.1f");
+        fmt_num(th, sizeof th, r->bubble_theory * 100, "%.1f");
+        fmt_num(sim, sizeof sim, r->bubble_simulated * 100, "%.1f");
+        fmt_num(tf, sizeof tf, r->tflops, "%.1f");
+        fprintf(f, "%-36.36s %3d %4d %2d %9.3f %9.3f %9.3f %11.4g %8s %7s %7s %7s %9s %6d\n",
+                jobs[i].label, r->devices, r->micro_batches, r->chunks, r->step_ms, r->step_ms_p10,
+                r->step_ms_p90, r->tokens_per_s, tf, bub, sim, th, memb, inflight);
+    }
+    /* Verdict: the highest throughput (runs of different m do different work per step). */
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (jobs[i].run.report.tokens_per_s > jobs[best].run.report.tokens_per_s) best = i;
+    if (n > 1)
+        fprintf(f, "# highest throughput: %s (%.4g tokens/s, %.3f ms per step)\n", jobs[best].label,
+                jobs[best].run.report.tokens_per_s, jobs[best].run.report.step_ms);
+}
+
+static void csv_field(FILE *f, double v)
+{
+    if (isnan(v))
+        fputs(",", f);
+    else
+        fprintf(f, ",%.6g", v);
+}
+
+void compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
+{
+    fprintf(f, "schedule,mode,devices,stages,micro_batches,chunks,step_ms,step_ms_p10,step_ms_p90,"
+               "tokens_per_s,tflops,bubble,bubble_simulated,bubble_theory,peak_mem_bytes,"
+               "peak_inflight_microbatches\n");
+    for (int i = 0; i < n; i++) {
+        const pp_report_t *r = &jobs[i].run.report;
+        size_t mem;
+        int inflight;
+        fullest_device(r, &mem, &inflight);
+        fprintf(f, "\"%s\",%s,%d,%d,%d,%d", jobs[i].label,
+                r->mode == PP_MODE_MEASURE ? "measure" : "simulate", r->devices, r->stages,
+                r->micro_batches, r->chunks);
+        csv_field(f, r->step_ms);
+        csv_field(f, r->step_ms_p10);
+        csv_field(f, r->step_ms_p90);
+        csv_field(f, r->tokens_per_s);
+        csv_field(f, r->tflops);
+        csv_field(f, r->bubble);
+        csv_field(f, r->bubble_simulated);
+        csv_field(f, r->bubble_theory);
+        fprintf(f, ",%zu,%d\n", mem, inflight);
+    }
+}
+
+/* One bubble-against-m chart per schedule (same name, p and v) that ran at two or more m. */
+pp_status_t compare_bubble_charts(const pp_compare_row_t *jobs, int n, const char *dir, int measure)
+{
+    int *done = calloc((size_t)n, sizeof *done), *m = calloc((size_t)n, sizeof *m);
+    double *meas = calloc((size_t)n, sizeof *meas), *sim = calloc((size_t)n, sizeof *sim);
+    pp_status_t st = PP_OK;
+    if (!done || !m || !meas || !sim) {
+        st = PP_ERR_NOMEM;
+        fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
+        goto out;
+    }
+    for (int i = 0; i < n && st == PP_OK; i++) {
+        if (done[i]) continue;
+        const pp_compare_row_t *a = &jobs[i];
+        int k = 0;
+        for (int j = i; j < n; j++) {
+            const pp_compare_row_t *b = &jobs[j];
+            if (done[j] || strcmp(a->run.cfg.name, b->run.cfg.name) != 0 ||
+                a->run.plan.n_devices != b->run.plan.n_devices ||
+                a->run.plan.chunks != b->run.plan.chunks ||
+                a->run.cfg.schedule.kind != b->run.cfg.schedule.kind)
+                continue;
+            done[j] = 1;
+            m[k] = b->run.plan.n_mb;
+            meas[k] = b->run.report.bubble;
+            sim[k] = measure ? b->run.report.bubble_simulated : NAN;
+            k++;
+        }
+        /* sort the points by m (insertion sort: a handful of points) */
+        for (int x = 1; x < k; x++)
+            for (int y = x; y > 0 && m[y] < m[y - 1]; y--) {
+                int tm = m[y];
+                m[y] = m[y - 1];
+                m[y - 1] = tm;
+                double t1 = meas[y];
+                meas[y] = meas[y - 1];
+                meas[y - 1] = t1;
+                double t2 = sim[y];
+                sim[y] = sim[y - 1];
+                sim[y - 1] = t2;
+            }
+        if (k < 2 || m[0] == m[k - 1]) continue;
+        char path[4096], title[300];
+        snprintf(path, sizeof path, "%s/bubble-%s-p%d.svg", dir, a->run.cfg.name,
+                 a->run.plan.n_devices);
+        snprintf(title, sizeof title, "%s: bubble against micro-batches", a->run.cfg.name);
+        st = report_write_bubble_chart(path, title, a->run.cfg.schedule.kind, a->run.plan.n_devices,
+                                       a->run.plan.chunks, k, m, meas, sim,
+                                       measure ? "measured" : "simulated");
+    }
+out:
+    free(done);
+    free(m);
+    free(meas);
+    free(sim);
+    return st;
+}

@@ -1,0 +1,35 @@
+/*
+ * report_compare.h — the outputs of `ppsched compare`: several finished runs in one table, as CSV,
+ * and bubble-against-micro-batches charts.
+ */
+#ifndef PP_REPORT_COMPARE_H
+#define PP_REPORT_COMPARE_H
+
+#include "run.h"
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One run of a comparison and its label (schedule name plus the sweep values). */
+typedef struct pp_compare_row {
+    pp_run_t run;
+    char label[256];
+} pp_compare_row_t;
+
+/* The fixed-width table: names row, units row, a row per run, a verdict footer. */
+void compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f);
+/* The same as CSV with a header row. */
+void compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f);
+/* One bubble-against-m chart into DIR per schedule (same name, p and v) run at two or more m;
+ * `measure` says whether the points are measured (the simulated ones are drawn beside them). */
+pp_status_t compare_bubble_charts(const pp_compare_row_t *jobs, int n, const char *dir,
+                                  int measure);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_REPORT_COMPARE_H */

@@ -1,0 +1,158 @@
+/*
+ * run.c — the chain of run.h: config → schedule → plan → simulate | execute → timeline → report.
+ *
+ * Order of a measured run: execute, then the cost model (from the measured op times), then one
+ * simulation with it, so the simulated bubble differs from the measured one only by what the
+ * cost model leaves out (launch gaps, contention, the order the GPU really ran things in). A
+ * simulated run builds the cost model from `cost:` and simulates once. The plan is lowered once;
+ * schedule_validate checks the programs and plan_lower's dry run finds deadlocks.
+ */
+#include "run.h"
+
+#include "generate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char *const *sets,
+                     int n_sets, int n_visible)
+{
+    memset(r, 0, sizeof *r);
+    if (yaml)
+        PP_CHECK(config_load_string(&r->cfg, path, yaml, sets, n_sets));
+    else
+        PP_CHECK(config_load(&r->cfg, path, sets, n_sets));
+    PP_CHECK(config_resolve(&r->cfg, n_visible));
+    return run_plan(r);
+}
+
+pp_status_t run_plan(pp_run_t *r)
+{
+    PP_CHECK(generate_schedule(&r->sched, &r->cfg));
+    pp_status_t st = schedule_validate(&r->sched);
+    if (st == PP_OK) st = plan_lower(&r->plan, &r->sched, &r->cfg);
+    if (st == PP_OK) st = plan_validate(&r->plan);
+    if (st == PP_ERR_INPUT)
+        fprintf(stderr, "%s: the %s schedule above is not valid\n",
+                r->cfg.path ? r->cfg.path : "config", sched_kind_name(r->cfg.schedule.kind));
+    return st;
+}
+
+/* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer.
+ * Kinds a plan does not use keep 0 (B falls back to I + W). */
+static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
+                                     const pp_timeline_t *tl)
+{
+    pp_cost_cfg_t zero = {0};
+    int n = plan->n_stages;
+    PP_CHECK(cost_model_uniform(cm, n, &zero));
+    int *cnt = calloc((size_t)n * 4, sizeof *cnt);
+    PP_ALLOC_CHECK(cnt);
+    double *per[4] = {cm->f, cm->b, cm->i, cm->w};
+    double send = 0;
+    int n_send = 0;
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        double dur = tl->t[k].end_ms - tl->t[k].start_ms;
+        if (pp_action_is_compute(op->kind)) {
+            per[op->kind][op->stage] += dur;
+            cnt[op->kind * n + op->stage]++;
+        } else if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
+                   op->link != PP_LINK_LOCAL) {
+            send += dur;
+            n_send++;
+        }
+    }
+    for (int kind = 0; kind < 4; kind++)
+        for (int st = 0; st < n; st++)
+            if (cnt[kind * n + st]) per[kind][st] /= cnt[kind * n + st];
+    for (int st = 0; st < n; st++)
+        if (!cnt[PP_ACT_B * n + st]) cm->b[st] = cm->i[st] + cm->w[st];
+    cm->send = n_send ? send / n_send : 0;
+    free(cnt);
+    return PP_OK;
+}
+
+pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_config_t *cfg,
+                           const pp_timeline_t *measured)
+{
+    if (measured && measured->has_op_times) return cost_from_measure(cm, plan, measured);
+    PP_CHECK(cost_model_uniform(cm, plan->n_stages, &cfg->cost));
+    double k = 1.0 / (plan->chunks > 0 ? plan->chunks : 1);
+    for (int s = 0; s < plan->n_stages; s++) {
+        cm->f[s] *= k;
+        cm->b[s] *= k;
+        cm->i[s] *= k;
+        cm->w[s] *= k;
+    }
+    return PP_OK;
+}
+
+pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o)
+{
+    pp_exec_opts_t eo = {
+        .sync = o->sync,
+        .graph = cfg->run.graph && !o->sync,
+        .timing = cfg->run.timing,
+        .timeout_s = o->timeout_s > 0 ? o->timeout_s : cfg->run.timeout_s,
+        .verbose = o->verbose,
+        .check_grads = o->check_grads,
+    };
+    return eo;
+}
+
+pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o)
+{
+    if (!o->exec) PP_FAIL(PP_ERR_INTERNAL, "run_execute: no executor");
+    pp_exec_opts_t eo = run_exec_opts(&r->cfg, o);
+    PP_CHECK(o->exec(&r->meas, &r->exec, &r->plan, &r->cfg, &eo));
+    r->measured = 1;
+    return PP_OK;
+}
+
+pp_status_t run_finish(pp_run_t *r)
+{
+    PP_CHECK(run_cost_model(&r->cost, &r->plan, &r->cfg, r->measured ? &r->meas : NULL));
+    PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
+    PP_CHECK(report_build(&r->report, &r->cfg, &r->plan, run_timeline(r), &r->sim));
+    r->have_report = 1;
+    /* The mean loss of the last step: a measured run's own figure, for bitwise comparisons. */
+    if (r->measured && r->exec.loss && r->exec.n_steps > 0)
+        r->report.loss = r->exec.loss[r->exec.n_steps - 1];
+    return PP_OK;
+}
+
+pp_status_t run_go(pp_run_t *r, const pp_run_opts_t *o)
+{
+    if (o->measure) PP_CHECK(run_execute(r, o));
+    return run_finish(r);
+}
+
+const pp_timeline_t *run_timeline(const pp_run_t *r)
+{
+    return r->measured ? &r->meas : &r->sim;
+}
+
+/* Here rather than in execute.c: a run owns its result and is freed where no CUDA is linked. */
+void exec_result_free(pp_exec_result_t *res)
+{
+    if (!res) return;
+    free(res->loss);
+    free(res->grads);
+    memset(res, 0, sizeof *res);
+}
+
+void run_free(pp_run_t *r)
+{
+    if (!r) return;
+    if (r->have_report) report_free(&r->report);
+    exec_result_free(&r->exec);
+    timeline_free(&r->meas);
+    timeline_free(&r->sim);
+    cost_model_free(&r->cost);
+    plan_free(&r->plan);
+    schedule_free(&r->sched);
+    config_free(&r->cfg);
+    memset(r, 0, sizeof *r);
+}

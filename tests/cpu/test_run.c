@@ -1,0 +1,135 @@
+/*
+ * test_run.c — the run chain (run.h) without a GPU: a YAML text simulated end to end, the cost
+ * model's one source (uniform `cost:` scaled by 1/chunks, or the means of a measured timeline),
+ * and a measured run through a stand-in executor, whose losses and op times must reach the report
+ * (the last step's loss) and the simulation beside it (fed the measured costs). An input problem
+ * stops the chain with PP_ERR_INPUT and a freeable run. Random sizes come from a seeded generator.
+ */
+#include "../check.h"
+#include "run.h"
+#include "support.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *yaml_of(const char *kind, int p, int m)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf,
+             "model: {layers: 24, hidden: 64, heads: 4, seq_len: 32, vocab: 128}\n"
+             "pipeline: {devices: %d, micro_batches: %d}\n"
+             "schedule: {kind: %s}\n"
+             "run: {steps: 3, warmup: 1}\n"
+             "cost: {forward: 1, backward_input: 2, backward_weight: 1, send: 0}\n",
+             p, m, kind);
+    return buf;
+}
+
+/* Simulated: the closed form holds with uniform costs, the report has no loss. */
+static void test_simulated(void)
+{
+    static const char *kinds[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
+    for (int k = 0; k < 4; k++) {
+        int p = ts_rand_int(1, 4), m = p * ts_rand_int(1, 3);
+        pp_run_t r;
+        pp_run_opts_t ro = {0};
+        REQUIRE(run_load(&r, "t.yaml", yaml_of(kinds[k], p, m), NULL, 0, 0) == PP_OK, "%s",
+                kinds[k]);
+        REQUIRE(run_go(&r, &ro) == PP_OK);
+        EXPECT(!r.measured && run_timeline(&r) == &r.sim);
+        EXPECT(r.plan.n_mb == m && r.report.micro_batches == m);
+        EXPECT(isnan(r.report.loss));
+        if (strcmp(kinds[k], "gpipe") != 0) /* GPipe's B here costs I + W = 3 F: no closed form */
+            EXPECT(p == 1 || isfinite(r.report.bubble_theory), "%s", kinds[k]);
+        run_free(&r);
+    }
+}
+
+/* Uniform costs are one device's share of the layers: a stage of an interleaved device 1/v. */
+static void test_cost_model_uniform(void)
+{
+    pp_run_t r;
+    REQUIRE(run_load(&r, "t.yaml", yaml_of("interleaved-1f1b", 2, 4), NULL, 0, 0) == PP_OK);
+    REQUIRE(r.plan.chunks == 2);
+    pp_cost_model_t cm;
+    REQUIRE(run_cost_model(&cm, &r.plan, &r.cfg, NULL) == PP_OK);
+    for (int s = 0; s < r.plan.n_stages; s++) {
+        EXPECT(cm.f[s] == 0.5 && cm.i[s] == 1.0 && cm.w[s] == 0.5, "stage %d", s);
+        EXPECT(cm.b[s] == 1.5, "stage %d: B = I + W", s);
+    }
+    cost_model_free(&cm);
+    run_free(&r);
+}
+
+/* A stand-in executor: the simulator's timeline with per-stage costs as the "measurement", and
+ * a loss per step. */
+static pp_status_t fake_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
+                             const pp_config_t *cfg, const pp_exec_opts_t *opts)
+{
+    pp_cost_model_t cm;
+    PP_CHECK(cost_model_uniform(&cm, plan->n_stages, &cfg->cost));
+    for (int s = 0; s < plan->n_stages; s++)
+        cm.f[s] = 1.0 + s; /* the later stages slower */
+    pp_status_t st = simulate_plan(tl, plan, &cm);
+    cost_model_free(&cm);
+    PP_CHECK(st);
+    tl->mode = PP_MODE_MEASURE;
+    tl->has_op_times = 1;
+    res->n_steps = cfg->run.warmup + cfg->run.steps;
+    res->loss = calloc((size_t)res->n_steps, sizeof *res->loss);
+    PP_ALLOC_CHECK(res->loss);
+    for (int k = 0; k < res->n_steps; k++)
+        res->loss[k] = 5.0 - 0.25 * k;
+    EXPECT(opts->timeout_s == 7.5 && opts->timing == 1 && !opts->sync);
+    return PP_OK;
+}
+
+static void test_measured(void)
+{
+    int p = ts_rand_int(2, 4);
+    pp_run_t r;
+    pp_run_opts_t ro = {.measure = 1, .exec = fake_exec, .timeout_s = 7.5};
+    REQUIRE(run_load(&r, "t.yaml", yaml_of("1f1b", p, 2 * p), NULL, 0, 0) == PP_OK);
+    REQUIRE(run_go(&r, &ro) == PP_OK);
+    EXPECT(r.measured && run_timeline(&r) == &r.meas);
+    EXPECT(r.report.loss == 5.0 - 0.25 * 3, "loss %.9g: the last of 4 steps", r.report.loss);
+    /* The simulation ran on the measured costs: the same timeline, the same bubble. */
+    for (int s = 0; s < r.plan.n_stages; s++)
+        EXPECT(r.cost.f[s] == 1.0 + s, "stage %d: f %g", s, r.cost.f[s]);
+    EXPECT_NEAR(r.report.bubble_simulated, r.report.bubble, 1e-12, 1e-12);
+    run_free(&r);
+}
+
+/* An input problem stops the chain; the run frees cleanly (ASan). */
+static void test_input_errors(void)
+{
+    pp_run_t r;
+    const char *sets[] = {"pipeline.micro_batches=1"};
+    ts_capture_begin();
+    pp_status_t st = run_load(&r, "t.yaml", yaml_of("1f1b", 4, 8), sets, 1, 0);
+    const char *err = ts_capture_end();
+    EXPECT(st == PP_ERR_INPUT);
+    EXPECT(strstr(err, "1f1b needs at least as many micro-batches as devices"), "%s", err);
+    run_free(&r);
+    /* A schedule with a deadlock: the lowering's dry run names it, once. */
+    ts_capture_begin();
+    st = run_load(&r, "t.yaml",
+                  "schedule:\n  steps: [[0F0, 0B0, 0F1, 0B1], [1F1, 1F0, 1B0, 1B1]]\n", NULL, 0, 0);
+    err = ts_capture_end();
+    EXPECT(st == PP_ERR_INPUT);
+    EXPECT(strstr(err, "waits for 0SEND_F1"), "%s", err);
+    EXPECT(strstr(err, "the steps schedule above is not valid"), "%s", err);
+    const char *second = strstr(err, "waits for 0SEND_F1");
+    EXPECT(second && !strstr(second + 1, "waits for 0SEND_F1"), "reported twice:\n%s", err);
+    run_free(&r);
+}
+
+int main(void)
+{
+    ts_rng_seed(0x9e3779b97f4a7c15ull);
+    RUN(test_simulated);
+    RUN(test_cost_model_uniform);
+    RUN(test_measured);
+    RUN(test_input_errors);
+    return check_summary("test_run");
+}
