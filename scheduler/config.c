@@ -1226,19 +1226,18 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
  * Small queries
  * ------------------------------------------------------------------------------------------- */
 
-double config_tokens_per_step(const pp_config_t *cfg)
+double config_tokens_per_step(const pp_config_t *cfg, int m)
 {
-    return (double)cfg->pipeline.micro_batches * cfg->pipeline.micro_batch_size *
-           cfg->model.seq_len;
+    return (double)m * cfg->pipeline.micro_batch_size * cfg->model.seq_len;
 }
 
-double config_flops_per_step(const pp_config_t *cfg)
+double config_flops_per_step(const pp_config_t *cfg, int m)
 {
     double h = cfg->model.hidden, s = cfg->model.seq_len;
     double block = 24.0 * h * h + 4.0 * s * h; /* QKV 6h², proj 2h², MLP 16h², QKᵀ + PV 4sh */
     double head = 2.0 * h * cfg->model.vocab;
     double forward_per_token = cfg->model.layers * block + head;
-    return 3.0 * forward_per_token * config_tokens_per_step(cfg);
+    return 3.0 * forward_per_token * config_tokens_per_step(cfg, m);
 }
 
 void config_free(pp_config_t *cfg)

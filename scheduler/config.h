@@ -124,12 +124,14 @@ pp_status_t config_load_string(pp_config_t *cfg, const char *name, const char *y
  * (skipped when n_visible < 0, i.e. unknown). Prints the problem and returns PP_ERR_INPUT. */
 pp_status_t config_resolve(pp_config_t *cfg, int n_visible);
 
-/* Tokens per training step: micro_batches * micro_batch_size * seq_len. */
-double config_tokens_per_step(const pp_config_t *cfg);
+/* Tokens per training step of m micro-batches: m * micro_batch_size * seq_len. m is the plan's
+ * (the schedule decides it: a written schedule's own count), never pipeline.micro_batches. */
+double config_tokens_per_step(const pp_config_t *cfg, int m);
 
-/* Model FLOPs of one training step (forward + backward = 3x forward; matmuls only, causal
- * attention counted in full, embedding lookups free), the convention of Megatron's MFU figure. */
-double config_flops_per_step(const pp_config_t *cfg);
+/* Model FLOPs of one training step of m micro-batches (forward + backward = 3x forward; matmuls
+ * only, causal attention counted in full, embedding lookups free), the convention of Megatron's
+ * MFU figure. */
+double config_flops_per_step(const pp_config_t *cfg, int m);
 
 void config_free(pp_config_t *cfg);
 

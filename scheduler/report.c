@@ -287,8 +287,8 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
         r->step_ms = r->step_ms_p10 = r->step_ms_p90 = span;
     }
     if (cfg && r->step_ms > 0.0) {
-        r->tokens_per_s = config_tokens_per_step(cfg) / (r->step_ms / 1000.0);
-        r->tflops = config_flops_per_step(cfg) / (r->step_ms / 1000.0) / 1e12;
+        r->tokens_per_s = config_tokens_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0);
+        r->tflops = config_flops_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0) / 1e12;
     } else {
         r->tokens_per_s = r->tflops = NAN;
     }

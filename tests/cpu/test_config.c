@@ -834,9 +834,10 @@ static void test_counts(void)
 {
     pp_config_t c;
     config_defaults(&c);
-    EXPECT_NEAR(config_tokens_per_step(&c), 8.0 * 4 * 1024, 0, 0);
+    EXPECT_NEAR(config_tokens_per_step(&c, c.pipeline.micro_batches), 8.0 * 4 * 1024, 0, 0);
     /* Reference model: 24 x (24 h^2 + 4 s h) + 2 h V per token, x 3, x 32768 tokens. */
-    EXPECT_NEAR(config_flops_per_step(&c), 3.0 * 721420288.0 * 32768.0, 0, 1e-15);
+    EXPECT_NEAR(config_flops_per_step(&c, c.pipeline.micro_batches), 3.0 * 721420288.0 * 32768.0, 0,
+                1e-15);
     config_free(&c);
     for (int it = 0; it < 50; it++) {
         config_defaults(&c);
@@ -850,8 +851,9 @@ static void test_counts(void)
         double qkv = 2 * h * 3 * h, proj = 2 * h * h, up = 2 * h * 4 * h, down = 2 * 4 * h * h;
         double qk = 2 * s * h, pv = 2 * s * h, head = 2 * h * V;
         double fwd = L * (qkv + proj + up + down + qk + pv) + head;
-        EXPECT_NEAR(config_tokens_per_step(&c), tokens, 0, 1e-15);
-        EXPECT_NEAR(config_flops_per_step(&c), 3 * fwd * tokens, 0, 1e-12);
+        EXPECT_NEAR(config_tokens_per_step(&c, c.pipeline.micro_batches), tokens, 0, 1e-15);
+        EXPECT_NEAR(config_flops_per_step(&c, c.pipeline.micro_batches), 3 * fwd * tokens, 0,
+                    1e-12);
         config_free(&c);
     }
     EXPECT(!strcmp(sched_kind_name(PP_SCHED_GPIPE), "gpipe"));

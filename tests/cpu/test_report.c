@@ -572,7 +572,7 @@ static void test_simulated_and_throughput(void)
 
     pp_config_t cfg;
     config_defaults(&cfg);
-    cfg.pipeline.micro_batches = 2;
+    cfg.pipeline.micro_batches = 99; /* not read: the plan's count is the one truth */
     cfg.pipeline.micro_batch_size = ts_rand_int(1, 8);
     cfg.model.seq_len = 128 * ts_rand_int(1, 8);
     cfg.pipeline.device_ids[0] = 3;
@@ -584,8 +584,13 @@ static void test_simulated_and_throughput(void)
     EXPECT(r.per_device[0].cuda_device == 3 && r.per_device[1].cuda_device == 5);
     EXPECT(strcmp(r.schedule, "1f1b") == 0, "schedule '%s'", r.schedule);
     EXPECT_NEAR(r.step_ms, 9 * u, 1e-12, 1e-12);
-    EXPECT_NEAR(r.tokens_per_s, config_tokens_per_step(&cfg) / (9 * u / 1000), 0, 1e-12);
-    EXPECT_NEAR(r.tflops, config_flops_per_step(&cfg) / (9 * u / 1000) / 1e12, 0, 1e-12);
+    REQUIRE(r.micro_batches == x.pl.n_mb);
+    EXPECT_NEAR(r.tokens_per_s,
+                (double)x.pl.n_mb * cfg.pipeline.micro_batch_size * cfg.model.seq_len /
+                    (9 * u / 1000),
+                0, 1e-12);
+    EXPECT_NEAR(r.tflops, config_flops_per_step(&cfg, r.micro_batches) / (9 * u / 1000) / 1e12, 0,
+                1e-12);
     EXPECT_NEAR(r.bubble_theory, 1.0 / 3, 0, 1e-15);
     REQUIRE(report_build(&ry, NULL, &y.pl, &sim, NULL) == PP_OK);
     REQUIRE(report_build(&rs, &cfg, &x.pl, &meas, &sim) == PP_OK);
