@@ -4,7 +4,7 @@
 #   make run        build, then run schedules/1f1b.yaml (measured on the GPUs, simulated without)
 #   make test       CPU tests always; GPU tests where a device is present (skipped with the reason)
 #   make test-asan  the CPU tests under AddressSanitizer + UBSan
-#   make bench      benchmarks on the GPUs present (bench/); make bench-stage, make bench-peer
+#   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local, bench-peer
 #   make install PREFIX=/usr/local
 #
 # Options: CUDA_HOME=, NCCL_HOME=, SM=90 (GPU architecture), DEBUG=1 (no optimisation),
@@ -39,8 +39,10 @@ LIBS_CUDA := -L$(CUDA_LIB) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(NCC
 LIBS := $(YAML_LIBS) -lm
 
 # The scheduler core is plain C (no CUDA headers); execute*.c/cu and main.c are not part of it.
-CORE_SRC := $(filter-out scheduler/main.c scheduler/execute%, $(wildcard scheduler/*.c))
-GPU_C_SRC := $(wildcard kernels/*.c stages/*.c p2p/*.c scheduler/execute*.c)
+# p2p/transport.c (the transport table's properties) is plain C and belongs to the core too.
+CORE_SRC := $(filter-out scheduler/main.c scheduler/execute%, $(wildcard scheduler/*.c)) \
+            p2p/transport.c
+GPU_C_SRC := $(filter-out p2p/transport.c, $(wildcard kernels/*.c stages/*.c p2p/*.c scheduler/execute*.c))
 GPU_CU_SRC := $(wildcard kernels/*.cu stages/*.cu p2p/*.cu scheduler/execute*.cu)
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
@@ -58,7 +60,7 @@ GPU_TEST_LIB := $(REF_LIB) $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/gp
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/bench_*.c)) \
              $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/bench_*.cu))
 
-.PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan bench bench-stage bench-peer install clean distclean format probe
+.PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan bench bench-stage bench-local bench-peer install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -154,6 +156,10 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.cu.o $(BUILD)/libppgpu.a $(BUILD)/libppco
 
 bench-stage: $(BUILD)/bench/bench_stage
 	$(BUILD)/bench/bench_stage
+
+# What the local transport's boundary copy costs (docs/architecture.md, "local").
+bench-local: $(BUILD)/bench/bench_local
+	$(BUILD)/bench/bench_local
 
 bench: $(BUILD)/ppsched $(BENCH_BIN)
 	@sh bench/run_bench.sh $(BUILD)

@@ -1,5 +1,6 @@
 /*
- * p2p.c — the peer, nccl and local transports (see p2p.h).
+ * p2p.c — the peer, nccl and local transports (see p2p.h): one row of functions per row of the
+ * transport table (transport.c), in the same order.
  *
  * Peer access is enabled once, at init, for every ordered pair that reports it; a pair already
  * enabled (another object did it) is not an error. NCCL communicators are created with
@@ -24,7 +25,7 @@ struct pp_p2p {
     int aborted;
 };
 
-pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, int use_nccl)
+pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, unsigned used)
 {
     pp_status_t st = PP_OK;
     *out = NULL;
@@ -52,7 +53,7 @@ pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, int use_nccl)
             p->can[a][b] = 1;
         }
     }
-    if (use_nccl) {
+    if (used & (1u << PP_TRANSPORT_NCCL)) {
         p->comms = calloc((size_t)n, sizeof(ncclComm_t));
         if (!p->comms) {
             st = PP_ERR_NOMEM;
@@ -114,34 +115,109 @@ void p2p_print_matrix(const pp_p2p_t *p, FILE *f)
     }
 }
 
-pp_status_t p2p_copy(const pp_p2p_t *p, void *dst, int dst_dev, const void *src, int src_dev,
-                     size_t bytes, cudaStream_t stream)
+/* ---- the halves of each transport ----------------------------------------------------------- */
+
+/* peer and local: the send half is the whole transfer. Same device, or a pair with peer access: a
+ * plain copy through unified addresses, which a CUDA graph can capture (cudaMemcpyPeerAsync
+ * cannot). Otherwise the driver stages it. */
+static pp_status_t copy_send(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream)
 {
-    /* Same device, or a pair with peer access: a plain copy through unified addresses, which a
-     * CUDA graph can capture (cudaMemcpyPeerAsync cannot). Otherwise the driver stages it. */
-    if (p->cuda_ids[dst_dev] == p->cuda_ids[src_dev] || p->can[src_dev][dst_dev])
-        PP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+    if (p->cuda_ids[x->dst_dev] == p->cuda_ids[x->src_dev] || p->can[x->src_dev][x->dst_dev])
+        PP_CUDA_CHECK(cudaMemcpyAsync(x->dst, x->src, x->bytes, cudaMemcpyDefault, stream));
     else
-        PP_CUDA_CHECK(cudaMemcpyPeerAsync(dst, p->cuda_ids[dst_dev], src, p->cuda_ids[src_dev],
-                                          bytes, stream));
+        PP_CUDA_CHECK(cudaMemcpyPeerAsync(x->dst, p->cuda_ids[x->dst_dev], x->src,
+                                          p->cuda_ids[x->src_dev], x->bytes, stream));
     return PP_OK;
 }
 
-pp_status_t p2p_nccl_pair(pp_p2p_t *p, void *dst, int dst_dev, cudaStream_t recv_stream,
-                          const void *src, int src_dev, cudaStream_t send_stream, size_t bytes)
+static pp_status_t nothing(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream)
 {
-    if (!p->comms) PP_FAIL(PP_ERR_INTERNAL, "p2p_nccl_pair: NCCL was not initialised");
-    PP_NCCL_CHECK(ncclGroupStart());
-    ncclResult_t r1 = ncclSend(src, bytes, ncclUint8, dst_dev, p->comms[src_dev], send_stream);
-    ncclResult_t r2 = ncclRecv(dst, bytes, ncclUint8, src_dev, p->comms[dst_dev], recv_stream);
-    ncclResult_t r3 = ncclGroupEnd();
-    if (r1 != ncclSuccess || r2 != ncclSuccess || r3 != ncclSuccess) {
-        ncclResult_t r = r1 != ncclSuccess ? r1 : r2 != ncclSuccess ? r2 : r3;
-        fprintf(stderr, "%s:%d: NCCL send/recv of %zu bytes from device %d to %d failed: %s\n",
-                __FILE__, __LINE__, bytes, src_dev, dst_dev, ncclGetErrorString(r));
+    return PP_OK;
+}
+
+static pp_status_t nccl_send(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream)
+{
+    if (!p->comms) PP_FAIL(PP_ERR_INTERNAL, "p2p_post_send: NCCL was not initialised");
+    ncclResult_t r =
+        ncclSend(x->src, x->bytes, ncclUint8, x->dst_dev, p->comms[x->src_dev], stream);
+    if (r != ncclSuccess) {
+        fprintf(stderr, "%s:%d: NCCL send of %zu bytes from device %d to %d failed: %s\n", __FILE__,
+                __LINE__, x->bytes, x->src_dev, x->dst_dev, ncclGetErrorString(r));
         return PP_ERR_NCCL;
     }
     return PP_OK;
+}
+
+static pp_status_t nccl_recv(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream)
+{
+    if (!p->comms) PP_FAIL(PP_ERR_INTERNAL, "p2p_post_recv: NCCL was not initialised");
+    ncclResult_t r =
+        ncclRecv(x->dst, x->bytes, ncclUint8, x->src_dev, p->comms[x->dst_dev], stream);
+    if (r != ncclSuccess) {
+        fprintf(stderr, "%s:%d: NCCL receive of %zu bytes from device %d to %d failed: %s\n",
+                __FILE__, __LINE__, x->bytes, x->src_dev, x->dst_dev, ncclGetErrorString(r));
+        return PP_ERR_NCCL;
+    }
+    return PP_OK;
+}
+
+static pp_status_t nccl_group_begin(pp_p2p_t *p)
+{
+    PP_NCCL_CHECK(ncclGroupStart());
+    return PP_OK;
+}
+
+static pp_status_t nccl_group_end(pp_p2p_t *p)
+{
+    PP_NCCL_CHECK(ncclGroupEnd());
+    return PP_OK;
+}
+
+typedef pp_status_t (*half_fn)(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream);
+typedef pp_status_t (*pair_fn)(pp_p2p_t *p);
+
+typedef struct transport_ops {
+    half_fn send, recv;
+    pair_fn begin, end; /* NULL: no pairing */
+} transport_ops_t;
+
+/* One row per pp_transport_t, as in transport.c. NONE moves nothing. */
+static const transport_ops_t ops[PP_TRANSPORT_COUNT] = {
+    [PP_TRANSPORT_NONE] = {nothing, nothing, NULL, NULL},
+    [PP_TRANSPORT_LOCAL] = {copy_send, nothing, NULL, NULL},
+    [PP_TRANSPORT_PEER] = {copy_send, nothing, NULL, NULL},
+    [PP_TRANSPORT_NCCL] = {nccl_send, nccl_recv, nccl_group_begin, nccl_group_end},
+};
+
+static const transport_ops_t *ops_of(pp_transport_t t)
+{
+    return (int)t >= 0 && t < PP_TRANSPORT_COUNT ? &ops[t] : &ops[PP_TRANSPORT_NONE];
+}
+
+pp_status_t p2p_post_send(pp_p2p_t *p, pp_transport_t t, const p2p_xfer_t *x, cudaStream_t stream)
+{
+    return ops_of(t)->send(p, x, stream);
+}
+
+pp_status_t p2p_post_recv(pp_p2p_t *p, pp_transport_t t, const p2p_xfer_t *x, cudaStream_t stream)
+{
+    return ops_of(t)->recv(p, x, stream);
+}
+
+pp_status_t p2p_pair_begin(pp_p2p_t *p, pp_transport_t t)
+{
+    return ops_of(t)->begin ? ops_of(t)->begin(p) : PP_OK;
+}
+
+pp_status_t p2p_pair_end(pp_p2p_t *p, pp_transport_t t)
+{
+    return ops_of(t)->end ? ops_of(t)->end(p) : PP_OK;
+}
+
+const char *p2p_describe(const pp_p2p_t *p, pp_transport_t t, int a, int b)
+{
+    if (t == PP_TRANSPORT_PEER && !p2p_can_access(p, a, b)) return "peer(staged)";
+    return transport_name(t);
 }
 
 void p2p_abort(pp_p2p_t *p)

@@ -346,16 +346,38 @@ static pp_status_t check_one_schedule(cfg_ctx_t *c, const yaml_node_t *n, const 
     return PP_OK;
 }
 
+/* One word naming a row of a table (kinds, transports): `find` returns its index or -1, `allowed`
+ * lists the names. */
+static pp_status_t get_row(const cfg_ctx_t *c, const yaml_node_t *n, const char *key,
+                           const char *allowed, int (*find)(const char *), int *out)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return cfg_err(c, n, key, "expected one word, got %s (allowed: %s)", node_what(n), allowed);
+    if (node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
+    *out = find(node_text(n));
+    if (*out < 0)
+        return cfg_err(c, n, key, "unknown value '%s' (allowed: %s)", node_text(n), allowed);
+    return PP_OK;
+}
+
+/* `transport:` a selectable row of the transport table (p2p/transport.h). */
+static pp_status_t set_transport(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
+{
+    char allowed[256];
+    int v;
+    transport_list(allowed, sizeof allowed);
+    PP_CHECK(get_row(c, n, key, allowed, transport_find, &v));
+    c->cfg->pipeline.transport = (pp_transport_t)v;
+    return PP_OK;
+}
+
 /* `kind:` a name or alias of a row of the kind table (kinds.h). */
 static pp_status_t set_kind(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 {
     char allowed[256];
+    int v;
     sched_kind_list(allowed, sizeof allowed);
-    if (n->type != YAML_SCALAR_NODE)
-        return cfg_err(c, n, key, "expected one word, got %s (allowed: %s)", node_what(n), allowed);
-    if (node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
-    int v = sched_kind_find(node_text(n));
-    if (v < 0) return cfg_err(c, n, key, "unknown value '%s' (allowed: %s)", node_text(n), allowed);
+    PP_CHECK(get_row(c, n, key, allowed, sched_kind_find, &v));
     PP_CHECK(check_one_schedule(c, n, key, PP_CFG_KIND));
     c->cfg->schedule.kind = (pp_sched_kind_t)v;
     return PP_OK;
@@ -610,8 +632,6 @@ static const char *const dtype_names[] = {"bf16", "fp32", NULL};
 static const int dtype_values[] = {PP_DTYPE_BF16, PP_DTYPE_FP32};
 static const char *const placement_names[] = {"loop", "v", NULL};
 static const int placement_values[] = {PP_PLACEMENT_LOOP, PP_PLACEMENT_V};
-static const char *const transport_names[] = {"peer", "nccl", NULL};
-static const int transport_values[] = {PP_TRANSPORT_PEER, PP_TRANSPORT_NCCL};
 static const char *const optimizer_names[] = {"none", "adamw", NULL};
 static const int optimizer_values[] = {PP_OPT_NONE, PP_OPT_ADAMW};
 static const char *const timing_names[] = {"on", "off", "true", "false", NULL};
@@ -641,7 +661,7 @@ static const key_spec_t pipeline_keys[] = {
     ENUM_KEY("placement", pipeline.placement, placement),
     INT_KEY("micro_batches", pipeline.micro_batches, 1, PP_MAX_MICRO_BATCHES, PP_CFG_MICRO_BATCHES),
     INT_KEY("micro_batch_size", pipeline.micro_batch_size, 1, 1 << 16, -1),
-    ENUM_KEY("transport", pipeline.transport, transport),
+    FN_KEY("transport", set_transport, -1),
 };
 
 static const key_spec_t schedule_keys[] = {

@@ -14,6 +14,7 @@
 #define PP_CONFIG_H
 
 #include "../common/pp_status.h"
+#include "../p2p/transport.h"
 #include "kinds.h"
 #include "schedule.h"
 
@@ -22,8 +23,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum pp_transport { PP_TRANSPORT_PEER = 0, PP_TRANSPORT_NCCL } pp_transport_t;
 
 typedef enum pp_optimizer { PP_OPT_NONE = 0, PP_OPT_ADAMW } pp_optimizer_t;
 
@@ -45,7 +44,8 @@ typedef struct pp_pipeline_cfg {
     pp_placement_t placement;       /* loop | v */
     int micro_batches;              /* m */
     int micro_batch_size;           /* sequences per micro-batch */
-    pp_transport_t transport;       /* peer | nccl, for stage boundaries across devices */
+    pp_transport_t transport;       /* a selectable row of p2p/transport.h, for stage boundaries
+                                       across devices */
 } pp_pipeline_cfg_t;
 
 typedef struct pp_schedule_cfg {

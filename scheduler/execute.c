@@ -276,8 +276,8 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
         const pp_op_t *op = &plan->ops[i];
         x->done_op[i] = i;
         if (op->kind == PP_ACT_RECV_F || op->kind == PP_ACT_RECV_B) {
-            /* A peer or local transfer is the sender's copy: the RECV completes with it. */
-            if (op->link != PP_LINK_NCCL) x->done_op[i] = op->peer;
+            /* Where the send half moves the bytes, the RECV completes with the SEND. */
+            if (transport_row(op->link)->send_moves_bytes) x->done_op[i] = op->peer;
         }
         PP_CUDA_CHECK_GOTO(cudaSetDevice(x->cuda[op->device]), st, fail);
         PP_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&x->ev_dep[i], cudaEventDisableTiming), st,
@@ -289,10 +289,10 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
     }
 
     /* Transports. */
-    int need_nccl = 0;
+    unsigned used = 0;
     for (int i = 0; i < plan->n_ops; i++)
-        if (plan->ops[i].link == PP_LINK_NCCL) need_nccl = 1;
-    PP_CHECK_GOTO(p2p_init(&x->p2p, x->p, x->cuda, need_nccl), st, fail);
+        used |= 1u << plan->ops[i].link;
+    PP_CHECK_GOTO(p2p_init(&x->p2p, x->p, x->cuda, used), st, fail);
 
     /* Stages. */
     for (int s = 0; s < plan->n_stages; s++) {
@@ -514,6 +514,51 @@ static pp_status_t sync_op(exec_t *x, int i, double deadline, int step)
     return st;
 }
 
+/* One transfer: SEND op i and its RECV, posted as the halves of their transport (transport.h).
+ * Where the send half moves the bytes, it is one copy on the sender's stream that waits for the
+ * producer and for the receiver's slot (the RECV's dependencies), and the RECV completes with it.
+ * Otherwise each half runs on its own op's stream after its own dependencies, both posted inside
+ * one pairing bracket (one NCCL group, since this thread posts both). */
+static pp_status_t enqueue_transfer(exec_t *x, int i, double deadline, int step)
+{
+    const pp_op_t *op = &x->plan->ops[i];
+    const int r = op->peer;
+    const pp_op_t *rcv = &x->plan->ops[r];
+    const pp_transport_t t = op->link;
+    cudaStream_t ss = op_stream(x, op), rs = op_stream(x, rcv);
+    const void *src;
+    void *dst;
+    transfer_buffers(x, op, rcv, &src, &dst);
+    p2p_xfer_t xf = {dst, rcv->device, src, op->device, op->bytes};
+    if (transport_row(t)->send_moves_bytes) {
+        PP_CUDA_CHECK(cudaSetDevice(x->cuda[op->device]));
+        PP_CHECK(wait_deps(x, i, -1, ss));
+        PP_CHECK(wait_deps(x, r, i, ss));
+        PP_CHECK(record_start(x, i, ss));
+        PP_CHECK(p2p_post_send(x->p2p, t, &xf, ss));
+        PP_CHECK(p2p_post_recv(x->p2p, t, &xf, rs)); /* posts nothing */
+        PP_CHECK(record_end(x, i, ss));
+        return sync_op(x, i, deadline, step);
+    }
+    PP_CUDA_CHECK(cudaSetDevice(x->cuda[op->device]));
+    PP_CHECK(wait_deps(x, i, -1, ss));
+    PP_CHECK(record_start(x, i, ss));
+    PP_CUDA_CHECK(cudaSetDevice(x->cuda[rcv->device]));
+    PP_CHECK(wait_deps(x, r, i, rs));
+    PP_CHECK(record_start(x, r, rs));
+    PP_CHECK(p2p_pair_begin(x->p2p, t));
+    pp_status_t st = p2p_post_send(x->p2p, t, &xf, ss);
+    if (st == PP_OK) st = p2p_post_recv(x->p2p, t, &xf, rs);
+    pp_status_t end = p2p_pair_end(x->p2p, t); /* the group closes also after a failure */
+    PP_CHECK(st);
+    PP_CHECK(end);
+    PP_CHECK(record_end(x, r, rs));
+    PP_CUDA_CHECK(cudaSetDevice(x->cuda[op->device]));
+    PP_CHECK(record_end(x, i, ss));
+    PP_CHECK(sync_op(x, i, deadline, step));
+    return sync_op(x, r, deadline, step);
+}
+
 static pp_status_t enqueue_step(exec_t *x, int step, double deadline)
 {
     const pp_plan_t *plan = x->plan;
@@ -556,36 +601,7 @@ static pp_status_t enqueue_step(exec_t *x, int step, double deadline)
             continue;
         }
         if (op->kind == PP_ACT_RECV_F || op->kind == PP_ACT_RECV_B) continue; /* with its SEND */
-        const int r = op->peer;
-        const pp_op_t *rcv = &plan->ops[r];
-        const void *src;
-        void *dst;
-        transfer_buffers(x, op, rcv, &src, &dst);
-        if (op->link == PP_LINK_NCCL) {
-            cudaStream_t ss = op_stream(x, op), rs = op_stream(x, rcv);
-            PP_CUDA_CHECK(cudaSetDevice(x->cuda[op->device]));
-            PP_CHECK(wait_deps(x, i, -1, ss));
-            PP_CHECK(record_start(x, i, ss));
-            PP_CUDA_CHECK(cudaSetDevice(x->cuda[rcv->device]));
-            PP_CHECK(wait_deps(x, r, i, rs));
-            PP_CHECK(record_start(x, r, rs));
-            PP_CHECK(p2p_nccl_pair(x->p2p, dst, rcv->device, rs, src, op->device, ss, op->bytes));
-            PP_CHECK(record_end(x, r, rs));
-            PP_CUDA_CHECK(cudaSetDevice(x->cuda[op->device]));
-            PP_CHECK(record_end(x, i, ss));
-            PP_CHECK(sync_op(x, i, deadline, step));
-            PP_CHECK(sync_op(x, r, deadline, step));
-        } else {
-            /* One copy on the sender's stream, after the producer and the receiver's slot. */
-            cudaStream_t ss = op_stream(x, op);
-            PP_CUDA_CHECK(cudaSetDevice(x->cuda[op->device]));
-            PP_CHECK(wait_deps(x, i, -1, ss));
-            PP_CHECK(wait_deps(x, r, i, ss));
-            PP_CHECK(record_start(x, i, ss));
-            PP_CHECK(p2p_copy(x->p2p, dst, rcv->device, src, op->device, op->bytes, ss));
-            PP_CHECK(record_end(x, i, ss));
-            PP_CHECK(sync_op(x, i, deadline, step));
-        }
+        PP_CHECK(enqueue_transfer(x, i, deadline, step));
     }
 
     /* Close the step: each device's compute stream joins its send/recv streams, then the
@@ -712,10 +728,8 @@ static void print_banner(exec_t *x)
     fprintf(stderr, "# stage boundaries:");
     for (int s = 0; s + 1 < plan->n_stages; s++) {
         int a = plan->stage_device[s], b = plan->stage_device[s + 1];
-        const char *how = a == b                                            ? "local"
-                          : x->cfg->pipeline.transport == PP_TRANSPORT_NCCL ? "nccl"
-                          : p2p_can_access(x->p2p, a, b)                    ? "peer"
-                                                                            : "peer(staged)";
+        const char *how =
+            p2p_describe(x->p2p, a == b ? PP_TRANSPORT_LOCAL : x->cfg->pipeline.transport, a, b);
         fprintf(stderr, " %d->%d %s%s", s, s + 1, how, s + 2 < plan->n_stages ? "," : "");
     }
     fputc('\n', stderr);

@@ -170,7 +170,7 @@ static void put_op(lower_t *L, int *n, int d, pp_action_kind_t k, int stage, int
                            .slot = -1,
                            .pos = id - L->begin[d],
                            .peer = -1,
-                           .link = PP_LINK_NONE};
+                           .link = PP_TRANSPORT_NONE};
     L->step[id] = step;
     L->inserted[id] = (char)inserted;
 }
@@ -248,7 +248,8 @@ static void pair_of(const pp_op_t *o, pp_action_kind_t *kind, int *stage)
 }
 
 /* Match every SEND with its RECV; set links and bytes. */
-static pp_status_t lower_pairs(lower_t *L, const int *stage_device, pp_link_t remote, size_t bytes)
+static pp_status_t lower_pairs(lower_t *L, const int *stage_device, pp_transport_t remote,
+                               size_t bytes)
 {
     char p1[160], txt[32];
     for (int id = 0; id < L->n_ops; id++) {
@@ -282,7 +283,7 @@ static pp_status_t lower_pairs(lower_t *L, const int *stage_device, pp_link_t re
             return PP_ERR_INPUT;
         }
         o->peer = peer;
-        o->link = stage_device[o->stage] == stage_device[other.stage] ? PP_LINK_LOCAL : remote;
+        o->link = stage_device[o->stage] == stage_device[other.stage] ? PP_TRANSPORT_LOCAL : remote;
         o->bytes = bytes;
     }
     return PP_OK;
@@ -610,8 +611,7 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
         plan->boundary_bytes = (size_t)cfg->pipeline.micro_batch_size * (size_t)mc->seq_len *
                                (size_t)mc->hidden * pp_dtype_size(mc->dtype);
     }
-    pp_link_t remote =
-        cfg && cfg->pipeline.transport == PP_TRANSPORT_NCCL ? PP_LINK_NCCL : PP_LINK_PEER;
+    pp_transport_t remote = cfg ? cfg->pipeline.transport : PP_TRANSPORT_PEER;
 
     plan->stage_device = malloc(sizeof *plan->stage_device * (size_t)L.n_st);
     plan->slots_per_stage = calloc((size_t)L.n_st, sizeof *plan->slots_per_stage);

@@ -28,21 +28,18 @@ extern "C" {
 
 typedef enum pp_role { PP_ROLE_COMPUTE = 0, PP_ROLE_SEND, PP_ROLE_RECV, PP_ROLE_COUNT } pp_role_t;
 
-/* How a SEND/RECV pair moves its bytes. LOCAL: both stages on one device, no copy. */
-typedef enum pp_link { PP_LINK_NONE = 0, PP_LINK_LOCAL, PP_LINK_PEER, PP_LINK_NCCL } pp_link_t;
-
 typedef struct pp_op {
     int device;     /* pipeline device index 0..n_devices-1 */
     pp_role_t role; /* stream the op runs on */
     pp_action_kind_t kind;
-    int stage;      /* the stage the action belongs to (for SEND/RECV: the local stage) */
-    int mb;         /* micro-batch */
-    int slot;       /* activation slot of (stage, mb) on this device */
-    int pos;        /* position in its device's program (for messages), 0-based */
-    int peer;       /* SEND: index of the matching RECV op; RECV: of the SEND; else -1 */
-    pp_link_t link; /* SEND/RECV only */
-    size_t bytes;   /* SEND/RECV: bytes moved */
-    int dep_begin;  /* deps of this op are plan.deps[dep_begin .. dep_begin + n_deps) */
+    int stage;           /* the stage the action belongs to (for SEND/RECV: the local stage) */
+    int mb;              /* micro-batch */
+    int slot;            /* activation slot of (stage, mb) on this device */
+    int pos;             /* position in its device's program (for messages), 0-based */
+    int peer;            /* SEND: index of the matching RECV op; RECV: of the SEND; else -1 */
+    pp_transport_t link; /* SEND/RECV: a row of p2p/transport.h; NONE for compute */
+    size_t bytes;        /* SEND/RECV: bytes moved */
+    int dep_begin;       /* deps of this op are plan.deps[dep_begin .. dep_begin + n_deps) */
     int n_deps;
 } pp_op_t;
 
@@ -92,14 +89,6 @@ static inline const char *pp_role_name(pp_role_t r)
 {
     return r == PP_ROLE_COMPUTE ? "compute" : r == PP_ROLE_SEND ? "send" : "recv";
 }
-static inline const char *pp_link_name(pp_link_t l)
-{
-    return l == PP_LINK_LOCAL  ? "local"
-           : l == PP_LINK_PEER ? "peer"
-           : l == PP_LINK_NCCL ? "nccl"
-                               : "none";
-}
-
 #ifdef __cplusplus
 }
 #endif

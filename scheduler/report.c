@@ -264,8 +264,7 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
-            (op->link == PP_LINK_PEER || op->link == PP_LINK_NCCL) && op->device >= 0 &&
-            op->device < p)
+            transport_row(op->link)->crosses_devices && op->device >= 0 && op->device < p)
             r->per_device[op->device].bytes_sent += (double)op->bytes;
     }
     if (!tl->has_op_times) span = NAN;
@@ -366,7 +365,7 @@ void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
     if (cfg)
         fprintf(f, " of %d sequences, placement %s, transport %s", cfg->pipeline.micro_batch_size,
                 cfg->pipeline.placement == PP_PLACEMENT_V ? "v" : "loop",
-                cfg->pipeline.transport == PP_TRANSPORT_NCCL ? "nccl" : "peer");
+                transport_name(cfg->pipeline.transport));
     fputc('\n', f);
     if (r->mode == PP_MODE_MEASURE && isfinite(r->loss))
         fprintf(f, "# loss: %.9g (mean over the micro-batches of the last step)\n", r->loss);

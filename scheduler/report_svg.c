@@ -119,8 +119,8 @@ pp_status_t report_write_svg(const pp_plan_t *plan, const pp_timeline_t *tl, con
     fprintf(f,
             "<text x=\"%d\" y=\"46\" font-size=\"12\" fill=\"#444444\">%s, %d devices, %d stages, "
             "%d micro-batches, makespan %.3f ms, bubble %.1f%% (idle/makespan), %s</text>\n",
-            SVG_LEFT, sched_kind_name(plan->kind), plan->n_devices, plan->n_stages,
-            plan->n_mb, span, 100.0 * (isfinite(rep.bubble) ? rep.bubble : 0.0),
+            SVG_LEFT, sched_kind_name(plan->kind), plan->n_devices, plan->n_stages, plan->n_mb,
+            span, 100.0 * (isfinite(rep.bubble) ? rep.bubble : 0.0),
             tl->mode == PP_MODE_MEASURE ? "measured" : "simulated");
 
     /* Rows: label, compute boxes, transfer bars, busy/bubble text. */

@@ -115,7 +115,7 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
                 "%d,\"mb\":%d,\"slot\":%d,\"bytes\":%zu",
                 op->device, (int)op->role, ts, dur > 0.0 ? dur : 0.0, op->stage, op->mb, op->slot,
                 op->bytes);
-        if (pp_action_is_comm(op->kind)) fprintf(f, ",\"link\":\"%s\"", pp_link_name(op->link));
+        if (pp_action_is_comm(op->kind)) fprintf(f, ",\"link\":\"%s\"", transport_name(op->link));
         fputs("}}", f);
     }
 

@@ -59,7 +59,7 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
             per[op->kind][op->stage] += dur;
             cnt[op->kind * n + op->stage]++;
         } else if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
-                   op->link != PP_LINK_LOCAL) {
+                   transport_row(op->link)->crosses_devices) {
             send += dur;
             n_send++;
         }

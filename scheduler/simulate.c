@@ -151,7 +151,7 @@ pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cos
             PP_CHECK_GOTO(ready_time(plan, tl, stream_free, k, r, &ready_s), st, fail);
             PP_CHECK_GOTO(ready_time(plan, tl, stream_free, r, k, &ready_r), st, fail);
             double start = ready_s > ready_r ? ready_s : ready_r;
-            double end = start + (op->link == PP_LINK_LOCAL ? 0.0 : cm->send);
+            double end = start + (transport_row(op->link)->crosses_devices ? cm->send : 0.0);
             tl->t[k] = (pp_op_time_t){start, end};
             tl->t[r] = (pp_op_time_t){start, end};
             stream_free[op->device * PP_ROLE_COUNT + (int)op->role] = end;

@@ -387,9 +387,12 @@ static pp_status_t plan_check_pairs(const pp_plan_t *plan)
             return PP_ERR_INPUT;
         }
         int local = plan->stage_device[o->stage] == plan->stage_device[stage];
-        if (o->link != r->link || (o->link == PP_LINK_LOCAL) != local || o->link == PP_LINK_NONE) {
+        /* Both ends name the same transport, one that crosses devices exactly when they differ. */
+        if (o->link != r->link || o->link == PP_TRANSPORT_NONE ||
+            (unsigned)o->link >= PP_TRANSPORT_COUNT ||
+            transport_row(o->link)->crosses_devices == local) {
             plan_at(plan, i);
-            fprintf(stderr, "link %s does not fit a transfer to %s\n", pp_link_name(o->link),
+            fprintf(stderr, "link %s does not fit a transfer to %s\n", transport_name(o->link),
                     plan_op_name(plan, i + 1, txt, sizeof txt));
             return PP_ERR_INPUT;
         }

@@ -194,7 +194,7 @@ int ts_plan_op(ts_plan_t *b, int dev, pp_role_t role, pp_action_kind_t kind, int
                                    .slot = mb,
                                    .pos = b->pos[dev]++,
                                    .peer = -1,
-                                   .link = PP_LINK_NONE,
+                                   .link = PP_TRANSPORT_NONE,
                                    .bytes = 0,
                                    .dep_begin = pl->n_deps_total,
                                    .n_deps = n_deps};
@@ -216,7 +216,7 @@ int ts_plan_compute(ts_plan_t *b, int dev, pp_action_kind_t kind, int stage, int
 }
 
 int ts_plan_transfer(ts_plan_t *b, int src, int dst, pp_action_kind_t send_kind, int stage,
-                     int peer_stage, int mb, pp_link_t link, size_t bytes, int dep)
+                     int peer_stage, int mb, pp_transport_t link, size_t bytes, int dep)
 {
     int s = ts_plan_op(b, src, PP_ROLE_SEND, send_kind, stage, mb, &dep, dep >= 0);
     int r = ts_plan_op(b, dst, PP_ROLE_RECV, (pp_action_kind_t)(send_kind + 1), peer_stage, mb,

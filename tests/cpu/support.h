@@ -86,7 +86,7 @@ int ts_plan_compute(ts_plan_t *b, int dev, pp_action_kind_t kind, int stage, int
 /* A SEND of `stage` on src (after op dep, none when < 0) and, right after it, its RECV of
  * `peer_stage` on dst, paired, over `link` with `bytes`. Returns the RECV (SEND = RECV - 1). */
 int ts_plan_transfer(ts_plan_t *b, int src, int dst, pp_action_kind_t send_kind, int stage,
-                     int peer_stage, int mb, pp_link_t link, size_t bytes, int dep);
+                     int peer_stage, int mb, pp_transport_t link, size_t bytes, int dep);
 
 /* Sets op k's times; returns k. */
 int ts_plan_time(ts_plan_t *b, int k, double start_ms, double end_ms);

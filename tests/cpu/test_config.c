@@ -864,6 +864,29 @@ static void test_counts(void)
     EXPECT(!strcmp(sched_kind_name(PP_SCHED_CSV), "csv"));
 }
 
+/* The transport table: the selectable rows are found by name (and listed in that order), the
+ * others are not; a transport whose send half moves the bytes into the receiver's buffer cannot
+ * cross processes, and one that crosses processes crosses devices. */
+static void test_transport_table(void)
+{
+    char list[128];
+    transport_list(list, sizeof list);
+    EXPECT(!strcmp(list, "peer, nccl"), "%s", list);
+    for (int t = 0; t < PP_TRANSPORT_COUNT; t++) {
+        const pp_transport_row_t *r = transport_row((pp_transport_t)t);
+        EXPECT(transport_find(r->name) == (r->selectable ? t : -1), "%s", r->name);
+        EXPECT(!(r->send_moves_bytes && r->crosses_processes), "%s", r->name);
+        EXPECT(!r->crosses_processes || r->crosses_devices, "%s", r->name);
+        EXPECT(!r->selectable || r->crosses_devices, "%s", r->name);
+    }
+    EXPECT(transport_row(PP_TRANSPORT_LOCAL)->crosses_devices == 0);
+    EXPECT(!strcmp(transport_name((pp_transport_t)99), "none"));
+    pp_config_t c;
+    REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {transport: nccl}\n", NULL, 0) == PP_OK);
+    EXPECT(c.pipeline.transport == PP_TRANSPORT_NCCL);
+    config_free(&c);
+}
+
 /* The kind table: every kind `schedule.kind` accepts is found by its name, the explicit kinds are
  * not, "interleaved" is an alias of interleaved-1f1b, and a kind with a closed form says so. */
 static void test_kind_table(void)
@@ -921,5 +944,6 @@ int main(void)
     RUN(test_counts);
     RUN(test_free_after_failure);
     RUN(test_kind_table);
+    RUN(test_transport_table);
     return check_summary("test_config");
 }

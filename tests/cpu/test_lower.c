@@ -193,22 +193,22 @@ static void test_links(void)
     for (int t = 0; t < 2; t++) {
         c.pipeline.transport = t ? PP_TRANSPORT_NCCL : PP_TRANSPORT_PEER;
         REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
-        pp_link_t remote = t ? PP_LINK_NCCL : PP_LINK_PEER;
+        pp_transport_t remote = t ? PP_TRANSPORT_NCCL : PP_TRANSPORT_PEER;
         for (int k = 0; k < 2; k++) {
             int a = op_index(&pl, PP_ACT_SEND_F, 0, k), b = op_index(&pl, PP_ACT_RECV_F, 1, k);
             int x = op_index(&pl, PP_ACT_SEND_F, 1, k), y = op_index(&pl, PP_ACT_RECV_F, 2, k);
             int g = op_index(&pl, PP_ACT_SEND_B, 2, k), h = op_index(&pl, PP_ACT_RECV_B, 1, k);
             REQUIRE(a >= 0 && b >= 0 && x >= 0 && y >= 0 && g >= 0 && h >= 0);
             EXPECT(pl.ops[a].link == remote && pl.ops[b].link == remote);
-            EXPECT(pl.ops[x].link == PP_LINK_LOCAL && pl.ops[y].link == PP_LINK_LOCAL);
-            EXPECT(pl.ops[g].link == PP_LINK_LOCAL && pl.ops[h].link == PP_LINK_LOCAL);
+            EXPECT(pl.ops[x].link == PP_TRANSPORT_LOCAL && pl.ops[y].link == PP_TRANSPORT_LOCAL);
+            EXPECT(pl.ops[g].link == PP_TRANSPORT_LOCAL && pl.ops[h].link == PP_TRANSPORT_LOCAL);
             EXPECT(pl.ops[a].bytes == bytes && pl.ops[y].bytes == bytes);
             EXPECT(pl.ops[y].device == 1 && pl.ops[x].device == 1);
         }
         EXPECT(pl.boundary_bytes == bytes);
         EXPECT(pl.stage_device[2] == 1 && pl.chunks == 1);
         for (int i = 0; i < pl.n_ops; i++)
-            EXPECT((pl.ops[i].role == PP_ROLE_COMPUTE) == (pl.ops[i].link == PP_LINK_NONE));
+            EXPECT((pl.ops[i].role == PP_ROLE_COMPUTE) == (pl.ops[i].link == PP_TRANSPORT_NONE));
         check_plan_properties(&pl, "links");
         EXPECT(plan_validate(&pl) == PP_OK);
         plan_free(&pl);
@@ -220,7 +220,7 @@ static void test_links(void)
     cfg_fill(&c, PP_SCHED_INTERLEAVED, 1, 2, 3);
     REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
     for (int i = 0; i < pl.n_ops; i++)
-        if (pl.ops[i].role != PP_ROLE_COMPUTE) EXPECT(pl.ops[i].link == PP_LINK_LOCAL);
+        if (pl.ops[i].role != PP_ROLE_COMPUTE) EXPECT(pl.ops[i].link == PP_TRANSPORT_LOCAL);
     EXPECT(pl.chunks == 2);
     plan_free(&pl);
     schedule_free(&s);

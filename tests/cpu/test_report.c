@@ -26,7 +26,7 @@ static int tp_compute(ts_plan_t *x, int dev, pp_action_kind_t kind, int stage, i
 /* A SEND on src and its RECV on dst (of the next stage for SEND_F, the previous for SEND_B), both
  * over [start, end]. */
 static void tp_transfer(ts_plan_t *x, int src, int dst, pp_action_kind_t send_kind, int stage,
-                        int mb, pp_link_t link, size_t bytes, double start, double end)
+                        int mb, pp_transport_t link, size_t bytes, double start, double end)
 {
     int peer_stage = send_kind == PP_ACT_SEND_F ? stage + 1 : stage - 1;
     int r = ts_plan_transfer(x, src, dst, send_kind, stage, peer_stage, mb, link, bytes, -1);
@@ -41,10 +41,11 @@ static void tp_small(ts_plan_t *x, double u, int *n_sends)
     for (int k = 0; k < 2; k++) {
         double o = 4 * k * u;
         tp_compute(x, 0, PP_ACT_F, 0, k, o, o + u);
-        tp_transfer(x, 0, 1, PP_ACT_SEND_F, 0, k, PP_LINK_PEER, 1 << 20, o + u, o + 1.2 * u);
+        tp_transfer(x, 0, 1, PP_ACT_SEND_F, 0, k, PP_TRANSPORT_PEER, 1 << 20, o + u, o + 1.2 * u);
         tp_compute(x, 1, PP_ACT_F, 1, k, o + 1.2 * u, o + 2.2 * u);
         tp_compute(x, 1, PP_ACT_B, 1, k, o + 2.2 * u, o + 3.2 * u);
-        tp_transfer(x, 1, 0, PP_ACT_SEND_B, 1, k, PP_LINK_PEER, 1 << 20, o + 3.2 * u, o + 3.4 * u);
+        tp_transfer(x, 1, 0, PP_ACT_SEND_B, 1, k, PP_TRANSPORT_PEER, 1 << 20, o + 3.2 * u,
+                    o + 3.4 * u);
         tp_compute(x, 0, PP_ACT_B, 0, k, o + 3.4 * u, o + 4.4 * u);
     }
     *n_sends = 4;
@@ -422,9 +423,9 @@ static void test_busy_union_of_intervals(void)
     tp_compute(&x, 0, PP_ACT_B, 0, 1, o + 1 * u, o + 3 * u);     /* overlaps the first */
     tp_compute(&x, 0, PP_ACT_F, 0, 2, o + 1.5 * u, o + 2.5 * u); /* inside both */
     tp_compute(&x, 0, PP_ACT_W, 0, 2, o + 5 * u, o + 6 * u);
-    tp_transfer(&x, 0, 1, PP_ACT_SEND_F, 0, 0, PP_LINK_PEER, 3000, o + 3 * u, o + 5 * u);
-    tp_transfer(&x, 0, 1, PP_ACT_SEND_F, 0, 1, PP_LINK_LOCAL, 7000, o + 3 * u, o + 3 * u);
-    tp_transfer(&x, 1, 0, PP_ACT_SEND_B, 1, 1, PP_LINK_NCCL, 500, o + 5 * u, o + 5.5 * u);
+    tp_transfer(&x, 0, 1, PP_ACT_SEND_F, 0, 0, PP_TRANSPORT_PEER, 3000, o + 3 * u, o + 5 * u);
+    tp_transfer(&x, 0, 1, PP_ACT_SEND_F, 0, 1, PP_TRANSPORT_LOCAL, 7000, o + 3 * u, o + 3 * u);
+    tp_transfer(&x, 1, 0, PP_ACT_SEND_B, 1, 1, PP_TRANSPORT_NCCL, 500, o + 5 * u, o + 5.5 * u);
     tp_compute(&x, 1, PP_ACT_F, 1, 0, o + 0 * u, o + 1 * u);
     pp_timeline_t tl;
     pp_report_t r;
@@ -821,7 +822,7 @@ static void test_svg(void)
             tp_compute(&x, d, kinds[k % 4], d, k, t, t + len);
             n_compute++;
             if (d < 2 && k % 4 == 0)
-                tp_transfer(&x, d, d + 1, PP_ACT_SEND_F, d, k, PP_LINK_PEER, 1024, t + len,
+                tp_transfer(&x, d, d + 1, PP_ACT_SEND_F, d, k, PP_TRANSPORT_PEER, 1024, t + len,
                             t + len + 0.1 * u);
             t += len + (k % 3 == 0 ? 0.3 * u : 0);
         }

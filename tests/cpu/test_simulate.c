@@ -53,7 +53,7 @@ typedef struct pending {
  * transfers) would run them: the op or transfer that can start first comes next, transfers first
  * on ties. So each send and recv stream gets its transfers in time order, as a good lowering
  * does; a producer's SEND and the consumer's RECV sit together. Returns 0, or -1 on deadlock. */
-static int lower_progs(ts_plan_t *b, const progs_t *g, const int *stage_dev, pp_link_t xlink,
+static int lower_progs(ts_plan_t *b, const progs_t *g, const int *stage_dev, pp_transport_t xlink,
                        size_t bytes, pp_sched_kind_t kind, const pp_cost_model_t *cm)
 {
     int S = g->n_stages, m = g->m, n_total = 0;
@@ -96,9 +96,9 @@ static int lower_progs(ts_plan_t *b, const progs_t *g, const int *stage_dev, pp_
         if (best_t >= 0 && (best_d < 0 || pend[best_t].ready <= t_best)) {
             pending_t q = pend[best_t];
             pend[best_t] = pend[--n_pend];
-            int r = ts_plan_transfer(b, q.src, q.dst, q.dir_f ? PP_ACT_SEND_F : PP_ACT_SEND_B,
-                                     q.stage, q.peer_stage, q.mb,
-                                     q.src == q.dst ? PP_LINK_LOCAL : xlink, bytes, q.producer);
+            int r = ts_plan_transfer(
+                b, q.src, q.dst, q.dir_f ? PP_ACT_SEND_F : PP_ACT_SEND_B, q.stage, q.peer_stage,
+                q.mb, q.src == q.dst ? PP_TRANSPORT_LOCAL : xlink, bytes, q.producer);
             end[r - 1] = end[r] = q.ready;
             if (q.dir_f)
                 recv_f[q.key_dst] = r;
@@ -221,10 +221,10 @@ static void test_two_device_chain(void)
     ts_plan_t pb;
     ts_plan_init(&pb, 2, 2, 1, PP_SCHED_1F1B);
     int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int r0 = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_PEER, 4096, f0);
+    int r0 = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_TRANSPORT_PEER, 4096, f0);
     int f1 = ts_plan_compute(&pb, 1, PP_ACT_F, 1, 0, r0, -1);
     int b1 = ts_plan_compute(&pb, 1, PP_ACT_B, 1, 0, f1, -1);
-    int r1 = ts_plan_transfer(&pb, 1, 0, PP_ACT_SEND_B, 1, 0, 0, PP_LINK_PEER, 4096, b1);
+    int r1 = ts_plan_transfer(&pb, 1, 0, PP_ACT_SEND_B, 1, 0, 0, PP_TRANSPORT_PEER, 4096, b1);
     int b0 = ts_plan_compute(&pb, 0, PP_ACT_B, 0, 0, f0, r1);
     pp_cost_model_t cm = make_costs(2, f, bi, bw, c);
     pp_timeline_t tl;
@@ -255,7 +255,7 @@ static void test_send_cost_delays_receiver(void)
     ts_plan_t pb;
     ts_plan_init(&pb, 2, 2, 1, PP_SCHED_GPIPE);
     int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int r0 = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_NCCL, 64, f0);
+    int r0 = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_TRANSPORT_NCCL, 64, f0);
     int f1 = ts_plan_compute(&pb, 1, PP_ACT_F, 1, 0, r0, -1);
     pp_timeline_t t1, t2;
     pp_cost_model_t cm1 = make_costs(2, f, 1, 1, c1), cm2 = make_costs(2, f, 1, 1, c2);
@@ -279,7 +279,7 @@ static void test_local_link_is_free(void)
     ts_plan_t pb;
     ts_plan_init(&pb, 1, 2, 1, PP_SCHED_STEPS);
     int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int r0 = ts_plan_transfer(&pb, 0, 0, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_LOCAL, 4096, f0);
+    int r0 = ts_plan_transfer(&pb, 0, 0, PP_ACT_SEND_F, 0, 1, 0, PP_TRANSPORT_LOCAL, 4096, f0);
     int f1 = ts_plan_compute(&pb, 0, PP_ACT_F, 1, 0, r0, -1);
     pp_cost_model_t cm = make_costs(2, f, 1, 1, ts_rand_uniform(1, 2));
     pp_timeline_t tl;
@@ -299,9 +299,9 @@ static void test_compute_comm_overlap(void)
     ts_plan_t pb;
     ts_plan_init(&pb, 2, 2, 2, PP_SCHED_GPIPE);
     int fa = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int ra = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_LINK_PEER, 1, fa);
+    int ra = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_TRANSPORT_PEER, 1, fa);
     int fb = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 1, -1, -1);
-    int rb = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 1, PP_LINK_PEER, 1, fb);
+    int rb = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 1, PP_TRANSPORT_PEER, 1, fb);
     int ga = ts_plan_compute(&pb, 1, PP_ACT_F, 1, 0, ra, -1);
     int gb = ts_plan_compute(&pb, 1, PP_ACT_F, 1, 1, rb, -1);
     pp_cost_model_t cm = make_costs(2, f, 1, 1, c);
@@ -332,13 +332,13 @@ static void test_transfer_waits_for_receiver(void)
     int r = ts_plan_op(&pb, 1, PP_ROLE_RECV, PP_ACT_RECV_F, 1, 0, deps_r, 2);
     pb.pl.ops[s].peer = r;
     pb.pl.ops[r].peer = s;
-    pb.pl.ops[s].link = pb.pl.ops[r].link = PP_LINK_PEER;
+    pb.pl.ops[s].link = pb.pl.ops[r].link = PP_TRANSPORT_PEER;
     int deps_s2 = f0;
     int s2 = ts_plan_op(&pb, 0, PP_ROLE_SEND, PP_ACT_SEND_F, 0, 0, &deps_s2, 1);
     int r2 = ts_plan_op(&pb, 1, PP_ROLE_RECV, PP_ACT_RECV_F, 1, 0, NULL, 0);
     pb.pl.ops[s2].peer = r2;
     pb.pl.ops[r2].peer = s2;
-    pb.pl.ops[s2].link = pb.pl.ops[r2].link = PP_LINK_PEER;
+    pb.pl.ops[s2].link = pb.pl.ops[r2].link = PP_TRANSPORT_PEER;
     pp_cost_model_t cm = make_costs(2, f, 1, big, c);
     pp_timeline_t tl;
     REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
@@ -413,7 +413,7 @@ static void test_closed_forms_local_lowering(void)
                     sd[s] = s;
                 ts_plan_t pb;
                 pp_cost_model_t cm = make_costs(p, f, bi, bw, 0.0);
-                int rc = lower_progs(&pb, &g, sd, PP_LINK_PEER, 1 << 20,
+                int rc = lower_progs(&pb, &g, sd, PP_TRANSPORT_PEER, 1 << 20,
                                      kind ? PP_SCHED_1F1B : PP_SCHED_GPIPE, &cm);
                 EXPECT(rc == 0, "p %d m %d kind %d deadlocked", p, m, kind);
                 pp_timeline_t tl;
@@ -464,7 +464,7 @@ static void test_peak_inflight_local_lowering(void)
                 ts_plan_t pb;
                 pp_cost_model_t cm = make_costs(p, ts_rand_uniform(0.5, 2), ts_rand_uniform(0.5, 2),
                                                 ts_rand_uniform(0.5, 2), ts_rand_uniform(0, 0.1));
-                int rc = lower_progs(&pb, &g, sd, PP_LINK_NCCL, 4096,
+                int rc = lower_progs(&pb, &g, sd, PP_TRANSPORT_NCCL, 4096,
                                      kind ? PP_SCHED_1F1B : PP_SCHED_GPIPE, &cm);
                 pp_timeline_t tl;
                 pp_report_t r;

@@ -1,0 +1,56 @@
+/*
+ * transport.h — the one table of transports: how the bytes of a SEND/RECV pair move.
+ *
+ * Plain C (no CUDA header), so the scheduler core (config, lower, validate, simulate, report) asks
+ * the same rows the executor does. Each row gives the name, whether it may be chosen for stage
+ * boundaries across devices (`pipeline.transport`), and how its two halves behave: the send half
+ * is posted on the sender's stream and the receive half on the receiver's, separately, so a
+ * process can post just the end it owns (p2p.h posts them). A new transport is one enum value,
+ * one row here and one row of functions in p2p.c.
+ */
+#ifndef PP_TRANSPORT_H
+#define PP_TRANSPORT_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pp_transport {
+    PP_TRANSPORT_NONE = 0, /* not a transfer (a compute op) */
+    PP_TRANSPORT_LOCAL,    /* both stages on one device */
+    PP_TRANSPORT_PEER,     /* cudaMemcpy between devices (peer access, or staged by the driver) */
+    PP_TRANSPORT_NCCL,     /* ncclSend / ncclRecv */
+    PP_TRANSPORT_COUNT
+} pp_transport_t;
+
+typedef struct pp_transport_row {
+    const char *name;      /* as written in `pipeline.transport` and printed */
+    int selectable;        /* 1: a value of `pipeline.transport` (boundaries across devices) */
+    int crosses_devices;   /* 1: the ends are on two devices (costs transfer time, counts bytes) */
+    int send_moves_bytes;  /* 1: the send half moves the bytes into the receiver's buffer and the
+                              receive half posts nothing: the RECV completes with the SEND */
+    int needs_pairing;     /* 1: one thread posting both halves must post them together (one
+                              NCCL group), in the same order on both sides */
+    int graph_capturable;  /* 1: a CUDA graph can capture both halves */
+    int crosses_processes; /* 1: the two ends may belong to two processes */
+} pp_transport_row_t;
+
+/* The row of transport t (NONE's row for a value out of range). */
+const pp_transport_row_t *transport_row(pp_transport_t t);
+
+/* transport_row(t)->name. */
+const char *transport_name(pp_transport_t t);
+
+/* The selectable transport called `name`; -1 when none. */
+int transport_find(const char *name);
+
+/* "peer, nccl": the selectable names, for messages. */
+void transport_list(char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_TRANSPORT_H */
