@@ -39,8 +39,13 @@ LIBS_CUDA := -L$(CUDA_LIB) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(NCC
 LIBS := $(YAML_LIBS) -lm
 
 # The scheduler core is plain C (no CUDA headers); execute*.c/cu and main.c are not part of it.
-CORE_SRC := $(filter-out scheduler/main.c scheduler/execute%, $(wildcard scheduler/*.c))
-GPU_C_SRC := $(wildcard kernels/*.c stages/*.c p2p/*.c scheduler/execute*.c)
+# The stage's memory layout (stages/stage_layout.c) is plain C too and belongs to the core, so the
+# core sizes memory with the functions the stage allocates with.
+CORE_STAGE_SRC := stages/stage_layout.c
+CORE_SRC := $(filter-out scheduler/main.c scheduler/execute%, $(wildcard scheduler/*.c)) \
+            $(CORE_STAGE_SRC)
+GPU_C_SRC := $(filter-out $(CORE_STAGE_SRC), $(wildcard kernels/*.c stages/*.c p2p/*.c \
+                                                         scheduler/execute*.c))
 GPU_CU_SRC := $(wildcard kernels/*.cu stages/*.cu p2p/*.cu scheduler/execute*.cu)
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
