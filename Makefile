@@ -39,10 +39,14 @@ LIBS_CUDA := -L$(CUDA_LIB) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(NCC
 LIBS := $(YAML_LIBS) -lm
 
 # The scheduler core is plain C (no CUDA headers); execute*.c/cu and main.c are not part of it.
-# p2p/transport.c (the transport table's properties) is plain C and belongs to the core too.
+# Plain-C files outside scheduler/ that belong to the core too: the transport table's properties
+# (p2p/transport.c) and the stage's memory layout (stages/stage_layout.c), so the core sizes memory
+# with the functions the stage allocates with.
+CORE_EXTRA_SRC := p2p/transport.c stages/stage_layout.c
 CORE_SRC := $(filter-out scheduler/main.c scheduler/execute%, $(wildcard scheduler/*.c)) \
-            p2p/transport.c
-GPU_C_SRC := $(filter-out p2p/transport.c, $(wildcard kernels/*.c stages/*.c p2p/*.c scheduler/execute*.c))
+            $(CORE_EXTRA_SRC)
+GPU_C_SRC := $(filter-out $(CORE_EXTRA_SRC), $(wildcard kernels/*.c stages/*.c p2p/*.c \
+                                                        scheduler/execute*.c))
 GPU_CU_SRC := $(wildcard kernels/*.cu stages/*.cu p2p/*.cu scheduler/execute*.cu)
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)

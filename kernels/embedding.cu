@@ -6,7 +6,8 @@
  * per (t, c); for dwte the positions are stably radix-sorted by token id (CUB) in the caller's
  * scratch, and one block per distinct token sums its rows in position order (split over row
  * groups in a fixed pattern when the token is frequent). Scratch layout, each
- * part 256-byte aligned: sorted keys [N], positions [N], sorted positions [N], CUB temporary.
+ * part 256-byte aligned: sorted keys [N], positions [N], sorted positions [N], CUB temporary (sized
+ * by the plain-C bound of kernel_sizes.h, checked against CUB's own figure at every call).
  */
 #include "kernel_util.cuh"
 
@@ -116,11 +117,6 @@ __global__ void encoder_bwd_wte_kernel(float *dwte, const T *dout, const unsigne
 
 /* ---- scratch layout -------------------------------------------------------------------------- */
 
-static size_t align256(size_t x)
-{
-    return (x + 255) & ~(size_t)255;
-}
-
 static int token_bits(int V)
 {
     int bits = 1;
@@ -137,15 +133,6 @@ static size_t sort_temp_bytes(int N, int bits)
         cub::DeviceRadixSort::SortPairs(NULL, bytes, (const unsigned *)NULL, (unsigned *)NULL,
                                         (const int *)NULL, (int *)NULL, N, 0, bits);
     return e == cudaSuccess ? bytes : 0;
-}
-
-size_t encoder_bwd_scratch_bytes(int B, int T, int V)
-{
-    if (B <= 0 || T <= 0 || V <= 0) return 0;
-    const int N = B * T;
-    size_t temp = sort_temp_bytes(N, token_bits(V));
-    if (temp == 0) return 0;
-    return 3 * align256((size_t)N * sizeof(int)) + align256(temp);
 }
 
 /* ---- launchers ------------------------------------------------------------------------------- */
@@ -209,7 +196,12 @@ pp_status_t encoder_bwd(float *dwte, float *dwpe, const void *dout, const int *t
     size_t temp = sort_temp_bytes(N, bits);
     if (temp == 0)
         PP_FAIL(PP_ERR_INTERNAL, "encoder_bwd: radix sort size query failed (N = %d)", N);
-    const size_t part = align256((size_t)N * sizeof(int));
+    if (temp > encoder_sort_temp_bound(N))
+        PP_FAIL(PP_ERR_INTERNAL,
+                "encoder_bwd: the radix sort needs %zu bytes of temporary storage, more than the "
+                "%zu of encoder_bwd_scratch_bytes (kernel_sizes.h)",
+                temp, encoder_sort_temp_bound(N));
+    const size_t part = kernel_align256((size_t)N * sizeof(int));
     char *base = (char *)scratch;
     unsigned *keys = (unsigned *)base;
     int *pos = (int *)(base + part);

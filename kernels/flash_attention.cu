@@ -34,8 +34,8 @@
 
 #include <limits.h>
 
-#define FA_TILE    64 /* query rows and keys per tile */
-#define FA_WARPS   4  /* warps per CTA, 16 tile rows each */
+#define FA_TILE    PP_FLASH_TILE /* query rows and keys per tile */
+#define FA_WARPS   4             /* warps per CTA, 16 tile rows each */
 #define FA_THREADS (32 * FA_WARPS)
 #define FA_LOG2E   1.4426950408889634f
 #define FA_LN2     0.6931471805599453f
@@ -577,17 +577,6 @@ __global__ void __launch_bounds__(FA_THREADS)
 }
 
 /* ---- launchers ------------------------------------------------------------------------------- */
-
-int attention_flash_supported(int T, int d, pp_dtype_t dtype)
-{
-    return dtype == PP_DTYPE_BF16 && (d == 64 || d == 128) && T > 0 && T % FA_TILE == 0;
-}
-
-size_t attention_flash_bwd_scratch_bytes(int B, int H, int T)
-{
-    if (B <= 0 || H <= 0 || T <= 0) return 0;
-    return (size_t)B * H * T * sizeof(float);
-}
 
 static pp_status_t fa_check(const char *what, int B, int H, int T, int d, pp_dtype_t dtype)
 {

@@ -116,7 +116,7 @@ __device__ __forceinline__ float block_max(float x, float *shared)
 /* The column-sum kernels run CS_THREADS threads per block over a strip of CS_COLS columns and one
  * chunk of rows; each writes the strip's chunk totals to partial[chunk][col], and the block that
  * finishes last for its strip sums the chunks in a fixed order. */
-#define CS_COLS    128
+#define CS_COLS    PP_COLSUM_COLS
 #define CS_THREADS 256
 #define CS_LANES   (CS_THREADS / 32) /* chunk lanes of the final sum */
 

@@ -17,6 +17,7 @@
 #define PP_KERNELS_H
 
 #include "../common/pp_status.h"
+#include "kernel_sizes.h"
 
 /* cublasLt.h declares one function without a prototype; keep C builds with -Werror clean. */
 #if !defined(__cplusplus) && defined(__GNUC__)
@@ -36,8 +37,7 @@ extern "C" {
 #endif
 
 #define PP_LAYERNORM_EPS 1e-5f
-/* Default cuBLAS / cuBLASLt workspace (the size NVIDIA recommends for Hopper). */
-#define PP_GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
+/* PP_GEMM_WORKSPACE_BYTES and the *_scratch_bytes helpers are in kernel_sizes.h (plain C). */
 
 /* ---- matmul (matmul.cu) ---------------------------------------------------------------------- */
 
@@ -129,7 +129,6 @@ pp_status_t encoder_fwd(void *out, const int *tokens, const void *wte, const voi
 pp_status_t encoder_bwd(float *dwte, float *dwpe, const void *dout, const int *tokens,
                         void *scratch, int B, int T, int C, int V, pp_dtype_t dtype,
                         cudaStream_t stream);
-size_t encoder_bwd_scratch_bytes(int B, int T, int V);
 
 /* ---- layernorm (layernorm.cu) ---------------------------------------------------------------- */
 
@@ -158,7 +157,6 @@ pp_status_t layernorm_bwd_input_add(void *dinp, const void *dres, const void *do
 pp_status_t layernorm_bwd_weight(float *dw, float *db, const void *dout, const void *inp,
                                  const float *mean, const float *rstd, void *scratch, int N, int C,
                                  pp_dtype_t dtype, cudaStream_t stream);
-size_t layernorm_bwd_weight_scratch_bytes(int N, int C);
 
 /* ---- GELU, residual (elementwise.cu) --------------------------------------------------------- */
 
@@ -203,9 +201,7 @@ pp_status_t softmax_causal_bwd(void *dS, const void *dP, const void *P, float sc
 
 /* ---- fused causal attention (flash_attention.cu) --------------------------------------------- */
 
-/* 1 when the fused kernels take this shape: bf16 storage, d = 64 or 128, T a positive multiple of
- * 64 (any B·H). Otherwise use the GEMMs + softmax_causal path above. */
-int attention_flash_supported(int T, int d, pp_dtype_t dtype);
+/* attention_flash_supported (kernel_sizes.h) says which shapes the fused kernels take. */
 
 /* Layout of q, k, v, o and their gradients: element (b, h, t, i) of x is x[(b·T + t)·ld + h·d + i],
  * token-major rows with head h in columns h·d..h·d + d − 1 and a row stride `ld` ≥ H·d, a
@@ -230,7 +226,6 @@ pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, int ld_d, const vo
                                 const void *q, const void *k, const void *v, int ld_qkv,
                                 const void *o, int ld_o, const float *lse, void *scratch, int B,
                                 int H, int T, int d, pp_dtype_t dtype, cudaStream_t stream);
-size_t attention_flash_bwd_scratch_bytes(int B, int H, int T);
 
 /* ---- cross-entropy (crossentropy.cu) --------------------------------------------------------- */
 

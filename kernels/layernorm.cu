@@ -127,21 +127,7 @@ __global__ void layernorm_bwd_input_kernel(T *dinp, const T *dres, const T *dout
 
 /* ---- parameter gradients --------------------------------------------------------------------- */
 
-/* Rows are split into at most LN_MAX_CHUNKS chunks of at least LN_MIN_ROWS rows. */
-#define LN_MIN_ROWS   64
-#define LN_MAX_CHUNKS 256
-
-static int ln_chunks(int N)
-{
-    int chunks = (N + LN_MIN_ROWS - 1) / LN_MIN_ROWS;
-    if (chunks > LN_MAX_CHUNKS) chunks = LN_MAX_CHUNKS;
-    return chunks < 1 ? 1 : chunks;
-}
-
-static int ln_strips(int C)
-{
-    return (C + CS_COLS - 1) / CS_COLS;
-}
+/* Rows are split into chunks and columns into strips as kernel_sizes.h says. */
 
 /* One block: the CS_COLS columns from blockIdx.x·CS_COLS over one chunk of rows (blockIdx.y),
  * P columns per thread (a 128-bit pack, or 1). Thread (tx, ty) sums rows r0 + ty, r0 + ty + Y,
@@ -303,14 +289,6 @@ pp_status_t layernorm_bwd_input_add(void *dinp, const void *dres, const void *do
                         dtype, stream);
 }
 
-/* Scratch: the partial sums (2·chunks·C floats), then one ticket per column strip. */
-size_t layernorm_bwd_weight_scratch_bytes(int N, int C)
-{
-    if (N <= 0 || C <= 0) return 0;
-    return (size_t)2 * ln_chunks(N) * (size_t)C * sizeof(float) +
-           (size_t)ln_strips(C) * sizeof(unsigned int);
-}
-
 template <typename T>
 static pp_status_t ln_bwd_weight_t(float *dw, float *db, float *partial, unsigned int *counters,
                                    const void *dout, const void *inp, const float *mean,
@@ -338,13 +316,13 @@ pp_status_t layernorm_bwd_weight(float *dw, float *db, const void *dout, const v
         PP_FAIL(PP_ERR_INTERNAL, "layernorm_bwd_weight: NULL pointer");
     if (((uintptr_t)scratch % sizeof(float)) != 0)
         PP_FAIL(PP_ERR_INTERNAL, "layernorm_bwd_weight: scratch not 4-byte aligned");
-    const int rows_per_chunk = (N + ln_chunks(N) - 1) / ln_chunks(N);
+    const int rows_per_chunk = (N + layernorm_bwd_chunks(N) - 1) / layernorm_bwd_chunks(N);
     const int chunks = (N + rows_per_chunk - 1) / rows_per_chunk; /* no empty chunk */
-    const int strips = ln_strips(C);
+    const int strips = layernorm_bwd_strips(C);
     float *partial = (float *)scratch;
     /* the tickets sit after the largest partial block the scratch size allows for */
     unsigned int *counters =
-        (unsigned int *)((char *)scratch + (size_t)2 * ln_chunks(N) * C * sizeof(float));
+        (unsigned int *)((char *)scratch + (size_t)2 * layernorm_bwd_chunks(N) * C * sizeof(float));
     PP_CUDA_CHECK(cudaMemsetAsync(counters, 0, (size_t)strips * sizeof(unsigned int), stream));
     const dim3 grid(strips, chunks);
     if (dtype == PP_DTYPE_BF16)

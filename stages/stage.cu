@@ -8,21 +8,20 @@
  *              the parameters are the master); fp32 gradients; AdamW m and v (one allocation);
  *              the vocabulary permutation and the loss accumulator (one small allocation).
  *              Tensors sit at the offsets of stages/model.h (aligned, gaps zero).
- *   slots      one allocation per slot, carved by slot_layout: what F saves, what I keeps for W.
- *              Fused attention (attention_fused says which path, once per stage) keeps the QKV
- *              matmul output [N,3C], which the flash kernels read in place, and the softmax
- *              log-sum-exp; its output is the projection's input atty, and its gradients land
- *              in d_qkv directly. The unfused path permutes the QKV output (scratch) into
- *              per-head q, k, v and saves P [B,H,T,T]. The residual adds, GELU and its
- *              derivative run inside the GEMMs (matmul_fwd_ex, matmul_bwd_input_dgelu: cuBLASLt
- *              epilogues where offered, separate kernels otherwise).
- *   workspace  the cuBLAS workspace (pp_gemm_t) and one scratch area, carved three ways by
- *              scratch_layout (forward, backward-input, backward-weight never run at once).
- * Every call enqueues on the stream it is given and never synchronizes, except the documented
- * synchronous helpers at the end. Gradients accumulate with += (B = I then W, the same kernels in
- * the same order, so B and I+W give the same bits).
+ *   slots      one allocation per slot, carved by stage_layout_slot: what F saves, what I keeps for
+ * W. Fused attention (stage_attention_fused says which path, once per stage) keeps the QKV matmul
+ * output [N,3C], which the flash kernels read in place, and the softmax log-sum-exp; its output is
+ * the projection's input atty, and its gradients land in d_qkv directly. The unfused path permutes
+ * the QKV output (scratch) into per-head q, k, v and saves P [B,H,T,T]. The residual adds, GELU and
+ * its derivative run inside the GEMMs (matmul_fwd_ex, matmul_bwd_input_dgelu: cuBLASLt epilogues
+ * where offered, separate kernels otherwise). workspace  the cuBLAS workspace (pp_gemm_t) and one
+ * scratch area, carved three ways by stage_layout_scratch (forward, backward-input, backward-weight
+ * never run at once). Every call enqueues on the stream it is given and never synchronizes, except
+ * the documented synchronous helpers at the end. Gradients accumulate with += (B = I then W, the
+ * same kernels in the same order, so B and I+W give the same bits).
  */
 #include "stage.h"
+#include "stage_layout.h"
 
 #include "../common/pp_cuda.h"
 #include "../kernels/kernels.h"
@@ -33,272 +32,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- layout ---------------------------------------------------------------------------------- */
-
-/* Sub-buffers of an allocation start at multiples of this many bytes. */
-#define STAGE_ALIGN 256
-
-/* Hands out aligned pieces of one allocation. With base == NULL it only measures. */
-typedef struct carver {
-    char *base; /* the allocation, or NULL to measure */
-    size_t off; /* bytes handed out so far */
-} carver_t;
-
-static void *carve(carver_t *c, size_t bytes)
-{
-    size_t at = (c->off + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
-    c->off = at + bytes;
-    return c->base ? c->base + at : NULL;
-}
-
-static size_t carved_bytes(const carver_t *c)
-{
-    return (c->off + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
-}
-
-/* What one block keeps in a slot. The first group is written by F; the second by I, for W. */
-typedef struct block_slot {
-    void *ln1;                  /* LN1 output [N,C] (input of the QKV matmul) */
-    float *ln1_mean, *ln1_rstd; /* LN1 statistics [N] */
-    void *qkv;                  /* fused attention: QKV matmul output [N,3C], read in place */
-    void *q, *k, *v;            /* unfused attention: [B,H,T,d] each */
-    void *att;                  /* unfused attention: softmax probabilities P [B,H,T,T] */
-    float *lse;                 /* fused attention: log-sum-exp of each score row [B,H,T] */
-    void *atty;                 /* attention output, heads side by side [N,C] (input of proj) */
-    void *x2;                   /* residual stream after attention [N,C] */
-    void *ln2;                  /* LN2 output [N,C] (input of fc) */
-    float *ln2_mean, *ln2_rstd; /* LN2 statistics [N] */
-    void *fc;                   /* fc output before GELU [N,4C] */
-    void *gelu;                 /* GELU output [N,4C] (input of fc2) */
-
-    void *d_fc;  /* gradient at the fc output [N,4C] (dout of fc) */
-    void *d_ln2; /* gradient at the LN2 output [N,C] */
-    void *d_x2;  /* gradient of x2 [N,C] (dout of proj) */
-    void *d_qkv; /* gradient at the QKV output [N,3C] */
-    void *d_ln1; /* gradient at the LN1 output [N,C] */
-} block_slot_t;
-
-/* One activation slot. res[0] is the stage input x (the embedding output on the first stage),
- * res[L] the output y; dres[L] is the output gradient dy, dres[0] the input gradient dx. The
- * gradient at the output of block l (dout of its fc2) is dres[l + 1]. */
-typedef struct slot {
-    char *mem;            /* the slot's one allocation */
-    int *tokens;          /* [N] first stage: input tokens */
-    int *targets;         /* [N] last stage: targets */
-    void **res;           /* [L+1] pointers, each [N,C] */
-    void **dres;          /* [L+1] pointers, each [N,C] */
-    block_slot_t *blocks; /* [L] */
-    void *lnf;            /* last stage: final LN output [N,C] (input of the LM head) */
-    float *lnf_mean, *lnf_rstd;
-    void *logits;  /* last stage: logits, overwritten in F by dlogits [N,V] */
-    float *losses; /* last stage: per-token losses [N] */
-    void *d_lnf;   /* last stage: gradient at the final LN output [N,C] */
-} slot_t;
-
-/* Scratch shared by all slots. The three groups overlap in memory. */
-typedef struct scratch {
-    /* forward */
-    void *qkv;  /* unfused: QKV matmul output [N,3C], permuted at once into the slot's q, k, v */
-    void *attn; /* unfused: attention output per head [B,H,T,d], before unpermuting */
-    /* backward-input */
-    void *d_atty;          /* [N,C] */
-    void *d_attn;          /* unfused: [B,H,T,d] */
-    void *d_p;             /* unfused: dP, then dS in place [B,H,T,T] */
-    void *d_flash;         /* fused: attention_flash_bwd scratch */
-    void *d_q, *d_k, *d_v; /* unfused: [B,H,T,d] each */
-    /* backward-weight */
-    void *ln_scratch;  /* layernorm_bwd_weight partial sums */
-    void *enc_scratch; /* encoder_bwd sort (first stage) */
-} scratch_t;
-
-/* The attention path of a stage: 1 for the fused kernels (flash_attention.cu) where they take the
- * shape (bf16, head size 64 or 128, T a multiple of 64), 0 for the GEMMs + causal softmax
- * otherwise, or always when the environment sets PPSCHED_ATTENTION=unfused (to compare the two).
- * stage_init fixes the choice for the stage's lifetime; the *_bytes functions ask again. */
-static int attention_fused(const pp_stage_cfg_t *cfg)
-{
-    const char *env = getenv("PPSCHED_ATTENTION");
-    if (env && strcmp(env, "unfused") == 0) return 0;
-    if (cfg->heads <= 0 || cfg->hidden % cfg->heads != 0) return 0;
-    return attention_flash_supported(cfg->seq_len, cfg->hidden / cfg->heads, cfg->dtype);
-}
-
-/* PPSCHED_ATTENTION, when set, must name a path. */
-static pp_status_t attention_env_check(void)
-{
-    const char *env = getenv("PPSCHED_ATTENTION");
-    if (env && strcmp(env, "fused") != 0 && strcmp(env, "unfused") != 0)
-        PP_FAIL(PP_ERR_INPUT,
-                "stage: PPSCHED_ATTENTION is '%s'; allowed: fused (where supported, the default), "
-                "unfused",
-                env);
-    return PP_OK;
-}
-
-/* Carve a slot out of `base` (NULL: measure only; then s may be NULL) for the attention path
- * `fused`. Returns its bytes. */
-static size_t slot_layout(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s)
-{
-    carver_t c = {base, 0};
-    size_t es = pp_dtype_size(cfg->dtype);
-    size_t B = (size_t)cfg->micro_batch_size, T = (size_t)cfg->seq_len, C = (size_t)cfg->hidden;
-    size_t H = (size_t)cfg->heads, V = (size_t)cfg->vocab, N = B * T;
-    int L = cfg->n_layers;
-#define TAKE(field, bytes)                                                                         \
-    do {                                                                                           \
-        void *p_ = carve(&c, (bytes));                                                             \
-        if (s) (field) = (decltype(field))p_;                                                      \
-    } while (0)
-    if (cfg->is_first) TAKE(s->tokens, N * sizeof(int));
-    if (cfg->is_last) TAKE(s->targets, N * sizeof(int));
-    for (int l = 0; l <= L; l++)
-        TAKE(s->res[l], N * C * es);
-    for (int l = 0; l <= L; l++)
-        TAKE(s->dres[l], N * C * es);
-    for (int l = 0; l < L; l++) {
-        block_slot_t *b = s ? &s->blocks[l] : NULL;
-        TAKE(b->ln1, N * C * es);
-        TAKE(b->ln1_mean, N * sizeof(float));
-        TAKE(b->ln1_rstd, N * sizeof(float));
-        if (fused) {
-            TAKE(b->qkv, N * 3 * C * es);
-            TAKE(b->lse, B * H * T * sizeof(float));
-        } else {
-            TAKE(b->q, N * C * es);
-            TAKE(b->k, N * C * es);
-            TAKE(b->v, N * C * es);
-            TAKE(b->att, B * H * T * T * es);
-        }
-        TAKE(b->atty, N * C * es);
-        TAKE(b->x2, N * C * es);
-        TAKE(b->ln2, N * C * es);
-        TAKE(b->ln2_mean, N * sizeof(float));
-        TAKE(b->ln2_rstd, N * sizeof(float));
-        TAKE(b->fc, N * 4 * C * es);
-        TAKE(b->gelu, N * 4 * C * es);
-        TAKE(b->d_fc, N * 4 * C * es);
-        TAKE(b->d_ln2, N * C * es);
-        TAKE(b->d_x2, N * C * es);
-        TAKE(b->d_qkv, N * 3 * C * es);
-        TAKE(b->d_ln1, N * C * es);
-    }
-    if (cfg->is_last) {
-        TAKE(s->lnf, N * C * es);
-        TAKE(s->lnf_mean, N * sizeof(float));
-        TAKE(s->lnf_rstd, N * sizeof(float));
-        TAKE(s->logits, N * V * es);
-        TAKE(s->losses, N * sizeof(float));
-        TAKE(s->d_lnf, N * C * es);
-    }
-    return carved_bytes(&c);
-}
-
-/* Carve the scratch area (NULL base: measure; then w may be NULL) for the attention path `fused`.
- * Returns its bytes: the largest of the three groups. */
-static size_t scratch_layout(const pp_stage_cfg_t *cfg, int fused, char *base, scratch_t *w)
-{
-    size_t es = pp_dtype_size(cfg->dtype);
-    size_t B = (size_t)cfg->micro_batch_size, T = (size_t)cfg->seq_len, C = (size_t)cfg->hidden;
-    size_t H = (size_t)cfg->heads, N = B * T;
-    int N_int = cfg->micro_batch_size * cfg->seq_len;
-    size_t most = 0;
-    carver_t c = {base, 0};
-    scratch_t *s = w; /* TAKE writes through `s` */
-    if (cfg->n_layers > 0 && !fused) {
-        TAKE(s->qkv, N * 3 * C * es);
-        TAKE(s->attn, N * C * es);
-    }
-    most = carved_bytes(&c);
-    c.off = 0;
-    if (cfg->n_layers > 0) {
-        TAKE(s->d_atty, N * C * es);
-        if (fused) {
-            TAKE(s->d_flash, attention_flash_bwd_scratch_bytes(cfg->micro_batch_size, cfg->heads,
-                                                               cfg->seq_len));
-        } else {
-            TAKE(s->d_attn, N * C * es);
-            TAKE(s->d_p, B * H * T * T * es);
-            TAKE(s->d_q, N * C * es);
-            TAKE(s->d_k, N * C * es);
-            TAKE(s->d_v, N * C * es);
-        }
-    }
-    if (carved_bytes(&c) > most) most = carved_bytes(&c);
-    c.off = 0;
-    TAKE(s->ln_scratch, layernorm_bwd_weight_scratch_bytes(N_int, cfg->hidden));
-    if (cfg->is_first)
-        TAKE(s->enc_scratch,
-             encoder_bwd_scratch_bytes(cfg->micro_batch_size, cfg->seq_len, cfg->vocab));
-    if (carved_bytes(&c) > most) most = carved_bytes(&c);
-    return most;
-#undef TAKE
-}
-
-static pp_model_shape_t shape_of(const pp_stage_cfg_t *cfg)
-{
-    pp_model_shape_t s;
-    s.hidden = cfg->hidden;
-    s.heads = cfg->heads;
-    s.seq_len = cfg->seq_len;
-    s.vocab = cfg->vocab;
-    s.batch = cfg->micro_batch_size;
-    s.n_layers = cfg->n_layers;
-    s.first_layer = cfg->first_layer;
-    s.total_layers = cfg->total_layers;
-    s.is_first = cfg->is_first;
-    s.is_last = cfg->is_last;
-    return s;
-}
-
-/* Elements of the padded device parameter buffer. */
-static size_t padded_params(const pp_stage_cfg_t *cfg)
-{
-    pp_model_shape_t s = shape_of(cfg);
-    return model_tensors(&s, NULL, NULL);
-}
-
-/* The permutation table and the loss accumulator. */
-static size_t aux_bytes(const pp_stage_cfg_t *cfg)
-{
-    carver_t c = {NULL, 0};
-    carve(&c, (size_t)cfg->vocab * sizeof(int32_t));
-    carve(&c, sizeof(float));
-    return carved_bytes(&c);
-}
-
-size_t stage_slot_bytes(const pp_stage_cfg_t *cfg)
-{
-    return slot_layout(cfg, attention_fused(cfg), NULL, NULL);
-}
-
-size_t stage_workspace_bytes(const pp_stage_cfg_t *cfg)
-{
-    return PP_GEMM_WORKSPACE_BYTES + scratch_layout(cfg, attention_fused(cfg), NULL, NULL);
-}
-
-size_t stage_state_bytes(const pp_stage_cfg_t *cfg)
-{
-    size_t P = padded_params(cfg);
-    size_t bytes = P * pp_dtype_size(cfg->dtype); /* parameters (the master when fp32) */
-    if (cfg->dtype != PP_DTYPE_FP32) bytes += P * sizeof(float); /* fp32 master */
-    bytes += P * sizeof(float);                                  /* gradients */
-    if (cfg->with_optimizer) bytes += 2 * P * sizeof(float);     /* AdamW m, v */
-    return bytes + aux_bytes(cfg);
-}
-
-size_t stage_boundary_bytes(const pp_stage_cfg_t *cfg)
-{
-    return (size_t)cfg->micro_batch_size * cfg->seq_len * cfg->hidden * pp_dtype_size(cfg->dtype);
-}
-
-size_t stage_param_count(const pp_stage_cfg_t *cfg)
-{
-    pp_model_shape_t s = shape_of(cfg);
-    size_t n = 0;
-    model_tensors(&s, NULL, &n);
-    return n;
-}
 
 /* ---- the stage object ------------------------------------------------------------------------ */
 
@@ -317,7 +50,7 @@ struct pp_stage {
     int32_t *perm;              /* [V] */
     float *loss_acc;            /* [1] */
     pp_gemm_t gemm;
-    /* the attention path, fixed at init (attention_fused) */
+    /* the attention path, fixed at init (stage_attention_fused) */
     int fused_attention;
     char *scratch_mem;
     scratch_t ws;
@@ -402,12 +135,12 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
     int32_t *perm_host = NULL;
     *out = NULL;
     PP_CHECK(check_cfg(cfg));
-    PP_CHECK(attention_env_check());
+    PP_CHECK(stage_attention_env_check());
     st = (pp_stage_t *)calloc(1, sizeof *st);
     PP_ALLOC_CHECK(st);
     st->cfg = *cfg;
-    st->shape = shape_of(cfg);
-    st->fused_attention = attention_fused(cfg);
+    st->shape = stage_shape_of(cfg);
+    st->fused_attention = stage_attention_fused(cfg);
     st->n_tensors = model_tensor_count(&st->shape);
     st->tensors = (pp_param_tensor_t *)calloc((size_t)st->n_tensors + 1, sizeof *st->tensors);
     st->slots = (slot_t *)calloc((size_t)cfg->n_slots, sizeof *st->slots);
@@ -439,7 +172,8 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
                           fail);
             PP_CUDA_CHECK_GOTO(cudaMemsetAsync(st->adam, 0, 2 * P * sizeof(float), 0), s, fail);
         }
-        PP_CHECK_GOTO(dev_alloc((void **)&st->aux, aux_bytes(cfg), "permutation table"), s, fail);
+        PP_CHECK_GOTO(dev_alloc((void **)&st->aux, stage_layout_aux(cfg), "permutation table"), s,
+                      fail);
         carver_t c = {st->aux, 0};
         st->perm = (int32_t *)carve(&c, (size_t)cfg->vocab * sizeof(int32_t));
         st->loss_acc = (float *)carve(&c, sizeof(float));
@@ -454,10 +188,10 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
     /* workspace */
     PP_CHECK_GOTO(gemm_init(&st->gemm, PP_GEMM_WORKSPACE_BYTES), s, fail);
     {
-        size_t bytes = scratch_layout(cfg, st->fused_attention, NULL, NULL);
+        size_t bytes = stage_layout_scratch(cfg, st->fused_attention, NULL, NULL);
         PP_CHECK_GOTO(dev_alloc((void **)&st->scratch_mem, bytes, "workspace"), s, fail);
         PP_CUDA_CHECK_GOTO(cudaMemsetAsync(st->scratch_mem, 0, bytes, 0), s, fail);
-        scratch_layout(cfg, st->fused_attention, st->scratch_mem, &st->ws);
+        stage_layout_scratch(cfg, st->fused_attention, st->scratch_mem, &st->ws);
     }
 
     /* slots */
@@ -472,10 +206,10 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
             s = PP_ERR_NOMEM;
             goto fail;
         }
-        size_t bytes = slot_layout(cfg, st->fused_attention, NULL, NULL);
+        size_t bytes = stage_layout_slot(cfg, st->fused_attention, NULL, NULL);
         PP_CHECK_GOTO(dev_alloc((void **)&sl->mem, bytes, "an activation slot"), s, fail);
         PP_CUDA_CHECK_GOTO(cudaMemsetAsync(sl->mem, 0, bytes, 0), s, fail);
-        slot_layout(cfg, st->fused_attention, sl->mem, sl);
+        stage_layout_slot(cfg, st->fused_attention, sl->mem, sl);
     }
     PP_CUDA_CHECK_GOTO(cudaStreamSynchronize(0), s, fail);
     free(perm_host);

@@ -1,0 +1,85 @@
+/*
+ * kernel_sizes.h — the sizes and shape decisions of the kernels that callers need before anything
+ * is allocated: cuBLAS workspace, the scratch of each launcher that takes one, and whether the
+ * fused attention takes a shape. Plain C11, no CUDA header, static inline only, so the scheduler
+ * core (built with a C compiler alone) sizes memory with the very functions the kernels use.
+ * kernels.h includes this file; the kernel files take their tile and chunk constants from here.
+ */
+#ifndef PP_KERNEL_SIZES_H
+#define PP_KERNEL_SIZES_H
+
+#include "../common/pp_status.h"
+
+#include <stddef.h>
+
+/* Default cuBLAS / cuBLASLt workspace (the size NVIDIA recommends for Hopper). */
+#define PP_GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/* Fused attention: query rows and keys per tile (flash_attention.cu). */
+#define PP_FLASH_TILE 64
+
+/* LayerNorm parameter gradients (layernorm.cu): rows split into at most PP_LN_MAX_CHUNKS chunks
+ * of at least PP_LN_MIN_ROWS rows; columns in strips of PP_COLSUM_COLS (kernel_util.cuh). */
+#define PP_LN_MIN_ROWS   64
+#define PP_LN_MAX_CHUNKS 256
+#define PP_COLSUM_COLS   128
+
+/* Upper bound on CUB's radix-sort temporary storage for n 32-bit keys with 32-bit values (the
+ * onesweep sort of sm_70 and later: two alternate buffers 8n, a lookback of 256 counters of 8
+ * bytes per tile of at least 128 keys 16n, per-pass bins and counters under 64 KiB, alignment).
+ * encoder_bwd checks CUB's own figure against it and fails rather than overrun. */
+static inline size_t encoder_sort_temp_bound(int n)
+{
+    return (size_t)32 * (size_t)(n > 0 ? n : 0) + ((size_t)128 << 10);
+}
+
+static inline size_t kernel_align256(size_t x)
+{
+    return (x + 255) & ~(size_t)255;
+}
+
+/* encoder_bwd scratch: sorted keys [N], positions [N], sorted positions [N], sort temporary. */
+static inline size_t encoder_bwd_scratch_bytes(int B, int T, int V)
+{
+    if (B <= 0 || T <= 0 || V <= 0) return 0;
+    const int N = B * T;
+    return 3 * kernel_align256((size_t)N * sizeof(int)) +
+           kernel_align256(encoder_sort_temp_bound(N));
+}
+
+static inline int layernorm_bwd_chunks(int N)
+{
+    int chunks = (N + PP_LN_MIN_ROWS - 1) / PP_LN_MIN_ROWS;
+    if (chunks > PP_LN_MAX_CHUNKS) chunks = PP_LN_MAX_CHUNKS;
+    return chunks < 1 ? 1 : chunks;
+}
+
+static inline int layernorm_bwd_strips(int C)
+{
+    return (C + PP_COLSUM_COLS - 1) / PP_COLSUM_COLS;
+}
+
+/* layernorm_bwd_weight scratch: the partial sums (2·chunks·C floats), then one ticket per column
+ * strip. */
+static inline size_t layernorm_bwd_weight_scratch_bytes(int N, int C)
+{
+    if (N <= 0 || C <= 0) return 0;
+    return (size_t)2 * layernorm_bwd_chunks(N) * (size_t)C * sizeof(float) +
+           (size_t)layernorm_bwd_strips(C) * sizeof(unsigned int);
+}
+
+/* 1 when the fused attention kernels take this shape: bf16 storage, d = 64 or 128, T a positive
+ * multiple of PP_FLASH_TILE (any B·H). Otherwise use the GEMMs + softmax_causal path. */
+static inline int attention_flash_supported(int T, int d, pp_dtype_t dtype)
+{
+    return dtype == PP_DTYPE_BF16 && (d == 64 || d == 128) && T > 0 && T % PP_FLASH_TILE == 0;
+}
+
+/* attention_flash_bwd scratch: one float per (b, h, query row). */
+static inline size_t attention_flash_bwd_scratch_bytes(int B, int H, int T)
+{
+    if (B <= 0 || H <= 0 || T <= 0) return 0;
+    return (size_t)B * H * T * sizeof(float);
+}
+
+#endif /* PP_KERNEL_SIZES_H */

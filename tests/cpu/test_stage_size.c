@@ -1,0 +1,155 @@
+/*
+ * test_stage_size.c — the stage's memory sizes (stages/stage_size.h) as the scheduler core sees
+ * them, without a GPU: a hand computation of every piece for a tiny shape, growth with layers,
+ * micro-batch and sequence, the attention path's effect, and the state and parameter counts.
+ */
+#include "../check.h"
+#include "../../kernels/kernel_sizes.h"
+#include "../../stages/stage_size.h"
+
+#include <stdlib.h>
+
+static size_t a256(size_t x)
+{
+    return (x + 255) / 256 * 256;
+}
+
+/* A middle stage of a tiny fp32 model: hidden 16, 2 heads, sequence 8, micro-batch 2. */
+static pp_stage_cfg_t tiny_cfg(int n_layers)
+{
+    pp_stage_cfg_t c = {.hidden = 16, .heads = 2, .seq_len = 8, .vocab = 32};
+    c.micro_batch_size = 2;
+    c.n_layers = n_layers;
+    c.first_layer = 0;
+    c.total_layers = 4;
+    c.dtype = PP_DTYPE_FP32;
+    c.seed = 1;
+    c.n_slots = 1;
+    c.grad_scale = 1.0f;
+    return c;
+}
+
+/* The reference shape of bench/NOTES.md: hidden 1024, 16 heads, sequence 1024, micro-batch 4. */
+static pp_stage_cfg_t ref_cfg(int n_layers)
+{
+    pp_stage_cfg_t c = tiny_cfg(n_layers);
+    c.hidden = 1024;
+    c.heads = 16;
+    c.seq_len = 1024;
+    c.vocab = 50304;
+    c.micro_batch_size = 4;
+    c.total_layers = 6;
+    c.dtype = PP_DTYPE_BF16;
+    return c;
+}
+
+static void test_boundary_and_params(void)
+{
+    pp_stage_cfg_t c = tiny_cfg(1);
+    const size_t C = 16;
+    EXPECT(stage_boundary_bytes(&c) == 2 * 8 * 16 * 4, "%zu", stage_boundary_bytes(&c));
+    /* a block: two LayerNorms 4C, qkv 3C²+3C, proj C²+C, fc 4C²+4C, fc2 4C²+C */
+    EXPECT(stage_param_count(&c) == 12 * C * C + 13 * C, "%zu", stage_param_count(&c));
+    c.is_first = 1;
+    c.is_last = 1;
+    /* + wte VC + wpe TC + lnf 2C + lm VC */
+    EXPECT(stage_param_count(&c) == 12 * C * C + 13 * C + 32 * C + 8 * C + 2 * C + 32 * C, "%zu",
+           stage_param_count(&c));
+    c.dtype = PP_DTYPE_BF16;
+    EXPECT(stage_boundary_bytes(&c) == 2 * 8 * 16 * 2);
+}
+
+/* Every piece of the tiny fp32 (unfused attention) slot, by hand. */
+static void test_slot_by_hand(void)
+{
+    pp_stage_cfg_t c = tiny_cfg(1);
+    const size_t N = 16, C = 16, H = 2, T = 8, B = 2, e = 4, f = sizeof(float);
+    size_t want = 2 * a256(N * C * e) + 2 * a256(N * C * e); /* res[0..1], dres[0..1] */
+    want += a256(N * C * e) + 2 * a256(N * f);               /* ln1, mean, rstd */
+    want += 3 * a256(N * C * e) + a256(B * H * T * T * e);   /* q, k, v, P */
+    want += 2 * a256(N * C * e);                             /* atty, x2 */
+    want += a256(N * C * e) + 2 * a256(N * f);               /* ln2, mean, rstd */
+    want += 2 * a256(N * 4 * C * e);                         /* fc, gelu */
+    want += a256(N * 4 * C * e) + 2 * a256(N * C * e);       /* d_fc, d_ln2, d_x2 */
+    want += a256(N * 3 * C * e) + a256(N * C * e);           /* d_qkv, d_ln1 */
+    EXPECT(stage_slot_bytes(&c) == want, "slot %zu bytes, by hand %zu", stage_slot_bytes(&c), want);
+}
+
+static void test_slot_grows(void)
+{
+    pp_stage_cfg_t c = tiny_cfg(1);
+    size_t one = stage_slot_bytes(&c);
+    c.n_layers = 2;
+    size_t two = stage_slot_bytes(&c);
+    c.n_layers = 3;
+    size_t three = stage_slot_bytes(&c);
+    EXPECT(one < two && two < three, "%zu %zu %zu", one, two, three);
+    EXPECT(three - two == two - one, "each block adds the same bytes");
+    c = tiny_cfg(2);
+    size_t base = stage_slot_bytes(&c);
+    c.micro_batch_size = 4;
+    EXPECT(stage_slot_bytes(&c) > base, "micro-batch");
+    c = tiny_cfg(2);
+    c.seq_len = 32;
+    EXPECT(stage_slot_bytes(&c) > base, "sequence");
+    c = tiny_cfg(2);
+    c.is_last = 1;
+    EXPECT(stage_slot_bytes(&c) > base + 2 * 8 * 32 * 4, "the last stage keeps the logits");
+    c = tiny_cfg(2);
+    c.dtype = PP_DTYPE_BF16;
+    EXPECT(stage_slot_bytes(&c) < base, "bf16 halves the activations");
+}
+
+/* bf16 with head size 64 and T a multiple of 64 takes the fused attention: no T×T matrix. */
+static void test_attention_path(void)
+{
+    pp_stage_cfg_t c = ref_cfg(1);
+    unsetenv("PPSCHED_ATTENTION");
+    size_t fused = stage_slot_bytes(&c), fused_ws = stage_workspace_bytes(&c);
+    setenv("PPSCHED_ATTENTION", "unfused", 1);
+    size_t unfused = stage_slot_bytes(&c), unfused_ws = stage_workspace_bytes(&c);
+    unsetenv("PPSCHED_ATTENTION");
+    const size_t TT = (size_t)4 * 16 * 1024 * 1024 * 2; /* B·H·T·T bf16 */
+    EXPECT(unfused > fused + TT / 2, "fused %zu, unfused %zu", fused, unfused);
+    EXPECT(unfused_ws > fused_ws, "the unfused backward needs dP in the scratch");
+    EXPECT(fused_ws >= PP_GEMM_WORKSPACE_BYTES);
+    EXPECT(attention_flash_supported(1024, 64, PP_DTYPE_BF16));
+    EXPECT(!attention_flash_supported(1024, 64, PP_DTYPE_FP32));
+}
+
+static void test_state_bytes(void)
+{
+    pp_stage_cfg_t c = tiny_cfg(1);
+    size_t fp32 = stage_state_bytes(&c);
+    /* parameters + gradients, at least 8 bytes per parameter, plus the small aux allocation */
+    EXPECT(fp32 >= 8 * stage_param_count(&c), "%zu", fp32);
+    c.with_optimizer = 1;
+    EXPECT(stage_state_bytes(&c) - fp32 >= 8 * stage_param_count(&c), "AdamW m and v");
+    c.with_optimizer = 0;
+    c.dtype = PP_DTYPE_BF16;
+    EXPECT(stage_state_bytes(&c) > fp32, "bf16 adds a storage copy to the fp32 master");
+}
+
+static void test_workspace_bytes(void)
+{
+    pp_stage_cfg_t c = tiny_cfg(1);
+    size_t mid = stage_workspace_bytes(&c);
+    EXPECT(mid > PP_GEMM_WORKSPACE_BYTES);
+    c.is_first = 1;
+    EXPECT(stage_workspace_bytes(&c) >=
+               PP_GEMM_WORKSPACE_BYTES + encoder_bwd_scratch_bytes(2, 8, 32),
+           "the first stage's scratch holds the embedding sort");
+    EXPECT(layernorm_bwd_weight_scratch_bytes(16, 16) == 2 * 1 * 16 * 4 + 1 * 4);
+    EXPECT(attention_flash_bwd_scratch_bytes(2, 3, 192) == (size_t)2 * 3 * 192 * 4);
+}
+
+int main(void)
+{
+    RUN(test_boundary_and_params);
+    RUN(test_slot_by_hand);
+    RUN(test_slot_grows);
+    RUN(test_attention_path);
+    RUN(test_state_bytes);
+    RUN(test_workspace_bytes);
+    return check_summary("test_stage_size");
+}
