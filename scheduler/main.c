@@ -292,9 +292,10 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     PP_CHECK_GOTO(run_load(&j, path, NULL, o->sets, o->n_sets, n_visible), st, done);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
     if (o->json)
-        report_print_json(&j.report, stdout);
+        st = report_print_json(&j.report, stdout);
     else
-        report_print_table(&j.report, &j.cfg, stdout);
+        st = report_print_table(&j.report, &j.cfg, stdout);
+    if (st != PP_OK) goto done;
     if (o->trace)
         PP_CHECK_GOTO(report_write_trace_devices(&j.plan, run_timeline(&j),
                                                  j.measured ? j.cfg.pipeline.device_ids : NULL,
@@ -451,17 +452,17 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
     if (o->svg) PP_CHECK_GOTO(compare_bubble_charts(jobs, done_jobs, o->svg, measure), st, done);
     if (o->json) {
         printf("[");
-        for (int i = 0; i < done_jobs; i++) {
+        for (int i = 0; i < done_jobs && st == PP_OK; i++) {
             if (i) printf(",\n");
-            report_print_json(&jobs[i].run.report, stdout);
+            st = report_print_json(&jobs[i].run.report, stdout);
         }
         printf("]\n");
     } else if (o->csv) {
-        compare_print_csv(jobs, done_jobs, stdout);
+        st = compare_print_csv(jobs, done_jobs, stdout);
     } else {
         printf("# ppsched compare: %d run%s, mode %s\n", done_jobs, done_jobs == 1 ? "" : "s",
                measure ? "measure" : "simulate");
-        compare_print_table(jobs, done_jobs, stdout);
+        st = compare_print_table(jobs, done_jobs, stdout);
     }
 done:
     for (int i = 0; i < n_jobs; i++)

@@ -1,6 +1,6 @@
 /*
  * report.c — metrics of one run (report_build) and the two text forms: the fixed-width table and
- * the JSON of DESIGN.md. The Chrome trace and the SVG chart live in report_trace.c and
+ * the JSON of docs/architecture.md. The Chrome trace and the SVG chart live in report_trace.c and
  * report_svg.c.
  *
  * Invariants: busy time is the union of a device's compute-stream intervals (overlaps count once);
@@ -12,6 +12,7 @@
  * (timing off) yields step times only: busy, idle, bubble and in-flight are then unknown.
  */
 #include "report.h"
+#include "report_io.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -348,41 +349,44 @@ static const char *fmt_delta_pp(char *buf, size_t size, double a, double b)
     return buf;
 }
 
-void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
+pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
 {
+    pp_out_t out, *o = &out;
+    out_wrap(o, f, "output", "the report table");
     char a[64], b[64], c[64], d[64], e[64];
 
     /* Preamble: every option that shaped the numbers. */
-    fprintf(f, "# ppsched: schedule %s, mode %s\n", r->schedule ? r->schedule : "-",
-            mode_name(r->mode));
+    out_printf(o, "# ppsched: schedule %s, mode %s\n", r->schedule ? r->schedule : "-",
+               mode_name(r->mode));
     if (cfg) {
         const pp_model_cfg_t *m = &cfg->model;
-        fprintf(f, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
-                m->hidden, m->heads, m->seq_len, m->vocab, pp_dtype_name(m->dtype));
+        out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
+                   m->hidden, m->heads, m->seq_len, m->vocab, pp_dtype_name(m->dtype));
     }
-    fprintf(f, "# pipeline: p %d devices, %d stages, v %d, m %d micro-batches", r->devices,
-            r->stages, r->chunks, r->micro_batches);
+    out_printf(o, "# pipeline: p %d devices, %d stages, v %d, m %d micro-batches", r->devices,
+               r->stages, r->chunks, r->micro_batches);
     if (cfg)
-        fprintf(f, " of %d sequences, placement %s, transport %s", cfg->pipeline.micro_batch_size,
-                cfg->pipeline.placement == PP_PLACEMENT_V ? "v" : "loop",
-                transport_name(cfg->pipeline.transport));
-    fputc('\n', f);
+        out_printf(o, " of %d sequences, placement %s, transport %s",
+                   cfg->pipeline.micro_batch_size,
+                   cfg->pipeline.placement == PP_PLACEMENT_V ? "v" : "loop",
+                   transport_name(cfg->pipeline.transport));
+    out_puts(o, "\n");
     if (r->mode == PP_MODE_MEASURE && isfinite(r->loss))
-        fprintf(f, "# loss: %.9g (mean over the micro-batches of the last step)\n", r->loss);
+        out_printf(o, "# loss: %.9g (mean over the micro-batches of the last step)\n", r->loss);
     if (cfg && r->mode == PP_MODE_SIMULATE)
-        fprintf(f,
-                "# cost model (ms per micro-batch, one device's share of the layers): forward %g, "
-                "backward_input %g, "
-                "backward_weight %g, send %g\n",
-                cfg->cost.forward, cfg->cost.backward_input, cfg->cost.backward_weight,
-                cfg->cost.send);
-    fprintf(f, "#\n");
+        out_printf(
+            o,
+            "# cost model (ms per micro-batch, one device's share of the layers): forward %g, "
+            "backward_input %g, "
+            "backward_weight %g, send %g\n",
+            cfg->cost.forward, cfg->cost.backward_input, cfg->cost.backward_weight, cfg->cost.send);
+    out_printf(o, "#\n");
 
     /* Two-row header, then one fixed-width row per device. */
-    fprintf(f, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", "cuda", "busy", "idle",
-            "bubble", "theory", "in-flight", "peak-mem", "sent");
-    fprintf(f, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%", "mb",
-            "GiB", "MiB");
+    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", "cuda", "busy", "idle",
+               "bubble", "theory", "in-flight", "peak-mem", "sent");
+    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%", "mb",
+               "GiB", "MiB");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
         char cuda[16], mem[32], inflight[16];
@@ -398,136 +402,106 @@ void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
             snprintf(mem, sizeof mem, "%.2f", (double)ds->peak_mem_bytes / (1024.0 * 1024 * 1024));
         else
             snprintf(mem, sizeof mem, "-");
-        fprintf(f, "  %6d %5s %11s %11s %8s %8s %9s %9s %10.2f\n", ds->device, cuda,
-                fmt_num(a, sizeof a, ds->busy_ms, 1.0, 3),
-                fmt_num(b, sizeof b, ds->idle_ms, 1.0, 3),
-                fmt_num(c, sizeof c, ds->bubble, 100.0, 2),
-                fmt_num(d, sizeof d, r->bubble_theory, 100.0, 2), inflight, mem,
-                ds->bytes_sent / (1024.0 * 1024.0));
+        out_printf(o, "  %6d %5s %11s %11s %8s %8s %9s %9s %10.2f\n", ds->device, cuda,
+                   fmt_num(a, sizeof a, ds->busy_ms, 1.0, 3),
+                   fmt_num(b, sizeof b, ds->idle_ms, 1.0, 3),
+                   fmt_num(c, sizeof c, ds->bubble, 100.0, 2),
+                   fmt_num(d, sizeof d, r->bubble_theory, 100.0, 2), inflight, mem,
+                   ds->bytes_sent / (1024.0 * 1024.0));
     }
 
     /* Summary block and verdict. */
-    fprintf(f, "#\n");
-    fprintf(f, "# step time (ms): median %s, p10 %s, p90 %s\n",
-            fmt_num(a, sizeof a, r->step_ms, 1.0, 3), fmt_num(b, sizeof b, r->step_ms_p10, 1.0, 3),
-            fmt_num(c, sizeof c, r->step_ms_p90, 1.0, 3));
+    out_printf(o, "#\n");
+    out_printf(o, "# step time (ms): median %s, p10 %s, p90 %s\n",
+               fmt_num(a, sizeof a, r->step_ms, 1.0, 3),
+               fmt_num(b, sizeof b, r->step_ms_p10, 1.0, 3),
+               fmt_num(c, sizeof c, r->step_ms_p90, 1.0, 3));
     if (isfinite(r->tokens_per_s))
         snprintf(a, sizeof a, "%.4g", r->tokens_per_s);
     else
         snprintf(a, sizeof a, "-");
-    fprintf(f, "# throughput%s: %s tokens/s, %s TFLOP/s (%s per device)\n",
-            r->mode == PP_MODE_SIMULATE ? " (at the cost model's op times)" : "", a,
-            fmt_num(b, sizeof b, r->tflops, 1.0, 1),
-            fmt_num(c, sizeof c, r->tflops / r->devices, 1.0, 1));
-    fprintf(f,
-            "# bubble overall: %s idle/makespan, %s idle/ideal-compute; theory %s, simulated %s "
-            "(idle/makespan)\n",
-            fmt_pct(a, sizeof a, r->bubble, 2), fmt_pct(b, sizeof b, r->bubble_ideal, 2),
-            fmt_pct(c, sizeof c, r->bubble_theory, 2),
-            fmt_pct(d, sizeof d, r->bubble_simulated, 2));
+    out_printf(o, "# throughput%s: %s tokens/s, %s TFLOP/s (%s per device)\n",
+               r->mode == PP_MODE_SIMULATE ? " (at the cost model's op times)" : "", a,
+               fmt_num(b, sizeof b, r->tflops, 1.0, 1),
+               fmt_num(c, sizeof c, r->tflops / r->devices, 1.0, 1));
+    out_printf(o,
+               "# bubble overall: %s idle/makespan, %s idle/ideal-compute; theory %s, simulated %s "
+               "(idle/makespan)\n",
+               fmt_pct(a, sizeof a, r->bubble, 2), fmt_pct(b, sizeof b, r->bubble_ideal, 2),
+               fmt_pct(c, sizeof c, r->bubble_theory, 2),
+               fmt_pct(d, sizeof d, r->bubble_simulated, 2));
     if (!isfinite(r->bubble)) {
-        fprintf(f, "# verdict: bubble unknown (no per-op times); theory %s, simulated %s\n",
-                fmt_pct(b, sizeof b, r->bubble_theory, 1),
-                fmt_pct(c, sizeof c, r->bubble_simulated, 1));
-        return;
+        out_printf(o, "# verdict: bubble unknown (no per-op times); theory %s, simulated %s\n",
+                   fmt_pct(b, sizeof b, r->bubble_theory, 1),
+                   fmt_pct(c, sizeof c, r->bubble_simulated, 1));
+        return out_close(o);
     }
-    fprintf(f, "# verdict: bubble %s", fmt_pct(a, sizeof a, r->bubble, 1));
+    out_printf(o, "# verdict: bubble %s", fmt_pct(a, sizeof a, r->bubble, 1));
     if (isfinite(r->bubble_theory))
-        fprintf(f, " vs theory %s (\xce\x94 %s)", fmt_pct(b, sizeof b, r->bubble_theory, 1),
-                fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_theory));
+        out_printf(o, " vs theory %s (\xce\x94 %s)", fmt_pct(b, sizeof b, r->bubble_theory, 1),
+                   fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_theory));
     else
-        fprintf(f, " (no closed form for schedule %s)", r->schedule ? r->schedule : "-");
+        out_printf(o, " (no closed form for schedule %s)", r->schedule ? r->schedule : "-");
     if (r->mode == PP_MODE_MEASURE && isfinite(r->bubble_simulated))
-        fprintf(f, ", simulated %s (\xce\x94 %s)", fmt_pct(c, sizeof c, r->bubble_simulated, 1),
-                fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_simulated));
-    fputc('\n', f);
+        out_printf(o, ", simulated %s (\xce\x94 %s)", fmt_pct(c, sizeof c, r->bubble_simulated, 1),
+                   fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_simulated));
+    out_puts(o, "\n");
+    return out_close(o);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-/* A number that reads back as the same double (shortest of %.15g/%.16g/%.17g), or null. */
-static void json_num(FILE *f, double x)
+pp_status_t report_print_json(const pp_report_t *r, FILE *f)
 {
-    char buf[40];
-    if (!isfinite(x)) {
-        fputs("null", f);
-        return;
-    }
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    fputs(buf, f);
-}
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
-void report_print_json(const pp_report_t *r, FILE *f)
-{
-    fputs("{\"schedule\":", f);
-    json_str(f, r->schedule);
-    fputs(",\"mode\":", f);
-    json_str(f, mode_name(r->mode));
-    fprintf(f, ",\"devices\":%d,\"stages\":%d,\"micro_batches\":%d", r->devices, r->stages,
-            r->micro_batches);
-    fputs(",\"step_ms\":", f);
-    json_num(f, r->step_ms);
-    fputs(",\"step_ms_p10\":", f);
-    json_num(f, r->step_ms_p10);
-    fputs(",\"step_ms_p90\":", f);
-    json_num(f, r->step_ms_p90);
-    fputs(",\"tokens_per_s\":", f);
-    json_num(f, r->tokens_per_s);
-    fputs(",\"tflops\":", f);
-    json_num(f, r->tflops);
-    fputs(",\"bubble\":", f);
-    json_num(f, r->bubble);
-    fputs(",\"bubble_theory\":", f);
-    json_num(f, r->bubble_theory);
-    fputs(",\"bubble_simulated\":", f);
-    json_num(f, r->bubble_simulated);
-    fputs(",\"loss\":", f);
+    pp_out_t out, *o = &out;
+    out_wrap(o, f, "output", "the JSON report");
+    out_puts(o, "{\"schedule\":");
+    out_json_str(o, r->schedule);
+    out_puts(o, ",\"mode\":");
+    out_json_str(o, mode_name(r->mode));
+    out_printf(o, ",\"devices\":%d,\"stages\":%d,\"micro_batches\":%d", r->devices, r->stages,
+               r->micro_batches);
+    out_puts(o, ",\"step_ms\":");
+    out_json_num(o, r->step_ms);
+    out_puts(o, ",\"step_ms_p10\":");
+    out_json_num(o, r->step_ms_p10);
+    out_puts(o, ",\"step_ms_p90\":");
+    out_json_num(o, r->step_ms_p90);
+    out_puts(o, ",\"tokens_per_s\":");
+    out_json_num(o, r->tokens_per_s);
+    out_puts(o, ",\"tflops\":");
+    out_json_num(o, r->tflops);
+    out_puts(o, ",\"bubble\":");
+    out_json_num(o, r->bubble);
+    out_puts(o, ",\"bubble_theory\":");
+    out_json_num(o, r->bubble_theory);
+    out_puts(o, ",\"bubble_simulated\":");
+    out_json_num(o, r->bubble_simulated);
+    out_puts(o, ",\"loss\":");
     if (isfinite(r->loss))
-        fprintf(f, "%.9g", r->loss);
+        out_printf(o, "%.9g", r->loss);
     else
-        fputs("null", f);
-    fputs(",\n \"per_device\":[", f);
+        out_puts(o, "null");
+    out_puts(o, ",\n \"per_device\":[");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
-        fprintf(f, "%s\n  {\"device\":%d,\"busy_ms\":", i ? "," : "", ds->device);
-        json_num(f, ds->busy_ms);
-        fputs(",\"idle_ms\":", f);
-        json_num(f, ds->idle_ms);
-        fputs(",\"bubble\":", f);
-        json_num(f, ds->bubble);
-        fputs(",\"peak_mem_bytes\":", f);
+        out_printf(o, "%s\n  {\"device\":%d,\"busy_ms\":", i ? "," : "", ds->device);
+        out_json_num(o, ds->busy_ms);
+        out_puts(o, ",\"idle_ms\":");
+        out_json_num(o, ds->idle_ms);
+        out_puts(o, ",\"bubble\":");
+        out_json_num(o, ds->bubble);
+        out_puts(o, ",\"peak_mem_bytes\":");
         if (ds->peak_mem_bytes > 0)
-            fprintf(f, "%zu", ds->peak_mem_bytes);
+            out_printf(o, "%zu", ds->peak_mem_bytes);
         else
-            fputs("null", f); /* unknown */
-        fputs(",\"peak_inflight_microbatches\":", f);
+            out_puts(o, "null"); /* unknown */
+        out_puts(o, ",\"peak_inflight_microbatches\":");
         if (ds->peak_inflight >= 0)
-            fprintf(f, "%d}", ds->peak_inflight);
+            out_printf(o, "%d}", ds->peak_inflight);
         else
-            fputs("null}", f); /* unknown: no per-op times */
+            out_puts(o, "null}"); /* unknown: no per-op times */
     }
-    fputs("]}\n", f);
+    out_puts(o, "]}\n");
+    return out_close(o);
 }

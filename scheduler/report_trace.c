@@ -9,23 +9,9 @@
  * prints the path and the system's reason and returns PP_ERR_IO.
  */
 #include "report.h"
+#include "report_io.h"
 
-#include <errno.h>
 #include <string.h>
-
-static void trace_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
 
 /* The event name: "F3" for compute ops (the stage is in args), "2SEND_F1" for communication. */
 static void op_name(const pp_op_t *op, char *buf, size_t size)
@@ -51,11 +37,8 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
                 path);
         return PP_ERR_USAGE;
     }
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "%s: cannot write the trace: %s\n", path, strerror(errno));
-        return PP_ERR_IO;
-    }
+    pp_out_t out, *o = &out;
+    PP_CHECK(out_open(o, path, "the trace"));
 
     /* Which (device, role) tracks exist, so only those get a name. */
     unsigned char used[PP_MAX_DEVICES][PP_ROLE_COUNT];
@@ -67,7 +50,7 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
             used[op->device][op->role] = 1;
     }
 
-    fputs("{\"traceEvents\":[\n", f);
+    out_puts(o, "{\"traceEvents\":[\n");
     int first = 1;
     for (int d = 0; d < plan->n_devices && d < PP_MAX_DEVICES; d++) {
         char name[64];
@@ -77,23 +60,20 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
             snprintf(name, sizeof name, "device %d (simulated)", d);
         else
             snprintf(name, sizeof name, "device %d", d);
-        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":",
+        out_printf(o, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":",
                 first ? "" : ",\n", d);
-        trace_str(f, name);
-        fputs("}}", f);
-        fprintf(f,
-                ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_"
+        out_json_str(o, name);
+        out_puts(o, "}}");
+        out_printf(o, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_"
                 "index\":%d}}",
                 d, d);
         first = 0;
         for (int role = 0; role < PP_ROLE_COUNT; role++) {
             if (!used[d][role]) continue;
-            fprintf(f,
-                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
+            out_printf(o, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
                     "\"name\":\"%s\"}}",
                     d, role, pp_role_name((pp_role_t)role));
-            fprintf(f,
-                    ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+            out_printf(o, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
                     "\"args\":{\"sort_index\":%d}}",
                     d, role, role);
         }
@@ -105,18 +85,17 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
         op_name(op, name, sizeof name);
         double ts = tl->t[k].start_ms * 1000.0,
                dur = (tl->t[k].end_ms - tl->t[k].start_ms) * 1000.0;
-        fprintf(f, "%s{\"name\":", first ? "" : ",\n");
+        out_printf(o, "%s{\"name\":", first ? "" : ",\n");
         first = 0;
-        trace_str(f, name);
-        fputs(",\"cat\":", f);
-        trace_str(f, action_kind_name(op->kind));
-        fprintf(f,
-                ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"stage\":"
+        out_json_str(o, name);
+        out_puts(o, ",\"cat\":");
+        out_json_str(o, action_kind_name(op->kind));
+        out_printf(o, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"stage\":"
                 "%d,\"mb\":%d,\"slot\":%d,\"bytes\":%zu",
                 op->device, (int)op->role, ts, dur > 0.0 ? dur : 0.0, op->stage, op->mb, op->slot,
                 op->bytes);
-        if (pp_action_is_comm(op->kind)) fprintf(f, ",\"link\":\"%s\"", transport_name(op->link));
-        fputs("}}", f);
+        if (pp_action_is_comm(op->kind)) out_printf(o, ",\"link\":\"%s\"", transport_name(op->link));
+        out_puts(o, "}}");
     }
 
     /* Flow arrows: from each SEND slice to the slice of its RECV. */
@@ -127,26 +106,19 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
         if (r < 0 || r >= plan->n_ops) continue;
         char name[48];
         op_name(op, name, sizeof name);
-        fprintf(f, ",\n{\"name\":");
-        trace_str(f, name);
-        fprintf(f, ",\"cat\":\"flow\",\"ph\":\"s\",\"id\":%d,\"pid\":%d,\"tid\":%d,\"ts\":%.3f}", k,
+        out_printf(o, ",\n{\"name\":");
+        out_json_str(o, name);
+        out_printf(o, ",\"cat\":\"flow\",\"ph\":\"s\",\"id\":%d,\"pid\":%d,\"tid\":%d,\"ts\":%.3f}", k,
                 op->device, (int)op->role, tl->t[k].start_ms * 1000.0);
-        fprintf(f, ",\n{\"name\":");
-        trace_str(f, name);
-        fprintf(f,
-                ",\"cat\":\"flow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%d,\"pid\":%d,\"tid\":%d,"
+        out_printf(o, ",\n{\"name\":");
+        out_json_str(o, name);
+        out_printf(o, ",\"cat\":\"flow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%d,\"pid\":%d,\"tid\":%d,"
                 "\"ts\":%.3f}",
                 k, plan->ops[r].device, (int)plan->ops[r].role, tl->t[r].start_ms * 1000.0);
     }
-    fputs("\n],\"displayTimeUnit\":\"ms\"}\n", f);
+    out_puts(o, "\n],\"displayTimeUnit\":\"ms\"}\n");
 
-    int bad = ferror(f);
-    if (fclose(f) != 0) bad = 1;
-    if (bad) {
-        fprintf(stderr, "%s: writing the trace failed: %s\n", path, strerror(errno));
-        return PP_ERR_IO;
-    }
-    return PP_OK;
+    return out_close(o);
 }
 
 pp_status_t report_write_trace(const pp_plan_t *plan, const pp_timeline_t *tl, const char *path)
