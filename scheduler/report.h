@@ -1,8 +1,8 @@
 /*
  * report.h — metrics from a plan and its timeline, and every way ppsched prints them: the
- * fixed-width table, the JSON of docs/architecture.md, the Chrome trace and the SVG Gantt chart. Every writer
- * goes through report_io.h (opening, escaping, closing with the write errors reported) and
- * returns PP_ERR_IO after printing what failed.
+ * fixed-width table, the JSON of docs/architecture.md, the Chrome trace and the SVG Gantt chart.
+ * Every writer goes through report_io.h (opening, escaping, closing with the write errors reported)
+ * and returns PP_ERR_IO after printing what failed.
  *
  * Bubble of a device = 1 - busy / makespan, busy = the union of its compute ops' intervals.
  * Both conventions are labelled where printed: idle/makespan (the `bubble` fields) and

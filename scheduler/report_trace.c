@@ -61,21 +61,24 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
         else
             snprintf(name, sizeof name, "device %d", d);
         out_printf(o, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":",
-                first ? "" : ",\n", d);
+                   first ? "" : ",\n", d);
         out_json_str(o, name);
         out_puts(o, "}}");
-        out_printf(o, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_"
-                "index\":%d}}",
-                d, d);
+        out_printf(o,
+                   ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_"
+                   "index\":%d}}",
+                   d, d);
         first = 0;
         for (int role = 0; role < PP_ROLE_COUNT; role++) {
             if (!used[d][role]) continue;
-            out_printf(o, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
-                    "\"name\":\"%s\"}}",
-                    d, role, pp_role_name((pp_role_t)role));
-            out_printf(o, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-                    "\"args\":{\"sort_index\":%d}}",
-                    d, role, role);
+            out_printf(o,
+                       ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
+                       "\"name\":\"%s\"}}",
+                       d, role, pp_role_name((pp_role_t)role));
+            out_printf(o,
+                       ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+                       "\"args\":{\"sort_index\":%d}}",
+                       d, role, role);
         }
     }
 
@@ -90,11 +93,14 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
         out_json_str(o, name);
         out_puts(o, ",\"cat\":");
         out_json_str(o, action_kind_name(op->kind));
-        out_printf(o, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"stage\":"
-                "%d,\"mb\":%d,\"slot\":%d,\"bytes\":%zu",
-                op->device, (int)op->role, ts, dur > 0.0 ? dur : 0.0, op->stage, op->mb, op->slot,
-                op->bytes);
-        if (pp_action_is_comm(op->kind)) out_printf(o, ",\"link\":\"%s\"", transport_name(op->link));
+        out_printf(
+            o,
+            ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"stage\":"
+            "%d,\"mb\":%d,\"slot\":%d,\"bytes\":%zu",
+            op->device, (int)op->role, ts, dur > 0.0 ? dur : 0.0, op->stage, op->mb, op->slot,
+            op->bytes);
+        if (pp_action_is_comm(op->kind))
+            out_printf(o, ",\"link\":\"%s\"", transport_name(op->link));
         out_puts(o, "}}");
     }
 
@@ -108,13 +114,14 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
         op_name(op, name, sizeof name);
         out_printf(o, ",\n{\"name\":");
         out_json_str(o, name);
-        out_printf(o, ",\"cat\":\"flow\",\"ph\":\"s\",\"id\":%d,\"pid\":%d,\"tid\":%d,\"ts\":%.3f}", k,
-                op->device, (int)op->role, tl->t[k].start_ms * 1000.0);
+        out_printf(o, ",\"cat\":\"flow\",\"ph\":\"s\",\"id\":%d,\"pid\":%d,\"tid\":%d,\"ts\":%.3f}",
+                   k, op->device, (int)op->role, tl->t[k].start_ms * 1000.0);
         out_printf(o, ",\n{\"name\":");
         out_json_str(o, name);
-        out_printf(o, ",\"cat\":\"flow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%d,\"pid\":%d,\"tid\":%d,"
-                "\"ts\":%.3f}",
-                k, plan->ops[r].device, (int)plan->ops[r].role, tl->t[r].start_ms * 1000.0);
+        out_printf(o,
+                   ",\"cat\":\"flow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%d,\"pid\":%d,\"tid\":%d,"
+                   "\"ts\":%.3f}",
+                   k, plan->ops[r].device, (int)plan->ops[r].role, tl->t[r].start_ms * 1000.0);
     }
     out_puts(o, "\n],\"displayTimeUnit\":\"ms\"}\n");
 

@@ -14,10 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ACTION_FORMS                                                                               \
-    "<stage><kind><micro-batch>, kind F, B, I, W, SEND_F, RECV_F, SEND_B or RECV_B, e.g. 0F3, "    \
-    "1I2, 2SEND_F1"
-
 /* One action read from the CSV, with its place for messages. */
 typedef struct csv_cell {
     int row; /* rank = pipeline device */
@@ -72,7 +68,7 @@ static pp_status_t csv_parse_line(csv_table_t *t, char *line, int lineno, int ro
             csv_cell_t c = {.row = row, .line = lineno, .col = col, .cell = cell};
             if (action_parse(b, &c.a) != 0) {
                 fprintf(stderr, "%s:%d:%d: cell %d: '%s' is not an action (allowed: %s)\n", where,
-                        lineno, col, cell, b, ACTION_FORMS);
+                        lineno, col, cell, b, PP_ACTION_FORMS);
                 return PP_ERR_INPUT;
             }
             if (c.a.stage >= PP_MAX_STAGES) {
