@@ -204,14 +204,10 @@ static const char *schedule_name(const pp_config_t *cfg, const pp_plan_t *plan)
     return sched_kind_name(cfg ? cfg->schedule.kind : plan->kind);
 }
 
-pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
-                         const pp_timeline_t *tl, const pp_timeline_t *sim)
+/* The plan and timelines fit together (an internal error otherwise). */
+static pp_status_t check_inputs(const pp_plan_t *plan, const pp_timeline_t *tl,
+                                const pp_timeline_t *sim)
 {
-    pp_status_t st = PP_OK;
-    double *busy = NULL, *steps = NULL;
-    int *peak = NULL;
-
-    memset(r, 0, sizeof *r);
     if (tl->n_ops != plan->n_ops || (sim && sim->n_ops != plan->n_ops))
         PP_FAIL(PP_ERR_INTERNAL, "report: timeline of %d ops (simulated %d) for a plan of %d ops",
                 tl->n_ops, sim ? sim->n_ops : -1, plan->n_ops);
@@ -221,7 +217,71 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
         if (plan->ops[k].device < 0 || plan->ops[k].device >= plan->n_devices)
             PP_FAIL(PP_ERR_INTERNAL, "report: op %d is on device %d of %d", k, plan->ops[k].device,
                     plan->n_devices);
+    return PP_OK;
+}
 
+/* Per device: busy, idle, bubble, in-flight peak, memory, bytes sent; sums for the overall
+ * figures. busy[] and peak[] are NAN / -1 where the run had no per-op times. */
+static void fill_devices(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+                         const pp_timeline_t *tl, const double *busy, const int *peak,
+                         double *sum_busy, double *sum_idle)
+{
+    const int p = plan->n_devices;
+    const double span = timeline_makespan(tl);
+    *sum_busy = *sum_idle = 0.0;
+    for (int d = 0; d < p; d++) {
+        pp_device_stats_t *ds = &r->per_device[d];
+        ds->device = d;
+        ds->cuda_device = (tl->mode == PP_MODE_MEASURE && cfg && d < PP_MAX_DEVICES)
+                              ? cfg->pipeline.device_ids[d]
+                              : -1;
+        ds->busy_ms = busy[d];
+        ds->idle_ms = span - busy[d];
+        ds->bubble = span > 0.0 ? ds->idle_ms / span : NAN;
+        ds->peak_inflight = peak[d];
+        ds->peak_mem_bytes = (tl->peak_mem_bytes && d < tl->n_devices) ? tl->peak_mem_bytes[d] : 0;
+        *sum_busy += ds->busy_ms;
+        *sum_idle += ds->idle_ms;
+    }
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
+            transport_row(op->link)->crosses_devices && op->device >= 0 && op->device < p)
+            r->per_device[op->device].bytes_sent += (double)op->bytes;
+    }
+}
+
+/* Step time (median, p10, p90 of the timed steps; the makespan `span` without them), tokens/s and
+ * TFLOP/s. steps[] is scratch of at least tl->n_steps. */
+static void fill_step_times(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+                            const pp_timeline_t *tl, double span, double *steps)
+{
+    if (tl->n_steps > 0 && tl->step_ms) {
+        memcpy(steps, tl->step_ms, sizeof *steps * (size_t)tl->n_steps);
+        qsort(steps, (size_t)tl->n_steps, sizeof *steps, double_cmp);
+        r->step_ms = quantile_sorted(steps, tl->n_steps, 0.5);
+        r->step_ms_p10 = quantile_sorted(steps, tl->n_steps, 0.1);
+        r->step_ms_p90 = quantile_sorted(steps, tl->n_steps, 0.9);
+    } else {
+        r->step_ms = r->step_ms_p10 = r->step_ms_p90 = span;
+    }
+    if (cfg && r->step_ms > 0.0) {
+        r->tokens_per_s = config_tokens_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0);
+        r->tflops = config_flops_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0) / 1e12;
+    } else {
+        r->tokens_per_s = r->tflops = NAN;
+    }
+}
+
+pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+                         const pp_timeline_t *tl, const pp_timeline_t *sim)
+{
+    pp_status_t st = PP_OK;
+    double *busy = NULL, *steps = NULL;
+    int *peak = NULL;
+
+    memset(r, 0, sizeof *r);
+    PP_CHECK(check_inputs(plan, tl, sim));
     int p = plan->n_devices;
     r->schedule = schedule_name(cfg, plan);
     r->mode = tl->mode;
@@ -246,29 +306,9 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
             busy[d] = NAN;
             peak[d] = -1;
         }
-
-    double span = timeline_makespan(tl), sum_busy = 0.0, sum_idle = 0.0;
-    for (int d = 0; d < p; d++) {
-        pp_device_stats_t *ds = &r->per_device[d];
-        ds->device = d;
-        ds->cuda_device = (tl->mode == PP_MODE_MEASURE && cfg && d < PP_MAX_DEVICES)
-                              ? cfg->pipeline.device_ids[d]
-                              : -1;
-        ds->busy_ms = busy[d];
-        ds->idle_ms = span - busy[d];
-        ds->bubble = span > 0.0 ? ds->idle_ms / span : NAN;
-        ds->peak_inflight = peak[d];
-        ds->peak_mem_bytes = (tl->peak_mem_bytes && d < tl->n_devices) ? tl->peak_mem_bytes[d] : 0;
-        sum_busy += ds->busy_ms;
-        sum_idle += ds->idle_ms;
-    }
-    for (int k = 0; k < plan->n_ops; k++) {
-        const pp_op_t *op = &plan->ops[k];
-        if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
-            transport_row(op->link)->crosses_devices && op->device >= 0 && op->device < p)
-            r->per_device[op->device].bytes_sent += (double)op->bytes;
-    }
-    if (!tl->has_op_times) span = NAN;
+    double sum_busy, sum_idle;
+    fill_devices(r, cfg, plan, tl, busy, peak, &sum_busy, &sum_idle);
+    double span = tl->has_op_times ? timeline_makespan(tl) : NAN;
     r->bubble = span > 0.0 ? 1.0 - sum_busy / (p * span) : NAN;
     r->bubble_ideal = sum_busy > 0.0 ? sum_idle / sum_busy : NAN;
     r->bubble_theory = report_bubble_theory(plan->kind, p, plan->n_mb, plan->chunks);
@@ -276,32 +316,12 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
         PP_CHECK_GOTO(overall_bubble(plan, sim, &r->bubble_simulated), st, fail);
     else
         r->bubble_simulated = tl->mode == PP_MODE_SIMULATE ? r->bubble : NAN;
-
-    if (tl->n_steps > 0 && tl->step_ms) {
-        memcpy(steps, tl->step_ms, sizeof *steps * (size_t)tl->n_steps);
-        qsort(steps, (size_t)tl->n_steps, sizeof *steps, double_cmp);
-        r->step_ms = quantile_sorted(steps, tl->n_steps, 0.5);
-        r->step_ms_p10 = quantile_sorted(steps, tl->n_steps, 0.1);
-        r->step_ms_p90 = quantile_sorted(steps, tl->n_steps, 0.9);
-    } else {
-        r->step_ms = r->step_ms_p10 = r->step_ms_p90 = span;
-    }
-    if (cfg && r->step_ms > 0.0) {
-        r->tokens_per_s = config_tokens_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0);
-        r->tflops = config_flops_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0) / 1e12;
-    } else {
-        r->tokens_per_s = r->tflops = NAN;
-    }
-    free(busy);
-    free(peak);
-    free(steps);
-    return PP_OK;
-
+    fill_step_times(r, cfg, plan, tl, span, steps);
 fail:
     free(busy);
     free(peak);
     free(steps);
-    report_free(r);
+    if (st != PP_OK) report_free(r);
     return st;
 }
 
@@ -349,13 +369,9 @@ static const char *fmt_delta_pp(char *buf, size_t size, double a, double b)
     return buf;
 }
 
-pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
+/* Preamble: every option that shaped the numbers. */
+static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t *cfg)
 {
-    pp_out_t out, *o = &out;
-    out_wrap(o, f, "output", "the report table");
-    char a[64], b[64], c[64], d[64], e[64];
-
-    /* Preamble: every option that shaped the numbers. */
     out_printf(o, "# ppsched: schedule %s, mode %s\n", r->schedule ? r->schedule : "-",
                mode_name(r->mode));
     if (cfg) {
@@ -381,8 +397,12 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FIL
             "backward_weight %g, send %g\n",
             cfg->cost.forward, cfg->cost.backward_input, cfg->cost.backward_weight, cfg->cost.send);
     out_printf(o, "#\n");
+}
 
-    /* Two-row header, then one fixed-width row per device. */
+/* Two-row header, then one fixed-width row per device. */
+static void table_devices(pp_out_t *o, const pp_report_t *r)
+{
+    char a[64], b[64], c[64], d[64];
     out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", "cuda", "busy", "idle",
                "bubble", "theory", "in-flight", "peak-mem", "sent");
     out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%", "mb",
@@ -409,6 +429,15 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FIL
                    fmt_num(d, sizeof d, r->bubble_theory, 100.0, 2), inflight, mem,
                    ds->bytes_sent / (1024.0 * 1024.0));
     }
+}
+
+pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
+{
+    pp_out_t out, *o = &out;
+    out_wrap(o, f, "output", "the report table");
+    char a[64], b[64], c[64], d[64], e[64];
+    table_preamble(o, r, cfg);
+    table_devices(o, r);
 
     /* Summary block and verdict. */
     out_printf(o, "#\n");

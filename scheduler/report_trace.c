@@ -24,22 +24,11 @@ static void op_name(const pp_op_t *op, char *buf, size_t size)
     }
 }
 
-pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_t *tl,
-                                       const int *cuda_ids, const char *path)
+/* A name and a sort index for every device, and for every (device, role) track that has ops. */
+static void trace_tracks(pp_out_t *o, const pp_plan_t *plan, const pp_timeline_t *tl,
+                         const int *cuda_ids)
 {
-    if (tl->n_ops != plan->n_ops)
-        PP_FAIL(PP_ERR_INTERNAL, "trace: timeline of %d ops for a plan of %d ops", tl->n_ops,
-                plan->n_ops);
-    if (!tl->has_op_times) {
-        fprintf(stderr,
-                "%s: cannot write the trace: the run recorded step times only (turn "
-                "run.timing on for per-op times)\n",
-                path);
-        return PP_ERR_USAGE;
-    }
-    pp_out_t out, *o = &out;
-    PP_CHECK(out_open(o, path, "the trace"));
-
+    int first = 1;
     /* Which (device, role) tracks exist, so only those get a name. */
     unsigned char used[PP_MAX_DEVICES][PP_ROLE_COUNT];
     memset(used, 0, sizeof used);
@@ -50,8 +39,6 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
             used[op->device][op->role] = 1;
     }
 
-    out_puts(o, "{\"traceEvents\":[\n");
-    int first = 1;
     for (int d = 0; d < plan->n_devices && d < PP_MAX_DEVICES; d++) {
         char name[64];
         if (cuda_ids && cuda_ids[d] >= 0)
@@ -81,15 +68,18 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
                        d, role, role);
         }
     }
+}
 
+/* One complete event per op, on its device's track of its role. */
+static void trace_ops(pp_out_t *o, const pp_plan_t *plan, const pp_timeline_t *tl)
+{
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         char name[48];
         op_name(op, name, sizeof name);
         double ts = tl->t[k].start_ms * 1000.0,
                dur = (tl->t[k].end_ms - tl->t[k].start_ms) * 1000.0;
-        out_printf(o, "%s{\"name\":", first ? "" : ",\n");
-        first = 0;
+        out_puts(o, ",\n{\"name\":");
         out_json_str(o, name);
         out_puts(o, ",\"cat\":");
         out_json_str(o, action_kind_name(op->kind));
@@ -103,8 +93,11 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
             out_printf(o, ",\"link\":\"%s\"", transport_name(op->link));
         out_puts(o, "}}");
     }
+}
 
-    /* Flow arrows: from each SEND slice to the slice of its RECV. */
+/* Flow arrows: from each SEND slice to the slice of its RECV. */
+static void trace_flows(pp_out_t *o, const pp_plan_t *plan, const pp_timeline_t *tl)
+{
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         if (op->kind != PP_ACT_SEND_F && op->kind != PP_ACT_SEND_B) continue;
@@ -123,6 +116,28 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
                    "\"ts\":%.3f}",
                    k, plan->ops[r].device, (int)plan->ops[r].role, tl->t[r].start_ms * 1000.0);
     }
+}
+
+pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_t *tl,
+                                       const int *cuda_ids, const char *path)
+{
+    if (tl->n_ops != plan->n_ops)
+        PP_FAIL(PP_ERR_INTERNAL, "trace: timeline of %d ops for a plan of %d ops", tl->n_ops,
+                plan->n_ops);
+    if (!tl->has_op_times) {
+        fprintf(stderr,
+                "%s: cannot write the trace: the run recorded step times only (turn "
+                "run.timing on for per-op times)\n",
+                path);
+        return PP_ERR_USAGE;
+    }
+    pp_out_t out, *o = &out;
+    PP_CHECK(out_open(o, path, "the trace"));
+
+    out_puts(o, "{\"traceEvents\":[\n");
+    trace_tracks(o, plan, tl, cuda_ids);
+    trace_ops(o, plan, tl);
+    trace_flows(o, plan, tl);
     out_puts(o, "\n],\"displayTimeUnit\":\"ms\"}\n");
 
     return out_close(o);
