@@ -1,7 +1,7 @@
 /*
- * report.c — metrics of one run (report_build) and the two text forms: the fixed-width table and
- * the JSON of docs/architecture.md. The Chrome trace and the SVG chart live in report_trace.c and
- * report_svg.c.
+ * report.c — metrics of one run (report_build) and the fixed-width table. The JSON of
+ * docs/architecture.md is in report_json.c, the Chrome trace and the SVG chart in report_trace.c
+ * and report_svg.c.
  *
  * Invariants: busy time is the union of a device's compute-stream intervals (overlaps count once);
  * every ratio whose denominator is zero or unknown is NAN, and NAN prints as "-" in the table and
@@ -354,7 +354,7 @@ static const char *fmt_pct(char *buf, size_t size, double x, int prec)
     return buf;
 }
 
-static const char *mode_name(pp_mode_t m)
+const char *report_mode_name(pp_mode_t m)
 {
     return m == PP_MODE_MEASURE ? "measure" : "simulate";
 }
@@ -373,7 +373,7 @@ static const char *fmt_delta_pp(char *buf, size_t size, double a, double b)
 static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t *cfg)
 {
     out_printf(o, "# ppsched: schedule %s, mode %s\n", r->schedule ? r->schedule : "-",
-               mode_name(r->mode));
+               report_mode_name(r->mode));
     if (cfg) {
         const pp_model_cfg_t *m = &cfg->model;
         out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
@@ -475,62 +475,5 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FIL
         out_printf(o, ", simulated %s (\xce\x94 %s)", fmt_pct(c, sizeof c, r->bubble_simulated, 1),
                    fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_simulated));
     out_puts(o, "\n");
-    return out_close(o);
-}
-
-/* ---- JSON ------------------------------------------------------------------------------------ */
-
-pp_status_t report_print_json(const pp_report_t *r, FILE *f)
-{
-    pp_out_t out, *o = &out;
-    out_wrap(o, f, "output", "the JSON report");
-    out_puts(o, "{\"schedule\":");
-    out_json_str(o, r->schedule);
-    out_puts(o, ",\"mode\":");
-    out_json_str(o, mode_name(r->mode));
-    out_printf(o, ",\"devices\":%d,\"stages\":%d,\"micro_batches\":%d", r->devices, r->stages,
-               r->micro_batches);
-    out_puts(o, ",\"step_ms\":");
-    out_json_num(o, r->step_ms);
-    out_puts(o, ",\"step_ms_p10\":");
-    out_json_num(o, r->step_ms_p10);
-    out_puts(o, ",\"step_ms_p90\":");
-    out_json_num(o, r->step_ms_p90);
-    out_puts(o, ",\"tokens_per_s\":");
-    out_json_num(o, r->tokens_per_s);
-    out_puts(o, ",\"tflops\":");
-    out_json_num(o, r->tflops);
-    out_puts(o, ",\"bubble\":");
-    out_json_num(o, r->bubble);
-    out_puts(o, ",\"bubble_theory\":");
-    out_json_num(o, r->bubble_theory);
-    out_puts(o, ",\"bubble_simulated\":");
-    out_json_num(o, r->bubble_simulated);
-    out_puts(o, ",\"loss\":");
-    if (isfinite(r->loss))
-        out_printf(o, "%.9g", r->loss);
-    else
-        out_puts(o, "null");
-    out_puts(o, ",\n \"per_device\":[");
-    for (int i = 0; i < r->devices; i++) {
-        const pp_device_stats_t *ds = &r->per_device[i];
-        out_printf(o, "%s\n  {\"device\":%d,\"busy_ms\":", i ? "," : "", ds->device);
-        out_json_num(o, ds->busy_ms);
-        out_puts(o, ",\"idle_ms\":");
-        out_json_num(o, ds->idle_ms);
-        out_puts(o, ",\"bubble\":");
-        out_json_num(o, ds->bubble);
-        out_puts(o, ",\"peak_mem_bytes\":");
-        if (ds->peak_mem_bytes > 0)
-            out_printf(o, "%zu", ds->peak_mem_bytes);
-        else
-            out_puts(o, "null"); /* unknown */
-        out_puts(o, ",\"peak_inflight_microbatches\":");
-        if (ds->peak_inflight >= 0)
-            out_printf(o, "%d}", ds->peak_inflight);
-        else
-            out_puts(o, "null}"); /* unknown: no per-op times */
-    }
-    out_puts(o, "]}\n");
     return out_close(o);
 }

@@ -56,6 +56,9 @@ void report_free(pp_report_t *r);
  * has none (explicit steps, CSV). */
 double report_bubble_theory(pp_sched_kind_t kind, int p, int m, int v);
 
+/* "measure" or "simulate", as the reports print a mode. */
+const char *report_mode_name(pp_mode_t m);
+
 /* The fixed-width table: a `#` preamble, names row, units row, a row per device, verdict footer. */
 pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f);
 /* JSON with exactly the schema of docs/architecture.md. */

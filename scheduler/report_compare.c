@@ -88,9 +88,8 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         size_t mem;
         int inflight;
         fullest_device(r, &mem, &inflight);
-        out_printf(o, "\"%s\",%s,%d,%d,%d,%d", jobs[i].label,
-                   r->mode == PP_MODE_MEASURE ? "measure" : "simulate", r->devices, r->stages,
-                   r->micro_batches, r->chunks);
+        out_printf(o, "\"%s\",%s,%d,%d,%d,%d", jobs[i].label, report_mode_name(r->mode), r->devices,
+                   r->stages, r->micro_batches, r->chunks);
         csv_field(o, r->step_ms);
         csv_field(o, r->step_ms_p10);
         csv_field(o, r->step_ms_p90);
