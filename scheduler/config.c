@@ -6,8 +6,10 @@
  * parsed from `--set section.key=value` go through the same code and get the same messages. The
  * first problem prints one line, `file:line:col: key: message (allowed: ...)` (libyaml's 0-based
  * marks shown 1-based) or `--set text: ...`, and returns PP_ERR_INPUT. cfg->origin remembers
- * where the keys config_resolve checks were set, so its messages name them too. A config owns
- * path, name, schedule.csv_path and schedule.steps; config_free releases them.
+ * where the keys config_resolve and written.c check were set, so their messages name them too.
+ * `steps:` is kept as written (each action's text and place) and `csv:` as its path: building
+ * those schedules is written.c's. A config owns path, name, schedule.csv_path and the step
+ * texts; config_free releases them.
  */
 #include "config.h"
 
@@ -24,10 +26,6 @@
 _Static_assert(sizeof(pp_dtype_t) == sizeof(int) && sizeof(pp_placement_t) == sizeof(int) &&
                    sizeof(pp_transport_t) == sizeof(int) && sizeof(pp_optimizer_t) == sizeof(int),
                "enum fields are stored as int");
-
-#define ACTION_FORMS                                                                               \
-    "<stage><kind><micro-batch>, kind F, B, I, W, SEND_F, RECV_F, SEND_B or RECV_B, e.g. 0F3, "    \
-    "1I2, 2SEND_F1"
 
 #define DEVICE_FORMS "all, a count 1..64, or a list of CUDA ids such as [0, 1, 2, 3]"
 
@@ -90,21 +88,37 @@ static int cfg_is_set(const pp_config_t *cfg, int k)
     return cfg->origin[k][0] != '\0';
 }
 
-/* Print a message of config_resolve or of the final checks of config_load, prefixed with where
- * key k was set (or the file and the key's name while its default holds). */
-static pp_status_t cfg_err_at(const pp_config_t *cfg, int k, const char *fmt, ...)
+/* The prefix of a message about key k (see config_error_at). */
+static void cfg_prefix(const pp_config_t *cfg, int k, int line, int col)
+{
+    const char *path = cfg->path ? cfg->path : "config";
+    if (strncmp(cfg->origin[k], "--set ", 6) == 0 || (cfg_is_set(cfg, k) && line <= 0))
+        fprintf(stderr, "%s: ", cfg->origin[k]);
+    else if (line > 0)
+        fprintf(stderr, "%s:%d:%d: %s: ", path, line, col, key_names[k]);
+    else
+        fprintf(stderr, "%s: %s: ", path, key_names[k]);
+}
+
+int config_is_set(const pp_config_t *cfg, pp_config_key_t k)
+{
+    return cfg_is_set(cfg, (int)k);
+}
+
+pp_status_t config_error_at(const pp_config_t *cfg, pp_config_key_t k, int line, int col,
+                            const char *fmt, ...)
 {
     va_list ap;
-    if (cfg_is_set(cfg, k))
-        fprintf(stderr, "%s: ", cfg->origin[k]);
-    else
-        fprintf(stderr, "%s: %s: ", cfg->path ? cfg->path : "config", key_names[k]);
+    cfg_prefix(cfg, (int)k, line, col);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
     return PP_ERR_INPUT;
 }
+
+/* config_error_at for the whole value of key k. */
+#define cfg_err_at(cfg, k, ...) config_error_at((cfg), (pp_config_key_t)(k), 0, 0, __VA_ARGS__)
 
 /* The key to blame for a problem: the first of the keys (the list ends with -1) set by a --set
  * override, else the first the input set, else `fallback`. */
@@ -383,98 +397,54 @@ static pp_status_t set_kind(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
     return PP_OK;
 }
 
-/* Parse one action item of schedule.steps. */
-static pp_status_t get_action(cfg_ctx_t *c, const yaml_node_t *item, const char *key, int d, int i,
-                              pp_action_t *a)
+static void steps_free(pp_steps_cfg_t *st)
 {
-    if (item->type != YAML_SCALAR_NODE)
-        return cfg_err(c, item, key, "device %d, item %d: expected an action, got %s (allowed: %s)",
-                       d, i + 1, node_what(item), ACTION_FORMS);
-    if (action_parse(node_text(item), a) != 0)
-        return cfg_err(c, item, key, "device %d, item %d: '%s' is not an action (allowed: %s)", d,
-                       i + 1, node_text(item), ACTION_FORMS);
-    if (a->stage >= PP_MAX_STAGES)
-        return cfg_err(c, item, key,
-                       "device %d, item %d: stage %d is out of range (allowed: 0..%d)", d, i + 1,
-                       a->stage, PP_MAX_STAGES - 1);
-    if (a->mb >= PP_MAX_MICRO_BATCHES)
-        return cfg_err(c, item, key,
-                       "device %d, item %d: micro-batch %d is out of range (allowed: 0..%d)", d,
-                       i + 1, a->mb, PP_MAX_MICRO_BATCHES - 1);
-    return PP_OK;
+    for (int i = 0; i < st->n; i++)
+        free(st->items[i].text);
+    free(st->items);
+    memset(st, 0, sizeof *st);
 }
 
-/* Build the schedule of `schedule.steps` from one list per device. */
-static pp_status_t build_steps(cfg_ctx_t *c, const yaml_node_t *n, const char *key,
-                               const yaml_node_t *const *rows, int n_dev, pp_schedule_t *s)
+/* Keep the actions of `schedule.steps` as written, one list per device: each item must be one
+ * word (written.c parses it). */
+static pp_status_t collect_steps(cfg_ctx_t *c, const char *key, const yaml_node_t *const *rows,
+                                 int n_dev, pp_steps_cfg_t *out)
 {
-    pp_status_t st = PP_OK;
-    int max_stage = -1, max_mb = -1;
-    int *owner = NULL;
-    const yaml_node_t **first = NULL;
-    pp_action_t a;
-
+    int total = 0;
     for (int d = 0; d < n_dev; d++) {
         const yaml_node_t *l = rows[d];
         int len = (int)(l->data.sequence.items.top - l->data.sequence.items.start);
         if (len == 0)
             return cfg_err(c, l, key, "device %d has no actions (allowed: a list of %s)", d,
-                           ACTION_FORMS);
+                           PP_ACTION_FORMS);
         for (int i = 0; i < len; i++) {
             yaml_node_t *item = yaml_document_get_node(c->doc, l->data.sequence.items.start[i]);
-            PP_CHECK(get_action(c, item, key, d, i, &a));
-            if (a.stage > max_stage) max_stage = a.stage;
-            if (a.mb > max_mb) max_mb = a.mb;
+            if (item->type != YAML_SCALAR_NODE)
+                return cfg_err(c, item, key,
+                               "device %d, item %d: expected an action, got %s (allowed: %s)", d,
+                               i + 1, node_what(item), PP_ACTION_FORMS);
         }
+        total += len;
     }
-    PP_CHECK(schedule_init(s, n_dev, max_stage + 1, max_mb + 1));
-    owner = malloc(sizeof(int) * (size_t)(max_stage + 1));
-    first = malloc(sizeof *first * (size_t)(max_stage + 1));
-    if (!owner || !first) {
-        st = PP_ERR_NOMEM;
-        fprintf(stderr, "%s:%d: out of host memory reading schedule.steps\n", __FILE__, __LINE__);
-        goto fail;
-    }
-    for (int k = 0; k <= max_stage; k++)
-        owner[k] = -1;
+    memset(out, 0, sizeof *out);
+    out->items = calloc((size_t)total, sizeof *out->items);
+    PP_ALLOC_CHECK(out->items);
+    out->n_devices = n_dev;
     for (int d = 0; d < n_dev; d++) {
         const yaml_node_t *l = rows[d];
         int len = (int)(l->data.sequence.items.top - l->data.sequence.items.start);
         for (int i = 0; i < len; i++) {
             yaml_node_t *item = yaml_document_get_node(c->doc, l->data.sequence.items.start[i]);
-            action_parse(node_text(item), &a);
-            if (owner[a.stage] < 0) {
-                owner[a.stage] = d;
-                first[a.stage] = item;
-            } else if (owner[a.stage] != d) {
-                st = cfg_err(c, item, key,
-                             "device %d, item %d: stage %d already runs on device %d (line %zu) "
-                             "(allowed: each stage on one device)",
-                             d, i + 1, a.stage, owner[a.stage],
-                             (size_t)first[a.stage]->start_mark.line + 1);
-                goto fail;
+            pp_step_text_t *t = &out->items[out->n++];
+            *t = (pp_step_text_t){strdup(node_text(item)), d, i, (int)item->start_mark.line + 1,
+                                  (int)item->start_mark.column + 1};
+            if (!t->text) {
+                steps_free(out);
+                PP_FAIL(PP_ERR_NOMEM, "out of host memory reading schedule.steps");
             }
-            PP_CHECK_GOTO(schedule_push(s, d, a.kind, a.stage, a.mb), st, fail);
         }
     }
-    for (int k = 0; k <= max_stage; k++) {
-        if (owner[k] < 0) {
-            st = cfg_err(
-                c, n, key,
-                "stage %d has no action on any device (allowed: every stage 0..%d on some device)",
-                k, max_stage);
-            goto fail;
-        }
-    }
-    PP_CHECK_GOTO(schedule_infer_placement(s, c->file), st, fail);
-    free(owner);
-    free(first);
     return PP_OK;
-fail:
-    free(owner);
-    free(first);
-    schedule_free(s);
-    return st;
 }
 
 /* `steps:` — a mapping device -> [actions], or a list of lists (one per device). */
@@ -485,7 +455,6 @@ static pp_status_t set_steps(cfg_ctx_t *c, const yaml_node_t *n, const char *key
     const yaml_node_t *rows[PP_MAX_DEVICES];
     const yaml_node_t *keys[PP_MAX_DEVICES];
     int n_dev = 0;
-    pp_status_t st;
 
     PP_CHECK(check_one_schedule(c, n, key, PP_CFG_STEPS));
     memset(rows, 0, sizeof rows);
@@ -537,69 +506,29 @@ static pp_status_t set_steps(cfg_ctx_t *c, const yaml_node_t *n, const char *key
     }
     if (n_dev == 0) return cfg_err(c, n, key, "no devices (allowed: %s)", forms);
 
-    pp_schedule_t *s = calloc(1, sizeof *s);
-    PP_ALLOC_CHECK(s);
-    st = build_steps(c, n, key, rows, n_dev, s);
-    if (st != PP_OK) {
-        free(s);
-        return st;
-    }
-    if (c->cfg->schedule.steps) {
-        schedule_free(c->cfg->schedule.steps);
-        free(c->cfg->schedule.steps);
-    }
-    c->cfg->schedule.steps = s;
+    pp_steps_cfg_t steps;
+    PP_CHECK(collect_steps(c, key, rows, n_dev, &steps));
+    steps_free(&c->cfg->schedule.steps);
+    c->cfg->schedule.steps = steps;
     c->cfg->schedule.kind = PP_SCHED_STEPS;
     free(c->cfg->schedule.csv_path);
     c->cfg->schedule.csv_path = NULL;
     return PP_OK;
 }
 
-/* `csv: file.csv` — read now, relative to the YAML file's folder. */
+/* `csv: file.csv` — the path as written; written.c reads the file, relative to the YAML file's
+ * folder. */
 static pp_status_t set_csv(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 {
-    const char *allowed = "a CSV file path, relative to the folder of the YAML file";
-    char *rel = NULL, *full = NULL;
-    pp_schedule_t *s = NULL;
-    FILE *f = NULL;
-    pp_status_t st;
-
+    char *rel = NULL;
     PP_CHECK(check_one_schedule(c, n, key, PP_CFG_CSV));
-    PP_CHECK(get_string(c, n, key, allowed, &rel));
-    const char *slash = strrchr(c->file, '/');
-    size_t dir_len = (rel[0] == '/' || !slash) ? 0 : (size_t)(slash - c->file) + 1;
-    full = malloc(dir_len + strlen(rel) + 1);
-    s = calloc(1, sizeof *s);
-    if (!full || !s) {
-        st = PP_ERR_NOMEM;
-        fprintf(stderr, "%s:%d: out of host memory reading schedule.csv\n", __FILE__, __LINE__);
-        goto fail;
-    }
-    memcpy(full, c->file, dir_len);
-    strcpy(full + dir_len, rel);
-    f = fopen(full, "r");
-    if (!f) {
-        st = cfg_err(c, n, key, "cannot open %s: %s (allowed: %s)", full, strerror(errno), allowed);
-        goto fail;
-    }
-    PP_CHECK_GOTO(schedule_read_csv(s, f, full), st, fail);
-    fclose(f);
-    free(full);
-    if (c->cfg->schedule.steps) {
-        schedule_free(c->cfg->schedule.steps);
-        free(c->cfg->schedule.steps);
-    }
+    PP_CHECK(
+        get_string(c, n, key, "a CSV file path, relative to the folder of the YAML file", &rel));
+    steps_free(&c->cfg->schedule.steps);
     free(c->cfg->schedule.csv_path);
-    c->cfg->schedule.steps = s;
     c->cfg->schedule.csv_path = rel;
     c->cfg->schedule.kind = PP_SCHED_CSV;
     return PP_OK;
-fail:
-    if (f) fclose(f);
-    free(full);
-    free(rel);
-    free(s);
-    return st;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1002,56 +931,12 @@ void config_defaults(pp_config_t *cfg)
         (pp_cost_cfg_t){.forward = 1.0, .backward_input = 1.0, .backward_weight = 1.0, .send = 0.0};
 }
 
-/* Stages a device holds in an explicit schedule: the most any one device owns. */
-static int steps_chunks(const pp_schedule_t *s)
+/* After the file and every override: defaults that depend on other keys. */
+static void config_finish(pp_config_t *cfg)
 {
-    int most = 0;
-    for (int d = 0; d < s->n_devices; d++) {
-        int k = 0;
-        for (int st = 0; st < s->n_stages; st++)
-            k += s->stage_device[st] == d;
-        if (k > most) most = k;
-    }
-    return most;
-}
-
-/* After the file and every override: defaults that depend on other keys, and explicit values that
- * contradict explicit steps. */
-static pp_status_t config_finish(pp_config_t *cfg)
-{
-    pp_pipeline_cfg_t *pl = &cfg->pipeline;
-    const pp_schedule_t *s = cfg->schedule.steps;
-    if (s) {
-        const char *what = cfg->schedule.kind == PP_SCHED_CSV ? "schedule.csv" : "schedule.steps";
-        if (cfg_is_set(cfg, PP_CFG_DEVICES) && !pl->devices_all && pl->n_devices != s->n_devices)
-            return cfg_err_at(cfg, PP_CFG_DEVICES,
-                              "%d devices, but %s uses %d (allowed: %d devices)", pl->n_devices,
-                              what, s->n_devices, s->n_devices);
-        if (!cfg_is_set(cfg, PP_CFG_DEVICES)) {
-            pl->devices_all = 0;
-            pl->n_devices = s->n_devices;
-            for (int d = 0; d < s->n_devices; d++)
-                pl->device_ids[d] = d;
-        }
-        if (cfg_is_set(cfg, PP_CFG_STAGES) && pl->stages != 0 && pl->stages != s->n_stages)
-            return cfg_err_at(cfg, PP_CFG_STAGES, "%d stages, but %s has %d (allowed: %d or auto)",
-                              pl->stages, what, s->n_stages, s->n_stages);
-        pl->stages = s->n_stages;
-        if (cfg_is_set(cfg, PP_CFG_MICRO_BATCHES) && pl->micro_batches != s->n_mb)
-            return cfg_err_at(cfg, PP_CFG_MICRO_BATCHES,
-                              "%d micro-batches, but %s has %d (allowed: %d)", pl->micro_batches,
-                              what, s->n_mb, s->n_mb);
-        pl->micro_batches = s->n_mb;
-        int v = steps_chunks(s);
-        if (cfg_is_set(cfg, PP_CFG_CHUNKS) && pl->chunks != v)
-            return cfg_err_at(cfg, PP_CFG_CHUNKS,
-                              "%d chunks, but %s puts up to %d stages on one device (allowed: %d)",
-                              pl->chunks, what, v, v);
-        pl->chunks = v;
-    } else if (!cfg_is_set(cfg, PP_CFG_CHUNKS) && !cfg_is_set(cfg, PP_CFG_STAGES)) {
-        pl->chunks = sched_kind(cfg->schedule.kind)->default_chunks;
-    }
-    return PP_OK;
+    const pp_kind_row_t *row = sched_kind(cfg->schedule.kind);
+    if (!row->written && !cfg_is_set(cfg, PP_CFG_CHUNKS) && !cfg_is_set(cfg, PP_CFG_STAGES))
+        cfg->pipeline.chunks = row->default_chunks;
 }
 
 /* The file's base name without .yaml / .yml. */
@@ -1083,7 +968,7 @@ static pp_status_t load_text(pp_config_t *cfg, const char *name, const char *tex
     PP_CHECK_GOTO(apply_root(&c, yaml_document_get_root_node(&doc)), st, done);
     for (int i = 0; i < n_sets; i++)
         PP_CHECK_GOTO(apply_set(cfg, sets[i]), st, done);
-    PP_CHECK_GOTO(config_finish(cfg), st, done);
+    config_finish(cfg);
     if (!cfg->name) {
         cfg->name = base_name(cfg->path);
         if (!cfg->name) {
@@ -1170,12 +1055,11 @@ static pp_status_t check_kind(const pp_config_t *cfg)
 pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
 {
     pp_pipeline_cfg_t *pl = &cfg->pipeline;
-    const pp_schedule_t *s = cfg->schedule.steps;
+    const int written = sched_kind(cfg->schedule.kind)->written;
 
     /* devices */
-    int was_all = pl->devices_all;
     if (pl->devices_all) {
-        int n = n_visible > 0 ? n_visible : s ? s->n_devices : 4;
+        int n = n_visible > 0 ? n_visible : 4;
         if (n > PP_MAX_DEVICES) n = PP_MAX_DEVICES;
         pl->n_devices = n;
         for (int d = 0; d < n; d++)
@@ -1198,16 +1082,9 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
                 return cfg_err_at(cfg, PP_CFG_DEVICES,
                                   "device %d is listed twice (allowed: each id once)", id);
     }
-    if (s && p != s->n_devices)
-        return cfg_err_at(cfg, PP_CFG_DEVICES, "%s%d devices, but %s uses %d (allowed: %d devices)",
-                          was_all ? "all = " : "", p,
-                          cfg->schedule.kind == PP_SCHED_CSV ? "schedule.csv" : "schedule.steps",
-                          s->n_devices, s->n_devices);
-
-    /* stages and chunks */
-    if (s) {
-        pl->stages = s->n_stages;
-        pl->chunks = steps_chunks(s);
+    /* stages and chunks (a written schedule's were set by written_reconcile) */
+    if (written && pl->stages > 0) {
+        /* as the schedule has them */
     } else if (pl->stages == 0) {
         if ((long)p * pl->chunks > PP_MAX_STAGES)
             return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_DEVICES, PP_CFG_CHUNKS, PP_CFG_DEVICES, -1),
@@ -1266,10 +1143,6 @@ void config_free(pp_config_t *cfg)
     free(cfg->path);
     free(cfg->name);
     free(cfg->schedule.csv_path);
-    if (cfg->schedule.steps) {
-        schedule_free(cfg->schedule.steps);
-        free(cfg->schedule.steps);
-    }
+    steps_free(&cfg->schedule.steps);
     cfg->path = cfg->name = cfg->schedule.csv_path = NULL;
-    cfg->schedule.steps = NULL;
 }

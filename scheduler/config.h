@@ -7,7 +7,9 @@
  * `--set key=value: message`. config_resolve then fixes what depends on the machine (`devices:
  * all`) and checks the values that only make sense together (layers divisible into stages, enough
  * micro-batches for the schedule, device ids that exist). Every key and its default is documented
- * in docs/schedule-format.md. A pp_config_t owns its heap memory (the explicit steps); free it with
+ * in docs/schedule-format.md. The config holds what the user wrote: `steps:` as the action texts
+ * with their places, `csv:` as the path; written.c builds those schedules and reconciles the
+ * pipeline keys with them before config_resolve. A pp_config_t owns its heap memory; free it with
  * config_free.
  */
 #ifndef PP_CONFIG_H
@@ -48,10 +50,25 @@ typedef struct pp_pipeline_cfg {
                                        across devices */
 } pp_pipeline_cfg_t;
 
+/* One action of `schedule.steps` as written: its text and its place. */
+typedef struct pp_step_text {
+    char *text;    /* "0F3", not yet parsed (written.c parses it) */
+    int device;    /* the list it is in */
+    int item;      /* 0-based position in that list */
+    int line, col; /* 1-based place in the YAML text it came from (the file, or a --set value) */
+} pp_step_text_t;
+
+/* `schedule.steps` as written: one list of actions per device, device by device. */
+typedef struct pp_steps_cfg {
+    int n_devices;         /* lists written; 0 when there are no steps */
+    int n;                 /* actions in all lists */
+    pp_step_text_t *items; /* [n], device 0's first, each list in its order */
+} pp_steps_cfg_t;
+
 typedef struct pp_schedule_cfg {
     pp_sched_kind_t kind; /* a row of kinds.h; PP_SCHED_STEPS / PP_SCHED_CSV by `steps:` / `csv:` */
-    char *csv_path;       /* for PP_SCHED_CSV, relative to the YAML file's folder */
-    pp_schedule_t *steps; /* for PP_SCHED_STEPS / PP_SCHED_CSV: the schedule as written */
+    char *csv_path;       /* `csv:` as written, relative to the YAML file's folder */
+    pp_steps_cfg_t steps; /* `steps:` as written */
 } pp_schedule_cfg_t;
 
 typedef struct pp_run_cfg {
@@ -118,8 +135,21 @@ pp_status_t config_load(pp_config_t *cfg, const char *path, const char *const *s
 pp_status_t config_load_string(pp_config_t *cfg, const char *name, const char *yaml,
                                const char *const *sets, int n_sets);
 
-/* Resolve `devices: all` to `n_visible` devices (when n_visible == 0, to the schedule's own
- * device count, or 4 when nothing says) and `stages: auto`, then check the combined values:
+/* Print a problem about key k as every config message does: prefixed with where k was set (the
+ * `--set` text, or "file:line:col: key" of its value), or with line:col (> 0) of a place inside
+ * the value, or with the file and the key's name while its default holds. Returns PP_ERR_INPUT. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 5, 6)))
+#endif
+pp_status_t
+config_error_at(const pp_config_t *cfg, pp_config_key_t k, int line, int col, const char *fmt, ...);
+
+/* 1 when key k was set by the file or a --set override (0 while its default holds). */
+int config_is_set(const pp_config_t *cfg, pp_config_key_t k);
+
+/* Resolve `devices: all` to `n_visible` devices (when n_visible == 0, to 4) and `stages: auto`
+ * (a written schedule's devices, stages and chunks are set by written_reconcile, run before
+ * this), then check the combined values:
  * layers % stages, chunks integral, the kind's preconditions (sched_kind_check), ids < n_visible
  * (skipped when n_visible < 0, i.e. unknown). Prints the problem and returns PP_ERR_INPUT. */
 pp_status_t config_resolve(pp_config_t *cfg, int n_visible);

@@ -222,36 +222,6 @@ pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_config_t *cfg)
     return generate_zbh1(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
 }
 
-/* Deep copy of a schedule as written (explicit steps or CSV). */
-static pp_status_t copy_schedule(pp_schedule_t *out, const pp_schedule_t *in)
-{
-    PP_CHECK(schedule_init(out, in->n_devices, in->n_stages, in->n_mb));
-    memcpy(out->stage_device, in->stage_device, sizeof(int) * (size_t)in->n_stages);
-    for (int d = 0; d < in->n_devices; d++) {
-        const pp_program_t *src = &in->prog[d];
-        if (src->n == 0) continue;
-        pp_program_t *dst = &out->prog[d];
-        dst->a = malloc(sizeof *dst->a * (size_t)src->n);
-        PP_ALLOC_CHECK(dst->a);
-        memcpy(dst->a, src->a, sizeof *dst->a * (size_t)src->n);
-        dst->n = dst->cap = src->n;
-    }
-    out->has_comm = in->has_comm;
-    out->split_backward = in->split_backward;
-    return PP_OK;
-}
-
-pp_status_t generate_cfg_written(pp_schedule_t *out, const pp_config_t *cfg)
-{
-    memset(out, 0, sizeof *out);
-    if (!cfg->schedule.steps) {
-        fprintf(stderr, "schedule %s: no actions were read for the schedule\n",
-                sched_kind_name(cfg->schedule.kind));
-        return PP_ERR_INPUT;
-    }
-    return finish(out, copy_schedule(out, cfg->schedule.steps));
-}
-
 pp_status_t generate_schedule(pp_schedule_t *out, const pp_config_t *cfg)
 {
     memset(out, 0, sizeof *out);

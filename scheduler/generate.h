@@ -4,7 +4,7 @@
  * communication. Which generator a kind uses, and the preconditions checked before it runs, are
  * rows of the kind table (kinds.h). The built-in generators place stages in a loop (stage s on
  * device s mod p); a kind whose row allows placement v must build it itself. Explicit (`steps:`)
- * and CSV schedules are copied as written.
+ * and CSV schedules are built by their rows' generators in written.c.
  */
 #ifndef PP_GENERATE_H
 #define PP_GENERATE_H
@@ -27,7 +27,6 @@ pp_status_t generate_cfg_gpipe(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_1f1b(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_interleaved(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_config_t *cfg);
-pp_status_t generate_cfg_written(pp_schedule_t *out, const pp_config_t *cfg); /* steps, csv */
 
 /* The individual generators, for tests: p devices, m micro-batches, v chunks per device. */
 pp_status_t generate_gpipe(pp_schedule_t *out, int p, int m);

@@ -292,9 +292,10 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     PP_CHECK_GOTO(run_load(&j, path, NULL, o->sets, o->n_sets, n_visible), st, done);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
     if (o->json)
-        report_print_json(&j.report, stdout);
+        st = report_print_json(&j.report, stdout);
     else
-        report_print_table(&j.report, &j.cfg, stdout);
+        st = report_print_table(&j.report, &j.cfg, stdout);
+    if (st != PP_OK) goto done;
     if (o->trace)
         PP_CHECK_GOTO(report_write_trace_devices(&j.plan, run_timeline(&j),
                                                  j.measured ? j.cfg.pipeline.device_ids : NULL,
@@ -386,6 +387,40 @@ static pp_status_t sweep_parse(sweep_t *sw, const char *arg)
     return PP_OK;
 }
 
+/* The overrides of combination c of the sweeps (the command's --set first, then one value of each
+ * sweep) into sets[] (pointing into setbuf), and the " key=value ..." label suffix. Returns the
+ * count. */
+static int sweep_combo(const opts_t *o, const sweep_t *sw, int c, const char **sets,
+                       char setbuf[][1200], char *suffix, size_t suffix_size)
+{
+    int n_sets = 0, rem = c;
+    for (int k = 0; k < o->n_sets; k++)
+        sets[n_sets++] = o->sets[k];
+    suffix[0] = '\0';
+    for (int k = o->n_sweep - 1; k >= 0; k--) {
+        const char *v = sw[k].val[rem % sw[k].n];
+        rem /= sw[k].n;
+        snprintf(setbuf[k], 1200, "%s=%s", sw[k].key, v);
+        sets[n_sets++] = setbuf[k];
+        const char *leaf = strrchr(sw[k].key, '.');
+        char part[96];
+        snprintf(part, sizeof part, " %s=%s", leaf ? leaf + 1 : sw[k].key, v);
+        strncat(suffix, part, suffix_size - strlen(suffix) - 1);
+    }
+    return n_sets;
+}
+
+/* The Gantt chart of one run of a comparison, into DIR, named after its label. */
+static pp_status_t compare_svg(const pp_compare_row_t *j, const char *dir)
+{
+    char path[4096], name[300];
+    snprintf(name, sizeof name, "%s", j->label);
+    for (char *p = name; *p; p++)
+        if (*p == ' ' || *p == '/' || *p == '=') *p = (*p == '=') ? '-' : '_';
+    snprintf(path, sizeof path, "%s/%s.svg", dir, name);
+    return report_write_svg(&j->run.plan, run_timeline(&j->run), j->label, path);
+}
+
 static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
 {
     sweep_t sw[MAX_SWEEP];
@@ -415,53 +450,31 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
         for (int c = 0; c < n_combo; c++) {
             pp_compare_row_t *j = &jobs[done_jobs];
             const char *sets[MAX_SETS + MAX_SWEEP];
-            char setbuf[MAX_SWEEP][1200];
-            int n_sets = 0;
-            for (int k = 0; k < o->n_sets; k++)
-                sets[n_sets++] = o->sets[k];
-            int rem = c;
-            char suffix[200] = "";
-            for (int k = o->n_sweep - 1; k >= 0; k--) {
-                const char *v = sw[k].val[rem % sw[k].n];
-                rem /= sw[k].n;
-                snprintf(setbuf[k], sizeof setbuf[k], "%s=%s", sw[k].key, v);
-                sets[n_sets++] = setbuf[k];
-                const char *leaf = strrchr(sw[k].key, '.');
-                char part[96];
-                snprintf(part, sizeof part, " %s=%s", leaf ? leaf + 1 : sw[k].key, v);
-                strncat(suffix, part, sizeof suffix - strlen(suffix) - 1);
-            }
+            char setbuf[MAX_SWEEP][1200], suffix[200];
+            int n_sets = sweep_combo(o, sw, c, sets, setbuf, suffix, sizeof suffix);
             if (!o->quiet && !o->json && !o->csv)
                 fprintf(stderr, "# [%d/%d] %s%s\n", done_jobs + 1, n_jobs, files[fi], suffix);
             PP_CHECK_GOTO(run_load(&j->run, files[fi], NULL, sets, n_sets, n_visible), st, done);
             snprintf(j->label, sizeof j->label, "%s%s", j->run.cfg.name, suffix);
             PP_CHECK_GOTO(run_go(&j->run, &ro), st, done);
-            if (o->svg) {
-                char path[4096], name[300];
-                snprintf(name, sizeof name, "%s", j->label);
-                for (char *p = name; *p; p++)
-                    if (*p == ' ' || *p == '/' || *p == '=') *p = (*p == '=') ? '-' : '_';
-                snprintf(path, sizeof path, "%s/%s.svg", o->svg, name);
-                PP_CHECK_GOTO(report_write_svg(&j->run.plan, run_timeline(&j->run), j->label, path),
-                              st, done);
-            }
+            if (o->svg) PP_CHECK_GOTO(compare_svg(j, o->svg), st, done);
             done_jobs++;
         }
     }
     if (o->svg) PP_CHECK_GOTO(compare_bubble_charts(jobs, done_jobs, o->svg, measure), st, done);
     if (o->json) {
         printf("[");
-        for (int i = 0; i < done_jobs; i++) {
+        for (int i = 0; i < done_jobs && st == PP_OK; i++) {
             if (i) printf(",\n");
-            report_print_json(&jobs[i].run.report, stdout);
+            st = report_print_json(&jobs[i].run.report, stdout);
         }
         printf("]\n");
     } else if (o->csv) {
-        compare_print_csv(jobs, done_jobs, stdout);
+        st = compare_print_csv(jobs, done_jobs, stdout);
     } else {
         printf("# ppsched compare: %d run%s, mode %s\n", done_jobs, done_jobs == 1 ? "" : "s",
                measure ? "measure" : "simulate");
-        compare_print_table(jobs, done_jobs, stdout);
+        st = compare_print_table(jobs, done_jobs, stdout);
     }
 done:
     for (int i = 0; i < n_jobs; i++)

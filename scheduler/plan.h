@@ -26,7 +26,18 @@
 extern "C" {
 #endif
 
+/* Stream roles: the rows of the role table (roles.c). Every device has one stream per role;
+ * compute is the device's main stream, which starts the others at the beginning of a step and
+ * joins them at its end. */
 typedef enum pp_role { PP_ROLE_COMPUTE = 0, PP_ROLE_SEND, PP_ROLE_RECV, PP_ROLE_COUNT } pp_role_t;
+
+typedef struct pp_role_row {
+    const char *name;  /* in traces and messages: "compute", "send", "recv" */
+    int high_priority; /* 1: created at the device's greatest stream priority */
+} pp_role_row_t;
+
+/* The row of role r (the compute row for a value out of range). */
+const pp_role_row_t *pp_role_row(pp_role_t r);
 
 typedef struct pp_op {
     int device;     /* pipeline device index 0..n_devices-1 */
@@ -87,7 +98,7 @@ void plan_free(pp_plan_t *plan);
 
 static inline const char *pp_role_name(pp_role_t r)
 {
-    return r == PP_ROLE_COMPUTE ? "compute" : r == PP_ROLE_SEND ? "send" : "recv";
+    return pp_role_row(r)->name;
 }
 #ifdef __cplusplus
 }

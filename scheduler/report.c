@@ -1,7 +1,7 @@
 /*
- * report.c — metrics of one run (report_build) and the two text forms: the fixed-width table and
- * the JSON of DESIGN.md. The Chrome trace and the SVG chart live in report_trace.c and
- * report_svg.c.
+ * report.c — metrics of one run (report_build) and the fixed-width table. The JSON of
+ * docs/architecture.md is in report_json.c, the Chrome trace and the SVG chart in report_trace.c
+ * and report_svg.c.
  *
  * Invariants: busy time is the union of a device's compute-stream intervals (overlaps count once);
  * every ratio whose denominator is zero or unknown is NAN, and NAN prints as "-" in the table and
@@ -12,6 +12,7 @@
  * (timing off) yields step times only: busy, idle, bubble and in-flight are then unknown.
  */
 #include "report.h"
+#include "report_io.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -203,14 +204,10 @@ static const char *schedule_name(const pp_config_t *cfg, const pp_plan_t *plan)
     return sched_kind_name(cfg ? cfg->schedule.kind : plan->kind);
 }
 
-pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
-                         const pp_timeline_t *tl, const pp_timeline_t *sim)
+/* The plan and timelines fit together (an internal error otherwise). */
+static pp_status_t check_inputs(const pp_plan_t *plan, const pp_timeline_t *tl,
+                                const pp_timeline_t *sim)
 {
-    pp_status_t st = PP_OK;
-    double *busy = NULL, *steps = NULL;
-    int *peak = NULL;
-
-    memset(r, 0, sizeof *r);
     if (tl->n_ops != plan->n_ops || (sim && sim->n_ops != plan->n_ops))
         PP_FAIL(PP_ERR_INTERNAL, "report: timeline of %d ops (simulated %d) for a plan of %d ops",
                 tl->n_ops, sim ? sim->n_ops : -1, plan->n_ops);
@@ -220,7 +217,71 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
         if (plan->ops[k].device < 0 || plan->ops[k].device >= plan->n_devices)
             PP_FAIL(PP_ERR_INTERNAL, "report: op %d is on device %d of %d", k, plan->ops[k].device,
                     plan->n_devices);
+    return PP_OK;
+}
 
+/* Per device: busy, idle, bubble, in-flight peak, memory, bytes sent; sums for the overall
+ * figures. busy[] and peak[] are NAN / -1 where the run had no per-op times. */
+static void fill_devices(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+                         const pp_timeline_t *tl, const double *busy, const int *peak,
+                         double *sum_busy, double *sum_idle)
+{
+    const int p = plan->n_devices;
+    const double span = timeline_makespan(tl);
+    *sum_busy = *sum_idle = 0.0;
+    for (int d = 0; d < p; d++) {
+        pp_device_stats_t *ds = &r->per_device[d];
+        ds->device = d;
+        ds->cuda_device = (tl->mode == PP_MODE_MEASURE && cfg && d < PP_MAX_DEVICES)
+                              ? cfg->pipeline.device_ids[d]
+                              : -1;
+        ds->busy_ms = busy[d];
+        ds->idle_ms = span - busy[d];
+        ds->bubble = span > 0.0 ? ds->idle_ms / span : NAN;
+        ds->peak_inflight = peak[d];
+        ds->peak_mem_bytes = (tl->peak_mem_bytes && d < tl->n_devices) ? tl->peak_mem_bytes[d] : 0;
+        *sum_busy += ds->busy_ms;
+        *sum_idle += ds->idle_ms;
+    }
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
+            transport_row(op->link)->crosses_devices && op->device >= 0 && op->device < p)
+            r->per_device[op->device].bytes_sent += (double)op->bytes;
+    }
+}
+
+/* Step time (median, p10, p90 of the timed steps; the makespan `span` without them), tokens/s and
+ * TFLOP/s. steps[] is scratch of at least tl->n_steps. */
+static void fill_step_times(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+                            const pp_timeline_t *tl, double span, double *steps)
+{
+    if (tl->n_steps > 0 && tl->step_ms) {
+        memcpy(steps, tl->step_ms, sizeof *steps * (size_t)tl->n_steps);
+        qsort(steps, (size_t)tl->n_steps, sizeof *steps, double_cmp);
+        r->step_ms = quantile_sorted(steps, tl->n_steps, 0.5);
+        r->step_ms_p10 = quantile_sorted(steps, tl->n_steps, 0.1);
+        r->step_ms_p90 = quantile_sorted(steps, tl->n_steps, 0.9);
+    } else {
+        r->step_ms = r->step_ms_p10 = r->step_ms_p90 = span;
+    }
+    if (cfg && r->step_ms > 0.0) {
+        r->tokens_per_s = config_tokens_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0);
+        r->tflops = config_flops_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0) / 1e12;
+    } else {
+        r->tokens_per_s = r->tflops = NAN;
+    }
+}
+
+pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+                         const pp_timeline_t *tl, const pp_timeline_t *sim)
+{
+    pp_status_t st = PP_OK;
+    double *busy = NULL, *steps = NULL;
+    int *peak = NULL;
+
+    memset(r, 0, sizeof *r);
+    PP_CHECK(check_inputs(plan, tl, sim));
     int p = plan->n_devices;
     r->schedule = schedule_name(cfg, plan);
     r->mode = tl->mode;
@@ -245,29 +306,9 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
             busy[d] = NAN;
             peak[d] = -1;
         }
-
-    double span = timeline_makespan(tl), sum_busy = 0.0, sum_idle = 0.0;
-    for (int d = 0; d < p; d++) {
-        pp_device_stats_t *ds = &r->per_device[d];
-        ds->device = d;
-        ds->cuda_device = (tl->mode == PP_MODE_MEASURE && cfg && d < PP_MAX_DEVICES)
-                              ? cfg->pipeline.device_ids[d]
-                              : -1;
-        ds->busy_ms = busy[d];
-        ds->idle_ms = span - busy[d];
-        ds->bubble = span > 0.0 ? ds->idle_ms / span : NAN;
-        ds->peak_inflight = peak[d];
-        ds->peak_mem_bytes = (tl->peak_mem_bytes && d < tl->n_devices) ? tl->peak_mem_bytes[d] : 0;
-        sum_busy += ds->busy_ms;
-        sum_idle += ds->idle_ms;
-    }
-    for (int k = 0; k < plan->n_ops; k++) {
-        const pp_op_t *op = &plan->ops[k];
-        if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
-            transport_row(op->link)->crosses_devices && op->device >= 0 && op->device < p)
-            r->per_device[op->device].bytes_sent += (double)op->bytes;
-    }
-    if (!tl->has_op_times) span = NAN;
+    double sum_busy, sum_idle;
+    fill_devices(r, cfg, plan, tl, busy, peak, &sum_busy, &sum_idle);
+    double span = tl->has_op_times ? timeline_makespan(tl) : NAN;
     r->bubble = span > 0.0 ? 1.0 - sum_busy / (p * span) : NAN;
     r->bubble_ideal = sum_busy > 0.0 ? sum_idle / sum_busy : NAN;
     r->bubble_theory = report_bubble_theory(plan->kind, p, plan->n_mb, plan->chunks);
@@ -275,32 +316,12 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
         PP_CHECK_GOTO(overall_bubble(plan, sim, &r->bubble_simulated), st, fail);
     else
         r->bubble_simulated = tl->mode == PP_MODE_SIMULATE ? r->bubble : NAN;
-
-    if (tl->n_steps > 0 && tl->step_ms) {
-        memcpy(steps, tl->step_ms, sizeof *steps * (size_t)tl->n_steps);
-        qsort(steps, (size_t)tl->n_steps, sizeof *steps, double_cmp);
-        r->step_ms = quantile_sorted(steps, tl->n_steps, 0.5);
-        r->step_ms_p10 = quantile_sorted(steps, tl->n_steps, 0.1);
-        r->step_ms_p90 = quantile_sorted(steps, tl->n_steps, 0.9);
-    } else {
-        r->step_ms = r->step_ms_p10 = r->step_ms_p90 = span;
-    }
-    if (cfg && r->step_ms > 0.0) {
-        r->tokens_per_s = config_tokens_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0);
-        r->tflops = config_flops_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0) / 1e12;
-    } else {
-        r->tokens_per_s = r->tflops = NAN;
-    }
-    free(busy);
-    free(peak);
-    free(steps);
-    return PP_OK;
-
+    fill_step_times(r, cfg, plan, tl, span, steps);
 fail:
     free(busy);
     free(peak);
     free(steps);
-    report_free(r);
+    if (st != PP_OK) report_free(r);
     return st;
 }
 
@@ -333,7 +354,7 @@ static const char *fmt_pct(char *buf, size_t size, double x, int prec)
     return buf;
 }
 
-static const char *mode_name(pp_mode_t m)
+const char *report_mode_name(pp_mode_t m)
 {
     return m == PP_MODE_MEASURE ? "measure" : "simulate";
 }
@@ -348,41 +369,44 @@ static const char *fmt_delta_pp(char *buf, size_t size, double a, double b)
     return buf;
 }
 
-void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
+/* Preamble: every option that shaped the numbers. */
+static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t *cfg)
 {
-    char a[64], b[64], c[64], d[64], e[64];
-
-    /* Preamble: every option that shaped the numbers. */
-    fprintf(f, "# ppsched: schedule %s, mode %s\n", r->schedule ? r->schedule : "-",
-            mode_name(r->mode));
+    out_printf(o, "# ppsched: schedule %s, mode %s\n", r->schedule ? r->schedule : "-",
+               report_mode_name(r->mode));
     if (cfg) {
         const pp_model_cfg_t *m = &cfg->model;
-        fprintf(f, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
-                m->hidden, m->heads, m->seq_len, m->vocab, pp_dtype_name(m->dtype));
+        out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
+                   m->hidden, m->heads, m->seq_len, m->vocab, pp_dtype_name(m->dtype));
     }
-    fprintf(f, "# pipeline: p %d devices, %d stages, v %d, m %d micro-batches", r->devices,
-            r->stages, r->chunks, r->micro_batches);
+    out_printf(o, "# pipeline: p %d devices, %d stages, v %d, m %d micro-batches", r->devices,
+               r->stages, r->chunks, r->micro_batches);
     if (cfg)
-        fprintf(f, " of %d sequences, placement %s, transport %s", cfg->pipeline.micro_batch_size,
-                cfg->pipeline.placement == PP_PLACEMENT_V ? "v" : "loop",
-                transport_name(cfg->pipeline.transport));
-    fputc('\n', f);
+        out_printf(o, " of %d sequences, placement %s, transport %s",
+                   cfg->pipeline.micro_batch_size,
+                   cfg->pipeline.placement == PP_PLACEMENT_V ? "v" : "loop",
+                   transport_name(cfg->pipeline.transport));
+    out_puts(o, "\n");
     if (r->mode == PP_MODE_MEASURE && isfinite(r->loss))
-        fprintf(f, "# loss: %.9g (mean over the micro-batches of the last step)\n", r->loss);
+        out_printf(o, "# loss: %.9g (mean over the micro-batches of the last step)\n", r->loss);
     if (cfg && r->mode == PP_MODE_SIMULATE)
-        fprintf(f,
-                "# cost model (ms per micro-batch, one device's share of the layers): forward %g, "
-                "backward_input %g, "
-                "backward_weight %g, send %g\n",
-                cfg->cost.forward, cfg->cost.backward_input, cfg->cost.backward_weight,
-                cfg->cost.send);
-    fprintf(f, "#\n");
+        out_printf(
+            o,
+            "# cost model (ms per micro-batch, one device's share of the layers): forward %g, "
+            "backward_input %g, "
+            "backward_weight %g, send %g\n",
+            cfg->cost.forward, cfg->cost.backward_input, cfg->cost.backward_weight, cfg->cost.send);
+    out_printf(o, "#\n");
+}
 
-    /* Two-row header, then one fixed-width row per device. */
-    fprintf(f, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", "cuda", "busy", "idle",
-            "bubble", "theory", "in-flight", "peak-mem", "sent");
-    fprintf(f, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%", "mb",
-            "GiB", "MiB");
+/* Two-row header, then one fixed-width row per device. */
+static void table_devices(pp_out_t *o, const pp_report_t *r)
+{
+    char a[64], b[64], c[64], d[64];
+    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", "cuda", "busy", "idle",
+               "bubble", "theory", "in-flight", "peak-mem", "sent");
+    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%", "mb",
+               "GiB", "MiB");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
         char cuda[16], mem[32], inflight[16];
@@ -398,136 +422,58 @@ void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
             snprintf(mem, sizeof mem, "%.2f", (double)ds->peak_mem_bytes / (1024.0 * 1024 * 1024));
         else
             snprintf(mem, sizeof mem, "-");
-        fprintf(f, "  %6d %5s %11s %11s %8s %8s %9s %9s %10.2f\n", ds->device, cuda,
-                fmt_num(a, sizeof a, ds->busy_ms, 1.0, 3),
-                fmt_num(b, sizeof b, ds->idle_ms, 1.0, 3),
-                fmt_num(c, sizeof c, ds->bubble, 100.0, 2),
-                fmt_num(d, sizeof d, r->bubble_theory, 100.0, 2), inflight, mem,
-                ds->bytes_sent / (1024.0 * 1024.0));
+        out_printf(o, "  %6d %5s %11s %11s %8s %8s %9s %9s %10.2f\n", ds->device, cuda,
+                   fmt_num(a, sizeof a, ds->busy_ms, 1.0, 3),
+                   fmt_num(b, sizeof b, ds->idle_ms, 1.0, 3),
+                   fmt_num(c, sizeof c, ds->bubble, 100.0, 2),
+                   fmt_num(d, sizeof d, r->bubble_theory, 100.0, 2), inflight, mem,
+                   ds->bytes_sent / (1024.0 * 1024.0));
     }
+}
+
+pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
+{
+    pp_out_t out, *o = &out;
+    out_wrap(o, f, "output", "the report table");
+    char a[64], b[64], c[64], d[64], e[64];
+    table_preamble(o, r, cfg);
+    table_devices(o, r);
 
     /* Summary block and verdict. */
-    fprintf(f, "#\n");
-    fprintf(f, "# step time (ms): median %s, p10 %s, p90 %s\n",
-            fmt_num(a, sizeof a, r->step_ms, 1.0, 3), fmt_num(b, sizeof b, r->step_ms_p10, 1.0, 3),
-            fmt_num(c, sizeof c, r->step_ms_p90, 1.0, 3));
+    out_printf(o, "#\n");
+    out_printf(o, "# step time (ms): median %s, p10 %s, p90 %s\n",
+               fmt_num(a, sizeof a, r->step_ms, 1.0, 3),
+               fmt_num(b, sizeof b, r->step_ms_p10, 1.0, 3),
+               fmt_num(c, sizeof c, r->step_ms_p90, 1.0, 3));
     if (isfinite(r->tokens_per_s))
         snprintf(a, sizeof a, "%.4g", r->tokens_per_s);
     else
         snprintf(a, sizeof a, "-");
-    fprintf(f, "# throughput%s: %s tokens/s, %s TFLOP/s (%s per device)\n",
-            r->mode == PP_MODE_SIMULATE ? " (at the cost model's op times)" : "", a,
-            fmt_num(b, sizeof b, r->tflops, 1.0, 1),
-            fmt_num(c, sizeof c, r->tflops / r->devices, 1.0, 1));
-    fprintf(f,
-            "# bubble overall: %s idle/makespan, %s idle/ideal-compute; theory %s, simulated %s "
-            "(idle/makespan)\n",
-            fmt_pct(a, sizeof a, r->bubble, 2), fmt_pct(b, sizeof b, r->bubble_ideal, 2),
-            fmt_pct(c, sizeof c, r->bubble_theory, 2),
-            fmt_pct(d, sizeof d, r->bubble_simulated, 2));
+    out_printf(o, "# throughput%s: %s tokens/s, %s TFLOP/s (%s per device)\n",
+               r->mode == PP_MODE_SIMULATE ? " (at the cost model's op times)" : "", a,
+               fmt_num(b, sizeof b, r->tflops, 1.0, 1),
+               fmt_num(c, sizeof c, r->tflops / r->devices, 1.0, 1));
+    out_printf(o,
+               "# bubble overall: %s idle/makespan, %s idle/ideal-compute; theory %s, simulated %s "
+               "(idle/makespan)\n",
+               fmt_pct(a, sizeof a, r->bubble, 2), fmt_pct(b, sizeof b, r->bubble_ideal, 2),
+               fmt_pct(c, sizeof c, r->bubble_theory, 2),
+               fmt_pct(d, sizeof d, r->bubble_simulated, 2));
     if (!isfinite(r->bubble)) {
-        fprintf(f, "# verdict: bubble unknown (no per-op times); theory %s, simulated %s\n",
-                fmt_pct(b, sizeof b, r->bubble_theory, 1),
-                fmt_pct(c, sizeof c, r->bubble_simulated, 1));
-        return;
+        out_printf(o, "# verdict: bubble unknown (no per-op times); theory %s, simulated %s\n",
+                   fmt_pct(b, sizeof b, r->bubble_theory, 1),
+                   fmt_pct(c, sizeof c, r->bubble_simulated, 1));
+        return out_close(o);
     }
-    fprintf(f, "# verdict: bubble %s", fmt_pct(a, sizeof a, r->bubble, 1));
+    out_printf(o, "# verdict: bubble %s", fmt_pct(a, sizeof a, r->bubble, 1));
     if (isfinite(r->bubble_theory))
-        fprintf(f, " vs theory %s (\xce\x94 %s)", fmt_pct(b, sizeof b, r->bubble_theory, 1),
-                fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_theory));
+        out_printf(o, " vs theory %s (\xce\x94 %s)", fmt_pct(b, sizeof b, r->bubble_theory, 1),
+                   fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_theory));
     else
-        fprintf(f, " (no closed form for schedule %s)", r->schedule ? r->schedule : "-");
+        out_printf(o, " (no closed form for schedule %s)", r->schedule ? r->schedule : "-");
     if (r->mode == PP_MODE_MEASURE && isfinite(r->bubble_simulated))
-        fprintf(f, ", simulated %s (\xce\x94 %s)", fmt_pct(c, sizeof c, r->bubble_simulated, 1),
-                fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_simulated));
-    fputc('\n', f);
-}
-
-/* ---- JSON ------------------------------------------------------------------------------------ */
-
-/* A number that reads back as the same double (shortest of %.15g/%.16g/%.17g), or null. */
-static void json_num(FILE *f, double x)
-{
-    char buf[40];
-    if (!isfinite(x)) {
-        fputs("null", f);
-        return;
-    }
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    fputs(buf, f);
-}
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
-void report_print_json(const pp_report_t *r, FILE *f)
-{
-    fputs("{\"schedule\":", f);
-    json_str(f, r->schedule);
-    fputs(",\"mode\":", f);
-    json_str(f, mode_name(r->mode));
-    fprintf(f, ",\"devices\":%d,\"stages\":%d,\"micro_batches\":%d", r->devices, r->stages,
-            r->micro_batches);
-    fputs(",\"step_ms\":", f);
-    json_num(f, r->step_ms);
-    fputs(",\"step_ms_p10\":", f);
-    json_num(f, r->step_ms_p10);
-    fputs(",\"step_ms_p90\":", f);
-    json_num(f, r->step_ms_p90);
-    fputs(",\"tokens_per_s\":", f);
-    json_num(f, r->tokens_per_s);
-    fputs(",\"tflops\":", f);
-    json_num(f, r->tflops);
-    fputs(",\"bubble\":", f);
-    json_num(f, r->bubble);
-    fputs(",\"bubble_theory\":", f);
-    json_num(f, r->bubble_theory);
-    fputs(",\"bubble_simulated\":", f);
-    json_num(f, r->bubble_simulated);
-    fputs(",\"loss\":", f);
-    if (isfinite(r->loss))
-        fprintf(f, "%.9g", r->loss);
-    else
-        fputs("null", f);
-    fputs(",\n \"per_device\":[", f);
-    for (int i = 0; i < r->devices; i++) {
-        const pp_device_stats_t *ds = &r->per_device[i];
-        fprintf(f, "%s\n  {\"device\":%d,\"busy_ms\":", i ? "," : "", ds->device);
-        json_num(f, ds->busy_ms);
-        fputs(",\"idle_ms\":", f);
-        json_num(f, ds->idle_ms);
-        fputs(",\"bubble\":", f);
-        json_num(f, ds->bubble);
-        fputs(",\"peak_mem_bytes\":", f);
-        if (ds->peak_mem_bytes > 0)
-            fprintf(f, "%zu", ds->peak_mem_bytes);
-        else
-            fputs("null", f); /* unknown */
-        fputs(",\"peak_inflight_microbatches\":", f);
-        if (ds->peak_inflight >= 0)
-            fprintf(f, "%d}", ds->peak_inflight);
-        else
-            fputs("null}", f); /* unknown: no per-op times */
-    }
-    fputs("]}\n", f);
+        out_printf(o, ", simulated %s (\xce\x94 %s)", fmt_pct(c, sizeof c, r->bubble_simulated, 1),
+                   fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_simulated));
+    out_puts(o, "\n");
+    return out_close(o);
 }

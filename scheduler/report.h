@@ -1,6 +1,8 @@
 /*
  * report.h — metrics from a plan and its timeline, and every way ppsched prints them: the
- * fixed-width table, the JSON of DESIGN.md, the Chrome trace and the SVG Gantt chart.
+ * fixed-width table, the JSON of docs/architecture.md, the Chrome trace and the SVG Gantt chart.
+ * Every writer goes through report_io.h (opening, escaping, closing with the write errors reported)
+ * and returns PP_ERR_IO after printing what failed.
  *
  * Bubble of a device = 1 - busy / makespan, busy = the union of its compute ops' intervals.
  * Both conventions are labelled where printed: idle/makespan (the `bubble` fields) and
@@ -54,10 +56,13 @@ void report_free(pp_report_t *r);
  * has none (explicit steps, CSV). */
 double report_bubble_theory(pp_sched_kind_t kind, int p, int m, int v);
 
+/* "measure" or "simulate", as the reports print a mode. */
+const char *report_mode_name(pp_mode_t m);
+
 /* The fixed-width table: a `#` preamble, names row, units row, a row per device, verdict footer. */
-void report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f);
-/* JSON with exactly the schema of DESIGN.md. */
-void report_print_json(const pp_report_t *r, FILE *f);
+pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f);
+/* JSON with exactly the schema of docs/architecture.md. */
+pp_status_t report_print_json(const pp_report_t *r, FILE *f);
 /* Chrome trace / Perfetto: a track per device per stream role, flow arrows send -> recv. */
 pp_status_t report_write_trace(const pp_plan_t *plan, const pp_timeline_t *tl, const char *path);
 /* Same, naming each device's track "device d (cuda N)" from cuda_ids[d] (NULL or -1: unknown). */

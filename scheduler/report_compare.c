@@ -6,6 +6,8 @@
  */
 #include "report_compare.h"
 
+#include "report_io.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +31,15 @@ static void fullest_device(const pp_report_t *r, size_t *mem, int *inflight)
     }
 }
 
-void compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
+pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
 {
-    fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "schedule", "p", "m",
-            "v", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory", "peak mem",
-            "peak");
-    fprintf(f, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "", "", "", "",
-            "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb");
+    pp_out_t out, *o = &out;
+    out_wrap(o, f, "output", "the comparison table");
+    out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "schedule", "p",
+               "m", "v", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory",
+               "peak mem", "peak");
+    out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "", "", "", "",
+               "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb");
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].run.report;
         size_t mem;
@@ -47,30 +51,36 @@ void compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
         fmt_num(th, sizeof th, r->bubble_theory * 100, "%.1f");
         fmt_num(sim, sizeof sim, r->bubble_simulated * 100, "%.1f");
         fmt_num(tf, sizeof tf, r->tflops, "%.1f");
-        fprintf(f, "%-36.36s %3d %4d %2d %9.3f %9.3f %9.3f %11.4g %8s %7s %7s %7s %9s %6d\n",
-                jobs[i].label, r->devices, r->micro_batches, r->chunks, r->step_ms, r->step_ms_p10,
-                r->step_ms_p90, r->tokens_per_s, tf, bub, sim, th, memb, inflight);
+        out_printf(o, "%-36.36s %3d %4d %2d %9.3f %9.3f %9.3f %11.4g %8s %7s %7s %7s %9s %6d\n",
+                   jobs[i].label, r->devices, r->micro_batches, r->chunks, r->step_ms,
+                   r->step_ms_p10, r->step_ms_p90, r->tokens_per_s, tf, bub, sim, th, memb,
+                   inflight);
     }
     /* Verdict: the highest throughput (runs of different m do different work per step). */
     int best = 0;
     for (int i = 1; i < n; i++)
         if (jobs[i].run.report.tokens_per_s > jobs[best].run.report.tokens_per_s) best = i;
     if (n > 1)
-        fprintf(f, "# highest throughput: %s (%.4g tokens/s, %.3f ms per step)\n", jobs[best].label,
-                jobs[best].run.report.tokens_per_s, jobs[best].run.report.step_ms);
+        out_printf(o, "# highest throughput: %s (%.4g tokens/s, %.3f ms per step)\n",
+                   jobs[best].label, jobs[best].run.report.tokens_per_s,
+                   jobs[best].run.report.step_ms);
+    return out_close(o);
 }
 
-static void csv_field(FILE *f, double v)
+static void csv_field(pp_out_t *o, double v)
 {
     if (isnan(v))
-        fputs(",", f);
+        out_puts(o, ",");
     else
-        fprintf(f, ",%.6g", v);
+        out_printf(o, ",%.6g", v);
 }
 
-void compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
+pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
 {
-    fprintf(f, "schedule,mode,devices,stages,micro_batches,chunks,step_ms,step_ms_p10,step_ms_p90,"
+    pp_out_t out, *o = &out;
+    out_wrap(o, f, "output", "the comparison CSV");
+    out_printf(o,
+               "schedule,mode,devices,stages,micro_batches,chunks,step_ms,step_ms_p10,step_ms_p90,"
                "tokens_per_s,tflops,bubble,bubble_simulated,bubble_theory,peak_mem_bytes,"
                "peak_inflight_microbatches\n");
     for (int i = 0; i < n; i++) {
@@ -78,19 +88,19 @@ void compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         size_t mem;
         int inflight;
         fullest_device(r, &mem, &inflight);
-        fprintf(f, "\"%s\",%s,%d,%d,%d,%d", jobs[i].label,
-                r->mode == PP_MODE_MEASURE ? "measure" : "simulate", r->devices, r->stages,
-                r->micro_batches, r->chunks);
-        csv_field(f, r->step_ms);
-        csv_field(f, r->step_ms_p10);
-        csv_field(f, r->step_ms_p90);
-        csv_field(f, r->tokens_per_s);
-        csv_field(f, r->tflops);
-        csv_field(f, r->bubble);
-        csv_field(f, r->bubble_simulated);
-        csv_field(f, r->bubble_theory);
-        fprintf(f, ",%zu,%d\n", mem, inflight);
+        out_printf(o, "\"%s\",%s,%d,%d,%d,%d", jobs[i].label, report_mode_name(r->mode), r->devices,
+                   r->stages, r->micro_batches, r->chunks);
+        csv_field(o, r->step_ms);
+        csv_field(o, r->step_ms_p10);
+        csv_field(o, r->step_ms_p90);
+        csv_field(o, r->tokens_per_s);
+        csv_field(o, r->tflops);
+        csv_field(o, r->bubble);
+        csv_field(o, r->bubble_simulated);
+        csv_field(o, r->bubble_theory);
+        out_printf(o, ",%zu,%d\n", mem, inflight);
     }
+    return out_close(o);
 }
 
 /* One bubble-against-m chart per schedule (same name, p and v) that ran at two or more m. */

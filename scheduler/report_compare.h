@@ -20,9 +20,9 @@ typedef struct pp_compare_row {
 } pp_compare_row_t;
 
 /* The fixed-width table: names row, units row, a row per run, a verdict footer. */
-void compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f);
+pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f);
 /* The same as CSV with a header row. */
-void compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f);
+pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f);
 /* One bubble-against-m chart into DIR per schedule (same name, p and v) run at two or more m;
  * `measure` says whether the points are measured (the simulated ones are drawn beside them). */
 pp_status_t compare_bubble_charts(const pp_compare_row_t *jobs, int n, const char *dir,

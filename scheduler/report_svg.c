@@ -9,8 +9,8 @@
  * readable. Every compute op gets exactly one <rect class="op ...">. Text is XML-escaped.
  */
 #include "report.h"
+#include "report_io.h"
 
-#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -36,22 +36,6 @@ static const char *op_colour(pp_action_kind_t k)
     }
 }
 
-static void xml_text(FILE *f, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default:
-            /* Control characters other than tab/newline are not allowed in XML 1.0. */
-            if (*p >= 0x20 || *p == '\t' || *p == '\n') fputc(*p, f);
-        }
-    }
-}
-
 /* A round tick step (1, 2 or 5 times a power of ten) giving about `n` ticks over `span`. */
 static double tick_step(double span, int n)
 {
@@ -61,6 +45,168 @@ static double tick_step(double span, int n)
     for (int i = 0; i < 4; i++)
         if (steps[i] * mag >= raw) return steps[i] * mag;
     return 10.0 * mag;
+}
+
+/* The chart's geometry: time origin, scale, plot width from the longest device program. */
+typedef struct svg_geom {
+    double t0, span, scale;
+    int plot_w, axis_y, width, height;
+} svg_geom_t;
+
+static svg_geom_t svg_geometry(const pp_plan_t *plan, const pp_timeline_t *tl)
+{
+    svg_geom_t g;
+    g.t0 = 0.0;
+    for (int k = 0; k < plan->n_ops; k++)
+        if (k == 0 || tl->t[k].start_ms < g.t0) g.t0 = tl->t[k].start_ms;
+    g.span = timeline_makespan(tl);
+    int longest = 0;
+    for (int d = 0; d < plan->n_devices; d++) {
+        int n = 0;
+        for (int k = 0; k < plan->n_ops; k++)
+            if (plan->ops[k].device == d && plan->ops[k].role == PP_ROLE_COMPUTE) n++;
+        if (n > longest) longest = n;
+    }
+    g.plot_w = longest * SVG_PX_PER_OP;
+    if (g.plot_w < SVG_MIN_PLOT) g.plot_w = SVG_MIN_PLOT;
+    if (g.plot_w > SVG_MAX_PLOT) g.plot_w = SVG_MAX_PLOT;
+    g.scale = g.span > 0.0 ? g.plot_w / g.span : 0.0;
+    g.axis_y = SVG_TOP + plan->n_devices * (SVG_ROW_H + SVG_ROW_GAP);
+    g.width = SVG_LEFT + g.plot_w + SVG_RIGHT;
+    g.height = g.axis_y + 80;
+    return g;
+}
+
+/* XML prolog, background, title and the summary line. */
+static void svg_header(pp_out_t *o, const svg_geom_t *g, const pp_plan_t *plan,
+                       const pp_timeline_t *tl, const pp_report_t *rep, const char *title)
+{
+    const int width = g->width, height = g->height;
+    const double span = g->span;
+    out_printf(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out_printf(
+        o,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
+        "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n",
+        width, height, width, height);
+    out_printf(o,
+               "<rect class=\"bg\" x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
+               width, height);
+    out_puts(o, "<title>");
+    out_xml(o, title ? title : "ppsched");
+    out_puts(o, "</title>\n");
+    out_printf(o, "<text x=\"%d\" y=\"26\" font-size=\"17\" font-weight=\"bold\">", SVG_LEFT);
+    out_xml(o, title ? title : "ppsched");
+    out_puts(o, "</text>\n");
+    out_printf(
+        o,
+        "<text x=\"%d\" y=\"46\" font-size=\"12\" fill=\"#444444\">%s, %d devices, %d stages, "
+        "%d micro-batches, makespan %.3f ms, bubble %.1f%% (idle/makespan), %s</text>\n",
+        SVG_LEFT, sched_kind_name(plan->kind), plan->n_devices, plan->n_stages, plan->n_mb, span,
+        100.0 * (isfinite(rep->bubble) ? rep->bubble : 0.0),
+        tl->mode == PP_MODE_MEASURE ? "measured" : "simulated");
+}
+
+/* Device d's row: label, compute boxes, transfer bars, busy/bubble text. */
+static void svg_row(pp_out_t *o, const svg_geom_t *g, const pp_plan_t *plan,
+                    const pp_timeline_t *tl, const pp_report_t *rep, int d)
+{
+    const double t0 = g->t0, scale = g->scale;
+    const int plot_w = g->plot_w;
+    int y = SVG_TOP + d * (SVG_ROW_H + SVG_ROW_GAP);
+    out_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"13\" text-anchor=\"end\">dev %d</text>\n",
+               SVG_LEFT - 10, y + SVG_ROW_H / 2 + 5, d);
+    out_printf(o,
+               "<rect class=\"lane\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
+               "fill=\"#f3f3f3\"/>\n",
+               SVG_LEFT, y, plot_w, SVG_ROW_H);
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        if (op->device != d) continue;
+        double x = SVG_LEFT + (tl->t[k].start_ms - t0) * scale;
+        double w = (tl->t[k].end_ms - tl->t[k].start_ms) * scale;
+        if (w < 0.0) w = 0.0;
+        pp_action_t a = {op->kind, op->stage, op->mb};
+        char txt[32];
+        action_format(&a, txt, sizeof txt);
+        if (op->role == PP_ROLE_COMPUTE) {
+            out_printf(o,
+                       "<rect class=\"op %s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
+                       "fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"0.5\"><title>%s %.3f-%.3f "
+                       "ms</title></rect>\n",
+                       action_kind_name(op->kind), x, y, w, SVG_ROW_H, op_colour(op->kind), txt,
+                       tl->t[k].start_ms - t0, tl->t[k].end_ms - t0);
+            char mb[16];
+            int len = snprintf(mb, sizeof mb, "%d", op->mb);
+            if (w >= 7.0 * len + 4.0)
+                out_printf(o,
+                           "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" fill=\"#ffffff\" "
+                           "text-anchor=\"middle\">%s</text>\n",
+                           x + w / 2, y + SVG_ROW_H / 2 + 4, mb);
+        } else if (w > 0.0) {
+            int bar_y = y + SVG_ROW_H + 2 + (op->role == PP_ROLE_RECV ? 4 : 0);
+            out_printf(o,
+                       "<rect class=\"comm\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"3\" "
+                       "fill=\"%s\"><title>%s %.3f-%.3f ms</title></rect>\n",
+                       x, bar_y, w, op->role == PP_ROLE_RECV ? "#6f6f6f" : "#a8a8a8", txt,
+                       tl->t[k].start_ms - t0, tl->t[k].end_ms - t0);
+        }
+    }
+    const pp_device_stats_t *ds = &rep->per_device[d];
+    out_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"12\">busy %.3f ms, bubble %.1f%%</text>\n",
+               SVG_LEFT + plot_w + 10, y + SVG_ROW_H / 2 + 4, ds->busy_ms,
+               100.0 * (isfinite(ds->bubble) ? ds->bubble : 0.0));
+}
+
+/* Time axis with round ticks. */
+static void svg_axis(pp_out_t *o, const svg_geom_t *g)
+{
+    const int axis_y = g->axis_y, plot_w = g->plot_w;
+    const double span = g->span, scale = g->scale;
+    out_printf(o,
+               "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#000000\" "
+               "stroke-width=\"1\"/>\n",
+               SVG_LEFT, axis_y, SVG_LEFT + plot_w, axis_y);
+    double step = tick_step(span, 10);
+    for (int i = 0; span > 0.0 && i * step <= span * (1.0 + 1e-9); i++) {
+        double x = SVG_LEFT + i * step * scale;
+        out_printf(o,
+                   "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#000000\" "
+                   "stroke-width=\"1\"/>\n",
+                   x, axis_y, x, axis_y + 5);
+        out_printf(o,
+                   "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%g</text>\n",
+                   x, axis_y + 18, i * step);
+    }
+    out_printf(o,
+               "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">time (ms)</text>\n",
+               SVG_LEFT + plot_w / 2, axis_y + 36);
+}
+
+/* The legend: one swatch per compute kind, and the transfer bar. */
+static void svg_legend(pp_out_t *o, const svg_geom_t *g)
+{
+    const int axis_y = g->axis_y;
+    static const pp_action_kind_t kinds[] = {PP_ACT_F, PP_ACT_B, PP_ACT_I, PP_ACT_W};
+    static const char *const labels[] = {"F forward", "B backward", "I input grad",
+                                         "W weight grad"};
+    int lx = SVG_LEFT, ly = axis_y + 52;
+    for (int i = 0; i < 4; i++) {
+        out_printf(o,
+                   "<rect class=\"legend\" x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" "
+                   "fill=\"%s\"/>\n",
+                   lx, ly, op_colour(kinds[i]));
+        out_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"12\">%s</text>\n", lx + 20, ly + 12,
+                   labels[i]);
+        lx += 130;
+    }
+    out_printf(o,
+               "<rect class=\"legend\" x=\"%d\" y=\"%d\" width=\"14\" height=\"3\" "
+               "fill=\"#a8a8a8\"/>\n",
+               lx, ly + 6);
+    out_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"12\">send / recv</text>\n", lx + 20,
+               ly + 12);
+    out_puts(o, "</svg>\n");
 }
 
 pp_status_t report_write_svg(const pp_plan_t *plan, const pp_timeline_t *tl, const char *title,
@@ -75,146 +221,17 @@ pp_status_t report_write_svg(const pp_plan_t *plan, const pp_timeline_t *tl, con
     }
     pp_report_t rep;
     PP_CHECK(report_build(&rep, NULL, plan, tl, NULL));
-
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "%s: cannot write the SVG chart: %s\n", path, strerror(errno));
-        report_free(&rep);
-        return PP_ERR_IO;
+    pp_out_t out, *o = &out;
+    pp_status_t st = out_open(o, path, "the SVG chart");
+    if (st == PP_OK) {
+        svg_geom_t g = svg_geometry(plan, tl);
+        svg_header(o, &g, plan, tl, &rep, title);
+        for (int d = 0; d < plan->n_devices; d++)
+            svg_row(o, &g, plan, tl, &rep, d);
+        svg_axis(o, &g);
+        svg_legend(o, &g);
+        st = out_close(o);
     }
-
-    /* Geometry: time origin, scale, plot width from the longest device program. */
-    double t0 = 0.0;
-    for (int k = 0; k < plan->n_ops; k++)
-        if (k == 0 || tl->t[k].start_ms < t0) t0 = tl->t[k].start_ms;
-    double span = timeline_makespan(tl);
-    int longest = 0;
-    for (int d = 0; d < plan->n_devices; d++) {
-        int n = 0;
-        for (int k = 0; k < plan->n_ops; k++)
-            if (plan->ops[k].device == d && plan->ops[k].role == PP_ROLE_COMPUTE) n++;
-        if (n > longest) longest = n;
-    }
-    int plot_w = longest * SVG_PX_PER_OP;
-    if (plot_w < SVG_MIN_PLOT) plot_w = SVG_MIN_PLOT;
-    if (plot_w > SVG_MAX_PLOT) plot_w = SVG_MAX_PLOT;
-    double scale = span > 0.0 ? plot_w / span : 0.0;
-    int rows_h = plan->n_devices * (SVG_ROW_H + SVG_ROW_GAP);
-    int axis_y = SVG_TOP + rows_h;
-    int width = SVG_LEFT + plot_w + SVG_RIGHT, height = axis_y + 80;
-
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(f,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n",
-            width, height, width, height);
-    fprintf(f, "<rect class=\"bg\" x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
-            width, height);
-    fputs("<title>", f);
-    xml_text(f, title ? title : "ppsched");
-    fputs("</title>\n", f);
-    fprintf(f, "<text x=\"%d\" y=\"26\" font-size=\"17\" font-weight=\"bold\">", SVG_LEFT);
-    xml_text(f, title ? title : "ppsched");
-    fputs("</text>\n", f);
-    fprintf(f,
-            "<text x=\"%d\" y=\"46\" font-size=\"12\" fill=\"#444444\">%s, %d devices, %d stages, "
-            "%d micro-batches, makespan %.3f ms, bubble %.1f%% (idle/makespan), %s</text>\n",
-            SVG_LEFT, sched_kind_name(plan->kind), plan->n_devices, plan->n_stages, plan->n_mb,
-            span, 100.0 * (isfinite(rep.bubble) ? rep.bubble : 0.0),
-            tl->mode == PP_MODE_MEASURE ? "measured" : "simulated");
-
-    /* Rows: label, compute boxes, transfer bars, busy/bubble text. */
-    for (int d = 0; d < plan->n_devices; d++) {
-        int y = SVG_TOP + d * (SVG_ROW_H + SVG_ROW_GAP);
-        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"13\" text-anchor=\"end\">dev %d</text>\n",
-                SVG_LEFT - 10, y + SVG_ROW_H / 2 + 5, d);
-        fprintf(f,
-                "<rect class=\"lane\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
-                "fill=\"#f3f3f3\"/>\n",
-                SVG_LEFT, y, plot_w, SVG_ROW_H);
-        for (int k = 0; k < plan->n_ops; k++) {
-            const pp_op_t *op = &plan->ops[k];
-            if (op->device != d) continue;
-            double x = SVG_LEFT + (tl->t[k].start_ms - t0) * scale;
-            double w = (tl->t[k].end_ms - tl->t[k].start_ms) * scale;
-            if (w < 0.0) w = 0.0;
-            pp_action_t a = {op->kind, op->stage, op->mb};
-            char txt[32];
-            action_format(&a, txt, sizeof txt);
-            if (op->role == PP_ROLE_COMPUTE) {
-                fprintf(f,
-                        "<rect class=\"op %s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
-                        "fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"0.5\"><title>%s %.3f-%.3f "
-                        "ms</title></rect>\n",
-                        action_kind_name(op->kind), x, y, w, SVG_ROW_H, op_colour(op->kind), txt,
-                        tl->t[k].start_ms - t0, tl->t[k].end_ms - t0);
-                char mb[16];
-                int len = snprintf(mb, sizeof mb, "%d", op->mb);
-                if (w >= 7.0 * len + 4.0)
-                    fprintf(f,
-                            "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" fill=\"#ffffff\" "
-                            "text-anchor=\"middle\">%s</text>\n",
-                            x + w / 2, y + SVG_ROW_H / 2 + 4, mb);
-            } else if (w > 0.0) {
-                int bar_y = y + SVG_ROW_H + 2 + (op->role == PP_ROLE_RECV ? 4 : 0);
-                fprintf(f,
-                        "<rect class=\"comm\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"3\" "
-                        "fill=\"%s\"><title>%s %.3f-%.3f ms</title></rect>\n",
-                        x, bar_y, w, op->role == PP_ROLE_RECV ? "#6f6f6f" : "#a8a8a8", txt,
-                        tl->t[k].start_ms - t0, tl->t[k].end_ms - t0);
-            }
-        }
-        const pp_device_stats_t *ds = &rep.per_device[d];
-        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\">busy %.3f ms, bubble %.1f%%</text>\n",
-                SVG_LEFT + plot_w + 10, y + SVG_ROW_H / 2 + 4, ds->busy_ms,
-                100.0 * (isfinite(ds->bubble) ? ds->bubble : 0.0));
-    }
-
-    /* Time axis with round ticks. */
-    fprintf(f,
-            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#000000\" "
-            "stroke-width=\"1\"/>\n",
-            SVG_LEFT, axis_y, SVG_LEFT + plot_w, axis_y);
-    double step = tick_step(span, 10);
-    for (int i = 0; span > 0.0 && i * step <= span * (1.0 + 1e-9); i++) {
-        double x = SVG_LEFT + i * step * scale;
-        fprintf(f,
-                "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%d\" stroke=\"#000000\" "
-                "stroke-width=\"1\"/>\n",
-                x, axis_y, x, axis_y + 5);
-        fprintf(f, "<text x=\"%.2f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%g</text>\n",
-                x, axis_y + 18, i * step);
-    }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">time (ms)</text>\n",
-            SVG_LEFT + plot_w / 2, axis_y + 36);
-
-    /* Legend. */
-    static const pp_action_kind_t kinds[] = {PP_ACT_F, PP_ACT_B, PP_ACT_I, PP_ACT_W};
-    static const char *const labels[] = {"F forward", "B backward", "I input grad",
-                                         "W weight grad"};
-    int lx = SVG_LEFT, ly = axis_y + 52;
-    for (int i = 0; i < 4; i++) {
-        fprintf(f,
-                "<rect class=\"legend\" x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" "
-                "fill=\"%s\"/>\n",
-                lx, ly, op_colour(kinds[i]));
-        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\">%s</text>\n", lx + 20, ly + 12,
-                labels[i]);
-        lx += 130;
-    }
-    fprintf(f,
-            "<rect class=\"legend\" x=\"%d\" y=\"%d\" width=\"14\" height=\"3\" "
-            "fill=\"#a8a8a8\"/>\n",
-            lx, ly + 6);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\">send / recv</text>\n", lx + 20, ly + 12);
-    fputs("</svg>\n", f);
-
     report_free(&rep);
-    int bad = ferror(f);
-    if (fclose(f) != 0) bad = 1;
-    if (bad) {
-        fprintf(stderr, "%s: writing the SVG chart failed: %s\n", path, strerror(errno));
-        return PP_ERR_IO;
-    }
-    return PP_OK;
+    return st;
 }

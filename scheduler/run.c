@@ -10,6 +10,7 @@
 #include "run.h"
 
 #include "generate.h"
+#include "written.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,13 +24,19 @@ pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char
         PP_CHECK(config_load_string(&r->cfg, path, yaml, sets, n_sets));
     else
         PP_CHECK(config_load(&r->cfg, path, sets, n_sets));
+    if (sched_kind(r->cfg.schedule.kind)->written) {
+        /* A written schedule decides the pipeline's shape: build it, then bring the keys in line.
+         */
+        PP_CHECK(generate_schedule(&r->sched, &r->cfg));
+        PP_CHECK(written_reconcile(&r->cfg, &r->sched, n_visible));
+    }
     PP_CHECK(config_resolve(&r->cfg, n_visible));
     return run_plan(r);
 }
 
 pp_status_t run_plan(pp_run_t *r)
 {
-    PP_CHECK(generate_schedule(&r->sched, &r->cfg));
+    if (!sched_kind(r->cfg.schedule.kind)->written) PP_CHECK(generate_schedule(&r->sched, &r->cfg));
     pp_status_t st = schedule_validate(&r->sched);
     if (st == PP_OK) st = plan_lower(&r->plan, &r->sched, &r->cfg);
     if (st == PP_OK) st = plan_validate(&r->plan);

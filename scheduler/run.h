@@ -52,12 +52,14 @@ typedef struct pp_run_opts {
     int check_grads;     /* keep the last step's gradients in r->exec */
 } pp_run_opts_t;
 
-/* Load `path` (or, when yaml is not NULL, that text named `path`) with the overrides, resolve it
- * against n_visible CUDA devices, then run_plan. On failure `r` is left freeable. */
+/* Load `path` (or, when yaml is not NULL, that text named `path`) with the overrides; for a
+ * written schedule (steps, csv) build it and reconcile the pipeline keys with it; resolve the
+ * config against n_visible CUDA devices; then run_plan. On failure `r` is left freeable. */
 pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char *const *sets,
                      int n_sets, int n_visible);
 
-/* Generate the schedule of r->cfg (resolved), check it, lower it once and check the plan. Prints
+/* Generate the schedule of r->cfg (resolved; a written one is already built), check it, lower it
+ * once and check the plan. Prints
  * "<path>: the <kind> schedule above is not valid" after an input problem. */
 pp_status_t run_plan(pp_run_t *r);
 

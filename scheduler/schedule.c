@@ -118,37 +118,53 @@ char *action_format(const pp_action_t *a, char *buf, size_t size)
     return buf;
 }
 
-pp_status_t schedule_infer_placement(pp_schedule_t *s, const char *where)
+pp_status_t schedule_place(pp_schedule_t *s, pp_place_problem_t *why)
 {
-    char txt[32];
+    int *first = calloc((size_t)s->n_stages, sizeof *first); /* step of each stage's first action */
+    PP_ALLOC_CHECK(first);
+    memset(why, 0, sizeof *why);
     for (int i = 0; i < s->n_stages; i++)
         s->stage_device[i] = -1;
-    for (int d = 0; d < s->n_devices; d++) {
-        for (int i = 0; i < s->prog[d].n; i++) {
+    for (int d = 0; d < s->n_devices && !why->what; d++) {
+        for (int i = 0; i < s->prog[d].n && !why->what; i++) {
             const pp_action_t *a = &s->prog[d].a[i];
+            *why = (pp_place_problem_t){PP_PLACE_OK, d, i, a->stage, -1, -1};
             if (a->stage < 0 || a->stage >= s->n_stages) {
-                fprintf(stderr,
-                        "%s: device %d, step %d, action %s: stage %d out of range (0..%d)\n", where,
-                        d, i, action_format(a, txt, sizeof txt), a->stage, s->n_stages - 1);
-                return PP_ERR_INPUT;
-            }
-            int *owner = &s->stage_device[a->stage];
-            if (*owner < 0) {
-                *owner = d;
-            } else if (*owner != d) {
-                fprintf(stderr,
-                        "%s: device %d, step %d, action %s: stage %d already runs on device %d "
-                        "(each stage lives on one device)\n",
-                        where, d, i, action_format(a, txt, sizeof txt), a->stage, *owner);
-                return PP_ERR_INPUT;
+                why->what = PP_PLACE_RANGE;
+            } else if (s->stage_device[a->stage] < 0) {
+                s->stage_device[a->stage] = d;
+                first[a->stage] = i;
+            } else if (s->stage_device[a->stage] != d) {
+                why->what = PP_PLACE_TWO_DEVICES;
+                why->owner = s->stage_device[a->stage];
+                why->owner_step = first[a->stage];
             }
         }
     }
-    for (int st = 0; st < s->n_stages; st++) {
-        if (s->stage_device[st] < 0) {
-            fprintf(stderr, "%s: stage %d has no action on any device\n", where, st);
-            return PP_ERR_INPUT;
-        }
+    for (int st = 0; st < s->n_stages && !why->what; st++)
+        if (s->stage_device[st] < 0)
+            *why = (pp_place_problem_t){PP_PLACE_MISSING, -1, -1, st, -1, -1};
+    free(first);
+    if (!why->what) memset(why, 0, sizeof *why);
+    return why->what ? PP_ERR_INPUT : PP_OK;
+}
+
+pp_status_t schedule_infer_placement(pp_schedule_t *s, const char *where)
+{
+    pp_place_problem_t why;
+    char txt[32];
+    pp_status_t st = schedule_place(s, &why);
+    if (st != PP_ERR_INPUT) return st;
+    if (why.what == PP_PLACE_MISSING) {
+        fprintf(stderr, "%s: stage %d has no action on any device\n", where, why.stage);
+        return st;
     }
-    return PP_OK;
+    fprintf(stderr, "%s: device %d, step %d, action %s: ", where, why.device, why.step,
+            action_format(&s->prog[why.device].a[why.step], txt, sizeof txt));
+    if (why.what == PP_PLACE_RANGE)
+        fprintf(stderr, "stage %d out of range (0..%d)\n", why.stage, s->n_stages - 1);
+    else
+        fprintf(stderr, "stage %d already runs on device %d (each stage lives on one device)\n",
+                why.stage, why.owner);
+    return st;
 }

@@ -70,6 +70,11 @@ void schedule_free(pp_schedule_t *s);
 /* Append one action to device d's program. */
 pp_status_t schedule_push(pp_schedule_t *s, int d, pp_action_kind_t kind, int stage, int mb);
 
+/* The text form, as messages give it after "allowed:". */
+#define PP_ACTION_FORMS                                                                            \
+    "<stage><kind><micro-batch>, kind F, B, I, W, SEND_F, RECV_F, SEND_B or RECV_B, e.g. 0F3, "    \
+    "1I2, 2SEND_F1"
+
 /* Parse the text form of one action ("0F3", "2SEND_F1"). Returns 0 on success, -1 when `text` is
  * not an action. Whitespace around it is not accepted. */
 int action_parse(const char *text, pp_action_t *out);
@@ -80,9 +85,27 @@ char *action_format(const pp_action_t *a, char *buf, size_t size);
 /* The letter or name of a kind as in the text form: "F", "B", "I", "W", "SEND_F", ... */
 const char *action_kind_name(pp_action_kind_t k);
 
-/* Derive stage_device from the programs (each stage's compute actions must sit on one device).
- * Prints `device d, step i, action X: ...` and returns PP_ERR_INPUT when a stage appears on two
- * devices or never appears. */
+/* What schedule_place found wrong. */
+typedef enum pp_place_what {
+    PP_PLACE_OK = 0,
+    PP_PLACE_RANGE,       /* an action's stage is out of range */
+    PP_PLACE_TWO_DEVICES, /* a stage has actions on two devices */
+    PP_PLACE_MISSING      /* a stage has no action at all */
+} pp_place_what_t;
+
+typedef struct pp_place_problem {
+    pp_place_what_t what;
+    int device, step;      /* the action (RANGE, TWO_DEVICES) */
+    int stage;             /* the stage */
+    int owner, owner_step; /* TWO_DEVICES: the device that runs the stage, its first action there */
+} pp_place_problem_t;
+
+/* Derive stage_device from the programs: each stage lives on the one device its actions are on.
+ * The one check of "one device per stage" for a schedule someone wrote. Returns PP_ERR_INPUT and
+ * fills *why (printing nothing) when a stage is out of range, on two devices or on none. */
+pp_status_t schedule_place(pp_schedule_t *s, pp_place_problem_t *why);
+
+/* schedule_place, printing `where: device d, step i, action X: ...` for a problem. */
 pp_status_t schedule_infer_placement(pp_schedule_t *s, const char *where);
 
 /* PyTorch pipelining CSV: one row per rank, one cell per time slot, cells like `0F0`, `1B3`,

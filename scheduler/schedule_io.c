@@ -14,10 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ACTION_FORMS                                                                               \
-    "<stage><kind><micro-batch>, kind F, B, I, W, SEND_F, RECV_F, SEND_B or RECV_B, e.g. 0F3, "    \
-    "1I2, 2SEND_F1"
-
 /* One action read from the CSV, with its place for messages. */
 typedef struct csv_cell {
     int row; /* rank = pipeline device */
@@ -72,7 +68,7 @@ static pp_status_t csv_parse_line(csv_table_t *t, char *line, int lineno, int ro
             csv_cell_t c = {.row = row, .line = lineno, .col = col, .cell = cell};
             if (action_parse(b, &c.a) != 0) {
                 fprintf(stderr, "%s:%d:%d: cell %d: '%s' is not an action (allowed: %s)\n", where,
-                        lineno, col, cell, b, ACTION_FORMS);
+                        lineno, col, cell, b, PP_ACTION_FORMS);
                 return PP_ERR_INPUT;
             }
             if (c.a.stage >= PP_MAX_STAGES) {
@@ -134,11 +130,38 @@ done:
     return st;
 }
 
+/* The cell read as program step `step` of rank `row` (cells are in reading order). */
+static const csv_cell_t *cell_at(const csv_table_t *t, int row, int step)
+{
+    for (int i = 0; i < t->n_cells; i++)
+        if (t->cells[i].row == row && step-- == 0) return &t->cells[i];
+    return &t->cells[0];
+}
+
+/* Each stage on one rank, every stage somewhere (schedule_place), named by line and cell. */
+static pp_status_t csv_place(pp_schedule_t *s, const csv_table_t *t, const char *where)
+{
+    pp_place_problem_t why;
+    pp_status_t st = schedule_place(s, &why);
+    if (st != PP_ERR_INPUT) return st;
+    if (why.what == PP_PLACE_MISSING) {
+        fprintf(stderr,
+                "%s: stage %d has no action in any row (allowed: every stage 0..%d in some row)\n",
+                where, why.stage, s->n_stages - 1);
+        return st;
+    }
+    const csv_cell_t *c = cell_at(t, why.device, why.step),
+                     *first = cell_at(t, why.owner, why.owner_step);
+    fprintf(stderr,
+            "%s:%d:%d: cell %d: stage %d already runs on rank %d (line %d, cell %d) "
+            "(allowed: each stage on one rank)\n",
+            where, c->line, c->col, c->cell, why.stage, why.owner, first->line, first->cell);
+    return st;
+}
+
 pp_status_t schedule_read_csv(pp_schedule_t *s, FILE *f, const char *where)
 {
     csv_table_t t;
-    int *owner = NULL;
-    const csv_cell_t **first = NULL;
     pp_status_t st;
 
     memset(s, 0, sizeof *s);
@@ -170,56 +193,15 @@ pp_status_t schedule_read_csv(pp_schedule_t *s, FILE *f, const char *where)
         if (t.cells[i].a.stage > max_stage) max_stage = t.cells[i].a.stage;
         if (t.cells[i].a.mb > max_mb) max_mb = t.cells[i].a.mb;
     }
-
-    /* Each stage on one rank, every stage somewhere: checked here to name line and cell. */
-    owner = malloc(sizeof *owner * (size_t)(max_stage + 1));
-    first = malloc(sizeof *first * (size_t)(max_stage + 1));
-    if (!owner || !first) {
-        fprintf(stderr, "%s:%d: out of host memory reading %s\n", __FILE__, __LINE__, where);
-        st = PP_ERR_NOMEM;
-        goto fail;
-    }
-    for (int k = 0; k <= max_stage; k++)
-        owner[k] = -1;
-    for (int i = 0; i < t.n_cells; i++) {
-        const csv_cell_t *c = &t.cells[i];
-        if (owner[c->a.stage] < 0) {
-            owner[c->a.stage] = c->row;
-            first[c->a.stage] = c;
-        } else if (owner[c->a.stage] != c->row) {
-            fprintf(stderr,
-                    "%s:%d:%d: cell %d: stage %d already runs on rank %d (line %d, cell %d) "
-                    "(allowed: each stage on one rank)\n",
-                    where, c->line, c->col, c->cell, c->a.stage, owner[c->a.stage],
-                    first[c->a.stage]->line, first[c->a.stage]->cell);
-            st = PP_ERR_INPUT;
-            goto fail;
-        }
-    }
-    for (int k = 0; k <= max_stage; k++) {
-        if (owner[k] < 0) {
-            fprintf(
-                stderr,
-                "%s: stage %d has no action in any row (allowed: every stage 0..%d in some row)\n",
-                where, k, max_stage);
-            st = PP_ERR_INPUT;
-            goto fail;
-        }
-    }
-
     PP_CHECK_GOTO(schedule_init(s, n_rows, max_stage + 1, max_mb + 1), st, fail);
     for (int i = 0; i < t.n_cells; i++) {
         const csv_cell_t *c = &t.cells[i];
         PP_CHECK_GOTO(schedule_push(s, c->row, c->a.kind, c->a.stage, c->a.mb), st, fail);
     }
-    PP_CHECK_GOTO(schedule_infer_placement(s, where), st, fail);
-    free(owner);
-    free(first);
+    PP_CHECK_GOTO(csv_place(s, &t, where), st, fail);
     free(t.cells);
     return PP_OK;
 fail:
-    free(owner);
-    free(first);
     free(t.cells);
     schedule_free(s);
     return st;

@@ -9,7 +9,9 @@
  */
 #include "../check.h"
 #include "config.h"
+#include "generate.h"
 #include "support.h"
+#include "written.h"
 
 #include <glob.h>
 #include <stdint.h>
@@ -19,30 +21,46 @@
  * Helpers
  * ------------------------------------------------------------------------------------------- */
 
-/* Load `yaml` (named t.yaml) with overrides, then resolve with n_visible unless it is NO_RESOLVE.
- * Returns the status; *err holds what was printed. */
+/* As the run chain does after loading: for a written schedule (steps, csv), build it into *s and
+ * reconcile the pipeline keys with it (n_visible devices, 0 for none known); otherwise *s stays
+ * empty. */
+static pp_status_t build_written(pp_config_t *cfg, pp_schedule_t *s, int n_visible)
+{
+    memset(s, 0, sizeof *s);
+    if (!sched_kind(cfg->schedule.kind)->written) return PP_OK;
+    PP_CHECK(generate_schedule(s, cfg));
+    return written_reconcile(cfg, s, n_visible);
+}
+
+/* Load `yaml` (named t.yaml, or the file `path` when yaml is NULL) with overrides, build a written
+ * schedule, then resolve with n_visible unless it is NO_RESOLVE. Returns the status; *err holds
+ * what was printed. */
 #define NO_RESOLVE (-1000)
-static pp_status_t load_capture(const char *yaml, const char *const *sets, int n_sets,
-                                int n_visible, const char **err)
+static pp_status_t load_any_capture(const char *path, const char *yaml, const char *const *sets,
+                                    int n_sets, int n_visible, const char **err)
 {
     pp_config_t cfg;
+    pp_schedule_t s = {0};
     ts_capture_begin();
-    pp_status_t st = config_load_string(&cfg, "t.yaml", yaml, sets, n_sets);
+    pp_status_t st = yaml ? config_load_string(&cfg, path, yaml, sets, n_sets)
+                          : config_load(&cfg, path, sets, n_sets);
+    if (st == PP_OK) st = build_written(&cfg, &s, n_visible == NO_RESOLVE ? 0 : n_visible);
     if (st == PP_OK && n_visible != NO_RESOLVE) st = config_resolve(&cfg, n_visible);
     *err = ts_capture_end();
+    schedule_free(&s);
     config_free(&cfg);
     return st;
 }
 
+static pp_status_t load_capture(const char *yaml, const char *const *sets, int n_sets,
+                                int n_visible, const char **err)
+{
+    return load_any_capture("t.yaml", yaml, sets, n_sets, n_visible, err);
+}
+
 static pp_status_t load_file_capture(const char *path, int n_visible, const char **err)
 {
-    pp_config_t cfg;
-    ts_capture_begin();
-    pp_status_t st = config_load(&cfg, path, NULL, 0);
-    if (st == PP_OK && n_visible != NO_RESOLVE) st = config_resolve(&cfg, n_visible);
-    *err = ts_capture_end();
-    config_free(&cfg);
-    return st;
+    return load_any_capture(path, NULL, NULL, 0, n_visible, err);
 }
 
 /* Load a YAML text and expect one error line (no resolve). */
@@ -86,7 +104,7 @@ static void check_defaults(const pp_config_t *c)
     EXPECT(c->pipeline.placement == PP_PLACEMENT_LOOP);
     EXPECT(c->pipeline.micro_batches == 8 && c->pipeline.micro_batch_size == 4);
     EXPECT(c->pipeline.transport == PP_TRANSPORT_PEER);
-    EXPECT(c->schedule.kind == PP_SCHED_1F1B && !c->schedule.steps && !c->schedule.csv_path);
+    EXPECT(c->schedule.kind == PP_SCHED_1F1B && !c->schedule.steps.n && !c->schedule.csv_path);
     EXPECT(c->run.steps == 10 && c->run.warmup == 2 && c->run.seed == 1234);
     EXPECT(c->run.optimizer == PP_OPT_NONE && c->run.timing == 1);
     EXPECT(c->run.lr == 3e-4 && c->run.weight_decay == 0.1 && c->run.timeout_s == 60.0);
@@ -391,6 +409,7 @@ static void test_duplicates(void)
 static void test_steps(void)
 {
     pp_config_t a, b;
+    pp_schedule_t sa, sb;
     /* The same schedule as a mapping (devices out of order) and as a list of lists. */
     REQUIRE(config_load_string(&a, "t.yaml",
                                "schedule:\n  steps:\n"
@@ -402,9 +421,13 @@ static void test_steps(void)
                                "    - [0F0, 0F1, 2F0, 2F1, 2B0, 2B1, 0B0, 0B1]\n"
                                "    - [1F0, 1F1, 1B0, 1B1, 3F0, 3B0, 3F1, 3B1]\n",
                                NULL, 0) == PP_OK);
-    REQUIRE(a.schedule.steps && b.schedule.steps);
-    EXPECT(ts_same_schedule(a.schedule.steps, b.schedule.steps));
-    const pp_schedule_t *s = a.schedule.steps;
+    /* What the config holds is what was written. */
+    REQUIRE(a.schedule.steps.n == 16 && a.schedule.steps.n_devices == 2);
+    EXPECT(!strcmp(a.schedule.steps.items[0].text, "0F0") && a.schedule.steps.items[0].line == 4);
+    EXPECT(a.schedule.steps.items[8].device == 1 && a.schedule.steps.items[8].col == 9);
+    REQUIRE(build_written(&a, &sa, 0) == PP_OK && build_written(&b, &sb, 0) == PP_OK);
+    EXPECT(ts_same_schedule(&sa, &sb));
+    const pp_schedule_t *s = &sa;
     EXPECT(a.schedule.kind == PP_SCHED_STEPS);
     EXPECT(s->n_devices == 2 && s->n_stages == 4 && s->n_mb == 2);
     EXPECT(s->stage_device[0] == 0 && s->stage_device[1] == 1 && s->stage_device[2] == 0 &&
@@ -415,6 +438,8 @@ static void test_steps(void)
     EXPECT(a.pipeline.stages == 4 && a.pipeline.chunks == 2 && a.pipeline.micro_batches == 2);
     EXPECT(config_resolve(&a, 2) == PP_OK);
     EXPECT(a.pipeline.stages == 4 && a.pipeline.chunks == 2);
+    schedule_free(&sa);
+    schedule_free(&sb);
     config_free(&a);
     config_free(&b);
 
@@ -425,8 +450,10 @@ static void test_steps(void)
                                "    0: [0F0, 0SEND_F0, 0RECV_B0, 0B0]\n"
                                "    1: [1RECV_F0, 1F0, 1B0, 1SEND_B0]\n",
                                NULL, 0) == PP_OK);
-    EXPECT(a.schedule.steps->has_comm == 1 && a.pipeline.device_ids[0] == 1);
+    REQUIRE(build_written(&a, &sa, 2) == PP_OK);
+    EXPECT(sa.has_comm == 1 && a.pipeline.device_ids[0] == 1);
     EXPECT(config_resolve(&a, 2) == PP_OK);
+    schedule_free(&sa);
     config_free(&a);
 }
 
@@ -505,17 +532,19 @@ static void test_steps_errors(void)
 static void test_csv_schedule(void)
 {
     pp_config_t c;
+    pp_schedule_t sc;
     REQUIRE(config_load(&c, "tests/data/csv_ok.yaml", NULL, 0) == PP_OK);
     EXPECT(c.schedule.kind == PP_SCHED_CSV);
     EXPECT(c.schedule.csv_path && !strcmp(c.schedule.csv_path, "idle_crlf.csv"));
-    REQUIRE(c.schedule.steps);
-    const pp_schedule_t *s = c.schedule.steps;
+    REQUIRE(build_written(&c, &sc, 0) == PP_OK);
+    const pp_schedule_t *s = &sc;
     EXPECT(s->n_devices == 2 && s->n_stages == 2 && s->n_mb == 2);
     EXPECT(s->prog[0].n == 4 && s->prog[1].n == 4);
     EXPECT(s->prog[1].a[0].stage == 1 && s->prog[1].a[0].kind == PP_ACT_F &&
            s->prog[1].a[0].mb == 0);
     EXPECT(c.pipeline.n_devices == 2 && c.pipeline.micro_batches == 2);
     EXPECT(config_resolve(&c, 0) == PP_OK);
+    schedule_free(&sc);
     config_free(&c);
 
     const char *e;
@@ -570,9 +599,12 @@ static void test_set(void)
     config_free(&c);
     /* Steps as an override. */
     const char *st[] = {"schedule.steps=[[0F0, 0B0], [1F0, 1B0]]"};
+    pp_schedule_t ss;
     REQUIRE(config_load_string(&c, "t.yaml", "", st, 1) == PP_OK);
-    EXPECT(c.schedule.kind == PP_SCHED_STEPS && c.schedule.steps->n_devices == 2);
+    REQUIRE(build_written(&c, &ss, 0) == PP_OK);
+    EXPECT(c.schedule.kind == PP_SCHED_STEPS && ss.n_devices == 2);
     EXPECT(c.pipeline.n_devices == 2 && c.pipeline.micro_batches == 1);
+    schedule_free(&ss);
     config_free(&c);
 
     EXPECT_SET_ERROR("model.layers=abc",
@@ -668,8 +700,11 @@ static void test_resolve_ok(void)
                                "pipeline: {devices: all}\nschedule: {steps: [[0F0, 0B0], [1F0, "
                                "1B0], [2F0, 2B0]]}\nmodel: {layers: 3}\n",
                                NULL, 0) == PP_OK);
+    pp_schedule_t sw;
+    EXPECT(build_written(&c, &sw, 0) == PP_OK);
     EXPECT(config_resolve(&c, 0) == PP_OK);
     EXPECT(c.pipeline.n_devices == 3 && c.pipeline.stages == 3 && c.pipeline.chunks == 1);
+    schedule_free(&sw);
     config_free(&c);
 }
 
@@ -817,11 +852,14 @@ static void test_shipped_schedules(void)
         {"schedules/csv.yaml", PP_SCHED_CSV, 1},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        pp_schedule_t sw;
         REQUIRE(config_load(&c, want[i].path, NULL, 0) == PP_OK, "%s", want[i].path);
+        EXPECT(build_written(&c, &sw, 4) == PP_OK, "%s", want[i].path);
         EXPECT(config_resolve(&c, 4) == PP_OK);
         EXPECT(c.schedule.kind == want[i].kind && c.pipeline.chunks == want[i].chunks, "%s",
                want[i].path);
-        if (c.schedule.steps) EXPECT(c.schedule.steps->n_mb == 8, "%s", want[i].path);
+        if (sw.n_devices) EXPECT(sw.n_mb == 8, "%s", want[i].path);
+        schedule_free(&sw);
         config_free(&c);
     }
 }

@@ -451,14 +451,18 @@ static void test_generate_schedule_dispatch(void)
     EXPECT(ts_same_schedule(&got, &want));
     schedule_free(&got);
 
-    /* STEPS: a deep copy of the schedule as written. */
-    cfg_fill(&c, PP_SCHED_STEPS, p, 2 * p, m);
-    c.schedule.steps = &want;
-    REQUIRE(generate_schedule(&got, &c) == PP_OK);
-    EXPECT(ts_same_schedule(&got, &want));
-    EXPECT(got.prog[0].a != want.prog[0].a);
-    schedule_free(&got);
+    /* STEPS: the schedule as written, each stage on the device its actions are on. */
     schedule_free(&want);
+    pp_config_t w;
+    REQUIRE(config_load_string(&w, "t.yaml",
+                               "schedule: {steps: [[0F0, 2F0, 2B0, 0B0], [1F0, 1B0]]}", NULL,
+                               0) == PP_OK);
+    REQUIRE(generate_schedule(&got, &w) == PP_OK);
+    EXPECT(got.n_devices == 2 && got.n_stages == 3 && got.n_mb == 1);
+    EXPECT(got.stage_device[0] == 0 && got.stage_device[1] == 1 && got.stage_device[2] == 0);
+    EXPECT(got.prog[0].n == 4 && got.prog[0].a[1].stage == 2 && got.prog[0].a[3].kind == PP_ACT_B);
+    schedule_free(&got);
+    config_free(&w);
 
     /* Placement v with two chunks and one stage per device for 1F1B: rejected with a reason. */
     ts_capture_begin();

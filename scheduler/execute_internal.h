@@ -1,0 +1,116 @@
+/*
+ * execute_internal.h — the executor's parts, shared by scheduler/execute*.c and private to them.
+ *
+ *   world  (execute_world.c):  the devices this process owns, their streams (one per row of the
+ *                              role table, at the row's priority), the per-device events that fork
+ *                              and join a step, the step counters, and the clock alignment.
+ *   step   (execute_step.c):   enqueues one step: every op of an owned device in plan order, each
+ *                              transfer as the halves its transport posts; graph capture.
+ *   timing (execute_timing.c): waiting with a timeout, naming pending ops, reading step and op
+ *                              times.
+ *   execute.c:                 set-up (stages, op events, transports), the banner, the run loop.
+ *
+ * Device numbers are global pipeline indices everywhere; world_owns(w, d) says whether this
+ * process drives device d. The step enqueuer asks it and nothing else about processes.
+ */
+#ifndef PP_EXECUTE_INTERNAL_H
+#define PP_EXECUTE_INTERNAL_H
+
+#ifndef PP_WITH_NCCL
+#define PP_WITH_NCCL
+#endif
+#include "execute.h"
+
+#include "../common/pp_cuda.h"
+#include "../p2p/p2p.h"
+#include "../stages/stage.h"
+
+/* The devices of this process and what each needs to run a step. */
+typedef struct pp_world {
+    int p;                               /* pipeline devices, global numbering 0..p-1 */
+    int origin;                          /* the first owned device: forks and joins a step */
+    unsigned char owned[PP_MAX_DEVICES]; /* 1: this process drives device d */
+    int cuda[PP_MAX_DEVICES];            /* CUDA ordinal of device d */
+    cudaStream_t stream[PP_MAX_DEVICES][PP_ROLE_COUNT]; /* one per role, owned devices */
+    cudaEvent_t go;                                     /* on the origin: the step's fork */
+    cudaEvent_t ref[PP_MAX_DEVICES];                    /* device d's time origin (timing) */
+    cudaEvent_t fork[PP_MAX_DEVICES];                   /* the other roles start after it */
+    cudaEvent_t tail[PP_MAX_DEVICES][PP_ROLE_COUNT];    /* the other roles join into compute */
+    cudaEvent_t stop[PP_MAX_DEVICES];                   /* device d's end of step (timing) */
+    cudaEvent_t join[PP_MAX_DEVICES];  /* device d's end of step, joined by the origin */
+    int *counters_host;                /* pinned [2]: data index base, optimizer step */
+    int *counters_dev[PP_MAX_DEVICES]; /* device copies, read by the stages' kernels */
+} pp_world_t;
+
+static inline int world_owns(const pp_world_t *w, int d)
+{
+    return d >= 0 && d < w->p && w->owned[d];
+}
+
+/* The executor: the world, the stages and transports on it, one set of events per op. */
+typedef struct exec {
+    const pp_plan_t *plan;
+    const pp_config_t *cfg;
+    pp_exec_opts_t opts;
+    pp_world_t w;
+    pp_stage_t **stages;  /* [n_stages]; NULL for a stage of a device another process owns */
+    pp_stage_cfg_t *scfg; /* [n_stages] */
+    pp_p2p_t *p2p;
+    cudaEvent_t *ev_start; /* [n_ops], timing only */
+    cudaEvent_t *ev_end;   /* [n_ops], timing only */
+    cudaEvent_t *ev_dep;   /* [n_ops]: completion, for dependencies */
+    int *done_op;          /* [n_ops]: op whose events signal op i done */
+    int capturing;         /* 1 while a step is being captured */
+    cudaGraph_t graph;     /* the captured step (graph mode) */
+    cudaGraphExec_t gexec;
+} exec_t;
+
+/* ---- world (execute_world.c) ---- */
+
+/* Zero w and own every one of the p devices (CUDA ordinals cuda[d]): one process drives them all.
+ * A launch that gives each process its share of the devices sets owned[] and origin instead. */
+void world_own_all(pp_world_t *w, int p, const int *cuda);
+
+/* Create the owned devices' streams (one per role, at the role's priority), events and counters.
+ * world_free takes a half-built world. */
+pp_status_t world_create(pp_world_t *w);
+void world_free(pp_world_t *w);
+
+/* Bound the misalignment of the owned devices' time origins (see execute_world.c). */
+pp_status_t world_measure_skew(pp_world_t *w, double *skew_ms);
+
+/* ---- step (execute_step.c) ---- */
+
+pp_status_t exec_enqueue_step(exec_t *x, int step, double deadline);
+
+/* Capture one step into x->gexec; on failure a note says why and x->gexec stays NULL (PP_OK). */
+pp_status_t exec_capture_step(exec_t *x, int step, double deadline);
+
+/* Timing events record as external nodes while capturing (see execute_step.c). */
+cudaError_t exec_record_timing(const exec_t *x, cudaEvent_t ev, cudaStream_t stream);
+
+/* ---- timing (execute_timing.c) ---- */
+
+double exec_now_s(void);
+
+/* Wait until `ev` completes or `deadline` passes: PP_OK, PP_ERR_TIMEOUT (no message), or a CUDA
+ * error (printed). */
+pp_status_t exec_poll_event(cudaEvent_t ev, double deadline);
+
+/* After a timeout: name the first unfinished op of every owned device, then abort NCCL. */
+void exec_report_pending(exec_t *x, int step, double timeout_s);
+
+/* Wait for the step on every owned device; on timeout name the pending ops. */
+pp_status_t exec_finish_step(exec_t *x, int step, double deadline);
+
+/* Step time of the last step (latest owned device's end, from the common origin) and its op
+ * times relative to each device's origin (ops of devices this process does not own stay 0). */
+pp_status_t exec_read_step_ms(exec_t *x, double *out);
+pp_status_t exec_read_op_times(exec_t *x, pp_op_time_t *t);
+
+/* Fill tl->step_ms from step_ms[steps] and tl->t from the median step's op times (times may be
+ * NULL: timing off), shifted so the step starts at 0. */
+pp_status_t exec_keep_median(pp_timeline_t *tl, const double *step_ms, int steps,
+                             const pp_op_time_t *times, int n_ops);
+
+#endif /* PP_EXECUTE_INTERNAL_H */

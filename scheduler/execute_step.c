@@ -1,0 +1,289 @@
+/*
+ * execute_step.c — enqueue one training step of the plan (see execute_internal.h).
+ *
+ * The host enqueues every op of an owned device in plan order, without synchronizing: the op's
+ * stream waits on the completion events of its dependencies on other streams, records its start,
+ * enqueues the work, records its completion. Plan order is topological, so every event is
+ * recorded before any wait on it is enqueued. A transfer is posted as the halves of its transport
+ * (p2p.h): the send half by the process owning the sender, the receive half by the one owning the
+ * receiver, bracketed together when one thread posts both. Dependencies on ops of devices this
+ * process does not own are carried by the transport itself. Nothing here counts processes: it
+ * asks world_owns.
+ *
+ * A step starts with `go` on the origin's compute stream, which every owned device waits on; each
+ * device then records its time origin ref[d] and forks its other roles' streams. It ends with
+ * every role joining its device's compute stream, the optimizer, and the origin joining every
+ * device (a captured graph needs all its streams to rejoin the origin).
+ */
+#include "execute_internal.h"
+
+#include <string.h>
+
+/* The stream an op runs on: its role's stream, or the compute stream in --sync mode. */
+static cudaStream_t op_stream(const exec_t *x, const pp_op_t *op)
+{
+    return x->opts.sync ? x->w.stream[op->device][PP_ROLE_COMPUTE]
+                        : x->w.stream[op->device][op->role];
+}
+
+/* Make `stream` wait for every dependency of op i (but `skip`) that runs on another stream of
+ * this process. */
+static pp_status_t wait_deps(exec_t *x, int i, int skip, cudaStream_t stream)
+{
+    const pp_plan_t *plan = x->plan;
+    const pp_op_t *op = &plan->ops[i];
+    for (int k = 0; k < op->n_deps; k++) {
+        int dep = plan->deps[op->dep_begin + k];
+        if (dep == skip) continue;
+        int src = x->done_op[dep];
+        if (!world_owns(&x->w, plan->ops[src].device)) continue; /* carried by the transport */
+        if (op_stream(x, &plan->ops[src]) == stream) continue;   /* FIFO on the same stream */
+        PP_CUDA_CHECK(cudaStreamWaitEvent(stream, x->ev_dep[src], 0));
+    }
+    return PP_OK;
+}
+
+/* Timing events are recorded as external event nodes when captured, so they record (and can be
+ * timed) at every replay; dependency events become the graph's edges. Outside a capture the
+ * external flag is refused, so it is given only while capturing. */
+cudaError_t exec_record_timing(const exec_t *x, cudaEvent_t ev, cudaStream_t stream)
+{
+    return x->capturing ? cudaEventRecordWithFlags(ev, stream, cudaEventRecordExternal)
+                        : cudaEventRecord(ev, stream);
+}
+
+static pp_status_t record_start(exec_t *x, int i, cudaStream_t stream)
+{
+    if (x->opts.timing) PP_CUDA_CHECK(exec_record_timing(x, x->ev_start[i], stream));
+    return PP_OK;
+}
+
+static pp_status_t record_end(exec_t *x, int i, cudaStream_t stream)
+{
+    PP_CUDA_CHECK(cudaEventRecord(x->ev_dep[i], stream));
+    if (x->opts.timing) PP_CUDA_CHECK(exec_record_timing(x, x->ev_end[i], stream));
+    return PP_OK;
+}
+
+/* In --sync mode: wait for op i right away (the naive executor's host synchronization). */
+static pp_status_t sync_op(exec_t *x, int i, double deadline, int step)
+{
+    if (!x->opts.sync) return PP_OK;
+    pp_status_t st = exec_poll_event(x->ev_dep[i], deadline);
+    if (st == PP_ERR_TIMEOUT) exec_report_pending(x, step, x->opts.timeout_s);
+    return st;
+}
+
+/* Enqueue one compute op on its stage. */
+static pp_status_t run_compute(exec_t *x, const pp_op_t *op, int data_mb, cudaStream_t s)
+{
+    pp_stage_t *st = x->stages[op->stage];
+    switch (op->kind) {
+    case PP_ACT_F: return stage_forward(st, op->slot, data_mb, s);
+    case PP_ACT_B: return stage_backward(st, op->slot, data_mb, s);
+    case PP_ACT_I: return stage_backward_input(st, op->slot, data_mb, s);
+    case PP_ACT_W: return stage_backward_weight(st, op->slot, data_mb, s);
+    default: break;
+    }
+    PP_FAIL(PP_ERR_INTERNAL, "run_compute: op kind %d is not compute", (int)op->kind);
+}
+
+/* Source and destination of a transfer whose SEND is `snd` and RECV `rcv` (NULL on a device
+ * this process does not own). */
+static p2p_xfer_t transfer_of(exec_t *x, const pp_op_t *snd, const pp_op_t *rcv)
+{
+    pp_stage_t *a = x->stages[snd->stage], *b = x->stages[rcv->stage];
+    int fwd = snd->kind == PP_ACT_SEND_F;
+    p2p_xfer_t xf = {NULL, rcv->device, NULL, snd->device, snd->bytes};
+    if (a) xf.src = fwd ? stage_slot_y(a, snd->slot) : stage_slot_dx(a, snd->slot);
+    if (b) xf.dst = fwd ? stage_slot_x(b, rcv->slot) : stage_slot_dy(b, rcv->slot);
+    return xf;
+}
+
+/* A transfer whose send half moves the bytes: one copy on the sender's stream after the
+ * producer and the receiver's slot (the RECV's dependencies); the RECV completes with it. */
+static pp_status_t enqueue_moved(exec_t *x, int i, const p2p_xfer_t *xf, double deadline, int step)
+{
+    const pp_op_t *op = &x->plan->ops[i];
+    const int r = op->peer;
+    if (!world_owns(&x->w, op->device)) return PP_OK;
+    if (!world_owns(&x->w, x->plan->ops[r].device))
+        PP_FAIL(PP_ERR_INTERNAL, "transport %s cannot reach device %d of another process",
+                transport_name(op->link), x->plan->ops[r].device);
+    cudaStream_t ss = op_stream(x, op);
+    PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[op->device]));
+    PP_CHECK(wait_deps(x, i, -1, ss));
+    PP_CHECK(wait_deps(x, r, i, ss));
+    PP_CHECK(record_start(x, i, ss));
+    PP_CHECK(p2p_post_send(x->p2p, op->link, xf, ss));
+    PP_CHECK(p2p_post_recv(x->p2p, op->link, xf, op_stream(x, &x->plan->ops[r]))); /* nothing */
+    PP_CHECK(record_end(x, i, ss));
+    return sync_op(x, i, deadline, step);
+}
+
+/* One transfer: SEND op i and its RECV, posted as the halves of their transport. Otherwise than
+ * in enqueue_moved, each half runs on its own op's stream after its own dependencies; when this
+ * process owns both ends they are posted inside one pairing bracket (one NCCL group). */
+static pp_status_t enqueue_transfer(exec_t *x, int i, double deadline, int step)
+{
+    const pp_op_t *op = &x->plan->ops[i];
+    const int r = op->peer;
+    const pp_op_t *rcv = &x->plan->ops[r];
+    const pp_transport_t t = op->link;
+    const p2p_xfer_t xf = transfer_of(x, op, rcv);
+    if (transport_row(t)->send_moves_bytes) return enqueue_moved(x, i, &xf, deadline, step);
+    const int own_s = world_owns(&x->w, op->device), own_r = world_owns(&x->w, rcv->device);
+    cudaStream_t ss = own_s ? op_stream(x, op) : NULL, rs = own_r ? op_stream(x, rcv) : NULL;
+    if (own_s) {
+        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[op->device]));
+        PP_CHECK(wait_deps(x, i, -1, ss));
+        PP_CHECK(record_start(x, i, ss));
+    }
+    if (own_r) {
+        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[rcv->device]));
+        PP_CHECK(wait_deps(x, r, i, rs));
+        PP_CHECK(record_start(x, r, rs));
+    }
+    const int pair = own_s && own_r;
+    if (pair) PP_CHECK(p2p_pair_begin(x->p2p, t));
+    pp_status_t st = own_s ? p2p_post_send(x->p2p, t, &xf, ss) : PP_OK;
+    if (st == PP_OK && own_r) st = p2p_post_recv(x->p2p, t, &xf, rs);
+    pp_status_t end = pair ? p2p_pair_end(x->p2p, t) : PP_OK; /* closes also after a failure */
+    PP_CHECK(st);
+    PP_CHECK(end);
+    if (own_r) PP_CHECK(record_end(x, r, rs));
+    if (own_s) {
+        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[op->device]));
+        PP_CHECK(record_end(x, i, ss));
+        PP_CHECK(sync_op(x, i, deadline, step));
+    }
+    return own_r ? sync_op(x, r, deadline, step) : PP_OK;
+}
+
+/* `go` on the origin; every owned device waits on it, records its time origin, copies the step's
+ * counters (data index base, optimizer step) from the host and forks its other streams; then the
+ * gradients are zeroed. */
+static pp_status_t start_step(exec_t *x)
+{
+    pp_world_t *w = &x->w;
+    const int o = w->origin;
+    PP_CUDA_CHECK(cudaSetDevice(w->cuda[o]));
+    PP_CUDA_CHECK(cudaEventRecord(w->go, w->stream[o][PP_ROLE_COMPUTE]));
+    for (int d = 0; d < w->p; d++) {
+        if (!world_owns(w, d)) continue;
+        PP_CUDA_CHECK(cudaSetDevice(w->cuda[d]));
+        cudaStream_t c = w->stream[d][PP_ROLE_COMPUTE];
+        if (d != o) PP_CUDA_CHECK(cudaStreamWaitEvent(c, w->go, 0));
+        PP_CUDA_CHECK(exec_record_timing(x, w->ref[d], c));
+        PP_CUDA_CHECK(cudaMemcpyAsync(w->counters_dev[d], w->counters_host, 2 * sizeof(int),
+                                      cudaMemcpyHostToDevice, c));
+        PP_CUDA_CHECK(cudaEventRecord(w->fork[d], c));
+        for (int r = 0; r < PP_ROLE_COUNT; r++)
+            if (r != PP_ROLE_COMPUTE)
+                PP_CUDA_CHECK(cudaStreamWaitEvent(w->stream[d][r], w->fork[d], 0));
+    }
+    for (int s = 0; s < x->plan->n_stages; s++) {
+        int d = x->plan->stage_device[s];
+        if (!world_owns(w, d)) continue;
+        PP_CUDA_CHECK(cudaSetDevice(w->cuda[d]));
+        PP_CHECK(stage_zero_grads(x->stages[s], w->stream[d][PP_ROLE_COMPUTE]));
+    }
+    return PP_OK;
+}
+
+/* Each device's compute stream joins its other streams, then the optimizer runs on it; stop[d]
+ * ends device d's step and the origin joins every device. */
+static pp_status_t end_step(exec_t *x)
+{
+    pp_world_t *w = &x->w;
+    for (int d = 0; d < w->p; d++) {
+        if (!world_owns(w, d)) continue;
+        PP_CUDA_CHECK(cudaSetDevice(w->cuda[d]));
+        cudaStream_t c = w->stream[d][PP_ROLE_COMPUTE];
+        for (int r = 0; r < PP_ROLE_COUNT; r++) {
+            if (r == PP_ROLE_COMPUTE) continue;
+            PP_CUDA_CHECK(cudaEventRecord(w->tail[d][r], w->stream[d][r]));
+            PP_CUDA_CHECK(cudaStreamWaitEvent(c, w->tail[d][r], 0));
+        }
+    }
+    if (x->cfg->run.optimizer == PP_OPT_ADAMW) {
+        pp_adamw_cfg_t opt = {(float)x->cfg->run.lr, 0.9f, 0.95f, 1e-8f,
+                              (float)x->cfg->run.weight_decay};
+        for (int s = 0; s < x->plan->n_stages; s++) {
+            int d = x->plan->stage_device[s];
+            if (!world_owns(w, d)) continue;
+            PP_CUDA_CHECK(cudaSetDevice(w->cuda[d]));
+            /* The step count comes from the device counter (stage_bind_counters). */
+            PP_CHECK(stage_optimizer_step(x->stages[s], &opt, 1, w->stream[d][PP_ROLE_COMPUTE]));
+        }
+    }
+    for (int d = 0; d < w->p; d++) {
+        if (!world_owns(w, d)) continue;
+        PP_CUDA_CHECK(cudaSetDevice(w->cuda[d]));
+        cudaStream_t c = w->stream[d][PP_ROLE_COMPUTE];
+        PP_CUDA_CHECK(exec_record_timing(x, w->stop[d], c));
+        PP_CUDA_CHECK(cudaEventRecord(w->join[d], c));
+    }
+    PP_CUDA_CHECK(cudaSetDevice(w->cuda[w->origin]));
+    for (int d = 0; d < w->p; d++)
+        if (d != w->origin && world_owns(w, d))
+            PP_CUDA_CHECK(
+                cudaStreamWaitEvent(w->stream[w->origin][PP_ROLE_COMPUTE], w->join[d], 0));
+    return PP_OK;
+}
+
+pp_status_t exec_enqueue_step(exec_t *x, int step, double deadline)
+{
+    const pp_plan_t *plan = x->plan;
+    PP_CHECK(start_step(x));
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *op = &plan->ops[i];
+        if (op->kind == PP_ACT_RECV_F || op->kind == PP_ACT_RECV_B) continue; /* with its SEND */
+        if (!pp_action_is_compute(op->kind)) {
+            PP_CHECK(enqueue_transfer(x, i, deadline, step));
+            continue;
+        }
+        if (!world_owns(&x->w, op->device)) continue;
+        cudaStream_t s = op_stream(x, op);
+        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[op->device]));
+        PP_CHECK(wait_deps(x, i, -1, s));
+        PP_CHECK(record_start(x, i, s));
+        /* The stage adds the step's base to the micro-batch from its device counter. */
+        PP_CHECK(run_compute(x, op, op->mb, s));
+        PP_CHECK(record_end(x, i, s));
+        PP_CHECK(sync_op(x, i, deadline, step));
+    }
+    return end_step(x);
+}
+
+pp_status_t exec_capture_step(exec_t *x, int step, double deadline)
+{
+    cudaStream_t origin = x->w.stream[x->w.origin][PP_ROLE_COMPUTE];
+    cudaGraph_t g = NULL;
+    PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[x->w.origin]));
+    cudaError_t e = cudaStreamBeginCapture(origin, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "# CUDA graph capture unavailable (%s): launching eagerly\n",
+                cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return PP_OK;
+    }
+    x->capturing = 1;
+    pp_status_t st = exec_enqueue_step(x, step, deadline);
+    x->capturing = 0;
+    PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[x->w.origin]));
+    e = cudaStreamEndCapture(origin, &g);
+    if (st == PP_OK && e == cudaSuccess && g) {
+        e = cudaGraphInstantiate(&x->gexec, g, 0);
+        if (e == cudaSuccess) {
+            x->graph = g;
+            return PP_OK;
+        }
+    }
+    fprintf(stderr, "# CUDA graph capture failed (%s): launching eagerly\n",
+            e != cudaSuccess ? cudaGetErrorString(e) : pp_status_str(st));
+    (void)cudaGetLastError();
+    if (g) cudaGraphDestroy(g);
+    x->gexec = NULL;
+    return PP_OK;
+}

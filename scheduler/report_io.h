@@ -1,0 +1,61 @@
+/*
+ * report_io.h — what every report writer shares: an output (a file opened here, or a stream the
+ * caller owns), printing to it, escaping text for JSON and XML, and closing it with the write
+ * errors reported.
+ *
+ * Contract: out_open prints "PATH: cannot write WHAT: reason" and returns PP_ERR_IO when the file
+ * cannot be opened. out_printf and the escapers never fail on their own: the first write error is
+ * remembered and out_close reports it ("PATH: writing WHAT failed: reason", PP_ERR_IO), also for a
+ * caller's stream (which it flushes but does not close). Every pp_out_t that was opened or wrapped
+ * goes through out_close exactly once. Plain C, no state beyond the pp_out_t.
+ */
+#ifndef PP_REPORT_IO_H
+#define PP_REPORT_IO_H
+
+#include "../common/pp_status.h"
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_out {
+    FILE *f;
+    const char *path; /* the file, or the stream's name, for messages */
+    const char *what; /* "the trace", "the SVG chart", ... for messages */
+    int owned;        /* 1: opened by out_open, closed by out_close */
+    int err;          /* errno of the first failed write, 0 while none */
+} pp_out_t;
+
+/* Open `path` for writing `what`. */
+pp_status_t out_open(pp_out_t *o, const char *path, const char *what);
+
+/* Write `what` to a stream the caller owns (stdout, a test's temporary file). */
+void out_wrap(pp_out_t *o, FILE *f, const char *name, const char *what);
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void out_printf(pp_out_t *o, const char *fmt, ...);
+
+void out_puts(pp_out_t *o, const char *s);
+
+/* A JSON string, quoted and escaped. */
+void out_json_str(pp_out_t *o, const char *s);
+
+/* A JSON number that reads back as the same double (shortest of %.15g/%.16g/%.17g), or null. */
+void out_json_num(pp_out_t *o, double x);
+
+/* Text for XML character data or an attribute value (& < > " ' escaped, control characters other
+ * than tab and newline left out: XML 1.0 does not allow them). */
+void out_xml(pp_out_t *o, const char *s);
+
+/* Flush and (for a file opened here) close; report the first write error. */
+pp_status_t out_close(pp_out_t *o);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_REPORT_IO_H */
