@@ -1,6 +1,6 @@
 /*
  * lower.c — plan_lower: a schedule becomes a plan (ops with streams, slots, links, dependencies,
- * in an enqueue order), and plan_print_grid, the text view of a plan's compute steps.
+ * in an enqueue order).
  *
  * Lowering works in "program ids" (ops grouped by device, each group in program order, the order
  * prog_ops keeps) and renumbers into the enqueue order found by a dry run at the end. The dry run
@@ -10,6 +10,9 @@
  * liveness over the programs; a stage gets more only when that pairing would otherwise wait on a
  * slot in a cycle. When nothing can move, each stuck device is named. cfg may be NULL (links
  * peer, 0 bytes). The plan owns every array; plan_free releases them.
+ * About 650 lines, on purpose: the passes of one lowering (ops, pairs, dependencies, slots, the dry
+ * run) share the working state lower_t and read in the order they run; split, each file would need
+ * all of it.
  */
 #include "plan.h"
 
@@ -642,94 +645,4 @@ fail:
     free(L.where);
     if (st != PP_OK) plan_free(plan);
     return st;
-}
-
-/* ============================== Text grid ===================================================== */
-
-/* Label of a compute op: `F3`, `I1`, or `4F0` when its device holds several stages. */
-static int grid_label(const pp_op_t *o, int multi, char *buf, size_t size)
-{
-    if (multi) return snprintf(buf, size, "%d%s%d", o->stage, action_kind_name(o->kind), o->mb);
-    return snprintf(buf, size, "%s%d", action_kind_name(o->kind), o->mb);
-}
-
-#define GRID_WIDTH 100 /* characters per printed line before the grid wraps */
-
-/* One row of the grid: device d's compute steps c0 .. c1-1, from program index *cursor on. */
-static void grid_row(const pp_plan_t *plan, FILE *f, int d, int multi, int name_w, int width,
-                     int c0, int c1, int *cursor)
-{
-    char name[16], lab[48];
-    snprintf(name, sizeof name, "dev%d", d);
-    fprintf(f, "%-*s |", name_w, name);
-    for (int c = c0; c < c1; c++) {
-        while (*cursor < plan->prog_begin[d + 1] &&
-               plan->ops[plan->prog_ops[*cursor]].role != PP_ROLE_COMPUTE)
-            (*cursor)++;
-        if (*cursor == plan->prog_begin[d + 1]) break;
-        int n = grid_label(&plan->ops[plan->prog_ops[(*cursor)++]], multi, lab, sizeof lab);
-        /* Pad every cell but the last of the row, so lines carry no trailing blanks. */
-        int pad = c + 1 < c1 ? width - n : 0;
-        fprintf(f, " %s%*s", lab, pad, "");
-    }
-    fputc('\n', f);
-}
-
-void plan_print_grid(const pp_plan_t *plan, FILE *f)
-{
-    int n_dev = plan->n_devices;
-    int *multi = calloc((size_t)n_dev, sizeof *multi);   /* device holds several stages */
-    int *cursor = calloc((size_t)n_dev, sizeof *cursor); /* next program index per device */
-    if (!multi || !cursor) {
-        fprintf(stderr, "%s:%d: out of host memory printing the plan\n", __FILE__, __LINE__);
-        free(multi);
-        free(cursor);
-        return;
-    }
-    for (int d = 0; d < n_dev; d++) {
-        int stages = 0;
-        for (int s = 0; s < plan->n_stages; s++)
-            stages += plan->stage_device[s] == d;
-        multi[d] = stages > 1;
-        cursor[d] = plan->prog_begin[d];
-    }
-    /* Column width from the widest label; columns per line from GRID_WIDTH. */
-    int width = 2, n_cols = 0;
-    char lab[48], name[16];
-    for (int d = 0; d < n_dev; d++) {
-        int cols = 0;
-        for (int i = plan->prog_begin[d]; i < plan->prog_begin[d + 1]; i++) {
-            const pp_op_t *o = &plan->ops[plan->prog_ops[i]];
-            if (o->role != PP_ROLE_COMPUTE) continue;
-            int w = grid_label(o, multi[d], lab, sizeof lab);
-            if (w > width) width = w;
-            cols++;
-        }
-        if (cols > n_cols) n_cols = cols;
-    }
-    int name_w = snprintf(name, sizeof name, "dev%d", n_dev - 1);
-    int per_line = (GRID_WIDTH - name_w - 2) / (width + 1);
-    if (per_line < 1) per_line = 1;
-    int c0 = 0;
-    do {
-        int c1 = c0 + per_line < n_cols ? c0 + per_line : n_cols;
-        if (n_cols > per_line) fprintf(f, "%scompute steps %d..%d\n", c0 ? "\n" : "", c0, c1 - 1);
-        for (int d = 0; d < n_dev; d++)
-            grid_row(plan, f, d, multi[d], name_w, width, c0, c1, &cursor[d]);
-        c0 = c1;
-    } while (c0 < n_cols);
-    fprintf(f, "activation slots per stage\n");
-    for (int d = 0; d < n_dev; d++) {
-        snprintf(name, sizeof name, "dev%d", d);
-        fprintf(f, "%-*s |", name_w, name);
-        const char *sep = " ";
-        for (int s = 0; s < plan->n_stages; s++) {
-            if (plan->stage_device[s] != d) continue;
-            fprintf(f, "%sstage %d: %d", sep, s, plan->slots_per_stage[s]);
-            sep = ", ";
-        }
-        fputc('\n', f);
-    }
-    free(multi);
-    free(cursor);
 }

@@ -9,7 +9,7 @@
  * This file parses arguments and dispatches commands; every command goes through the one chain of
  * run.h (config → schedule → plan → execute | simulate → report), compare's outputs are in
  * report_compare.c. Exit codes: 0 ok, 2 usage or input error, 1 runtime failure. Only this file
- * exits.
+ * exits. A little over 500 lines: a fifth of them are the four commands' usage texts.
  */
 #include "execute.h"
 #include "report_compare.h"

@@ -8,6 +8,8 @@
  * that never appears, and the function returns PP_ERR_INPUT. Deadlocks are found by plan_lower's
  * dry run (it names each stuck device), which the run chain does once, right after
  * schedule_validate; plan_validate checks that the plan's order never waits on a later op.
+ * A little over 500 lines: the rules for programs and for plans share the table of where each
+ * action was seen (seen_t), so they stay together.
  */
 #include "plan.h"
 
