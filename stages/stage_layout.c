@@ -311,6 +311,29 @@ size_t stage_param_count(const pp_stage_cfg_t *cfg)
     return n;
 }
 
+/* Rebuilt while F saves it: the part named `name` under cfg's setting and path. */
+static int part_rebuilt(const pp_stage_cfg_t *cfg, int fused, const char *name)
+{
+    for (size_t i = 0; i < N_SAVED; i++)
+        if (strcmp(SAVED_PARTS[i].name, name) == 0)
+            return part_on(&SAVED_PARTS[i], fused) && SAVED_PARTS[i].rebuilt[cfg->recompute];
+    return 0;
+}
+
+/* What stage_pass.cu's rebuild_for_input and rebuild_for_weight run, from the same table. */
+void stage_recompute_work(const pp_stage_cfg_t *cfg, pp_recompute_work_t *w)
+{
+    const int fused = stage_attention_fused(cfg);
+    memset(w, 0, sizeof *w);
+    if (cfg->recompute == PP_RECOMPUTE_FULL) {
+        w->input_forward = w->weight_forward = 1;
+        return;
+    }
+    w->weight_layernorms = part_rebuilt(cfg, fused, "ln1") + part_rebuilt(cfg, fused, "ln2");
+    w->weight_gelus = part_rebuilt(cfg, fused, "gelu");
+    w->input_scores = part_rebuilt(cfg, fused, "att");
+}
+
 /* ---- names and the printed layout ------------------------------------------------------------ */
 
 const char *const stage_recompute_names[PP_RECOMPUTE_COUNT + 1] = {"none", "selective", "full",

@@ -60,6 +60,19 @@ size_t stage_boundary_bytes(const pp_stage_cfg_t *cfg);
 /* Parameters in the stage (for FLOP counts and reports). */
 size_t stage_param_count(const pp_stage_cfg_t *cfg);
 
+/* The work the backward adds under cfg->recompute, per block of a stage, for a cost model to
+ * price with its own FLOP and byte counts. A plain B counts once what I and W each rebuild (I's
+ * rebuild serves W: weight_forward is 0 for B). */
+typedef struct pp_recompute_work {
+    int input_forward;     /* 1: I re-runs the block forward, all but the fc2 GEMM (full) */
+    int weight_forward;    /* 1: a W run apart from its I re-runs it too (full) */
+    int weight_layernorms; /* LayerNorm forwards over [N,C] before W (selective: 2) */
+    int weight_gelus;      /* GELU forwards over [N,4C] before W (selective: 1) */
+    int input_scores;      /* unfused attention: QKᵀ GEMM + causal softmax before I (selective) */
+} pp_recompute_work_t;
+
+void stage_recompute_work(const pp_stage_cfg_t *cfg, pp_recompute_work_t *w);
+
 /* "none", "selective", "full" (indexed by pp_recompute_t, NULL after the last); one name, and back
  * (-1 for an unknown name). */
 extern const char *const stage_recompute_names[PP_RECOMPUTE_COUNT + 1];

@@ -107,6 +107,29 @@ static void test_recompute_names(void)
     EXPECT(stage_recompute_from_name(NULL) == -1);
 }
 
+/* The rebuild work a cost model prices, per setting and attention path. */
+static void test_recompute_work(void)
+{
+    pp_stage_cfg_t c = ref_cfg(6);
+    pp_recompute_work_t w;
+    unsetenv("PPSCHED_ATTENTION");
+    stage_recompute_work(&c, &w);
+    EXPECT(!w.input_forward && !w.weight_forward && !w.weight_layernorms && !w.weight_gelus &&
+               !w.input_scores,
+           "none rebuilds nothing");
+    c.recompute = PP_RECOMPUTE_SELECTIVE;
+    stage_recompute_work(&c, &w);
+    EXPECT(w.weight_layernorms == 2 && w.weight_gelus == 1 && w.input_scores == 0 &&
+               !w.input_forward,
+           "selective, fused: two LayerNorms and a GELU before W");
+    c.dtype = PP_DTYPE_FP32; /* unfused */
+    stage_recompute_work(&c, &w);
+    EXPECT(w.input_scores == 1, "selective, unfused: P before I");
+    c.recompute = PP_RECOMPUTE_FULL;
+    stage_recompute_work(&c, &w);
+    EXPECT(w.input_forward && w.weight_forward && !w.weight_layernorms, "full: the forward");
+}
+
 /* The goal of the slot: at most PyTorch's 134 MiB per block at the reference shape (6 blocks),
  * 8.4 MiB at the small (hidden 512, 8 heads, sequence 256, micro-batch 2, 4 blocks). */
 static void test_slot_goal(void)
@@ -201,6 +224,7 @@ int main(void)
     RUN(test_slot_by_hand);
     RUN(test_recompute_names);
     RUN(test_slot_goal);
+    RUN(test_recompute_work);
     RUN(test_slot_grows);
     RUN(test_attention_path);
     RUN(test_state_bytes);
