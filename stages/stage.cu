@@ -177,6 +177,7 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
     st->n_slots = cfg->n_slots;
     st->n_wgrad = cfg->n_wgrad_slots;
     st->wgrad_bytes = stage_layout_wgrad(cfg, st->fused_attention, NULL, NULL);
+    st->offload_bytes = stage_layout_offload(cfg, st->fused_attention);
     st->n_tensors = model_tensor_count(&st->shape);
     st->tensors = (pp_param_tensor_t *)calloc((size_t)st->n_tensors + 1, sizeof *st->tensors);
     st->slots = (slot_t *)calloc((size_t)cfg->n_slots, sizeof *st->slots);
@@ -234,6 +235,24 @@ void stage_free(pp_stage_t *st)
     cudaFree(st->params);
     free(st->tensors);
     free(st);
+}
+
+pp_status_t stage_slot_to_host(pp_stage_t *st, int slot, void *host, cudaStream_t stream)
+{
+    if (!st || slot < 0 || slot >= st->n_slots || !host)
+        PP_FAIL(PP_ERR_INTERNAL, "stage_slot_to_host: slot %d, host %p", slot, host);
+    PP_CUDA_CHECK(cudaMemcpyAsync(host, st->slots[slot].mem, st->offload_bytes,
+                                  cudaMemcpyDeviceToHost, stream));
+    return PP_OK;
+}
+
+pp_status_t stage_slot_from_host(pp_stage_t *st, int slot, const void *host, cudaStream_t stream)
+{
+    if (!st || slot < 0 || slot >= st->n_slots || !host)
+        PP_FAIL(PP_ERR_INTERNAL, "stage_slot_from_host: slot %d, host %p", slot, host);
+    PP_CUDA_CHECK(cudaMemcpyAsync(st->slots[slot].mem, host, st->offload_bytes,
+                                  cudaMemcpyHostToDevice, stream));
+    return PP_OK;
 }
 
 void *stage_slot_x(pp_stage_t *st, int slot)

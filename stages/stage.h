@@ -57,6 +57,14 @@ void *stage_slot_y(pp_stage_t *st, int slot);  /* output activation (SEND_F read
 void *stage_slot_dy(pp_stage_t *st, int slot); /* output gradient (RECV_B writes here) */
 void *stage_slot_dx(pp_stage_t *st, int slot); /* input gradient (SEND_B reads here) */
 
+/* Offload: copy the first stage_offload_bytes of `slot` (everything its backward reads; not y,
+ * dx, dy) to `host`, or back from `host` into `slot` (which may be another slot than the one it
+ * came from: every slot has the same layout). Asynchronous on `stream` when `host` is pinned
+ * (cudaMallocHost); the caller orders the copy after the forward and before the backward with
+ * events, and keeps the slot's y until its send has read it. */
+pp_status_t stage_slot_to_host(pp_stage_t *st, int slot, void *host, cudaStream_t stream);
+pp_status_t stage_slot_from_host(pp_stage_t *st, int slot, const void *host, cudaStream_t stream);
+
 /* Forward of micro-batch `mb` into `slot`. `mb` indexes the synthetic data stream (the executor
  * passes step * micro_batches + k, so every step sees new data). The first stage generates mb's
  * tokens itself; the last stage generates mb's targets, computes the loss and the gradient of the

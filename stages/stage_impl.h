@@ -30,10 +30,11 @@ struct pp_stage {
     char *work_mem; /* the workspace beside cuBLAS's (stage_layout_workspace) */
     workspace_t ws; /* its pieces */
     int n_slots;
-    slot_t *slots;      /* [n_slots] */
-    int n_wgrad;        /* I→W buffers */
-    wgrad_t *wgrads;    /* [n_wgrad] */
-    size_t wgrad_bytes; /* of one; 0 when there is nothing to keep (no blocks, no head) */
+    slot_t *slots;        /* [n_slots] */
+    size_t offload_bytes; /* the first bytes of a slot, which its backward reads */
+    int n_wgrad;          /* I→W buffers */
+    wgrad_t *wgrads;      /* [n_wgrad] */
+    size_t wgrad_bytes;   /* of one; 0 when there is nothing to keep (no blocks, no head) */
     /* Host bookkeeping, at enqueue time: the I→W buffer of each slot's micro-batch between its I
      * and its W (-1: none), and which buffers are taken. A step's calls are enqueued in the order
      * they run on the stage's stream, so this holds for a captured graph's replays too. */

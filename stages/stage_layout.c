@@ -137,7 +137,10 @@ void stage_layout_view(const pp_stage_cfg_t *cfg, int fused, const block_bufs_t 
         if (s) (field) = p_;                                                                       \
     } while (0)
 
-size_t stage_layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s)
+/* A slot in two parts: first everything the backward reads (tokens, targets, the input of every
+ * block, the saved parts, the head's), then the boundary buffers it does not (y unless the last
+ * stage reads it, dx, dy). *kept gets the first part's bytes: what an offload copies. */
+static size_t layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s, size_t *kept)
 {
     carver_t c = {base, 0};
     const size_t NC = part_bytes(cfg, SZ_NC), rows = part_bytes(cfg, SZ_ROWS);
@@ -145,10 +148,9 @@ size_t stage_layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_
     const int L = cfg->n_layers;
     if (cfg->is_first) TAKE(s->tokens, N * sizeof(int));
     if (cfg->is_last) TAKE(s->targets, N * sizeof(int));
-    for (int l = 0; l <= L; l++)
+    for (int l = 0; l < L; l++)
         TAKE(s->res[l], NC);
-    TAKE(s->dres[0], NC);
-    if (L > 0) TAKE(s->dres[L], NC);
+    if (cfg->is_last) TAKE(s->res[L], NC);
     for (int l = 0; l < L; l++)
         carve_parts(&c, cfg, fused, SAVED_PARTS, N_SAVED, 0, s ? &s->blocks[l] : NULL);
     if (cfg->is_last) {
@@ -158,8 +160,30 @@ size_t stage_layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_
         TAKE(s->logits, N * (size_t)cfg->vocab * pp_dtype_size(cfg->dtype));
         TAKE(s->losses, rows);
     }
+    *kept = carved_bytes(&c);
+    if (!cfg->is_last) TAKE(s->res[L], NC);
+    TAKE(s->dres[0], NC);
+    if (L > 0) TAKE(s->dres[L], NC);
     if (s && L == 0) s->dres[L] = s->dres[0];
     return carved_bytes(&c);
+}
+
+size_t stage_layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s)
+{
+    size_t kept = 0;
+    return layout_slot(cfg, fused, base, s, &kept);
+}
+
+size_t stage_layout_offload(const pp_stage_cfg_t *cfg, int fused)
+{
+    size_t kept = 0;
+    layout_slot(cfg, fused, NULL, NULL, &kept);
+    return kept;
+}
+
+size_t stage_offload_bytes(const pp_stage_cfg_t *cfg)
+{
+    return stage_layout_offload(cfg, stage_attention_fused(cfg));
 }
 
 size_t stage_layout_wgrad(const pp_stage_cfg_t *cfg, int fused, char *base, wgrad_t *g)

@@ -121,6 +121,8 @@ pp_status_t stage_attention_env_check(void);
 /* Carve a slot out of `base` (NULL: measure only; then s may be NULL) for the attention path
  * `fused`. s->res, s->dres and s->blocks must hold n_layers + 1 entries. Returns its bytes. */
 size_t stage_layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s);
+/* The bytes at the start of a slot that its backward reads (stage_offload_bytes). */
+size_t stage_layout_offload(const pp_stage_cfg_t *cfg, int fused);
 /* Carve one I→W buffer (NULL base: measure; then g may be NULL); g->dres and g->blocks hold
  * n_layers + 1 entries. Returns its bytes. */
 size_t stage_layout_wgrad(const pp_stage_cfg_t *cfg, int fused, char *base, wgrad_t *g);

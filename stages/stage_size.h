@@ -52,6 +52,9 @@ size_t stage_workspace_bytes(const pp_stage_cfg_t *cfg);
 /* Bytes of one I→W buffer: what stage_backward_input writes for stage_backward_weight (the
  * gradients at the block's inner outputs), held from a micro-batch's I to its W. */
 size_t stage_wgrad_slot_bytes(const pp_stage_cfg_t *cfg);
+/* Bytes of a slot that its backward reads: the slot's first bytes, before y (unless the last stage
+ * reads it), dx and dy. What an offload to host memory copies (stage_slot_to_host). */
+size_t stage_offload_bytes(const pp_stage_cfg_t *cfg);
 /* Everything stage_init allocates on the device: state + workspace + n_slots slots +
  * n_wgrad_slots I→W buffers (not the cuBLAS handles' own allocations). */
 size_t stage_device_bytes(const pp_stage_cfg_t *cfg);

@@ -74,6 +74,9 @@ static void test_slot_by_hand(void)
     EXPECT(stage_slot_bytes(&c) == bounds + none, "slot %zu bytes, by hand %zu",
            stage_slot_bytes(&c), bounds + none);
     /* I→W: d_fc, d_ln2, d_x2, d_qkv, d_ln1 (no gradient between blocks with one block) */
+    /* what an offload copies: the block's input and its saved parts; not y, dx, dy */
+    EXPECT(stage_offload_bytes(&c) == nc + none, "offload %zu, by hand %zu",
+           stage_offload_bytes(&c), nc + none);
     const size_t iw = nc4 + nc + nc + nc3 + nc;
     EXPECT(stage_wgrad_slot_bytes(&c) == iw, "%zu, by hand %zu", stage_wgrad_slot_bytes(&c), iw);
     c.n_layers = 2;

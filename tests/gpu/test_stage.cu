@@ -595,6 +595,70 @@ static void run_recompute(case_t kind, pp_dtype_t dt)
     free(x), free(dy), free(want), free(gd);
 }
 
+static int have_gpu(void);
+
+/* Offload round trip: F in slot 0, the slot's first stage_offload_bytes to pinned host memory,
+ * back into slot 1 (poisoned first), dy into slot 1, B there: the bits of F + B in one slot. */
+static void run_offload(case_t kind, pp_dtype_t dt, pp_recompute_t rc)
+{
+    pp_stage_cfg_t cfg = make_cfg(kind, dt);
+    cfg.recompute = rc;
+    const size_t NC = (size_t)BATCH * SEQ * HIDDEN, bytes = stage_boundary_bytes(&cfg);
+    const size_t off = stage_offload_bytes(&cfg);
+    const char *cn = case_name(kind);
+    double *x = (double *)malloc(NC * sizeof(double)), *dy = (double *)malloc(NC * sizeof(double));
+    void *host = NULL, *junk = NULL;
+    pp_stage_t *st = NULL;
+    cudaStream_t s = NULL;
+    outcome_t want = {0};
+    REQUIRE(x && dy && off > 0 && off < stage_slot_bytes(&cfg));
+    REQUIRE(cudaMallocHost(&host, off) == cudaSuccess && cudaMallocHost(&junk, off) == cudaSuccess);
+    memset(junk, 0xFF, off);
+    REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    fill_random(x, NC, SEED + 31 + kind + 8 * dt, 1.5, dt);
+    fill_random(dy, NC, SEED + 32 + kind + 8 * dt, 1e-2, dt);
+    REQUIRE(stage_init(&st, &cfg) == PP_OK);
+    int ok = run_outcome(st, 0, 0, x, dy, &cfg, s, &want) == 0;
+    float *g = (float *)malloc(stage_n_params(st) * sizeof(float));
+    unsigned char *dx = (unsigned char *)calloc(1, bytes);
+    double loss = 0.0;
+    ok = ok && g && dx && stage_zero_grads(st, s) == PP_OK && set_inputs(st, 0, x, dy, NC, dt) == 0;
+    ok =
+        ok && stage_forward(st, 0, MB_A, s) == PP_OK && stage_slot_to_host(st, 0, host, s) == PP_OK;
+    ok = ok && stage_slot_from_host(st, 1, junk, s) == PP_OK &&
+         stage_slot_from_host(st, 1, host, s) == PP_OK && poison_outputs(st, 1, bytes) == 0;
+    ok = ok && cudaStreamSynchronize(s) == cudaSuccess && set_inputs(st, 1, x, dy, NC, dt) == 0;
+    /* slot 1's x came with the copy; set_inputs rewrites it with the same values */
+    ok = ok && stage_backward(st, 1, MB_A, s) == PP_OK && cudaStreamSynchronize(s) == cudaSuccess;
+    ok = ok && stage_grads_to_host(st, g) == PP_OK;
+    if (ok && stage_slot_dx(st, 1))
+        ok = cudaMemcpy(dx, stage_slot_dx(st, 1), bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+    if (ok && cfg.is_last) ok = stage_loss_read(st, &loss, s) == PP_OK;
+    EXPECT(ok, "%s %s: the offload round trip failed", cn, stage_recompute_name(rc));
+    if (ok) {
+        EXPECT(memcmp(g, want.grads, stage_n_params(st) * sizeof(float)) == 0,
+               "%s %s %s: gradients after the round trip differ", cn, pp_dtype_name(dt),
+               stage_recompute_name(rc));
+        EXPECT(memcmp(dx, want.dx, bytes) == 0 && loss == want.loss,
+               "%s %s %s: dx or the loss after the round trip differ", cn, pp_dtype_name(dt),
+               stage_recompute_name(rc));
+    }
+    stage_free(st);
+    outcome_free(&want);
+    free(g), free(dx), free(x), free(dy);
+    cudaFreeHost(host), cudaFreeHost(junk);
+    cudaStreamDestroy(s);
+}
+
+static void test_offload_round_trip(void)
+{
+    if (!have_gpu()) SKIP("no CUDA device");
+    run_offload(CASE_SINGLE, PP_DTYPE_FP32, PP_RECOMPUTE_NONE);
+    run_offload(CASE_MIDDLE, PP_DTYPE_BF16, PP_RECOMPUTE_NONE);
+    run_offload(CASE_MIDDLE, PP_DTYPE_FP32, PP_RECOMPUTE_SELECTIVE);
+    run_offload(CASE_FIRST, PP_DTYPE_BF16, PP_RECOMPUTE_FULL);
+}
+
 static int have_gpu(void)
 {
     int n = 0;
@@ -708,6 +772,7 @@ int main(void)
     RUN(test_recompute_middle_fp32);
     RUN(test_recompute_single_bf16);
     RUN(test_recompute_middle_bf16);
+    RUN(test_offload_round_trip);
     RUN(test_sizes_and_errors);
     return check_summary("test_stage");
 }
