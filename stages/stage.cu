@@ -9,10 +9,24 @@
  *              the parameters are the master); fp32 gradients; AdamW m and v (one allocation);
  *              the vocabulary permutation and the loss accumulator (one small allocation).
  *              Tensors sit at the offsets of stages/model.h (aligned, gaps zero).
- *   slots      one allocation per slot (n_slots): the stage's input, each block's output, dx and
- *              dy, and what F saves for the backward under cfg->recompute.
+ *   slots      one allocation per slot (n_slots): first what the backward reads, then y, dx, dy.
+ *              Per block, bytes at the reference shape (N = 4096 tokens, C = 1024, bf16, fused
+ *              attention), kept under none / selective / full (else rebuilt by the backward):
+ *                block output  N·C     8 MiB      n s f
+ *                ln1           N·C     8 MiB      n
+ *                ln1 mean+rstd 2N fp32 32 KiB     n s
+ *                qkv           3N·C    24 MiB     n s     (unfused: q, k, v 24 MiB, P 128 MiB n)
+ *                lse           BHT fp32 256 KiB   n s
+ *                atty, x2      2 N·C   16 MiB     n s
+ *                ln2           N·C     8 MiB      n
+ *                ln2 mean+rstd 2N fp32 32 KiB     n s
+ *                fc            4N·C    32 MiB     n s
+ *                gelu          4N·C    32 MiB     n
+ *              = 132.3 / 84.3 / 12.0 MiB a block with the stage's x, dx, dy shared over 6 blocks
+ *              (219.0 before the I->W parts left the slot; docs/memory.md has every part).
  *   I->W       one allocation per I->W buffer (n_wgrad_slots): what I leaves for W when the two
- *              run apart; taken by I, released by W.
+ *              run apart (d_fc 32, d_ln2 8, d_x2 8, d_qkv 24, d_ln1 8, the gradient between
+ *              blocks 8 MiB a block at the reference shape); taken by I, released by W.
  *   workspace  the cuBLAS workspace (pp_gemm_t) and one area carved by stage_layout_workspace:
  *              the rebuild area, a plain B's one-block I->W parts, and the scratch (forward,
  *              backward-input and backward-weight groups, which never run at once, overlap).
