@@ -31,8 +31,7 @@ pp_status_t stage_attention_env_check(void)
     return PP_OK;
 }
 
-/* ---- the parts of a block ---------------------------------------------------------------------
- */
+/* ---- the parts of a block -------------------------------------------------------------- */
 
 /* The size of a part, from the shape. */
 typedef enum part_size { SZ_NC, SZ_3NC, SZ_4NC, SZ_ROWS, SZ_LSE, SZ_TT } part_size_t;

@@ -168,8 +168,7 @@ static pp_status_t rebuild_for_weight(pp_stage_t *st, const block_bufs_t *b, int
     return gelu_fwd(b->gelu, b->fc, (size_t)N * 4 * C, dt, stream);
 }
 
-/* ---- backward: input gradients ----------------------------------------------------------------
- */
+/* ---- backward: input gradients --------------------------------------------------------- */
 
 /* From dout (the gradient at the block's output) to din, keeping in b's I→W parts what W needs. */
 static pp_status_t block_backward_input(pp_stage_t *st, const block_bufs_t *b, int l, const void *x,
@@ -239,8 +238,7 @@ static pp_status_t head_backward_input(pp_stage_t *st, slot_t *s, void *d_lnf, c
                                s->lnf_rstd, N, C, 0, c->dtype, stream);
 }
 
-/* ---- backward: weight gradients ---------------------------------------------------------------
- */
+/* ---- backward: weight gradients -------------------------------------------------------- */
 
 static pp_status_t block_backward_weight(pp_stage_t *st, const block_bufs_t *b, int l,
                                          const void *x, const void *dout, cudaStream_t stream)
@@ -310,8 +308,7 @@ static pp_status_t wgrad_of(pp_stage_t *st, int slot, int take, wgrad_t **out)
     return PP_OK;
 }
 
-/* ---- I, W, B ----------------------------------------------------------------------------------
- */
+/* ---- I, W, B --------------------------------------------------------------------------- */
 
 pp_status_t stage_backward_input(pp_stage_t *st, int slot, int mb, cudaStream_t stream)
 {
