@@ -161,6 +161,10 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.cu.o $(BUILD)/libppgpu.a $(BUILD)/libppco
 bench-stage: $(BUILD)/bench/bench_stage
 	$(BUILD)/bench/bench_stage
 
+# Host-link copies for activation offload: pinned against pageable, alone and under compute.
+bench-offload: $(BUILD)/bench/bench_offload
+	$(BUILD)/bench/bench_offload
+
 # What the local transport's boundary copy costs (docs/architecture.md, "local").
 bench-local: $(BUILD)/bench/bench_local
 	$(BUILD)/bench/bench_local

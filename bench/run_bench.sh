@@ -1,7 +1,8 @@
 #!/bin/sh
 # run_bench.sh BUILD [OUTDIR] — `make bench`: what the schedules cost on the GPUs present.
 #
-#   1. the stage benchmark (one stage's forward + backward against cuBLAS's GEMM rate)
+#   1. the stage benchmark (one stage's forward + backward against cuBLAS's GEMM rate, per
+#      run.recompute setting) and the host link for offload (pinned against pageable)
 #   2. GPipe, 1F1B, interleaved 1F1B (v = 2) and ZB-H1 at the reference model and the small model,
 #      m = 4, 8, 16, 32, on up to 4 GPUs (ppsched compare --sweep)
 #   3. the cost of per-op timing: 1F1B with timing on vs off, alternated, 3 pairs
@@ -40,6 +41,10 @@ common="--set pipeline.devices=$p --quiet"
 if [ -x "$build/bench/bench_stage" ]; then
     echo "## stage benchmark"
     "$build/bench/bench_stage" | tee "$out/stage.txt"
+fi
+if [ -x "$build/bench/bench_offload" ]; then
+    echo "## host link for offload: pinned against pageable"
+    "$build/bench/bench_offload" | tee "$out/offload.txt"
 fi
 
 # 2. schedules side by side

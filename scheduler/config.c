@@ -117,7 +117,8 @@ void config_defaults(pp_config_t *cfg)
                               .weight_decay = 0.1,
                               .timeout_s = 60.0,
                               .timing = 1,
-                              .graph = 1};
+                              .graph = 1,
+                              .recompute = PP_RECOMPUTE_NONE};
     cfg->cost =
         (pp_cost_cfg_t){.forward = 1.0, .backward_input = 1.0, .backward_weight = 1.0, .send = 0.0};
 }

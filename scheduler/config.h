@@ -17,6 +17,7 @@
 
 #include "../common/pp_status.h"
 #include "../p2p/transport.h"
+#include "../stages/stage_size.h"
 #include "kinds.h"
 #include "schedule.h"
 
@@ -76,11 +77,12 @@ typedef struct pp_run_cfg {
     int warmup;    /* untimed steps before them */
     uint64_t seed; /* parameters and synthetic data */
     pp_optimizer_t optimizer;
-    double lr;           /* AdamW learning rate */
-    double weight_decay; /* AdamW decoupled weight decay */
-    double timeout_s;    /* longest wait for one step before reporting the pending op */
-    int timing;          /* 1: record per-op device timestamps */
-    int graph;           /* 1: capture one step as a CUDA graph and replay it */
+    double lr;                /* AdamW learning rate */
+    double weight_decay;      /* AdamW decoupled weight decay */
+    double timeout_s;         /* longest wait for one step before reporting the pending op */
+    int timing;               /* 1: record per-op device timestamps */
+    int graph;                /* 1: capture one step as a CUDA graph and replay it */
+    pp_recompute_t recompute; /* what the forward keeps for the backward (stage_size.h) */
 } pp_run_cfg_t;
 
 /* Simulator cost model, milliseconds per op for one micro-batch on one stage. A full backward `B`

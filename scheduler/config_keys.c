@@ -16,7 +16,8 @@
 
 /* Enum fields are written through an int: the C enums here all have int's size. */
 _Static_assert(sizeof(pp_dtype_t) == sizeof(int) && sizeof(pp_placement_t) == sizeof(int) &&
-                   sizeof(pp_transport_t) == sizeof(int) && sizeof(pp_optimizer_t) == sizeof(int),
+                   sizeof(pp_transport_t) == sizeof(int) && sizeof(pp_optimizer_t) == sizeof(int) &&
+                   sizeof(pp_recompute_t) == sizeof(int),
                "enum fields are stored as int");
 
 #define DEVICE_FORMS "all, a count 1..64, or a list of CUDA ids such as [0, 1, 2, 3]"
@@ -189,6 +190,9 @@ static const char *const placement_names[] = {"loop", "v", NULL};
 static const int placement_values[] = {PP_PLACEMENT_LOOP, PP_PLACEMENT_V};
 static const char *const optimizer_names[] = {"none", "adamw", NULL};
 static const int optimizer_values[] = {PP_OPT_NONE, PP_OPT_ADAMW};
+#define recompute_names stage_recompute_names
+static const int recompute_values[] = {PP_RECOMPUTE_NONE, PP_RECOMPUTE_SELECTIVE,
+                                       PP_RECOMPUTE_FULL};
 static const char *const timing_names[] = {"on", "off", "true", "false", NULL};
 static const int timing_values[] = {1, 0, 1, 0};
 
@@ -235,6 +239,7 @@ static const key_spec_t run_keys[] = {
     REAL_KEY("timeout", run.timeout_s, 0, 86400, 1),
     ENUM_KEY("timing", run.timing, timing),
     ENUM_KEY("graph", run.graph, timing),
+    ENUM_KEY("recompute", run.recompute, recompute),
 };
 
 static const key_spec_t cost_keys[] = {

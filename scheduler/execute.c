@@ -94,6 +94,8 @@ static void stage_cfg_for(pp_stage_cfg_t *c, const pp_config_t *cfg, const pp_pl
     c->dtype = cfg->model.dtype;
     c->seed = cfg->run.seed;
     c->n_slots = plan->slots_per_stage[s];
+    c->n_wgrad_slots = plan->wgrad_slots_per_stage ? plan->wgrad_slots_per_stage[s] : 0;
+    c->recompute = cfg->run.recompute;
     c->with_optimizer = cfg->run.optimizer == PP_OPT_ADAMW;
     c->grad_scale = 1.0f / (float)plan->n_mb;
 }
@@ -109,8 +111,7 @@ static pp_status_t check_fit(exec_t *x)
     for (int s = 0; s < plan->n_stages; s++) {
         const pp_stage_cfg_t *c = &x->scfg[s];
         if (!world_owns(&x->w, plan->stage_device[s])) continue;
-        need[plan->stage_device[s]] += stage_state_bytes(c) + stage_workspace_bytes(c) +
-                                       (size_t)c->n_slots * stage_slot_bytes(c);
+        need[plan->stage_device[s]] += stage_device_bytes(c);
     }
     for (int d = 0; d < x->w.p; d++) {
         if (!world_owns(&x->w, d)) continue;
@@ -266,8 +267,7 @@ static void print_banner(exec_t *x)
         int slots = 0;
         for (int s = 0; s < plan->n_stages; s++) {
             if (plan->stage_device[s] != d) continue;
-            b += stage_state_bytes(&x->scfg[s]) + stage_workspace_bytes(&x->scfg[s]) +
-                 (size_t)x->scfg[s].n_slots * stage_slot_bytes(&x->scfg[s]);
+            b += stage_device_bytes(&x->scfg[s]);
             slots += x->scfg[s].n_slots;
         }
         fprintf(stderr, " gpu%d %.2f GiB (%d slots)%s", x->w.cuda[d], (double)b / (1u << 30), slots,

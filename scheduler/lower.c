@@ -28,6 +28,7 @@ void plan_free(pp_plan_t *plan)
     if (!plan) return;
     free(plan->stage_device);
     free(plan->slots_per_stage);
+    free(plan->wgrad_slots_per_stage);
     free(plan->ops);
     free(plan->deps);
     free(plan->prog_ops);
@@ -589,6 +590,27 @@ static pp_status_t lower_emit_plan(pp_plan_t *plan, const lower_t *L)
     return PP_OK;
 }
 
+/* I->W buffers per stage: walk the ops in enqueue order (the order a stage's calls are made and
+ * its compute stream runs them), counting the micro-batches of each stage whose I has been
+ * enqueued and whose W has not; keep the most. */
+static pp_status_t lower_wgrad_slots(pp_plan_t *plan)
+{
+    int *now = calloc((size_t)plan->n_stages, sizeof *now);
+    plan->wgrad_slots_per_stage = calloc((size_t)plan->n_stages, sizeof(int));
+    if (!now || !plan->wgrad_slots_per_stage) {
+        free(now);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory counting I->W buffers");
+    }
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *o = &plan->ops[i];
+        if (o->kind == PP_ACT_I && ++now[o->stage] > plan->wgrad_slots_per_stage[o->stage])
+            plan->wgrad_slots_per_stage[o->stage] = now[o->stage];
+        if (o->kind == PP_ACT_W) now[o->stage]--;
+    }
+    free(now);
+    return PP_OK;
+}
+
 pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_config_t *cfg)
 {
     lower_t L = {0};
@@ -630,6 +652,7 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
     lower_data_deps(&L);
     PP_CHECK_GOTO(lower_order_slots(&L, plan->slots_per_stage), st, fail);
     PP_CHECK_GOTO(lower_emit_plan(plan, &L), st, fail);
+    PP_CHECK_GOTO(lower_wgrad_slots(plan), st, fail);
 fail:
     free(L.ops);
     free(L.step);

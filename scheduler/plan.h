@@ -10,6 +10,8 @@
  * Memory is decided by the schedule: slots_per_stage comes from liveness over each device's
  * program (a (stage, micro-batch) holds a slot from its first op on the device to its last), and
  * reuse of a slot is a dependency of the new holder's first op on the old holder's last ops.
+ * With the backward split, wgrad_slots_per_stage counts the micro-batches whose I has run and
+ * whose W has not, at most, in each device's program order (the stage's I->W buffers).
  *
  * Built by plan_lower (lower.c) and checked by plan_validate (validate.c); owns all its arrays.
  */
@@ -55,14 +57,16 @@ typedef struct pp_op {
 } pp_op_t;
 
 typedef struct pp_plan {
-    int n_devices;        /* p */
-    int n_stages;         /* total stages */
-    int n_mb;             /* m */
-    int chunks;           /* stages per device (v) */
-    int split_backward;   /* 1 when backward is I + W */
-    pp_sched_kind_t kind; /* the schedule it came from */
-    int *stage_device;    /* [n_stages] */
-    int *slots_per_stage; /* [n_stages]: activation slots the stage needs on its device */
+    int n_devices;              /* p */
+    int n_stages;               /* total stages */
+    int n_mb;                   /* m */
+    int chunks;                 /* stages per device (v) */
+    int split_backward;         /* 1 when backward is I + W */
+    pp_sched_kind_t kind;       /* the schedule it came from */
+    int *stage_device;          /* [n_stages] */
+    int *slots_per_stage;       /* [n_stages]: activation slots the stage needs on its device */
+    int *wgrad_slots_per_stage; /* [n_stages]: I->W buffers: most micro-batches of the stage
+                                   between their I and their W on its device (0 without I/W) */
     int n_ops;
     pp_op_t *ops; /* [n_ops], topological (enqueue) order */
     int n_deps_total;

@@ -87,6 +87,8 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f)
         for (int s = 0; s < plan->n_stages; s++) {
             if (plan->stage_device[s] != d) continue;
             fprintf(f, "%sstage %d: %d", sep, s, plan->slots_per_stage[s]);
+            if (plan->split_backward && plan->wgrad_slots_per_stage)
+                fprintf(f, " (I->W buffers %d)", plan->wgrad_slots_per_stage[s]);
             sep = ", ";
         }
         fputc('\n', f);

@@ -5,10 +5,12 @@
  *
  * Memory: stage_init allocates, on the current CUDA device, the parameters (storage dtype, plus an
  * fp32 master copy for bf16), fp32 gradient accumulators, AdamW state (when asked), a workspace
- * for cuBLAS and scratch, and `n_slots` activation slots. A slot holds everything one micro-batch
- * needs between its forward and its backward: the stage input x, the saved intermediates, the
- * stage output y, the incoming output-gradient dy and the outgoing input-gradient dx. Nothing is
- * allocated after stage_init.
+ * for cuBLAS and our own, `n_slots` activation slots and `n_wgrad_slots` I->W buffers. A slot
+ * holds what one micro-batch keeps from its forward to its backward: the stage input x, each
+ * block's output, what the backward reads under cfg->recompute, the stage output y, the incoming
+ * output-gradient dy and the outgoing input-gradient dx. An I->W buffer holds what an I leaves
+ * for its W (I takes a free one, W gives it back: at most n_wgrad_slots micro-batches may sit
+ * between their I and their W). Sizes: stage_size.h. Nothing is allocated after stage_init.
  *
  * Streams: every call enqueues on the stream it is given and never synchronizes the host. The
  * caller orders calls across streams with events. Calls on one stage must not run concurrently
@@ -16,8 +18,10 @@
  * buffers, which the caller orders.
  *
  * Gradients: parameter gradients accumulate with += across micro-batches until
- * stage_zero_grads. B = I then W, exactly. The loss of the last stage is the mean over the tokens
- * of a micro-batch, and its gradient is scaled by cfg->grad_scale (1/m for the step mean).
+ * stage_zero_grads. B gives the bits of I then W (the same kernels on the same inputs, each
+ * block's W right after its I, its I->W parts in the workspace). The loss of the last stage is the
+ * mean over the tokens of a micro-batch, and its gradient is scaled by cfg->grad_scale (1/m for the
+ * step mean).
  */
 #ifndef PP_STAGE_H
 #define PP_STAGE_H
@@ -53,6 +57,14 @@ void *stage_slot_y(pp_stage_t *st, int slot);  /* output activation (SEND_F read
 void *stage_slot_dy(pp_stage_t *st, int slot); /* output gradient (RECV_B writes here) */
 void *stage_slot_dx(pp_stage_t *st, int slot); /* input gradient (SEND_B reads here) */
 
+/* Offload: copy the first stage_offload_bytes of `slot` (everything its backward reads; not y,
+ * dx, dy) to `host`, or back from `host` into `slot` (which may be another slot than the one it
+ * came from: every slot has the same layout). Asynchronous on `stream` when `host` is pinned
+ * (cudaMallocHost); the caller orders the copy after the forward and before the backward with
+ * events, and keeps the slot's y until its send has read it. */
+pp_status_t stage_slot_to_host(pp_stage_t *st, int slot, void *host, cudaStream_t stream);
+pp_status_t stage_slot_from_host(pp_stage_t *st, int slot, const void *host, cudaStream_t stream);
+
 /* Forward of micro-batch `mb` into `slot`. `mb` indexes the synthetic data stream (the executor
  * passes step * micro_batches + k, so every step sees new data). The first stage generates mb's
  * tokens itself; the last stage generates mb's targets, computes the loss and the gradient of the
@@ -60,9 +72,11 @@ void *stage_slot_dx(pp_stage_t *st, int slot); /* input gradient (SEND_B reads h
 pp_status_t stage_forward(pp_stage_t *st, int slot, int mb, cudaStream_t stream);
 /* Full backward of the micro-batch in `slot`: dx, and parameter gradients += . */
 pp_status_t stage_backward(pp_stage_t *st, int slot, int mb, cudaStream_t stream);
-/* Input-gradient half: dx, keeping in the slot what the weight half needs. */
+/* Input-gradient half: dx, keeping in an I->W buffer (taken now) what the weight half needs;
+ * PP_ERR_INTERNAL when all n_wgrad_slots are taken. */
 pp_status_t stage_backward_input(pp_stage_t *st, int slot, int mb, cudaStream_t stream);
-/* Weight-gradient half: parameter gradients += , from what backward_input kept. */
+/* Weight-gradient half: parameter gradients += , from what backward_input kept; gives the I->W
+ * buffer back. */
 pp_status_t stage_backward_weight(pp_stage_t *st, int slot, int mb, cudaStream_t stream);
 
 /* Make the stage read two counters from device memory (on its device) when its kernels run,

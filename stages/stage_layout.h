@@ -11,6 +11,7 @@
 #include "stage_size.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,46 +40,61 @@ static inline size_t carved_bytes(const carver_t *c)
     return (c->off + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
 }
 
-/* What one block keeps in a slot. The first group is written by F; the second by I, for W. */
-typedef struct block_slot {
-    void *ln1;                  /* LN1 output [N,C] (input of the QKV matmul) */
-    float *ln1_mean, *ln1_rstd; /* LN1 statistics [N] */
-    void *qkv;                  /* fused attention: QKV matmul output [N,3C], read in place */
-    void *q, *k, *v;            /* unfused attention: [B,H,T,d] each */
-    void *att;                  /* unfused attention: softmax probabilities P [B,H,T,T] */
-    float *lse;                 /* fused attention: log-sum-exp of each score row [B,H,T] */
-    void *atty;                 /* attention output, heads side by side [N,C] (input of proj) */
-    void *x2;                   /* residual stream after attention [N,C] */
-    void *ln2;                  /* LN2 output [N,C] (input of fc) */
-    float *ln2_mean, *ln2_rstd; /* LN2 statistics [N] */
-    void *fc;                   /* fc output before GELU [N,4C] */
-    void *gelu;                 /* GELU output [N,4C] (input of fc2) */
-
+/* The buffers of one block as a forward or a backward call sees them. stage_layout_view builds it
+ * from three places: the slot (what F keeps), the workspace's rebuild area (what the backward
+ * rebuilds under run.recompute), and an I→W buffer (what I writes for W). Every pointer is NULL
+ * when the attention path does not use it. Statistics and lse are fp32, the rest the storage
+ * dtype. All fields are pointers, in the order of the tables of stage_layout.c. */
+typedef struct block_bufs {
+    /* saved by F */
+    void *ln1;                 /* LN1 output [N,C] (input of the QKV matmul) */
+    void *ln1_mean, *ln1_rstd; /* LN1 statistics [N] fp32 */
+    void *qkv;                 /* fused attention: QKV matmul output [N,3C], read in place */
+    void *lse;                 /* fused attention: log-sum-exp of each score row [B,H,T] fp32 */
+    void *q, *k, *v;           /* unfused attention: [B,H,T,d] each */
+    void *att;                 /* unfused attention: softmax probabilities P [B,H,T,T] */
+    void *atty;                /* attention output, heads side by side [N,C] (input of proj) */
+    void *x2;                  /* residual stream after attention [N,C] */
+    void *ln2;                 /* LN2 output [N,C] (input of fc) */
+    void *ln2_mean, *ln2_rstd; /* LN2 statistics [N] fp32 */
+    void *fc;                  /* fc output before GELU [N,4C] */
+    void *gelu;                /* GELU output [N,4C] (input of fc2) */
+    /* written by I for W */
     void *d_fc;  /* gradient at the fc output [N,4C] (dout of fc) */
     void *d_ln2; /* gradient at the LN2 output [N,C] */
     void *d_x2;  /* gradient of x2 [N,C] (dout of proj) */
     void *d_qkv; /* gradient at the QKV output [N,3C] */
     void *d_ln1; /* gradient at the LN1 output [N,C] */
-} block_slot_t;
+} block_bufs_t;
 
-/* One activation slot. res[0] is the stage input x (the embedding output on the first stage),
- * res[L] the output y; dres[L] is the output gradient dy, dres[0] the input gradient dx. The
- * gradient at the output of block l (dout of its fc2) is dres[l + 1]. */
+/* One activation slot: what F keeps until the backward. res[0] is the stage input x (the
+ * embedding output on the first stage), res[l] the input of block l, res[L] the output y; dres[L]
+ * is the output gradient dy and dres[0] the input gradient dx (the gradients between blocks live
+ * in the I→W buffer or the workspace; their entries here are NULL). */
 typedef struct slot {
     char *mem;            /* the slot's one allocation */
     int *tokens;          /* [N] first stage: input tokens */
     int *targets;         /* [N] last stage: targets */
     void **res;           /* [L+1] pointers, each [N,C] */
-    void **dres;          /* [L+1] pointers, each [N,C] */
-    block_slot_t *blocks; /* [L] */
+    void **dres;          /* [L+1] pointers: [0] and [L] set */
+    block_bufs_t *blocks; /* [L]: the saved parts kept under cfg->recompute, others NULL */
     void *lnf;            /* last stage: final LN output [N,C] (input of the LM head) */
     float *lnf_mean, *lnf_rstd;
     void *logits;  /* last stage: logits, overwritten in F by dlogits [N,V] */
     float *losses; /* last stage: per-token losses [N] */
-    void *d_lnf;   /* last stage: gradient at the final LN output [N,C] */
 } slot_t;
 
-/* Scratch shared by all slots. The three groups overlap in memory. */
+/* What one micro-batch's I leaves for its W: the gradients at the inner outputs of each block,
+ * the gradients between blocks, and the last stage's gradient at the final LN output. An I→W
+ * buffer of the stage's pool, or (for a plain B, one block at a time) the workspace's. */
+typedef struct wgrad {
+    char *mem;            /* the buffer's one allocation (NULL inside the workspace) */
+    void **dres;          /* [L+1]: [1..L-1] set (dres[l + 1] is block l's output gradient) */
+    block_bufs_t *blocks; /* [L]: the I→W parts */
+    void *d_lnf;          /* last stage: gradient at the final LN output [N,C] */
+} wgrad_t;
+
+/* Scratch shared by all calls of a stage. The three groups overlap in memory. */
 typedef struct scratch {
     /* forward */
     void *qkv;  /* unfused: QKV matmul output [N,3C], permuted at once into the slot's q, k, v */
@@ -105,9 +121,35 @@ pp_status_t stage_attention_env_check(void);
 /* Carve a slot out of `base` (NULL: measure only; then s may be NULL) for the attention path
  * `fused`. s->res, s->dres and s->blocks must hold n_layers + 1 entries. Returns its bytes. */
 size_t stage_layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s);
-/* Carve the scratch area (NULL base: measure; then w may be NULL) for the attention path `fused`.
- * Returns its bytes: the largest of the three groups, which overlap. */
-size_t stage_layout_scratch(const pp_stage_cfg_t *cfg, int fused, char *base, scratch_t *w);
+/* The bytes at the start of a slot that its backward reads (stage_offload_bytes). */
+size_t stage_layout_offload(const pp_stage_cfg_t *cfg, int fused);
+/* Carve one I→W buffer (NULL base: measure; then g may be NULL); g->dres and g->blocks hold
+ * n_layers + 1 entries. Returns its bytes. */
+size_t stage_layout_wgrad(const pp_stage_cfg_t *cfg, int fused, char *base, wgrad_t *g);
+
+/* The workspace beside cuBLAS's: the rebuild area (one block's parts that run.recompute does not
+ * keep), the I→W parts of one block with two inter-block gradients for a plain B (which runs each
+ * block's W right after its I), and the scratch, whose three groups overlap. */
+typedef struct workspace {
+    block_bufs_t rebuilt; /* the saved parts not kept in the slot under cfg->recompute */
+    block_bufs_t grad;    /* B: the I→W parts of the block in hand */
+    void *dres[2];        /* B: the gradients between blocks, alternating */
+    void *d_lnf;          /* B: last stage's gradient at the final LN output */
+    scratch_t scratch;
+} workspace_t;
+
+/* Carve the workspace (NULL base: measure; then w may be NULL). Returns its bytes. */
+size_t stage_layout_workspace(const pp_stage_cfg_t *cfg, int fused, char *base, workspace_t *w);
+
+/* Block buffers for one call: each saved part from `kept` (a slot's block) or, when the recompute
+ * setting does not keep it, from `rebuilt`; each I→W part from `grad` (NULL: none). */
+void stage_layout_view(const pp_stage_cfg_t *cfg, int fused, const block_bufs_t *kept,
+                       const block_bufs_t *rebuilt, const block_bufs_t *grad, block_bufs_t *out);
+
+/* Print each part of a slot, of an I→W buffer and of the workspace with its bytes (one block's
+ * parts once, per-block bytes), for run.recompute = cfg->recompute. */
+void stage_layout_print(const pp_stage_cfg_t *cfg, FILE *f);
+
 /* Bytes of the permutation table + loss accumulator allocation (carved in that order). */
 size_t stage_layout_aux(const pp_stage_cfg_t *cfg);
 /* The model.h shape of a stage. */

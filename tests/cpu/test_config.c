@@ -156,6 +156,7 @@ static void test_every_key(void)
     EXPECT(cfg.run.seed == UINT64_MAX, "seed %llu", (unsigned long long)cfg.run.seed);
     EXPECT(cfg.run.optimizer == PP_OPT_ADAMW && cfg.run.timing == 0);
     EXPECT(cfg.run.lr == 0.001 && cfg.run.weight_decay == 0.05 && cfg.run.timeout_s == 12.5);
+    EXPECT(cfg.run.recompute == PP_RECOMPUTE_SELECTIVE);
     EXPECT(cfg.cost.forward == 2.5 && cfg.cost.backward_input == 3.25);
     EXPECT(cfg.cost.backward_weight == 0.5 && cfg.cost.send == 0.125);
     EXPECT(config_resolve(&cfg, 4) == PP_OK);
@@ -166,6 +167,7 @@ static void test_every_key(void)
     REQUIRE(config_load(&cfg, "tests/data/minimal.yaml", NULL, 0) == PP_OK);
     EXPECT(!strcmp(cfg.name, "minimal") && !strcmp(cfg.path, "tests/data/minimal.yaml"));
     EXPECT(cfg.model.layers == 12 && cfg.model.hidden == 1024 && cfg.pipeline.micro_batches == 8);
+    EXPECT(cfg.run.recompute == PP_RECOMPUTE_NONE);
     config_free(&cfg);
 }
 
@@ -257,7 +259,10 @@ static void test_unknown_keys(void)
                       "schedule, run, cost)");
     EXPECT_LOAD_ERROR("run:\n    steps: 3\n    lr_decay: 0.1\n",
                       "t.yaml:3:5: unknown key 'lr_decay' in run (allowed: steps, warmup, seed, "
-                      "optimizer, lr, weight_decay, timeout, timing, graph)");
+                      "optimizer, lr, weight_decay, timeout, timing, graph, recompute)");
+    EXPECT_LOAD_ERROR("run:\n  recompute: partial\n",
+                      "t.yaml:2:14: run.recompute: unknown value 'partial' (allowed: none, "
+                      "selective, full)");
     EXPECT_LOAD_ERROR("cost: {forward: 1, recv: 2}\n",
                       "t.yaml:1:20: unknown key 'recv' in cost (allowed: forward, "
                       "backward_input, backward_weight, send)");

@@ -242,6 +242,7 @@ static void test_slots(void)
             int want = p - i < m ? p - i : m;
             EXPECT(pl.slots_per_stage[i] == want, "1f1b p=%d m=%d stage %d: %d slots, want %d", p,
                    m, i, pl.slots_per_stage[i], want);
+            EXPECT(pl.wgrad_slots_per_stage[i] == 0, "1f1b has no I->W buffers");
         }
         plan_free(&pl);
         schedule_free(&s);
@@ -256,9 +257,18 @@ static void test_slots(void)
 
         REQUIRE(generate_zbh1(&s, p, m) == PP_OK);
         REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
-        for (int i = 0; i < p; i++)
+        for (int i = 0; i < p; i++) {
             EXPECT(pl.slots_per_stage[i] <= p, "zb-h1 p=%d m=%d stage %d: %d", p, m, i,
                    pl.slots_per_stage[i]);
+            /* a micro-batch between its I and its W still holds its slot */
+            EXPECT(pl.wgrad_slots_per_stage[i] >= 1 &&
+                       pl.wgrad_slots_per_stage[i] <= pl.slots_per_stage[i],
+                   "zb-h1 p=%d m=%d stage %d: %d I->W buffers, %d slots", p, m, i,
+                   pl.wgrad_slots_per_stage[i], pl.slots_per_stage[i]);
+        }
+        /* the first stage runs each W right after its I */
+        EXPECT(pl.wgrad_slots_per_stage[0] == 1, "zb-h1 p=%d m=%d: first stage %d", p, m,
+               pl.wgrad_slots_per_stage[0]);
         if (m >= p) EXPECT(pl.slots_per_stage[0] == p);
         plan_free(&pl);
         schedule_free(&s);

@@ -59,20 +59,98 @@ static void test_boundary_and_params(void)
     EXPECT(stage_boundary_bytes(&c) == 2 * 8 * 16 * 2);
 }
 
-/* Every piece of the tiny fp32 (unfused attention) slot, by hand. */
+/* Every piece of the tiny fp32 (unfused attention) slot and I→W buffer, by hand, for each
+ * recompute setting. */
 static void test_slot_by_hand(void)
 {
     pp_stage_cfg_t c = tiny_cfg(1);
     const size_t N = 16, C = 16, H = 2, T = 8, B = 2, e = 4, f = sizeof(float);
-    size_t want = 2 * a256(N * C * e) + 2 * a256(N * C * e); /* res[0..1], dres[0..1] */
-    want += a256(N * C * e) + 2 * a256(N * f);               /* ln1, mean, rstd */
-    want += 3 * a256(N * C * e) + a256(B * H * T * T * e);   /* q, k, v, P */
-    want += 2 * a256(N * C * e);                             /* atty, x2 */
-    want += a256(N * C * e) + 2 * a256(N * f);               /* ln2, mean, rstd */
-    want += 2 * a256(N * 4 * C * e);                         /* fc, gelu */
-    want += a256(N * 4 * C * e) + 2 * a256(N * C * e);       /* d_fc, d_ln2, d_x2 */
-    want += a256(N * 3 * C * e) + a256(N * C * e);           /* d_qkv, d_ln1 */
-    EXPECT(stage_slot_bytes(&c) == want, "slot %zu bytes, by hand %zu", stage_slot_bytes(&c), want);
+    const size_t nc = a256(N * C * e), rows = a256(N * f), tt = a256(B * H * T * T * e);
+    const size_t nc4 = a256(4 * N * C * e), nc3 = a256(3 * N * C * e);
+    const size_t bounds = 2 * nc + 2 * nc; /* res[0..1]; dres[0] = dx, dres[1] = dy */
+    /* ln1 + stats, q k v, P, atty, x2, ln2 + stats, fc, gelu */
+    const size_t none = nc + 2 * rows + 3 * nc + tt + 2 * nc + nc + 2 * rows + 2 * nc4;
+    const size_t selective = none - nc - tt - nc - nc4; /* no ln1, P, ln2, gelu */
+    EXPECT(stage_slot_bytes(&c) == bounds + none, "slot %zu bytes, by hand %zu",
+           stage_slot_bytes(&c), bounds + none);
+    /* I→W: d_fc, d_ln2, d_x2, d_qkv, d_ln1 (no gradient between blocks with one block) */
+    /* what an offload copies: the block's input and its saved parts; not y, dx, dy */
+    EXPECT(stage_offload_bytes(&c) == nc + none, "offload %zu, by hand %zu",
+           stage_offload_bytes(&c), nc + none);
+    const size_t iw = nc4 + nc + nc + nc3 + nc;
+    EXPECT(stage_wgrad_slot_bytes(&c) == iw, "%zu, by hand %zu", stage_wgrad_slot_bytes(&c), iw);
+    c.n_layers = 2;
+    EXPECT(stage_wgrad_slot_bytes(&c) == 2 * iw + nc, "two blocks and the gradient between them");
+    EXPECT(stage_slot_bytes(&c) == bounds + nc + 2 * none, "two blocks: one more boundary");
+    c.n_layers = 1;
+    size_t ws_none = stage_workspace_bytes(&c);
+    c.recompute = PP_RECOMPUTE_SELECTIVE;
+    EXPECT(stage_slot_bytes(&c) == bounds + selective, "selective: %zu, by hand %zu",
+           stage_slot_bytes(&c), bounds + selective);
+    EXPECT(stage_workspace_bytes(&c) == ws_none + (none - selective),
+           "selective rebuilds ln1, P, ln2 and gelu in the workspace");
+    EXPECT(stage_wgrad_slot_bytes(&c) == iw);
+    c.recompute = PP_RECOMPUTE_FULL;
+    EXPECT(stage_slot_bytes(&c) == bounds, "full keeps the block boundaries only: %zu",
+           stage_slot_bytes(&c));
+    EXPECT(stage_workspace_bytes(&c) == ws_none + none, "full rebuilds a whole block");
+    c.n_slots = 3;
+    c.n_wgrad_slots = 2;
+    EXPECT(stage_device_bytes(&c) == stage_state_bytes(&c) + stage_workspace_bytes(&c) +
+                                         3 * stage_slot_bytes(&c) + 2 * stage_wgrad_slot_bytes(&c));
+}
+
+/* The names of the recompute settings, both ways. */
+static void test_recompute_names(void)
+{
+    for (int r = 0; r < PP_RECOMPUTE_COUNT; r++)
+        EXPECT(stage_recompute_from_name(stage_recompute_name((pp_recompute_t)r)) == r);
+    EXPECT(stage_recompute_from_name("selective") == PP_RECOMPUTE_SELECTIVE);
+    EXPECT(stage_recompute_from_name("some") == -1);
+    EXPECT(stage_recompute_from_name(NULL) == -1);
+}
+
+/* The rebuild work a cost model prices, per setting and attention path. */
+static void test_recompute_work(void)
+{
+    pp_stage_cfg_t c = ref_cfg(6);
+    pp_recompute_work_t w;
+    unsetenv("PPSCHED_ATTENTION");
+    stage_recompute_work(&c, &w);
+    EXPECT(!w.input_forward && !w.weight_forward && !w.weight_layernorms && !w.weight_gelus &&
+               !w.input_scores,
+           "none rebuilds nothing");
+    c.recompute = PP_RECOMPUTE_SELECTIVE;
+    stage_recompute_work(&c, &w);
+    EXPECT(w.weight_layernorms == 2 && w.weight_gelus == 1 && w.input_scores == 0 &&
+               !w.input_forward,
+           "selective, fused: two LayerNorms and a GELU before W");
+    c.dtype = PP_DTYPE_FP32; /* unfused */
+    stage_recompute_work(&c, &w);
+    EXPECT(w.input_scores == 1, "selective, unfused: P before I");
+    c.recompute = PP_RECOMPUTE_FULL;
+    stage_recompute_work(&c, &w);
+    EXPECT(w.input_forward && w.weight_forward && !w.weight_layernorms, "full: the forward");
+}
+
+/* The goal of the slot: at most PyTorch's 134 MiB per block at the reference shape (6 blocks),
+ * 8.4 MiB at the small (hidden 512, 8 heads, sequence 256, micro-batch 2, 4 blocks). */
+static void test_slot_goal(void)
+{
+    pp_stage_cfg_t c = ref_cfg(6);
+    unsetenv("PPSCHED_ATTENTION");
+    double per_block = (double)stage_slot_bytes(&c) / 6 / (1 << 20);
+    EXPECT(per_block <= 134.0, "reference: %.2f MiB a block", per_block);
+    c.recompute = PP_RECOMPUTE_SELECTIVE;
+    double sel = (double)stage_slot_bytes(&c) / 6 / (1 << 20);
+    c.recompute = PP_RECOMPUTE_FULL;
+    double full = (double)stage_slot_bytes(&c) / 6 / (1 << 20);
+    EXPECT(sel < per_block && full < sel, "none %.1f, selective %.1f, full %.1f", per_block, sel,
+           full);
+    c = ref_cfg(4);
+    c.hidden = 512, c.heads = 8, c.seq_len = 256, c.micro_batch_size = 2;
+    per_block = (double)stage_slot_bytes(&c) / 4 / (1 << 20);
+    EXPECT(per_block <= 8.4, "small: %.3f MiB a block", per_block);
 }
 
 static void test_slot_grows(void)
@@ -147,6 +225,9 @@ int main(void)
 {
     RUN(test_boundary_and_params);
     RUN(test_slot_by_hand);
+    RUN(test_recompute_names);
+    RUN(test_slot_goal);
+    RUN(test_recompute_work);
     RUN(test_slot_grows);
     RUN(test_attention_path);
     RUN(test_state_bytes);

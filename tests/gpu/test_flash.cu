@@ -673,6 +673,64 @@ static void test_stage_paths(void)
     arena_free();
 }
 
+/* run.recompute on the fused path: full gives none's bits; selective too, except fc2's weight
+ * gradient (GELU's output rebuilt by the GELU kernel, not the fc GEMM's epilogue), which stays
+ * within the CPU stage's tolerance. */
+static void test_stage_recompute_fused(void)
+{
+    if (!g_gpu) SKIP("%s", g_no_gpu);
+    pp_stage_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.hidden = 128, c.heads = 2, c.seq_len = 64, c.vocab = 128, c.micro_batch_size = 2;
+    c.n_layers = 2, c.first_layer = 2, c.total_layers = 6; /* a middle stage, d = 64 */
+    c.dtype = PP_DTYPE_BF16, c.seed = 0x5eed5eedULL, c.n_slots = 1, c.grad_scale = 1.0f;
+    const size_t NC = (size_t)c.micro_batch_size * c.seq_len * c.hidden;
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 302);
+    double *x = hrand(&rng, NC, 1.0), *dy = hrand(&rng, NC, 1e-2);
+    stage_out_t out[PP_RECOMPUTE_COUNT];
+    memset(out, 0, sizeof out);
+    for (int r = 0; r < PP_RECOMPUTE_COUNT; r++) {
+        c.recompute = (pp_recompute_t)r;
+        snprintf(g_ctx, sizeof g_ctx, "stage, fused, recompute %s",
+                 stage_recompute_name(c.recompute));
+        stage_run(&c, NULL, x, dy, &out[r]);
+        REQUIRE(out[r].grads, "[%s]", g_ctx);
+    }
+    EXPECT(out[2].slot_bytes < out[1].slot_bytes && out[1].slot_bytes < out[0].slot_bytes,
+           "slot bytes none %zu, selective %zu, full %zu", out[0].slot_bytes, out[1].slot_bytes,
+           out[2].slot_bytes);
+    pp_model_shape_t shape;
+    memset(&shape, 0, sizeof shape);
+    shape.hidden = c.hidden, shape.heads = c.heads, shape.seq_len = c.seq_len;
+    shape.vocab = c.vocab, shape.batch = c.micro_batch_size, shape.n_layers = c.n_layers;
+    shape.first_layer = c.first_layer, shape.total_layers = c.total_layers;
+    ref_stage_t ref;
+    REQUIRE(ref_stage_init(&ref, &shape, c.seed) == 0, "ref_stage_init: out of memory");
+    double *want_y = hbuf(NC), *want_dx = hbuf(NC);
+    ref_stage_forward(&ref, x, STAGE_MB, want_y);
+    ref_stage_backward(&ref, dy, 1.0, want_dx);
+    for (int r = 1; r < PP_RECOMPUTE_COUNT; r++) {
+        snprintf(g_ctx, sizeof g_ctx, "stage, fused, recompute %s vs none",
+                 stage_recompute_name((pp_recompute_t)r));
+        EXPECT(memcmp(out[r].y, out[0].y, NC * sizeof(double)) == 0, "y [%s]", g_ctx);
+        EXPECT(memcmp(out[r].dx, out[0].dx, NC * sizeof(double)) == 0, "dx [%s]", g_ctx);
+        for (int t = 0; t < ref.n_tensors; t++) {
+            const pp_param_tensor_t *tt = &ref.tensors[t];
+            const double *got = out[r].grads + tt->packed;
+            char what[96];
+            snprintf(what, sizeof what, "d%s[layer %d]", model_param_name(tt->kind), tt->layer);
+            if (r == PP_RECOMPUTE_SELECTIVE && tt->kind == PP_PARAM_FC2_W)
+                compare_l2(what, got, ref.grads + tt->packed, tt->numel, STAGE_RTOL_BWD);
+            else
+                EXPECT(memcmp(got, out[0].grads + tt->packed, tt->numel * sizeof(double)) == 0,
+                       "%s [%s]: not none's bits", what, g_ctx);
+        }
+    }
+    ref_stage_free(&ref);
+    arena_free();
+}
+
 int main(void)
 {
     int n = 0;
@@ -699,6 +757,7 @@ int main(void)
     RUN(test_fused_vs_unfused_d64);
     RUN(test_fused_vs_unfused_d128);
     RUN(test_stage_paths);
+    RUN(test_stage_recompute_fused);
     if (g_gpu) {
         gemm_free(&g_gemm);
         cudaStreamDestroy(g_stream);

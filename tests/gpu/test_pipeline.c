@@ -4,7 +4,8 @@
  * device, for GPipe, 1F1B, interleaved 1F1B and ZB-H1, on 1, 2 and 4 GPUs, with the peer and the
  * nccl transports. In fp32 the accumulation order is the same (micro-batches in order on every
  * stage), so the comparison is bitwise; in bf16 it is within tolerance. Also: with AdamW on, the
- * loss falls over 50 steps, and steps replayed from a captured CUDA graph match eager ones bitwise.
+ * loss falls over 50 steps, steps replayed from a captured CUDA graph match eager ones bitwise, and
+ * every run.recompute setting gives the one-device run's loss and gradients.
  * Cases that need more GPUs than present are skipped with the reason; without a GPU every case is
  * skipped. Every case goes through the run chain (run.h), as the command line does.
  */
@@ -99,7 +100,10 @@ static void run_and_compare(const char *name, const char *yaml, const char *cons
         REQUIRE(reference_step(cfg, plan->n_mb, &ref_loss, &ref, &n) == 0);
         EXPECT(n == res->n_params, "%s: parameters: pipeline %zu, reference %zu", label,
                res->n_params, n);
-        int fp32 = cfg->model.dtype == PP_DTYPE_FP32;
+        /* Bitwise in fp32, except under selective recomputation: its GELU output is rebuilt by
+         * the GELU kernel rather than the fc GEMM's epilogue (fc2's weight gradient only). */
+        int fp32 =
+            cfg->model.dtype == PP_DTYPE_FP32 && cfg->run.recompute != PP_RECOMPUTE_SELECTIVE;
         if (fp32)
             EXPECT(res->loss[0] == ref_loss, "%s: loss %.9g vs reference %.9g", label, res->loss[0],
                    ref_loss);
@@ -166,6 +170,33 @@ static void fused_attention_bf16(void)
                           "model.hidden=256", "model.seq_len=64"};
     /* hidden 256 over the model's 4 heads: 64-dimensional heads */
     run_and_compare("fused.yaml", model_yaml("bf16"), sets, 5, "zb-h1 bf16 d=64 (fused attention)");
+}
+
+/* Every run.recompute setting, on 1F1B (B) and ZB-H1 (I and W apart, I->W buffers from the
+ * lowering), on the unfused (fp32) and the fused (bf16, d = 64) attention: the one-device run's
+ * loss and gradients (full: bitwise in fp32; selective: within tolerance). */
+static void recompute_matches_reference(void)
+{
+    if (n_gpus < 1) SKIP("no CUDA device");
+    int p = n_gpus >= 4 ? 4 : n_gpus >= 2 ? 2 : 1;
+    char devs[64], label[128];
+    snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
+    static const char *kinds[] = {"schedule.kind=1f1b", "schedule.kind=zb-h1"};
+    static const char *modes[] = {"run.recompute=selective", "run.recompute=full"};
+    for (int fused = 0; fused < 2; fused++)
+        for (int k = 0; k < 2; k++)
+            for (int r = 0; r < 2; r++) {
+                const char *sets[] = {kinds[k],
+                                      devs,
+                                      "pipeline.micro_batches=8",
+                                      modes[r],
+                                      "model.hidden=256",
+                                      "model.seq_len=64"};
+                snprintf(label, sizeof label, "%s %s p=%d %s", kinds[k], modes[r], p,
+                         fused ? "bf16 fused" : "fp32");
+                run_and_compare("recompute.yaml", model_yaml(fused ? "bf16" : "fp32"), sets,
+                                fused ? 6 : 4, label);
+            }
 }
 
 /* The shipped explicit schedules (YAML steps, and a PyTorch pipelining CSV) run exactly as
@@ -391,6 +422,7 @@ int main(void)
     RUN(zbh1_4gpu_peer);
     RUN(zbh1_4gpu_nccl);
     RUN(fused_attention_bf16);
+    RUN(recompute_matches_reference);
     RUN(explicit_schedules_run_as_written);
     RUN(too_big_is_refused);
     RUN(graph_matches_eager);

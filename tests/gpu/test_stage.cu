@@ -8,8 +8,10 @@
  * element of each tensor, TF32 off; bf16: relative L2 error per tensor <= BF16_RTOL_* below);
  * I then W gives B's bits; a second run and a second stage object give the same bits; two
  * micro-batches in two slots accumulate to the sum; two AdamW steps match a CPU AdamW, and the
- * updated parameters reach the forward. Inputs x and dy are fresh seeded random values, the
- * output buffers are poisoned with 0xFF first. Without a GPU every case is skipped.
+ * updated parameters reach the forward. Each run.recompute setting gives none's bits (selective:
+ * except fc2's weight gradient, within the reference's tolerance), with I then W equal to B. Inputs
+ * x and dy are fresh seeded random values, the output buffers are poisoned with 0xFF first. Without
+ * a GPU every case is skipped.
  */
 #include "../../common/pp_cuda.h"
 #include "../../kernels/kernels.h"
@@ -65,6 +67,7 @@ static pp_stage_cfg_t make_cfg(case_t k, pp_dtype_t dt)
     c.dtype = dt;
     c.seed = SEED;
     c.n_slots = 2;
+    c.n_wgrad_slots = 2;
     c.with_optimizer = 1;
     c.grad_scale = GRAD_SCALE;
     return c;
@@ -474,6 +477,188 @@ static void run_case(case_t kind, pp_dtype_t dt)
     fixture_free(&f);
 }
 
+/* ---- recomputation ------------------------------------------------------------------------------
+ */
+
+/* What one forward + backward of micro-batch MB_A produced, as bits. */
+typedef struct outcome {
+    unsigned char *y, *dx; /* boundary bytes each (NULL where the stage has none) */
+    float *grads;          /* [n] */
+    double loss;
+} outcome_t;
+
+static void outcome_free(outcome_t *o)
+{
+    free(o->y), free(o->dx), free(o->grads);
+    memset(o, 0, sizeof *o);
+}
+
+/* Forward + backward (B, or I then W) of micro-batch MB_A from x and dy in `slot` of a stage built
+ * with `rc`; the outputs as bits. Returns 0 on success. */
+static int run_outcome(pp_stage_t *st, int slot, int split, const double *x, const double *dy,
+                       const pp_stage_cfg_t *c, cudaStream_t s, outcome_t *o)
+{
+    const size_t NC = (size_t)BATCH * SEQ * HIDDEN, bytes = stage_boundary_bytes(c);
+    const size_t n = stage_n_params(st);
+    memset(o, 0, sizeof *o);
+    o->y = (unsigned char *)calloc(1, bytes), o->dx = (unsigned char *)calloc(1, bytes);
+    o->grads = (float *)malloc(n * sizeof(float));
+    if (!o->y || !o->dx || !o->grads) return -1;
+    if (stage_zero_grads(st, s) != PP_OK || poison_outputs(st, slot, bytes) ||
+        set_inputs(st, slot, x, dy, NC, c->dtype) || run_fb(st, slot, MB_A, split, s) != PP_OK ||
+        stage_grads_to_host(st, o->grads) != PP_OK)
+        return -1;
+    if (stage_slot_y(st, slot))
+        cudaMemcpy(o->y, stage_slot_y(st, slot), bytes, cudaMemcpyDeviceToHost);
+    if (stage_slot_dx(st, slot))
+        cudaMemcpy(o->dx, stage_slot_dx(st, slot), bytes, cudaMemcpyDeviceToHost);
+    if (c->is_last && stage_loss_read(st, &o->loss, s) != PP_OK) return -1;
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+/* Which parameter gradients may differ from none's under recompute setting rc: selective
+ * rebuilds GELU's output with the GELU kernel where F took it from the fc GEMM's epilogue, and
+ * only fc2's weight gradient reads it. Everything else runs the same kernels on the same bits. */
+static int may_differ(pp_recompute_t rc, pp_param_kind_t kind)
+{
+    return rc == PP_RECOMPUTE_SELECTIVE && kind == PP_PARAM_FC2_W;
+}
+
+/* Each recompute setting: I then W gives B's bits; y, dx and the loss are none's bits; every
+ * gradient is none's bits except where may_differ, which matches the CPU reference. */
+static void run_recompute(case_t kind, pp_dtype_t dt)
+{
+    pp_stage_cfg_t cfg = make_cfg(kind, dt);
+    const pp_model_shape_t shape = shape_of(&cfg);
+    const size_t NC = (size_t)BATCH * SEQ * HIDDEN, bytes = stage_boundary_bytes(&cfg);
+    const char *cn = case_name(kind);
+    double *x = (double *)malloc(NC * sizeof(double)), *dy = (double *)malloc(NC * sizeof(double));
+    double *want = (double *)malloc(NC * sizeof(double)), *gd = NULL;
+    outcome_t base = {0}, o = {0}, o_iw = {0};
+    ref_stage_t ref;
+    cudaStream_t s = NULL;
+    REQUIRE(x && dy && want && ref_stage_init(&ref, &shape, SEED) == 0);
+    REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    fill_random(x, NC, SEED + 21 + kind + 8 * dt, 1.5, dt);
+    fill_random(dy, NC, SEED + 22 + kind + 8 * dt, 1e-2, dt);
+    ref_stage_forward(&ref, x, MB_A, want);
+    ref_stage_backward(&ref, dy, GRAD_SCALE, want);
+    gd = (double *)malloc(ref.n_params * sizeof(double));
+    for (int rc = 0; rc < PP_RECOMPUTE_COUNT && gd; rc++) {
+        const char *rn = stage_recompute_name((pp_recompute_t)rc);
+        pp_stage_t *st = NULL;
+        cfg.recompute = (pp_recompute_t)rc;
+        if (stage_init(&st, &cfg) != PP_OK) {
+            EXPECT(0, "%s %s: stage_init failed", cn, rn);
+            break;
+        }
+        int ok = run_outcome(st, 0, 0, x, dy, &cfg, s, &o) == 0 &&
+                 run_outcome(st, 1, 1, x, dy, &cfg, s, &o_iw) == 0;
+        stage_free(st);
+        EXPECT(ok, "%s %s: forward/backward failed", cn, rn);
+        if (!ok) break;
+        const size_t n = ref.n_params;
+        EXPECT(memcmp(o.grads, o_iw.grads, n * sizeof(float)) == 0 &&
+                   memcmp(o.dx, o_iw.dx, bytes) == 0 && memcmp(o.y, o_iw.y, bytes) == 0,
+               "%s %s %s: I then W differs from B", cn, pp_dtype_name(dt), rn);
+        if (rc == PP_RECOMPUTE_NONE) {
+            base = o;
+            memset(&o, 0, sizeof o);
+            outcome_free(&o_iw);
+            continue;
+        }
+        EXPECT(memcmp(o.y, base.y, bytes) == 0 && memcmp(o.dx, base.dx, bytes) == 0 &&
+                   o.loss == base.loss,
+               "%s %s %s: y, dx or the loss differ from none's", cn, pp_dtype_name(dt), rn);
+        for (int t = 0; t < ref.n_tensors; t++) {
+            const pp_param_tensor_t *tt = &ref.tensors[t];
+            const float *got = o.grads + tt->packed, *was = base.grads + tt->packed;
+            char what[96];
+            snprintf(what, sizeof what, "%s %s %s d%s[layer %d]", cn, pp_dtype_name(dt), rn,
+                     model_param_name(tt->kind), tt->layer);
+            if (!may_differ((pp_recompute_t)rc, tt->kind)) {
+                EXPECT(memcmp(got, was, tt->numel * sizeof(float)) == 0, "%s: not none's bits",
+                       what);
+                continue;
+            }
+            for (size_t i = 0; i < tt->numel; i++)
+                gd[i] = got[i];
+            EXPECT(!mismatch(what, gd, ref.grads + tt->packed, tt->numel, dt, BF16_RTOL_BWD), "%s",
+                   what);
+        }
+        outcome_free(&o);
+        outcome_free(&o_iw);
+    }
+    outcome_free(&base), outcome_free(&o), outcome_free(&o_iw);
+    ref_stage_free(&ref);
+    cudaStreamDestroy(s);
+    free(x), free(dy), free(want), free(gd);
+}
+
+static int have_gpu(void);
+
+/* Offload round trip: F in slot 0, the slot's first stage_offload_bytes to pinned host memory,
+ * back into slot 1 (poisoned first), dy into slot 1, B there: the bits of F + B in one slot. */
+static void run_offload(case_t kind, pp_dtype_t dt, pp_recompute_t rc)
+{
+    pp_stage_cfg_t cfg = make_cfg(kind, dt);
+    cfg.recompute = rc;
+    const size_t NC = (size_t)BATCH * SEQ * HIDDEN, bytes = stage_boundary_bytes(&cfg);
+    const size_t off = stage_offload_bytes(&cfg);
+    const char *cn = case_name(kind);
+    double *x = (double *)malloc(NC * sizeof(double)), *dy = (double *)malloc(NC * sizeof(double));
+    void *host = NULL, *junk = NULL;
+    pp_stage_t *st = NULL;
+    cudaStream_t s = NULL;
+    outcome_t want = {0};
+    REQUIRE(x && dy && off > 0 && off < stage_slot_bytes(&cfg));
+    REQUIRE(cudaMallocHost(&host, off) == cudaSuccess && cudaMallocHost(&junk, off) == cudaSuccess);
+    memset(junk, 0xFF, off);
+    REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    fill_random(x, NC, SEED + 31 + kind + 8 * dt, 1.5, dt);
+    fill_random(dy, NC, SEED + 32 + kind + 8 * dt, 1e-2, dt);
+    REQUIRE(stage_init(&st, &cfg) == PP_OK);
+    int ok = run_outcome(st, 0, 0, x, dy, &cfg, s, &want) == 0;
+    float *g = (float *)malloc(stage_n_params(st) * sizeof(float));
+    unsigned char *dx = (unsigned char *)calloc(1, bytes);
+    double loss = 0.0;
+    ok = ok && g && dx && stage_zero_grads(st, s) == PP_OK && set_inputs(st, 0, x, dy, NC, dt) == 0;
+    ok =
+        ok && stage_forward(st, 0, MB_A, s) == PP_OK && stage_slot_to_host(st, 0, host, s) == PP_OK;
+    ok = ok && stage_slot_from_host(st, 1, junk, s) == PP_OK &&
+         stage_slot_from_host(st, 1, host, s) == PP_OK && poison_outputs(st, 1, bytes) == 0;
+    ok = ok && cudaStreamSynchronize(s) == cudaSuccess && set_inputs(st, 1, x, dy, NC, dt) == 0;
+    /* slot 1's x came with the copy; set_inputs rewrites it with the same values */
+    ok = ok && stage_backward(st, 1, MB_A, s) == PP_OK && cudaStreamSynchronize(s) == cudaSuccess;
+    ok = ok && stage_grads_to_host(st, g) == PP_OK;
+    if (ok && stage_slot_dx(st, 1))
+        ok = cudaMemcpy(dx, stage_slot_dx(st, 1), bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+    if (ok && cfg.is_last) ok = stage_loss_read(st, &loss, s) == PP_OK;
+    EXPECT(ok, "%s %s: the offload round trip failed", cn, stage_recompute_name(rc));
+    if (ok) {
+        EXPECT(memcmp(g, want.grads, stage_n_params(st) * sizeof(float)) == 0,
+               "%s %s %s: gradients after the round trip differ", cn, pp_dtype_name(dt),
+               stage_recompute_name(rc));
+        EXPECT(memcmp(dx, want.dx, bytes) == 0 && loss == want.loss,
+               "%s %s %s: dx or the loss after the round trip differ", cn, pp_dtype_name(dt),
+               stage_recompute_name(rc));
+    }
+    stage_free(st);
+    outcome_free(&want);
+    free(g), free(dx), free(x), free(dy);
+    cudaFreeHost(host), cudaFreeHost(junk);
+    cudaStreamDestroy(s);
+}
+
+static void test_offload_round_trip(void)
+{
+    if (!have_gpu()) SKIP("no CUDA device");
+    run_offload(CASE_SINGLE, PP_DTYPE_FP32, PP_RECOMPUTE_NONE);
+    run_offload(CASE_MIDDLE, PP_DTYPE_BF16, PP_RECOMPUTE_NONE);
+    run_offload(CASE_MIDDLE, PP_DTYPE_FP32, PP_RECOMPUTE_SELECTIVE);
+    run_offload(CASE_FIRST, PP_DTYPE_BF16, PP_RECOMPUTE_FULL);
+}
+
 static int have_gpu(void)
 {
     int n = 0;
@@ -499,6 +684,17 @@ CASE(CASE_MIDDLE, PP_DTYPE_BF16, test_middle_bf16)
 CASE(CASE_LAST, PP_DTYPE_BF16, test_last_bf16)
 CASE(CASE_SINGLE, PP_DTYPE_BF16, test_single_bf16)
 CASE(CASE_HEADS, PP_DTYPE_FP32, test_no_blocks_fp32)
+
+#define RECOMPUTE_CASE(kind, dt, name)                                                             \
+    static void name(void)                                                                         \
+    {                                                                                              \
+        if (!have_gpu()) SKIP("no CUDA device");                                                   \
+        run_recompute(kind, dt);                                                                   \
+    }
+RECOMPUTE_CASE(CASE_SINGLE, PP_DTYPE_FP32, test_recompute_single_fp32)
+RECOMPUTE_CASE(CASE_MIDDLE, PP_DTYPE_FP32, test_recompute_middle_fp32)
+RECOMPUTE_CASE(CASE_SINGLE, PP_DTYPE_BF16, test_recompute_single_bf16)
+RECOMPUTE_CASE(CASE_MIDDLE, PP_DTYPE_BF16, test_recompute_middle_bf16)
 
 /* Device memory taken by one pp_gemm_t beyond its workspace: the cuBLAS and cuBLASLt handles
  * own allocations. A first gemm_init absorbs the one-time library loading. Returns -1 on error. */
@@ -530,15 +726,30 @@ static void test_sizes_and_errors(void)
     REQUIRE(cudaMemGetInfo(&free0, &total) == cudaSuccess);
     REQUIRE(stage_init(&st, &c) == PP_OK);
     REQUIRE(cudaMemGetInfo(&free1, &total) == cudaSuccess);
-    double want = (double)stage_state_bytes(&c) + stage_workspace_bytes(&c) +
-                  (double)c.n_slots * stage_slot_bytes(&c);
+    double want = (double)stage_device_bytes(&c);
     double got = (double)free0 - (double)free1 - handles;
-    /* cudaMalloc rounds each of the stage's ~8 allocations up to 2 MiB pages. */
-    EXPECT(got >= want - (1 << 20) && got <= want + (16 << 20),
+    /* cudaMalloc rounds each of the stage's allocations (parameters, master, gradients, AdamW,
+     * aux, workspace, cuBLAS workspace, slots, I->W buffers) up to 2 MiB pages. */
+    const double pages = (double)(7 + c.n_slots + c.n_wgrad_slots) * (2 << 20);
+    EXPECT(got >= want - (1 << 20) && got <= want + pages,
            "allocated %.1f MiB (less %.1f MiB of cuBLAS handles), the *_bytes say %.1f MiB",
            got / (1 << 20), handles / (1 << 20), want / (1 << 20));
     stage_free(st);
     st = NULL;
+    /* The I->W buffers: taken by I, released by W; one too few is refused with a message. */
+    c.n_wgrad_slots = 1;
+    REQUIRE(stage_init(&st, &c) == PP_OK);
+    EXPECT(stage_backward_input(st, 0, 0, 0) == PP_OK);
+    EXPECT(stage_backward_input(st, 1, 0, 0) == PP_ERR_INTERNAL,
+           "two I->W buffers from a pool of one");
+    EXPECT(stage_backward_weight(st, 1, 0, 0) == PP_ERR_INTERNAL, "a W without its I");
+    EXPECT(stage_backward_weight(st, 0, 0, 0) == PP_OK);
+    EXPECT(stage_backward_input(st, 1, 0, 0) == PP_OK, "the buffer is free again after W");
+    EXPECT(stage_backward_weight(st, 1, 0, 0) == PP_OK);
+    EXPECT(cudaDeviceSynchronize() == cudaSuccess);
+    stage_free(st);
+    st = NULL;
+    c.n_wgrad_slots = 2;
     c.heads = 7;
     EXPECT(stage_init(&st, &c) == PP_ERR_INPUT && st == NULL, "heads not dividing hidden accepted");
     c.heads = 8, c.n_slots = 0;
@@ -557,6 +768,11 @@ int main(void)
     RUN(test_last_bf16);
     RUN(test_single_bf16);
     RUN(test_no_blocks_fp32);
+    RUN(test_recompute_single_fp32);
+    RUN(test_recompute_middle_fp32);
+    RUN(test_recompute_single_bf16);
+    RUN(test_recompute_middle_bf16);
+    RUN(test_offload_round_trip);
     RUN(test_sizes_and_errors);
     return check_summary("test_stage");
 }

@@ -1,0 +1,176 @@
+/*
+ * test_stage_layout.c — the carving behind the stage's allocations (stages/stage_layout.c), done
+ * into host memory: for every recompute setting, attention path and stage position, the views the
+ * forward and the backward use have every part they touch, each inside its allocation, no two
+ * parts of one view overlapping, the slot's backward-read parts inside its offload range, and the
+ * boundary buffers outside it.
+ */
+#include "../check.h"
+#include "../../stages/stage_layout.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_PTRS (sizeof(block_bufs_t) / sizeof(void *))
+
+typedef struct range {
+    const char *lo, *hi; /* [lo, hi) */
+} range_t;
+
+/* A tiny model where both attention paths can be chosen: bf16, d = 64, T = 64 takes the fused one;
+ * PPSCHED_ATTENTION=unfused the other. */
+static pp_stage_cfg_t cfg_of(int first, int last, int layers, pp_recompute_t rc)
+{
+    pp_stage_cfg_t c = {.hidden = 128, .heads = 2, .seq_len = 64, .vocab = 96};
+    c.micro_batch_size = 2;
+    c.n_layers = layers;
+    c.total_layers = 8;
+    c.is_first = first;
+    c.is_last = last;
+    c.dtype = PP_DTYPE_BF16;
+    c.n_slots = 1;
+    c.recompute = rc;
+    return c;
+}
+
+/* Bytes of each part of a view, by field index (the order of block_bufs_t). */
+static size_t part_size(const pp_stage_cfg_t *c, size_t field)
+{
+    const size_t N = (size_t)c->micro_batch_size * c->seq_len, C = (size_t)c->hidden;
+    const size_t es = pp_dtype_size(c->dtype), f = sizeof(float);
+    const size_t B = (size_t)c->micro_batch_size, H = (size_t)c->heads, T = (size_t)c->seq_len;
+    /* ln1 mean rstd qkv lse q k v att atty x2 ln2 mean rstd fc gelu d_fc d_ln2 d_x2 d_qkv d_ln1 */
+    const size_t bytes[] = {N * C * es,     N * f,          N * f,
+                            3 * N * C * es, B * H * T * f,  N * C * es,
+                            N * C * es,     N * C * es,     B * H * T * T * es,
+                            N * C * es,     N * C * es,     N * C * es,
+                            N * f,          N * f,          4 * N * C * es,
+                            4 * N * C * es, 4 * N * C * es, N * C * es,
+                            N * C * es,     3 * N * C * es, N * C * es};
+    return bytes[field];
+}
+
+static int inside(const void *p, size_t n, range_t r)
+{
+    const char *c = (const char *)p;
+    return c >= r.lo && c + n <= r.hi;
+}
+
+/* Check one view: the parts of the path present, none overlapping another, each inside one of the
+ * allocations. Returns the number of problems. */
+static int check_view(const pp_stage_cfg_t *c, int fused, const block_bufs_t *v, const range_t *a,
+                      int n_a, const char *what)
+{
+    void *const *p = (void *const *)v;
+    /* fields of the path: 3 qkv, 4 lse (fused); 5, 6, 7 q k v, 8 att (unfused) */
+    int bad = 0;
+    for (size_t i = 0; i < N_PTRS; i++) {
+        const int fused_only = i == 3 || i == 4, unfused_only = i >= 5 && i <= 8;
+        const int wanted = fused ? !unfused_only : !fused_only;
+        if (!wanted) {
+            bad += p[i] != NULL;
+            continue;
+        }
+        if (!p[i]) {
+            fprintf(stderr, "    %s: part %zu missing\n", what, i);
+            bad++;
+            continue;
+        }
+        int in = 0;
+        for (int k = 0; k < n_a; k++)
+            in |= inside(p[i], part_size(c, i), a[k]);
+        if (!in) fprintf(stderr, "    %s: part %zu outside every allocation\n", what, i);
+        bad += !in;
+        for (size_t j = 0; j < i; j++) {
+            if (!p[j]) continue;
+            const char *x = (const char *)p[i], *y = (const char *)p[j];
+            if (x < y + part_size(c, j) && y < x + part_size(c, i)) {
+                fprintf(stderr, "    %s: parts %zu and %zu overlap\n", what, i, j);
+                bad++;
+            }
+        }
+    }
+    return bad;
+}
+
+/* Carve a slot, an I→W buffer and the workspace into host memory and check every view. */
+static void check_layout(int first, int last, int layers, pp_recompute_t rc, int fused)
+{
+    pp_stage_cfg_t c = cfg_of(first, last, layers, rc);
+    const int L = layers;
+    const size_t sb = stage_layout_slot(&c, fused, NULL, NULL);
+    const size_t gb = stage_layout_wgrad(&c, fused, NULL, NULL);
+    const size_t wb = stage_layout_workspace(&c, fused, NULL, NULL);
+    const size_t kept = stage_layout_offload(&c, fused);
+    char *smem = malloc(sb + 256), *gmem = malloc(gb + 256), *wmem = malloc(wb + 256);
+    slot_t s = {0};
+    wgrad_t g = {0};
+    workspace_t w;
+    memset(&w, 0, sizeof w);
+    s.res = calloc((size_t)L + 1, sizeof(void *));
+    s.dres = calloc((size_t)L + 1, sizeof(void *));
+    s.blocks = calloc((size_t)L + 1, sizeof(block_bufs_t));
+    g.dres = calloc((size_t)L + 1, sizeof(void *));
+    g.blocks = calloc((size_t)L + 1, sizeof(block_bufs_t));
+    REQUIRE(smem && gmem && wmem && s.res && s.dres && s.blocks && g.dres && g.blocks);
+    /* the device allocations are 256-byte aligned; so are these bases */
+    char *sbase = smem + (256 - (uintptr_t)smem % 256) % 256;
+    char *gbase = gmem + (256 - (uintptr_t)gmem % 256) % 256;
+    char *wbase = wmem + (256 - (uintptr_t)wmem % 256) % 256;
+    EXPECT(stage_layout_slot(&c, fused, sbase, &s) == sb);
+    EXPECT(stage_layout_wgrad(&c, fused, gbase, &g) == gb);
+    EXPECT(stage_layout_workspace(&c, fused, wbase, &w) == wb);
+    const range_t slot = {sbase, sbase + sb}, off = {sbase, sbase + kept};
+    const range_t grad = {gbase, gbase + gb}, work = {wbase, wbase + wb};
+    const range_t all[3] = {slot, grad, work};
+    const size_t NC = (size_t)c.micro_batch_size * c.seq_len * c.hidden * 2;
+    char what[128];
+    int bad = 0;
+    for (int l = 0; l < L; l++) {
+        block_bufs_t v;
+        snprintf(what, sizeof what, "first %d last %d L %d %s %s block %d", first, last, L,
+                 stage_recompute_name(rc), fused ? "fused" : "unfused", l);
+        stage_layout_view(&c, fused, &s.blocks[l], &w.rebuilt, &g.blocks[l], &v);
+        bad += check_view(&c, fused, &v, all, 3, what);
+        stage_layout_view(&c, fused, &s.blocks[l], &w.rebuilt, &w.grad, &v);
+        bad += check_view(&c, fused, &v, all, 3, what);
+        /* what the slot keeps is in the offload range; the block's input too */
+        void *const *kp = (void *const *)&s.blocks[l];
+        for (size_t i = 0; i < N_PTRS; i++)
+            if (kp[i] && !inside(kp[i], part_size(&c, i), off)) bad++;
+        bad += !inside(s.res[l], NC, off);
+        if (l > 0) bad += !inside(g.dres[l], NC, grad);
+    }
+    /* y unless the last stage reads it, dx and dy: in the slot, after the offload range */
+    if (!last) bad += !inside(s.res[L], NC, slot) || inside(s.res[L], 1, off);
+    if (last) bad += !inside(s.res[L], NC, off);
+    bad += !inside(s.dres[0], NC, slot) || inside(s.dres[0], 1, off);
+    bad += !inside(s.dres[L], NC, slot) || inside(s.dres[L], 1, off);
+    if (L > 0) bad += !inside(w.dres[0], NC, work) || !inside(w.dres[1], NC, work);
+    if (last)
+        bad +=
+            !inside(s.logits, 1, off) || !inside(g.d_lnf, NC, grad) || !inside(w.d_lnf, NC, work);
+    EXPECT(bad == 0, "first %d last %d L %d %s %s: %d layout problems", first, last, L,
+           stage_recompute_name(rc), fused ? "fused" : "unfused", bad);
+    free(smem), free(gmem), free(wmem);
+    free(s.res), free(s.dres), free(s.blocks), free(g.dres), free(g.blocks);
+}
+
+static void test_every_layout(void)
+{
+    for (int rc = 0; rc < PP_RECOMPUTE_COUNT; rc++)
+        for (int fused = 0; fused < 2; fused++)
+            for (int pos = 0; pos < 4; pos++) {
+                const int first = pos == 0 || pos == 3, last = pos == 2 || pos == 3;
+                check_layout(first, last, 3, (pp_recompute_t)rc, fused);
+                check_layout(first, last, 1, (pp_recompute_t)rc, fused);
+            }
+    check_layout(1, 1, 0, PP_RECOMPUTE_NONE, 1); /* embedding straight into the head */
+}
+
+int main(void)
+{
+    RUN(test_every_layout);
+    return check_summary("test_stage_layout");
+}
