@@ -319,7 +319,7 @@ pp_status_t explain_critical_path(pp_critical_path_t *cp, const pp_plan_t *plan,
                     k, next);
             goto fail;
         }
-        cp->links[cp->n++] = (pp_path_link_t){k, via, 0.0};
+        cp->links[cp->n++] = (pp_path_link_t){.op = k, .via = via};
         k = next;
     }
     /* First-to-last order (each link's via already names its tie to the one before). */
@@ -331,6 +331,12 @@ pp_status_t explain_critical_path(pp_critical_path_t *cp, const pp_plan_t *plan,
     double prev_end = t0;
     for (int i = 0; i < cp->n; i++) {
         int k = cp->links[i].op;
+        const pp_op_t *op = &plan->ops[k];
+        cp->links[i].device = op->device;
+        cp->links[i].role = op->role;
+        cp->links[i].action = (pp_action_t){op->kind, op->stage, op->mb};
+        cp->links[i].start_ms = tl->t[k].start_ms;
+        cp->links[i].end_ms = tl->t[k].end_ms;
         double dur = tl->t[k].end_ms - tl->t[k].start_ms;
         cp->links[i].wait_ms = tl->t[k].start_ms - prev_end;
         cp->wait_ms += cp->links[i].wait_ms;

@@ -109,6 +109,11 @@ typedef struct pp_path_link {
     int op;            /* plan op index */
     pp_path_via_t via; /* how it is tied to the previous link */
     double wait_ms;    /* start - previous link's end (first link: start - T0) */
+    /* copied from the plan and the timeline, so the path prints on its own: */
+    int device;
+    pp_role_t role;
+    pp_action_t action; /* kind, stage, micro-batch */
+    double start_ms, end_ms;
 } pp_path_link_t;
 
 typedef struct pp_critical_path {
@@ -123,6 +128,11 @@ typedef struct pp_critical_path {
 pp_status_t explain_critical_path(pp_critical_path_t *cp, const pp_plan_t *plan,
                                   const pp_timeline_t *tl);
 void explain_critical_path_free(pp_critical_path_t *cp);
+
+static inline const char *explain_via_name(pp_path_via_t v)
+{
+    return v == PP_VIA_DEP ? "dependency" : v == PP_VIA_STREAM ? "stream" : "start";
+}
 
 /* ---- what-if -------------------------------------------------------------------------------- */
 

@@ -37,6 +37,7 @@ typedef struct opts {
     int csv;                      /* --csv (compare) */
     int sync;                     /* --sync */
     int quiet;                    /* --quiet: no banner */
+    int critical_path;            /* --critical-path */
     const char *trace;            /* --trace FILE */
     const char *svg;              /* --svg FILE (run) or DIR (compare) */
     const char *emit;             /* --emit csv|yaml (show) */
@@ -64,6 +65,7 @@ static void usage_run(FILE *f)
         "  -j, --json             print the report as JSON (the stable schema) instead of a table\n"
         "  -t, --trace FILE.json  write a Chrome trace / Perfetto timeline of the step\n"
         "  -g, --svg FILE.svg     write a Gantt chart of the step\n"
+        "      --critical-path    list the chain of ops that set the step's makespan\n"
         "      --timeout SECONDS  longest wait for one step before reporting the pending op\n"
         "      --sync             naive baseline: host sync after every op, one stream per device\n"
         "  -q, --quiet            no banner\n"
@@ -122,7 +124,7 @@ static void usage_check(FILE *f)
             "  -h, --help             this text\n");
 }
 
-enum { OPT_TIMEOUT = 1000, OPT_SYNC };
+enum { OPT_TIMEOUT = 1000, OPT_SYNC, OPT_CRITICAL_PATH };
 
 static const struct option long_opts[] = {
     {"simulate", no_argument, NULL, 's'},
@@ -135,6 +137,7 @@ static const struct option long_opts[] = {
     {"sweep", required_argument, NULL, 'w'},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"sync", no_argument, NULL, OPT_SYNC},
+    {"critical-path", no_argument, NULL, OPT_CRITICAL_PATH},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -156,7 +159,8 @@ static int opt_allowed(cmd_t cmd, int c)
     case 'q':
     case OPT_TIMEOUT: return cmd == CMD_RUN || cmd == CMD_COMPARE;
     case 't':
-    case OPT_SYNC: return cmd == CMD_RUN;
+    case OPT_SYNC:
+    case OPT_CRITICAL_PATH: return cmd == CMD_RUN;
     case 'c':
     case 'w': return cmd == CMD_COMPARE;
     case 'e': return cmd == CMD_SHOW;
@@ -245,6 +249,7 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
             break;
         }
         case OPT_SYNC: o->sync = 1; break;
+        case OPT_CRITICAL_PATH: o->critical_path = 1; break;
         case 'q': o->quiet = 1; break;
         case 'h': usage_for(cmd, stdout); return 1;
         case 'V': printf("ppsched %s\n", PP_VERSION); return 1;
@@ -295,6 +300,8 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
         st = report_print_json(&j.report, stdout);
     else
         st = report_print_table(&j.report, &j.cfg, stdout);
+    if (st == PP_OK && o->critical_path && !o->json)
+        st = report_print_critical_path(&j.report, stdout);
     if (st != PP_OK) goto done;
     if (o->trace)
         PP_CHECK_GOTO(report_write_trace_devices(&j.plan, run_timeline(&j),

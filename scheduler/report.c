@@ -317,6 +317,9 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     else
         r->bubble_simulated = tl->mode == PP_MODE_SIMULATE ? r->bubble : NAN;
     fill_step_times(r, cfg, plan, tl, span, steps);
+    PP_CHECK_GOTO(explain_build(&r->explain, plan, tl,
+                                sim ? sim : (tl->mode == PP_MODE_SIMULATE ? tl : NULL), NULL),
+                  st, fail);
 fail:
     free(busy);
     free(peak);
@@ -325,9 +328,17 @@ fail:
     return st;
 }
 
+pp_status_t report_what_if(pp_report_t *r, const pp_plan_t *plan, const pp_cost_model_t *cm)
+{
+    PP_CHECK(explain_what_if(&r->explain.what_if, plan, cm));
+    r->explain.have_what_if = 1;
+    return PP_OK;
+}
+
 void report_free(pp_report_t *r)
 {
     if (!r) return;
+    explain_free(&r->explain);
     free(r->per_device);
     memset(r, 0, sizeof *r);
 }
@@ -438,6 +449,7 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FIL
     char a[64], b[64], c[64], d[64], e[64];
     table_preamble(o, r, cfg);
     table_devices(o, r);
+    report_table_explain(o, r); /* why the devices idled: report_explain.c */
 
     /* Summary block and verdict. */
     out_printf(o, "#\n");

@@ -13,6 +13,7 @@
 #define PP_REPORT_H
 
 #include "config.h"
+#include "explain.h"
 #include "plan.h"
 #include "timeline.h"
 
@@ -44,12 +45,16 @@ typedef struct pp_report {
     double bubble_simulated; /* the simulator's figure for the same plan; NAN when not run */
     double loss; /* measured: mean loss of the last step (set by the run chain); NAN otherwise */
     pp_device_stats_t *per_device; /* [devices] */
+    pp_explain_t explain;          /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;
 
 /* Compute every metric. `sim` may be NULL; when given, bubble_simulated comes from it (and when
- * `tl` is itself simulated, pass the same timeline or NULL). */
+ * `tl` is itself simulated, pass the same timeline or NULL). The explanation gets the idle split
+ * and critical path of `tl` and the idle split of `sim` (of `tl` when that is simulated). */
 pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
                          const pp_timeline_t *tl, const pp_timeline_t *sim);
+/* Adds the what-if step times: `plan` simulated under variants of `cm` (explain_what_if). */
+pp_status_t report_what_if(pp_report_t *r, const pp_plan_t *plan, const pp_cost_model_t *cm);
 void report_free(pp_report_t *r);
 
 /* Closed-form bubble (idle / makespan) of a schedule kind for uniform stages; NAN when the kind
@@ -61,14 +66,28 @@ const char *report_mode_name(pp_mode_t m);
 
 /* The fixed-width table: a `#` preamble, names row, units row, a row per device, verdict footer. */
 pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f);
-/* JSON with exactly the schema of docs/architecture.md. */
+/* JSON with the schema of docs/architecture.md, then the explanation's fields (docs/explain.md). */
 pp_status_t report_print_json(const pp_report_t *r, FILE *f);
-/* Chrome trace / Perfetto: a track per device per stream role, flow arrows send -> recv. */
+/* The critical path, one op a line (`--critical-path`). */
+pp_status_t report_print_critical_path(const pp_report_t *r, FILE *f);
+/* Share of devices x makespan that devices idled for reason c (these add up to `bubble`), of
+ * the report's own timeline; NAN when unknown. */
+double report_bubble_by_reason(const pp_report_t *r, pp_idle_reason_t c);
+/* The table's block on why the devices idled, written into the table's output: per device and
+ * reason in ms (the simulator's row under the measured one), the overall bubble split by reason,
+ * the critical path's make-up and the what-if step times. Prints nothing the report does not
+ * know. (report_explain.c; the output type is report_io.h's.) */
+struct pp_out;
+void report_table_explain(struct pp_out *o, const pp_report_t *r);
+/* Chrome trace / Perfetto: a track per device per stream role, flow arrows send -> recv, an
+ * `idle` track per device with the idle stretches named and coloured by reason, and the critical
+ * path's ops flagged ("critical":1) and chained by flow arrows. */
 pp_status_t report_write_trace(const pp_plan_t *plan, const pp_timeline_t *tl, const char *path);
 /* Same, naming each device's track "device d (cuda N)" from cuda_ids[d] (NULL or -1: unknown). */
 pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_t *tl,
                                        const int *cuda_ids, const char *path);
-/* SVG Gantt chart: a row per device, F/B/I/W coloured, micro-batch numbers in the boxes. */
+/* SVG Gantt chart: a row per device, F/B/I/W coloured, micro-batch numbers in the boxes, idle
+ * stretches shaded by reason, the critical path outlined. */
 pp_status_t report_write_svg(const pp_plan_t *plan, const pp_timeline_t *tl, const char *title,
                              const char *path);
 

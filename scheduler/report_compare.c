@@ -1,8 +1,9 @@
 /*
  * report_compare.c — `ppsched compare` output: runs side by side as one fixed-width table (names
  * row, units row, a verdict footer naming the highest throughput) or as CSV, and one
- * bubble-against-m chart per schedule that ran at two or more micro-batch counts. Reads finished
- * runs only (each with its report built).
+ * bubble-against-m chart per schedule that ran at two or more micro-batch counts. The table and
+ * the CSV end with the bubble split by reason (explain.h), one column per row of its table. Reads
+ * finished runs only (each with its report built).
  */
 #include "report_compare.h"
 
@@ -31,15 +32,28 @@ static void fullest_device(const pp_report_t *r, size_t *mem, int *inflight)
     }
 }
 
+/* The bubble by reason as extra columns: row 0 names, row 1 units, else the values of `r`. */
+static void reason_columns(pp_out_t *o, const pp_report_t *r, int row)
+{
+    for (int c = 0; c < PP_IDLE_COUNT; c++) {
+        char v[32];
+        if (r) fmt_num(v, sizeof v, report_bubble_by_reason(r, (pp_idle_reason_t)c) * 100, "%.1f");
+        out_printf(o, " %8s", r ? v : row == 0 ? pp_idle_reasons[c].name : "(%)");
+    }
+    out_puts(o, "\n");
+}
+
 pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
 {
     pp_out_t out, *o = &out;
     out_wrap(o, f, "output", "the comparison table");
-    out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "schedule", "p",
+    out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s", "schedule", "p",
                "m", "v", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory",
                "peak mem", "peak");
-    out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s\n", "", "", "", "",
+    reason_columns(o, NULL, 0);
+    out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s", "", "", "", "",
                "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb");
+    reason_columns(o, NULL, 1);
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].run.report;
         size_t mem;
@@ -51,10 +65,11 @@ pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
         fmt_num(th, sizeof th, r->bubble_theory * 100, "%.1f");
         fmt_num(sim, sizeof sim, r->bubble_simulated * 100, "%.1f");
         fmt_num(tf, sizeof tf, r->tflops, "%.1f");
-        out_printf(o, "%-36.36s %3d %4d %2d %9.3f %9.3f %9.3f %11.4g %8s %7s %7s %7s %9s %6d\n",
+        out_printf(o, "%-36.36s %3d %4d %2d %9.3f %9.3f %9.3f %11.4g %8s %7s %7s %7s %9s %6d",
                    jobs[i].label, r->devices, r->micro_batches, r->chunks, r->step_ms,
                    r->step_ms_p10, r->step_ms_p90, r->tokens_per_s, tf, bub, sim, th, memb,
                    inflight);
+        reason_columns(o, r, 2);
     }
     /* Verdict: the highest throughput (runs of different m do different work per step). */
     int best = 0;
@@ -82,7 +97,10 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
     out_printf(o,
                "schedule,mode,devices,stages,micro_batches,chunks,step_ms,step_ms_p10,step_ms_p90,"
                "tokens_per_s,tflops,bubble,bubble_simulated,bubble_theory,peak_mem_bytes,"
-               "peak_inflight_microbatches\n");
+               "peak_inflight_microbatches");
+    for (int c = 0; c < PP_IDLE_COUNT; c++)
+        out_printf(o, ",bubble_%s", pp_idle_reasons[c].name);
+    out_puts(o, "\n");
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].run.report;
         size_t mem;
@@ -98,7 +116,10 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         csv_field(o, r->bubble);
         csv_field(o, r->bubble_simulated);
         csv_field(o, r->bubble_theory);
-        out_printf(o, ",%zu,%d\n", mem, inflight);
+        out_printf(o, ",%zu,%d", mem, inflight);
+        for (int c = 0; c < PP_IDLE_COUNT; c++)
+            csv_field(o, report_bubble_by_reason(r, (pp_idle_reason_t)c));
+        out_puts(o, "\n");
     }
     return out_close(o);
 }

@@ -2,11 +2,88 @@
  * report_json.c — the report as JSON, with exactly the schema of docs/architecture.md: the fields
  * in a fixed order, numbers that read back as the same double, null for every unknown number (NAN,
  * an unknown peak memory or in-flight count), the loss of a measured run with 9 significant digits.
+ * The explanation's fields (docs/explain.md) follow the schema's, per device and overall; each is
+ * null when unknown (no per-op times, no simulator run, no cost model).
  */
 #include "report.h"
 #include "report_io.h"
 
 #include <math.h>
+
+/* ,"key":{"warmup":v[0]*scale,...} in the order of pp_idle_reasons, or null when v is NULL. */
+static void json_reasons(pp_out_t *o, const char *key, const double *v, double scale)
+{
+    out_printf(o, ",\"%s\":", key);
+    if (!v) {
+        out_puts(o, "null");
+        return;
+    }
+    for (int c = 0; c < PP_IDLE_COUNT; c++) {
+        out_printf(o, "%s\"%s\":", c ? "," : "{", pp_idle_reasons[c].name);
+        out_json_num(o, v[c] * scale);
+    }
+    out_puts(o, "}");
+}
+
+/* A device's idle split, of the report's timeline and the simulator's. */
+static void json_explain_device(pp_out_t *o, const pp_explain_t *ex, int d)
+{
+    const pp_idle_split_t *a = &ex->split, *b = &ex->split_sim;
+    json_reasons(o, "idle_ms_by_reason",
+                 ex->known && d < a->n_devices ? &a->by_device[d * PP_IDLE_COUNT] : NULL, 1.0);
+    json_reasons(o, "idle_ms_by_reason_simulated",
+                 ex->known && d < b->n_devices ? &b->by_device[d * PP_IDLE_COUNT] : NULL, 1.0);
+}
+
+static void json_critical_path(pp_out_t *o, const pp_explain_t *ex)
+{
+    out_puts(o, ",\n \"critical_path\":");
+    if (!ex->known || ex->path.n == 0) {
+        out_puts(o, "null");
+        return;
+    }
+    out_printf(o, "{\"ops\":%d,\"compute_ms\":", ex->path.n);
+    out_json_num(o, ex->path.compute_ms);
+    out_puts(o, ",\"comm_ms\":");
+    out_json_num(o, ex->path.comm_ms);
+    out_puts(o, ",\"wait_ms\":");
+    out_json_num(o, ex->path.wait_ms);
+    out_puts(o, ",\"chain\":[");
+    for (int i = 0; i < ex->path.n; i++) {
+        char name[48];
+        action_format(&ex->path.links[i].action, name, sizeof name);
+        out_puts(o, i ? "," : "");
+        out_json_str(o, name);
+    }
+    out_puts(o, "]}");
+}
+
+/* The run's idle split (ms summed over devices, and as fractions of devices x makespan, which add
+ * up to `bubble`), the critical path and the what-if step times. */
+static void json_explain(pp_out_t *o, const pp_explain_t *ex)
+{
+    const pp_idle_split_t *a = &ex->split, *b = &ex->split_sim;
+    int ka = ex->known && a->n_devices > 0 && a->span_ms > 0,
+        kb = ex->known && b->n_devices > 0 && b->span_ms > 0;
+    out_puts(o, "\n");
+    json_reasons(o, "idle_ms_by_reason", ka ? a->total_ms : NULL, 1.0);
+    json_reasons(o, "idle_ms_by_reason_simulated", kb ? b->total_ms : NULL, 1.0);
+    json_reasons(o, "bubble_by_reason", ka ? a->total_ms : NULL,
+                 ka ? 1.0 / (a->n_devices * a->span_ms) : 0);
+    json_reasons(o, "bubble_by_reason_simulated", kb ? b->total_ms : NULL,
+                 kb ? 1.0 / (b->n_devices * b->span_ms) : 0);
+    json_critical_path(o, ex);
+    out_puts(o, ",\n \"what_if_step_ms\":");
+    if (!ex->have_what_if) {
+        out_puts(o, "null");
+        return;
+    }
+    for (int w = 0; w < PP_WHAT_IF_COUNT; w++) {
+        out_printf(o, "%s\"%s\":", w ? "," : "{", pp_what_ifs[w].name);
+        out_json_num(o, ex->what_if.step_ms[w]);
+    }
+    out_puts(o, "}");
+}
 
 pp_status_t report_print_json(const pp_report_t *r, FILE *f)
 {
@@ -55,10 +132,14 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
             out_puts(o, "null"); /* unknown */
         out_puts(o, ",\"peak_inflight_microbatches\":");
         if (ds->peak_inflight >= 0)
-            out_printf(o, "%d}", ds->peak_inflight);
+            out_printf(o, "%d", ds->peak_inflight);
         else
-            out_puts(o, "null}"); /* unknown: no per-op times */
+            out_puts(o, "null"); /* unknown: no per-op times */
+        json_explain_device(o, &r->explain, i);
+        out_puts(o, "}");
     }
-    out_puts(o, "]}\n");
+    out_puts(o, "]");
+    json_explain(o, &r->explain);
+    out_puts(o, "}\n");
     return out_close(o);
 }

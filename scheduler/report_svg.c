@@ -3,7 +3,9 @@
  * ("dev d") with one box per compute op (F blue, B green, I orange, W purple, the micro-batch
  * number centred where the box is wide enough, the action and its times as a hover title), the
  * device's transfers as thin grey bars under its row, its busy time and bubble at the row's right,
- * a time axis in ms with round ticks, and a legend.
+ * a time axis in ms with round ticks, and a legend. Idle stretches are shaded in the row's lane
+ * by reason (explain.h; one <rect class="gap REASON"> each, under the boxes); ops on the critical
+ * path get the class "critical" and a dark outline.
  *
  * The plot is about 1200 px wide and grows with the longest device program, so boxes stay
  * readable. Every compute op gets exactly one <rect class="op ...">. Text is XML-escaped.
@@ -12,6 +14,7 @@
 #include "report_io.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -24,6 +27,8 @@ enum {
     SVG_PX_PER_OP = 14, /* plot width per op of the longest device program */
     SVG_MAX_PLOT = 40000,
 };
+
+#define SVG_CRITICAL "#111111" /* outline of the critical path's ops */
 
 static const char *op_colour(pp_action_kind_t k)
 {
@@ -73,7 +78,7 @@ static svg_geom_t svg_geometry(const pp_plan_t *plan, const pp_timeline_t *tl)
     g.scale = g.span > 0.0 ? g.plot_w / g.span : 0.0;
     g.axis_y = SVG_TOP + plan->n_devices * (SVG_ROW_H + SVG_ROW_GAP);
     g.width = SVG_LEFT + g.plot_w + SVG_RIGHT;
-    g.height = g.axis_y + 80;
+    g.height = g.axis_y + 102;
     return g;
 }
 
@@ -107,9 +112,27 @@ static void svg_header(pp_out_t *o, const svg_geom_t *g, const pp_plan_t *plan,
         tl->mode == PP_MODE_MEASURE ? "measured" : "simulated");
 }
 
-/* Device d's row: label, compute boxes, transfer bars, busy/bubble text. */
+/* Device d's idle stretches, shaded by reason across the lane of its row at y. */
+static void svg_gaps(pp_out_t *o, const svg_geom_t *g, const pp_idle_split_t *s, int d, int y)
+{
+    for (int i = 0; i < s->n_gaps; i++) {
+        const pp_gap_t *x = &s->gaps[i];
+        if (x->device != d) continue;
+        const pp_idle_reason_info_t *r = &pp_idle_reasons[x->reason];
+        out_printf(o,
+                   "<rect class=\"gap %s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
+                   "fill=\"%s\" fill-opacity=\"0.45\"><title>%s %.3f-%.3f ms: %s</title></rect>\n",
+                   r->name, SVG_LEFT + (x->start_ms - g->t0) * g->scale, y,
+                   (x->end_ms - x->start_ms) * g->scale, SVG_ROW_H, r->colour, r->name,
+                   x->start_ms - g->t0, x->end_ms - g->t0, r->label);
+    }
+}
+
+/* Device d's row: label, idle shading, compute boxes (the critical path's outlined: critical[k]),
+ * transfer bars, busy/bubble text. */
 static void svg_row(pp_out_t *o, const svg_geom_t *g, const pp_plan_t *plan,
-                    const pp_timeline_t *tl, const pp_report_t *rep, int d)
+                    const pp_timeline_t *tl, const pp_report_t *rep, const unsigned char *critical,
+                    int d)
 {
     const double t0 = g->t0, scale = g->scale;
     const int plot_w = g->plot_w;
@@ -120,6 +143,7 @@ static void svg_row(pp_out_t *o, const svg_geom_t *g, const pp_plan_t *plan,
                "<rect class=\"lane\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
                "fill=\"#f3f3f3\"/>\n",
                SVG_LEFT, y, plot_w, SVG_ROW_H);
+    svg_gaps(o, g, &rep->explain.split, d, y);
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         if (op->device != d) continue;
@@ -129,13 +153,16 @@ static void svg_row(pp_out_t *o, const svg_geom_t *g, const pp_plan_t *plan,
         pp_action_t a = {op->kind, op->stage, op->mb};
         char txt[32];
         action_format(&a, txt, sizeof txt);
+        const char *crit = critical[k] ? " critical" : "";
         if (op->role == PP_ROLE_COMPUTE) {
             out_printf(o,
-                       "<rect class=\"op %s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
-                       "fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"0.5\"><title>%s %.3f-%.3f "
-                       "ms</title></rect>\n",
-                       action_kind_name(op->kind), x, y, w, SVG_ROW_H, op_colour(op->kind), txt,
-                       tl->t[k].start_ms - t0, tl->t[k].end_ms - t0);
+                       "<rect class=\"op %s%s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
+                       "fill=\"%s\" stroke=\"%s\" stroke-width=\"%s\"><title>%s %.3f-%.3f "
+                       "ms%s</title></rect>\n",
+                       action_kind_name(op->kind), crit, x, y, w, SVG_ROW_H, op_colour(op->kind),
+                       critical[k] ? SVG_CRITICAL : "#ffffff", critical[k] ? "2" : "0.5", txt,
+                       tl->t[k].start_ms - t0, tl->t[k].end_ms - t0,
+                       critical[k] ? ", on the critical path" : "");
             char mb[16];
             int len = snprintf(mb, sizeof mb, "%d", op->mb);
             if (w >= 7.0 * len + 4.0)
@@ -145,11 +172,13 @@ static void svg_row(pp_out_t *o, const svg_geom_t *g, const pp_plan_t *plan,
                            x + w / 2, y + SVG_ROW_H / 2 + 4, mb);
         } else if (w > 0.0) {
             int bar_y = y + SVG_ROW_H + 2 + (op->role == PP_ROLE_RECV ? 4 : 0);
+            const char *fill = critical[k]                ? SVG_CRITICAL
+                               : op->role == PP_ROLE_RECV ? "#6f6f6f"
+                                                          : "#a8a8a8";
             out_printf(o,
-                       "<rect class=\"comm\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"3\" "
+                       "<rect class=\"comm%s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"3\" "
                        "fill=\"%s\"><title>%s %.3f-%.3f ms</title></rect>\n",
-                       x, bar_y, w, op->role == PP_ROLE_RECV ? "#6f6f6f" : "#a8a8a8", txt,
-                       tl->t[k].start_ms - t0, tl->t[k].end_ms - t0);
+                       crit, x, bar_y, w, fill, txt, tl->t[k].start_ms - t0, tl->t[k].end_ms - t0);
         }
     }
     const pp_device_stats_t *ds = &rep->per_device[d];
@@ -183,7 +212,28 @@ static void svg_axis(pp_out_t *o, const svg_geom_t *g)
                SVG_LEFT + plot_w / 2, axis_y + 36);
 }
 
-/* The legend: one swatch per compute kind, and the transfer bar. */
+/* Legend entries for the idle reasons and the critical path, from x = lx on the line at ly. */
+static void svg_legend_explain(pp_out_t *o, int lx, int ly)
+{
+    for (int c = 0; c < PP_IDLE_COUNT; c++) {
+        out_printf(o,
+                   "<rect class=\"legend\" x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" "
+                   "fill=\"%s\" fill-opacity=\"0.45\"/>\n",
+                   lx, ly, pp_idle_reasons[c].colour);
+        out_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"12\">idle: %s</text>\n", lx + 20,
+                   ly + 12, pp_idle_reasons[c].name);
+        lx += 130;
+    }
+    out_printf(o,
+               "<rect class=\"legend\" x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" "
+               "fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+               lx, ly, SVG_CRITICAL);
+    out_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"12\">critical path</text>\n", lx + 20,
+               ly + 12);
+}
+
+/* The legend: one swatch per compute kind, the transfer bar, the idle reasons and the critical
+ * path. */
 static void svg_legend(pp_out_t *o, const svg_geom_t *g)
 {
     const int axis_y = g->axis_y;
@@ -206,6 +256,7 @@ static void svg_legend(pp_out_t *o, const svg_geom_t *g)
                lx, ly + 6);
     out_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"12\">send / recv</text>\n", lx + 20,
                ly + 12);
+    svg_legend_explain(o, SVG_LEFT, ly + 22);
     out_puts(o, "</svg>\n");
 }
 
@@ -221,17 +272,25 @@ pp_status_t report_write_svg(const pp_plan_t *plan, const pp_timeline_t *tl, con
     }
     pp_report_t rep;
     PP_CHECK(report_build(&rep, NULL, plan, tl, NULL));
+    unsigned char *critical = calloc((size_t)(plan->n_ops > 0 ? plan->n_ops : 1), 1);
+    if (!critical) {
+        report_free(&rep);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory drawing %d ops", plan->n_ops);
+    }
+    for (int i = 0; i < rep.explain.path.n; i++)
+        critical[rep.explain.path.links[i].op] = 1;
     pp_out_t out, *o = &out;
     pp_status_t st = out_open(o, path, "the SVG chart");
     if (st == PP_OK) {
         svg_geom_t g = svg_geometry(plan, tl);
         svg_header(o, &g, plan, tl, &rep, title);
         for (int d = 0; d < plan->n_devices; d++)
-            svg_row(o, &g, plan, tl, &rep, d);
+            svg_row(o, &g, plan, tl, &rep, critical, d);
         svg_axis(o, &g);
         svg_legend(o, &g);
         st = out_close(o);
     }
+    free(critical);
     report_free(&rep);
     return st;
 }

@@ -124,6 +124,10 @@ pp_status_t run_finish(pp_run_t *r)
     PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
     PP_CHECK(report_build(&r->report, &r->cfg, &r->plan, run_timeline(r), &r->sim));
     r->have_report = 1;
+    /* What-if from the run's own op costs; a measured run without op times has none (its cost
+     * model is the config's). */
+    if (!r->measured || r->meas.has_op_times)
+        PP_CHECK(report_what_if(&r->report, &r->plan, &r->cost));
     /* The mean loss of the last step: a measured run's own figure, for bitwise comparisons. */
     if (r->measured && r->exec.loss && r->exec.n_steps > 0)
         r->report.loss = r->exec.loss[r->exec.n_steps - 1];
