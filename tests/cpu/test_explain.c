@@ -6,7 +6,8 @@
  * add up to report.c's idle time and are never negative; the real chain (generate -> plan_lower
  * -> simulate_plan) over a sweep of schedules, p, m and costs checks that the simulator's split
  * has no launch time, that the critical path is contiguous from 0 to the makespan, and the
- * what-if figures against closed forms. Times come from a seeded generator.
+ * what-if figures against closed forms; the same plans re-timed with a host that starts every
+ * compute op late check that exactly that time lands in launch. Times come from a seeded generator.
  */
 #include "../../scheduler/explain.h"
 #include "../../scheduler/generate.h"
@@ -475,6 +476,85 @@ static void test_simulated_sweep(void)
     EXPECT(n_checked == 168, "%d combinations checked", n_checked);
 }
 
+/* The simulator's rules with a host that is late by `late` ms for every compute op: each starts
+ * that long after its stream and inputs allowed (a stand-in for a measured run with launch gaps).
+ */
+static void retime_late(const pp_plan_t *plan, const pp_cost_model_t *cm, double late,
+                        pp_timeline_t *tl)
+{
+    double free_at[PP_MAX_DEVICES * PP_ROLE_COUNT] = {0};
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        int n_side = pp_action_is_compute(op->kind) ? 1 : 2, side[2] = {k, op->peer};
+        double t = 0.0;
+        for (int i = 0; i < n_side; i++) {
+            const pp_op_t *x = &plan->ops[side[i]];
+            t = fmax(t, free_at[x->device * PP_ROLE_COUNT + (int)x->role]);
+            for (int j = 0; j < x->n_deps; j++) {
+                int d = plan->deps[x->dep_begin + j];
+                if (d != side[0] && d != side[1]) t = fmax(t, tl->t[d].end_ms);
+            }
+        }
+        double dur = pp_action_is_compute(op->kind)
+                         ? (op->kind == PP_ACT_F   ? cm->f[op->stage]
+                            : op->kind == PP_ACT_B ? cm->b[op->stage]
+                            : op->kind == PP_ACT_I ? cm->i[op->stage]
+                                                   : cm->w[op->stage])
+                         : (op->link == PP_TRANSPORT_LOCAL ? 0.0 : cm->send);
+        if (n_side == 1) t += late;
+        for (int i = 0; i < n_side; i++) {
+            const pp_op_t *x = &plan->ops[side[i]];
+            tl->t[side[i]] = (pp_op_time_t){t, t + dur};
+            free_at[x->device * PP_ROLE_COUNT + (int)x->role] = t + dur;
+        }
+        if (n_side == 2) k++; /* the RECV sits right after its SEND */
+    }
+}
+
+/* A late host in a whole pipeline: every compute op but each device's first adds exactly `late`
+ * of launch time; on the critical path every compute link but the first waits `late`; the
+ * simulator with the same costs (no launch gaps) is the what-if row. */
+static void test_late_host_is_launch(void)
+{
+    static const pp_sched_kind_t kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_INTERLEAVED,
+                                            PP_SCHED_ZBH1};
+    for (int ki = 0; ki < 4; ki++) {
+        pp_plan_t plan;
+        int p = 4, m = 8, v = kinds[ki] == PP_SCHED_INTERLEAVED ? 2 : 1;
+        REQUIRE(make_plan(&plan, kinds[ki], p, m, v) == 0);
+        pp_cost_model_t cm = make_costs(plan.n_stages, 1, 1, 1, ts_rand_uniform(0.05, 0.2));
+        uneven_costs(&cm, 0.3);
+        double late = ts_rand_uniform(0.01, 0.05);
+        pp_timeline_t tl;
+        REQUIRE(timeline_init(&tl, PP_MODE_MEASURE, plan.n_ops, p, 1) == PP_OK);
+        retime_late(&plan, &cm, late, &tl);
+        tl.has_op_times = 1;
+        tl.step_ms[0] = timeline_makespan(&tl);
+        pp_explain_t ex;
+        REQUIRE(explain_build(&ex, &plan, &tl, NULL, &cm) == PP_OK);
+        expect_split_sums(&plan, &tl, &ex.split, sched_kind_name(kinds[ki]));
+        for (int d = 0; d < p; d++) {
+            int n = 0;
+            for (int k = 0; k < plan.n_ops; k++)
+                n += plan.ops[k].device == d && plan.ops[k].role == PP_ROLE_COMPUTE;
+            EXPECT_NEAR(explain_idle_ms(&ex.split, d, PP_IDLE_LAUNCH), (n - 1) * late, 1e-9, 0);
+        }
+        int n_compute = 0;
+        for (int i = 0; i < ex.path.n; i++)
+            n_compute += ex.path.links[i].role == PP_ROLE_COMPUTE;
+        EXPECT_NEAR(ex.path.wait_ms, (n_compute - 1) * late, 1e-9, 0); /* T0 is the first start */
+        pp_timeline_t sim;
+        REQUIRE(simulate_plan(&sim, &plan, &cm) == PP_OK);
+        EXPECT(ex.what_if.step_ms[PP_WHAT_IF_NO_LAUNCH] == timeline_makespan(&sim));
+        EXPECT(timeline_makespan(&tl) > timeline_makespan(&sim));
+        timeline_free(&sim);
+        explain_free(&ex);
+        timeline_free(&tl);
+        cost_model_free(&cm);
+        plan_free(&plan);
+    }
+}
+
 /* Transfers that cost something show up as comm on the receivers, not on device 0 in a
  * 2-device GPipe: dev1 waits for each forward's transfer. */
 static void test_transfer_cost_is_comm(void)
@@ -597,6 +677,7 @@ int main(void)
     RUN(test_critical_path_stream_and_receiver);
     RUN(test_simulated_sweep);
     RUN(test_transfer_cost_is_comm);
+    RUN(test_late_host_is_launch);
     RUN(test_what_if);
     RUN(test_build_without_op_times);
     RUN(test_rejects_broken_input);
