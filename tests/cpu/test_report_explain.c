@@ -1,12 +1,14 @@
 /*
  * test_report_explain.c — the explanation in every output: the JSON fields (present, in order,
  * adding up to each device's idle time and to the bubble), the table's block, the Chrome trace's
- * idle track and critical-path marks, the SVG's shading and outlines, and the --critical-path
- * listing. Runs come from the real chain (generate -> plan_lower -> simulate_plan) with uneven
- * stage costs and a transfer cost drawn from a seeded generator.
+ * idle track and critical-path marks, the SVG's shading and outlines, the --critical-path
+ * listing and the compare table's and CSV's columns. Runs come from the real chain (generate ->
+ * plan_lower -> simulate_plan) with uneven stage costs and a transfer cost drawn from a seeded
+ * generator.
  */
 #include "../../scheduler/generate.h"
 #include "../../scheduler/report.h"
+#include "../../scheduler/report_compare.h"
 #include "../check.h"
 #include "support.h"
 #include "textcheck.h"
@@ -348,6 +350,58 @@ static void test_svg_marks(void)
     rx_free(&x);
 }
 
+/* ---- compare --------------------------------------------------------------------------------- */
+
+/* The compare table and CSV end with the bubble by reason; in the CSV the five add up to the
+ * bubble. */
+static void test_compare_columns(void)
+{
+    pp_compare_row_t *rows = calloc(2, sizeof *rows);
+    REQUIRE(rows != NULL);
+    rx_t x[2];
+    for (int i = 0; i < 2; i++) {
+        REQUIRE(rx_make(&x[i], 4, 8 * (i + 1), 0) == 0);
+        rows[i].run.report = x[i].r; /* borrowed: the rows are not freed as runs */
+        snprintf(rows[i].label, sizeof rows[i].label, "1f1b m=%d", 8 * (i + 1));
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    compare_print_table(rows, 2, f);
+    fclose(f);
+    for (int c = 0; c < PP_IDLE_COUNT; c++)
+        EXPECT(strstr(buf, pp_idle_reasons[c].name) != NULL, "%s\n%s", pp_idle_reasons[c].name,
+               buf);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    compare_print_csv(rows, 2, f);
+    fclose(f);
+    EXPECT(
+        strstr(buf, ",bubble_warmup,bubble_schedule,bubble_comm,bubble_launch,bubble_cooldown\n") !=
+            NULL,
+        "%s", buf);
+    const char *line = strchr(buf, '\n');
+    for (int i = 0; i < 2 && line; i++, line = strchr(line + 1, '\n')) {
+        /* the last five fields of the row */
+        const char *end = strchr(line + 1, '\n'), *p = end;
+        REQUIRE(end != NULL);
+        for (int k = 0; k < PP_IDLE_COUNT; k++)
+            while (*--p != ',') {
+            }
+        double sum = 0.0;
+        for (int k = 0; k < PP_IDLE_COUNT; k++) {
+            sum += strtod(p + 1, NULL);
+            p = strchr(p + 1, ',');
+            if (!p) p = end;
+        }
+        EXPECT_NEAR(sum, x[i].r.bubble, 5e-6, 0); /* %.6g per field */
+    }
+    free(buf);
+    free(rows);
+    for (int i = 0; i < 2; i++)
+        rx_free(&x[i]);
+}
+
 int main(void)
 {
     ts_rng_seed(0x0b0bb1e5ca1ab1e5ull);
@@ -357,5 +411,6 @@ int main(void)
     RUN(test_critical_path_listing);
     RUN(test_trace_gaps);
     RUN(test_svg_marks);
+    RUN(test_compare_columns);
     return check_summary("test_report_explain");
 }
