@@ -77,10 +77,33 @@ static pp_run_opts_t measured(void)
     return ro;
 }
 
+/* A measured run's explanation (explain.h): every device's idle reasons add up to its idle time,
+ * the simulator's split has no launch time, the critical path ends at the step's last end and its
+ * parts add up to the makespan, and the what-if figures are there. */
+static void expect_explained(const pp_run_t *r, const char *label)
+{
+    const pp_explain_t *ex = &r->report.explain;
+    REQUIRE(ex->known && ex->have_what_if, "%s: no explanation", label);
+    double span = timeline_makespan(&r->meas), tol = 1e-9 * (1 + span);
+    for (int d = 0; d < r->report.devices; d++) {
+        double sum = 0, sim_launch = explain_idle_ms(&ex->split_sim, d, PP_IDLE_LAUNCH);
+        for (int c = 0; c < PP_IDLE_COUNT; c++)
+            sum += explain_idle_ms(&ex->split, d, (pp_idle_reason_t)c);
+        EXPECT(fabs(sum - r->report.per_device[d].idle_ms) <= tol,
+               "%s: device %d reasons add up to %.9g, idle %.9g", label, d, sum,
+               r->report.per_device[d].idle_ms);
+        EXPECT(sim_launch == 0.0, "%s: device %d simulated launch %g", label, d, sim_launch);
+    }
+    const pp_critical_path_t *cp = &ex->path;
+    EXPECT(cp->n > 0 && fabs(cp->compute_ms + cp->comm_ms + cp->wait_ms - span) <= tol,
+           "%s: critical path of %d ops, %.9g ms for a makespan of %.9g", label, cp->n,
+           cp->compute_ms + cp->comm_ms + cp->wait_ms, span);
+}
+
 /* Run one step of the pipeline `name` (a YAML file, or the text `yaml` named so) asks for;
  * compare loss and gradients with the one-device reference (bitwise in fp32, within bf16
- * tolerance otherwise), and check that every device ran its compute ops in the order of its
- * program. */
+ * tolerance otherwise), check that every device ran its compute ops in the order of its
+ * program, and that the explanation of the measured bubble adds up. */
 static void run_and_compare(const char *name, const char *yaml, const char *const *sets, int n_sets,
                             const char *label)
 {
@@ -136,6 +159,7 @@ static void run_and_compare(const char *name, const char *yaml, const char *cons
                 last = tl->t[i].start_ms;
             }
         }
+        expect_explained(&r, label);
         free(ref);
     }
     run_free(&r);
