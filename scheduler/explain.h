@@ -20,7 +20,8 @@
  *   comm      [U, R): the producer was done but the transfer had not delivered (exposed
  *             communication, queueing behind other transfers included);
  *   launch    [R, b): the inputs were ready but k had not started (host enqueue, launch gap).
- * The simulator starts every op at R, so its launch time is 0 by construction.
+ * The simulator starts every op at R, so its launch time is 0 by construction. A device without
+ * compute ops idles the whole step as warmup.
  *
  * Critical path: from the op that ends last, walk back through whichever constraint was ready
  * last: a dependency's end or the previous op on the same stream (for a transfer, the SEND's and
