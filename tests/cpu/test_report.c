@@ -324,7 +324,7 @@ static void test_peak_inflight(void)
 
 static void test_json_schema(void)
 {
-    /* DESIGN.md's keys in their order, then the explanation's (docs/explain.md). */
+    /* docs/architecture.md's keys in their order, then the explanation's (docs/explain.md). */
     static const char *const top[] = {"schedule",
                                       "mode",
                                       "devices",
