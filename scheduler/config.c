@@ -24,9 +24,17 @@
 
 /* Messages name a key by its place in the file when known; these are the names otherwise. */
 const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
-    "model.layers",           "model.hidden",    "model.heads",
-    "pipeline.devices",       "pipeline.stages", "pipeline.chunks",
-    "pipeline.micro_batches", "schedule.kind",   "schedule.steps",
+    "model.layers",
+    "model.hidden",
+    "model.heads",
+    "pipeline.devices",
+    "pipeline.stages",
+    "pipeline.chunks",
+    "pipeline.micro_batches",
+    "schedule.kind",
+    "schedule.steps",
+    "cost",
+    "cost.profile",
     "schedule.csv",
 };
 
@@ -54,6 +62,11 @@ static void cfg_prefix(const pp_config_t *cfg, int k, int line, int col)
 int config_is_set(const pp_config_t *cfg, pp_config_key_t k)
 {
     return cfg_is_set(cfg, (int)k);
+}
+
+int config_cost_hand_set(const pp_config_t *cfg)
+{
+    return cfg_is_set(cfg, PP_CFG_COST_MS);
 }
 
 pp_status_t config_error_at(const pp_config_t *cfg, pp_config_key_t k, int line, int col,
@@ -335,6 +348,7 @@ void config_free(pp_config_t *cfg)
     free(cfg->path);
     free(cfg->name);
     free(cfg->schedule.csv_path);
+    free(cfg->cost.profile);
     cfg_steps_free(&cfg->schedule.steps);
-    cfg->path = cfg->name = cfg->schedule.csv_path = NULL;
+    cfg->path = cfg->name = cfg->schedule.csv_path = cfg->cost.profile = NULL;
 }

@@ -85,13 +85,19 @@ typedef struct pp_run_cfg {
     pp_recompute_t recompute; /* what the forward keeps for the backward (stage_size.h) */
 } pp_run_cfg_t;
 
-/* Simulator cost model, milliseconds per op for one micro-batch on one stage. A full backward `B`
- * costs backward_input + backward_weight. */
+/* Simulator cost model. The four ms values (per micro-batch, one device's share of the layers; a
+ * full backward `B` costs backward_input + backward_weight) override the model when any of them is
+ * given (config_cost_hand_set); otherwise costs come from the stage's FLOPs and bytes on `gpu`
+ * (cost.h), calibrated by `profile` when one is named. */
 typedef struct pp_cost_cfg {
     double forward;
     double backward_input;
     double backward_weight;
-    double send; /* one activation or gradient transfer across devices */
+    double send;  /* one activation or gradient transfer across devices */
+    char gpu[16]; /* GPU description (gpu.h); "" = the GPU present, else the profile's, else h100 */
+    char link[16]; /* link description (gpu.h); "" = the one pipeline.transport implies */
+    char *profile; /* profile file, as a path usable from here (relative to the YAML's folder in
+                    * the file); NULL = none */
 } pp_cost_cfg_t;
 
 /* The keys whose place in the input config_resolve's messages name (see pp_config_t.origin). */
@@ -106,6 +112,8 @@ typedef enum pp_config_key {
     PP_CFG_KIND,
     PP_CFG_STEPS,
     PP_CFG_CSV,
+    PP_CFG_COST_MS, /* any of cost.forward, backward_input, backward_weight, send */
+    PP_CFG_PROFILE,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 
@@ -159,6 +167,9 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible);
 /* Tokens per training step of m micro-batches: m * micro_batch_size * seq_len. m is the plan's
  * (the schedule decides it: a written schedule's own count), never pipeline.micro_batches. */
 double config_tokens_per_step(const pp_config_t *cfg, int m);
+
+/* 1 when the input set any of the hand-set `cost:` ms values (they then override the model). */
+int config_cost_hand_set(const pp_config_t *cfg);
 
 /* Model FLOPs of one training step of m micro-batches (forward + backward = 3x forward; matmuls
  * only, causal attention counted in full, embedding lookups free), the convention of Megatron's

@@ -9,6 +9,8 @@
  */
 #include "run.h"
 
+#include "cost.h"
+
 #include "generate.h"
 #include "written.h"
 
@@ -85,15 +87,7 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
                            const pp_timeline_t *measured)
 {
     if (measured && measured->has_op_times) return cost_from_measure(cm, plan, measured);
-    PP_CHECK(cost_model_uniform(cm, plan->n_stages, &cfg->cost));
-    double k = 1.0 / (plan->chunks > 0 ? plan->chunks : 1);
-    for (int s = 0; s < plan->n_stages; s++) {
-        cm->f[s] *= k;
-        cm->b[s] *= k;
-        cm->i[s] *= k;
-        cm->w[s] *= k;
-    }
-    return PP_OK;
+    return cost_model_build(cm, cfg, plan, NULL, NULL, NULL);
 }
 
 pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o)

@@ -265,7 +265,7 @@ static void test_unknown_keys(void)
                       "selective, full)");
     EXPECT_LOAD_ERROR("cost: {forward: 1, recv: 2}\n",
                       "t.yaml:1:20: unknown key 'recv' in cost (allowed: forward, "
-                      "backward_input, backward_weight, send)");
+                      "backward_input, backward_weight, send, gpu, link, profile)");
     EXPECT_LOAD_ERROR("schedule:\n  kind: 1f1b\n  step: []\n",
                       "t.yaml:3:3: unknown key 'step' in schedule (allowed: kind, steps, csv)");
 }
