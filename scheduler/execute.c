@@ -15,6 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+int execute_built_with_cuda(void)
+{
+    return 1;
+}
+
 int execute_device_count(void)
 {
     int n = 0;

@@ -5,6 +5,7 @@
  *   ppsched compare FILE... [options]    schedules side by side in one table
  *   ppsched show FILE [--emit csv|yaml]  the plan as a text grid, or the schedule exported
  *   ppsched check FILE                   load, generate, lower and validate; print a summary
+ *   ppsched profile FILE [-o OUT.yaml]   measure stage and transfer costs on the GPU (profile.h)
  *
  * This file parses arguments and dispatches commands; every command goes through the one chain of
  * run.h (config → schedule → plan → execute | simulate → report), compare's outputs are in
@@ -12,6 +13,7 @@
  * exits. A little over 500 lines: a fifth of them are the four commands' usage texts.
  */
 #include "execute.h"
+#include "profile.h"
 #include "report_compare.h"
 #include "run.h"
 
@@ -44,6 +46,8 @@ typedef struct opts {
     double timeout_s;             /* --timeout, 0 = config's */
     const char *sweep[MAX_SWEEP]; /* --sweep key=v1,v2,... (compare) */
     int n_sweep;
+    char gpu_set[64];   /* --gpu NAME, as the override cost.gpu=NAME */
+    const char *output; /* -o FILE (profile) */
 } opts_t;
 
 static const char *prog = "ppsched";
@@ -63,6 +67,8 @@ static void usage_run(FILE *f)
         "  -S, --set KEY=VALUE    override a config key, e.g. --set pipeline.micro_batches=32\n"
         "                         (repeatable; see docs/schedule-format.md for every key)\n"
         "  -j, --json             print the report as JSON (the stable schema) instead of a table\n"
+        "      --gpu NAME         price the stages on this GPU description (h100, h200, a100,\n"
+        "                         b200; same as --set cost.gpu=NAME)\n"
         "  -t, --trace FILE.json  write a Chrome trace / Perfetto timeline of the step\n"
         "  -g, --svg FILE.svg     write a Gantt chart of the step\n"
         "      --critical-path    list the chain of ops that set the step's makespan\n"
@@ -72,7 +78,8 @@ static void usage_run(FILE *f)
         "  -h, --help             this text\n"
         "  -V, --version          print the version\n"
         "\n"
-        "other commands: ppsched compare FILE... | ppsched show FILE | ppsched check FILE\n"
+        "other commands: ppsched compare FILE... | ppsched show FILE | ppsched check FILE |\n"
+        "                ppsched profile FILE\n"
         "                (ppsched COMMAND --help for each)\n");
 }
 
@@ -88,6 +95,7 @@ static void usage_compare(FILE *f)
         "  -s, --simulate             simulate every schedule instead of running it\n"
         "  -S, --set KEY=VALUE        override a key in every file (repeatable)\n"
         "  -w, --sweep KEY=V1,V2,...  run the cross product over the listed values (repeatable)\n"
+        "      --gpu NAME             price the stages on this GPU description\n"
         "  -j, --json                 the table as JSON (an array of reports)\n"
         "  -c, --csv                  the table as CSV\n"
         "  -g, --svg DIR              one Gantt chart per run into DIR\n"
@@ -124,7 +132,24 @@ static void usage_check(FILE *f)
             "  -h, --help             this text\n");
 }
 
-enum { OPT_TIMEOUT = 1000, OPT_SYNC, OPT_CRITICAL_PATH };
+static void usage_profile(FILE *f)
+{
+    fprintf(
+        f, "usage: ppsched profile FILE.yaml [options]\n"
+           "\n"
+           "Measure, on the first GPU of the pipeline, the forward, input-gradient and weight-\n"
+           "gradient time of a middle, a first and a last stage of the model in FILE.yaml, their\n"
+           "memory, and (with two GPUs) peer copies; write a profile that `cost: {profile: FILE}`\n"
+           "reads. run.steps sets the number of timed graph replays.\n"
+           "\n"
+           "options:\n"
+           "  -o, --output FILE      write the profile to FILE (default: standard output)\n"
+           "  -S, --set KEY=VALUE    override a config key (repeatable)\n"
+           "  -q, --quiet            no progress or summary on stderr\n"
+           "  -h, --help             this text\n");
+}
+
+enum { OPT_TIMEOUT = 1000, OPT_SYNC, OPT_CRITICAL_PATH, OPT_GPU };
 
 static const struct option long_opts[] = {
     {"simulate", no_argument, NULL, 's'},
@@ -138,13 +163,15 @@ static const struct option long_opts[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"sync", no_argument, NULL, OPT_SYNC},
     {"critical-path", no_argument, NULL, OPT_CRITICAL_PATH},
+    {"gpu", required_argument, NULL, OPT_GPU},
+    {"output", required_argument, NULL, 'o'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
-typedef enum { CMD_RUN, CMD_COMPARE, CMD_SHOW, CMD_CHECK } cmd_t;
+typedef enum { CMD_RUN, CMD_COMPARE, CMD_SHOW, CMD_CHECK, CMD_PROFILE } cmd_t;
 
 /* Which options each command accepts (getopt_long parses all; this rejects the others). */
 static int opt_allowed(cmd_t cmd, int c)
@@ -153,10 +180,12 @@ static int opt_allowed(cmd_t cmd, int c)
     case 'S':
     case 'h':
     case 'V': return 1;
+    case 'q': return cmd != CMD_SHOW && cmd != CMD_CHECK;
+    case 'o': return cmd == CMD_PROFILE;
     case 's':
     case 'j':
     case 'g':
-    case 'q':
+    case OPT_GPU:
     case OPT_TIMEOUT: return cmd == CMD_RUN || cmd == CMD_COMPARE;
     case 't':
     case OPT_SYNC:
@@ -176,6 +205,8 @@ static void usage_for(cmd_t cmd, FILE *f)
         usage_show(f);
     else if (cmd == CMD_CHECK)
         usage_check(f);
+    else if (cmd == CMD_PROFILE)
+        usage_profile(f);
     else
         usage_run(f);
 }
@@ -187,7 +218,7 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":sS:jct:g:e:w:qhV", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":sS:jct:g:e:w:o:qhV", long_opts, NULL)) != -1) {
         if (c == '?' || c == ':') {
             const char *what = c == ':' ? "needs a value" : "is not an option";
             if (optopt && optopt < 256)
@@ -195,10 +226,11 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
             else
                 fprintf(stderr, "%s: %s %s\n", prog, argv[optind - 1], what);
             fprintf(stderr, "try '%s%s --help'\n", prog,
-                    cmd == CMD_COMPARE ? " compare"
-                    : cmd == CMD_SHOW  ? " show"
-                    : cmd == CMD_CHECK ? " check"
-                                       : "");
+                    cmd == CMD_COMPARE   ? " compare"
+                    : cmd == CMD_SHOW    ? " show"
+                    : cmd == CMD_CHECK   ? " check"
+                    : cmd == CMD_PROFILE ? " profile"
+                                         : "");
             return -1;
         }
         if (!opt_allowed(cmd, c)) {
@@ -251,6 +283,15 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
         case OPT_SYNC: o->sync = 1; break;
         case OPT_CRITICAL_PATH: o->critical_path = 1; break;
         case 'q': o->quiet = 1; break;
+        case 'o': o->output = optarg; break;
+        case OPT_GPU:
+            if (o->n_sets == MAX_SETS) {
+                fprintf(stderr, "%s: at most %d --set options\n", prog, MAX_SETS);
+                return -1;
+            }
+            snprintf(o->gpu_set, sizeof o->gpu_set, "cost.gpu=%s", optarg);
+            o->sets[o->n_sets++] = o->gpu_set;
+            break;
         case 'h': usage_for(cmd, stdout); return 1;
         case 'V': printf("ppsched %s\n", PP_VERSION); return 1;
         }
@@ -279,8 +320,11 @@ static int want_measure(const opts_t *o, int n_visible)
     if (o->simulate) return 0;
     if (n_visible > 0) return 1;
     if (!o->quiet)
-        fprintf(stderr, "# no CUDA device found: simulating with the cost model (pass --simulate "
-                        "to ask for this explicitly)\n");
+        fprintf(stderr,
+                "# %s: simulating with the cost model (pass --simulate to ask for this "
+                "explicitly)\n",
+                execute_built_with_cuda() ? "no CUDA device found"
+                                          : "ppsched was built without CUDA");
     return 0;
 }
 
@@ -317,6 +361,57 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     }
 done:
     run_free(&j);
+    return st;
+}
+
+/* Measured against the a-priori model on the profiled GPU's description, per stage and pass. */
+static void profile_summary(const pp_profile_t *p, FILE *f)
+{
+    const pp_gpu_t *g = gpu_find(p->gpu);
+    fprintf(f,
+            "# profile of %s (%s), %d blocks a stage; ms measured (a-priori model on %s, error)\n",
+            p->device, p->date, p->shape.n_layers, g ? g->name : "h100");
+    if (!g) g = gpu_find("h100");
+    for (int k = 0; k < PP_PROF_STAGE_COUNT; k++) {
+        const pp_prof_stage_desc_t *d = profile_stage_desc((pp_prof_stage_t)k);
+        pp_model_shape_t s = p->shape;
+        s.is_first = d->is_first;
+        s.is_last = d->is_last;
+        fprintf(f, "#   %-7s", d->name);
+        for (int pass = 0; pass < PP_PASS_COUNT; pass++) {
+            double model = cost_stage_ms(&s, p->dtype, g, NULL, (pp_pass_t)pass);
+            fprintf(f, " %s %.3f (%.3f, %+.1f%%)", profile_pass_name((pp_pass_t)pass),
+                    p->ms[k][pass], model, 100.0 * (model - p->ms[k][pass]) / p->ms[k][pass]);
+        }
+        fprintf(f, ", %.2f GiB\n", p->stage_bytes[k] / (1024.0 * 1024 * 1024));
+    }
+    fprintf(f, "#   runtime share %.2f GiB; %d sends measured\n",
+            p->runtime_bytes / (1024.0 * 1024 * 1024), p->n_sends);
+}
+
+static pp_status_t cmd_profile(const char *path, const opts_t *o)
+{
+    pp_config_t cfg;
+    pp_profile_t prof;
+    pp_status_t st;
+    FILE *out = stdout;
+    PP_CHECK_GOTO(config_load(&cfg, path, o->sets, o->n_sets), st, done);
+    PP_CHECK_GOTO(config_resolve(&cfg, execute_device_count()), st, done);
+    PP_CHECK_GOTO(execute_profile(&prof, &cfg, cfg.run.steps, !o->quiet), st, done);
+    if (!o->quiet) profile_summary(&prof, stderr);
+    if (o->output && !(out = fopen(o->output, "w"))) {
+        fprintf(stderr, "%s: -o %s: %s\n", prog, o->output, strerror(errno));
+        st = PP_ERR_IO;
+        goto done;
+    }
+    st = profile_write(&prof, out);
+    if (out != stdout && fclose(out) != 0 && st == PP_OK) {
+        fprintf(stderr, "%s: -o %s: %s\n", prog, o->output, strerror(errno));
+        st = PP_ERR_IO;
+    }
+    if (st == PP_OK && o->output && !o->quiet) fprintf(stderr, "# profile: %s\n", o->output);
+done:
+    config_free(&cfg);
     return st;
 }
 
@@ -504,6 +599,8 @@ int main(int argc, char **argv)
             cmd = CMD_SHOW;
         else if (strcmp(argv[1], "check") == 0)
             cmd = CMD_CHECK;
+        else if (strcmp(argv[1], "profile") == 0)
+            cmd = CMD_PROFILE;
         else if (strcmp(argv[1], "help") == 0) {
             usage_run(stdout);
             return 0;
@@ -527,6 +624,7 @@ int main(int argc, char **argv)
     case CMD_COMPARE: st = cmd_compare(args, n_args, &o); break;
     case CMD_SHOW: st = cmd_show(args[0], &o); break;
     case CMD_CHECK: st = cmd_check(args[0], &o); break;
+    case CMD_PROFILE: st = cmd_profile(args[0], &o); break;
     default: st = cmd_run(args[0], &o); break;
     }
     fflush(stdout);
