@@ -303,6 +303,14 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
  * Runs
  * ------------------------------------------------------------------------------------------- */
 
+/* The GPU table's row for the devices present, when it knows them. */
+static const pp_gpu_t *present_gpu(void)
+{
+    char name[256];
+    execute_describe_devices(name, sizeof name);
+    return gpu_match_device(name);
+}
+
 /* The chain's options for a command's flags. */
 static pp_run_opts_t run_opts(const opts_t *o, int measure)
 {
@@ -310,7 +318,8 @@ static pp_run_opts_t run_opts(const opts_t *o, int measure)
                         .exec = execute_plan,
                         .sync = o->sync,
                         .timeout_s = o->timeout_s,
-                        .verbose = !o->quiet && !o->json};
+                        .verbose = !o->quiet && !o->json,
+                        .gpu = measure ? present_gpu() : NULL};
     return ro;
 }
 

@@ -1,10 +1,11 @@
 /*
  * run.c — the chain of run.h: config → schedule → plan → simulate | execute → timeline → report.
  *
- * Order of a measured run: execute, then the cost model (from the measured op times), then one
+ * Order of a measured run: predict (cost model from the model and the GPU, one simulation, the
+ * predicted step kept), execute, then the cost model from the measured op times and one
  * simulation with it, so the simulated bubble differs from the measured one only by what the
  * cost model leaves out (launch gaps, contention, the order the GPU really ran things in). A
- * simulated run builds the cost model from `cost:` and simulates once. The plan is lowered once;
+ * simulated run predicts, and that is its result. The plan is lowered once;
  * schedule_validate checks the programs and plan_lower's dry run finds deadlocks.
  */
 #include "run.h"
@@ -84,10 +85,31 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
 }
 
 pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_config_t *cfg,
-                           const pp_timeline_t *measured)
+                           const pp_timeline_t *measured, const pp_gpu_t *present,
+                           const pp_profile_t *prof)
 {
     if (measured && measured->has_op_times) return cost_from_measure(cm, plan, measured);
-    return cost_model_build(cm, cfg, plan, NULL, NULL, NULL);
+    return cost_model_build(cm, cfg, plan, present, prof, NULL);
+}
+
+pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present)
+{
+    if (r->cfg.cost.profile && !r->have_prof) {
+        PP_CHECK(profile_load(&r->prof, r->cfg.cost.profile));
+        r->have_prof = 1;
+    }
+    const pp_profile_t *prof = r->have_prof ? &r->prof : NULL;
+    pp_cost_source_t source;
+    r->present = present;
+    cost_model_free(&r->cost);
+    timeline_free(&r->sim);
+    PP_CHECK(cost_model_build(&r->cost, &r->cfg, &r->plan, present, prof, &source));
+    PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
+    r->predicted_ms = r->sim.step_ms[0];
+    cost_model_describe(r->cost_desc, sizeof r->cost_desc, &r->cost, &r->cfg, source,
+                        cost_gpu_for(&r->cfg, present, prof), prof);
+    r->predicted = 1;
+    return PP_OK;
 }
 
 pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o)
@@ -114,14 +136,20 @@ pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o)
 
 pp_status_t run_finish(pp_run_t *r)
 {
-    PP_CHECK(run_cost_model(&r->cost, &r->plan, &r->cfg, r->measured ? &r->meas : NULL));
-    PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
+    if (!r->predicted) PP_CHECK(run_predict(r, r->present));
+    if (r->measured && r->meas.has_op_times) {
+        cost_model_free(&r->cost);
+        timeline_free(&r->sim);
+        PP_CHECK(run_cost_model(&r->cost, &r->plan, &r->cfg, &r->meas, NULL, NULL));
+        PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
+    }
     PP_CHECK(report_build(&r->report, &r->cfg, &r->plan, run_timeline(r), &r->sim));
     r->have_report = 1;
     /* What-if from the run's own op costs; a measured run without op times has none (its cost
      * model is the config's). */
     if (!r->measured || r->meas.has_op_times)
         PP_CHECK(report_what_if(&r->report, &r->plan, &r->cost));
+    report_set_prediction(&r->report, r->predicted_ms, NULL, NULL, r->cost_desc, NULL);
     /* The mean loss of the last step: a measured run's own figure, for bitwise comparisons. */
     if (r->measured && r->exec.loss && r->exec.n_steps > 0)
         r->report.loss = r->exec.loss[r->exec.n_steps - 1];
@@ -130,6 +158,7 @@ pp_status_t run_finish(pp_run_t *r)
 
 pp_status_t run_go(pp_run_t *r, const pp_run_opts_t *o)
 {
+    PP_CHECK(run_predict(r, o->gpu));
     if (o->measure) PP_CHECK(run_execute(r, o));
     return run_finish(r);
 }

@@ -52,7 +52,7 @@ static void test_cost_model_uniform(void)
     REQUIRE(run_load(&r, "t.yaml", yaml_of("interleaved-1f1b", 2, 4), NULL, 0, 0) == PP_OK);
     REQUIRE(r.plan.chunks == 2);
     pp_cost_model_t cm;
-    REQUIRE(run_cost_model(&cm, &r.plan, &r.cfg, NULL) == PP_OK);
+    REQUIRE(run_cost_model(&cm, &r.plan, &r.cfg, NULL, NULL, NULL) == PP_OK);
     for (int s = 0; s < r.plan.n_stages; s++) {
         EXPECT(cm.f[s] == 0.5 && cm.i[s] == 1.0 && cm.w[s] == 0.5, "stage %d", s);
         EXPECT(cm.b[s] == 1.5, "stage %d: B = I + W", s);
