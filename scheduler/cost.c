@@ -8,11 +8,13 @@
  * cc C^2 + vc V C + tc T C) + 4 (n N + gnc N C + gcc C^2 + gvc V C + gtc T C), es the storage
  * dtype's size; the fp32 terms are statistics, token ids and gradient accumulators (read and
  * written: 2 per element). The fused attention rows apply where the stage takes the flash kernels
- * (bf16, head size 64 or 128, T a multiple of 64), the unfused rows elsewhere.
+ * (stage_attention_fused: bf16, head size 64 or 128, T a multiple of 64), the unfused elsewhere.
  */
 #include "cost.h"
 
+#include "../stages/stage_layout.h"
 #include "profile.h"
+#include "stage_cfg.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -104,13 +106,16 @@ static const kernel_row_t kernels[] = {
 
 #define N_KERNELS ((int)(sizeof(kernels) / sizeof(kernels[0])))
 
-/* The stage's attention path: the rule of attention_flash_supported (kernels/flash_attention.cu).
- */
+/* The stage's attention path, decided where the stage decides it (stages/stage_layout.h). */
 static int uses_flash(const pp_model_shape_t *s, pp_dtype_t dt)
 {
-    if (s->heads <= 0 || s->hidden % s->heads != 0) return 0;
-    int d = s->hidden / s->heads;
-    return dt == PP_DTYPE_BF16 && (d == 64 || d == 128) && s->seq_len > 0 && s->seq_len % 64 == 0;
+    pp_stage_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.hidden = s->hidden;
+    c.heads = s->heads;
+    c.seq_len = s->seq_len;
+    c.dtype = dt;
+    return stage_attention_fused(&c);
 }
 
 /* Time of one kernel row, ms. */
@@ -164,19 +169,20 @@ double cost_stage_ms(const pp_model_shape_t *s, pp_dtype_t dt, const pp_gpu_t *g
 
 pp_model_shape_t cost_stage_shape(const pp_config_t *cfg, const pp_plan_t *plan, int s)
 {
+    pp_stage_cfg_t c;
     pp_model_shape_t sh;
-    int lps = cfg->model.layers / plan->n_stages;
+    plan_stage_cfg(&c, cfg, plan, s);
     memset(&sh, 0, sizeof sh);
-    sh.hidden = cfg->model.hidden;
-    sh.heads = cfg->model.heads;
-    sh.seq_len = cfg->model.seq_len;
-    sh.vocab = cfg->model.vocab;
-    sh.batch = cfg->pipeline.micro_batch_size;
-    sh.n_layers = lps;
-    sh.first_layer = s * lps;
-    sh.total_layers = cfg->model.layers;
-    sh.is_first = s == 0;
-    sh.is_last = s == plan->n_stages - 1;
+    sh.hidden = c.hidden;
+    sh.heads = c.heads;
+    sh.seq_len = c.seq_len;
+    sh.vocab = c.vocab;
+    sh.batch = c.micro_batch_size;
+    sh.n_layers = c.n_layers;
+    sh.first_layer = c.first_layer;
+    sh.total_layers = c.total_layers;
+    sh.is_first = c.is_first;
+    sh.is_last = c.is_last;
     return sh;
 }
 

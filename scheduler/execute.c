@@ -10,6 +10,7 @@
  * synchronization and waited for once, with a timeout (execute_timing.c).
  */
 #include "execute_internal.h"
+#include "stage_cfg.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -81,30 +82,6 @@ static void exec_free(exec_t *x)
     p2p_free(x->p2p);
 }
 
-/* The stage configuration of global stage s. */
-static void stage_cfg_for(pp_stage_cfg_t *c, const pp_config_t *cfg, const pp_plan_t *plan, int s)
-{
-    int lps = cfg->model.layers / plan->n_stages;
-    memset(c, 0, sizeof *c);
-    c->hidden = cfg->model.hidden;
-    c->heads = cfg->model.heads;
-    c->seq_len = cfg->model.seq_len;
-    c->vocab = cfg->model.vocab;
-    c->micro_batch_size = cfg->pipeline.micro_batch_size;
-    c->n_layers = lps;
-    c->first_layer = s * lps;
-    c->total_layers = cfg->model.layers;
-    c->is_first = s == 0;
-    c->is_last = s == plan->n_stages - 1;
-    c->dtype = cfg->model.dtype;
-    c->seed = cfg->run.seed;
-    c->n_slots = plan->slots_per_stage[s];
-    c->n_wgrad_slots = plan->wgrad_slots_per_stage ? plan->wgrad_slots_per_stage[s] : 0;
-    c->recompute = cfg->run.recompute;
-    c->with_optimizer = cfg->run.optimizer == PP_OPT_ADAMW;
-    c->grad_scale = 1.0f / (float)plan->n_mb;
-}
-
 /* Checks that every device can hold its stages; prints a table of needs when one cannot. */
 static pp_status_t check_fit(exec_t *x)
 {
@@ -173,7 +150,7 @@ static pp_status_t exec_alloc(exec_t *x)
     if (!x->stages || !x->scfg || !x->ev_end || !x->ev_start || !x->ev_dep || !x->done_op)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory");
     for (int s = 0; s < plan->n_stages; s++)
-        stage_cfg_for(&x->scfg[s], x->cfg, plan, s);
+        plan_stage_cfg(&x->scfg[s], x->cfg, plan, s);
     if (plan->n_stages > 0 && stage_boundary_bytes(&x->scfg[0]) != plan->boundary_bytes)
         PP_FAIL(PP_ERR_INTERNAL, "plan boundary %zu bytes, stage boundary %zu bytes",
                 plan->boundary_bytes, stage_boundary_bytes(&x->scfg[0]));

@@ -106,8 +106,9 @@ pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present)
     PP_CHECK(cost_model_build(&r->cost, &r->cfg, &r->plan, present, prof, &source));
     PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
     r->predicted_ms = r->sim.step_ms[0];
-    cost_model_describe(r->cost_desc, sizeof r->cost_desc, &r->cost, &r->cfg, source,
-                        cost_gpu_for(&r->cfg, present, prof), prof);
+    const pp_gpu_t *gpu = cost_gpu_for(&r->cfg, present, prof);
+    cost_model_describe(r->cost_desc, sizeof r->cost_desc, &r->cost, &r->cfg, source, gpu, prof);
+    PP_CHECK(memory_predict(&r->mem, &r->cfg, &r->plan, gpu, prof));
     r->predicted = 1;
     return PP_OK;
 }
@@ -149,7 +150,15 @@ pp_status_t run_finish(pp_run_t *r)
      * model is the config's). */
     if (!r->measured || r->meas.has_op_times)
         PP_CHECK(report_what_if(&r->report, &r->plan, &r->cost));
-    report_set_prediction(&r->report, r->predicted_ms, NULL, NULL, r->cost_desc, NULL);
+    size_t mem[PP_MAX_DEVICES];
+    double mb[PP_MAX_DEVICES];
+    char verdict[256];
+    for (int d = 0; d < r->mem.n_devices; d++) {
+        mem[d] = (size_t)r->mem.dev[d].total;
+        mb[d] = r->mem.dev[d].mb_equiv;
+    }
+    memory_verdict(&r->mem, verdict, sizeof verdict);
+    report_set_prediction(&r->report, r->predicted_ms, mem, mb, r->cost_desc, verdict);
     /* The mean loss of the last step: a measured run's own figure, for bitwise comparisons. */
     if (r->measured && r->exec.loss && r->exec.n_steps > 0)
         r->report.loss = r->exec.loss[r->exec.n_steps - 1];

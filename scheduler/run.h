@@ -16,6 +16,7 @@
 #include "config.h"
 #include "execute.h"
 #include "gpu.h"
+#include "memory.h"
 #include "plan.h"
 #include "profile.h"
 #include "report.h"
@@ -47,6 +48,7 @@ typedef struct pp_run {
     int predicted;           /* 1 once run_predict ran */
     double predicted_ms;     /* the step the cost model predicts before running */
     char cost_desc[256];     /* where the predicted costs came from, for the report */
+    pp_mem_pred_t mem;       /* the memory predicted per device, and the fit check */
     int measured;            /* 1 when meas and exec hold a run */
     int have_report;         /* 1 once report is built */
 } pp_run_t;
@@ -83,7 +85,8 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
                            const pp_profile_t *prof);
 
 /* Before running: read cost.profile (once), build the cost model with `present`, simulate, and
- * keep the predicted step (r->predicted_ms) and the cost model's description. */
+ * keep the predicted step (r->predicted_ms), the cost model's description and the memory each
+ * device will take (r->mem, checked against the same GPU description). */
 pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present);
 
 /* The executor's options: the config's run.* keys with the caller's overrides. */
