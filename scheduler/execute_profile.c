@@ -6,10 +6,10 @@
  * middle, a first and a last stage of layers / stages blocks with one slot each: F, I and W of one
  * micro-batch are captured PROF_REPS times into one CUDA graph with a timing event between passes
  * (as the executor replays a step), the graph replayed `iters` times, and each pass's median
- * taken. A stage's memory is what the device holds with it built and run, less the runtime's
- * share; what it holds beyond its sizing functions is the per-stage overhead. With a second
- * pipeline device, peer copies 0 -> 1 of four sizes around the boundary tensor are timed the same
- * way. Everything is freed before returning; all work is on one non-blocking stream per device.
+ * taken. A stage's memory is what the device holds with it built and run, less what it held before;
+ * what that exceeds its sizing functions by is the per-stage overhead, added to the runtime's
+ * share. With a second pipeline device on another GPU, peer copies 0 -> 1 of four sizes around
+ * the boundary tensor are timed (event pairs, the median). Everything is freed before returning; all work is on one non-blocking stream per device.
  */
 #include "execute.h"
 
@@ -248,7 +248,7 @@ pp_status_t execute_profile(pp_profile_t *p, const pp_config_t *cfg, int iters, 
     /* The runtime's share as the executor sees it: the context and modules, plus what one stage
      * holds beyond its sizing functions (its cuBLAS handle, allocation rounding, its graph). */
     p->runtime_bytes += (overhead[0] + overhead[1] + overhead[2]) / 3.0;
-    if (cfg->pipeline.n_devices >= 2) {
+    if (cfg->pipeline.n_devices >= 2 && cfg->pipeline.device_ids[1] != dev) {
         size_t boundary = (size_t)cfg->pipeline.micro_batch_size * cfg->model.seq_len *
                           cfg->model.hidden * pp_dtype_size(cfg->model.dtype);
         PP_CHECK_GOTO(profile_sends(p, dev, cfg->pipeline.device_ids[1], boundary, iters), rc,
