@@ -348,7 +348,7 @@ void config_free(pp_config_t *cfg)
     free(cfg->path);
     free(cfg->name);
     free(cfg->schedule.csv_path);
-    free(cfg->cost.profile);
+    free(cfg->cost_src.profile);
     cfg_steps_free(&cfg->schedule.steps);
-    cfg->path = cfg->name = cfg->schedule.csv_path = cfg->cost.profile = NULL;
+    cfg->path = cfg->name = cfg->schedule.csv_path = cfg->cost_src.profile = NULL;
 }

@@ -85,20 +85,24 @@ typedef struct pp_run_cfg {
     pp_recompute_t recompute; /* what the forward keeps for the backward (stage_size.h) */
 } pp_run_cfg_t;
 
-/* Simulator cost model. The four ms values (per micro-batch, one device's share of the layers; a
- * full backward `B` costs backward_input + backward_weight) override the model when any of them is
- * given (config_cost_hand_set); otherwise costs come from the stage's FLOPs and bytes on `gpu`
- * (cost.h), calibrated by `profile` when one is named. */
+/* Simulator cost model, hand-set: milliseconds per op for one micro-batch on one device's share of
+ * the layers (a full backward `B` costs backward_input + backward_weight). They override the model
+ * when any of them is given (config_cost_hand_set). */
 typedef struct pp_cost_cfg {
     double forward;
     double backward_input;
     double backward_weight;
-    double send;  /* one activation or gradient transfer across devices */
+    double send; /* one activation or gradient transfer across devices */
+} pp_cost_cfg_t;
+
+/* Where the model's costs come from (the rest of `cost:`): the stage's FLOPs and bytes on `gpu`
+ * (cost.h), calibrated by `profile` when one is named. */
+typedef struct pp_cost_src_cfg {
     char gpu[16]; /* GPU description (gpu.h); "" = the GPU present, else the profile's, else h100 */
     char link[16]; /* link description (gpu.h); "" = the one pipeline.transport implies */
     char *profile; /* profile file, as a path usable from here (relative to the YAML's folder in
                     * the file); NULL = none */
-} pp_cost_cfg_t;
+} pp_cost_src_cfg_t;
 
 /* The keys whose place in the input config_resolve's messages name (see pp_config_t.origin). */
 typedef enum pp_config_key {
@@ -127,6 +131,7 @@ typedef struct pp_config {
     pp_schedule_cfg_t schedule;
     pp_run_cfg_t run;
     pp_cost_cfg_t cost;
+    pp_cost_src_cfg_t cost_src;
     /* Private to config.c: where each pp_config_key_t was set, kept as the prefix of a message
      * ("file:line:col: section.key" or "--set section.key=value"); "" while the default holds.
      * Plain storage (no heap), so a config filled by hand needs nothing here. */

@@ -163,7 +163,7 @@ static pp_status_t set_csv(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 static pp_status_t set_table_name(cfg_ctx_t *c, const yaml_node_t *n, const char *key, int is_gpu)
 {
     char names[256], *word = NULL;
-    char *field = is_gpu ? c->cfg->cost.gpu : c->cfg->cost.link;
+    char *field = is_gpu ? c->cfg->cost_src.gpu : c->cfg->cost_src.link;
     if (is_gpu)
         gpu_names(names, sizeof names);
     else
@@ -171,7 +171,7 @@ static pp_status_t set_table_name(cfg_ctx_t *c, const yaml_node_t *n, const char
     PP_CHECK(cfg_get_string(c, n, key, names, &word));
     const char *row = is_gpu ? (gpu_find(word) ? gpu_find(word)->name : NULL)
                              : (link_find(word) ? link_find(word)->name : NULL);
-    if (row) snprintf(field, sizeof c->cfg->cost.gpu, "%s", row);
+    if (row) snprintf(field, sizeof c->cfg->cost_src.gpu, "%s", row);
     pp_status_t st = row ? PP_OK
                          : cfg_err(c, n, key, "unknown %s '%s' (allowed: %s)",
                                    is_gpu ? "GPU" : "link", word, names);
@@ -214,8 +214,8 @@ static pp_status_t set_profile(cfg_ctx_t *c, const yaml_node_t *n, const char *k
         return st;
     }
     fclose(f);
-    free(c->cfg->cost.profile);
-    c->cfg->cost.profile = full;
+    free(c->cfg->cost_src.profile);
+    c->cfg->cost_src.profile = full;
     return PP_OK;
 }
 

@@ -189,7 +189,7 @@ pp_model_shape_t cost_stage_shape(const pp_config_t *cfg, const pp_plan_t *plan,
 const pp_gpu_t *cost_gpu_for(const pp_config_t *cfg, const pp_gpu_t *present,
                              const struct pp_profile *prof)
 {
-    const pp_gpu_t *g = cfg->cost.gpu[0] ? gpu_find(cfg->cost.gpu) : NULL;
+    const pp_gpu_t *g = cfg->cost_src.gpu[0] ? gpu_find(cfg->cost_src.gpu) : NULL;
     if (!g) g = present;
     if (!g && prof) g = gpu_find(prof->gpu);
     if (!g) g = gpu_find("h100");
@@ -198,7 +198,7 @@ const pp_gpu_t *cost_gpu_for(const pp_config_t *cfg, const pp_gpu_t *present,
 
 const pp_link_desc_t *cost_link_for(const pp_config_t *cfg)
 {
-    const pp_link_desc_t *l = cfg->cost.link[0] ? link_find(cfg->cost.link) : NULL;
+    const pp_link_desc_t *l = cfg->cost_src.link[0] ? link_find(cfg->cost_src.link) : NULL;
     if (l) return l;
     return link_find(cfg->pipeline.transport == PP_TRANSPORT_NCCL ? "nvlink-nccl" : "nvlink-peer");
 }

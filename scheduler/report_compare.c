@@ -132,10 +132,11 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
     out_printf(o,
                "schedule,mode,devices,stages,micro_batches,chunks,step_ms,step_ms_p10,step_ms_p90,"
                "tokens_per_s,tflops,bubble,bubble_simulated,bubble_theory,peak_mem_bytes,"
-               "peak_inflight_microbatches");
+               "peak_inflight_microbatches,step_ms_predicted,peak_mem_predicted_bytes,"
+               "activation_microbatch_equivalents");
     for (int c = 0; c < PP_IDLE_COUNT; c++)
         out_printf(o, ",bubble_%s", pp_idle_reasons[c].name);
-    out_puts(o, ",step_ms_predicted,peak_mem_predicted_bytes,activation_microbatch_equivalents\n");
+    out_puts(o, "\n");
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].run.report;
         size_t mem;
@@ -152,14 +153,14 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         csv_field(o, r->bubble_simulated);
         csv_field(o, r->bubble_theory);
         out_printf(o, ",%zu,%d", mem, inflight);
-        for (int c = 0; c < PP_IDLE_COUNT; c++)
-            csv_field(o, report_bubble_by_reason(r, (pp_idle_reason_t)c));
         size_t pmem;
         double mbeq;
         predicted_fullest(r, &pmem, &mbeq);
         csv_field(o, r->step_ms_predicted);
         out_printf(o, ",%zu", pmem);
         csv_field(o, mbeq);
+        for (int c = 0; c < PP_IDLE_COUNT; c++)
+            csv_field(o, report_bubble_by_reason(r, (pp_idle_reason_t)c));
         out_puts(o, "\n");
     }
     return out_close(o);

@@ -94,8 +94,8 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
 
 pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present)
 {
-    if (r->cfg.cost.profile && !r->have_prof) {
-        PP_CHECK(profile_load(&r->prof, r->cfg.cost.profile));
+    if (r->cfg.cost_src.profile && !r->have_prof) {
+        PP_CHECK(profile_load(&r->prof, r->cfg.cost_src.profile));
         r->have_prof = 1;
     }
     const pp_profile_t *prof = r->have_prof ? &r->prof : NULL;

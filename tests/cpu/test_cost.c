@@ -222,7 +222,7 @@ static void test_model_build(void)
     REQUIRE(cost_model_build(&cm, &cfg, &plan, gpu_find("a100"), NULL, NULL) == PP_OK);
     double a100 = cm.f[3];
     cost_model_free(&cm);
-    snprintf(cfg.cost.gpu, sizeof cfg.cost.gpu, "b200");
+    snprintf(cfg.cost_src.gpu, sizeof cfg.cost_src.gpu, "b200");
     REQUIRE(cost_model_build(&cm, &cfg, &plan, gpu_find("a100"), NULL, NULL) == PP_OK);
     EXPECT(cm.f[3] < a100, "b200 %g ms, a100 %g ms", cm.f[3], a100);
     cost_model_free(&cm);
@@ -239,7 +239,7 @@ static void test_hand_set_overrides(void)
                        "cost: {gpu: h200, forward: 2.5, backward_input: 3, backward_weight: 1}\n";
     REQUIRE(config_load_string(&cfg, "t.yaml", yaml, NULL, 0) == PP_OK);
     REQUIRE(config_resolve(&cfg, -1) == PP_OK);
-    EXPECT(config_cost_hand_set(&cfg) && strcmp(cfg.cost.gpu, "h200") == 0);
+    EXPECT(config_cost_hand_set(&cfg) && strcmp(cfg.cost_src.gpu, "h200") == 0);
     pp_schedule_t sch;
     pp_plan_t plan;
     REQUIRE(generate_schedule(&sch, &cfg) == PP_OK && plan_lower(&plan, &sch, &cfg) == PP_OK);
