@@ -97,6 +97,9 @@ static const kernel_row_t kernels[] = {
     {"lnf_bwd",           I, HEAD, K_MEM, ANY,    1, 0, 0, 0,          3, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
     {"lm_wgrad",          W, HEAD, K_GEMM,ANY,    1, 0, 0, 2,          1, 1, 0, 0, 0, 0,    0, 0, 0, 2, 0},
     {"lnf_wgrad",         W, HEAD, K_MEM, ANY,    1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
+
+    /* Rebuilt under run.recompute only (stage_recompute_work says how many): priced by name. */
+    {"gelu_rebuild",      PP_PASS_COUNT, BLK, K_MEM, ANY, 1, 0, 0, 0,  8, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
 };
 /* clang-format on */
 
@@ -131,27 +134,71 @@ static double kernel_ms(const pp_gpu_t *g, pp_dtype_t dt, kclass_t cls, int laun
     return t * 1e3;
 }
 
+/* The work of one kernel row at shape s. */
+static pp_work_t row_work(const kernel_row_t *r, const pp_model_shape_t *s, pp_dtype_t dt,
+                          const pp_gpu_t *gpu)
+{
+    const double N = (double)s->batch * s->seq_len, C = s->hidden, T = s->seq_len;
+    const double V = s->vocab, H = s->heads, es = (double)pp_dtype_size(dt);
+    pp_work_t w;
+    w.flops = r->f_ncc * N * C * C + r->f_ntc * N * T * C + r->f_nvc * N * V * C;
+    w.bytes = es * (r->nc * N * C + r->nv * N * V + r->nth * N * T * H + r->cc * C * C +
+                    r->vc * V * C + r->tc * T * C) +
+              4.0 * (r->n * N + r->gnc * N * C + r->gcc * C * C + r->gvc * V * C + r->gtc * T * C);
+    w.kernels = r->launches;
+    w.ms = kernel_ms(gpu, dt, r->cls, r->launches, w.flops, w.bytes);
+    return w;
+}
+
+/* The time of the rows called `name` on the stage's attention path, ms (0 when none). */
+static double named_ms(const char *name, const pp_model_shape_t *s, pp_dtype_t dt,
+                       const pp_gpu_t *gpu)
+{
+    const kpath_t path = uses_flash(s, dt) ? FUSED : UNFUSED;
+    double t = 0;
+    for (int k = 0; k < N_KERNELS; k++)
+        if (strcmp(kernels[k].name, name) == 0 &&
+            (kernels[k].path == ANY || kernels[k].path == path))
+            t += row_work(&kernels[k], s, dt, gpu).ms;
+    return t;
+}
+
 pp_work_t cost_part(const pp_model_shape_t *s, pp_dtype_t dt, const pp_gpu_t *gpu, pp_pass_t pass,
                     pp_part_t part)
 {
     pp_work_t w = {0, 0, 0, 0};
-    const double N = (double)s->batch * s->seq_len, C = s->hidden, T = s->seq_len;
-    const double V = s->vocab, H = s->heads, es = (double)pp_dtype_size(dt);
     const kpath_t path = uses_flash(s, dt) ? FUSED : UNFUSED;
     for (int k = 0; k < N_KERNELS; k++) {
         const kernel_row_t *r = &kernels[k];
         if (r->pass != pass || r->part != part || (r->path != ANY && r->path != path)) continue;
-        double flops = r->f_ncc * N * C * C + r->f_ntc * N * T * C + r->f_nvc * N * V * C;
-        double bytes =
-            es * (r->nc * N * C + r->nv * N * V + r->nth * N * T * H + r->cc * C * C +
-                  r->vc * V * C + r->tc * T * C) +
-            4.0 * (r->n * N + r->gnc * N * C + r->gcc * C * C + r->gvc * V * C + r->gtc * T * C);
-        w.flops += flops;
-        w.bytes += bytes;
-        w.kernels += r->launches;
-        w.ms += kernel_ms(gpu, dt, r->cls, r->launches, flops, bytes);
+        pp_work_t x = row_work(r, s, dt, gpu);
+        w.flops += x.flops;
+        w.bytes += x.bytes;
+        w.kernels += x.kernels;
+        w.ms += x.ms;
     }
     return w;
+}
+
+void cost_recompute_ms(const pp_stage_cfg_t *c, const pp_gpu_t *gpu, const struct pp_profile *prof,
+                       double *input, double *weight)
+{
+    pp_recompute_work_t rw;
+    pp_model_shape_t s;
+    memset(&s, 0, sizeof s);
+    s.hidden = c->hidden, s.heads = c->heads, s.seq_len = c->seq_len, s.vocab = c->vocab;
+    s.batch = c->micro_batch_size;
+    stage_recompute_work(c, &rw);
+    /* Rebuilt forward work runs forward kernels: the forward's calibration applies. */
+    double f = prof ? prof->factor[PP_PASS_F][PP_PART_BLOCK] : 1.0;
+    double fwd = cost_part(&s, c->dtype, gpu, PP_PASS_F, PP_PART_BLOCK).ms -
+                 named_ms("fc2+residual", &s, c->dtype, gpu);
+    double scores = named_ms("scores", &s, c->dtype, gpu) + named_ms("softmax", &s, c->dtype, gpu);
+    double ln = named_ms("ln1", &s, c->dtype, gpu);
+    double gelu = named_ms("gelu_rebuild", &s, c->dtype, gpu);
+    *input = f * c->n_layers * (rw.input_forward * fwd + rw.input_scores * scores);
+    *weight = f * c->n_layers *
+              (rw.weight_forward * fwd + rw.weight_layernorms * ln + rw.weight_gelus * gelu);
 }
 
 double cost_stage_ms(const pp_model_shape_t *s, pp_dtype_t dt, const pp_gpu_t *gpu,
@@ -226,10 +273,17 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_config_t *cfg, const 
     const pp_gpu_t *gpu = cost_gpu_for(cfg, present, prof);
     for (int s = 0; s < plan->n_stages; s++) {
         pp_model_shape_t sh = cost_stage_shape(cfg, plan, s);
+        pp_stage_cfg_t c;
+        double rc_i, rc_w;
+        plan_stage_cfg(&c, cfg, plan, s);
+        cost_recompute_ms(&c, gpu, prof, &rc_i, &rc_w);
         cm->f[s] = cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_F);
-        cm->i[s] = cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_I);
-        cm->w[s] = cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_W);
-        cm->b[s] = cm->i[s] + cm->w[s];
+        cm->i[s] = cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_I) + rc_i;
+        cm->w[s] = cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_W) + rc_w;
+        /* B runs I's rebuild once for both halves (stage_recompute_work: weight_forward). */
+        pp_recompute_work_t rw;
+        stage_recompute_work(&c, &rw);
+        cm->b[s] = cm->i[s] + cm->w[s] - (rw.weight_forward ? rc_w : 0.0);
     }
     double bytes = (double)plan->boundary_bytes;
     if (prof && prof->n_sends > 0)

@@ -17,6 +17,7 @@
 
 #include "../common/pp_status.h"
 #include "../stages/model.h"
+#include "../stages/stage_size.h"
 #include "config.h"
 #include "gpu.h"
 #include "plan.h"
@@ -50,6 +51,12 @@ pp_work_t cost_part(const pp_model_shape_t *shape, pp_dtype_t dt, const pp_gpu_t
  * head when is_last, each scaled by prof's calibration when prof is not NULL. */
 double cost_stage_ms(const pp_model_shape_t *shape, pp_dtype_t dt, const pp_gpu_t *gpu,
                      const struct pp_profile *prof, pp_pass_t pass);
+
+/* The time run.recompute adds to a stage's I (*input) and to a W run apart from its I (*weight),
+ * ms: the forward work stage_recompute_work says is rebuilt, priced with the forward's rows (and
+ * the forward's calibration when prof is not NULL). Both 0 for recompute none. */
+void cost_recompute_ms(const pp_stage_cfg_t *c, const pp_gpu_t *gpu, const struct pp_profile *prof,
+                       double *input, double *weight);
 
 /* The shape of global stage s of a plan made from cfg. */
 pp_model_shape_t cost_stage_shape(const pp_config_t *cfg, const pp_plan_t *plan, int s);

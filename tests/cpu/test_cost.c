@@ -159,6 +159,31 @@ static void test_monotonic(void)
     }
 }
 
+/* run.recompute: none adds nothing; full re-runs the block forward but its fc2 GEMM in I (and in a
+ * W apart from I; once in B); selective rebuilds LayerNorms and GELU before W. */
+static void test_recompute(void)
+{
+    pp_gpu_t g = gpu_flops_only();
+    pp_model_shape_t s = random_shape();
+    pp_stage_cfg_t c = {0};
+    c.hidden = s.hidden, c.heads = s.heads, c.seq_len = s.seq_len, c.vocab = s.vocab;
+    c.micro_batch_size = s.batch, c.n_layers = s.n_layers, c.dtype = PP_DTYPE_BF16;
+    double in, w;
+    cost_recompute_ms(&c, &g, NULL, &in, &w);
+    EXPECT(in == 0 && w == 0, "none: %g %g", in, w);
+    c.recompute = PP_RECOMPUTE_FULL;
+    cost_recompute_ms(&c, &g, NULL, &in, &w);
+    double N = (double)s.batch * s.seq_len, C = s.hidden, T = s.seq_len;
+    double P = g.bf16_tflops * 1e12;
+    double want =
+        1e3 * s.n_layers * (16 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * g.attn_eff));
+    EXPECT_NEAR(in, want, 1e-12, 1e-9);
+    EXPECT_NEAR(w, want, 1e-12, 1e-9);
+    c.recompute = PP_RECOMPUTE_SELECTIVE;
+    cost_recompute_ms(&c, &g, NULL, &in, &w);
+    EXPECT(in == 0 && w > 0, "selective, fused attention: %g %g", in, w);
+}
+
 static void test_tables(void)
 {
     EXPECT(gpu_find("H100") == gpu_find("h100") && gpu_find("h100") != NULL);
@@ -382,6 +407,7 @@ int main(void)
     RUN(test_launch_floor);
     RUN(test_stage_composition);
     RUN(test_monotonic);
+    RUN(test_recompute);
     RUN(test_tables);
     RUN(test_model_build);
     RUN(test_hand_set_overrides);
