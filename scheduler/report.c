@@ -403,7 +403,9 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
     if (r->mode == PP_MODE_MEASURE && isfinite(r->loss))
         out_printf(o, "# loss: %.9g (mean over the micro-batches of the last step)\n", r->loss);
     if (r->cost_desc[0])
-        out_printf(o, "# cost model: %s\n", r->cost_desc);
+        out_printf(o, "# %s: %s\n",
+                   r->mode == PP_MODE_MEASURE ? "predicted before running with" : "cost model",
+                   r->cost_desc);
     else if (cfg && r->mode == PP_MODE_SIMULATE)
         out_printf(
             o,
