@@ -10,7 +10,7 @@
  * This file parses arguments and dispatches commands; every command goes through the one chain of
  * run.h (config → schedule → plan → execute | simulate → report), compare's outputs are in
  * report_compare.c. Exit codes: 0 ok, 2 usage or input error, 1 runtime failure. Only this file
- * exits. A little over 500 lines: a fifth of them are the four commands' usage texts.
+ * exits. A little over 500 lines: a fifth of them are the five commands' usage texts.
  */
 #include "execute.h"
 #include "profile.h"
@@ -373,31 +373,6 @@ done:
     return st;
 }
 
-/* Measured against the a-priori model on the profiled GPU's description, per stage and pass. */
-static void profile_summary(const pp_profile_t *p, FILE *f)
-{
-    const pp_gpu_t *g = gpu_find(p->gpu);
-    fprintf(f,
-            "# profile of %s (%s), %d blocks a stage; ms measured (a-priori model on %s, error)\n",
-            p->device, p->date, p->shape.n_layers, g ? g->name : "h100");
-    if (!g) g = gpu_find("h100");
-    for (int k = 0; k < PP_PROF_STAGE_COUNT; k++) {
-        const pp_prof_stage_desc_t *d = profile_stage_desc((pp_prof_stage_t)k);
-        pp_model_shape_t s = p->shape;
-        s.is_first = d->is_first;
-        s.is_last = d->is_last;
-        fprintf(f, "#   %-7s", d->name);
-        for (int pass = 0; pass < PP_PASS_COUNT; pass++) {
-            double model = cost_stage_ms(&s, p->dtype, g, NULL, (pp_pass_t)pass);
-            fprintf(f, " %s %.3f (%.3f, %+.1f%%)", profile_pass_name((pp_pass_t)pass),
-                    p->ms[k][pass], model, 100.0 * (model - p->ms[k][pass]) / p->ms[k][pass]);
-        }
-        fprintf(f, ", %.2f GiB\n", p->stage_bytes[k] / (1024.0 * 1024 * 1024));
-    }
-    fprintf(f, "#   runtime share %.2f GiB; %d sends measured\n",
-            p->runtime_bytes / (1024.0 * 1024 * 1024), p->n_sends);
-}
-
 static pp_status_t cmd_profile(const char *path, const opts_t *o)
 {
     pp_config_t cfg;
@@ -407,7 +382,7 @@ static pp_status_t cmd_profile(const char *path, const opts_t *o)
     PP_CHECK_GOTO(config_load(&cfg, path, o->sets, o->n_sets), st, done);
     PP_CHECK_GOTO(config_resolve(&cfg, execute_device_count()), st, done);
     PP_CHECK_GOTO(execute_profile(&prof, &cfg, cfg.run.steps, !o->quiet), st, done);
-    if (!o->quiet) profile_summary(&prof, stderr);
+    if (!o->quiet) profile_print_summary(&prof, stderr);
     if (o->output && !(out = fopen(o->output, "w"))) {
         fprintf(stderr, "%s: -o %s: %s\n", prog, o->output, strerror(errno));
         st = PP_ERR_IO;

@@ -77,6 +77,31 @@ double profile_send_ms(const pp_profile_t *p, double bytes)
     return icept + slope * bytes;
 }
 
+/* Measured against the a-priori model on the profiled GPU's description, per stage and pass. */
+void profile_print_summary(const pp_profile_t *p, FILE *f)
+{
+    const pp_gpu_t *g = gpu_find(p->gpu);
+    fprintf(f,
+            "# profile of %s (%s), %d blocks a stage; ms measured (a-priori model on %s, error)\n",
+            p->device, p->date, p->shape.n_layers, g ? g->name : "h100");
+    if (!g) g = gpu_find("h100");
+    for (int k = 0; k < PP_PROF_STAGE_COUNT; k++) {
+        const pp_prof_stage_desc_t *d = profile_stage_desc((pp_prof_stage_t)k);
+        pp_model_shape_t s = p->shape;
+        s.is_first = d->is_first;
+        s.is_last = d->is_last;
+        fprintf(f, "#   %-7s", d->name);
+        for (int pass = 0; pass < PP_PASS_COUNT; pass++) {
+            double model = cost_stage_ms(&s, p->dtype, g, NULL, (pp_pass_t)pass);
+            fprintf(f, " %s %.3f (%.3f, %+.1f%%)", profile_pass_name((pp_pass_t)pass),
+                    p->ms[k][pass], model, 100.0 * (model - p->ms[k][pass]) / p->ms[k][pass]);
+        }
+        fprintf(f, ", %.2f GiB\n", p->stage_bytes[k] / (1024.0 * 1024 * 1024));
+    }
+    fprintf(f, "#   runtime share %.2f GiB; %d sends measured\n",
+            p->runtime_bytes / (1024.0 * 1024 * 1024), p->n_sends);
+}
+
 /* ---- reading --------------------------------------------------------------------------------- */
 
 typedef struct rd {

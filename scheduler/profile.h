@@ -64,6 +64,10 @@ void profile_calibrate(pp_profile_t *p);
  * or PP_ERR_IO when the file cannot be opened. Calibrates before returning. */
 pp_status_t profile_load(pp_profile_t *p, const char *path);
 
+/* A `#` block: each stage's measured F, I, W against the a-priori model on the profile's GPU row
+ * (h100 when none matches) with the error, each stage's memory, the runtime's share. */
+void profile_print_summary(const pp_profile_t *p, FILE *f);
+
 /* Write `p` as YAML (libyaml's emitter) to `f`. */
 pp_status_t profile_write(const pp_profile_t *p, FILE *f);
 

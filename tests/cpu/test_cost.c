@@ -388,6 +388,20 @@ static void test_profile_round_trip(void)
     EXPECT(b.n_sends == 2 && b.stage_bytes[PP_PROF_LAST] == 1.5e9);
     EXPECT_NEAR(b.runtime_bytes, a.runtime_bytes, 0, 1e-5);
     EXPECT_NEAR(b.factor[PP_PASS_W][PP_PART_EMBED], 1.5, 0, 1e-4);
+    /* the summary: each stage's measured F against the model, on the profile's GPU row */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    profile_print_summary(&b, mf);
+    fclose(mf);
+    pp_model_shape_t mid = b.shape;
+    char want[128];
+    snprintf(want, sizeof want, "forward %.3f (%.3f, ", b.ms[PP_PROF_MIDDLE][PP_PASS_F],
+             cost_stage_ms(&mid, b.dtype, gpu_find("h200"), NULL, PP_PASS_F));
+    EXPECT(strstr(buf, "#   middle  ") && strstr(buf, want) &&
+               strstr(buf, "runtime share 0.61 GiB"),
+           "%s", buf);
+    free(buf);
     /* a bad value names its place */
     f = fopen(path, "w");
     fputs("device: x\nshape: {hidden: wide}\n", f);
