@@ -7,9 +7,11 @@
  * micro-batch are captured PROF_REPS times into one CUDA graph with a timing event between passes
  * (as the executor replays a step), the graph replayed `iters` times, and each pass's median
  * taken. A stage's memory is what the device holds with it built and run, less what it held before;
- * what that exceeds its sizing functions by is the per-stage overhead, added to the runtime's
- * share. With a second pipeline device on another GPU, peer copies 0 -> 1 of four sizes around
- * the boundary tensor are timed (event pairs, the median). Everything is freed before returning; all work is on one non-blocking stream per device.
+ * what that exceeds its sizing functions by is the per-stage overhead. The memory held with no
+ * stage alive afterwards is recorded too, for reference (see profile.h). With a second pipeline
+ * device on another GPU, peer copies 0 -> 1 of four sizes around the boundary tensor are timed
+ * (event pairs, the median). Everything is freed before returning; all work is on one non-blocking
+ * stream per device.
  */
 #include "execute.h"
 
@@ -42,15 +44,18 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* F, I and W of slot 0 on `s`; with `ev`, the four timing events around them. The events are
+ * recorded as external event nodes, since run_passes is captured into a graph: a plain record
+ * inside a capture only orders the capture and is never recorded on replay. */
 static pp_status_t run_passes(pp_stage_t *st, cudaStream_t s, cudaEvent_t *ev)
 {
-    if (ev) PP_CUDA_CHECK(cudaEventRecord(ev[0], s));
+    if (ev) PP_CUDA_CHECK(cudaEventRecordWithFlags(ev[0], s, cudaEventRecordExternal));
     PP_CHECK(stage_forward(st, 0, 0, s));
-    if (ev) PP_CUDA_CHECK(cudaEventRecord(ev[1], s));
+    if (ev) PP_CUDA_CHECK(cudaEventRecordWithFlags(ev[1], s, cudaEventRecordExternal));
     PP_CHECK(stage_backward_input(st, 0, 0, s));
-    if (ev) PP_CUDA_CHECK(cudaEventRecord(ev[2], s));
+    if (ev) PP_CUDA_CHECK(cudaEventRecordWithFlags(ev[2], s, cudaEventRecordExternal));
     PP_CHECK(stage_backward_weight(st, 0, 0, s));
-    if (ev) PP_CUDA_CHECK(cudaEventRecord(ev[3], s));
+    if (ev) PP_CUDA_CHECK(cudaEventRecordWithFlags(ev[3], s, cudaEventRecordExternal));
     return PP_OK;
 }
 
@@ -100,7 +105,7 @@ done:
     return rc;
 }
 
-/* The stage configuration of profile stage `k` at the config's shape, one slot. */
+/* The stage configuration of profile stage `k` at the config's shape: one slot, one I->W buffer. */
 static void prof_stage_cfg(pp_stage_cfg_t *c, const pp_config_t *cfg, pp_prof_stage_t k)
 {
     const pp_prof_stage_desc_t *d = profile_stage_desc(k);
@@ -112,13 +117,18 @@ static void prof_stage_cfg(pp_stage_cfg_t *c, const pp_config_t *cfg, pp_prof_st
     c->vocab = cfg->model.vocab;
     c->micro_batch_size = cfg->pipeline.micro_batch_size;
     c->n_layers = cfg->model.layers / stages;
-    c->first_layer = d->is_first ? 0 : d->is_last ? cfg->model.layers - c->n_layers : c->n_layers;
+    /* Where its blocks sit only picks their initial values; a middle stage takes the middle of the
+     * model, which stays inside it even when one stage holds every block. */
+    int rest = cfg->model.layers - c->n_layers;
+    c->first_layer = d->is_first ? 0 : d->is_last ? rest : rest / 2;
     c->total_layers = cfg->model.layers;
     c->is_first = d->is_first;
     c->is_last = d->is_last;
     c->dtype = cfg->model.dtype;
     c->seed = cfg->run.seed;
     c->n_slots = 1;
+    c->n_wgrad_slots = 1; /* I then W of one micro-batch */
+    c->recompute = cfg->run.recompute;
     c->with_optimizer = cfg->run.optimizer == PP_OPT_ADAMW;
     c->grad_scale = 1.0f;
 }
@@ -245,9 +255,10 @@ pp_status_t execute_profile(pp_profile_t *p, const pp_config_t *cfg, int iters, 
         PP_CHECK_GOTO(profile_one_stage(p, cfg, (pp_prof_stage_t)k, s, iters, &overhead[k]), rc,
                       done);
     }
-    /* The runtime's share as the executor sees it: the context and modules, plus what one stage
-     * holds beyond its sizing functions (its cuBLAS handle, allocation rounding, its graph). */
-    p->runtime_bytes += (overhead[0] + overhead[1] + overhead[2]) / 3.0;
+    /* What one stage holds beyond its sizing functions (its cuBLAS handles, allocation rounding).
+     */
+    p->stage_overhead_bytes = (overhead[0] + overhead[1] + overhead[2]) / 3.0;
+    if (p->stage_overhead_bytes < 0) p->stage_overhead_bytes = 0;
     if (cfg->pipeline.n_devices >= 2 && cfg->pipeline.device_ids[1] != dev) {
         size_t boundary = (size_t)cfg->pipeline.micro_batch_size * cfg->model.seq_len *
                           cfg->model.hidden * pp_dtype_size(cfg->model.dtype);

@@ -15,6 +15,7 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_config_t *cfg, const pp_pl
                            const pp_gpu_t *gpu, const pp_profile_t *prof)
 {
     double one_mb[PP_MAX_DEVICES] = {0};
+    int n_stages[PP_MAX_DEVICES] = {0};
     memset(m, 0, sizeof *m);
     if (plan->n_stages < 1 || plan->n_devices < 1 || plan->n_devices > PP_MAX_DEVICES)
         PP_FAIL(PP_ERR_INTERNAL, "memory_predict: %d stages on %d devices", plan->n_stages,
@@ -34,10 +35,15 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_config_t *cfg, const pp_pl
         d->slots += slots;
         d->workspace += all - state - slots; /* the rest of what stage_init allocates */
         one_mb[plan->stage_device[s]] += slot;
+        n_stages[plan->stage_device[s]]++;
     }
     for (int i = 0; i < m->n_devices; i++) {
         pp_mem_device_t *d = &m->dev[i];
-        d->runtime = prof && prof->runtime_bytes > 0 ? prof->runtime_bytes : gpu->runtime_gib * GIB;
+        /* The GPU row's share covers the context, the modules and one stage's overhead (it was
+         * checked against measured runs of one stage a device); a profile adds its measured
+         * overhead for every further stage of the device. */
+        d->runtime = gpu->runtime_gib * GIB;
+        if (prof && n_stages[i] > 1) d->runtime += (n_stages[i] - 1) * prof->stage_overhead_bytes;
         d->total = d->state + d->workspace + d->slots + d->runtime;
         d->mb_equiv = one_mb[i] > 0 ? d->slots / one_mb[i] : 0.0; /* I->W buffers count too */
         if (d->total > m->dev[m->fullest].total) m->fullest = i;

@@ -98,8 +98,11 @@ void profile_print_summary(const pp_profile_t *p, FILE *f)
         }
         fprintf(f, ", %.2f GiB\n", p->stage_bytes[k] / (1024.0 * 1024 * 1024));
     }
-    fprintf(f, "#   runtime share %.2f GiB; %d sends measured\n",
-            p->runtime_bytes / (1024.0 * 1024 * 1024), p->n_sends);
+    fprintf(f,
+            "#   a stage holds %.0f MiB beyond its sizing functions; %.2f GiB held with no stage; "
+            "%d sends measured\n",
+            p->stage_overhead_bytes / (1024.0 * 1024), p->runtime_bytes / (1024.0 * 1024 * 1024),
+            p->n_sends);
 }
 
 /* ---- reading --------------------------------------------------------------------------------- */
@@ -259,12 +262,14 @@ static pp_status_t top_pair(rd_t *r, const char *key, const yaml_node_t *k, cons
     if (strcmp(key, "date") == 0) return rd_string(r, v, key, p->date, sizeof p->date);
     if (strcmp(key, "ppsched") == 0) return PP_OK; /* the version that wrote it */
     if (strcmp(key, "runtime_bytes") == 0) return rd_number(r, v, key, &p->runtime_bytes);
+    if (strcmp(key, "stage_overhead_bytes") == 0)
+        return rd_number(r, v, key, &p->stage_overhead_bytes);
     if (strcmp(key, "shape") == 0) return rd_mapping(r, v, key, shape_pair, NULL);
     if (strcmp(key, "stages") == 0) return rd_mapping(r, v, key, stages_pair, arg);
     if (strcmp(key, "sends") == 0) return rd_sends(r, v);
     return rd_err(r, k,
                   "unknown key '%s' (allowed: device, gpu, date, ppsched, shape, runtime_bytes, "
-                  "stages, sends)",
+                  "stage_overhead_bytes, stages, sends)",
                   key);
 }
 
@@ -348,6 +353,7 @@ static int build_doc(yaml_document_t *d, const pp_profile_t *p)
     ok &= add_num(d, sh, "layers", p->shape.n_layers);
     ok &= add_pair(d, sh, "dtype", pp_dtype_name(p->dtype));
     ok &= add_num(d, root, "runtime_bytes", p->runtime_bytes);
+    ok &= add_num(d, root, "stage_overhead_bytes", p->stage_overhead_bytes);
     int sts = ok ? add_map(d, root, "stages", YAML_BLOCK_MAPPING_STYLE) : 0;
     for (int k = 0; ok && sts && k < PP_PROF_STAGE_COUNT; k++) {
         int m = add_map(d, sts, stage_descs[k].name, YAML_FLOW_MAPPING_STYLE);
