@@ -131,9 +131,13 @@ void config_defaults(pp_config_t *cfg)
                               .timeout_s = 60.0,
                               .timing = 1,
                               .graph = 1,
-                              .recompute = PP_RECOMPUTE_NONE};
-    cfg->cost =
-        (pp_cost_cfg_t){.forward = 1.0, .backward_input = 1.0, .backward_weight = 1.0, .send = 0.0};
+                              .recompute = PP_RECOMPUTE_NONE,
+                              .offload = PP_OFFLOAD_NONE};
+    cfg->cost = (pp_cost_cfg_t){.forward = 1.0,
+                                .backward_input = 1.0,
+                                .backward_weight = 1.0,
+                                .send = 0.0,
+                                .host_link_gbps = 0.0};
 }
 
 /* After the file and every override: defaults that depend on other keys. */

@@ -29,6 +29,11 @@ extern "C" {
 
 typedef enum pp_optimizer { PP_OPT_NONE = 0, PP_OPT_ADAMW } pp_optimizer_t;
 
+/* run.offload: NONE keeps every micro-batch's activations on the device from its forward to its
+ * backward; ACTIVATIONS copies them to pinned host memory in between (lower.c places the copies).
+ */
+typedef enum pp_offload { PP_OFFLOAD_NONE = 0, PP_OFFLOAD_ACTIVATIONS } pp_offload_t;
+
 typedef struct pp_model_cfg {
     int layers;       /* transformer blocks in the whole model */
     int hidden;       /* model width h */
@@ -83,6 +88,7 @@ typedef struct pp_run_cfg {
     int timing;               /* 1: record per-op device timestamps */
     int graph;                /* 1: capture one step as a CUDA graph and replay it */
     pp_recompute_t recompute; /* what the forward keeps for the backward (stage_size.h) */
+    pp_offload_t offload;     /* activations to pinned host memory between F and backward */
 } pp_run_cfg_t;
 
 /* Simulator cost model, hand-set: milliseconds per op for one micro-batch on one device's share of
@@ -92,7 +98,9 @@ typedef struct pp_cost_cfg {
     double forward;
     double backward_input;
     double backward_weight;
-    double send; /* one activation or gradient transfer across devices */
+    double send;           /* one activation or gradient transfer across devices */
+    double host_link_gbps; /* GB/s (1e9 B/s) of the host link, each direction, for the copies of
+                              run.offload; 0 (default): the link table's `host` row (gpu.c) */
 } pp_cost_cfg_t;
 
 /* Where the model's costs come from (the rest of `cost:`): the stage's FLOPs and bytes on `gpu`

@@ -18,7 +18,7 @@
 /* Enum fields are written through an int: the C enums here all have int's size. */
 _Static_assert(sizeof(pp_dtype_t) == sizeof(int) && sizeof(pp_placement_t) == sizeof(int) &&
                    sizeof(pp_transport_t) == sizeof(int) && sizeof(pp_optimizer_t) == sizeof(int) &&
-                   sizeof(pp_recompute_t) == sizeof(int),
+                   sizeof(pp_recompute_t) == sizeof(int) && sizeof(pp_offload_t) == sizeof(int),
                "enum fields are stored as int");
 
 #define DEVICE_FORMS "all, a count 1..64, or a list of CUDA ids such as [0, 1, 2, 3]"
@@ -254,6 +254,8 @@ static const int optimizer_values[] = {PP_OPT_NONE, PP_OPT_ADAMW};
 #define recompute_names stage_recompute_names
 static const int recompute_values[] = {PP_RECOMPUTE_NONE, PP_RECOMPUTE_SELECTIVE,
                                        PP_RECOMPUTE_FULL};
+static const char *const offload_names[] = {"none", "activations", NULL};
+static const int offload_values[] = {PP_OFFLOAD_NONE, PP_OFFLOAD_ACTIVATIONS};
 static const char *const timing_names[] = {"on", "off", "true", "false", NULL};
 static const int timing_values[] = {1, 0, 1, 0};
 
@@ -302,6 +304,7 @@ static const key_spec_t run_keys[] = {
     ENUM_KEY("timing", run.timing, timing),
     ENUM_KEY("graph", run.graph, timing),
     ENUM_KEY("recompute", run.recompute, recompute),
+    ENUM_KEY("offload", run.offload, offload),
 };
 
 static const key_spec_t cost_keys[] = {
@@ -312,6 +315,7 @@ static const key_spec_t cost_keys[] = {
     FN_KEY("gpu", set_gpu, -1),
     FN_KEY("link", set_link, -1),
     FN_KEY("profile", set_profile, PP_CFG_PROFILE),
+    REAL_KEY("host_link_gbps", cost.host_link_gbps, 0, 1e6, 0),
 };
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))

@@ -250,6 +250,12 @@ const pp_link_desc_t *cost_link_for(const pp_config_t *cfg)
     return link_find(cfg->pipeline.transport == PP_TRANSPORT_NCCL ? "nvlink-nccl" : "nvlink-peer");
 }
 
+double cost_host_link_gbps(const pp_config_t *cfg)
+{
+    if (cfg->cost.host_link_gbps > 0) return cfg->cost.host_link_gbps;
+    return link_find("host")->gbps;
+}
+
 pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_config_t *cfg, const pp_plan_t *plan,
                              const pp_gpu_t *present, const struct pp_profile *prof,
                              pp_cost_source_t *source)
@@ -265,6 +271,7 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_config_t *cfg, const 
             cm->i[s] *= k;
             cm->w[s] *= k;
         }
+        cm->host_link_gbps = cost_host_link_gbps(cfg);
         if (source) *source = PP_COST_HAND;
         return PP_OK;
     }
@@ -290,6 +297,7 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_config_t *cfg, const 
         cm->send = profile_send_ms(prof, bytes);
     else
         cm->send = link_time_ms(cost_link_for(cfg), bytes);
+    cm->host_link_gbps = cost_host_link_gbps(cfg);
     if (source) *source = prof ? PP_COST_PROFILE : PP_COST_GPU;
     return PP_OK;
 }

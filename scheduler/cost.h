@@ -70,6 +70,10 @@ const pp_gpu_t *cost_gpu_for(const pp_config_t *cfg, const pp_gpu_t *present,
  * transport implies (peer: nvlink-peer, nccl: nvlink-nccl). */
 const pp_link_desc_t *cost_link_for(const pp_config_t *cfg);
 
+/* GB/s of the host link each direction (run.offload's copies): cost.host_link_gbps when set,
+ * else the link table's `host` row. */
+double cost_host_link_gbps(const pp_config_t *cfg);
+
 /* Where a cost model came from, for the report's preamble. */
 typedef enum pp_cost_source {
     PP_COST_HAND = 0, /* the `cost:` ms values, uniform */

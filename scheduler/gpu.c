@@ -50,6 +50,10 @@ static const pp_link_desc_t links[] = {
     {"nvlink-nccl", "NCCL send/recv over NVLink", 350.0, 11.5},
     /* PCIe 5.0 x16: 64 GB/s per direction on the sheet, about 80% reached; latency assumed. */
     {"pcie", "peer copy over PCIe 5.0 x16", 50.0, 10.0},
+    /* Host memory: cudaMemcpyAsync between a device and pinned (cudaHostAlloc) host memory over
+     * PCIe 5.0 x16, each direction (run.offload's copies). bench/NOTES.md: about 50-55 GB/s on
+     * an H100 or H200; `make bench-offload` measures it, and a measured run times its own. */
+    {"host", "copy to or from pinned host memory over PCIe 5.0 x16", 50.0, 10.0},
     /* Between hosts: one 400 Gb/s InfiniBand NDR port (50 GB/s), about 90% reached with GPUDirect
      * RDMA through NCCL; latency assumed. */
     {"ib", "NCCL between hosts over 400 Gb/s InfiniBand", 45.0, 20.0},

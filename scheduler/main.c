@@ -431,6 +431,7 @@ static pp_status_t cmd_show(const char *path, const opts_t *o)
                sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages, j.plan.n_mb,
                j.plan.chunks);
         plan_print_grid(&j.plan, stdout);
+        plan_print_memory(&j.plan, &j.cfg, stdout);
     }
 done:
     run_free(&j);

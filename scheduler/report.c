@@ -12,6 +12,7 @@
  * (timing off) yields step times only: busy, idle, bubble and in-flight are then unknown.
  */
 #include "report.h"
+#include "cost.h"
 #include "report_io.h"
 
 #include <math.h>
@@ -413,6 +414,9 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
             "backward_input %g, "
             "backward_weight %g, send %g\n",
             cfg->cost.forward, cfg->cost.backward_input, cfg->cost.backward_weight, cfg->cost.send);
+    if (cfg && r->mode == PP_MODE_SIMULATE && cfg->run.offload == PP_OFFLOAD_ACTIVATIONS)
+        out_printf(o, "# host link (run.offload copies): %g GB/s each direction\n",
+                   cost_host_link_gbps(cfg));
     out_printf(o, "#\n");
 }
 

@@ -49,10 +49,11 @@ pp_status_t run_plan(pp_run_t *r)
     return st;
 }
 
-/* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer.
+/* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer;
+ * the host link's bandwidth over the measured copies (`link`, the config's, without copies).
  * Kinds a plan does not use keep 0 (B falls back to I + W). */
 static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
-                                     const pp_timeline_t *tl)
+                                     const pp_timeline_t *tl, double link)
 {
     pp_cost_cfg_t zero = {0};
     int n = plan->n_stages;
@@ -60,7 +61,7 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
     int *cnt = calloc((size_t)n * 4, sizeof *cnt);
     PP_ALLOC_CHECK(cnt);
     double *per[4] = {cm->f, cm->b, cm->i, cm->w};
-    double send = 0;
+    double send = 0, copy_bytes = 0, copy_ms = 0;
     int n_send = 0;
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
@@ -72,6 +73,9 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
                    transport_row(op->link)->crosses_devices) {
             send += dur;
             n_send++;
+        } else if (pp_action_is_copy(op->kind)) {
+            copy_bytes += (double)op->bytes;
+            copy_ms += dur;
         }
     }
     for (int kind = 0; kind < 4; kind++)
@@ -80,6 +84,7 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
     for (int st = 0; st < n; st++)
         if (!cnt[PP_ACT_B * n + st]) cm->b[st] = cm->i[st] + cm->w[st];
     cm->send = n_send ? send / n_send : 0;
+    cm->host_link_gbps = copy_ms > 0 ? copy_bytes / copy_ms / 1e6 : link;
     free(cnt);
     return PP_OK;
 }
@@ -88,7 +93,8 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
                            const pp_timeline_t *measured, const pp_gpu_t *present,
                            const pp_profile_t *prof)
 {
-    if (measured && measured->has_op_times) return cost_from_measure(cm, plan, measured);
+    if (measured && measured->has_op_times)
+        return cost_from_measure(cm, plan, measured, cost_host_link_gbps(cfg));
     return cost_model_build(cm, cfg, plan, present, prof, NULL);
 }
 

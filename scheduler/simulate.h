@@ -5,7 +5,8 @@
  * stream is free and every dependency has ended. A SEND and its RECV are one transfer: both start
  * at the later of the two ready times and end `send` later (0 for a LOCAL link). Compute and
  * communication streams of a device overlap, as on a GPU. With uniform costs and free
- * communication the result matches the closed forms of the schedules exactly.
+ * communication the result matches the closed forms of the schedules exactly. The copies of
+ * run.offload run on their own streams (offload, load) and take bytes / host_link_gbps.
  */
 #ifndef PP_SIMULATE_H
 #define PP_SIMULATE_H
@@ -24,6 +25,7 @@ typedef struct pp_cost_model {
     int n_stages;
     double *f, *b, *i, *w; /* [n_stages] each; b is the full backward */
     double send;           /* one cross-device transfer */
+    double host_link_gbps; /* OFFLOAD and RELOAD: GB/s each direction (0: free) */
 } pp_cost_model_t;
 
 pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_cost_cfg_t *c);

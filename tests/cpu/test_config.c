@@ -157,6 +157,7 @@ static void test_every_key(void)
     EXPECT(cfg.run.optimizer == PP_OPT_ADAMW && cfg.run.timing == 0);
     EXPECT(cfg.run.lr == 0.001 && cfg.run.weight_decay == 0.05 && cfg.run.timeout_s == 12.5);
     EXPECT(cfg.run.recompute == PP_RECOMPUTE_SELECTIVE);
+    EXPECT(cfg.run.offload == PP_OFFLOAD_ACTIVATIONS && cfg.cost.host_link_gbps == 25.5);
     EXPECT(cfg.cost.forward == 2.5 && cfg.cost.backward_input == 3.25);
     EXPECT(cfg.cost.backward_weight == 0.5 && cfg.cost.send == 0.125);
     EXPECT(config_resolve(&cfg, 4) == PP_OK);
@@ -168,6 +169,7 @@ static void test_every_key(void)
     EXPECT(!strcmp(cfg.name, "minimal") && !strcmp(cfg.path, "tests/data/minimal.yaml"));
     EXPECT(cfg.model.layers == 12 && cfg.model.hidden == 1024 && cfg.pipeline.micro_batches == 8);
     EXPECT(cfg.run.recompute == PP_RECOMPUTE_NONE);
+    EXPECT(cfg.run.offload == PP_OFFLOAD_NONE && cfg.cost.host_link_gbps == 0.0);
     config_free(&cfg);
 }
 
@@ -259,13 +261,21 @@ static void test_unknown_keys(void)
                       "schedule, run, cost)");
     EXPECT_LOAD_ERROR("run:\n    steps: 3\n    lr_decay: 0.1\n",
                       "t.yaml:3:5: unknown key 'lr_decay' in run (allowed: steps, warmup, seed, "
-                      "optimizer, lr, weight_decay, timeout, timing, graph, recompute)");
+                      "optimizer, lr, weight_decay, timeout, timing, graph, recompute, offload)");
+    EXPECT_LOAD_ERROR("run:\n  offload: weights\n",
+                      "t.yaml:2:12: run.offload: unknown value 'weights' (allowed: none, "
+                      "activations)");
+    EXPECT_LOAD_ERROR(
+        "cost: {host_link_gbps: -1}\n",
+        "t.yaml:1:24: cost.host_link_gbps: -1 is out of range (allowed: a number >= 0 "
+        "and <= 1e+06)");
     EXPECT_LOAD_ERROR("run:\n  recompute: partial\n",
                       "t.yaml:2:14: run.recompute: unknown value 'partial' (allowed: none, "
                       "selective, full)");
     EXPECT_LOAD_ERROR("cost: {forward: 1, recv: 2}\n",
                       "t.yaml:1:20: unknown key 'recv' in cost (allowed: forward, "
-                      "backward_input, backward_weight, send, gpu, link, profile)");
+                      "backward_input, backward_weight, send, gpu, link, profile, "
+                      "host_link_gbps)");
     EXPECT_LOAD_ERROR("schedule:\n  kind: 1f1b\n  step: []\n",
                       "t.yaml:3:3: unknown key 'step' in schedule (allowed: kind, steps, csv)");
 }

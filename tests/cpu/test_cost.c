@@ -298,7 +298,7 @@ static void test_config_errors(void)
     got = ts_capture_end();
     TS_EXPECT_REJECT(st, got,
                      "--set cost.link=carrier-pigeon: unknown link 'carrier-pigeon' "
-                     "(allowed: nvlink-peer, nvlink-nccl, pcie, ib)");
+                     "(allowed: nvlink-peer, nvlink-nccl, pcie, host, ib)");
     config_free(&cfg);
     ts_capture_begin();
     st = config_load_string(&cfg, "t.yaml", "cost: {profile: /nonexistent/p.yaml}\n", NULL, 0);
