@@ -4,6 +4,8 @@
 #   make run        build, then run schedules/1f1b.yaml (measured on the GPUs, simulated without)
 #   make test       CPU tests always; GPU tests where a device is present (skipped with the reason)
 #   make test-asan  the CPU tests under AddressSanitizer + UBSan
+#   make fuzz       the config and CSV readers under a bounded fuzz run (FUZZ_SECONDS=, per target)
+#   make sanitize   the GPU tests under compute-sanitizer memcheck, then racecheck (needs a GPU)
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local, bench-peer
 #   make install PREFIX=/usr/local
 #
@@ -81,7 +83,7 @@ LIBS_CUDA :=
 LINK := $(CC)
 endif
 
-.PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan bench bench-stage bench-local bench-peer install clean distclean format probe
+.PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan sanitize bench bench-stage bench-local bench-peer install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -158,6 +160,12 @@ test-asan: $(BUILD)/config.mk
 test-cpu-asan: $(CPU_TESTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) --
+
+# compute-sanitizer over every GPU test program: memcheck, then racecheck (mk/sanitize.sh says
+# what passes). Needs a GPU; SANITIZER= names the tool where it is not under CUDA_HOME or PATH.
+SANITIZER ?= $(firstword $(wildcard $(CUDA_HOME)/bin/compute-sanitizer) $(shell command -v compute-sanitizer 2>/dev/null))
+sanitize: $(GPU_TESTS)
+	@sh mk/sanitize.sh "$(SANITIZER)" $(GPU_TESTS)
 
 ifneq ($(LDFLAGS_EXTRA),)
 LIBS += $(LDFLAGS_EXTRA)
