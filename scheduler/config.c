@@ -13,6 +13,7 @@
  * schedule.csv_path and the step texts; config_free releases them.
  */
 #include "config_internal.h"
+#include "input.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -161,8 +162,10 @@ static char *base_name(const char *path)
     return strndup(b, n);
 }
 
+/* Parse `text` as the file `name` and apply the overrides. A file (is_file) must hold something
+ * besides comments; text from a test may be empty (every default). */
 static pp_status_t load_text(pp_config_t *cfg, const char *name, const char *text, size_t len,
-                             const char *const *sets, int n_sets)
+                             const char *const *sets, int n_sets, int is_file)
 {
     yaml_document_t doc;
     int loaded = 0;
@@ -174,6 +177,12 @@ static pp_status_t load_text(pp_config_t *cfg, const char *name, const char *tex
     PP_ALLOC_CHECK(cfg->path);
     c = (cfg_ctx_t){cfg, cfg->path, NULL, &doc};
     PP_CHECK_GOTO(cfg_yaml_load_text(&c, text, len, &doc, &loaded), st, done);
+    if (is_file && !yaml_document_get_root_node(&doc)) {
+        fprintf(stderr, "%s: empty (allowed: a mapping of sections, see docs/schedule-format.md)\n",
+                name);
+        st = PP_ERR_INPUT;
+        goto done;
+    }
     PP_CHECK_GOTO(cfg_apply_root(&c, yaml_document_get_root_node(&doc)), st, done);
     for (int i = 0; i < n_sets; i++)
         PP_CHECK_GOTO(cfg_apply_set(cfg, sets[i]), st, done);
@@ -193,46 +202,18 @@ done:
 pp_status_t config_load_string(pp_config_t *cfg, const char *name, const char *yaml,
                                const char *const *sets, int n_sets)
 {
-    return load_text(cfg, name, yaml, strlen(yaml), sets, n_sets);
+    return load_text(cfg, name, yaml, strlen(yaml), sets, n_sets, 0);
 }
 
 pp_status_t config_load(pp_config_t *cfg, const char *path, const char *const *sets, int n_sets)
 {
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    pp_status_t st;
-    FILE *f;
-
+    char *text = NULL, why[160];
+    size_t len = 0;
     config_defaults(cfg);
-    f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "%s: %s\n", path, strerror(errno));
-        return PP_ERR_INPUT;
-    }
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 16384;
-            char *t = realloc(text, cap);
-            if (!t) {
-                free(text);
-                fclose(f);
-                PP_FAIL(PP_ERR_NOMEM, "out of host memory reading %s", path);
-            }
-            text = t;
-        }
-        size_t got = fread(text + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        fprintf(stderr, "%s: %s\n", path, strerror(errno));
-        free(text);
-        fclose(f);
-        return PP_ERR_INPUT;
-    }
-    fclose(f);
-    text[len] = '\0';
-    st = load_text(cfg, path, text, len, sets, n_sets);
+    pp_status_t st = input_read_file(path, PP_INPUT_MAX_BYTES, &text, &len, why, sizeof why);
+    if (st == PP_ERR_INPUT) fprintf(stderr, "%s: %s\n", path, why);
+    if (st != PP_OK) return st;
+    st = load_text(cfg, path, text, len, sets, n_sets, 1);
     free(text);
     return st;
 }

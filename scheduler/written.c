@@ -9,6 +9,7 @@
  * `--set` text.
  */
 #include "written.h"
+#include "input.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ static pp_status_t parse_item(const pp_config_t *cfg, const pp_step_text_t *t, p
     if (action_parse(t->text, a) != 0)
         return config_error_at(cfg, PP_CFG_STEPS, t->line, t->col,
                                "device %d, item %d: '%s' is not an action (allowed: %s)", d, i,
-                               t->text, PP_ACTION_FORMS);
+                               PP_SHORT(t->text), PP_ACTION_FORMS);
     if (a->stage >= PP_MAX_STAGES)
         return config_error_at(cfg, PP_CFG_STEPS, t->line, t->col,
                                "device %d, item %d: stage %d is out of range (allowed: 0..%d)", d,
@@ -108,17 +109,19 @@ pp_status_t written_from_csv(pp_schedule_t *out, const pp_config_t *cfg)
     PP_ALLOC_CHECK(full);
     memcpy(full, file, dir_len);
     strcpy(full + dir_len, rel);
-    pp_status_t r;
-    FILE *f = fopen(full, "r");
-    if (!f) {
-        r = config_error_at(cfg, PP_CFG_CSV, 0, 0,
-                            "cannot open %s: %s (allowed: a CSV file path, relative to the folder "
-                            "of the YAML file)",
-                            full, strerror(errno));
-    } else {
-        r = schedule_read_csv(out, f, full);
-        fclose(f);
+    char *text = NULL, why[160];
+    size_t len = 0;
+    FILE *f = NULL;
+    pp_status_t r = input_read_file(full, PP_INPUT_MAX_BYTES, &text, &len, why, sizeof why);
+    if (r == PP_ERR_INPUT)
+        r = config_error_at(cfg, PP_CFG_CSV, 0, 0, "cannot open %s: %s", full, why);
+    if (r == PP_OK && !(f = fmemopen(text, len, "r"))) {
+        fprintf(stderr, "%s:%d: fmemopen: %s\n", __FILE__, __LINE__, strerror(errno));
+        r = PP_ERR_NOMEM;
     }
+    if (r == PP_OK) r = schedule_read_csv(out, f, full);
+    if (f) fclose(f);
+    free(text);
     free(full);
     if (r != PP_OK) schedule_free(out);
     return r;
