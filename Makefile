@@ -3,7 +3,7 @@
 #   make            build build/ppsched (probes CUDA, cuBLAS, NCCL and libyaml first)
 #   make run        build, then run schedules/1f1b.yaml (measured on the GPUs, simulated without)
 #   make test       CPU tests always; GPU tests where a device is present (skipped with the reason)
-#   make test-asan  the CPU tests under AddressSanitizer + UBSan
+#   make test-asan  the CPU tests under AddressSanitizer + UBSan, then make fuzz
 #   make fuzz       the config and CSV readers under a bounded fuzz run (FUZZ_SECONDS=, per target)
 #   make sanitize   the GPU tests under compute-sanitizer memcheck, then racecheck (needs a GPU)
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local, bench-peer
@@ -83,7 +83,7 @@ LIBS_CUDA :=
 LINK := $(CC)
 endif
 
-.PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan sanitize bench bench-stage bench-local bench-peer install clean distclean format probe
+.PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-peer install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -156,6 +156,7 @@ test-gpu: $(BUILD)/ppsched $(GPU_TESTS)
 test-asan: $(BUILD)/config.mk
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    LDFLAGS_EXTRA=-fsanitize=address,undefined test-cpu-asan
+	@$(MAKE) --no-print-directory fuzz
 
 test-cpu-asan: $(CPU_TESTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -170,6 +171,42 @@ sanitize: $(GPU_TESTS)
 ifneq ($(LDFLAGS_EXTRA),)
 LIBS += $(LDFLAGS_EXTRA)
 endif
+
+# --- fuzzing -----------------------------------------------------------------------------------
+# Two targets from tests/fuzz/fuzz_readers.c (the YAML config reader, the CSV reader) over the
+# scheduler core, built with ASan and UBSan: with libFuzzer where clang is present, else with the
+# bounded mutation driver tests/fuzz/fuzz_main.c. `make fuzz` replays the seeds (every shipped
+# YAML and CSV, and tests/data/fuzz/, which keeps the inputs that once broke a reader), then
+# fuzzes each target for FUZZ_SECONDS. `make test-asan` runs it, so CI does.
+FUZZ_SECONDS ?= 20
+FUZZ_CLANG := $(shell command -v clang 2>/dev/null)
+ifneq ($(FUZZ_CLANG),)
+FUZZ_CC := $(FUZZ_CLANG)
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined
+FUZZ_LINK := -fsanitize=fuzzer,address,undefined
+FUZZ_MAIN :=
+else
+FUZZ_CC := $(CC)
+FUZZ_SAN := -fsanitize=address,undefined
+FUZZ_LINK := $(FUZZ_SAN)
+FUZZ_MAIN := tests/fuzz/fuzz_main.c
+endif
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all \
+               $(WARN) -MMD -MP $(YAML_CFLAGS) $(FUZZ_SAN)
+FUZZ_OBJ := $(CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+
+$(BUILD)/fuzz/obj/%.o: %.c $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_config: tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LINK) tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ) -o $@ $(YAML_LIBS) -lm
+
+$(BUILD)/fuzz/fuzz_csv: tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LINK) -DFUZZ_CSV tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ) -o $@ $(YAML_LIBS) -lm
+
+fuzz: $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_csv
+	@sh tests/fuzz/run_fuzz.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
 
 # --- benchmarks --------------------------------------------------------------------------------
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
@@ -213,4 +250,4 @@ clean:
 distclean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/fuzz -name '*.d' 2>/dev/null)
