@@ -242,6 +242,22 @@ static pp_status_t check_kind(const pp_config_t *cfg)
     return cfg_err_at(cfg, key, "%s", msg);
 }
 
+/* A generated schedule's plan, estimated before anything is allocated: refused over
+ * PP_MAX_PLAN_OPS. A written one (steps, csv) is as large as its file. */
+static pp_status_t check_plan_size(const pp_config_t *cfg)
+{
+    const pp_pipeline_cfg_t *pl = &cfg->pipeline;
+    long long ops = (long long)pl->stages * pl->micro_batches * PP_PLAN_OPS_PER_MB;
+    if (sched_kind(cfg->schedule.kind)->written || ops <= PP_MAX_PLAN_OPS) return PP_OK;
+    return cfg_err_at(cfg,
+                      cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES,
+                               PP_CFG_CHUNKS, PP_CFG_STAGES, -1),
+                      "%d stages x %d micro-batches make a plan of up to %lld ops, over the limit "
+                      "of %ld (allowed: stages x micro-batches at most %ld)",
+                      pl->stages, pl->micro_batches, ops, PP_MAX_PLAN_OPS,
+                      PP_MAX_PLAN_OPS / PP_PLAN_OPS_PER_MB);
+}
+
 pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
 {
     pp_pipeline_cfg_t *pl = &cfg->pipeline;
@@ -306,7 +322,8 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
                           "hidden %d does not split into %d heads (allowed: a divisor of %d)",
                           cfg->model.hidden, cfg->model.heads, cfg->model.hidden);
 
-    return check_kind(cfg);
+    PP_CHECK(check_kind(cfg));
+    return check_plan_size(cfg);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -211,6 +211,33 @@ static void test_set_key_parts(void)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Sizes
+ * ------------------------------------------------------------------------------------------- */
+
+/* A plan no host can hold is refused from the sizes, before anything is allocated (this one,
+ * 470 million ops, was killed for memory). Just under the limit it resolves. */
+static void test_plan_size_limit(void)
+{
+    const char *yaml = "model: {layers: 1024}\n"
+                       "pipeline: {devices: 64, chunks: 16, micro_batches: 65536}\n"
+                       "schedule: {kind: interleaved-1f1b}\n";
+    pp_config_t cfg;
+    REQUIRE(config_load_string(&cfg, "t.yaml", yaml, NULL, 0) == PP_OK);
+    ts_capture_begin();
+    pp_status_t st = config_resolve(&cfg, 0);
+    const char *e = ts_capture_end();
+    TS_EXPECT_REJECT(st, e,
+                     "t.yaml:2:52: pipeline.micro_batches: 1024 stages x 65536 micro-batches make "
+                     "a plan of up to 469762048 ops, over the limit of 33554432 (allowed: stages "
+                     "x micro-batches at most 4793490)");
+    config_free(&cfg);
+    const char *ok[] = {"pipeline.micro_batches=4096"}; /* 1024 x 4096 x 7 = 29 M ops */
+    REQUIRE(config_load_string(&cfg, "t.yaml", yaml, ok, 1) == PP_OK);
+    EXPECT(config_resolve(&cfg, 0) == PP_OK);
+    config_free(&cfg);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Messages
  * ------------------------------------------------------------------------------------------- */
 
@@ -261,6 +288,7 @@ int main(void)
     RUN(test_depth);
     RUN(test_tags);
     RUN(test_set_key_parts);
+    RUN(test_plan_size_limit);
     RUN(test_shortened_values);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
