@@ -144,7 +144,7 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(GPU_TEST_LIB) $(BUILD)/lib
 	$(CXX_LINK) $< $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
 
 test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
-	@sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) -- $(GPU_TESTS)
+	@PP_BUILD=$(BUILD) sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) tests/check_install.sh -- $(GPU_TESTS)
 
 test-cpu: $(CPU_TESTS)
 	@sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) --
@@ -239,7 +239,7 @@ bench-peer: $(BUILD)/ppsched
 install: $(BUILD)/ppsched
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ppsched/schedules
 	install -m 755 $(BUILD)/ppsched $(DESTDIR)$(PREFIX)/bin/ppsched
-	install -m 644 schedules/*.yaml $(DESTDIR)$(PREFIX)/share/ppsched/schedules/
+	install -m 644 schedules/*.yaml schedules/*.csv $(DESTDIR)$(PREFIX)/share/ppsched/schedules/
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')

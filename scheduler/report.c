@@ -379,7 +379,8 @@ static const char *fmt_delta_pp(char *buf, size_t size, double a, double b)
     if (!isfinite(a) || !isfinite(b))
         snprintf(buf, size, "-");
     else
-        snprintf(buf, size, "%+.1f pp", 100.0 * (a - b));
+        /* A difference that rounds to zero prints as +0.0, never -0.0. */
+        snprintf(buf, size, "%+.1f pp", fabs(a - b) < 0.0005 ? 0.0 : 100.0 * (a - b));
     return buf;
 }
 
@@ -393,8 +394,10 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
         out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
                    m->hidden, m->heads, m->seq_len, m->vocab, pp_dtype_name(m->dtype));
     }
-    out_printf(o, "# pipeline: p %d devices, %d stages, v %d, m %d micro-batches", r->devices,
-               r->stages, r->chunks, r->micro_batches);
+    out_printf(o, "# pipeline: p %d %s, %d %s, v %d, m %d %s", r->devices,
+               pp_plural(r->devices, "device", "devices"), r->stages,
+               pp_plural(r->stages, "stage", "stages"), r->chunks, r->micro_batches,
+               pp_plural(r->micro_batches, "micro-batch", "micro-batches"));
     if (cfg)
         out_printf(o, " of %d sequences, placement %s, transport %s",
                    cfg->pipeline.micro_batch_size,

@@ -153,16 +153,18 @@ static pp_status_t reconcile_devices(pp_config_t *cfg, const pp_schedule_t *s, i
         return PP_OK;
     }
     if (!pl->devices_all && pl->n_devices != s->n_devices)
-        return config_error_at(cfg, PP_CFG_DEVICES, 0, 0,
-                               "%d devices, but %s uses %d (allowed: %d devices)", pl->n_devices,
-                               what, s->n_devices, s->n_devices);
+        return config_error_at(cfg, PP_CFG_DEVICES, 0, 0, "%d %s, but %s uses %d (allowed: %d %s)",
+                               pl->n_devices, pp_plural(pl->n_devices, "device", "devices"), what,
+                               s->n_devices, s->n_devices,
+                               pp_plural(s->n_devices, "device", "devices"));
     if (!pl->devices_all) return PP_OK;
     int n = n_visible > 0 ? n_visible : s->n_devices;
     if (n > PP_MAX_DEVICES) n = PP_MAX_DEVICES;
     if (n != s->n_devices)
         return config_error_at(cfg, PP_CFG_DEVICES, 0, 0,
-                               "all = %d devices, but %s uses %d (allowed: %d devices)", n, what,
-                               s->n_devices, s->n_devices);
+                               "all = %d %s, but %s uses %d (allowed: %d %s)", n,
+                               pp_plural(n, "device", "devices"), what, s->n_devices, s->n_devices,
+                               pp_plural(s->n_devices, "device", "devices"));
     pl->devices_all = 0;
     pl->n_devices = n;
     for (int d = 0; d < n; d++)
