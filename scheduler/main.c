@@ -15,6 +15,7 @@
 #include "execute.h"
 #include "profile.h"
 #include "report_compare.h"
+#include "report_io.h"
 #include "run.h"
 
 #include <errno.h>
@@ -348,6 +349,9 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     int n_visible = o->simulate ? 0 : execute_device_count();
     pp_run_opts_t ro = run_opts(o, want_measure(o, n_visible));
     PP_CHECK_GOTO(run_load(&j, path, NULL, o->sets, o->n_sets, n_visible), st, done);
+    /* A bad output path is found now, not after the whole measurement. */
+    if (o->trace) PP_CHECK_GOTO(out_probe(o->trace, "the trace"), st, done);
+    if (o->svg) PP_CHECK_GOTO(out_probe(o->svg, "the SVG chart"), st, done);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
     if (o->json)
         st = report_print_json(&j.report, stdout);
@@ -503,10 +507,7 @@ static int sweep_combo(const opts_t *o, const sweep_t *sw, int c, const char **s
 static pp_status_t compare_svg(const pp_compare_row_t *j, const char *dir)
 {
     char path[4096], name[300];
-    snprintf(name, sizeof name, "%s", j->label);
-    for (char *p = name; *p; p++)
-        if (*p == ' ' || *p == '/' || *p == '=') *p = (*p == '=') ? '-' : '_';
-    snprintf(path, sizeof path, "%s/%s.svg", dir, name);
+    snprintf(path, sizeof path, "%s/%s.svg", dir, out_file_name(j->label, name, sizeof name));
     return report_write_svg(&j->run.plan, run_timeline(&j->run), j->label, path);
 }
 
@@ -534,6 +535,11 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
         fprintf(stderr, "%s: --svg %s: %s\n", prog, o->svg, strerror(errno));
         st = PP_ERR_IO;
         goto done;
+    }
+    if (o->svg) {
+        char probe[4096];
+        snprintf(probe, sizeof probe, "%s/chart.svg", o->svg);
+        PP_CHECK_GOTO(out_probe(probe, "the SVG charts"), st, done);
     }
     for (int fi = 0; fi < n_files; fi++) {
         for (int c = 0; c < n_combo; c++) {
@@ -576,6 +582,19 @@ done:
  * main
  * ------------------------------------------------------------------------------------------- */
 
+/* Exit code `rc`, unless standard output could not be written (a full disk, a closed pipe): then
+ * say so and exit 1. Every command's output ends here, so none can exit 0 with it half written. */
+static int finish_stdout(int rc)
+{
+    errno = 0;
+    int failed = fflush(stdout) != 0 || ferror(stdout);
+    failed |= fclose(stdout) != 0;
+    if (failed && rc == 0) /* a failed command has said what went wrong */
+        fprintf(stderr, "%s: writing standard output failed%s%s\n", prog, errno ? ": " : "",
+                errno ? strerror(errno) : "");
+    return failed && rc == 0 ? 1 : rc;
+}
+
 int main(int argc, char **argv)
 {
     cmd_t cmd = CMD_RUN;
@@ -590,13 +609,13 @@ int main(int argc, char **argv)
             cmd = CMD_PROFILE;
         else if (strcmp(argv[1], "help") == 0) {
             usage_run(stdout);
-            return 0;
+            return finish_stdout(0);
         }
     }
     int shift = cmd == CMD_RUN ? 0 : 1;
     opts_t o = {0};
     int r = parse_opts(cmd, argc - shift, argv + shift, &o);
-    if (r > 0) return 0;
+    if (r > 0) return finish_stdout(0);
     if (r < 0) return 2;
     int n_args = argc - shift - optind;
     char **args = argv + shift + optind;
@@ -614,6 +633,5 @@ int main(int argc, char **argv)
     case CMD_PROFILE: st = cmd_profile(args[0], &o); break;
     default: st = cmd_run(args[0], &o); break;
     }
-    fflush(stdout);
-    return pp_status_exit_code(st);
+    return finish_stdout(pp_status_exit_code(st));
 }

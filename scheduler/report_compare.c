@@ -142,8 +142,9 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         size_t mem;
         int inflight;
         fullest_device(r, &mem, &inflight);
-        out_printf(o, "\"%s\",%s,%d,%d,%d,%d", jobs[i].label, report_mode_name(r->mode), r->devices,
-                   r->stages, r->micro_batches, r->chunks);
+        out_csv_str(o, jobs[i].label);
+        out_printf(o, ",%s,%d,%d,%d,%d", report_mode_name(r->mode), r->devices, r->stages,
+                   r->micro_batches, r->chunks);
         csv_field(o, r->step_ms);
         csv_field(o, r->step_ms_p10);
         csv_field(o, r->step_ms_p90);
@@ -208,9 +209,9 @@ pp_status_t compare_bubble_charts(const pp_compare_row_t *jobs, int n, const cha
                 sim[y - 1] = t2;
             }
         if (k < 2 || m[0] == m[k - 1]) continue;
-        char path[4096], title[300];
-        snprintf(path, sizeof path, "%s/bubble-%s-p%d.svg", dir, a->run.cfg.name,
-                 a->run.plan.n_devices);
+        char path[4096], title[300], file[256];
+        snprintf(path, sizeof path, "%s/bubble-%s-p%d.svg", dir,
+                 out_file_name(a->run.cfg.name, file, sizeof file), a->run.plan.n_devices);
         snprintf(title, sizeof title, "%s: bubble against micro-batches", a->run.cfg.name);
         st = report_write_bubble_chart(path, title, a->run.cfg.schedule.kind, a->run.plan.n_devices,
                                        a->run.plan.chunks, k, m, meas, sim,
