@@ -144,7 +144,7 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(GPU_TEST_LIB) $(BUILD)/lib
 	$(CXX_LINK) $< $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
 
 test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
-	@PP_BUILD=$(BUILD) sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) tests/check_install.sh -- $(GPU_TESTS)
+	@PP_BUILD=$(BUILD) sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) tests/check_install.sh tests/check_cli.sh -- $(GPU_TESTS)
 
 test-cpu: $(CPU_TESTS)
 	@sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) --

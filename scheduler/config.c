@@ -52,7 +52,7 @@ int cfg_is_set(const pp_config_t *cfg, int k)
 static void cfg_prefix(const pp_config_t *cfg, int k, int line, int col)
 {
     const char *path = cfg->path ? cfg->path : "config";
-    if (strncmp(cfg->origin[k], "--set ", 6) == 0 || (cfg_is_set(cfg, k) && line <= 0))
+    if (strncmp(cfg->origin[k], "--", 2) == 0 || (cfg_is_set(cfg, k) && line <= 0))
         fprintf(stderr, "%s: ", cfg->origin[k]);
     else if (line > 0)
         fprintf(stderr, "%s:%d:%d: %s: ", path, line, col, cfg_key_names[k]);
@@ -95,7 +95,7 @@ static int cfg_pick(const pp_config_t *cfg, int fallback, ...)
     while ((k = va_arg(ap, int)) >= 0) {
         if (found < 0 && cfg_is_set(cfg, k)) found = k;
         /* A --set override is the user's latest word: blame it before the file. */
-        if (from_set < 0 && strncmp(cfg->origin[k], "--set ", 6) == 0) from_set = k;
+        if (from_set < 0 && strncmp(cfg->origin[k], "--", 2) == 0) from_set = k; /* any flag */
     }
     va_end(ap);
     return from_set >= 0 ? from_set : found >= 0 ? found : fallback;
@@ -175,7 +175,7 @@ static pp_status_t load_text(pp_config_t *cfg, const char *name, const char *tex
     config_defaults(cfg);
     cfg->path = strdup(name);
     PP_ALLOC_CHECK(cfg->path);
-    c = (cfg_ctx_t){cfg, cfg->path, NULL, &doc};
+    c = (cfg_ctx_t){cfg, cfg->path, NULL, &doc, "--set"};
     PP_CHECK_GOTO(cfg_yaml_load_text(&c, text, len, &doc, &loaded), st, done);
     if (is_file && !yaml_document_get_root_node(&doc)) {
         fprintf(stderr, "%s: empty (allowed: a mapping of sections, see docs/schedule-format.md)\n",

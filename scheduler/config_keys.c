@@ -457,7 +457,14 @@ pp_status_t cfg_apply_root(cfg_ctx_t *c, const yaml_node_t *root)
 /* Apply one `section.key=value` override. */
 pp_status_t cfg_apply_set(pp_config_t *cfg, const char *set)
 {
-    cfg_ctx_t c = {cfg, cfg->path, set, NULL};
+    /* "--sweep key=value": an override that came from another flag, named in messages. */
+    char flag[16] = "--set";
+    size_t fl = strncmp(set, "--", 2) == 0 ? strcspn(set, " ") : 0;
+    if (fl && fl < sizeof flag && set[fl] == ' ') {
+        snprintf(flag, sizeof flag, "%.*s", (int)fl, set);
+        set += fl + 1;
+    }
+    cfg_ctx_t c = {cfg, cfg->path, set, NULL, flag};
     char section[64], name[64];
     const char *eq = strchr(set, '=');
     const char *dot = memchr(set, '.', eq ? (size_t)(eq - set) : 0);

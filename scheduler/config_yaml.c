@@ -23,7 +23,7 @@ pp_status_t cfg_err(const cfg_ctx_t *c, const yaml_node_t *node, const char *key
 {
     va_list ap;
     if (c->set) {
-        fprintf(stderr, "--set %s: ", PP_SHORT(c->set));
+        fprintf(stderr, "%s %s: ", c->flag, PP_SHORT(c->set));
     } else {
         fputs(c->file, stderr);
         if (node)
@@ -44,7 +44,7 @@ void cfg_mark(const cfg_ctx_t *c, int k, const yaml_node_t *node, const char *ke
 {
     char *o = c->cfg->origin[k];
     if (c->set)
-        snprintf(o, PP_CFG_ORIGIN_MAX, "--set %s", PP_SHORT(c->set));
+        snprintf(o, PP_CFG_ORIGIN_MAX, "%s %s", c->flag, PP_SHORT(c->set));
     else
         snprintf(o, PP_CFG_ORIGIN_MAX, "%s:%zu:%zu: %s", c->file, (size_t)node->start_mark.line + 1,
                  (size_t)node->start_mark.column + 1, key);
@@ -123,8 +123,9 @@ pp_status_t cfg_get_double(const cfg_ctx_t *c, const yaml_node_t *n, const char 
     const char *d = s + (*s == '-' || *s == '+');
     char *end;
     double v = strtod(s, &end);
+    /* decimal only: strtod would also read hexadecimal (0x10) */
     if (!(isdigit((unsigned char)*d) || (*d == '.' && isdigit((unsigned char)d[1]))) || *end ||
-        !isfinite(v))
+        !isfinite(v) || strpbrk(s, "xX"))
         return cfg_err(c, n, key, "'%s' is not a number (allowed: %s)", PP_SHORT(s), allowed);
     if (v < lo || v > hi || (lo_open && v == lo))
         return cfg_err(c, n, key, "%s is out of range (allowed: %s)", PP_SHORT(s), allowed);
@@ -351,8 +352,8 @@ static pp_status_t yaml_problem(const cfg_ctx_t *c, const yaml_parser_t *p, cons
     }
     const char *problem = p->problem ? p->problem : "unreadable input";
     if (c->set) {
-        fprintf(stderr, "--set %s: invalid value: %s (allowed: a YAML scalar or flow list)\n",
-                c->set, problem);
+        fprintf(stderr, "%s %s: invalid value: %s (allowed: a YAML scalar or flow list)\n", c->flag,
+                PP_SHORT(c->set), problem);
     } else if (p->context) {
         fprintf(stderr, "%s:%zu:%zu: invalid YAML: %s (%s at line %zu)\n", c->file, line, col,
                 problem, p->context, (size_t)p->context_mark.line + 1);
@@ -413,7 +414,8 @@ pp_status_t cfg_yaml_load_text(const cfg_ctx_t *c, const char *text, size_t len,
     if (root2) {
         size_t line = (size_t)extra.start_mark.line + 1, col = (size_t)extra.start_mark.column + 1;
         if (c->set)
-            fprintf(stderr, "--set %s: a second YAML document (allowed: one value)\n", c->set);
+            fprintf(stderr, "%s %s: a second YAML document (allowed: one value)\n", c->flag,
+                    PP_SHORT(c->set));
         else
             fprintf(
                 stderr,

@@ -27,6 +27,7 @@
 #define PP_VERSION "0.1.0"
 #define MAX_SETS   256
 #define MAX_SWEEP  8
+#define MAX_RUNS   4096 /* runs one compare may hold */
 
 /* ---------------------------------------------------------------------------------------------
  * Options shared by the commands
@@ -44,7 +45,7 @@ typedef struct opts {
     const char *trace;            /* --trace FILE */
     const char *svg;              /* --svg FILE (run) or DIR (compare) */
     const char *emit;             /* --emit csv|yaml (show) */
-    double timeout_s;             /* --timeout, 0 = config's */
+    char timeout_set[64];         /* --timeout S as the override "--timeout run.timeout=S" */
     const char *sweep[MAX_SWEEP]; /* --sweep key=v1,v2,... (compare) */
     int n_sweep;
     char gpu_set[64];   /* --gpu NAME, as the override cost.gpu=NAME */
@@ -214,9 +215,41 @@ static void usage_for(cmd_t cmd, FILE *f)
 
 /* Parses argv for `cmd`; returns 0 to go on, 1 when --help/--version was served, -1 on a usage
  * error (already printed). */
+/* "--name" of option c, for messages. */
+static const char *opt_name(int c)
+{
+    static char buf[40];
+    for (const struct option *l = long_opts; l->name; l++)
+        if (l->val == c) {
+            snprintf(buf, sizeof buf, "--%s", l->name);
+            return buf;
+        }
+    return "an option";
+}
+
+/* Options that take effect once: a second one would silently replace the first. */
+static int once_only(int c)
+{
+    return c != 'S' && c != 'w' && c != 'h' && c != 'V';
+}
+
+/* Options that contradict each other. */
+static int check_opts(const opts_t *o)
+{
+    static const char *const why[] = {
+        "--json and --csv: one output format at a time",
+        "--sync and --simulate: --sync is the executor's eager baseline; a simulation runs none",
+    };
+    int bad = o->json && o->csv ? 0 : o->sync && o->simulate ? 1 : -1;
+    if (bad < 0) return 0;
+    fprintf(stderr, "%s: %s (allowed: one of them)\n", prog, why[bad]);
+    return -1;
+}
+
 static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
 {
     int c;
+    unsigned char seen[256] = {0};
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":sS:jct:g:e:w:o:qhV", long_opts, NULL)) != -1) {
@@ -241,7 +274,7 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
         switch (c) {
         case 's': o->simulate = 1; break;
         case 'S':
-            if (o->n_sets == MAX_SETS) {
+            if (o->n_sets == MAX_SETS - 1) { /* one kept for --timeout */
                 fprintf(stderr, "%s: at most %d --set options\n", prog, MAX_SETS);
                 return -1;
             }
@@ -270,17 +303,14 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
             }
             o->sweep[o->n_sweep++] = optarg;
             break;
-        case OPT_TIMEOUT: {
-            char *end;
-            errno = 0;
-            o->timeout_s = strtod(optarg, &end);
-            if (errno || *end || !(o->timeout_s > 0)) {
-                fprintf(stderr, "%s: --timeout %s: expected a positive number of seconds\n", prog,
-                        optarg);
+        case OPT_TIMEOUT:
+            /* run.timeout's own parser and range: the value goes in as an override (last). */
+            if (snprintf(o->timeout_set, sizeof o->timeout_set, "--timeout run.timeout=%s",
+                         optarg) >= (int)sizeof o->timeout_set) {
+                fprintf(stderr, "%s: --timeout %.32s...: too long\n", prog, optarg);
                 return -1;
             }
             break;
-        }
         case OPT_SYNC: o->sync = 1; break;
         case OPT_CRITICAL_PATH: o->critical_path = 1; break;
         case 'q': o->quiet = 1; break;
@@ -296,8 +326,14 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
         case 'h': usage_for(cmd, stdout); return 1;
         case 'V': printf("ppsched %s\n", PP_VERSION); return 1;
         }
+        /* long-only options are 1000.. and land on 232..: no short option is there */
+        if (once_only(c) && seen[c % 256]++) {
+            fprintf(stderr, "%s: %s given twice (allowed: once)\n", prog, opt_name(c));
+            return -1;
+        }
     }
-    return 0;
+    if (o->timeout_set[0]) o->sets[o->n_sets++] = o->timeout_set;
+    return check_opts(o);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -318,24 +354,27 @@ static pp_run_opts_t run_opts(const opts_t *o, int measure)
     pp_run_opts_t ro = {.measure = measure,
                         .exec = execute_plan,
                         .sync = o->sync,
-                        .timeout_s = o->timeout_s,
                         .verbose = !o->quiet && !o->json,
                         .gpu = measure ? present_gpu() : NULL};
     return ro;
 }
 
-/* Decide measure vs simulate, printing the banner when a GPU run was wanted but is not possible. */
+/* Measure on the GPUs, or simulate (asked for, or no device). */
 static int want_measure(const opts_t *o, int n_visible)
 {
-    if (o->simulate) return 0;
-    if (n_visible > 0) return 1;
-    if (!o->quiet)
-        fprintf(stderr,
-                "# %s: simulating with the cost model (pass --simulate to ask for this "
-                "explicitly)\n",
-                execute_built_with_cuda() ? "no CUDA device found"
-                                          : "ppsched was built without CUDA");
-    return 0;
+    return !o->simulate && n_visible > 0;
+}
+
+/* The note that a GPU run was wanted but is not possible; printed once the input has loaded, so
+ * an input error comes first and alone. */
+static void note_simulating(const opts_t *o, int n_visible)
+{
+    if (o->simulate || n_visible > 0 || o->quiet) return;
+    fprintf(stderr,
+            "# %s: simulating with the cost model (pass --simulate to ask for this "
+            "explicitly)%s\n",
+            execute_built_with_cuda() ? "no CUDA device found" : "ppsched was built without CUDA",
+            o->sync ? "; --sync does not apply to a simulation" : "");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -349,6 +388,7 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     int n_visible = o->simulate ? 0 : execute_device_count();
     pp_run_opts_t ro = run_opts(o, want_measure(o, n_visible));
     PP_CHECK_GOTO(run_load(&j, path, NULL, o->sets, o->n_sets, n_visible), st, done);
+    note_simulating(o, n_visible);
     /* A bad output path is found now, not after the whole measurement. */
     if (o->trace) PP_CHECK_GOTO(out_probe(o->trace, "the trace"), st, done);
     if (o->svg) PP_CHECK_GOTO(out_probe(o->svg, "the SVG chart"), st, done);
@@ -493,7 +533,7 @@ static int sweep_combo(const opts_t *o, const sweep_t *sw, int c, const char **s
     for (int k = o->n_sweep - 1; k >= 0; k--) {
         const char *v = sw[k].val[rem % sw[k].n];
         rem /= sw[k].n;
-        snprintf(setbuf[k], 1200, "%s=%s", sw[k].key, v);
+        snprintf(setbuf[k], 1200, "--sweep %s=%s", sw[k].key, v); /* messages name --sweep */
         sets[n_sets++] = setbuf[k];
         const char *leaf = strrchr(sw[k].key, '.');
         char part[96];
@@ -511,19 +551,89 @@ static pp_status_t compare_svg(const pp_compare_row_t *j, const char *dir)
     return report_write_svg(&j->run.plan, run_timeline(&j->run), j->label, path);
 }
 
+/* Every run of a comparison: each file with each combination of sweep values. A file the input
+ * refuses on its own stops the comparison; a combination of sweep values it refuses is a failed
+ * row, and the others run. *n_done counts the rows filled. */
+static pp_status_t compare_runs(char **files, int n_files, const opts_t *o, const sweep_t *sw,
+                                int n_combo, int n_visible, const pp_run_opts_t *ro,
+                                pp_compare_row_t *jobs, int *n_done)
+{
+    pp_status_t st;
+    for (int fi = 0; fi < n_files; fi++) {
+        pp_config_t alone; /* the file with the --set overrides, before any sweep value */
+        st = config_load(&alone, files[fi], o->sets, o->n_sets);
+        config_free(&alone);
+        PP_CHECK(st);
+        for (int c = 0; c < n_combo; c++) {
+            pp_compare_row_t *j = &jobs[*n_done];
+            const char *sets[MAX_SETS + MAX_SWEEP];
+            char setbuf[MAX_SWEEP][1200], suffix[200];
+            int n_sets = sweep_combo(o, sw, c, sets, setbuf, suffix, sizeof suffix);
+            if (!o->quiet && !o->json && !o->csv)
+                fprintf(stderr, "# [%d/%d] %s%s\n", *n_done + 1, n_files * n_combo, files[fi],
+                        suffix);
+            st = run_load(&j->run, files[fi], NULL, sets, n_sets, n_visible);
+            if (st == PP_OK && *n_done == 0) note_simulating(o, n_visible);
+            snprintf(j->label, sizeof j->label, "%s%s",
+                     j->run.cfg.name ? j->run.cfg.name : files[fi], suffix);
+            if (st == PP_OK) st = run_go(&j->run, ro);
+            ++*n_done;
+            if (st == PP_ERR_INPUT && o->n_sweep > 0) {
+                j->failed = 1;
+                continue;
+            }
+            PP_CHECK(st);
+            if (o->svg) PP_CHECK(compare_svg(j, o->svg));
+        }
+    }
+    return PP_OK;
+}
+
+/* The comparison as JSON (an array; a failed row is {"label": label, "error": ...}), CSV or
+ * the table. */
+static pp_status_t compare_print(const pp_compare_row_t *jobs, int n, const opts_t *o, int measure)
+{
+    if (o->csv) return compare_print_csv(jobs, n, stdout);
+    if (!o->json) {
+        printf("# ppsched compare: %d run%s, mode %s\n", n, n == 1 ? "" : "s",
+               measure ? "measure" : "simulate");
+        return compare_print_table(jobs, n, stdout);
+    }
+    pp_status_t st = PP_OK;
+    printf("[");
+    for (int i = 0; i < n && st == PP_OK; i++) {
+        if (i) printf(",\n");
+        if (!jobs[i].failed) {
+            st = report_print_json(&jobs[i].run.report, stdout);
+            continue;
+        }
+        pp_out_t out;
+        out_wrap(&out, stdout, "output", "the JSON report");
+        out_puts(&out, "{\"label\":");
+        out_json_str(&out, jobs[i].label);
+        out_puts(&out, ",\"error\":\"its --sweep values are not valid\"}");
+        st = out_close(&out);
+    }
+    printf("]\n");
+    return st;
+}
+
 static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
 {
     sweep_t sw[MAX_SWEEP];
-    int n_combo = 1;
+    /* At most 8 sweeps of 64 values: 2^48 combinations, counted exactly in 64 bits. */
+    unsigned long long n_runs = (unsigned long long)n_files;
     for (int k = 0; k < o->n_sweep; k++) {
         PP_CHECK(sweep_parse(&sw[k], o->sweep[k]));
-        n_combo *= sw[k].n;
+        n_runs *= (unsigned long long)sw[k].n;
     }
-    int n_jobs = n_files * n_combo;
-    if (n_jobs > 4096) {
-        fprintf(stderr, "%s: compare: %d runs is too many (at most 4096)\n", prog, n_jobs);
+    if (n_runs > MAX_RUNS) {
+        fprintf(stderr,
+                "%s: compare: %llu runs (files x sweep values) is too many (allowed: at most %d)\n",
+                prog, n_runs, MAX_RUNS);
         return PP_ERR_USAGE;
     }
+    int n_jobs = (int)n_runs, n_combo = n_jobs / n_files, n_failed = 0;
     pp_compare_row_t *jobs = calloc((size_t)n_jobs, sizeof *jobs);
     PP_ALLOC_CHECK(jobs);
     int n_visible = o->simulate ? 0 : execute_device_count();
@@ -541,35 +651,16 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
         snprintf(probe, sizeof probe, "%s/chart.svg", o->svg);
         PP_CHECK_GOTO(out_probe(probe, "the SVG charts"), st, done);
     }
-    for (int fi = 0; fi < n_files; fi++) {
-        for (int c = 0; c < n_combo; c++) {
-            pp_compare_row_t *j = &jobs[done_jobs];
-            const char *sets[MAX_SETS + MAX_SWEEP];
-            char setbuf[MAX_SWEEP][1200], suffix[200];
-            int n_sets = sweep_combo(o, sw, c, sets, setbuf, suffix, sizeof suffix);
-            if (!o->quiet && !o->json && !o->csv)
-                fprintf(stderr, "# [%d/%d] %s%s\n", done_jobs + 1, n_jobs, files[fi], suffix);
-            PP_CHECK_GOTO(run_load(&j->run, files[fi], NULL, sets, n_sets, n_visible), st, done);
-            snprintf(j->label, sizeof j->label, "%s%s", j->run.cfg.name, suffix);
-            PP_CHECK_GOTO(run_go(&j->run, &ro), st, done);
-            if (o->svg) PP_CHECK_GOTO(compare_svg(j, o->svg), st, done);
-            done_jobs++;
-        }
-    }
+    PP_CHECK_GOTO(compare_runs(files, n_files, o, sw, n_combo, n_visible, &ro, jobs, &done_jobs),
+                  st, done);
     if (o->svg) PP_CHECK_GOTO(compare_bubble_charts(jobs, done_jobs, o->svg, measure), st, done);
-    if (o->json) {
-        printf("[");
-        for (int i = 0; i < done_jobs && st == PP_OK; i++) {
-            if (i) printf(",\n");
-            st = report_print_json(&jobs[i].run.report, stdout);
-        }
-        printf("]\n");
-    } else if (o->csv) {
-        st = compare_print_csv(jobs, done_jobs, stdout);
-    } else {
-        printf("# ppsched compare: %d run%s, mode %s\n", done_jobs, done_jobs == 1 ? "" : "s",
-               measure ? "measure" : "simulate");
-        st = compare_print_table(jobs, done_jobs, stdout);
+    PP_CHECK_GOTO(compare_print(jobs, done_jobs, o, measure), st, done);
+    for (int i = 0; i < done_jobs; i++)
+        n_failed += jobs[i].failed;
+    if (n_failed) {
+        fprintf(stderr, "%s: compare: %d of %d runs not run: their --sweep values are not valid\n",
+                prog, n_failed, done_jobs);
+        st = PP_ERR_INPUT;
     }
 done:
     for (int i = 0; i < n_jobs; i++)

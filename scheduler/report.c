@@ -433,8 +433,9 @@ static void table_devices(pp_out_t *o, const pp_report_t *r)
     char a[64], b[64], c[64], d[64];
     out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", "cuda", "busy", "idle",
                "bubble", "theory", "in-flight", "peak-mem", "sent");
-    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%", "mb",
-               "GiB", "MiB");
+    /* in-flight counts (stage, micro-batch) pairs: an interleaved device holds v per micro-batch */
+    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%",
+               "(st,mb)", "GiB", "MiB");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
         char cuda[16], mem[32], inflight[16];
