@@ -452,8 +452,9 @@ static pp_status_t cmd_check(const char *path, const opts_t *o)
         int max_slots = 0;
         for (int s = 0; s < j.plan.n_stages; s++)
             if (j.plan.slots_per_stage[s] > max_slots) max_slots = j.plan.slots_per_stage[s];
-        printf("%s: ok: %s, %d %s, %d %s, %d %s, %d ops, at most %d activation %s per stage\n",
-               path, sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices,
+        printf("%s: ok: %s (%s), %d %s, %d %s, %d %s, %d ops, at most %d activation %s per "
+               "stage\n",
+               path, j.cfg.name, sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices,
                pp_plural(j.plan.n_devices, "device", "devices"), j.plan.n_stages,
                pp_plural(j.plan.n_stages, "stage", "stages"), j.plan.n_mb,
                pp_plural(j.plan.n_mb, "micro-batch", "micro-batches"), j.plan.n_ops, max_slots,
@@ -473,7 +474,7 @@ static pp_status_t cmd_show(const char *path, const opts_t *o)
     } else if (o->emit) {
         st = schedule_write_yaml(&j.sched, stdout);
     } else {
-        printf("# %s: %s, p=%d, stages=%d, m=%d, v=%d\n", path,
+        printf("# %s: %s (%s), p=%d, stages=%d, m=%d, v=%d\n", path, j.cfg.name,
                sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages, j.plan.n_mb,
                j.plan.chunks);
         plan_print_grid(&j.plan, stdout);

@@ -202,10 +202,10 @@ static pp_status_t overall_bubble(const pp_plan_t *plan, const pp_timeline_t *tl
     return st;
 }
 
+/* A schedule is named by its config's `name` in every report (the kind where there is none). */
 static const char *schedule_name(const pp_config_t *cfg, const pp_plan_t *plan)
 {
-    if (cfg && sched_kind(cfg->schedule.kind)->written && cfg->name && cfg->name[0])
-        return cfg->name;
+    if (cfg && cfg->name && cfg->name[0]) return cfg->name;
     return sched_kind_name(cfg ? cfg->schedule.kind : plan->kind);
 }
 
@@ -290,6 +290,7 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     PP_CHECK(check_inputs(plan, tl, sim));
     int p = plan->n_devices;
     r->schedule = schedule_name(cfg, plan);
+    r->kind = sched_kind_name(cfg ? cfg->schedule.kind : plan->kind);
     r->mode = tl->mode;
     r->devices = p;
     r->stages = plan->n_stages;
@@ -391,8 +392,8 @@ static const char *fmt_delta_pp(char *buf, size_t size, double a, double b)
 /* Preamble: every option that shaped the numbers. */
 static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t *cfg)
 {
-    out_printf(o, "# ppsched: schedule %s, mode %s\n", r->schedule ? r->schedule : "-",
-               report_mode_name(r->mode));
+    out_printf(o, "# ppsched: schedule %s (%s), mode %s\n", r->schedule ? r->schedule : "-",
+               r->kind ? r->kind : "-", report_mode_name(r->mode));
     if (cfg) {
         const pp_model_cfg_t *m = &cfg->model;
         out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
@@ -501,7 +502,7 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FIL
         out_printf(o, " vs theory %s (\xce\x94 %s)", fmt_pct(b, sizeof b, r->bubble_theory, 1),
                    fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_theory));
     else
-        out_printf(o, " (no closed form for schedule %s)", r->schedule ? r->schedule : "-");
+        out_printf(o, " (no closed form for a %s schedule)", r->kind ? r->kind : "-");
     if (r->mode == PP_MODE_MEASURE && isfinite(r->bubble_simulated))
         out_printf(o, ", simulated %s (\xce\x94 %s)", fmt_pct(c, sizeof c, r->bubble_simulated, 1),
                    fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_simulated));

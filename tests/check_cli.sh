@@ -82,6 +82,17 @@ if [ "$n_out" -eq 0 ] && [ "$n_in" -eq 3 ]; then passed=$((passed + 1)); else
     echo "  FAIL charts: $n_in in the folder (want 3), $n_out outside it"
 fi
 
+# name: the one name of a schedule, in the table, the JSON and the check line.
+expect 0 - "$P" --simulate --quiet --set name=try "$S"
+grep -q "^# ppsched: schedule try (1f1b)" "$tmp/out" && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL the table does not name the schedule 'try'"; }
+expect 0 - "$P" --simulate --json --set name=try "$S"
+grep -q '^{"schedule":"try","kind":"1f1b",' "$tmp/out" && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL the JSON does not name the schedule 'try'"; }
+expect 0 - "$P" check --set name=try "$S"
+grep -q ": ok: try (1f1b), 4 devices" "$tmp/out" && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL check does not name the schedule 'try'"; }
+
 rm -rf "$tmp"
 echo "check_cli: $passed passed, $failed failed, 0 skipped"
 [ "$failed" -eq 0 ]

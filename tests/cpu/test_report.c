@@ -326,6 +326,7 @@ static void test_json_schema(void)
 {
     /* docs/architecture.md's keys in their order, then the explanation's (docs/explain.md). */
     static const char *const top[] = {"schedule",
+                                      "kind",
                                       "mode",
                                       "devices",
                                       "stages",
