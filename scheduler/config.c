@@ -23,20 +23,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Messages name a key by its place in the file when known; these are the names otherwise. */
+/* Messages name a key by its place in the file when known; these are the names otherwise (each
+ * at its key's index: a list in order had schedule.csv and the cost keys' names swapped). */
 const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
-    "model.layers",
-    "model.hidden",
-    "model.heads",
-    "pipeline.devices",
-    "pipeline.stages",
-    "pipeline.chunks",
-    "pipeline.micro_batches",
-    "schedule.kind",
-    "schedule.steps",
-    "cost",
-    "cost.profile",
-    "schedule.csv",
+    [PP_CFG_LAYERS] = "model.layers",
+    [PP_CFG_HIDDEN] = "model.hidden",
+    [PP_CFG_HEADS] = "model.heads",
+    [PP_CFG_DEVICES] = "pipeline.devices",
+    [PP_CFG_STAGES] = "pipeline.stages",
+    [PP_CFG_CHUNKS] = "pipeline.chunks",
+    [PP_CFG_MICRO_BATCHES] = "pipeline.micro_batches",
+    [PP_CFG_KIND] = "schedule.kind",
+    [PP_CFG_STEPS] = "schedule.steps",
+    [PP_CFG_CSV] = "schedule.csv",
+    [PP_CFG_COST_MS] = "cost",
+    [PP_CFG_PROFILE] = "cost.profile",
+    [PP_CFG_PLACEMENT] = "pipeline.placement",
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -242,6 +244,17 @@ static pp_status_t check_kind(const pp_config_t *cfg)
     return cfg_err_at(cfg, key, "%s", msg);
 }
 
+/* The kind's placements (kinds.h), blaming pipeline.placement where the input set it. */
+static pp_status_t check_placement(const pp_config_t *cfg)
+{
+    char msg[512];
+    if (sched_kind_check_placement(cfg->schedule.kind, cfg->pipeline.chunks,
+                                   cfg->pipeline.placement, msg, sizeof msg) == PP_KIND_OK)
+        return PP_OK;
+    return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_PLACEMENT, PP_CFG_PLACEMENT, PP_CFG_KIND, -1), "%s",
+                      msg);
+}
+
 /* A generated schedule's plan, estimated before anything is allocated: refused over
  * PP_MAX_PLAN_OPS. A written one (steps, csv) is as large as its file. */
 static pp_status_t check_plan_size(const pp_config_t *cfg)
@@ -323,6 +336,7 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
                           cfg->model.hidden, cfg->model.heads, cfg->model.hidden);
 
     PP_CHECK(check_kind(cfg));
+    PP_CHECK(check_placement(cfg));
     return check_plan_size(cfg);
 }
 

@@ -126,6 +126,7 @@ typedef enum pp_config_key {
     PP_CFG_CSV,
     PP_CFG_COST_MS, /* any of cost.forward, backward_input, backward_weight, send */
     PP_CFG_PROFILE,
+    PP_CFG_PLACEMENT,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 

@@ -37,7 +37,7 @@ fi
 
 # Flags: contradictions, repeats, and --timeout through run.timeout's parser.
 expect 2 "--json and --csv" "$P" compare --json --csv "$S"
-expect 2 "--trace given twice" "$P" --simulate --trace a.json --trace b.json "$S"
+expect 2 "--trace given twice" "$P" --simulate --trace "$tmp/a.json" --trace "$tmp/b.json" "$S"
 expect 2 "--sync and --simulate" "$P" --simulate --sync "$S"
 for t in inf 0x10 0 -1 abc; do
     expect 2 "^--timeout run.timeout=$t: " "$P" --simulate --timeout "$t" "$S"
