@@ -220,8 +220,8 @@ static pp_status_t collect_steps(cfg_ctx_t *c, const char *key, const yaml_node_
             yaml_node_t *item = yaml_document_get_node(c->doc, l->data.sequence.items.start[i]);
             if (item->type != YAML_SCALAR_NODE)
                 return cfg_err(c, item, key,
-                               "device %d, item %d: expected an action, got %s (allowed: %s)", d,
-                               i + 1, cfg_node_what(item), PP_ACTION_FORMS);
+                               "device %d, step %d: expected an action, got %s (allowed: %s)", d, i,
+                               cfg_node_what(item), PP_ACTION_FORMS);
         }
         total += len;
     }

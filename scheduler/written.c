@@ -18,19 +18,19 @@
 /* Parse item t into a (checking the ranges a schedule can hold). */
 static pp_status_t parse_item(const pp_config_t *cfg, const pp_step_text_t *t, pp_action_t *a)
 {
-    int d = t->device, i = t->item + 1;
+    int d = t->device, i = t->item; /* steps count from 0, as validation's do */
     if (action_parse(t->text, a) != 0)
         return config_error_at(cfg, PP_CFG_STEPS, t->line, t->col,
-                               "device %d, item %d: '%s' is not an action (allowed: %s)", d, i,
+                               "device %d, step %d: '%s' is not an action (allowed: %s)", d, i,
                                PP_SHORT(t->text), PP_ACTION_FORMS);
     if (a->stage >= PP_MAX_STAGES)
         return config_error_at(cfg, PP_CFG_STEPS, t->line, t->col,
-                               "device %d, item %d: stage %d is out of range (allowed: 0..%d)", d,
+                               "device %d, step %d: stage %d is out of range (allowed: 0..%d)", d,
                                i, a->stage, PP_MAX_STAGES - 1);
     if (a->mb >= PP_MAX_MICRO_BATCHES)
         return config_error_at(
             cfg, PP_CFG_STEPS, t->line, t->col,
-            "device %d, item %d: micro-batch %d is out of range (allowed: 0..%d)", d, i, a->mb,
+            "device %d, step %d: micro-batch %d is out of range (allowed: 0..%d)", d, i, a->mb,
             PP_MAX_MICRO_BATCHES - 1);
     return PP_OK;
 }
@@ -56,9 +56,9 @@ static pp_status_t place_error(const pp_config_t *cfg, const pp_schedule_t *s,
     const pp_step_text_t *t = item_at(st, why->device, why->step);
     const pp_step_text_t *first = item_at(st, why->owner, why->owner_step);
     return config_error_at(cfg, PP_CFG_STEPS, t->line, t->col,
-                           "device %d, item %d: stage %d already runs on device %d (line %d) "
+                           "device %d, step %d: stage %d already runs on device %d (line %d) "
                            "(allowed: each stage on one device)",
-                           why->device, why->step + 1, why->stage, why->owner, first->line);
+                           why->device, why->step, why->stage, why->owner, first->line);
 }
 
 static pp_status_t fill_steps(pp_schedule_t *out, const pp_config_t *cfg, pp_action_t *a)
