@@ -507,12 +507,22 @@ static pp_status_t sweep_parse(sweep_t *sw, const char *arg)
     sw->key[klen] = '\0';
     strcpy(sw->buf, eq + 1);
     sw->n = 0;
-    for (char *tok = strtok(sw->buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (sw->n == 64) {
-            fprintf(stderr, "%s: --sweep %s: at most 64 values\n", prog, arg);
-            return PP_ERR_USAGE;
+    /* Values split at the commas outside brackets, so a list is one value: devices=[0,1],[2,3]. */
+    int depth = 0;
+    for (char *p = sw->buf, *tok = sw->buf;; p++) {
+        depth += (*p == '[' || *p == '{') - (depth > 0 && (*p == ']' || *p == '}'));
+        if (*p && (*p != ',' || depth > 0)) continue;
+        int end = !*p;
+        *p = '\0';
+        if (*tok) {
+            if (sw->n == 64) {
+                fprintf(stderr, "%s: --sweep %s: at most 64 values\n", prog, arg);
+                return PP_ERR_USAGE;
+            }
+            sw->val[sw->n++] = tok;
         }
-        sw->val[sw->n++] = tok;
+        if (end) break;
+        tok = p + 1;
     }
     if (sw->n == 0) {
         fprintf(stderr, "%s: --sweep %s: no values\n", prog, arg);

@@ -66,6 +66,16 @@ else
     sed 's/^/    /' "$tmp/out"
 fi
 
+# A list value can be swept: the commas inside brackets belong to it.
+expect 0 - "$P" compare --simulate --quiet --csv "$S" --sweep 'pipeline.devices=[0,1],[0,1,2,3]'
+if [ "$(grep -c ',simulate,' "$tmp/out")" -eq 2 ] && grep -q ',simulate,2,' "$tmp/out"; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    echo "  FAIL a list value was not swept whole"
+    sed 's/^/    /' "$tmp/out" "$tmp/err" | head -6
+fi
+
 # compare --csv: a label with a quote and a comma is one field; --svg names stay inside DIR.
 expect 0 - "$P" compare --simulate --quiet --csv --set 'name=a"b,c' "$S"
 if grep -q '^"a""b,c",simulate,' "$tmp/out"; then passed=$((passed + 1)); else
