@@ -176,7 +176,10 @@ static void split_device(split_ctx_t *c, int d, op_start_t *ops, double t0, doub
         if (plan->ops[k].device == d && plan->ops[k].role == PP_ROLE_COMPUTE)
             ops[n++] = (op_start_t){t[k].start_ms, k};
     }
-    qsort(ops, (size_t)n, sizeof *ops, op_start_cmp);
+    int sorted = 1; /* one stream runs them in program order: usually sorted already */
+    for (int i = 1; i < n && sorted; i++)
+        sorted = op_start_cmp(&ops[i - 1], &ops[i]) <= 0;
+    if (!sorted) qsort(ops, (size_t)n, sizeof *ops, op_start_cmp);
     double busy = 0.0, lo = 0.0, hi = t0;
     for (int i = 0; i < n; i++) {
         int k = ops[i].op;
