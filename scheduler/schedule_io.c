@@ -8,6 +8,7 @@
  * quotes around them; an action itself has the strict text form of action_parse. Errors name
  * `where:line:col: cell N` and stop at the first. On failure the schedule is left freed (zeroed).
  */
+#include "input.h"
 #include "schedule.h"
 
 #include <errno.h>
@@ -68,7 +69,7 @@ static pp_status_t csv_parse_line(csv_table_t *t, char *line, int lineno, int ro
             csv_cell_t c = {.row = row, .line = lineno, .col = col, .cell = cell};
             if (action_parse(b, &c.a) != 0) {
                 fprintf(stderr, "%s:%d:%d: cell %d: '%s' is not an action (allowed: %s)\n", where,
-                        lineno, col, cell, b, PP_ACTION_FORMS);
+                        lineno, col, cell, PP_SHORT(b), PP_ACTION_FORMS);
                 return PP_ERR_INPUT;
             }
             if (c.a.stage >= PP_MAX_STAGES) {
