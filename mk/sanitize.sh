@@ -3,7 +3,8 @@
 # racecheck (shared-memory hazards). A run passes when the program exits 0 and the tool's summary
 # reports nothing: memcheck "ERROR SUMMARY: 0 errors", racecheck "0 hazards displayed" (racecheck
 # counts warnings apart from errors, and --error-exitcode sees only errors). Prints one line per
-# run and the totals; exit status 1 when any run reported something.
+# run and the totals; exit status 1 when any run reported something (racecheck reports inside
+# cuBLAS's own kernels excepted, see below).
 san=$1
 shift
 if [ -z "$san" ] || ! [ -x "$san" ]; then
@@ -24,7 +25,19 @@ for tool in memcheck racecheck; do
         summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)
         tests=$(grep -E '^[A-Za-z0-9_]+: [0-9]+ passed' "$log" | tail -n 1)
         runs=$((runs + 1))
-        if [ "$rc" -ne 0 ] || ! grep -q "$clean" "$log"; then
+        # Racecheck reports inside cuBLAS's own kernels (nvjet_*, the Hopper GEMMs it builds, which
+        # order their shared memory with asynchronous barriers racecheck does not follow) are the
+        # library's, not ours: listed, not counted, when the program passed and nothing else was.
+        lib=""
+        if [ "$tool" = racecheck ] && [ "$rc" -eq 3 ] && echo "$tests" | grep -q " 0 failed"; then
+            where=$(sed -n 's/.*Race reported between [A-Za-z]* access at \([A-Za-z0-9_]*\)+.*/\1/p' "$log" | sort -u)
+            if [ -n "$where" ] && ! echo "$where" | grep -qv '^nvjet_'; then
+                lib=$(echo "$where" | wc -l | tr -d ' ')
+            fi
+        fi
+        if [ -n "$lib" ]; then
+            echo "ok   $tool $(basename "$t"): $summary, all in $lib cuBLAS kernels (nvjet_*), none in ours; $tests"
+        elif [ "$rc" -ne 0 ] || ! grep -q "$clean" "$log"; then
             cat "$log"
             echo "FAIL $tool $(basename "$t") (exit $rc): $summary"
             bad=$((bad + 1))
