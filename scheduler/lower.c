@@ -4,7 +4,8 @@
  *
  * Lowering works in "program ids" (ops grouped by device, each group in program order, the order
  * prog_ops keeps) and renumbers into the enqueue order found by a dry run at the end. The dry run
- * advances one head per (device, role) stream, emits an op once its dependencies are emitted, and
+ * advances one head per channel (a device's compute stream, its send or recv channel with one peer
+ * device: plan.h), emits an op once its dependencies are emitted, and
  * emits a SEND only together with its RECV (the RECV must head its own stream with every other
  * dependency met), so both halves of a transfer can share one NCCL group. Slots come from
  * liveness over the programs; a stage gets more only when that pairing would otherwise wait on a
@@ -58,6 +59,9 @@ typedef struct lower {
     int *cap;        /* [n_st] slots a stage may use; 0 before the first assignment */
     int *grown_from; /* [n_st] cap before the current growth step */
     int *order;      /* [n_ops] program ids in enqueue order */
+    int n_chan;      /* pp_channel_count(n_dev) */
+    int *chan;       /* [n_ops] channel of the op (pp_channel_of) */
+    int *chan_next;  /* [n_ops] next program id on the same channel, -1 at its end */
     int *where;      /* [n_ops] program id -> final index */
 } lower_t;
 
@@ -409,15 +413,53 @@ fail:
 /* ============================== Dry run: the enqueue order ==================================== */
 
 typedef struct dry {
-    int *head;  /* [n_dev * PP_ROLE_COUNT]: program id of the stream's next op, -1 when drained */
+    int *head;  /* [n_chan]: program id of the channel's next op, -1 when drained */
     char *done; /* [n_ops] emitted */
 } dry_t;
 
-static int stream_next(const lower_t *L, int d, pp_role_t r, int from)
+/* Order of op `id` on its channel: program order, except that the SENDs lowering added run in
+ * the order their receiver posts the RECVs (the RECV's program id), so both sides of a directed
+ * pair agree and a sender never waits for a receive its peer posts later. */
+static int chan_key(const lower_t *L, int id)
 {
-    for (int id = from; id < L->begin[d + 1]; id++)
-        if (L->ops[id].role == r) return id;
-    return -1;
+    return L->inserted[id] && L->ops[id].role == PP_ROLE_SEND ? L->ops[id].peer : id;
+}
+
+static const lower_t *sort_L; /* qsort has no context argument in C11 */
+static int by_channel_key(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    if (sort_L->chan[x] != sort_L->chan[y]) return sort_L->chan[x] < sort_L->chan[y] ? -1 : 1;
+    int kx = chan_key(sort_L, x), ky = chan_key(sort_L, y);
+    return kx < ky ? -1 : kx > ky;
+}
+
+/* Channels (plan.h) of every op and the next op on each channel, once the pairs are matched. */
+static pp_status_t lower_channels(lower_t *L)
+{
+    L->n_chan = pp_channel_count(L->n_dev);
+    size_t n_ops = (size_t)(L->n_ops > 0 ? L->n_ops : 1);
+    L->chan = malloc(sizeof *L->chan * n_ops);
+    L->chan_next = malloc(sizeof *L->chan_next * n_ops);
+    int *ids = malloc(sizeof *ids * n_ops);
+    if (!L->chan || !L->chan_next || !ids) {
+        free(ids);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory ordering a plan of %d ops", L->n_ops);
+    }
+    for (int id = 0; id < L->n_ops; id++) {
+        const pp_op_t *o = &L->ops[id];
+        int peer_dev = o->role == PP_ROLE_COMPUTE ? 0 : L->ops[o->peer].device;
+        L->chan[id] = pp_channel_of(L->n_dev, o->device, o->role, peer_dev);
+        ids[id] = id;
+    }
+    sort_L = L;
+    qsort(ids, (size_t)L->n_ops, sizeof *ids, by_channel_key);
+    for (int j = 0; j < L->n_ops; j++) {
+        int id = ids[j], nx = j + 1 < L->n_ops ? ids[j + 1] : -1;
+        L->chan_next[id] = nx >= 0 && L->chan[nx] == L->chan[id] ? nx : -1;
+    }
+    free(ids);
+    return PP_OK;
 }
 
 /* First dependency of `id` not yet emitted, skipping `except`; -1 when all are. */
@@ -431,15 +473,14 @@ static int unmet_dep(const lower_t *L, const dry_t *D, int id, int except)
 
 static int *head_of(const lower_t *L, dry_t *D, int id)
 {
-    return &D->head[L->ops[id].device * PP_ROLE_COUNT + L->ops[id].role];
+    return &D->head[L->chan[id]];
 }
 
 static void emit(const lower_t *L, dry_t *D, int id, int *n)
 {
     D->done[id] = 1;
     L->order[(*n)++] = id;
-    int *h = head_of(L, D, id);
-    *h = stream_next(L, L->ops[id].device, L->ops[id].role, id + 1);
+    *head_of(L, D, id) = L->chan_next[id];
 }
 
 /* Can the head `id` of its stream be emitted now (with its RECV, for a SEND)? */
@@ -477,23 +518,28 @@ static void report_deadlock(const lower_t *L, dry_t *D)
     }
 }
 
-/* Lock-step rounds: each stream emits at most its head per round, so the order reads roughly as
- * time. Returns 1 when every op was emitted, 0 when no stream can move (D tells where). */
+/* Lock-step rounds: each channel emits at most its head per round (a device's compute, then its
+ * sends to devices 0..p-1, each with its RECV), so the order reads roughly as time. Returns 1 when
+ * every op was emitted, 0 when no channel can move (D tells where). */
 static int lower_dry_run(lower_t *L, dry_t *D)
 {
     memset(D->done, 0, (size_t)(L->n_ops > 0 ? L->n_ops : 1));
-    for (int d = 0; d < L->n_dev; d++)
-        for (int r = 0; r < PP_ROLE_COUNT; r++)
-            D->head[d * PP_ROLE_COUNT + r] = stream_next(L, d, (pp_role_t)r, L->begin[d]);
+    for (int c = 0; c < L->n_chan; c++)
+        D->head[c] = -1;
+    for (int id = 0; id < L->n_ops; id++) /* channel heads: ops no other op precedes */
+        if (D->head[L->chan[id]] < 0 || chan_key(L, id) < chan_key(L, D->head[L->chan[id]]))
+            D->head[L->chan[id]] = id;
     int n = 0;
     while (n < L->n_ops) {
         int moved = 0;
         for (int d = 0; d < L->n_dev; d++) {
-            for (int r = 0; r < PP_ROLE_COUNT; r++) {
-                int id = D->head[d * PP_ROLE_COUNT + r];
-                if (id < 0 || r == PP_ROLE_RECV || !ready(L, D, id)) continue;
+            for (int q = -1; q < L->n_dev; q++) {
+                int c = q < 0 ? pp_channel_of(L->n_dev, d, PP_ROLE_COMPUTE, 0)
+                              : pp_channel_of(L->n_dev, d, PP_ROLE_SEND, q);
+                int id = D->head[c];
+                if (id < 0 || !ready(L, D, id)) continue;
                 emit(L, D, id, &n);
-                if (r == PP_ROLE_SEND) emit(L, D, L->ops[id].peer, &n);
+                if (q >= 0) emit(L, D, L->ops[id].peer, &n);
                 moved = 1;
             }
         }
@@ -507,7 +553,7 @@ static int lower_dry_run(lower_t *L, dry_t *D)
 static int lower_grow_slots(lower_t *L, const dry_t *D)
 {
     int grown = 0;
-    for (int h = 0; h < L->n_dev * PP_ROLE_COUNT; h++) {
+    for (int h = 0; h < L->n_chan; h++) {
         int id = D->head[h];
         if (id < 0) continue;
         const int *dep = &L->dep[(size_t)id * LOWER_MAX_DEPS];
@@ -532,7 +578,7 @@ static pp_status_t lower_order_slots(lower_t *L, int *slots_per_stage)
 {
     dry_t D = {0};
     pp_status_t st = PP_OK;
-    D.head = malloc(sizeof *D.head * (size_t)L->n_dev * PP_ROLE_COUNT);
+    D.head = malloc(sizeof *D.head * (size_t)L->n_chan);
     D.done = malloc((size_t)(L->n_ops > 0 ? L->n_ops : 1));
     if (!D.head || !D.done) {
         fprintf(stderr, "%s:%d: out of host memory ordering the plan\n", __FILE__, __LINE__);
@@ -650,6 +696,7 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
     PP_CHECK_GOTO(lower_ops(&L), st, fail);
     PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, remote, plan->boundary_bytes), st, fail);
     lower_data_deps(&L);
+    PP_CHECK_GOTO(lower_channels(&L), st, fail);
     PP_CHECK_GOTO(lower_order_slots(&L, plan->slots_per_stage), st, fail);
     PP_CHECK_GOTO(lower_emit_plan(plan, &L), st, fail);
     PP_CHECK_GOTO(lower_wgrad_slots(plan), st, fail);
@@ -666,6 +713,8 @@ fail:
     free(L.grown_from);
     free(L.order);
     free(L.where);
+    free(L.chan);
+    free(L.chan_next);
     if (st != PP_OK) plan_free(plan);
     return st;
 }

@@ -4,8 +4,9 @@
  * A plan is a flat list of ops. Each op is one action on one device, bound to a stream role, an
  * activation slot and the ops it must wait for. `ops` is stored in a topological order of the
  * dependencies (the enqueue order): every dependency of op i has an index < i, and a RECV always
- * sits right after its matching SEND (so NCCL pairs can share one group). Ops of one (device, role)
- * stream run in the order they appear here: that FIFO order is implicit, not listed in deps.
+ * sits right after its matching SEND (so NCCL pairs can share one group). Ops of one channel (a
+ * device's compute stream, or its send or recv channel with one peer device: pp_channel_of) run in
+ * the order they appear here: that FIFO order is implicit, not listed in deps.
  *
  * Memory is decided by the schedule: slots_per_stage comes from liveness over each device's
  * program (a (stage, micro-batch) holds a slot from its first op on the device to its last), and
@@ -99,6 +100,29 @@ pp_status_t schedule_validate(const pp_schedule_t *sched);
 void plan_print_grid(const pp_plan_t *plan, FILE *f);
 
 void plan_free(pp_plan_t *plan);
+
+/* The channels a plan orders its ops on: each device's compute stream, and one send and one recv
+ * channel per directed device pair. Ops of one channel run in plan order, which is their program
+ * order; channels are independent of each other, so a device's send to one peer never waits behind
+ * its send to another, and a SEND never holds up the sender's compute. An executor may map several
+ * channels onto one stream as long as it enqueues them in plan order. */
+static inline int pp_channel_count(int n_devices)
+{
+    return n_devices + 2 * n_devices * n_devices;
+}
+static inline int pp_channel_of(int n_devices, int device, pp_role_t role, int peer_device)
+{
+    if (role == PP_ROLE_COMPUTE) return device;
+    return n_devices + (role == PP_ROLE_RECV ? n_devices * n_devices : 0) + device * n_devices +
+           peer_device;
+}
+/* Channel of plan op k (its pair must be matched: peer set for a SEND or RECV). */
+static inline int pp_plan_channel(const struct pp_plan *plan, int k)
+{
+    const pp_op_t *o = &plan->ops[k];
+    int peer_dev = o->role == PP_ROLE_COMPUTE ? 0 : plan->ops[o->peer].device;
+    return pp_channel_of(plan->n_devices, o->device, o->role, peer_dev);
+}
 
 static inline const char *pp_role_name(pp_role_t r)
 {
