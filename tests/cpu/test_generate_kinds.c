@@ -374,6 +374,7 @@ static void test_torch_orders(void)
     } orders[] = {
         {"tests/data/torch_zbv_p4_m8.csv", gen_zbv, 2},
         {"tests/data/torch_interleaved_zb_p4_m8.csv", gen_izb, 2},
+        {"tests/data/torch_dualpipev_p4_m8.csv", gen_dpv, 2},
     };
     int found = 0;
     for (size_t i = 0; i < sizeof orders / sizeof *orders; i++) {
