@@ -13,6 +13,7 @@
  * schedule.csv_path and the step texts; config_free releases them.
  */
 #include "config_internal.h"
+#include "split.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -24,10 +25,10 @@
 
 /* Messages name a key by its place in the file when known; these are the names otherwise. */
 const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
-    "model.layers",           "model.hidden",    "model.heads",
-    "pipeline.devices",       "pipeline.stages", "pipeline.chunks",
-    "pipeline.micro_batches", "schedule.kind",   "schedule.steps",
-    "schedule.csv",
+    "model.layers",           "model.hidden",           "model.heads",
+    "pipeline.devices",       "pipeline.stages",        "pipeline.chunks",
+    "pipeline.micro_batches", "schedule.kind",          "schedule.steps",
+    "schedule.csv",           "model.layers_per_stage", "pipeline.split",
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -244,6 +245,47 @@ static pp_status_t check_kind(const pp_config_t *cfg)
     return cfg_err_at(cfg, key, "%s", msg);
 }
 
+/* Layers per stage (split.h): as listed, balanced by FLOPs, or even. */
+static pp_status_t resolve_split(pp_config_t *cfg)
+{
+    pp_model_cfg_t *m = &cfg->model;
+    int n = cfg->pipeline.stages, sum = 0;
+    if (m->n_layers_per_stage > 0 && cfg_is_set(cfg, PP_CFG_LAYERS_PER_STAGE)) {
+        if (cfg->pipeline.split == PP_SPLIT_BALANCED)
+            return cfg_err_at(cfg, PP_CFG_SPLIT,
+                              "balanced, but model.layers_per_stage lists the split too (allowed: "
+                              "one of them)");
+        if (m->n_layers_per_stage != n)
+            return cfg_err_at(cfg, PP_CFG_LAYERS_PER_STAGE,
+                              "%d entries for %d stages (allowed: one entry per stage)",
+                              m->n_layers_per_stage, n);
+        for (int s = 0; s < n; s++)
+            sum += m->layers_per_stage[s];
+        if (sum != m->layers)
+            return cfg_err_at(cfg, PP_CFG_LAYERS_PER_STAGE,
+                              "the entries sum to %d, but model.layers is %d (allowed: entries "
+                              "summing to %d)",
+                              sum, m->layers, m->layers);
+        return PP_OK;
+    }
+    if (cfg->pipeline.split == PP_SPLIT_BALANCED) {
+        split_balanced(m->layers_per_stage, n, m->layers, split_block_flops(cfg),
+                       split_head_flops(cfg));
+    } else {
+        if (m->layers % n != 0)
+            return cfg_err_at(cfg,
+                              cfg_pick(cfg, PP_CFG_DEVICES, PP_CFG_STAGES, PP_CFG_CHUNKS,
+                                       PP_CFG_STEPS, PP_CFG_CSV, PP_CFG_DEVICES, PP_CFG_LAYERS, -1),
+                              "%d layers do not split into %d stages (allowed: a divisor of %d, "
+                              "model.layers_per_stage or pipeline.split: balanced)",
+                              m->layers, n, m->layers);
+        for (int s = 0; s < n; s++)
+            m->layers_per_stage[s] = m->layers / n;
+    }
+    m->n_layers_per_stage = n;
+    return PP_OK;
+}
+
 pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
 {
     pp_pipeline_cfg_t *pl = &cfg->pipeline;
@@ -297,12 +339,7 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
     }
 
     /* the model */
-    if (cfg->model.layers % pl->stages != 0)
-        return cfg_err_at(cfg,
-                          cfg_pick(cfg, PP_CFG_DEVICES, PP_CFG_STAGES, PP_CFG_CHUNKS, PP_CFG_STEPS,
-                                   PP_CFG_CSV, PP_CFG_DEVICES, PP_CFG_LAYERS, -1),
-                          "%d layers do not split into %d stages (allowed: a divisor of %d)",
-                          cfg->model.layers, pl->stages, cfg->model.layers);
+    PP_CHECK(resolve_split(cfg));
     if (cfg->model.hidden % cfg->model.heads != 0)
         return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_HEADS, PP_CFG_HEADS, PP_CFG_HIDDEN, -1),
                           "hidden %d does not split into %d heads (allowed: a divisor of %d)",

@@ -10,6 +10,7 @@
  * synchronization and waited for once, with a timeout (execute_timing.c).
  */
 #include "execute_internal.h"
+#include "split.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -79,15 +80,13 @@ static void exec_free(exec_t *x)
 /* The stage configuration of global stage s. */
 static void stage_cfg_for(pp_stage_cfg_t *c, const pp_config_t *cfg, const pp_plan_t *plan, int s)
 {
-    int lps = cfg->model.layers / plan->n_stages;
     memset(c, 0, sizeof *c);
     c->hidden = cfg->model.hidden;
     c->heads = cfg->model.heads;
     c->seq_len = cfg->model.seq_len;
     c->vocab = cfg->model.vocab;
     c->micro_batch_size = cfg->pipeline.micro_batch_size;
-    c->n_layers = lps;
-    c->first_layer = s * lps;
+    split_stage_layers(cfg, plan->n_stages, s, &c->n_layers, &c->first_layer);
     c->total_layers = cfg->model.layers;
     c->is_first = s == 0;
     c->is_last = s == plan->n_stages - 1;
@@ -227,7 +226,7 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
     x->cfg = cfg;
     x->opts = *opts;
     PP_CHECK(exec_devices(x));
-    if (cfg->model.layers % plan->n_stages != 0)
+    if (cfg->model.n_layers_per_stage != plan->n_stages && cfg->model.layers % plan->n_stages != 0)
         PP_FAIL(PP_ERR_INTERNAL, "%d layers do not split into %d stages", cfg->model.layers,
                 plan->n_stages);
     PP_CHECK_GOTO(exec_alloc(x), st, fail);

@@ -389,6 +389,13 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
         const pp_model_cfg_t *m = &cfg->model;
         out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
                    m->hidden, m->heads, m->seq_len, m->vocab, pp_dtype_name(m->dtype));
+        if (m->n_layers_per_stage > 0) {
+            out_printf(o, "# layers per stage:");
+            for (int s = 0; s < m->n_layers_per_stage; s++)
+                out_printf(o, " %d", m->layers_per_stage[s]);
+            out_printf(o, "%s\n",
+                       cfg->pipeline.split == PP_SPLIT_BALANCED ? " (balanced by FLOPs)" : "");
+        }
     }
     out_printf(o, "# pipeline: p %d devices, %d stages, v %d, m %d micro-batches", r->devices,
                r->stages, r->chunks, r->micro_batches);

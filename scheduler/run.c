@@ -10,6 +10,7 @@
 #include "run.h"
 
 #include "generate.h"
+#include "split.h"
 #include "written.h"
 
 #include <math.h>
@@ -86,8 +87,13 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
 {
     if (measured && measured->has_op_times) return cost_from_measure(cm, plan, measured);
     PP_CHECK(cost_model_uniform(cm, plan->n_stages, &cfg->cost));
-    double k = 1.0 / (plan->chunks > 0 ? plan->chunks : 1);
+    /* `cost:` is per device's share of the layers; a chunk of an interleaved device holds 1/v,
+     * and a stage of an uneven split its blocks against the even split's. */
+    double k0 = 1.0 / (plan->chunks > 0 ? plan->chunks : 1);
     for (int s = 0; s < plan->n_stages; s++) {
+        int n_layers, first;
+        split_stage_layers(cfg, plan->n_stages, s, &n_layers, &first);
+        double k = k0 * n_layers * plan->n_stages / cfg->model.layers;
         cm->f[s] *= k;
         cm->b[s] *= k;
         cm->i[s] *= k;

@@ -10,6 +10,7 @@
 #include "../check.h"
 #include "config.h"
 #include "generate.h"
+#include "split.h"
 #include "support.h"
 #include "written.h"
 
@@ -161,6 +162,8 @@ static void test_every_key(void)
     EXPECT(cfg.cost.backward_weight == 0.5 && cfg.cost.send == 0.125);
     EXPECT(config_resolve(&cfg, 4) == PP_OK);
     EXPECT(cfg.pipeline.stages == 6 && cfg.pipeline.chunks == 2 && cfg.pipeline.n_devices == 3);
+    EXPECT(cfg.model.n_layers_per_stage == 6 && cfg.model.layers_per_stage[0] == 5 &&
+           cfg.model.layers_per_stage[5] == 7);
     config_free(&cfg);
 
     /* A file with one key: its name, the key, and defaults for the rest. */
@@ -253,7 +256,7 @@ static void test_unknown_keys(void)
         st, e,
         "tests/data/unknown_key.yaml:5:3: unknown key 'microbatch_size' in pipeline "
         "(allowed: devices, stages, chunks, placement, micro_batches, micro_batch_size, "
-        "transport)");
+        "transport, split)");
     EXPECT_LOAD_ERROR("model:\n  layers: 24\nmdoel:\n  hidden: 8\n",
                       "t.yaml:3:1: unknown section 'mdoel' (allowed: name, model, pipeline, "
                       "schedule, run, cost)");
@@ -288,7 +291,7 @@ static void test_wrong_types(void)
                       "t.yaml:2:10: model.layers: no value given (allowed: an integer 1..100000)");
     EXPECT_LOAD_ERROR("model: 24\n",
                       "t.yaml:1:8: model: expected a mapping of keys, got a value (allowed: "
-                      "layers, hidden, heads, seq_len, vocab, dtype)");
+                      "layers, hidden, heads, seq_len, vocab, dtype, layers_per_stage)");
     EXPECT_LOAD_ERROR("cost:\n  forward: fast\n",
                       "t.yaml:2:12: cost.forward: 'fast' is not a number (allowed: a number > 0 "
                       "and <= 1e+06)");
@@ -624,7 +627,7 @@ static void test_set(void)
                      "once)");
     EXPECT_SET_ERROR("model.layer=3",
                      "--set model.layer=3: unknown key 'layer' in model (allowed: layers, hidden, "
-                     "heads, seq_len, vocab, dtype)");
+                     "heads, seq_len, vocab, dtype, layers_per_stage)");
     EXPECT_SET_ERROR("modle.layers=3",
                      "--set modle.layers=3: unknown section 'modle' (allowed: name, model, "
                      "pipeline, schedule, run, cost)");
@@ -716,15 +719,18 @@ static void test_resolve_ok(void)
 static void test_resolve_errors(void)
 {
     /* layers % stages, blaming whichever key made the stage count. */
-    EXPECT_RESOLVE_ERROR("", 5,
-                         "t.yaml: pipeline.devices: 24 layers do not split into 5 stages "
-                         "(allowed: a divisor of 24)");
-    EXPECT_RESOLVE_ERROR("pipeline:\n  devices: 4\n  stages: 16\n", 4,
-                         "t.yaml:3:11: pipeline.stages: 24 layers do not split into 16 stages "
-                         "(allowed: a divisor of 24)");
-    EXPECT_RESOLVE_ERROR("model:\n  layers: 10\n", 4,
-                         "t.yaml:2:11: model.layers: 10 layers do not split into 4 stages "
-                         "(allowed: a divisor of 10)");
+    EXPECT_RESOLVE_ERROR(
+        "", 5,
+        "t.yaml: pipeline.devices: 24 layers do not split into 5 stages "
+        "(allowed: a divisor of 24, model.layers_per_stage or pipeline.split: balanced)");
+    EXPECT_RESOLVE_ERROR(
+        "pipeline:\n  devices: 4\n  stages: 16\n", 4,
+        "t.yaml:3:11: pipeline.stages: 24 layers do not split into 16 stages "
+        "(allowed: a divisor of 24, model.layers_per_stage or pipeline.split: balanced)");
+    EXPECT_RESOLVE_ERROR(
+        "model:\n  layers: 10\n", 4,
+        "t.yaml:2:11: model.layers: 10 layers do not split into 4 stages "
+        "(allowed: a divisor of 10, model.layers_per_stage or pipeline.split: balanced)");
     /* A --set override is blamed before the file's keys. */
     {
         pp_config_t c;
@@ -734,8 +740,9 @@ static void test_resolve_errors(void)
         pp_status_t st = config_resolve(&c, 4);
         const char *err = ts_capture_end();
         EXPECT(st == PP_ERR_INPUT);
-        EXPECT(strcmp(err, "--set model.layers=7: 7 layers do not split into 4 stages (allowed: a "
-                           "divisor of 7)\n") == 0,
+        EXPECT(strcmp(err,
+                      "--set model.layers=7: 7 layers do not split into 4 stages (allowed: a "
+                      "divisor of 7, model.layers_per_stage or pipeline.split: balanced)\n") == 0,
                "got: %s", err);
         config_free(&c);
     }
@@ -814,6 +821,55 @@ static void test_resolve_errors(void)
 /* ---------------------------------------------------------------------------------------------
  * The shipped schedules
  * ------------------------------------------------------------------------------------------- */
+
+/* Layers per stage: even by default, as listed, or balanced by FLOPs (the LM head on the last
+ * stage weighs against its blocks); split_stage_layers reads them back. */
+static void test_layers_split(void)
+{
+    pp_config_t c;
+    REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {devices: 4}\n", NULL, 0) == PP_OK);
+    REQUIRE(config_resolve(&c, 4) == PP_OK);
+    EXPECT(c.model.n_layers_per_stage == 4 && c.model.layers_per_stage[3] == 6);
+    config_free(&c);
+    REQUIRE(config_load_string(&c, "t.yaml",
+                               "pipeline: {devices: 4}\nmodel: {layers_per_stage: [5, 6, 6, 7]}\n",
+                               NULL, 0) == PP_OK);
+    REQUIRE(config_resolve(&c, 4) == PP_OK);
+    int n, first;
+    split_stage_layers(&c, 4, 3, &n, &first);
+    EXPECT(n == 7 && first == 17, "stage 3: %d layers from %d", n, first);
+    split_stage_layers(&c, 4, 0, &n, &first);
+    EXPECT(n == 5 && first == 0);
+    config_free(&c);
+    /* A head about as heavy as three blocks: 26 blocks, 4 stages. */
+    REQUIRE(config_load_string(&c, "t.yaml",
+                               "pipeline: {devices: 4, split: balanced}\n"
+                               "model: {layers: 26, hidden: 64, seq_len: 16, vocab: 2432}\n",
+                               NULL, 0) == PP_OK);
+    REQUIRE(config_resolve(&c, 4) == PP_OK);
+    /* block 24h^2 + 4sh = 102400, head 2hV = 311296 (about 3.04 blocks): [8, 7, 7, 4] costs
+     * 8, 7, 7, 7.04 blocks, the smallest largest stage. */
+    EXPECT(c.model.layers_per_stage[0] == 8 && c.model.layers_per_stage[1] == 7 &&
+               c.model.layers_per_stage[2] == 7 && c.model.layers_per_stage[3] == 4,
+           "%d %d %d %d", c.model.layers_per_stage[0], c.model.layers_per_stage[1],
+           c.model.layers_per_stage[2], c.model.layers_per_stage[3]);
+    config_free(&c);
+    /* balanced needs no divisor; even does. */
+    EXPECT_RESOLVE_ERROR("pipeline: {devices: 4}\nmodel: {layers_per_stage: [6, 6, 6]}\n", 4,
+                         "t.yaml:2:27: model.layers_per_stage: 3 entries for 4 stages (allowed: "
+                         "one entry per stage)");
+    EXPECT_RESOLVE_ERROR("pipeline: {devices: 4}\nmodel: {layers_per_stage: [6, 6, 6, 5]}\n", 4,
+                         "t.yaml:2:27: model.layers_per_stage: the entries sum to 23, but "
+                         "model.layers is 24 (allowed: entries summing to 24)");
+    EXPECT_RESOLVE_ERROR("pipeline: {devices: 2, split: balanced}\n"
+                         "model: {layers_per_stage: [12, 12]}\n",
+                         2,
+                         "t.yaml:1:31: pipeline.split: balanced, but model.layers_per_stage "
+                         "lists the split too (allowed: one of them)");
+    EXPECT_SET_ERROR("pipeline.split=uneven",
+                     "--set pipeline.split=uneven: unknown value 'uneven' (allowed: even, "
+                     "balanced)");
+}
 
 static void test_shipped_schedules(void)
 {
@@ -983,6 +1039,7 @@ int main(void)
     RUN(test_set);
     RUN(test_resolve_ok);
     RUN(test_resolve_errors);
+    RUN(test_layers_split);
     RUN(test_shipped_schedules);
     RUN(test_counts);
     RUN(test_free_after_failure);
