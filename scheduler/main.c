@@ -469,6 +469,7 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
         }
     }
     if (o->svg) PP_CHECK_GOTO(compare_bubble_charts(jobs, done_jobs, o->svg, measure), st, done);
+    if (o->svg) PP_CHECK_GOTO(compare_bubble_bars(jobs, done_jobs, o->svg, measure), st, done);
     if (o->json) {
         printf("[");
         for (int i = 0; i < done_jobs && st == PP_OK; i++) {
