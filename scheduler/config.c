@@ -29,6 +29,7 @@ const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     "pipeline.devices",       "pipeline.stages",        "pipeline.chunks",
     "pipeline.micro_batches", "schedule.kind",          "schedule.steps",
     "schedule.csv",           "model.layers_per_stage", "pipeline.split",
+    "pipeline.placement",
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -130,6 +131,10 @@ static void config_finish(pp_config_t *cfg)
     const pp_kind_row_t *row = sched_kind(cfg->schedule.kind);
     if (!row->written && !cfg_is_set(cfg, PP_CFG_CHUNKS) && !cfg_is_set(cfg, PP_CFG_STAGES))
         cfg->pipeline.chunks = row->default_chunks;
+    /* A kind that builds placement v alone (zb-v, dualpipe-v) gets it unless the file says. */
+    if (!row->written && !cfg_is_set(cfg, PP_CFG_PLACEMENT) &&
+        !(row->placements & (1u << PP_PLACEMENT_LOOP)))
+        cfg->pipeline.placement = PP_PLACEMENT_V;
 }
 
 /* The file's base name without .yaml / .yml. */

@@ -116,6 +116,7 @@ typedef enum pp_config_key {
     PP_CFG_CSV,
     PP_CFG_LAYERS_PER_STAGE,
     PP_CFG_SPLIT,
+    PP_CFG_PLACEMENT,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 

@@ -255,6 +255,18 @@ pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_config_t *cfg)
     return generate_zbh1(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
 }
 
+pp_status_t generate_cfg_looped_bfs(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    return generate_looped_bfs(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches,
+                               cfg_chunks(cfg));
+}
+
+pp_status_t generate_cfg_interleaved_zb(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    return generate_interleaved_zb(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches,
+                                   cfg_chunks(cfg));
+}
+
 pp_status_t generate_schedule(pp_schedule_t *out, const pp_config_t *cfg)
 {
     memset(out, 0, sizeof *out);

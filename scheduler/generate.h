@@ -28,6 +28,11 @@ pp_status_t generate_cfg_gpipe(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_1f1b(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_interleaved(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_looped_bfs(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_interleaved_zb(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_zbh2(pp_schedule_t *out, const pp_config_t *cfg);      /* generate_zb.c */
+pp_status_t generate_cfg_zbv(pp_schedule_t *out, const pp_config_t *cfg);       /* generate_v.c */
+pp_status_t generate_cfg_dualpipev(pp_schedule_t *out, const pp_config_t *cfg); /* generate_v.c */
 
 /* The individual generators, for tests: p devices, m micro-batches, v chunks per device. */
 pp_status_t generate_gpipe(pp_schedule_t *out, int p, int m);

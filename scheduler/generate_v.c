@@ -110,6 +110,11 @@ pp_status_t generate_zbv(pp_schedule_t *out, int p, int m)
     return st;
 }
 
+pp_status_t generate_cfg_zbv(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    return generate_zbv(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
+}
+
 /* ============================== DualPipeV ===================================================== */
 
 /* The oldest pending weight pass, when there is one. */
@@ -199,4 +204,9 @@ pp_status_t generate_dualpipev(pp_schedule_t *out, int p, int m)
     }
     if (st != PP_OK) schedule_free(out);
     return st;
+}
+
+pp_status_t generate_cfg_dualpipev(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    return generate_dualpipev(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
 }

@@ -123,6 +123,11 @@ pp_status_t generate_zbh2(pp_schedule_t *out, int p, int m)
     return PP_OK;
 }
 
+pp_status_t generate_cfg_zbh2(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    return generate_zbh2(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
+}
+
 /* ============================== Interleaved zero-bubble ======================================= */
 
 /* PyTorch pipelining's ScheduleInterleavedZeroBubble (the ZB1P schedule of Qi et al., ICLR 2024,

@@ -367,9 +367,10 @@ static void test_enums(void)
 {
     EXPECT_LOAD_ERROR("model:\n  dtype: fp16\n",
                       "t.yaml:2:10: model.dtype: unknown value 'fp16' (allowed: bf16, fp32)");
-    EXPECT_LOAD_ERROR("schedule:\n  kind: 2f2b\n",
-                      "t.yaml:2:9: schedule.kind: unknown value '2f2b' (allowed: gpipe, 1f1b, "
-                      "interleaved-1f1b, zb-h1)");
+    EXPECT_LOAD_ERROR(
+        "schedule:\n  kind: 2f2b\n",
+        "t.yaml:2:9: schedule.kind: unknown value '2f2b' (allowed: gpipe, 1f1b, "
+        "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipe-v, looped-bfs, interleaved-zb)");
     EXPECT_LOAD_ERROR("pipeline:\n  placement: zigzag\n",
                       "t.yaml:2:14: pipeline.placement: unknown value 'zigzag' (allowed: loop, "
                       "v)");
@@ -909,6 +910,11 @@ static void test_shipped_schedules(void)
         {"schedules/gpipe.yaml", PP_SCHED_GPIPE, 1},
         {"schedules/interleaved.yaml", PP_SCHED_INTERLEAVED, 2},
         {"schedules/zb-h1.yaml", PP_SCHED_ZBH1, 1},
+        {"schedules/zb-h2.yaml", PP_SCHED_ZBH2, 1},
+        {"schedules/zb-v.yaml", PP_SCHED_ZBV, 2},
+        {"schedules/dualpipe-v.yaml", PP_SCHED_DUALPIPEV, 2},
+        {"schedules/looped-bfs.yaml", PP_SCHED_LOOPED_BFS, 2},
+        {"schedules/interleaved-zb.yaml", PP_SCHED_INTERLEAVED_ZB, 2},
         {"schedules/explicit.yaml", PP_SCHED_STEPS, 1},
         {"schedules/csv.yaml", PP_SCHED_CSV, 1},
     };
@@ -1004,6 +1010,49 @@ static void test_kind_table(void)
     REQUIRE(config_load_string(&c, "t.yaml", "schedule: {kind: interleaved}\n", NULL, 0) == PP_OK);
     EXPECT(c.schedule.kind == PP_SCHED_INTERLEAVED && c.pipeline.chunks == 2);
     config_free(&c);
+    /* PyTorch pipelining's schedule names are aliases. */
+    static const struct {
+        const char *name;
+        pp_sched_kind_t kind;
+    } torch_names[] = {{"GPipe", PP_SCHED_GPIPE},
+                       {"1F1B", PP_SCHED_1F1B},
+                       {"Interleaved1F1B", PP_SCHED_INTERLEAVED},
+                       {"ZBVZeroBubble", PP_SCHED_ZBV},
+                       {"DualPipeV", PP_SCHED_DUALPIPEV},
+                       {"LoopedBFS", PP_SCHED_LOOPED_BFS},
+                       {"InterleavedZeroBubble", PP_SCHED_INTERLEAVED_ZB}};
+    for (size_t i = 0; i < sizeof torch_names / sizeof *torch_names; i++)
+        EXPECT(sched_kind_find(torch_names[i].name) == (int)torch_names[i].kind, "%s",
+               torch_names[i].name);
+    /* zb-v and dualpipe-v build placement v alone: it is their default; loop is refused when the
+     * schedule is generated, other kinds refuse v with their reason. */
+    REQUIRE(config_load_string(&c, "t.yaml", "schedule: {kind: DualPipeV}\n", NULL, 0) == PP_OK);
+    EXPECT(config_resolve(&c, 4) == PP_OK);
+    EXPECT(c.schedule.kind == PP_SCHED_DUALPIPEV && c.pipeline.chunks == 2 &&
+           c.pipeline.placement == PP_PLACEMENT_V && c.pipeline.stages == 8);
+    config_free(&c);
+    char msg[512];
+    EXPECT(sched_kind_check_placement(PP_SCHED_ZBV, 2, PP_PLACEMENT_LOOP, msg, sizeof msg) ==
+                   PP_KIND_BAD_PLACEMENT &&
+               strstr(msg, "built for V placement") && strstr(msg, "(allowed: placement v"),
+           "%s", msg);
+    EXPECT(sched_kind_check_placement(PP_SCHED_INTERLEAVED_ZB, 2, PP_PLACEMENT_V, msg,
+                                      sizeof msg) == PP_KIND_BAD_PLACEMENT &&
+               strstr(msg, "(allowed: placement loop"),
+           "%s", msg);
+    EXPECT(sched_kind_check_placement(PP_SCHED_ZBH2, 1, PP_PLACEMENT_V, msg, sizeof msg) ==
+           PP_KIND_OK);
+    EXPECT_RESOLVE_ERROR("schedule: {kind: zb-v}\npipeline: {chunks: 3}\n", 4,
+                         "t.yaml:2:20: pipeline.chunks: zb-v runs two chunks per device in a V, "
+                         "but 12 stages on 4 devices make 3 chunks (allowed: chunks 2)");
+    EXPECT_RESOLVE_ERROR("schedule: {kind: dualpipe-v}\npipeline: {micro_batches: 6}\n", 4,
+                         "t.yaml:2:27: pipeline.micro_batches: dualpipe-v needs at least as many "
+                         "micro-batches as stages: 6 < 8 (allowed: 8 or more)");
+    EXPECT_RESOLVE_ERROR(
+        "schedule: {kind: interleaved-zb}\npipeline: {micro_batches: 13}\n", 4,
+        "t.yaml:2:27: pipeline.micro_batches: interleaved-zb runs micro-batches in "
+        "3 rounds (micro-batches / devices), which do not divide 13 (allowed: a "
+        "multiple of 4, or fewer than 8)");
 }
 
 /* A failure after the steps were built leaves a config that frees cleanly (ASan checks). */
