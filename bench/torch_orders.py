@@ -42,6 +42,30 @@ def schedule_ops(name, p, m, per_rank):
     return vis.get_schedule_ops(name, p, m, **kwargs)
 
 
+def lockstep_length(name, p, m, per_rank):
+    """Steps of PyTorch's own lock-step dry run (_simulate_comms_compute) of the schedule with its
+    transfers, one step per action (a transfer, and a full or overlapped backward, count one), or
+    None where the schedule keeps no order with transfers. For reference only: ppsched's unit-cost
+    makespan counts F = I = W = 1, B = 2 and free transfers."""
+    from unittest import mock
+
+    from torch.distributed.pipelining import schedules as S
+    from torch.distributed.pipelining.stage import PipelineStage
+
+    cls = S.get_schedule_class(name)
+    stage = mock.create_autospec(PipelineStage, instance=True)
+    stage.group_rank, stage.group_size, stage.submod = 0, p, None
+    stage.num_stages = p * per_rank
+    sched = cls(stage if per_rank == 1 else [stage] * per_rank, m)
+    order = getattr(sched, "pipeline_order_with_comms", None)
+    if not order:
+        return None
+    mapping = getattr(sched, "stage_index_to_group_rank", None)
+    to_rank = (lambda s: mapping[s]) if mapping else (lambda s: s % p)
+    steps = S._simulate_comms_compute(order, to_rank, p * per_rank)
+    return max(len(r) for r in steps.values())
+
+
 def cell(action):
     # str(_Action) is PyTorch's own text form: 0F3, 1I2, (0F3;5B1)OVERLAP_F_B
     return "" if action is None else str(action)
@@ -78,6 +102,12 @@ def main():
             overlap = sum(1 for r in ops for a in r if a is not None and "OVERLAP" in str(a))
             print(f"wrote {path}: {len(ops)} ranks, {actions} actions"
                   + (f" ({overlap} OVERLAP_F_B)" if overlap else ""))
+            try:
+                n = lockstep_length(name, args.p, args.m, per_rank)
+                if n is not None:
+                    print(f"  {name}: PyTorch's lock-step dry run with transfers: {n} steps")
+            except Exception as e:  # noqa: BLE001 - informational only
+                print(f"  {name}: no lock-step length ({type(e).__name__}: {e})")
         except Exception as e:  # noqa: BLE001 - one schedule's failure must not stop the others
             print(f"FAILED {name} (p={args.p}, m={args.m}): {type(e).__name__}: {e}",
                   file=sys.stderr)
