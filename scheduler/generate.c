@@ -168,10 +168,12 @@ static pp_status_t fill_zbh1(pp_schedule_t *out, int p, int m)
 
 /* ============================== Looped BFS ==================================================== */
 
-/* Lamy-Poirier, "Breadth-First Pipeline Parallelism" (MLSys 2023), in the order of PyTorch
- * pipelining's ScheduleLoopedBFS: each device runs its chunks one after the other, all m
- * forwards of a chunk before the next, then the backwards chunk by chunk in reverse, the
- * micro-batches of each in reverse. Loop placement: chunk c of device d is stage c*p + d. */
+/* Lamy-Poirier, "Breadth-First Pipeline Parallelism" (MLSys 2023), as PyTorch pipelining's
+ * ScheduleLoopedBFS orders it: each device runs its chunks one after the other, all m forwards of
+ * a chunk before the next, then the backwards chunk by chunk in reverse. PyTorch runs each chunk's
+ * backwards in reverse micro-batch order; here they run first in, first out, as GPipe's do: the
+ * same bubble, and parameter gradients accumulate in micro-batch order, as in the one-device run.
+ * Loop placement: chunk c of device d is stage c*p + d. */
 static pp_status_t fill_looped_bfs(pp_schedule_t *out, int p, int m, int v)
 {
     memset(out, 0, sizeof *out);
@@ -189,7 +191,7 @@ static pp_status_t fill_looped_bfs(pp_schedule_t *out, int p, int m, int v)
             for (int k = 0; k < m; k++)
                 PP_CHECK(schedule_push(out, d, PP_ACT_F, c * p + d, k));
         for (int c = v - 1; c >= 0; c--)
-            for (int k = m - 1; k >= 0; k--)
+            for (int k = 0; k < m; k++)
                 PP_CHECK(schedule_push(out, d, PP_ACT_B, c * p + d, k));
     }
     return PP_OK;

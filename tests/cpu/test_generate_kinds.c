@@ -133,8 +133,8 @@ static void test_looped_bfs_p2_m2(void)
     pp_schedule_t s;
     REQUIRE(generate_looped_bfs(&s, 2, 2, 2) == PP_OK);
     EXPECT(s.n_stages == 4 && s.stage_device[2] == 0 && s.stage_device[3] == 1);
-    EXPECT(program_is(&s, 0, "0F0 0F1 2F0 2F1 2B1 2B0 0B1 0B0"));
-    EXPECT(program_is(&s, 1, "1F0 1F1 3F0 3F1 3B1 3B0 1B1 1B0"));
+    EXPECT(program_is(&s, 0, "0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1"));
+    EXPECT(program_is(&s, 1, "1F0 1F1 3F0 3F1 3B0 3B1 1B0 1B1"));
     schedule_free(&s);
 }
 
