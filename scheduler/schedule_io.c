@@ -6,7 +6,8 @@
  * idle slots (time comes from dependencies, not from columns), so writing emits the actions
  * alone and a write -> read round trip gives the same programs. Cells may carry spaces and
  * quotes around them; an action itself has the strict text form of action_parse, and PyTorch's
- * composite `(0F3;5B1)OVERLAP_F_B` (DualPipeV) reads as its actions in order. Errors name
+ * composite `(0F3;5B1)OVERLAP_F_B` (DualPipeV) reads as its actions in order; its FSDP and
+ * data-parallel steps (UNSHARD, RESHARD, REDUCE_GRAD) are left out. Errors name
  * `where:line:col: cell N` and stop at the first. On failure the schedule is left freed (zeroed).
  */
 #include "schedule.h"
@@ -69,6 +70,20 @@ static pp_status_t csv_add_action(csv_table_t *t, const char *text, const csv_ce
     return csv_add(t, &c);
 }
 
+/* PyTorch's FSDP and data-parallel steps (`0UNSHARD`, `0RESHARD`, `0REDUCE_GRAD`): one replica
+ * with unsharded parameters has nothing to do for them, so they are read and left out. */
+static int csv_is_skipped_action(const char *text)
+{
+    static const char *const skipped[] = {"UNSHARD", "RESHARD", "REDUCE_GRAD"};
+    const char *p = text;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (p == text) return 0;
+    for (size_t i = 0; i < sizeof skipped / sizeof *skipped; i++)
+        if (strcmp(p, skipped[i]) == 0) return 1;
+    return 0;
+}
+
 #define OVERLAP_SUFFIX ")OVERLAP_F_B"
 
 /* PyTorch's composite `(0F3;5B1)OVERLAP_F_B` (DualPipeV: a forward and a backward the device may
@@ -126,7 +141,7 @@ static pp_status_t csv_parse_line(csv_table_t *t, char *line, int lineno, int ro
         size_t ns = strlen(OVERLAP_SUFFIX), n = (size_t)(e - b);
         if (n > ns && b[0] == '(' && strcmp(e - ns, OVERLAP_SUFFIX) == 0)
             PP_CHECK(csv_add_overlap(t, b, &c, where));
-        else if (*b)
+        else if (*b && !csv_is_skipped_action(b))
             PP_CHECK(csv_add_action(t, b, &c, where));
         if (!end) break;
         p = end + 1;

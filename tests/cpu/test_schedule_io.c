@@ -242,6 +242,13 @@ static void test_csv_overlap_f_b(void)
     EXPECT(ts_same_schedule(&s, &want));
     schedule_free(&s);
     schedule_free(&want);
+    /* FSDP and data-parallel steps are left out; a stage number must lead them. */
+    st = read_csv_text(&s, "0F0,0B0,0REDUCE_GRAD\n0UNSHARD,1F0,1B0,1RESHARD\n", "r.csv", &e);
+    REQUIRE(st == PP_OK, "%s", e);
+    EXPECT(s.prog[0].n == 2 && s.prog[1].n == 2 && s.n_stages == 2);
+    schedule_free(&s);
+    EXPECT_CSV_ERROR("0F0,REDUCE_GRAD\n",
+                     "t.csv:1:5: cell 2: 'REDUCE_GRAD' is not an action " ACTION_ALLOWED);
     EXPECT_CSV_ERROR("(0F0;0SEND_F0)OVERLAP_F_B\n",
                      "t.csv:1:1: cell 1: '0SEND_F0' inside OVERLAP_F_B is not a compute action "
                      "(allowed: (<action>;<action>)OVERLAP_F_B of F, B, I or W actions)");
