@@ -425,13 +425,16 @@ static int chan_key(const lower_t *L, int id)
     return L->inserted[id] && L->ops[id].role == PP_ROLE_SEND ? L->ops[id].peer : id;
 }
 
-static const lower_t *sort_L; /* qsort has no context argument in C11 */
+/* One op with its place in channel order, for sorting (qsort takes no context). */
+typedef struct chan_pos {
+    int chan, key, id;
+} chan_pos_t;
+
 static int by_channel_key(const void *a, const void *b)
 {
-    int x = *(const int *)a, y = *(const int *)b;
-    if (sort_L->chan[x] != sort_L->chan[y]) return sort_L->chan[x] < sort_L->chan[y] ? -1 : 1;
-    int kx = chan_key(sort_L, x), ky = chan_key(sort_L, y);
-    return kx < ky ? -1 : kx > ky;
+    const chan_pos_t *x = a, *y = b;
+    if (x->chan != y->chan) return x->chan < y->chan ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key;
 }
 
 /* Channels (plan.h) of every op and the next op on each channel, once the pairs are matched. */
@@ -441,24 +444,23 @@ static pp_status_t lower_channels(lower_t *L)
     size_t n_ops = (size_t)(L->n_ops > 0 ? L->n_ops : 1);
     L->chan = malloc(sizeof *L->chan * n_ops);
     L->chan_next = malloc(sizeof *L->chan_next * n_ops);
-    int *ids = malloc(sizeof *ids * n_ops);
-    if (!L->chan || !L->chan_next || !ids) {
-        free(ids);
+    chan_pos_t *pos = malloc(sizeof *pos * n_ops);
+    if (!L->chan || !L->chan_next || !pos) {
+        free(pos);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory ordering a plan of %d ops", L->n_ops);
     }
     for (int id = 0; id < L->n_ops; id++) {
         const pp_op_t *o = &L->ops[id];
         int peer_dev = o->role == PP_ROLE_COMPUTE ? 0 : L->ops[o->peer].device;
         L->chan[id] = pp_channel_of(L->n_dev, o->device, o->role, peer_dev);
-        ids[id] = id;
+        pos[id] = (chan_pos_t){L->chan[id], chan_key(L, id), id};
     }
-    sort_L = L;
-    qsort(ids, (size_t)L->n_ops, sizeof *ids, by_channel_key);
+    qsort(pos, (size_t)L->n_ops, sizeof *pos, by_channel_key);
     for (int j = 0; j < L->n_ops; j++) {
-        int id = ids[j], nx = j + 1 < L->n_ops ? ids[j + 1] : -1;
-        L->chan_next[id] = nx >= 0 && L->chan[nx] == L->chan[id] ? nx : -1;
+        int same = j + 1 < L->n_ops && pos[j + 1].chan == pos[j].chan;
+        L->chan_next[pos[j].id] = same ? pos[j + 1].id : -1;
     }
-    free(ids);
+    free(pos);
     return PP_OK;
 }
 
