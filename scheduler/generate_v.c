@@ -11,6 +11,7 @@
  */
 #include "generate.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Counters of one device: the next micro-batch per (stage, kind), and for DualPipeV the queue of
@@ -19,7 +20,8 @@ typedef struct vdev {
     pp_schedule_t *out;
     int d, lo, hi, m; /* device, its chunk-0 stage d and chunk-1 stage 2p-1-d, micro-batches */
     int next[PP_ACT_W + 1][2];
-    int wq_stage[2 * PP_MAX_MICRO_BATCHES], wq_mb[2 * PP_MAX_MICRO_BATCHES], wq_head, wq_tail;
+    int *wq; /* DualPipeV: (stage, mb) of each pending W, 2 x 2m ints; NULL for ZB-V */
+    int wq_head, wq_tail;
 } vdev_t;
 
 /* Push the next (kind, chunk) action. A full B takes the next backward number, as an I would,
@@ -31,9 +33,9 @@ static pp_status_t v_push(vdev_t *v, pp_action_kind_t kind, int chunk, int skip_
     int mb = v->next[kind == PP_ACT_B ? PP_ACT_I : kind][chunk]++;
     if (kind == PP_ACT_B) v->next[PP_ACT_W][chunk]++;
     if (mb >= v->m && skip_over_m) return PP_OK;
-    if (kind == PP_ACT_I) {
-        v->wq_stage[v->wq_tail] = stage;
-        v->wq_mb[v->wq_tail++] = mb;
+    if (kind == PP_ACT_I && v->wq) {
+        v->wq[2 * v->wq_tail] = stage;
+        v->wq[2 * v->wq_tail++ + 1] = mb;
     }
     return schedule_push(v->out, v->d, kind, stage, mb);
 }
@@ -121,7 +123,8 @@ pp_status_t generate_cfg_zbv(pp_schedule_t *out, const pp_config_t *cfg)
 static pp_status_t v_push_w(vdev_t *v)
 {
     if (v->wq_head == v->wq_tail) return PP_OK;
-    int stage = v->wq_stage[v->wq_head], mb = v->wq_mb[v->wq_head++];
+    int stage = v->wq[2 * v->wq_head], mb = v->wq[2 * v->wq_head + 1];
+    v->wq_head++;
     v->next[PP_ACT_W][stage == v->hi]++;
     return schedule_push(v->out, v->d, PP_ACT_W, stage, mb);
 }
@@ -198,10 +201,16 @@ pp_status_t generate_dualpipev(pp_schedule_t *out, int p, int m)
         return PP_ERR_INPUT;
     }
     pp_status_t st = v_init(out, "dualpipe-v", p, m);
+    int *wq = st == PP_OK ? malloc(sizeof *wq * 4 * (size_t)m) : NULL;
+    if (st == PP_OK && !wq) {
+        fprintf(stderr, "%s:%d: out of host memory generating dualpipe-v\n", __FILE__, __LINE__);
+        st = PP_ERR_NOMEM;
+    }
     for (int d = 0; st == PP_OK && d < p; d++) {
-        vdev_t v = {.out = out, .d = d, .lo = d, .hi = 2 * p - 1 - d, .m = m};
+        vdev_t v = {.out = out, .d = d, .lo = d, .hi = 2 * p - 1 - d, .m = m, .wq = wq};
         st = dualpipev_device(&v, p);
     }
+    free(wq);
     if (st != PP_OK) schedule_free(out);
     return st;
 }
