@@ -431,6 +431,61 @@ static void test_torch_orders(void)
     if (!found) SKIP("no tests/data/torch_*_p4_m8.csv (bench/torch_orders.py writes them)");
 }
 
+/* Columns of the longest row of a CSV file, idle cells included: the length of PyTorch's spaced
+ * schedule, one slot per action. */
+static int csv_columns(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int most = 0, cols = 1, c, any = 0;
+    if (!f) return -1;
+    while ((c = fgetc(f)) != EOF) {
+        if (c == ',') cols++;
+        if (c == '\n') {
+            if (any && cols > most) most = cols;
+            cols = 1, any = 0;
+        } else if (c != '\r') {
+            any = 1;
+        }
+    }
+    if (any && cols > most) most = cols;
+    fclose(f);
+    return most;
+}
+
+/* Where PyTorch spaces an order by its dependencies (one slot per action), its length is our
+ * unit-cost makespan with every action one unit: F = I = W = 1 for ZB-V and interleaved
+ * zero-bubble (51 slots), F = B = 1 for looped BFS (38). Its interleaved 1F1B pads every rank's
+ * warm-up to a common start (46 slots against 38), and its DualPipeV and single-stage dumps are
+ * not spaced, so those are left out. */
+static void test_torch_spaced_lengths(void)
+{
+    static const struct {
+        const char *file;
+        double i, w; /* F = 1; B costs i + w */
+    } spaced[] = {
+        {"tests/data/torch_zbv_p4_m8.csv", 1, 1},
+        {"tests/data/torch_interleaved_zb_p4_m8.csv", 1, 1},
+        {"tests/data/torch_looped_bfs_p4_m8.csv", 1, 0},
+    };
+    int found = 0;
+    for (size_t k = 0; k < sizeof spaced / sizeof *spaced; k++) {
+        int cols = csv_columns(spaced[k].file);
+        if (cols < 0) continue;
+        found++;
+        FILE *f = fopen(spaced[k].file, "r");
+        REQUIRE(f);
+        pp_schedule_t t;
+        pp_status_t st = schedule_read_csv(&t, f, spaced[k].file);
+        fclose(f);
+        REQUIRE(st == PP_OK);
+        double span = simulate_schedule(&t, 1, spaced[k].i, spaced[k].w);
+        EXPECT(span == cols, "%s: PyTorch's spaced length %d, our unit-cost makespan %g",
+               spaced[k].file, cols, span);
+        schedule_free(&t);
+    }
+    if (!found) SKIP("no tests/data/torch_*_p4_m8.csv (bench/torch_orders.py writes them)");
+}
+
 /* The 1F1B order PyTorch 2.11's visualizer wrote has forwards of micro-batches 1..8 on the last
  * rank (m = 8): importing it names the first problem instead of running it. */
 static void test_torch_1f1b_rejected(void)
@@ -463,6 +518,7 @@ int main(void)
     RUN(test_preconditions);
     RUN(test_csv_round_trip_and_show);
     RUN(test_torch_orders);
+    RUN(test_torch_spaced_lengths);
     RUN(test_torch_1f1b_rejected);
     return check_summary("test_generate_kinds");
 }
