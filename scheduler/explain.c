@@ -73,13 +73,14 @@ static pp_status_t check_fit(const pp_plan_t *plan, const pp_timeline_t *tl)
  * broken counts on its device's channel with device 0. */
 static void stream_preds(const pp_plan_t *plan, int *pred)
 {
-    int last[PP_MAX_DEVICES + 2 * PP_MAX_DEVICES * PP_MAX_DEVICES]; /* 33 KiB */
+    int last[PP_MAX_DEVICES * PP_ROLE_COUNT + 2 * PP_MAX_DEVICES * PP_MAX_DEVICES]; /* 33 KiB */
     int n_chan = pp_channel_count(plan->n_devices);
     for (int i = 0; i < n_chan; i++)
         last[i] = -1;
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
-        int peer_ok = op->role != PP_ROLE_COMPUTE && op->peer >= 0 && op->peer < plan->n_ops;
+        int peer_ok = (op->role == PP_ROLE_SEND || op->role == PP_ROLE_RECV) && op->peer >= 0 &&
+                      op->peer < plan->n_ops;
         int key = pp_channel_of(plan->n_devices, op->device, op->role,
                                 peer_ok ? plan->ops[op->peer].device : 0);
         pred[k] = last[key];

@@ -451,7 +451,8 @@ static pp_status_t lower_channels(lower_t *L)
     }
     for (int id = 0; id < L->n_ops; id++) {
         const pp_op_t *o = &L->ops[id];
-        int peer_dev = o->role == PP_ROLE_COMPUTE ? 0 : L->ops[o->peer].device;
+        int pair = o->role == PP_ROLE_SEND || o->role == PP_ROLE_RECV;
+        int peer_dev = pair ? L->ops[o->peer].device : 0;
         L->chan[id] = pp_channel_of(L->n_dev, o->device, o->role, peer_dev);
         pos[id] = (chan_pos_t){L->chan[id], chan_key(L, id), id};
     }
@@ -520,6 +521,21 @@ static void report_deadlock(const lower_t *L, dry_t *D)
     }
 }
 
+/* One round of device d's channels of role r (a SEND with its RECV, one channel per peer for the
+ * send role); returns 1 when something was emitted. */
+static int dry_run_role(const lower_t *L, dry_t *D, int d, pp_role_t r, int *n)
+{
+    int moved = 0, n_peers = r == PP_ROLE_SEND ? L->n_dev : 1;
+    for (int q = 0; q < n_peers; q++) {
+        int id = D->head[pp_channel_of(L->n_dev, d, r, q)];
+        if (id < 0 || !ready(L, D, id)) continue;
+        emit(L, D, id, n);
+        if (r == PP_ROLE_SEND) emit(L, D, L->ops[id].peer, n);
+        moved = 1;
+    }
+    return moved;
+}
+
 /* Lock-step rounds: each channel emits at most its head per round (a device's compute, then its
  * sends to devices 0..p-1, each with its RECV), so the order reads roughly as time. Returns 1 when
  * every op was emitted, 0 when no channel can move (D tells where). */
@@ -534,17 +550,9 @@ static int lower_dry_run(lower_t *L, dry_t *D)
     int n = 0;
     while (n < L->n_ops) {
         int moved = 0;
-        for (int d = 0; d < L->n_dev; d++) {
-            for (int q = -1; q < L->n_dev; q++) {
-                int c = q < 0 ? pp_channel_of(L->n_dev, d, PP_ROLE_COMPUTE, 0)
-                              : pp_channel_of(L->n_dev, d, PP_ROLE_SEND, q);
-                int id = D->head[c];
-                if (id < 0 || !ready(L, D, id)) continue;
-                emit(L, D, id, &n);
-                if (q >= 0) emit(L, D, L->ops[id].peer, &n);
-                moved = 1;
-            }
-        }
+        for (int d = 0; d < L->n_dev; d++)
+            for (int r = 0; r < PP_ROLE_COUNT; r++)
+                if (r != PP_ROLE_RECV) moved |= dry_run_role(L, D, d, (pp_role_t)r, &n);
         if (!moved) return 0;
     }
     return 1;

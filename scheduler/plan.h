@@ -101,27 +101,29 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f);
 
 void plan_free(pp_plan_t *plan);
 
-/* The channels a plan orders its ops on: each device's compute stream, and one send and one recv
- * channel per directed device pair. Ops of one channel run in plan order, which is their program
- * order; channels are independent of each other, so a device's send to one peer never waits behind
- * its send to another, and a SEND never holds up the sender's compute. An executor may map several
- * channels onto one stream as long as it enqueues them in plan order. */
+/* The channels a plan orders its ops on: one per device and stream role other than send and
+ * recv (compute, ...), and one send and one recv channel per directed device pair. Ops of one
+ * channel run in plan order: program order, except that a send channel follows the order in which
+ * the receiver posts its RECVs (lower.c). Channels are independent of each other, so a device's
+ * send to one peer never waits behind its send to another, and a SEND never holds up the sender's
+ * compute. An executor may map several channels onto one stream as long as it enqueues them in
+ * plan order. */
 static inline int pp_channel_count(int n_devices)
 {
-    return n_devices + 2 * n_devices * n_devices;
+    return n_devices * PP_ROLE_COUNT + 2 * n_devices * n_devices;
 }
 static inline int pp_channel_of(int n_devices, int device, pp_role_t role, int peer_device)
 {
-    if (role == PP_ROLE_COMPUTE) return device;
-    return n_devices + (role == PP_ROLE_RECV ? n_devices * n_devices : 0) + device * n_devices +
-           peer_device;
+    if (role != PP_ROLE_SEND && role != PP_ROLE_RECV) return device * PP_ROLE_COUNT + (int)role;
+    return n_devices * PP_ROLE_COUNT + (role == PP_ROLE_RECV ? n_devices * n_devices : 0) +
+           device * n_devices + peer_device;
 }
 /* Channel of plan op k (its pair must be matched: peer set for a SEND or RECV). */
 static inline int pp_plan_channel(const struct pp_plan *plan, int k)
 {
     const pp_op_t *o = &plan->ops[k];
-    int peer_dev = o->role == PP_ROLE_COMPUTE ? 0 : plan->ops[o->peer].device;
-    return pp_channel_of(plan->n_devices, o->device, o->role, peer_dev);
+    int pair = o->role == PP_ROLE_SEND || o->role == PP_ROLE_RECV;
+    return pp_channel_of(plan->n_devices, o->device, o->role, pair ? plan->ops[o->peer].device : 0);
 }
 
 static inline const char *pp_role_name(pp_role_t r)
