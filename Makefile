@@ -8,7 +8,8 @@
 #   make install PREFIX=/usr/local
 #
 # Options: CUDA_HOME=, NCCL_HOME=, SM=90 (GPU architecture), DEBUG=1 (no optimisation),
-# CI=true (warnings are errors).
+# CI=true (warnings are errors), CUDA=off (the CPU-only ppsched even where CUDA is installed; use
+# its own BUILD=, e.g. make CUDA=off BUILD=build/nocuda). Without nvcc the build is CPU-only.
 
 BUILD ?= build
 SM ?= 90
@@ -38,12 +39,13 @@ LIBS_CUDA := -L$(CUDA_LIB) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(NCC
              -lcublasLt -lcublas -lnccl -lcudart
 LIBS := $(YAML_LIBS) -lm
 
-# The scheduler core is plain C (no CUDA headers); execute*.c/cu and main.c are not part of it.
+# The scheduler core is plain C (no CUDA headers); execute*.c/cu, nocuda.c (the CPU-only build's
+# executor) and main.c are not part of it.
 # Plain-C files outside scheduler/ that belong to the core too: the transport table's properties
 # (p2p/transport.c) and the stage's memory layout (stages/stage_layout.c), so the core sizes memory
 # with the functions the stage allocates with.
 CORE_EXTRA_SRC := p2p/transport.c stages/stage_layout.c
-CORE_SRC := $(filter-out scheduler/main.c scheduler/execute%, $(wildcard scheduler/*.c)) \
+CORE_SRC := $(filter-out scheduler/main.c scheduler/nocuda.c scheduler/execute%, $(wildcard scheduler/*.c)) \
             $(CORE_EXTRA_SRC)
 GPU_C_SRC := $(filter-out $(CORE_EXTRA_SRC), $(wildcard kernels/*.c stages/*.c p2p/*.c \
                                                         scheduler/execute*.c))
@@ -64,6 +66,21 @@ GPU_TEST_LIB := $(REF_LIB) $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/gp
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/bench_*.c)) \
              $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/bench_*.cu))
 
+# Everything links with the C++ driver (nvcc-built objects need libstdc++ and cudart).
+CXX_LINK ?= g++
+LINK := $(CXX_LINK)
+
+# CPU-only: the executor is scheduler/nocuda.c (every GPU command says ppsched was built without
+# CUDA), no GPU tests or benchmarks, linked by the C compiler.
+ifeq ($(CUDA),off)
+CFLAGS_CUDA := $(CFLAGS_CORE)
+GPU_OBJ := $(BUILD)/obj/scheduler/nocuda.o
+GPU_TESTS :=
+BENCH_BIN :=
+LIBS_CUDA :=
+LINK := $(CC)
+endif
+
 .PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan bench bench-stage bench-local bench-peer install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
@@ -71,10 +88,10 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/bench_*.c)) 
 all: $(BUILD)/ppsched
 
 $(BUILD)/config.mk: mk/probe.sh
-	@sh mk/probe.sh $@
+	@CUDA=$(CUDA) sh mk/probe.sh $@
 
 probe:
-	@rm -f $(BUILD)/config.mk && sh mk/probe.sh $(BUILD)/config.mk
+	@rm -f $(BUILD)/config.mk && CUDA=$(CUDA) sh mk/probe.sh $(BUILD)/config.mk
 
 $(BUILD)/libppcore.a: $(CORE_OBJ)
 	@mkdir -p $(@D)
@@ -105,11 +122,8 @@ $(BUILD)/obj/%.cu.o: %.cu $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-# Everything links with the C++ driver (nvcc-built objects need libstdc++ and cudart).
-CXX_LINK ?= g++
-
 $(BUILD)/ppsched: $(BUILD)/obj/scheduler/main.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
-	$(CXX_LINK) -o $@ $^ $(LIBS_CUDA) $(LIBS)
+	$(LINK) -o $@ $^ $(LIBS_CUDA) $(LIBS)
 
 run: $(BUILD)/ppsched
 	$(BUILD)/ppsched schedules/1f1b.yaml

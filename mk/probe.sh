@@ -2,9 +2,12 @@
 # probe.sh OUT.mk — find the CUDA toolkit, cuBLAS, NCCL and libyaml by compiling a tiny program
 # against each, print what was found, and write the make variables to OUT.mk.
 #
-# Honours CUDA_HOME and NCCL_HOME. libyaml-dev is installed with apt-get when it is missing and we
-# run as root; otherwise the script stops with the command to run. Exit 0 when everything needed
-# is there, 1 otherwise (with the reason on stderr).
+# Honours CUDA_HOME and NCCL_HOME, and CUDA=off (build the CPU-only ppsched even where CUDA is
+# installed). Without nvcc the build goes on CPU-only: simulate, show, check and compare work, the
+# GPU commands say ppsched was built without CUDA. With nvcc, cuBLAS and NCCL are required.
+# libyaml-dev is installed with apt-get when it is missing and we run as root; otherwise the script
+# stops with the command to run. Exit 0 when everything needed is there, 1 otherwise (with the
+# reason on stderr).
 set -u
 out=${1:?usage: probe.sh OUT.mk}
 tmp=$(mktemp -d)
@@ -20,53 +23,65 @@ try_link() { # try_link NAME CFLAGS LIBS  (source in $tmp/NAME.c)
     $CC $2 "$tmp/$1.c" -o "$tmp/$1" $3 >"$tmp/$1.log" 2>&1
 }
 
-# --- CUDA toolkit ------------------------------------------------------------------------------
-cuda_home=${CUDA_HOME:-}
-if [ -z "$cuda_home" ]; then
-    if command -v nvcc >/dev/null 2>&1; then
-        cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
-    elif [ -x /usr/local/cuda/bin/nvcc ]; then
-        cuda_home=/usr/local/cuda
+# --- CUDA toolkit, cuBLAS, NCCL ----------------------------------------------------------------
+probe_cuda() {
+    cuda_home=${CUDA_HOME:-}
+    if [ -z "$cuda_home" ]; then
+        if command -v nvcc >/dev/null 2>&1; then
+            cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
+        elif [ -x /usr/local/cuda/bin/nvcc ]; then
+            cuda_home=/usr/local/cuda
+        fi
     fi
-fi
-[ -n "$cuda_home" ] && [ -x "$cuda_home/bin/nvcc" ] ||
-    die "nvcc not found. Install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads, or 'apt-get install nvidia-cuda-toolkit') or set CUDA_HOME=/path/to/cuda."
-nvcc="$cuda_home/bin/nvcc"
-nvcc_ver=$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
-cuda_inc="$cuda_home/include"
-cuda_lib="$cuda_home/lib64"
-[ -d "$cuda_lib" ] || cuda_lib="$cuda_home/lib"
+    [ -n "$cuda_home" ] && [ -x "$cuda_home/bin/nvcc" ] ||
+        die "nvcc not found. Install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads, or 'apt-get install nvidia-cuda-toolkit') or set CUDA_HOME=/path/to/cuda."
+    nvcc="$cuda_home/bin/nvcc"
+    nvcc_ver=$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+    cuda_inc="$cuda_home/include"
+    cuda_lib="$cuda_home/lib64"
+    [ -d "$cuda_lib" ] || cuda_lib="$cuda_home/lib"
 
-cat >"$tmp/cublas.c" <<'EOF'
+    cat >"$tmp/cublas.c" <<'EOF'
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 int main(void) { int v = 0; cublasGetProperty(MAJOR_VERSION, &v); return v < 0; }
 EOF
-try_link cublas "-I$cuda_inc" "-L$cuda_lib -lcublas -lcudart" ||
-    die "cuBLAS not found under $cuda_home (see $tmp/cublas.log). Install the CUDA toolkit's cuBLAS (apt-get install libcublas-dev-<version>) or set CUDA_HOME."
+    try_link cublas "-I$cuda_inc" "-L$cuda_lib -lcublas -lcudart" ||
+        die "cuBLAS not found under $cuda_home (see $tmp/cublas.log). Install the CUDA toolkit's cuBLAS (apt-get install libcublas-dev-<version>) or set CUDA_HOME."
 
-# --- NCCL --------------------------------------------------------------------------------------
-cat >"$tmp/nccl.c" <<'EOF'
+    # NCCL
+    cat >"$tmp/nccl.c" <<'EOF'
 #include <nccl.h>
 #include <stdio.h>
 int main(void) { int v = 0; ncclGetVersion(&v); printf("%d\n", v); return 0; }
 EOF
-nccl_inc=""
-nccl_lib=""
-for home in ${NCCL_HOME:-} "$cuda_home" /usr; do
-    [ -n "$home" ] || continue
-    inc="$home/include"
-    for lib in "$home/lib64" "$home/lib" "$home/lib/x86_64-linux-gnu" /usr/lib/x86_64-linux-gnu; do
-        if [ -f "$inc/nccl.h" ] && try_link nccl "-I$inc -I$cuda_inc" "-L$lib -lnccl -L$cuda_lib -lcudart"; then
-            nccl_inc=$inc
-            nccl_lib=$lib
-            break 2
-        fi
+    nccl_inc=""
+    nccl_lib=""
+    for home in ${NCCL_HOME:-} "$cuda_home" /usr; do
+        [ -n "$home" ] || continue
+        inc="$home/include"
+        for lib in "$home/lib64" "$home/lib" "$home/lib/x86_64-linux-gnu" /usr/lib/x86_64-linux-gnu; do
+            if [ -f "$inc/nccl.h" ] && try_link nccl "-I$inc -I$cuda_inc" "-L$lib -lnccl -L$cuda_lib -lcudart"; then
+                nccl_inc=$inc
+                nccl_lib=$lib
+                break 2
+            fi
+        done
     done
-done
-[ -n "$nccl_inc" ] ||
-    die "NCCL not found (looked in \$NCCL_HOME, $cuda_home, /usr). Install it (apt-get install libnccl-dev) or set NCCL_HOME=/path/to/nccl."
-nccl_ver=$(grep -E '^#define NCCL_(MAJOR|MINOR|PATCH) ' "$nccl_inc/nccl.h" | awk '{printf "%s%s", sep, $3; sep="."}')
+    [ -n "$nccl_inc" ] ||
+        die "NCCL not found (looked in \$NCCL_HOME, $cuda_home, /usr). Install it (apt-get install libnccl-dev) or set NCCL_HOME=/path/to/nccl."
+    nccl_ver=$(grep -E '^#define NCCL_(MAJOR|MINOR|PATCH) ' "$nccl_inc/nccl.h" | awk '{printf "%s%s", sep, $3; sep="."}')
+}
+
+cuda=on
+if [ "${CUDA:-}" = off ]; then
+    cuda=off
+    cuda_why="CUDA=off"
+elif [ -z "${CUDA_HOME:-}" ] && ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    cuda=off
+    cuda_why="CUDA was not found (no nvcc on the PATH or in /usr/local/cuda; set CUDA_HOME to use one)"
+fi
+[ "$cuda" = off ] || probe_cuda
 
 # --- libyaml -----------------------------------------------------------------------------------
 cat >"$tmp/yaml.c" <<'EOF'
@@ -89,20 +104,26 @@ fi
 yaml_ver=$(pkg-config --modversion yaml-0.1 2>/dev/null || echo "found")
 
 echo "ppsched build configuration"
-printf '  %-8s %s (CUDA %s)\n' nvcc "$nvcc" "$nvcc_ver"
-printf '  %-8s %s\n' cuBLAS "$cuda_lib"
-printf '  %-8s %s, %s (%s)\n' NCCL "$nccl_inc" "$nccl_lib" "$nccl_ver"
+if [ "$cuda" = on ]; then
+    printf '  %-8s %s (CUDA %s)\n' nvcc "$nvcc" "$nvcc_ver"
+    printf '  %-8s %s\n' cuBLAS "$cuda_lib"
+    printf '  %-8s %s, %s (%s)\n' NCCL "$nccl_inc" "$nccl_lib" "$nccl_ver"
+else
+    printf '  %-8s off: %s\n' CUDA "$cuda_why"
+    echo "  building the CPU-only ppsched (simulate, show, check, compare; no GPU runs)"
+fi
 printf '  %-8s %s\n' libyaml "$yaml_ver $yaml_libs"
 
 mkdir -p "$(dirname "$out")"
 cat >"$out" <<EOF
 # written by mk/probe.sh; delete it (or run make distclean) to probe again
-CUDA_HOME := $cuda_home
-NVCC := $nvcc
-CUDA_INC := $cuda_inc
-CUDA_LIB := $cuda_lib
-NCCL_INC := $nccl_inc
-NCCL_LIB := $nccl_lib
+CUDA := $cuda
+CUDA_HOME := ${cuda_home:-}
+NVCC := ${nvcc:-}
+CUDA_INC := ${cuda_inc:-}
+CUDA_LIB := ${cuda_lib:-}
+NCCL_INC := ${nccl_inc:-}
+NCCL_LIB := ${nccl_lib:-}
 YAML_CFLAGS := $yaml_cflags
 YAML_LIBS := $yaml_libs
 EOF

@@ -25,11 +25,21 @@
 
 /* Messages name a key by its place in the file when known; these are the names otherwise. */
 const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
-    "model.layers",           "model.hidden",           "model.heads",
-    "pipeline.devices",       "pipeline.stages",        "pipeline.chunks",
-    "pipeline.micro_batches", "schedule.kind",          "schedule.steps",
-    "schedule.csv",           "model.layers_per_stage", "pipeline.split",
-    "pipeline.placement",
+    [PP_CFG_LAYERS] = "model.layers",
+    [PP_CFG_HIDDEN] = "model.hidden",
+    [PP_CFG_HEADS] = "model.heads",
+    [PP_CFG_DEVICES] = "pipeline.devices",
+    [PP_CFG_STAGES] = "pipeline.stages",
+    [PP_CFG_CHUNKS] = "pipeline.chunks",
+    [PP_CFG_MICRO_BATCHES] = "pipeline.micro_batches",
+    [PP_CFG_KIND] = "schedule.kind",
+    [PP_CFG_STEPS] = "schedule.steps",
+    [PP_CFG_CSV] = "schedule.csv",
+    [PP_CFG_LAYERS_PER_STAGE] = "model.layers_per_stage",
+    [PP_CFG_SPLIT] = "pipeline.split",
+    [PP_CFG_PLACEMENT] = "pipeline.placement",
+    [PP_CFG_COST_MS] = "cost",
+    [PP_CFG_PROFILE] = "cost.profile",
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -56,6 +66,11 @@ static void cfg_prefix(const pp_config_t *cfg, int k, int line, int col)
 int config_is_set(const pp_config_t *cfg, pp_config_key_t k)
 {
     return cfg_is_set(cfg, (int)k);
+}
+
+int config_cost_hand_set(const pp_config_t *cfg)
+{
+    return cfg_is_set(cfg, PP_CFG_COST_MS);
 }
 
 pp_status_t config_error_at(const pp_config_t *cfg, pp_config_key_t k, int line, int col,
@@ -120,9 +135,13 @@ void config_defaults(pp_config_t *cfg)
                               .timeout_s = 60.0,
                               .timing = 1,
                               .graph = 1,
-                              .recompute = PP_RECOMPUTE_NONE};
-    cfg->cost =
-        (pp_cost_cfg_t){.forward = 1.0, .backward_input = 1.0, .backward_weight = 1.0, .send = 0.0};
+                              .recompute = PP_RECOMPUTE_NONE,
+                              .offload = PP_OFFLOAD_NONE};
+    cfg->cost = (pp_cost_cfg_t){.forward = 1.0,
+                                .backward_input = 1.0,
+                                .backward_weight = 1.0,
+                                .send = 0.0,
+                                .host_link_gbps = 0.0};
 }
 
 /* After the file and every override: defaults that depend on other keys. */
@@ -250,7 +269,7 @@ static pp_status_t check_kind(const pp_config_t *cfg)
     return cfg_err_at(cfg, key, "%s", msg);
 }
 
-/* Layers per stage (split.h): as listed, balanced by FLOPs, or even. */
+/* Layers per stage (split.h): as listed, balanced by the cost model's stage times, or even. */
 static pp_status_t resolve_split(pp_config_t *cfg)
 {
     pp_model_cfg_t *m = &cfg->model;
@@ -274,8 +293,9 @@ static pp_status_t resolve_split(pp_config_t *cfg)
         return PP_OK;
     }
     if (cfg->pipeline.split == PP_SPLIT_BALANCED) {
-        split_balanced(m->layers_per_stage, n, m->layers, split_block_flops(cfg),
-                       split_head_flops(cfg));
+        double block, embed, head;
+        split_part_ms(cfg, &block, &embed, &head);
+        split_balanced(m->layers_per_stage, n, m->layers, block, embed, head);
     } else {
         if (m->layers % n != 0)
             return cfg_err_at(cfg,
@@ -377,6 +397,7 @@ void config_free(pp_config_t *cfg)
     free(cfg->path);
     free(cfg->name);
     free(cfg->schedule.csv_path);
+    free(cfg->cost_src.profile);
     cfg_steps_free(&cfg->schedule.steps);
-    cfg->path = cfg->name = cfg->schedule.csv_path = NULL;
+    cfg->path = cfg->name = cfg->schedule.csv_path = cfg->cost_src.profile = NULL;
 }

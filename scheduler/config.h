@@ -32,6 +32,11 @@ typedef enum pp_split { PP_SPLIT_EVEN = 0, PP_SPLIT_BALANCED } pp_split_t;
 
 typedef enum pp_optimizer { PP_OPT_NONE = 0, PP_OPT_ADAMW } pp_optimizer_t;
 
+/* run.offload: NONE keeps every micro-batch's activations on the device from its forward to its
+ * backward; ACTIVATIONS copies them to pinned host memory in between (lower.c places the copies).
+ */
+typedef enum pp_offload { PP_OFFLOAD_NONE = 0, PP_OFFLOAD_ACTIVATIONS } pp_offload_t;
+
 typedef struct pp_model_cfg {
     int layers; /* transformer blocks in the whole model */
     /* Blocks of each stage (split.h): as listed in `layers_per_stage`, or filled by config_resolve
@@ -91,16 +96,29 @@ typedef struct pp_run_cfg {
     int timing;               /* 1: record per-op device timestamps */
     int graph;                /* 1: capture one step as a CUDA graph and replay it */
     pp_recompute_t recompute; /* what the forward keeps for the backward (stage_size.h) */
+    pp_offload_t offload;     /* activations to pinned host memory between F and backward */
 } pp_run_cfg_t;
 
-/* Simulator cost model, milliseconds per op for one micro-batch on one stage. A full backward `B`
- * costs backward_input + backward_weight. */
+/* Simulator cost model, hand-set: milliseconds per op for one micro-batch on one device's share of
+ * the layers (a full backward `B` costs backward_input + backward_weight). They override the model
+ * when any of them is given (config_cost_hand_set). */
 typedef struct pp_cost_cfg {
     double forward;
     double backward_input;
     double backward_weight;
-    double send; /* one activation or gradient transfer across devices */
+    double send;           /* one activation or gradient transfer across devices */
+    double host_link_gbps; /* GB/s (1e9 B/s) of the host link, each direction, for the copies of
+                              run.offload; 0 (default): the link table's `host` row (gpu.c) */
 } pp_cost_cfg_t;
+
+/* Where the model's costs come from (the rest of `cost:`): the stage's FLOPs and bytes on `gpu`
+ * (cost.h), calibrated by `profile` when one is named. */
+typedef struct pp_cost_src_cfg {
+    char gpu[16]; /* GPU description (gpu.h); "" = the GPU present, else the profile's, else h100 */
+    char link[16]; /* link description (gpu.h); "" = the one pipeline.transport implies */
+    char *profile; /* profile file, as a path usable from here (relative to the YAML's folder in
+                    * the file); NULL = none */
+} pp_cost_src_cfg_t;
 
 /* The keys whose place in the input config_resolve's messages name (see pp_config_t.origin). */
 typedef enum pp_config_key {
@@ -117,6 +135,8 @@ typedef enum pp_config_key {
     PP_CFG_LAYERS_PER_STAGE,
     PP_CFG_SPLIT,
     PP_CFG_PLACEMENT,
+    PP_CFG_COST_MS, /* any of cost.forward, backward_input, backward_weight, send */
+    PP_CFG_PROFILE,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 
@@ -130,6 +150,7 @@ typedef struct pp_config {
     pp_schedule_cfg_t schedule;
     pp_run_cfg_t run;
     pp_cost_cfg_t cost;
+    pp_cost_src_cfg_t cost_src;
     /* Private to config.c: where each pp_config_key_t was set, kept as the prefix of a message
      * ("file:line:col: section.key" or "--set section.key=value"); "" while the default holds.
      * Plain storage (no heap), so a config filled by hand needs nothing here. */
@@ -170,6 +191,9 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible);
 /* Tokens per training step of m micro-batches: m * micro_batch_size * seq_len. m is the plan's
  * (the schedule decides it: a written schedule's own count), never pipeline.micro_batches. */
 double config_tokens_per_step(const pp_config_t *cfg, int m);
+
+/* 1 when the input set any of the hand-set `cost:` ms values (they then override the model). */
+int config_cost_hand_set(const pp_config_t *cfg);
 
 /* Model FLOPs of one training step of m micro-batches (forward + backward = 3x forward; matmuls
  * only, causal attention counted in full, embedding lookups free), the convention of Megatron's

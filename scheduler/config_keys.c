@@ -5,6 +5,7 @@
  * a pp_config_t through the same tables, so both get the same messages.
  */
 #include "config_internal.h"
+#include "gpu.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,7 +18,8 @@
 /* Enum fields are written through an int: the C enums here all have int's size. */
 _Static_assert(sizeof(pp_dtype_t) == sizeof(int) && sizeof(pp_placement_t) == sizeof(int) &&
                    sizeof(pp_transport_t) == sizeof(int) && sizeof(pp_optimizer_t) == sizeof(int) &&
-                   sizeof(pp_recompute_t) == sizeof(int) && sizeof(pp_split_t) == sizeof(int),
+                   sizeof(pp_recompute_t) == sizeof(int) && sizeof(pp_split_t) == sizeof(int) &&
+                   sizeof(pp_offload_t) == sizeof(int),
                "enum fields are stored as int");
 
 #define DEVICE_FORMS "all, a count 1..64, or a list of CUDA ids such as [0, 1, 2, 3]"
@@ -179,6 +181,66 @@ static pp_status_t set_csv(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
     return PP_OK;
 }
 
+/* `gpu: NAME` and `link: NAME` — a row of gpu.h's tables. */
+static pp_status_t set_table_name(cfg_ctx_t *c, const yaml_node_t *n, const char *key, int is_gpu)
+{
+    char names[256], *word = NULL;
+    char *field = is_gpu ? c->cfg->cost_src.gpu : c->cfg->cost_src.link;
+    if (is_gpu)
+        gpu_names(names, sizeof names);
+    else
+        link_names(names, sizeof names);
+    PP_CHECK(cfg_get_string(c, n, key, names, &word));
+    const char *row = is_gpu ? (gpu_find(word) ? gpu_find(word)->name : NULL)
+                             : (link_find(word) ? link_find(word)->name : NULL);
+    if (row) snprintf(field, sizeof c->cfg->cost_src.gpu, "%s", row);
+    pp_status_t st = row ? PP_OK
+                         : cfg_err(c, n, key, "unknown %s '%s' (allowed: %s)",
+                                   is_gpu ? "GPU" : "link", word, names);
+    free(word);
+    return st;
+}
+
+static pp_status_t set_gpu(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
+{
+    return set_table_name(c, n, key, 1);
+}
+
+static pp_status_t set_link(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
+{
+    return set_table_name(c, n, key, 0);
+}
+
+/* `profile: FILE` — relative to the YAML file's folder (to the working folder in a --set); it
+ * must open (profile.h reads it when the run is priced). */
+static pp_status_t set_profile(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
+{
+    const char *allowed = "a profile written by `ppsched profile`, relative to the YAML's folder";
+    char *rel = NULL;
+    PP_CHECK(cfg_get_string(c, n, key, allowed, &rel));
+    const char *slash = c->set ? NULL : strrchr(c->file, '/');
+    size_t dir_len = (rel[0] == '/' || !slash) ? 0 : (size_t)(slash - c->file) + 1;
+    char *full = malloc(dir_len + strlen(rel) + 1);
+    if (!full) {
+        free(rel);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory reading cost.profile");
+    }
+    memcpy(full, c->file, dir_len);
+    strcpy(full + dir_len, rel);
+    free(rel);
+    FILE *f = fopen(full, "r");
+    if (!f) {
+        pp_status_t st =
+            cfg_err(c, n, key, "cannot open %s: %s (allowed: %s)", full, strerror(errno), allowed);
+        free(full);
+        return st;
+    }
+    fclose(f);
+    free(c->cfg->cost_src.profile);
+    c->cfg->cost_src.profile = full;
+    return PP_OK;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The tables of keys
  * ------------------------------------------------------------------------------------------- */
@@ -216,6 +278,8 @@ static const int optimizer_values[] = {PP_OPT_NONE, PP_OPT_ADAMW};
 #define recompute_names stage_recompute_names
 static const int recompute_values[] = {PP_RECOMPUTE_NONE, PP_RECOMPUTE_SELECTIVE,
                                        PP_RECOMPUTE_FULL};
+static const char *const offload_names[] = {"none", "activations", NULL};
+static const int offload_values[] = {PP_OFFLOAD_NONE, PP_OFFLOAD_ACTIVATIONS};
 static const char *const timing_names[] = {"on", "off", "true", "false", NULL};
 static const int timing_values[] = {1, 0, 1, 0};
 
@@ -223,6 +287,7 @@ static const int timing_values[] = {1, 0, 1, 0};
 #define OFF(field) offsetof(pp_config_t, field)
 #define INT_KEY(nm, field, lo, hi, org) {nm, VAL_INT, OFF(field), lo, hi, 0, NULL, NULL, NULL, org}
 #define REAL_KEY(nm, field, lo, hi, op) {nm, VAL_REAL, OFF(field), lo, hi, op, NULL, NULL, NULL, -1}
+#define COST_KEY(nm, field, op) {nm, VAL_REAL, OFF(field), 0, 1e6, op, NULL, NULL, NULL, PP_CFG_COST_MS}
 #define ENUM_KEY(nm, field, t) {nm, VAL_ENUM, OFF(field), 0, 0, 0, t##_names, t##_values, NULL, -1}
 #define FN_KEY(nm, fn, org) {nm, VAL_FN, 0, 0, 0, 0, NULL, NULL, fn, org}
 /* clang-format on */
@@ -267,13 +332,18 @@ static const key_spec_t run_keys[] = {
     ENUM_KEY("timing", run.timing, timing),
     ENUM_KEY("graph", run.graph, timing),
     ENUM_KEY("recompute", run.recompute, recompute),
+    ENUM_KEY("offload", run.offload, offload),
 };
 
 static const key_spec_t cost_keys[] = {
-    REAL_KEY("forward", cost.forward, 0, 1e6, 1),
-    REAL_KEY("backward_input", cost.backward_input, 0, 1e6, 0),
-    REAL_KEY("backward_weight", cost.backward_weight, 0, 1e6, 0),
-    REAL_KEY("send", cost.send, 0, 1e6, 0),
+    COST_KEY("forward", cost.forward, 1),
+    COST_KEY("backward_input", cost.backward_input, 0),
+    COST_KEY("backward_weight", cost.backward_weight, 0),
+    COST_KEY("send", cost.send, 0),
+    FN_KEY("gpu", set_gpu, -1),
+    FN_KEY("link", set_link, -1),
+    FN_KEY("profile", set_profile, PP_CFG_PROFILE),
+    REAL_KEY("host_link_gbps", cost.host_link_gbps, 0, 1e6, 0),
 };
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))

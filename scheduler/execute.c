@@ -4,17 +4,23 @@
  *
  * Set-up (before any step): the world (the devices this process owns, their streams and events,
  * execute_world.c); the stages of owned devices with the slot counts the plan asks for, after
- * checking that they fit; one completion event per op (plus a start and an end event when timing
+ * checking that they fit; the pinned host slots of run.offload (cudaHostAlloc, portable); one
+ * completion event per op (plus a start and an end event when timing
  * is on); the transports the plan uses. Then the run: step 0 eagerly, step 1 captured as one CUDA
  * graph (graph mode) and replayed after, each step enqueued by execute_step.c without host
  * synchronization and waited for once, with a timeout (execute_timing.c).
  */
 #include "execute_internal.h"
-#include "split.h"
+#include "stage_cfg.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+int execute_built_with_cuda(void)
+{
+    return 1;
+}
 
 int execute_device_count(void)
 {
@@ -60,6 +66,10 @@ static void exec_free(exec_t *x)
             if (x->ev_dep && x->ev_dep[i]) cudaEventDestroy(x->ev_dep[i]);
         }
     }
+    if (x->host)
+        for (int s = 0; s < x->plan->n_stages; s++)
+            if (x->host[s]) cudaFreeHost(x->host[s]);
+    free(x->host);
     free(x->ev_end);
     free(x->ev_start);
     free(x->ev_dep);
@@ -75,28 +85,6 @@ static void exec_free(exec_t *x)
     free(x->stages);
     free(x->scfg);
     p2p_free(x->p2p);
-}
-
-/* The stage configuration of global stage s. */
-static void stage_cfg_for(pp_stage_cfg_t *c, const pp_config_t *cfg, const pp_plan_t *plan, int s)
-{
-    memset(c, 0, sizeof *c);
-    c->hidden = cfg->model.hidden;
-    c->heads = cfg->model.heads;
-    c->seq_len = cfg->model.seq_len;
-    c->vocab = cfg->model.vocab;
-    c->micro_batch_size = cfg->pipeline.micro_batch_size;
-    split_stage_layers(cfg, plan->n_stages, s, &c->n_layers, &c->first_layer);
-    c->total_layers = cfg->model.layers;
-    c->is_first = s == 0;
-    c->is_last = s == plan->n_stages - 1;
-    c->dtype = cfg->model.dtype;
-    c->seed = cfg->run.seed;
-    c->n_slots = plan->slots_per_stage[s];
-    c->n_wgrad_slots = plan->wgrad_slots_per_stage ? plan->wgrad_slots_per_stage[s] : 0;
-    c->recompute = cfg->run.recompute;
-    c->with_optimizer = cfg->run.optimizer == PP_OPT_ADAMW;
-    c->grad_scale = 1.0f / (float)plan->n_mb;
 }
 
 /* Checks that every device can hold its stages; prints a table of needs when one cannot. */
@@ -131,9 +119,10 @@ static pp_status_t check_fit(exec_t *x)
     fprintf(
         stderr,
         "  (needs = parameters, gradients, optimizer state, workspace and %s activation slots,\n"
-        "   plus %.1f GiB for the CUDA context and NCCL; fewer micro-batches in flight, a\n"
-        "   smaller micro_batch_size or more devices would fit)\n",
-        "the schedule's", (double)reserve / (1u << 30));
+        "   plus %.1f GiB for the CUDA context and NCCL; fewer micro-batches in flight,\n"
+        "   run.offload=activations, run.recompute, a smaller micro_batch_size or more devices\n"
+        "   would fit)\n",
+        x->plan->offload ? "the offload ring's" : "the schedule's", (double)reserve / (1u << 30));
     return PP_ERR_DEVICE;
 }
 
@@ -167,10 +156,43 @@ static pp_status_t exec_alloc(exec_t *x)
     if (!x->stages || !x->scfg || !x->ev_end || !x->ev_start || !x->ev_dep || !x->done_op)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory");
     for (int s = 0; s < plan->n_stages; s++)
-        stage_cfg_for(&x->scfg[s], x->cfg, plan, s);
+        plan_stage_cfg(&x->scfg[s], x->cfg, plan, s);
     if (plan->n_stages > 0 && stage_boundary_bytes(&x->scfg[0]) != plan->boundary_bytes)
         PP_FAIL(PP_ERR_INTERNAL, "plan boundary %zu bytes, stage boundary %zu bytes",
                 plan->boundary_bytes, stage_boundary_bytes(&x->scfg[0]));
+    for (int s = 0; plan->offload && s < plan->n_stages; s++)
+        if (stage_offload_bytes(&x->scfg[s]) != plan->offload_bytes[s])
+            PP_FAIL(PP_ERR_INTERNAL, "stage %d: plan offloads %zu bytes, the stage %zu", s,
+                    plan->offload_bytes[s], stage_offload_bytes(&x->scfg[s]));
+    return PP_OK;
+}
+
+/* The pinned host slots of run.offload, once, before any step: host_slots_per_stage[s] slots of
+ * offload_bytes[s] for every stage of an owned device (portable: any device may copy). */
+static pp_status_t exec_host_slots(exec_t *x)
+{
+    const pp_plan_t *plan = x->plan;
+    size_t all = 0;
+    for (int d = 0; d < plan->n_devices; d++)
+        if (world_owns(&x->w, d)) all += plan_host_bytes(plan, d);
+    x->host = calloc((size_t)plan->n_stages, sizeof *x->host);
+    PP_ALLOC_CHECK(x->host);
+    for (int s = 0; plan->offload && s < plan->n_stages; s++) {
+        size_t b = (size_t)plan->host_slots_per_stage[s] * plan->offload_bytes[s];
+        if (b == 0 || !world_owns(&x->w, plan->stage_device[s])) continue;
+        cudaError_t e = cudaHostAlloc((void **)&x->host[s], b, cudaHostAllocPortable);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            x->host[s] = NULL;
+            fprintf(stderr,
+                    "ppsched: run.offload: %.2f GiB of pinned host memory for stage %d (%d "
+                    "slots of %.1f MiB) could not be allocated (%s); %.2f GiB in all\n",
+                    (double)b / (1u << 30), s, plan->host_slots_per_stage[s],
+                    (double)plan->offload_bytes[s] / (1u << 20), cudaGetErrorString(e),
+                    (double)all / (1u << 30));
+            return PP_ERR_DEVICE;
+        }
+    }
     return PP_OK;
 }
 
@@ -232,6 +254,7 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
     PP_CHECK_GOTO(exec_alloc(x), st, fail);
     PP_CHECK_GOTO(check_fit(x), st, fail);
     PP_CHECK_GOTO(world_create(&x->w), st, fail);
+    PP_CHECK_GOTO(exec_host_slots(x), st, fail);
     PP_CHECK_GOTO(exec_op_events(x), st, fail);
     unsigned used = 0;
     for (int i = 0; i < plan->n_ops; i++)
@@ -262,15 +285,19 @@ static void print_banner(exec_t *x)
     fputc('\n', stderr);
     fprintf(stderr, "# memory per device (stages, slots):");
     for (int d = 0; d < x->w.p; d++) {
-        size_t b = 0;
-        int slots = 0;
+        int slots = 0, plain = 0;
         for (int s = 0; s < plan->n_stages; s++) {
             if (plan->stage_device[s] != d) continue;
-            b += stage_device_bytes(&x->scfg[s]);
             slots += x->scfg[s].n_slots;
+            plain += plan->plain_slots_per_stage[s];
         }
-        fprintf(stderr, " gpu%d %.2f GiB (%d slots)%s", x->w.cuda[d], (double)b / (1u << 30), slots,
-                d + 1 < x->w.p ? "," : "");
+        fprintf(stderr, " gpu%d %.2f GiB (%d slots", x->w.cuda[d],
+                (double)plan_device_bytes(plan, x->cfg, d, 0) / (1u << 30), slots);
+        if (plan->offload)
+            fprintf(stderr, "; without offload %.2f GiB, %d slots; pinned host %.2f GiB",
+                    (double)plan_device_bytes(plan, x->cfg, d, 1) / (1u << 30), plain,
+                    (double)plan_host_bytes(plan, d) / (1u << 30));
+        fprintf(stderr, ")%s", d + 1 < x->w.p ? "," : "");
     }
     fputc('\n', stderr);
 }

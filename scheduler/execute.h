@@ -19,6 +19,7 @@
 #include "../common/pp_status.h"
 #include "config.h"
 #include "plan.h"
+#include "profile.h"
 #include "timeline.h"
 
 #ifdef __cplusplus
@@ -42,6 +43,9 @@ typedef struct pp_exec_result {
     int graph_steps; /* steps replayed from the captured graph (0: every step eager) */
 } pp_exec_result_t;
 
+/* 1 when this ppsched was built with CUDA (execute.c), 0 for the CPU-only build (nocuda.c). */
+int execute_built_with_cuda(void);
+
 /* CUDA devices visible to this process; 0 when there is no driver or no device. Never fails. */
 int execute_device_count(void);
 
@@ -57,6 +61,13 @@ pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan
                          const pp_config_t *cfg, const pp_exec_opts_t *opts);
 
 void exec_result_free(pp_exec_result_t *res);
+
+/* Measure a profile (profile.h) on CUDA device cfg->pipeline.device_ids[0]: a middle, a first and
+ * a last stage of the config's model, each of layers / stages blocks, one slot; F, I and W of one
+ * micro-batch replayed from a CUDA graph (`iters` timed replays after warm-up, the median); the
+ * device memory each stage and the runtime take; and, when a second device is in the pipeline,
+ * peer copies 0 -> 1 of a few sizes around the boundary tensor. Prints progress when verbose. */
+pp_status_t execute_profile(pp_profile_t *prof, const pp_config_t *cfg, int iters, int verbose);
 
 #ifdef __cplusplus
 }

@@ -56,6 +56,8 @@ typedef struct exec {
     pp_stage_t **stages;  /* [n_stages]; NULL for a stage of a device another process owns */
     pp_stage_cfg_t *scfg; /* [n_stages] */
     pp_p2p_t *p2p;
+    unsigned char **host;  /* [n_stages]: pinned host slots of run.offload (cudaHostAlloc, once),
+                              host_slots_per_stage[s] of offload_bytes[s] each; NULL for none */
     cudaEvent_t *ev_start; /* [n_ops], timing only */
     cudaEvent_t *ev_end;   /* [n_ops], timing only */
     cudaEvent_t *ev_dep;   /* [n_ops]: completion, for dependencies */

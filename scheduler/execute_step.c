@@ -3,7 +3,9 @@
  *
  * The host enqueues every op of an owned device in plan order, without synchronizing: the op's
  * stream waits on the completion events of its dependencies on other streams, records its start,
- * enqueues the work, records its completion. Plan order is topological, so every event is
+ * enqueues the work (a stage call for compute, a slot copy to or from its pinned host slot for
+ * OFFLOAD and RELOAD: one table by kind, local_op), records its completion. Plan order is
+ * topological, so every event is
  * recorded before any wait on it is enqueued. A transfer is posted as the halves of its transport
  * (p2p.h): the send half by the process owning the sender, the receive half by the one owning the
  * receiver, bracketed together when one thread posts both. Dependencies on ops of devices this
@@ -74,19 +76,45 @@ static pp_status_t sync_op(exec_t *x, int i, double deadline, int step)
     return st;
 }
 
-/* Enqueue one compute op on its stage. */
-static pp_status_t run_compute(exec_t *x, const pp_op_t *op, int data_mb, cudaStream_t s)
+/* The ops that run on one stream of one stage (compute, and the host copies of run.offload),
+ * by kind; transfers go through their transport instead. */
+typedef pp_status_t (*local_op_fn)(exec_t *x, const pp_op_t *op, cudaStream_t s);
+
+static pp_status_t op_forward(exec_t *x, const pp_op_t *op, cudaStream_t s)
 {
-    pp_stage_t *st = x->stages[op->stage];
-    switch (op->kind) {
-    case PP_ACT_F: return stage_forward(st, op->slot, data_mb, s);
-    case PP_ACT_B: return stage_backward(st, op->slot, data_mb, s);
-    case PP_ACT_I: return stage_backward_input(st, op->slot, data_mb, s);
-    case PP_ACT_W: return stage_backward_weight(st, op->slot, data_mb, s);
-    default: break;
-    }
-    PP_FAIL(PP_ERR_INTERNAL, "run_compute: op kind %d is not compute", (int)op->kind);
+    /* The stage adds the step's base to the micro-batch from its device counter. */
+    return stage_forward(x->stages[op->stage], op->slot, op->mb, s);
 }
+static pp_status_t op_backward(exec_t *x, const pp_op_t *op, cudaStream_t s)
+{
+    return stage_backward(x->stages[op->stage], op->slot, op->mb, s);
+}
+static pp_status_t op_backward_input(exec_t *x, const pp_op_t *op, cudaStream_t s)
+{
+    return stage_backward_input(x->stages[op->stage], op->slot, op->mb, s);
+}
+static pp_status_t op_backward_weight(exec_t *x, const pp_op_t *op, cudaStream_t s)
+{
+    return stage_backward_weight(x->stages[op->stage], op->slot, op->mb, s);
+}
+/* The pinned host slot of a copy. */
+static unsigned char *host_slot(const exec_t *x, const pp_op_t *op)
+{
+    return x->host[op->stage] + (size_t)op->host * x->plan->offload_bytes[op->stage];
+}
+static pp_status_t op_offload(exec_t *x, const pp_op_t *op, cudaStream_t s)
+{
+    return stage_slot_to_host(x->stages[op->stage], op->slot, host_slot(x, op), s);
+}
+static pp_status_t op_reload(exec_t *x, const pp_op_t *op, cudaStream_t s)
+{
+    return stage_slot_from_host(x->stages[op->stage], op->slot, host_slot(x, op), s);
+}
+
+static const local_op_fn local_op[PP_ACT_COUNT] = {
+    [PP_ACT_F] = op_forward,         [PP_ACT_B] = op_backward,      [PP_ACT_I] = op_backward_input,
+    [PP_ACT_W] = op_backward_weight, [PP_ACT_OFFLOAD] = op_offload, [PP_ACT_RELOAD] = op_reload,
+};
 
 /* Source and destination of a transfer whose SEND is `snd` and RECV `rcv` (NULL on a device
  * this process does not own). */
@@ -239,7 +267,7 @@ pp_status_t exec_enqueue_step(exec_t *x, int step, double deadline)
     for (int i = 0; i < plan->n_ops; i++) {
         const pp_op_t *op = &plan->ops[i];
         if (op->kind == PP_ACT_RECV_F || op->kind == PP_ACT_RECV_B) continue; /* with its SEND */
-        if (!pp_action_is_compute(op->kind)) {
+        if (!local_op[op->kind]) {
             PP_CHECK(enqueue_transfer(x, i, deadline, step));
             continue;
         }
@@ -248,8 +276,7 @@ pp_status_t exec_enqueue_step(exec_t *x, int step, double deadline)
         PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[op->device]));
         PP_CHECK(wait_deps(x, i, -1, s));
         PP_CHECK(record_start(x, i, s));
-        /* The stage adds the step's base to the micro-batch from its device counter. */
-        PP_CHECK(run_compute(x, op, op->mb, s));
+        PP_CHECK(local_op[op->kind](x, op, s));
         PP_CHECK(record_end(x, i, s));
         PP_CHECK(sync_op(x, i, deadline, step));
     }

@@ -11,18 +11,16 @@
  * liveness over the programs; a stage gets more only when that pairing would otherwise wait on a
  * slot in a cycle. When nothing can move, each stuck device is named. cfg may be NULL (links
  * peer, 0 bytes). The plan owns every array; plan_free releases them.
- * About 650 lines, on purpose: the passes of one lowering (ops, pairs, dependencies, slots, the dry
+ * The copies of run.offload are placed by offload.c's part of the lowering (lower_internal.h):
+ * where they go, and the two phases and host slots the slot pass runs on.
+ * About 700 lines, on purpose: the passes of one lowering (ops, pairs, dependencies, slots, the dry
  * run) share the working state lower_t and read in the order they run; split, each file would need
  * all of it.
  */
-#include "plan.h"
+#include "lower_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Most dependencies one op can have: two data inputs plus one last op per role of the slot's
- * previous holder. */
-#define LOWER_MAX_DEPS (2 + PP_ROLE_COUNT)
 
 void plan_free(pp_plan_t *plan)
 {
@@ -30,40 +28,15 @@ void plan_free(pp_plan_t *plan)
     free(plan->stage_device);
     free(plan->slots_per_stage);
     free(plan->wgrad_slots_per_stage);
+    free(plan->host_slots_per_stage);
+    free(plan->plain_slots_per_stage);
+    free(plan->offload_bytes);
     free(plan->ops);
     free(plan->deps);
     free(plan->prog_ops);
     free(plan->prog_begin);
     memset(plan, 0, sizeof *plan);
 }
-
-static pp_role_t role_of(pp_action_kind_t k)
-{
-    if (k == PP_ACT_SEND_F || k == PP_ACT_SEND_B) return PP_ROLE_SEND;
-    if (k == PP_ACT_RECV_F || k == PP_ACT_RECV_B) return PP_ROLE_RECV;
-    return PP_ROLE_COMPUTE;
-}
-
-/* Working state of one lowering. Arrays indexed by program id unless said otherwise. */
-typedef struct lower {
-    const pp_schedule_t *sched;
-    int n_dev, n_st, n_mb, n_ops;
-    pp_op_t *ops;    /* [n_ops] program-id order */
-    int *step;       /* [n_ops] step of the written action (the compute op an inserted op serves) */
-    char *inserted;  /* [n_ops] 1 for a SEND/RECV added to a compute-only schedule */
-    int *begin;      /* [n_dev+1] device d's program ids are begin[d] .. begin[d+1]) */
-    int *idx;        /* [PP_ACT_COUNT * n_st * n_mb] program id of (kind, stage, mb) or -1 */
-    int *dep;        /* [n_ops * LOWER_MAX_DEPS] */
-    int *n_dep;      /* [n_ops] */
-    int *n_data;     /* [n_ops] how many of its deps are data deps (the rest wait for a slot) */
-    int *cap;        /* [n_st] slots a stage may use; 0 before the first assignment */
-    int *grown_from; /* [n_st] cap before the current growth step */
-    int *order;      /* [n_ops] program ids in enqueue order */
-    int n_chan;      /* pp_channel_count(n_dev) */
-    int *chan;       /* [n_ops] channel of the op (pp_channel_of) */
-    int *chan_next;  /* [n_ops] next program id on the same channel, -1 at its end */
-    int *where;      /* [n_ops] program id -> final index */
-} lower_t;
 
 static int *idx_at(const lower_t *L, pp_action_kind_t k, int stage, int mb)
 {
@@ -166,32 +139,35 @@ static int needs_send(const pp_action_t *a, int n_st)
     return 0;
 }
 
-static void put_op(lower_t *L, int *n, int d, pp_action_kind_t k, int stage, int mb, int step,
-                   int inserted)
+void lower_put_op(lower_t *L, int *n, int d, pp_action_kind_t k, int stage, int mb, int step,
+                  int inserted)
 {
     int id = (*n)++;
     L->ops[id] = (pp_op_t){.device = d,
-                           .role = role_of(k),
+                           .role = pp_role_of_kind(k),
                            .kind = k,
                            .stage = stage,
                            .mb = mb,
                            .slot = -1,
                            .pos = id - L->begin[d],
                            .peer = -1,
-                           .link = PP_TRANSPORT_NONE};
+                           .link = PP_TRANSPORT_NONE,
+                           .host = -1};
     L->step[id] = step;
     L->inserted[id] = (char)inserted;
 }
 
-/* Lay out every device's program (with the transfers added when the schedule has none) and index
- * the ops by (kind, stage, mb). */
+/* Lay out every device's program (with the transfers added when the schedule has none, and the
+ * copies of run.offload) and index the ops by (kind, stage, mb). */
 static pp_status_t lower_ops(lower_t *L)
 {
     const pp_schedule_t *s = L->sched;
     int add = !s->has_comm;
+    int copies[PP_MAX_DEVICES];
+    PP_CHECK(lower_offload_marks(L, copies));
     L->begin[0] = 0;
     for (int d = 0; d < L->n_dev; d++) {
-        int n = s->prog[d].n;
+        int n = s->prog[d].n + copies[d];
         if (add)
             for (int i = 0; i < s->prog[d].n; i++)
                 n += needs_recv(&s->prog[d].a[i], L->n_st) + needs_send(&s->prog[d].a[i], L->n_st);
@@ -217,17 +193,20 @@ static pp_status_t lower_ops(lower_t *L)
     for (size_t i = 0; i < n_idx; i++)
         L->idx[i] = -1;
 
-    for (int d = 0; d < L->n_dev; d++) {
+    size_t base = 0; /* device d's first written action */
+    for (int d = 0; d < L->n_dev; base += (size_t)s->prog[d].n, d++) {
         int n = L->begin[d];
         for (int i = 0; i < s->prog[d].n; i++) {
             const pp_action_t *a = &s->prog[d].a[i];
+            lower_put_copies(L, &n, d, base, i, PP_ACT_RELOAD);
             if (add && needs_recv(a, L->n_st))
-                put_op(L, &n, d, a->kind == PP_ACT_F ? PP_ACT_RECV_F : PP_ACT_RECV_B, a->stage,
-                       a->mb, i, 1);
-            put_op(L, &n, d, a->kind, a->stage, a->mb, i, 0);
+                lower_put_op(L, &n, d, a->kind == PP_ACT_F ? PP_ACT_RECV_F : PP_ACT_RECV_B,
+                             a->stage, a->mb, i, 1);
+            lower_put_op(L, &n, d, a->kind, a->stage, a->mb, i, 0);
             if (add && needs_send(a, L->n_st))
-                put_op(L, &n, d, a->kind == PP_ACT_F ? PP_ACT_SEND_F : PP_ACT_SEND_B, a->stage,
-                       a->mb, i, 1);
+                lower_put_op(L, &n, d, a->kind == PP_ACT_F ? PP_ACT_SEND_F : PP_ACT_SEND_B,
+                             a->stage, a->mb, i, 1);
+            lower_put_copies(L, &n, d, base, i, PP_ACT_OFFLOAD);
         }
     }
     char p1[160], p2[160];
@@ -262,7 +241,7 @@ static pp_status_t lower_pairs(lower_t *L, const int *stage_device, pp_transport
     char p1[160], txt[32];
     for (int id = 0; id < L->n_ops; id++) {
         pp_op_t *o = &L->ops[id];
-        if (o->role == PP_ROLE_COMPUTE) continue;
+        if (!pp_action_is_comm(o->kind)) continue;
         pp_action_t other = {PP_ACT_F, 0, o->mb};
         pair_of(o, &other.kind, &other.stage);
         if (other.stage < 0 || other.stage >= L->n_st) {
@@ -298,7 +277,7 @@ static pp_status_t lower_pairs(lower_t *L, const int *stage_device, pp_transport
 }
 
 /* Add dependency `on` to op `id` (ignoring -1 and repeats). */
-static void add_dep(lower_t *L, int id, int on)
+void lower_add_dep(lower_t *L, int id, int on)
 {
     if (on < 0 || on == id) return;
     int *dep = &L->dep[(size_t)id * LOWER_MAX_DEPS];
@@ -314,21 +293,28 @@ static void lower_data_deps(lower_t *L)
         const pp_op_t *o = &L->ops[id];
         int s = o->stage, k = o->mb;
         switch (o->kind) {
-        case PP_ACT_F: add_dep(L, id, find(L, PP_ACT_RECV_F, s, k)); break;
+        case PP_ACT_F: lower_add_dep(L, id, find(L, PP_ACT_RECV_F, s, k)); break;
         case PP_ACT_B:
         case PP_ACT_I:
-            add_dep(L, id, find(L, PP_ACT_F, s, k));
-            add_dep(L, id, find(L, PP_ACT_RECV_B, s, k));
+            lower_add_dep(L, id, find(L, PP_ACT_F, s, k));
+            lower_add_dep(L, id, find(L, PP_ACT_RECV_B, s, k));
+            lower_add_dep(L, id,
+                          find(L, PP_ACT_RELOAD, s, k)); /* -1 (none) when kept on the device */
             break;
-        case PP_ACT_W: add_dep(L, id, find(L, PP_ACT_I, s, k)); break;
-        case PP_ACT_SEND_F: add_dep(L, id, find(L, PP_ACT_F, s, k)); break;
+        case PP_ACT_W: lower_add_dep(L, id, find(L, PP_ACT_I, s, k)); break;
+        case PP_ACT_SEND_F: lower_add_dep(L, id, find(L, PP_ACT_F, s, k)); break;
         case PP_ACT_SEND_B: {
             int b = find(L, PP_ACT_B, s, k);
-            add_dep(L, id, b >= 0 ? b : find(L, PP_ACT_I, s, k));
+            lower_add_dep(L, id, b >= 0 ? b : find(L, PP_ACT_I, s, k));
             break;
         }
-        case PP_ACT_RECV_F:
-        case PP_ACT_RECV_B: add_dep(L, id, o->peer); break;
+        case PP_ACT_RECV_F: lower_add_dep(L, id, o->peer); break;
+        case PP_ACT_RECV_B: /* writes dy into the slot its RELOAD took */
+            lower_add_dep(L, id, o->peer);
+            lower_add_dep(L, id, find(L, PP_ACT_RELOAD, s, k));
+            break;
+        case PP_ACT_OFFLOAD: lower_add_dep(L, id, find(L, PP_ACT_F, s, k)); break;
+        case PP_ACT_RELOAD: lower_add_dep(L, id, find(L, PP_ACT_OFFLOAD, s, k)); break;
         default: break;
         }
     }
@@ -336,65 +322,79 @@ static void lower_data_deps(lower_t *L)
         L->n_data[id] = L->n_dep[id];
 }
 
-/* Slots by liveness over each device's program: (stage, mb) takes a free slot of its stage at its
- * first op and gives it back after its last. The first op of a new holder waits for the previous
- * holder's last op on each role. While cap[stage] is 0 the stage takes the lowest free slot and
- * cap becomes the most it held at once (the schedule's own need); once the stage has a larger
- * cap (see lower_order_slots), it takes the free slot released longest ago, which leaves the most
- * room between a slot's last reader and its next writer. */
+/* Take a slot of its stage for unit u, whose first op is `id`: the lowest free one while cap is 0,
+ * else the free one released longest ago (see lower_slots); wait for its previous holder's last
+ * ops. Returns the slot. */
+static int take_slot(lower_t *L, int id, int *slots_per_stage, const int *holder, const int *freed,
+                     char *busy, const int *last_role)
+{
+    const pp_op_t *o = &L->ops[id];
+    size_t base = (size_t)o->stage * L->n_mb;
+    int j = 0;
+    if (L->cap[o->stage] == 0) {
+        while (busy[base + j]) /* at most n_mb holders at once, so j < n_mb */
+            j++;
+    } else {
+        j = -1;
+        for (int c = 0; c < L->cap[o->stage]; c++)
+            if (!busy[base + c] && (j < 0 || freed[base + c] < freed[base + j])) j = c;
+    }
+    busy[base + j] = 1;
+    if (j + 1 > slots_per_stage[o->stage]) slots_per_stage[o->stage] = j + 1;
+    int prev = holder[base + j];
+    if (prev >= 0)
+        for (int r = 0; r < PP_ROLE_COUNT; r++)
+            lower_add_dep(L, id, last_role[(size_t)prev * PP_ROLE_COUNT + r]);
+    return j;
+}
+
+/* Slots by liveness over each device's program: a unit (slot_unit) takes a free slot of its stage
+ * at its first op and gives it back after its last. The first op of a new holder waits for the
+ * previous holder's last op on each role. While cap[stage] is 0 the stage takes the lowest free
+ * slot and cap becomes the most it held at once (the schedule's own need); once the stage has a
+ * larger cap (see lower_order_slots), it takes the free slot released longest ago, which leaves
+ * the most room between a slot's last reader and its next writer. Host slots alongside. */
 static pp_status_t lower_slots(lower_t *L, int *slots_per_stage)
 {
-    size_t n_sm = (size_t)L->n_st * (size_t)L->n_mb;
-    int *last = malloc(sizeof *last * n_sm); /* [stage*m+mb]: program id of the last op */
-    int *slot = malloc(sizeof *slot * n_sm); /* [stage*m+mb]: slot held, -1 none yet */
-    int *last_role = malloc(sizeof *last_role * n_sm * PP_ROLE_COUNT); /* last op per role */
-    int *holder = malloc(sizeof *holder * n_sm); /* [stage*m+slot]: mb that last held it */
+    size_t n_sm = (size_t)L->n_st * (size_t)L->n_mb, n_u = 2 * n_sm;
+    int *last = malloc(sizeof *last * n_u);                           /* [unit]: last op */
+    int *slot = malloc(sizeof *slot * n_u);                           /* [unit]: slot, -1 */
+    int *last_role = malloc(sizeof *last_role * n_u * PP_ROLE_COUNT); /* last op per role */
+    int *holder = malloc(sizeof *holder * n_sm); /* [stage*m+slot]: unit that last held it */
     int *freed = malloc(sizeof *freed * n_sm);   /* [stage*m+slot]: program id it was freed at */
     char *busy = calloc(n_sm, 1);                /* [stage*m+slot] */
+    host_state_t H = {calloc(n_sm, 1), malloc(sizeof(int) * n_sm), malloc(sizeof(int) * n_sm)};
     pp_status_t st = PP_OK;
-    if (!last || !slot || !last_role || !holder || !freed || !busy) {
+    if (!last || !slot || !last_role || !holder || !freed || !busy || !H.busy || !H.reader ||
+        !H.held) {
         fprintf(stderr, "%s:%d: out of host memory assigning activation slots\n", __FILE__,
                 __LINE__);
         st = PP_ERR_NOMEM;
         goto fail;
     }
     for (size_t i = 0; i < n_sm; i++)
-        last[i] = slot[i] = holder[i] = freed[i] = -1;
-    for (size_t i = 0; i < n_sm * PP_ROLE_COUNT; i++)
+        holder[i] = freed[i] = H.reader[i] = H.held[i] = -1;
+    for (size_t i = 0; i < n_u; i++)
+        last[i] = slot[i] = -1;
+    for (size_t i = 0; i < n_u * PP_ROLE_COUNT; i++)
         last_role[i] = -1;
     for (int s = 0; s < L->n_st; s++)
-        slots_per_stage[s] = 0;
+        slots_per_stage[s] = L->host_slots[s] = 0;
     for (int id = 0; id < L->n_ops; id++) {
-        last[(size_t)L->ops[id].stage * L->n_mb + L->ops[id].mb] = id;
+        last[lower_slot_unit(L, &L->ops[id])] = id;
         L->n_dep[id] = L->n_data[id]; /* drop the slot dependencies of an earlier pass */
     }
-
     for (int id = 0; id < L->n_ops; id++) {
         pp_op_t *o = &L->ops[id];
-        size_t key = (size_t)o->stage * L->n_mb + o->mb, base = (size_t)o->stage * L->n_mb;
-        if (slot[key] < 0) {
-            int j = 0;
-            if (L->cap[o->stage] == 0) {
-                while (busy[base + j]) /* at most n_mb holders at once, so j < n_mb */
-                    j++;
-            } else {
-                j = -1;
-                for (int c = 0; c < L->cap[o->stage]; c++)
-                    if (!busy[base + c] && (j < 0 || freed[base + c] < freed[base + j])) j = c;
-            }
-            busy[base + j] = 1;
-            slot[key] = j;
-            if (j + 1 > slots_per_stage[o->stage]) slots_per_stage[o->stage] = j + 1;
-            int prev = holder[base + j];
-            if (prev >= 0)
-                for (int r = 0; r < PP_ROLE_COUNT; r++)
-                    add_dep(L, id, last_role[(base + prev) * PP_ROLE_COUNT + r]);
-        }
-        o->slot = slot[key];
-        last_role[key * PP_ROLE_COUNT + o->role] = id;
-        if (last[key] == id) {
+        size_t u = lower_slot_unit(L, o), base = (size_t)o->stage * L->n_mb;
+        if (slot[u] < 0)
+            slot[u] = take_slot(L, id, slots_per_stage, holder, freed, busy, last_role);
+        o->slot = slot[u];
+        last_role[u * PP_ROLE_COUNT + o->role] = id;
+        lower_host_slot_step(L, &H, id);
+        if (last[u] == id) {
             busy[base + o->slot] = 0;
-            holder[base + o->slot] = o->mb;
+            holder[base + o->slot] = (int)u;
             freed[base + o->slot] = id;
         }
     }
@@ -407,6 +407,9 @@ fail:
     free(holder);
     free(freed);
     free(busy);
+    free(H.busy);
+    free(H.reader);
+    free(H.held);
     return st;
 }
 
@@ -667,6 +670,28 @@ static pp_status_t lower_wgrad_slots(pp_plan_t *plan)
     return PP_OK;
 }
 
+static void lower_free(lower_t *L)
+{
+    free(L->ops);
+    free(L->step);
+    free(L->inserted);
+    free(L->begin);
+    free(L->idx);
+    free(L->dep);
+    free(L->n_dep);
+    free(L->n_data);
+    free(L->cap);
+    free(L->grown_from);
+    free(L->order);
+    free(L->where);
+    free(L->off_after);
+    free(L->rel_before);
+    free(L->copy_head);
+    free(L->copy_next);
+    free(L->chan);
+    free(L->chan_next);
+}
+
 pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_config_t *cfg)
 {
     lower_t L = {0};
@@ -696,13 +721,19 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
 
     plan->stage_device = malloc(sizeof *plan->stage_device * (size_t)L.n_st);
     plan->slots_per_stage = calloc((size_t)L.n_st, sizeof *plan->slots_per_stage);
+    plan->host_slots_per_stage = calloc((size_t)L.n_st, sizeof(int));
+    plan->plain_slots_per_stage = calloc((size_t)L.n_st, sizeof(int));
+    plan->offload_bytes = calloc((size_t)L.n_st, sizeof(size_t));
     L.begin = malloc(sizeof *L.begin * (size_t)(L.n_dev + 1));
-    if (!plan->stage_device || !plan->slots_per_stage || !L.begin) {
+    L.host_slots = plan->host_slots_per_stage;
+    if (!plan->stage_device || !plan->slots_per_stage || !plan->host_slots_per_stage ||
+        !plan->plain_slots_per_stage || !plan->offload_bytes || !L.begin) {
         fprintf(stderr, "%s:%d: out of host memory lowering a schedule\n", __FILE__, __LINE__);
         st = PP_ERR_NOMEM;
         goto fail;
     }
     PP_CHECK_GOTO(lower_placement(&L, plan->stage_device), st, fail);
+    lower_offload_setup(&L, plan, cfg);
     PP_CHECK_GOTO(lower_ops(&L), st, fail);
     PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, remote, plan->boundary_bytes), st, fail);
     lower_data_deps(&L);
@@ -710,21 +741,12 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
     PP_CHECK_GOTO(lower_order_slots(&L, plan->slots_per_stage), st, fail);
     PP_CHECK_GOTO(lower_emit_plan(plan, &L), st, fail);
     PP_CHECK_GOTO(lower_wgrad_slots(plan), st, fail);
+    if (plan->offload)
+        PP_CHECK_GOTO(plan_plain_slots(plan), st, fail);
+    else
+        memcpy(plan->plain_slots_per_stage, plan->slots_per_stage, sizeof(int) * (size_t)L.n_st);
 fail:
-    free(L.ops);
-    free(L.step);
-    free(L.inserted);
-    free(L.begin);
-    free(L.idx);
-    free(L.dep);
-    free(L.n_dep);
-    free(L.n_data);
-    free(L.cap);
-    free(L.grown_from);
-    free(L.order);
-    free(L.where);
-    free(L.chan);
-    free(L.chan_next);
+    lower_free(&L);
     if (st != PP_OK) plan_free(plan);
     return st;
 }

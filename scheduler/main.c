@@ -5,13 +5,15 @@
  *   ppsched compare FILE... [options]    schedules side by side in one table
  *   ppsched show FILE [--emit csv|yaml]  the plan as a text grid, or the schedule exported
  *   ppsched check FILE                   load, generate, lower and validate; print a summary
+ *   ppsched profile FILE [-o OUT.yaml]   measure stage and transfer costs on the GPU (profile.h)
  *
  * This file parses arguments and dispatches commands; every command goes through the one chain of
  * run.h (config → schedule → plan → execute | simulate → report), compare's outputs are in
  * report_compare.c. Exit codes: 0 ok, 2 usage or input error, 1 runtime failure. Only this file
- * exits. A little over 500 lines: a fifth of them are the four commands' usage texts.
+ * exits. A little over 500 lines: a fifth of them are the five commands' usage texts.
  */
 #include "execute.h"
+#include "profile.h"
 #include "report_compare.h"
 #include "run.h"
 
@@ -44,6 +46,8 @@ typedef struct opts {
     double timeout_s;             /* --timeout, 0 = config's */
     const char *sweep[MAX_SWEEP]; /* --sweep key=v1,v2,... (compare) */
     int n_sweep;
+    char gpu_set[64];   /* --gpu NAME, as the override cost.gpu=NAME */
+    const char *output; /* -o FILE (profile) */
 } opts_t;
 
 static const char *prog = "ppsched";
@@ -63,6 +67,8 @@ static void usage_run(FILE *f)
         "  -S, --set KEY=VALUE    override a config key, e.g. --set pipeline.micro_batches=32\n"
         "                         (repeatable; see docs/schedule-format.md for every key)\n"
         "  -j, --json             print the report as JSON (the stable schema) instead of a table\n"
+        "      --gpu NAME         price the stages on this GPU description (h100, h200, a100,\n"
+        "                         b200; same as --set cost.gpu=NAME)\n"
         "  -t, --trace FILE.json  write a Chrome trace / Perfetto timeline of the step\n"
         "  -g, --svg FILE.svg     write a Gantt chart of the step\n"
         "      --critical-path    list the chain of ops that set the step's makespan\n"
@@ -72,7 +78,8 @@ static void usage_run(FILE *f)
         "  -h, --help             this text\n"
         "  -V, --version          print the version\n"
         "\n"
-        "other commands: ppsched compare FILE... | ppsched show FILE | ppsched check FILE\n"
+        "other commands: ppsched compare FILE... | ppsched show FILE | ppsched check FILE |\n"
+        "                ppsched profile FILE\n"
         "                (ppsched COMMAND --help for each)\n");
 }
 
@@ -88,6 +95,7 @@ static void usage_compare(FILE *f)
         "  -s, --simulate             simulate every schedule instead of running it\n"
         "  -S, --set KEY=VALUE        override a key in every file (repeatable)\n"
         "  -w, --sweep KEY=V1,V2,...  run the cross product over the listed values (repeatable)\n"
+        "      --gpu NAME             price the stages on this GPU description\n"
         "  -j, --json                 the table as JSON (an array of reports)\n"
         "  -c, --csv                  the table as CSV\n"
         "  -g, --svg DIR              one Gantt chart per run into DIR\n"
@@ -124,7 +132,24 @@ static void usage_check(FILE *f)
             "  -h, --help             this text\n");
 }
 
-enum { OPT_TIMEOUT = 1000, OPT_SYNC, OPT_CRITICAL_PATH };
+static void usage_profile(FILE *f)
+{
+    fprintf(
+        f, "usage: ppsched profile FILE.yaml [options]\n"
+           "\n"
+           "Measure, on the first GPU of the pipeline, the forward, input-gradient and weight-\n"
+           "gradient time of a middle, a first and a last stage of the model in FILE.yaml, their\n"
+           "memory, and (with two GPUs) peer copies; write a profile that `cost: {profile: FILE}`\n"
+           "reads. run.steps sets the number of timed graph replays.\n"
+           "\n"
+           "options:\n"
+           "  -o, --output FILE      write the profile to FILE (default: standard output)\n"
+           "  -S, --set KEY=VALUE    override a config key (repeatable)\n"
+           "  -q, --quiet            no progress or summary on stderr\n"
+           "  -h, --help             this text\n");
+}
+
+enum { OPT_TIMEOUT = 1000, OPT_SYNC, OPT_CRITICAL_PATH, OPT_GPU };
 
 static const struct option long_opts[] = {
     {"simulate", no_argument, NULL, 's'},
@@ -138,13 +163,15 @@ static const struct option long_opts[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"sync", no_argument, NULL, OPT_SYNC},
     {"critical-path", no_argument, NULL, OPT_CRITICAL_PATH},
+    {"gpu", required_argument, NULL, OPT_GPU},
+    {"output", required_argument, NULL, 'o'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
-typedef enum { CMD_RUN, CMD_COMPARE, CMD_SHOW, CMD_CHECK } cmd_t;
+typedef enum { CMD_RUN, CMD_COMPARE, CMD_SHOW, CMD_CHECK, CMD_PROFILE } cmd_t;
 
 /* Which options each command accepts (getopt_long parses all; this rejects the others). */
 static int opt_allowed(cmd_t cmd, int c)
@@ -153,10 +180,12 @@ static int opt_allowed(cmd_t cmd, int c)
     case 'S':
     case 'h':
     case 'V': return 1;
+    case 'q': return cmd != CMD_SHOW && cmd != CMD_CHECK;
+    case 'o': return cmd == CMD_PROFILE;
     case 's':
     case 'j':
     case 'g':
-    case 'q':
+    case OPT_GPU:
     case OPT_TIMEOUT: return cmd == CMD_RUN || cmd == CMD_COMPARE;
     case 't':
     case OPT_SYNC:
@@ -176,6 +205,8 @@ static void usage_for(cmd_t cmd, FILE *f)
         usage_show(f);
     else if (cmd == CMD_CHECK)
         usage_check(f);
+    else if (cmd == CMD_PROFILE)
+        usage_profile(f);
     else
         usage_run(f);
 }
@@ -187,7 +218,7 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":sS:jct:g:e:w:qhV", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":sS:jct:g:e:w:o:qhV", long_opts, NULL)) != -1) {
         if (c == '?' || c == ':') {
             const char *what = c == ':' ? "needs a value" : "is not an option";
             if (optopt && optopt < 256)
@@ -195,10 +226,11 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
             else
                 fprintf(stderr, "%s: %s %s\n", prog, argv[optind - 1], what);
             fprintf(stderr, "try '%s%s --help'\n", prog,
-                    cmd == CMD_COMPARE ? " compare"
-                    : cmd == CMD_SHOW  ? " show"
-                    : cmd == CMD_CHECK ? " check"
-                                       : "");
+                    cmd == CMD_COMPARE   ? " compare"
+                    : cmd == CMD_SHOW    ? " show"
+                    : cmd == CMD_CHECK   ? " check"
+                    : cmd == CMD_PROFILE ? " profile"
+                                         : "");
             return -1;
         }
         if (!opt_allowed(cmd, c)) {
@@ -251,6 +283,15 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
         case OPT_SYNC: o->sync = 1; break;
         case OPT_CRITICAL_PATH: o->critical_path = 1; break;
         case 'q': o->quiet = 1; break;
+        case 'o': o->output = optarg; break;
+        case OPT_GPU:
+            if (o->n_sets == MAX_SETS) {
+                fprintf(stderr, "%s: at most %d --set options\n", prog, MAX_SETS);
+                return -1;
+            }
+            snprintf(o->gpu_set, sizeof o->gpu_set, "cost.gpu=%s", optarg);
+            o->sets[o->n_sets++] = o->gpu_set;
+            break;
         case 'h': usage_for(cmd, stdout); return 1;
         case 'V': printf("ppsched %s\n", PP_VERSION); return 1;
         }
@@ -262,6 +303,14 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
  * Runs
  * ------------------------------------------------------------------------------------------- */
 
+/* The GPU table's row for the devices present, when it knows them. */
+static const pp_gpu_t *present_gpu(void)
+{
+    char name[256];
+    execute_describe_devices(name, sizeof name);
+    return gpu_match_device(name);
+}
+
 /* The chain's options for a command's flags. */
 static pp_run_opts_t run_opts(const opts_t *o, int measure)
 {
@@ -269,7 +318,8 @@ static pp_run_opts_t run_opts(const opts_t *o, int measure)
                         .exec = execute_plan,
                         .sync = o->sync,
                         .timeout_s = o->timeout_s,
-                        .verbose = !o->quiet && !o->json};
+                        .verbose = !o->quiet && !o->json,
+                        .gpu = measure ? present_gpu() : NULL};
     return ro;
 }
 
@@ -279,8 +329,11 @@ static int want_measure(const opts_t *o, int n_visible)
     if (o->simulate) return 0;
     if (n_visible > 0) return 1;
     if (!o->quiet)
-        fprintf(stderr, "# no CUDA device found: simulating with the cost model (pass --simulate "
-                        "to ask for this explicitly)\n");
+        fprintf(stderr,
+                "# %s: simulating with the cost model (pass --simulate to ask for this "
+                "explicitly)\n",
+                execute_built_with_cuda() ? "no CUDA device found"
+                                          : "ppsched was built without CUDA");
     return 0;
 }
 
@@ -320,6 +373,32 @@ done:
     return st;
 }
 
+static pp_status_t cmd_profile(const char *path, const opts_t *o)
+{
+    pp_config_t cfg;
+    pp_profile_t prof;
+    pp_status_t st;
+    FILE *out = stdout;
+    PP_CHECK_GOTO(config_load(&cfg, path, o->sets, o->n_sets), st, done);
+    PP_CHECK_GOTO(config_resolve(&cfg, execute_device_count()), st, done);
+    PP_CHECK_GOTO(execute_profile(&prof, &cfg, cfg.run.steps, !o->quiet), st, done);
+    if (!o->quiet) profile_print_summary(&prof, stderr);
+    if (o->output && !(out = fopen(o->output, "w"))) {
+        fprintf(stderr, "%s: -o %s: %s\n", prog, o->output, strerror(errno));
+        st = PP_ERR_IO;
+        goto done;
+    }
+    st = profile_write(&prof, out);
+    if (out != stdout && fclose(out) != 0 && st == PP_OK) {
+        fprintf(stderr, "%s: -o %s: %s\n", prog, o->output, strerror(errno));
+        st = PP_ERR_IO;
+    }
+    if (st == PP_OK && o->output && !o->quiet) fprintf(stderr, "# profile: %s\n", o->output);
+done:
+    config_free(&cfg);
+    return st;
+}
+
 static pp_status_t cmd_check(const char *path, const opts_t *o)
 {
     pp_run_t j = {0};
@@ -352,6 +431,7 @@ static pp_status_t cmd_show(const char *path, const opts_t *o)
                sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages, j.plan.n_mb,
                j.plan.chunks);
         plan_print_grid(&j.plan, stdout);
+        plan_print_memory(&j.plan, &j.cfg, stdout);
     }
 done:
     run_free(&j);
@@ -505,6 +585,8 @@ int main(int argc, char **argv)
             cmd = CMD_SHOW;
         else if (strcmp(argv[1], "check") == 0)
             cmd = CMD_CHECK;
+        else if (strcmp(argv[1], "profile") == 0)
+            cmd = CMD_PROFILE;
         else if (strcmp(argv[1], "help") == 0) {
             usage_run(stdout);
             return 0;
@@ -528,6 +610,7 @@ int main(int argc, char **argv)
     case CMD_COMPARE: st = cmd_compare(args, n_args, &o); break;
     case CMD_SHOW: st = cmd_show(args[0], &o); break;
     case CMD_CHECK: st = cmd_check(args[0], &o); break;
+    case CMD_PROFILE: st = cmd_profile(args[0], &o); break;
     default: st = cmd_run(args[0], &o); break;
     }
     fflush(stdout);

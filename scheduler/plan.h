@@ -11,6 +11,9 @@
  * Memory is decided by the schedule: slots_per_stage comes from liveness over each device's
  * program (a (stage, micro-batch) holds a slot from its first op on the device to its last), and
  * reuse of a slot is a dependency of the new holder's first op on the old holder's last ops.
+ * Under run.offload a micro-batch the lowering offloads holds a slot from its first op to its
+ * OFFLOAD and again from its RELOAD to its last op, and a pinned host slot from OFFLOAD to RELOAD
+ * (host_slots_per_stage, reused in the same way); slots_per_stage is then the device ring.
  * With the backward split, wgrad_slots_per_stage counts the micro-batches whose I has run and
  * whose W has not, at most, in each device's program order (the stage's I->W buffers).
  *
@@ -31,16 +34,27 @@ extern "C" {
 
 /* Stream roles: the rows of the role table (roles.c). Every device has one stream per role;
  * compute is the device's main stream, which starts the others at the beginning of a step and
- * joins them at its end. */
-typedef enum pp_role { PP_ROLE_COMPUTE = 0, PP_ROLE_SEND, PP_ROLE_RECV, PP_ROLE_COUNT } pp_role_t;
+ * joins them at its end. offload (device to host) and load (host to device) carry the copies of
+ * run.offload. */
+typedef enum pp_role {
+    PP_ROLE_COMPUTE = 0,
+    PP_ROLE_SEND,
+    PP_ROLE_RECV,
+    PP_ROLE_OFFLOAD,
+    PP_ROLE_LOAD,
+    PP_ROLE_COUNT
+} pp_role_t;
 
 typedef struct pp_role_row {
-    const char *name;  /* in traces and messages: "compute", "send", "recv" */
+    const char *name;  /* in traces and messages: "compute", "send", "recv", "offload", "load" */
     int high_priority; /* 1: created at the device's greatest stream priority */
 } pp_role_row_t;
 
 /* The row of role r (the compute row for a value out of range). */
 const pp_role_row_t *pp_role_row(pp_role_t r);
+
+/* The stream role an op of kind k runs on (roles.c: one table, by kind). */
+pp_role_t pp_role_of_kind(pp_action_kind_t k);
 
 typedef struct pp_op {
     int device;     /* pipeline device index 0..n_devices-1 */
@@ -52,7 +66,8 @@ typedef struct pp_op {
     int pos;             /* position in its device's program (for messages), 0-based */
     int peer;            /* SEND: index of the matching RECV op; RECV: of the SEND; else -1 */
     pp_transport_t link; /* SEND/RECV: a row of p2p/transport.h; NONE for compute */
-    size_t bytes;        /* SEND/RECV: bytes moved */
+    size_t bytes;        /* SEND/RECV, OFFLOAD/RELOAD: bytes moved */
+    int host;            /* OFFLOAD/RELOAD: pinned host slot of (stage, mb); else -1 */
     int dep_begin;       /* deps of this op are plan.deps[dep_begin .. dep_begin + n_deps) */
     int n_deps;
 } pp_op_t;
@@ -68,6 +83,11 @@ typedef struct pp_plan {
     int *slots_per_stage;       /* [n_stages]: activation slots the stage needs on its device */
     int *wgrad_slots_per_stage; /* [n_stages]: I->W buffers: most micro-batches of the stage
                                    between their I and their W on its device (0 without I/W) */
+    int *host_slots_per_stage;  /* [n_stages]: pinned host slots (0 without run.offload) */
+    int *plain_slots_per_stage; /* [n_stages]: slots the schedule needs without offload */
+    size_t *offload_bytes;      /* [n_stages]: bytes one OFFLOAD or RELOAD moves (0: unknown) */
+    int offload;                /* 1: run.offload placed OFFLOAD/RELOAD ops */
+    int offload_lookahead;      /* RELOAD goes this many compute ops before its backward */
     int n_ops;
     pp_op_t *ops; /* [n_ops], topological (enqueue) order */
     int n_deps_total;
@@ -99,7 +119,40 @@ pp_status_t schedule_validate(const pp_schedule_t *sched);
  * as `ppsched show` prints it. */
 void plan_print_grid(const pp_plan_t *plan, FILE *f);
 
+/* Device bytes per device (plan_device_bytes; with run.offload also without it, and the pinned
+ * host bytes), as `ppsched show` prints them after the grid. */
+void plan_print_memory(const pp_plan_t *plan, const pp_config_t *cfg, FILE *f);
+
 void plan_free(pp_plan_t *plan);
+
+/* ---- run.offload and memory (offload.c) ---- */
+
+/* 1 when ops of kind k belong to a micro-batch's backward phase (they use the slot RELOAD fills:
+ * RECV_B, B, I, W, SEND_B, RELOAD), 0 for the forward phase (RECV_F, F, SEND_F, OFFLOAD). */
+int offload_phase(pp_action_kind_t k);
+
+/* Where the lowering puts the copies of each (stage, mb) of one device's program `prog` (as
+ * written, key = stage * n_mb + mb): OFFLOAD right after action off_after[key] (the compute op
+ * after the forward, or the forward phase's last action), RELOAD right before rel_before[key]
+ * (`lookahead` compute ops before the backward, or the backward phase's first action). Keys it
+ * does not offload (no compute op would run between the two) are left as they are (-1). */
+pp_status_t offload_place(const pp_program_t *prog, int n_st, int n_mb, int lookahead,
+                          int *off_after, int *rel_before);
+
+/* Device bytes of device d's stages (stage_device_bytes), with the plan's slots, or (plain) with
+ * the slots the schedule needs without offload; and the pinned host bytes of its host slots. */
+size_t plan_device_bytes(const pp_plan_t *plan, const pp_config_t *cfg, int d, int plain);
+size_t plan_host_bytes(const pp_plan_t *plan, int d);
+
+/* Fill plain_slots_per_stage: liveness over the programs without the copies (a (stage, mb) holds
+ * a slot from its first op to its last). */
+pp_status_t plan_plain_slots(pp_plan_t *plan);
+
+/* The rules of the copies: each op on its kind's stream; OFFLOAD after its forward and waiting
+ * for it, RELOAD after its OFFLOAD on the same device and waiting for it, both on one host slot
+ * in range moving the stage's offload bytes; every backward-phase op after the RELOAD in its
+ * program, on the slot it filled, and RECV_B, B and I waiting for it. */
+pp_status_t plan_check_offload(const pp_plan_t *plan);
 
 /* The channels a plan orders its ops on: one per device and stream role other than send and
  * recv (compute, ...), and one send and one recv channel per directed device pair. Ops of one

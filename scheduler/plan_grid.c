@@ -1,6 +1,7 @@
 /*
  * plan_grid.c — plan_print_grid: a plan's compute steps as a text grid, one row per device, one
- * column per program step, as `ppsched show` prints it. Reads the plan only.
+ * column per program step, as `ppsched show` prints it, and plan_print_memory, the device bytes
+ * each device's stages allocate (with and without run.offload). Reads the plan only.
  */
 #include "plan.h"
 
@@ -89,10 +90,28 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f)
             fprintf(f, "%sstage %d: %d", sep, s, plan->slots_per_stage[s]);
             if (plan->split_backward && plan->wgrad_slots_per_stage)
                 fprintf(f, " (I->W buffers %d)", plan->wgrad_slots_per_stage[s]);
+            if (plan->offload)
+                fprintf(f, " (offload: ring of %d, %d without; %d host slots)",
+                        plan->slots_per_stage[s], plan->plain_slots_per_stage[s],
+                        plan->host_slots_per_stage[s]);
             sep = ", ";
         }
         fputc('\n', f);
     }
     free(multi);
     free(cursor);
+}
+
+void plan_print_memory(const pp_plan_t *plan, const pp_config_t *cfg, FILE *f)
+{
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    fprintf(f, "device memory (stages: state, workspace, slots)\n");
+    for (int d = 0; d < plan->n_devices; d++) {
+        fprintf(f, "dev%d | %.2f GiB", d, (double)plan_device_bytes(plan, cfg, d, 0) / gib);
+        if (plan->offload)
+            fprintf(f, " with offload, %.2f GiB without; pinned host %.2f GiB",
+                    (double)plan_device_bytes(plan, cfg, d, 1) / gib,
+                    (double)plan_host_bytes(plan, d) / gib);
+        fputc('\n', f);
+    }
 }

@@ -12,6 +12,7 @@
  * (timing off) yields step times only: busy, idle, bubble and in-flight are then unknown.
  */
 #include "report.h"
+#include "cost.h"
 #include "report_io.h"
 
 #include <math.h>
@@ -240,6 +241,7 @@ static void fill_devices(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
         ds->bubble = span > 0.0 ? ds->idle_ms / span : NAN;
         ds->peak_inflight = peak[d];
         ds->peak_mem_bytes = (tl->peak_mem_bytes && d < tl->n_devices) ? tl->peak_mem_bytes[d] : 0;
+        ds->act_mb_equiv = NAN; /* report_set_prediction gives it */
         *sum_busy += ds->busy_ms;
         *sum_idle += ds->idle_ms;
     }
@@ -312,6 +314,7 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     r->bubble = span > 0.0 ? 1.0 - sum_busy / (p * span) : NAN;
     r->bubble_ideal = sum_busy > 0.0 ? sum_idle / sum_busy : NAN;
     r->bubble_theory = report_bubble_theory(plan->kind, p, plan->n_mb, plan->chunks);
+    r->step_ms_predicted = NAN;
     if (sim)
         PP_CHECK_GOTO(overall_bubble(plan, sim, &r->bubble_simulated), st, fail);
     else
@@ -394,7 +397,9 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
             for (int s = 0; s < m->n_layers_per_stage; s++)
                 out_printf(o, " %d", m->layers_per_stage[s]);
             out_printf(o, "%s\n",
-                       cfg->pipeline.split == PP_SPLIT_BALANCED ? " (balanced by FLOPs)" : "");
+                       cfg->pipeline.split == PP_SPLIT_BALANCED
+                           ? " (balanced by predicted stage time)"
+                           : "");
         }
     }
     out_printf(o, "# pipeline: p %d devices, %d stages, v %d, m %d micro-batches", r->devices,
@@ -407,13 +412,20 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
     out_puts(o, "\n");
     if (r->mode == PP_MODE_MEASURE && isfinite(r->loss))
         out_printf(o, "# loss: %.9g (mean over the micro-batches of the last step)\n", r->loss);
-    if (cfg && r->mode == PP_MODE_SIMULATE)
+    if (r->cost_desc[0])
+        out_printf(o, "# %s: %s\n",
+                   r->mode == PP_MODE_MEASURE ? "predicted before running with" : "cost model",
+                   r->cost_desc);
+    else if (cfg && r->mode == PP_MODE_SIMULATE)
         out_printf(
             o,
             "# cost model (ms per micro-batch, one device's share of the layers): forward %g, "
             "backward_input %g, "
             "backward_weight %g, send %g\n",
             cfg->cost.forward, cfg->cost.backward_input, cfg->cost.backward_weight, cfg->cost.send);
+    if (cfg && r->mode == PP_MODE_SIMULATE && cfg->run.offload == PP_OFFLOAD_ACTIVATIONS)
+        out_printf(o, "# host link (run.offload copies): %g GB/s each direction\n",
+                   cost_host_link_gbps(cfg));
     out_printf(o, "#\n");
 }
 
@@ -478,6 +490,7 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FIL
                fmt_pct(a, sizeof a, r->bubble, 2), fmt_pct(b, sizeof b, r->bubble_ideal, 2),
                fmt_pct(c, sizeof c, r->bubble_theory, 2),
                fmt_pct(d, sizeof d, r->bubble_simulated, 2));
+    report_table_prediction(o, r);
     if (!isfinite(r->bubble)) {
         out_printf(o, "# verdict: bubble unknown (no per-op times); theory %s, simulated %s\n",
                    fmt_pct(b, sizeof b, r->bubble_theory, 1),

@@ -27,10 +27,13 @@ typedef struct pp_device_stats {
     int device;      /* pipeline device index */
     int cuda_device; /* CUDA ordinal it ran on (-1 when simulated without GPUs) */
     double busy_ms, idle_ms;
-    double bubble;         /* idle / makespan */
-    int peak_inflight;     /* most micro-batches with F done and backward not finished */
-    size_t peak_mem_bytes; /* 0 = unknown */
-    double bytes_sent;     /* bytes this device sent across devices in one step */
+    double bubble;             /* idle / makespan */
+    int peak_inflight;         /* most micro-batches with F done and backward not finished */
+    size_t peak_mem_bytes;     /* 0 = unknown */
+    double bytes_sent;         /* bytes this device sent across devices in one step */
+    size_t peak_mem_predicted; /* predicted before running (memory.h); 0 = none */
+    double act_mb_equiv;       /* activation slots held, in micro-batches of the device's layers;
+                                * NAN = none */
 } pp_device_stats_t;
 
 typedef struct pp_report {
@@ -44,6 +47,9 @@ typedef struct pp_report {
     double bubble_theory;    /* closed form, idle / makespan; NAN when none applies */
     double bubble_simulated; /* the simulator's figure for the same plan; NAN when not run */
     double loss; /* measured: mean loss of the last step (set by the run chain); NAN otherwise */
+    double step_ms_predicted;      /* the cost model's step before running; NAN when none */
+    char cost_desc[256];           /* where the simulator's costs came from; "" = the config's */
+    char mem_verdict[256];         /* the memory fit check; "" = none */
     pp_device_stats_t *per_device; /* [devices] */
     pp_explain_t explain;          /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;
@@ -56,6 +62,17 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
 /* Adds the what-if step times: `plan` simulated under variants of `cm` (explain_what_if). */
 pp_status_t report_what_if(pp_report_t *r, const pp_plan_t *plan, const pp_cost_model_t *cm);
 void report_free(pp_report_t *r);
+
+/* Attach what the model predicted before running: the step (ms), each device's peak memory and
+ * activation slots in micro-batch equivalents ([devices] each, may be NULL), where the costs came
+ * from and the memory verdict. In simulate mode the predicted memory is also the peak shown. */
+void report_set_prediction(pp_report_t *r, double step_ms, const size_t *mem,
+                           const double *mb_equiv, const char *cost_desc, const char *verdict);
+
+struct pp_out; /* report_io.h */
+/* The table's lines about the prediction (report_predict.c): a measured run's predicted step and
+ * peak memory with their errors, the activations in micro-batch equivalents, the memory verdict. */
+void report_table_prediction(struct pp_out *o, const pp_report_t *r);
 
 /* Closed-form bubble (idle / makespan) of a schedule kind for uniform stages; NAN when the kind
  * has none (explicit steps, CSV). */

@@ -43,6 +43,38 @@ static void reason_columns(pp_out_t *o, const pp_report_t *r, int row)
     out_puts(o, "\n");
 }
 
+/* The predicted peak of the fullest device, and the most activation micro-batch equivalents any
+ * device holds (NAN when none was predicted). */
+static void predicted_fullest(const pp_report_t *r, size_t *mem, double *mb_equiv)
+{
+    *mem = 0;
+    *mb_equiv = NAN;
+    for (int d = 0; d < r->devices; d++) {
+        const pp_device_stats_t *ds = &r->per_device[d];
+        if (ds->peak_mem_predicted > *mem) *mem = ds->peak_mem_predicted;
+        if (isfinite(ds->act_mb_equiv) && !(ds->act_mb_equiv <= *mb_equiv))
+            *mb_equiv = ds->act_mb_equiv;
+    }
+}
+
+/* The prediction as extra columns: row 0 names, row 1 units, else the values of `r`. */
+static void predicted_columns(pp_out_t *o, const pp_report_t *r, int row)
+{
+    if (!r) {
+        out_printf(o, " %9s %9s %6s", row == 0 ? "predicted" : "(ms)",
+                   row == 0 ? "pred mem" : "(GiB)", row == 0 ? "act" : "mb-eq");
+        return;
+    }
+    size_t pmem;
+    double mbeq;
+    char pstep[32], pmemb[32], mbq[32];
+    predicted_fullest(r, &pmem, &mbeq);
+    fmt_num(pstep, sizeof pstep, r->step_ms_predicted, "%.3f");
+    fmt_num(pmemb, sizeof pmemb, pmem ? (double)pmem / (1u << 30) : NAN, "%.2f");
+    fmt_num(mbq, sizeof mbq, mbeq, "%.1f");
+    out_printf(o, " %9s %9s %6s", pstep, pmemb, mbq);
+}
+
 pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
 {
     pp_out_t out, *o = &out;
@@ -50,9 +82,11 @@ pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
     out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s", "schedule", "p",
                "m", "v", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory",
                "peak mem", "peak");
+    predicted_columns(o, NULL, 0);
     reason_columns(o, NULL, 0);
     out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s", "", "", "", "",
                "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb");
+    predicted_columns(o, NULL, 1);
     reason_columns(o, NULL, 1);
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].run.report;
@@ -69,6 +103,7 @@ pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
                    jobs[i].label, r->devices, r->micro_batches, r->chunks, r->step_ms,
                    r->step_ms_p10, r->step_ms_p90, r->tokens_per_s, tf, bub, sim, th, memb,
                    inflight);
+        predicted_columns(o, r, 2);
         reason_columns(o, r, 2);
     }
     /* Verdict: the highest throughput (runs of different m do different work per step). */
@@ -97,7 +132,8 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
     out_printf(o,
                "schedule,mode,devices,stages,micro_batches,chunks,step_ms,step_ms_p10,step_ms_p90,"
                "tokens_per_s,tflops,bubble,bubble_simulated,bubble_theory,peak_mem_bytes,"
-               "peak_inflight_microbatches");
+               "peak_inflight_microbatches,step_ms_predicted,peak_mem_predicted_bytes,"
+               "activation_microbatch_equivalents");
     for (int c = 0; c < PP_IDLE_COUNT; c++)
         out_printf(o, ",bubble_%s", pp_idle_reasons[c].name);
     out_puts(o, "\n");
@@ -117,6 +153,12 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         csv_field(o, r->bubble_simulated);
         csv_field(o, r->bubble_theory);
         out_printf(o, ",%zu,%d", mem, inflight);
+        size_t pmem;
+        double mbeq;
+        predicted_fullest(r, &pmem, &mbeq);
+        csv_field(o, r->step_ms_predicted);
+        out_printf(o, ",%zu", pmem);
+        csv_field(o, mbeq);
         for (int c = 0; c < PP_IDLE_COUNT; c++)
             csv_field(o, report_bubble_by_reason(r, (pp_idle_reason_t)c));
         out_puts(o, "\n");

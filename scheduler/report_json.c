@@ -116,6 +116,8 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
         out_printf(o, "%.9g", r->loss);
     else
         out_puts(o, "null");
+    out_puts(o, ",\"step_ms_predicted\":");
+    out_json_num(o, r->step_ms_predicted);
     out_puts(o, ",\n \"per_device\":[");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
@@ -130,6 +132,13 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
             out_printf(o, "%zu", ds->peak_mem_bytes);
         else
             out_puts(o, "null"); /* unknown */
+        out_puts(o, ",\"peak_mem_predicted_bytes\":");
+        if (ds->peak_mem_predicted > 0)
+            out_printf(o, "%zu", ds->peak_mem_predicted);
+        else
+            out_puts(o, "null"); /* not predicted */
+        out_puts(o, ",\"activation_microbatch_equivalents\":");
+        out_json_num(o, ds->act_mb_equiv);
         out_puts(o, ",\"peak_inflight_microbatches\":");
         if (ds->peak_inflight >= 0)
             out_printf(o, "%d", ds->peak_inflight);

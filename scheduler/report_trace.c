@@ -2,8 +2,9 @@
  * report_trace.c — a timeline as a Chrome trace (JSON Object Format; Perfetto and chrome://tracing
  * read it): `{"traceEvents":[...],"displayTimeUnit":"ms"}`.
  *
- * Layout: pid = pipeline device, tid = stream role (0 compute, 1 send, 2 recv), each named by
- * metadata events; one complete event ("ph":"X", ts/dur in microseconds) per plan op; a flow
+ * Layout: pid = pipeline device, tid = stream role (a row of roles.c: compute, send, recv, and the
+ * host copies' offload and load, drawn under the compute), each named by metadata events; one
+ * complete event ("ph":"X", ts/dur in microseconds) per plan op; a flow
  * arrow from every SEND to its RECV ("ph":"s" on the send slice, "ph":"f" with "bp":"e" on the
  * receive slice, both with the SEND's op index as id). Each device also gets an `idle` track
  * (tid IDLE_TID) with one complete event per idle stretch, named by its reason (explain.h) and
@@ -19,7 +20,8 @@
 
 #define IDLE_TID PP_ROLE_COUNT /* the idle track sits after the stream roles */
 
-/* The event name: "F3" for compute ops (the stage is in args), "2SEND_F1" for communication. */
+/* The event name: "F3" for compute ops (the stage is in args), "2SEND_F1" for communication and
+ * "0OFFLOAD3" for a host copy. */
 static void op_name(const pp_op_t *op, char *buf, size_t size)
 {
     if (pp_action_is_compute(op->kind)) {

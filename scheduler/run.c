@@ -1,16 +1,18 @@
 /*
  * run.c — the chain of run.h: config → schedule → plan → simulate | execute → timeline → report.
  *
- * Order of a measured run: execute, then the cost model (from the measured op times), then one
+ * Order of a measured run: predict (cost model from the model and the GPU, one simulation, the
+ * predicted step kept), execute, then the cost model from the measured op times and one
  * simulation with it, so the simulated bubble differs from the measured one only by what the
  * cost model leaves out (launch gaps, contention, the order the GPU really ran things in). A
- * simulated run builds the cost model from `cost:` and simulates once. The plan is lowered once;
+ * simulated run predicts, and that is its result. The plan is lowered once;
  * schedule_validate checks the programs and plan_lower's dry run finds deadlocks.
  */
 #include "run.h"
 
+#include "cost.h"
+
 #include "generate.h"
-#include "split.h"
 #include "written.h"
 
 #include <math.h>
@@ -47,10 +49,11 @@ pp_status_t run_plan(pp_run_t *r)
     return st;
 }
 
-/* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer.
+/* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer;
+ * the host link's bandwidth over the measured copies (`link`, the config's, without copies).
  * Kinds a plan does not use keep 0 (B falls back to I + W). */
 static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
-                                     const pp_timeline_t *tl)
+                                     const pp_timeline_t *tl, double link)
 {
     pp_cost_cfg_t zero = {0};
     int n = plan->n_stages;
@@ -58,7 +61,7 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
     int *cnt = calloc((size_t)n * 4, sizeof *cnt);
     PP_ALLOC_CHECK(cnt);
     double *per[4] = {cm->f, cm->b, cm->i, cm->w};
-    double send = 0;
+    double send = 0, copy_bytes = 0, copy_ms = 0;
     int n_send = 0;
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
@@ -70,6 +73,9 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
                    transport_row(op->link)->crosses_devices) {
             send += dur;
             n_send++;
+        } else if (pp_action_is_copy(op->kind)) {
+            copy_bytes += (double)op->bytes;
+            copy_ms += dur;
         }
     }
     for (int kind = 0; kind < 4; kind++)
@@ -78,27 +84,38 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
     for (int st = 0; st < n; st++)
         if (!cnt[PP_ACT_B * n + st]) cm->b[st] = cm->i[st] + cm->w[st];
     cm->send = n_send ? send / n_send : 0;
+    cm->host_link_gbps = copy_ms > 0 ? copy_bytes / copy_ms / 1e6 : link;
     free(cnt);
     return PP_OK;
 }
 
 pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_config_t *cfg,
-                           const pp_timeline_t *measured)
+                           const pp_timeline_t *measured, const pp_gpu_t *present,
+                           const pp_profile_t *prof)
 {
-    if (measured && measured->has_op_times) return cost_from_measure(cm, plan, measured);
-    PP_CHECK(cost_model_uniform(cm, plan->n_stages, &cfg->cost));
-    /* `cost:` is per device's share of the layers; a chunk of an interleaved device holds 1/v,
-     * and a stage of an uneven split its blocks against the even split's. */
-    double k0 = 1.0 / (plan->chunks > 0 ? plan->chunks : 1);
-    for (int s = 0; s < plan->n_stages; s++) {
-        int n_layers, first;
-        split_stage_layers(cfg, plan->n_stages, s, &n_layers, &first);
-        double k = k0 * n_layers * plan->n_stages / cfg->model.layers;
-        cm->f[s] *= k;
-        cm->b[s] *= k;
-        cm->i[s] *= k;
-        cm->w[s] *= k;
+    if (measured && measured->has_op_times)
+        return cost_from_measure(cm, plan, measured, cost_host_link_gbps(cfg));
+    return cost_model_build(cm, cfg, plan, present, prof, NULL);
+}
+
+pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present)
+{
+    if (r->cfg.cost_src.profile && !r->have_prof) {
+        PP_CHECK(profile_load(&r->prof, r->cfg.cost_src.profile));
+        r->have_prof = 1;
     }
+    const pp_profile_t *prof = r->have_prof ? &r->prof : NULL;
+    pp_cost_source_t source;
+    r->present = present;
+    cost_model_free(&r->cost);
+    timeline_free(&r->sim);
+    PP_CHECK(cost_model_build(&r->cost, &r->cfg, &r->plan, present, prof, &source));
+    PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
+    r->predicted_ms = r->sim.step_ms[0];
+    const pp_gpu_t *gpu = cost_gpu_for(&r->cfg, present, prof);
+    cost_model_describe(r->cost_desc, sizeof r->cost_desc, &r->cost, &r->cfg, source, gpu, prof);
+    PP_CHECK(memory_predict(&r->mem, &r->cfg, &r->plan, gpu, prof));
+    r->predicted = 1;
     return PP_OK;
 }
 
@@ -126,14 +143,28 @@ pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o)
 
 pp_status_t run_finish(pp_run_t *r)
 {
-    PP_CHECK(run_cost_model(&r->cost, &r->plan, &r->cfg, r->measured ? &r->meas : NULL));
-    PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
+    if (!r->predicted) PP_CHECK(run_predict(r, r->present));
+    if (r->measured && r->meas.has_op_times) {
+        cost_model_free(&r->cost);
+        timeline_free(&r->sim);
+        PP_CHECK(run_cost_model(&r->cost, &r->plan, &r->cfg, &r->meas, NULL, NULL));
+        PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
+    }
     PP_CHECK(report_build(&r->report, &r->cfg, &r->plan, run_timeline(r), &r->sim));
     r->have_report = 1;
     /* What-if from the run's own op costs; a measured run without op times has none (its cost
      * model is the config's). */
     if (!r->measured || r->meas.has_op_times)
         PP_CHECK(report_what_if(&r->report, &r->plan, &r->cost));
+    size_t mem[PP_MAX_DEVICES];
+    double mb[PP_MAX_DEVICES];
+    char verdict[256];
+    for (int d = 0; d < r->mem.n_devices; d++) {
+        mem[d] = (size_t)r->mem.dev[d].total;
+        mb[d] = r->mem.dev[d].mb_equiv;
+    }
+    memory_verdict(&r->mem, verdict, sizeof verdict);
+    report_set_prediction(&r->report, r->predicted_ms, mem, mb, r->cost_desc, verdict);
     /* The mean loss of the last step: a measured run's own figure, for bitwise comparisons. */
     if (r->measured && r->exec.loss && r->exec.n_steps > 0)
         r->report.loss = r->exec.loss[r->exec.n_steps - 1];
@@ -142,6 +173,7 @@ pp_status_t run_finish(pp_run_t *r)
 
 pp_status_t run_go(pp_run_t *r, const pp_run_opts_t *o)
 {
+    PP_CHECK(run_predict(r, o->gpu));
     if (o->measure) PP_CHECK(run_execute(r, o));
     return run_finish(r);
 }

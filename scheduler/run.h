@@ -5,8 +5,9 @@
  * The command line, the GPU tests and the benchmarks all go through it, so a phase changes in one
  * place. It is plain C: the executor comes in as a function (execute_plan where CUDA is linked),
  * so the chain builds and is tested on a machine without a GPU. The cost model has one source,
- * run_cost_model: a model-derived one replaces it there. A pp_run_t owns everything it holds;
- * run_free releases a partly built one.
+ * run_cost_model (cost.h's model, or the measured op times). Before anything runs, run_predict
+ * prices the plan and keeps the predicted step, so a measured run reports prediction against
+ * measurement. A pp_run_t owns everything it holds; run_free releases a partly built one.
  */
 #ifndef PP_RUN_H
 #define PP_RUN_H
@@ -14,7 +15,10 @@
 #include "../common/pp_status.h"
 #include "config.h"
 #include "execute.h"
+#include "gpu.h"
+#include "memory.h"
 #include "plan.h"
+#include "profile.h"
 #include "report.h"
 #include "schedule.h"
 #include "simulate.h"
@@ -38,8 +42,15 @@ typedef struct pp_run {
     pp_timeline_t meas;    /* the executor's (measured runs) */
     pp_exec_result_t exec; /* losses (and gradients when asked) of a measured run */
     pp_report_t report;
-    int measured;    /* 1 when meas and exec hold a run */
-    int have_report; /* 1 once report is built */
+    pp_profile_t prof;       /* cost.profile, once run_predict read it */
+    int have_prof;           /* 1 when prof holds a profile */
+    const pp_gpu_t *present; /* the GPU a measured run runs on (when the table knows it) */
+    int predicted;           /* 1 once run_predict ran */
+    double predicted_ms;     /* the step the cost model predicts before running */
+    char cost_desc[256];     /* where the predicted costs came from, for the report */
+    pp_mem_pred_t mem;       /* the memory predicted per device, and the fit check */
+    int measured;            /* 1 when meas and exec hold a run */
+    int have_report;         /* 1 once report is built */
 } pp_run_t;
 
 /* What a caller asks of a run beyond its config. */
@@ -50,6 +61,7 @@ typedef struct pp_run_opts {
     double timeout_s;    /* > 0: overrides run.timeout */
     int verbose;         /* the executor's banner */
     int check_grads;     /* keep the last step's gradients in r->exec */
+    const pp_gpu_t *gpu; /* the GPU present (gpu_match_device of its name), or NULL */
 } pp_run_opts_t;
 
 /* Load `path` (or, when yaml is not NULL, that text named `path`) with the overrides; for a
@@ -64,11 +76,18 @@ pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char
 pp_status_t run_plan(pp_run_t *r);
 
 /* The cost model of a plan: with a measured timeline (per-op times), per stage the mean duration
- * of each compute kind and the mean cross-device transfer; otherwise the config's uniform `cost:`
- * values, which are one device's share of the layers, so a stage of an interleaved device costs
- * 1/chunks of them. The one place a cost model comes from. */
+ * of each compute kind and the mean cross-device transfer; otherwise cost_model_build (cost.h):
+ * the hand-set `cost:` values when given, else the stage's FLOPs and bytes on the GPU description
+ * (cost.gpu, else `present`, else h100), calibrated by `prof` when not NULL. The one place a cost
+ * model comes from. */
 pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_config_t *cfg,
-                           const pp_timeline_t *measured);
+                           const pp_timeline_t *measured, const pp_gpu_t *present,
+                           const pp_profile_t *prof);
+
+/* Before running: read cost.profile (once), build the cost model with `present`, simulate, and
+ * keep the predicted step (r->predicted_ms), the cost model's description and the memory each
+ * device will take (r->mem, checked against the same GPU description). */
+pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present);
 
 /* The executor's options: the config's run.* keys with the caller's overrides. */
 pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o);
@@ -76,11 +95,12 @@ pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o);
 /* Execute the plan with o->exec and run_exec_opts (measured run: r->meas, r->exec). */
 pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o);
 
-/* Build the cost model (from the measurement when there is one with op times), simulate the plan
- * with it, and build the report of the measured run, or of the simulation. */
+/* Build the cost model (from the measurement when there is one with op times; the prediction
+ * otherwise, made here unless run_predict ran), simulate the plan with it, and build the report of
+ * the measured run, or of the simulation, with the prediction attached. */
 pp_status_t run_finish(pp_run_t *r);
 
-/* Everything after run_plan: run_execute when o->measure, then run_finish. */
+/* Everything after run_plan: run_predict, run_execute when o->measure, then run_finish. */
 pp_status_t run_go(pp_run_t *r, const pp_run_opts_t *o);
 
 /* The timeline the report describes: measured when there is one, else simulated. */

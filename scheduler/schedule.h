@@ -29,8 +29,14 @@ typedef enum pp_action_kind {
     PP_ACT_RECV_F, /* receive the forward input from stage - 1 */
     PP_ACT_SEND_B, /* send the input gradient to stage - 1 */
     PP_ACT_RECV_B, /* receive the output gradient from stage + 1 */
+    /* Placed by the lowering under run.offload (never written in a schedule): */
+    PP_ACT_OFFLOAD, /* copy the micro-batch's backward-read activations to pinned host memory */
+    PP_ACT_RELOAD,  /* copy them back into a device slot before its backward */
     PP_ACT_COUNT
 } pp_action_kind_t;
+
+/* The kinds a written schedule (steps, CSV) may hold: F .. RECV_B. */
+#define PP_ACT_WRITTEN_COUNT (PP_ACT_RECV_B + 1)
 
 typedef struct pp_action {
     pp_action_kind_t kind;
@@ -44,7 +50,12 @@ static inline int pp_action_is_compute(pp_action_kind_t k)
 }
 static inline int pp_action_is_comm(pp_action_kind_t k)
 {
-    return k >= PP_ACT_SEND_F && k < PP_ACT_COUNT;
+    return k >= PP_ACT_SEND_F && k <= PP_ACT_RECV_B;
+}
+/* A copy between a device slot and pinned host memory (run.offload). */
+static inline int pp_action_is_copy(pp_action_kind_t k)
+{
+    return k == PP_ACT_OFFLOAD || k == PP_ACT_RELOAD;
 }
 
 typedef struct pp_program {

@@ -7,7 +7,9 @@
  * are checked as we go; a broken one is a bug in lowering and returns PP_ERR_INTERNAL.
  * A SEND and its RECV are one transfer: both start when both sides are ready (each side's channel
  * free and its own dependencies done, the pair's mutual dependency left out) and end `send` later,
- * or at once on a LOCAL link. The caller owns `tl`; the cost model owns its four arrays.
+ * or at once on a LOCAL link. Every other op (compute, and the host copies of run.offload on the
+ * offload and load streams) takes the time the cost table by kind gives it; a copy moves its bytes
+ * at the host link's bandwidth. The caller owns `tl`; the cost model owns its four arrays.
  */
 #include "simulate.h"
 
@@ -21,7 +23,9 @@ pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_cost_
     if (n_stages < 1 || n_stages > PP_MAX_STAGES)
         PP_FAIL(PP_ERR_INTERNAL, "cost_model_uniform: %d stages", n_stages);
     if (!(c->forward >= 0) || !(c->backward_input >= 0) || !(c->backward_weight >= 0) ||
-        !(c->send >= 0) || !isfinite(c->forward + c->backward_input + c->backward_weight + c->send))
+        !(c->send >= 0) || !(c->host_link_gbps >= 0) ||
+        !isfinite(c->forward + c->backward_input + c->backward_weight + c->send +
+                  c->host_link_gbps))
         PP_FAIL(PP_ERR_INTERNAL,
                 "cost_model_uniform: costs must be finite and >= 0 (forward %g, backward_input "
                 "%g, backward_weight %g, send %g)",
@@ -39,6 +43,7 @@ pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_cost_
         cm->b[s] = c->backward_input + c->backward_weight;
     }
     cm->send = c->send;
+    cm->host_link_gbps = c->host_link_gbps;
     return PP_OK;
 
 fail:
@@ -56,17 +61,36 @@ void cost_model_free(pp_cost_model_t *cm)
     memset(cm, 0, sizeof *cm);
 }
 
-/* Duration of a compute op; negative when the kind is not a compute kind. */
-static double compute_cost(const pp_cost_model_t *cm, pp_action_kind_t kind, int stage)
+/* The duration of an op that runs alone on its stream, by kind (transfers are timed in pairs). */
+typedef double (*op_cost_fn)(const pp_cost_model_t *cm, const pp_op_t *op);
+
+static double cost_f(const pp_cost_model_t *cm, const pp_op_t *op)
 {
-    switch (kind) {
-    case PP_ACT_F: return cm->f[stage];
-    case PP_ACT_B: return cm->b[stage];
-    case PP_ACT_I: return cm->i[stage];
-    case PP_ACT_W: return cm->w[stage];
-    default: return -1.0;
-    }
+    return cm->f[op->stage];
 }
+static double cost_b(const pp_cost_model_t *cm, const pp_op_t *op)
+{
+    return cm->b[op->stage];
+}
+static double cost_i(const pp_cost_model_t *cm, const pp_op_t *op)
+{
+    return cm->i[op->stage];
+}
+static double cost_w(const pp_cost_model_t *cm, const pp_op_t *op)
+{
+    return cm->w[op->stage];
+}
+/* A copy to or from pinned host memory: its bytes over the host link (GB/s = 1e6 bytes per ms);
+ * free when the model has no link figure. */
+static double cost_copy(const pp_cost_model_t *cm, const pp_op_t *op)
+{
+    return cm->host_link_gbps > 0 ? (double)op->bytes / (cm->host_link_gbps * 1e6) : 0.0;
+}
+
+static const op_cost_fn op_cost[PP_ACT_COUNT] = {
+    [PP_ACT_F] = cost_f, [PP_ACT_B] = cost_b,          [PP_ACT_I] = cost_i,
+    [PP_ACT_W] = cost_w, [PP_ACT_OFFLOAD] = cost_copy, [PP_ACT_RELOAD] = cost_copy,
+};
 
 /* Checks the fields of op `k` that the simulation indexes with. */
 static pp_status_t check_op(const pp_plan_t *plan, const pp_cost_model_t *cm, int k)
@@ -130,11 +154,11 @@ pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cos
         PP_CHECK_GOTO(check_op(plan, cm, k), st, fail);
         int is_send = op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B;
 
-        if (pp_action_is_compute(op->kind)) {
+        if (op_cost[op->kind]) {
             double ready;
             PP_CHECK_GOTO(ready_time(plan, tl, stream_free, k, -1, &ready), st, fail);
             tl->t[k].start_ms = ready;
-            tl->t[k].end_ms = ready + compute_cost(cm, op->kind, op->stage);
+            tl->t[k].end_ms = ready + op_cost[op->kind](cm, op);
             stream_free[pp_plan_channel(plan, k)] = tl->t[k].end_ms;
         } else if (is_send) {
             int r = k + 1;

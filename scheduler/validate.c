@@ -370,7 +370,7 @@ static pp_status_t plan_check_pairs(const pp_plan_t *plan)
     char txt[96];
     for (int i = 0; i < plan->n_ops; i++) {
         const pp_op_t *o = &plan->ops[i];
-        if (o->role == PP_ROLE_COMPUTE) continue;
+        if (!pp_action_is_comm(o->kind)) continue;
         if (o->role !=
             (o->kind == PP_ACT_SEND_F || o->kind == PP_ACT_SEND_B ? PP_ROLE_SEND : PP_ROLE_RECV)) {
             plan_at(plan, i);
@@ -546,5 +546,6 @@ pp_status_t plan_validate(const pp_plan_t *plan)
     free(acts);
     PP_CHECK(st);
     PP_CHECK(plan_check_pairs(plan));
-    return plan_check_order(plan);
+    PP_CHECK(plan_check_order(plan));
+    return plan_check_offload(plan); /* offload.c */
 }

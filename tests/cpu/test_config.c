@@ -158,6 +158,7 @@ static void test_every_key(void)
     EXPECT(cfg.run.optimizer == PP_OPT_ADAMW && cfg.run.timing == 0);
     EXPECT(cfg.run.lr == 0.001 && cfg.run.weight_decay == 0.05 && cfg.run.timeout_s == 12.5);
     EXPECT(cfg.run.recompute == PP_RECOMPUTE_SELECTIVE);
+    EXPECT(cfg.run.offload == PP_OFFLOAD_ACTIVATIONS && cfg.cost.host_link_gbps == 25.5);
     EXPECT(cfg.cost.forward == 2.5 && cfg.cost.backward_input == 3.25);
     EXPECT(cfg.cost.backward_weight == 0.5 && cfg.cost.send == 0.125);
     EXPECT(config_resolve(&cfg, 4) == PP_OK);
@@ -171,6 +172,7 @@ static void test_every_key(void)
     EXPECT(!strcmp(cfg.name, "minimal") && !strcmp(cfg.path, "tests/data/minimal.yaml"));
     EXPECT(cfg.model.layers == 12 && cfg.model.hidden == 1024 && cfg.pipeline.micro_batches == 8);
     EXPECT(cfg.run.recompute == PP_RECOMPUTE_NONE);
+    EXPECT(cfg.run.offload == PP_OFFLOAD_NONE && cfg.cost.host_link_gbps == 0.0);
     config_free(&cfg);
 }
 
@@ -262,13 +264,21 @@ static void test_unknown_keys(void)
                       "schedule, run, cost)");
     EXPECT_LOAD_ERROR("run:\n    steps: 3\n    lr_decay: 0.1\n",
                       "t.yaml:3:5: unknown key 'lr_decay' in run (allowed: steps, warmup, seed, "
-                      "optimizer, lr, weight_decay, timeout, timing, graph, recompute)");
+                      "optimizer, lr, weight_decay, timeout, timing, graph, recompute, offload)");
+    EXPECT_LOAD_ERROR("run:\n  offload: weights\n",
+                      "t.yaml:2:12: run.offload: unknown value 'weights' (allowed: none, "
+                      "activations)");
+    EXPECT_LOAD_ERROR(
+        "cost: {host_link_gbps: -1}\n",
+        "t.yaml:1:24: cost.host_link_gbps: -1 is out of range (allowed: a number >= 0 "
+        "and <= 1e+06)");
     EXPECT_LOAD_ERROR("run:\n  recompute: partial\n",
                       "t.yaml:2:14: run.recompute: unknown value 'partial' (allowed: none, "
                       "selective, full)");
     EXPECT_LOAD_ERROR("cost: {forward: 1, recv: 2}\n",
                       "t.yaml:1:20: unknown key 'recv' in cost (allowed: forward, "
-                      "backward_input, backward_weight, send)");
+                      "backward_input, backward_weight, send, gpu, link, profile, "
+                      "host_link_gbps)");
     EXPECT_LOAD_ERROR("schedule:\n  kind: 1f1b\n  step: []\n",
                       "t.yaml:3:3: unknown key 'step' in schedule (allowed: kind, steps, csv)");
 }
@@ -823,8 +833,8 @@ static void test_resolve_errors(void)
  * The shipped schedules
  * ------------------------------------------------------------------------------------------- */
 
-/* Layers per stage: even by default, as listed, or balanced by FLOPs (the LM head on the last
- * stage weighs against its blocks); split_stage_layers reads them back. */
+/* Layers per stage: even by default, as listed, or balanced by the cost model's stage times (the
+ * LM head on the last stage weighs against its blocks); split_stage_layers reads them back. */
 static void test_layers_split(void)
 {
     pp_config_t c;
@@ -842,18 +852,36 @@ static void test_layers_split(void)
     split_stage_layers(&c, 4, 0, &n, &first);
     EXPECT(n == 5 && first == 0);
     config_free(&c);
-    /* A head about as heavy as three blocks: 26 blocks, 4 stages. */
+    /* Water-filling: a head of about three blocks on the last stage, then an embedding of two
+     * blocks on the first and a head of two on the last. */
+    int out[4];
+    split_balanced(out, 4, 26, 1.0, 0.0, 3.04);
+    EXPECT(out[0] == 8 && out[1] == 7 && out[2] == 7 && out[3] == 4, "%d %d %d %d", out[0], out[1],
+           out[2], out[3]);
+    split_balanced(out, 4, 24, 1.0, 2.0, 2.0);
+    EXPECT(out[0] == 5 && out[1] == 7 && out[2] == 7 && out[3] == 5, "%d %d %d %d", out[0], out[1],
+           out[2], out[3]);
+    /* balanced from the cost model's stage times: the reference model with vocab 50304 (a head
+     * of about three blocks) goes 7, 7, 7, 3; with vocab 8192 (a head under one block) evenly. */
     REQUIRE(config_load_string(&c, "t.yaml",
-                               "pipeline: {devices: 4, split: balanced}\n"
-                               "model: {layers: 26, hidden: 64, seq_len: 16, vocab: 2432}\n",
+                               "pipeline: {devices: 4, split: balanced}\nmodel: {vocab: 50304}\n",
                                NULL, 0) == PP_OK);
     REQUIRE(config_resolve(&c, 4) == PP_OK);
-    /* block 24h^2 + 4sh = 102400, head 2hV = 311296 (about 3.04 blocks): [8, 7, 7, 4] costs
-     * 8, 7, 7, 7.04 blocks, the smallest largest stage. */
-    EXPECT(c.model.layers_per_stage[0] == 8 && c.model.layers_per_stage[1] == 7 &&
-               c.model.layers_per_stage[2] == 7 && c.model.layers_per_stage[3] == 4,
+    EXPECT(c.model.layers_per_stage[0] == 7 && c.model.layers_per_stage[1] == 7 &&
+               c.model.layers_per_stage[2] == 7 && c.model.layers_per_stage[3] == 3,
            "%d %d %d %d", c.model.layers_per_stage[0], c.model.layers_per_stage[1],
            c.model.layers_per_stage[2], c.model.layers_per_stage[3]);
+    double block, embed, head;
+    split_part_ms(&c, &block, &embed, &head);
+    EXPECT(block > 0 && embed > 0 && head > 2 * block, "block %g embed %g head %g", block, embed,
+           head);
+    config_free(&c);
+    REQUIRE(config_load_string(&c, "t.yaml",
+                               "pipeline: {devices: 4, split: balanced}\nmodel: {vocab: 8192}\n",
+                               NULL, 0) == PP_OK);
+    REQUIRE(config_resolve(&c, 4) == PP_OK);
+    EXPECT(c.model.layers_per_stage[0] == 6 && c.model.layers_per_stage[3] == 6, "%d .. %d",
+           c.model.layers_per_stage[0], c.model.layers_per_stage[3]);
     config_free(&c);
     /* balanced needs no divisor; even does. */
     EXPECT_RESOLVE_ERROR("pipeline: {devices: 4}\nmodel: {layers_per_stage: [6, 6, 6]}\n", 4,

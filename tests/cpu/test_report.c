@@ -339,6 +339,7 @@ static void test_json_schema(void)
                                       "bubble_theory",
                                       "bubble_simulated",
                                       "loss",
+                                      "step_ms_predicted",
                                       "per_device",
                                       "idle_ms_by_reason",
                                       "idle_ms_by_reason_simulated",
@@ -351,6 +352,8 @@ static void test_json_schema(void)
                                       "idle_ms",
                                       "bubble",
                                       "peak_mem_bytes",
+                                      "peak_mem_predicted_bytes",
+                                      "activation_microbatch_equivalents",
                                       "peak_inflight_microbatches",
                                       "idle_ms_by_reason",
                                       "idle_ms_by_reason_simulated"};

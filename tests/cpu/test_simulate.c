@@ -184,7 +184,7 @@ static void progs_1f1b(progs_t *g, int p, int m)
 static pp_cost_model_t make_costs(int n_stages, double f, double bi, double bw, double send)
 {
     pp_cost_model_t cm;
-    pp_cost_cfg_t c = {f, bi, bw, send};
+    pp_cost_cfg_t c = {f, bi, bw, send, 0};
     pp_status_t st = cost_model_uniform(&cm, n_stages, &c);
     if (st != PP_OK) memset(&cm, 0, sizeof cm);
     return cm;

@@ -6,10 +6,10 @@
  * on 1, 2 and 4 GPUs, with the peer and the nccl transports. In fp32 the accumulation order is the
  * same (micro-batches in order on every stage), so the comparison is bitwise; in bf16 it is within
  * tolerance. Also: with AdamW on, the loss falls over 50 steps, steps replayed from a captured CUDA
- * graph match eager ones bitwise, and every run.recompute setting gives the one-device run's loss
- * and gradients. Cases that need more GPUs than present are skipped with the reason; without a
- * GPU every case is skipped. Every case goes through the run chain (run.h), as the command line
- * does.
+ * graph match eager ones bitwise, and every run.recompute setting and run.offload give the
+ * one-device run's loss and gradients. Cases that need more GPUs than present are skipped with the
+ * reason; without a GPU every case is skipped. Every case goes through the run chain (run.h), as
+ * the command line does.
  */
 #include "../check.h"
 
@@ -223,6 +223,89 @@ static void recompute_matches_reference(void)
                 run_and_compare("recompute.yaml", model_yaml(fused ? "bf16" : "fp32"), sets,
                                 fused ? 6 : 4, label);
             }
+}
+
+/* Copies of run.offload in a plan, and whether its ring is smaller than the plain slots. */
+static int offload_copies(const pp_plan_t *plan, int *smaller)
+{
+    int n = 0;
+    *smaller = 0;
+    for (int i = 0; i < plan->n_ops; i++)
+        n += pp_action_is_copy(plan->ops[i].kind);
+    for (int s = 0; s < plan->n_stages; s++)
+        *smaller |= plan->slots_per_stage[s] < plan->plain_slots_per_stage[s];
+    return n;
+}
+
+/* run.offload=activations moves bytes only: GPipe (on one GPU and on p) and 1F1B (on 4 GPUs, the
+ * fewest where its first stage offloads anything) give the one-device run's loss and gradients
+ * bitwise in fp32, with the copies in the plan and a smaller device ring. */
+static void offload_matches_reference(void)
+{
+    if (n_gpus < 1) SKIP("no CUDA device");
+    int p = n_gpus >= 4 ? 4 : n_gpus >= 2 ? 2 : 1;
+    struct {
+        const char *kind;
+        int p;
+    } cases[] = {{"gpipe", 1}, {"gpipe", p}, {"1f1b", 4}};
+    for (int c = 0; c < 3; c++) {
+        if (cases[c].p > n_gpus) {
+            printf("  offload %s p=%d: skipped, %d GPUs present\n", cases[c].kind, cases[c].p,
+                   n_gpus);
+            continue;
+        }
+        char kind[64], devs[64], label[128];
+        snprintf(kind, sizeof kind, "schedule.kind=%s", cases[c].kind);
+        snprintf(devs, sizeof devs, "pipeline.devices=%d", cases[c].p);
+        snprintf(label, sizeof label, "offload %s p=%d fp32", cases[c].kind, cases[c].p);
+        const char *sets[] = {kind, devs, "pipeline.micro_batches=8", "run.offload=activations"};
+        pp_run_t r = {0};
+        REQUIRE(run_load(&r, "offload.yaml", model_yaml("fp32"), sets, 4, n_gpus) == PP_OK);
+        int smaller, n = offload_copies(&r.plan, &smaller);
+        EXPECT(n > 0 && smaller, "%s: %d copies, ring smaller than plain: %d", label, n, smaller);
+        run_free(&r);
+        run_and_compare("offload.yaml", model_yaml("fp32"), sets, 4, label);
+    }
+}
+
+/* GPipe on one GPU with offload, steps replayed from one captured CUDA graph (AdamW on), gives
+ * bitwise the losses and gradients of the same steps without offload. */
+static void offload_graph_matches_plain(void)
+{
+    if (n_gpus < 1) SKIP("no CUDA device");
+    pp_run_t r[2];
+    pp_status_t st[2];
+    memset(r, 0, sizeof r);
+    for (int o = 0; o < 2; o++) {
+        const char *sets[] = {"schedule.kind=gpipe",
+                              "pipeline.devices=1",
+                              "pipeline.micro_batches=8",
+                              "run.steps=3",
+                              "run.optimizer=adamw",
+                              "run.lr=0.001",
+                              "run.graph=on",
+                              o ? "run.offload=activations" : "run.offload=none"};
+        pp_run_opts_t ro = measured();
+        REQUIRE(run_load(&r[o], "offload-graph.yaml", model_yaml("fp32"), sets, 8, n_gpus) ==
+                PP_OK);
+        st[o] = run_execute(&r[o], &ro);
+        EXPECT(st[o] == PP_OK, "offload=%d graph: %s", o, pp_status_str(st[o]));
+    }
+    if (st[0] == PP_OK && st[1] == PP_OK) {
+        const pp_exec_result_t *res[2] = {&r[0].exec, &r[1].exec};
+        for (int k = 0; k < res[0]->n_steps; k++)
+            EXPECT(res[0]->loss[k] == res[1]->loss[k], "step %d: loss plain %.9g, offload %.9g", k,
+                   res[0]->loss[k], res[1]->loss[k]);
+        size_t bad = 0;
+        for (size_t i = 0; i < res[0]->n_params; i++)
+            bad += res[0]->grads[i] != res[1]->grads[i];
+        EXPECT(bad == 0, "%zu gradients differ between plain and offloaded graph steps", bad);
+        EXPECT(res[1]->graph_steps == res[1]->n_steps - 1,
+               "%d of %d offloaded steps replayed from the graph (capture failed?)",
+               res[1]->graph_steps, res[1]->n_steps);
+    }
+    run_free(&r[0]);
+    run_free(&r[1]);
 }
 
 /* The shipped explicit schedules (YAML steps, and a PyTorch pipelining CSV) run exactly as
@@ -510,6 +593,8 @@ int main(void)
     RUN(torch_orders);
     RUN(fused_attention_bf16);
     RUN(recompute_matches_reference);
+    RUN(offload_matches_reference);
+    RUN(offload_graph_matches_plain);
     RUN(explicit_schedules_run_as_written);
     RUN(too_big_is_refused);
     RUN(graph_matches_eager);

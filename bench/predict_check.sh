@@ -1,0 +1,102 @@
+#!/bin/sh
+# predict_check.sh [BUILD] [PROFILE] — the cost and memory model against measurement, on one GPU.
+#
+# Every generated schedule (gpipe, 1f1b, interleaved, zb-h1) at the reference and the small model,
+# m = 8 and 32, all stages on the first GPU (pipeline.devices=1). Each case is measured once (5
+# timed steps after 2 warm-up); the measured run's JSON carries what the model predicted before
+# running on the GPU's description alone (a priori); a second, simulated run prices the same plan
+# with PROFILE (a file written by `ppsched profile`, default profiles/<gpu>.yaml). Prints one table:
+# measured step and fullest device's peak memory, each prediction and its error. Targets: step
+# within 10% (profile) and 15% (a priori), memory within 5%. A case the model says does not fit is
+# still run: the executor's own check must refuse it too, and the row says so.
+# Writes the raw JSON under bench/results/predict-<date>-<gpu>/. Needs python3 for the table.
+set -eu
+build=${1:-build}
+ppsched="$build/ppsched"
+[ -x "$ppsched" ] || { echo "predict_check.sh: $ppsched not built (run make first)" >&2; exit 2; }
+if ! command -v nvidia-smi >/dev/null 2>&1 || [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -eq 0 ]; then
+    echo "predict_check.sh: no GPU found: this compares predictions with measurements." >&2
+    exit 2
+fi
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+case "$gpu" in
+*H100*) tag=h100 ;;
+*H200*) tag=h200 ;;
+*A100*) tag=a100 ;;
+*B200*) tag=b200 ;;
+*) tag=unknown ;;
+esac
+profile=${2:-profiles/$tag.yaml}
+[ -f "$profile" ] || { echo "predict_check.sh: no profile $profile (make one: $ppsched profile schedules/1f1b.yaml --set pipeline.devices=1 -o $profile)" >&2; exit 2; }
+out=bench/results/predict-$(date -u +%Y-%m-%d)-$tag
+mkdir -p "$out"
+echo "# predict_check: $gpu, profile $profile, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) -> $out"
+
+small="--set model.layers=16 --set model.hidden=512 --set model.heads=8 --set model.seq_len=256 --set pipeline.micro_batch_size=2"
+common="--set pipeline.devices=1 --set run.steps=5 --set run.warmup=2 --quiet --json"
+for model in reference small; do
+    extra=""
+    [ "$model" = small ] && extra=$small
+    for kind in gpipe 1f1b interleaved zb-h1; do
+        for m in 8 32; do
+            base="$out/$model-$kind-m$m"
+            # shellcheck disable=SC2086
+            "$ppsched" schedules/$kind.yaml $common $extra --set pipeline.micro_batches=$m \
+                >"$base.measured.json" 2>"$base.measured.err" || true
+            # shellcheck disable=SC2086
+            "$ppsched" schedules/$kind.yaml $common $extra --set pipeline.micro_batches=$m \
+                --simulate --gpu "$tag" --set cost.profile="$profile" >"$base.profile.json" 2>"$base.profile.err" || true
+            # shellcheck disable=SC2086
+            "$ppsched" schedules/$kind.yaml $common $extra --set pipeline.micro_batches=$m \
+                --simulate --gpu "$tag" >"$base.gpu.json" 2>"$base.gpu.err" || true
+        done
+    done
+done
+
+python3 - "$out" <<'EOF' | tee "$out/table.txt"
+import json, os, sys
+out = sys.argv[1]
+def load(p):
+    try:
+        with open(p) as f:
+            return json.load(f)
+    except Exception:
+        return None
+def peak(r, key):
+    return max((d.get(key) or 0) for d in r["per_device"]) / 2**30 if r else None
+def err(pred, meas):
+    return "-" if not pred or not meas else "%+.1f" % (100 * (pred - meas) / meas)
+def num(v, fmt):
+    return "-" if v is None else fmt % v
+hdr = ("model", "schedule", "m", "meas", "profile", "err", "a priori", "err", "meas", "profile", "err", "a priori", "err", "")
+units = ("", "", "", "ms", "ms", "%", "ms", "%", "GiB", "GiB", "%", "GiB", "%", "")
+fmt = "%-9s %-12s %3s %9s %9s %6s %9s %6s %7s %7s %6s %8s %6s %s"
+print(fmt % hdr)
+print(fmt % units)
+worst = {"step_profile": 0, "step_gpu": 0, "mem_profile": 0, "mem_gpu": 0}
+for model in ("reference", "small"):
+    for kind in ("gpipe", "1f1b", "interleaved", "zb-h1"):
+        for m in (8, 32):
+            base = os.path.join(out, "%s-%s-m%d" % (model, kind, m))
+            meas, prof, gpu = (load(base + s) for s in (".measured.json", ".profile.json", ".gpu.json"))
+            note = ""
+            if meas is None:
+                e = open(base + ".measured.err").read().strip().splitlines()
+                note = "did not run: " + (e[-1] if e else "?")
+            ms = meas["step_ms"] if meas else None
+            mm = peak(meas, "peak_mem_bytes")
+            ps, gs = (prof or {}).get("step_ms"), (gpu or {}).get("step_ms")
+            pm, gm = peak(prof, "peak_mem_bytes"), peak(gpu, "peak_mem_bytes")
+            if ms:
+                worst["step_profile"] = max(worst["step_profile"], abs((ps or 0) - ms) / ms)
+                worst["step_gpu"] = max(worst["step_gpu"], abs((gs or 0) - ms) / ms)
+            if mm:
+                worst["mem_profile"] = max(worst["mem_profile"], abs((pm or 0) - mm) / mm)
+                worst["mem_gpu"] = max(worst["mem_gpu"], abs((gm or 0) - mm) / mm)
+            print(fmt % (model, kind, m, num(ms, "%.2f"), num(ps, "%.2f"), err(ps, ms), num(gs, "%.2f"),
+                         err(gs, ms), num(mm, "%.2f"), num(pm, "%.2f"), err(pm, mm), num(gm, "%.2f"),
+                         err(gm, mm), note))
+print("# worst |error| over the runs that ran: step %.1f%% (profile, target 10%%), %.1f%% (a priori, target 15%%); "
+      "peak memory %.1f%% (profile, target 5%%), %.1f%% (a priori)"
+      % (100 * worst["step_profile"], 100 * worst["step_gpu"], 100 * worst["mem_profile"], 100 * worst["mem_gpu"]))
+EOF

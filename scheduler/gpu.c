@@ -1,0 +1,124 @@
+/*
+ * gpu.c — the GPU and link tables of gpu.h.
+ *
+ * Peaks come from NVIDIA's data sheets (named per row). The achieved fractions and the kernel
+ * floor of the Hopper rows were fitted to the stage times bench_stage measured on H100 and H200
+ * (bench/NOTES.md, reference and small shape, fused attention); the A100 and B200 rows reuse them,
+ * an assumption until a profile of those GPUs says otherwise. Link rows: the NVLink ones are the
+ * H200 measurements of a 0->1 transfer (latency and bandwidth fitted to the 1 MiB and 8 MiB
+ * points), the others data-sheet rates at the fractions noted.
+ */
+#include "gpu.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* Fitted on Hopper (see the file comment), shared by every row. */
+#define FIT_GEMM    0.56 /* of the dense tensor peak, with the epilogues, N = 4096 tokens */
+#define FIT_ATTN    0.20 /* flash attention (mma.sync, not wgmma) */
+#define FIT_BW      0.80 /* LayerNorm, bias reductions, embedding, cross-entropy */
+#define FIT_LAUNCH  6.5  /* us: a 512-token GEMM or any small kernel inside a graph */
+#define FIT_RUNTIME 0.60 /* GiB: CUDA 13 context + cuBLAS + our modules, lazy loading */
+
+static const pp_gpu_t gpus[] = {
+    /* NVIDIA A100 Tensor Core GPU data sheet (SXM4 80GB): bf16 312 dense, fp32 19.5 TFLOP/s,
+     * HBM2e 2,039 GB/s, 80 GB (the driver reports 79.2 GiB). */
+    {"a100", "A100", "NVIDIA A100 80GB SXM", 312.0, 19.5, 2039.0, 79.2, FIT_GEMM, FIT_ATTN, FIT_BW,
+     FIT_LAUNCH, FIT_RUNTIME},
+    /* NVIDIA H100 Tensor Core GPU data sheet (SXM5): bf16 1,979 with sparsity = 989.4 dense,
+     * fp32 67 TFLOP/s, HBM3 3.35 TB/s, 80 GB (the driver reports 79.2 GiB). */
+    {"h100", "H100", "NVIDIA H100 SXM 80GB", 989.4, 67.0, 3350.0, 79.2, FIT_GEMM, FIT_ATTN, FIT_BW,
+     FIT_LAUNCH, FIT_RUNTIME},
+    /* NVIDIA H200 Tensor Core GPU data sheet (SXM): bf16 1,979 with sparsity = 989.4 dense,
+     * fp32 67 TFLOP/s, HBM3e 4.8 TB/s, 141 GB (the driver reports 139.8 GiB). */
+    {"h200", "H200", "NVIDIA H200 SXM 141GB", 989.4, 67.0, 4800.0, 139.8, FIT_GEMM, FIT_ATTN,
+     FIT_BW, FIT_LAUNCH, FIT_RUNTIME},
+    /* NVIDIA HGX B200 data sheet, per GPU: bf16 4.5 PFLOP/s with sparsity = 2,250 dense, HBM3e
+     * 8 TB/s, 180 GB (about 178.4 GiB reported, assumed); fp32 without tensor cores is not on
+     * the sheet: 80 TFLOP/s assumed. */
+    {"b200", "B200", "NVIDIA B200 180GB", 2250.0, 80.0, 8000.0, 178.4, FIT_GEMM, FIT_ATTN, FIT_BW,
+     FIT_LAUNCH, FIT_RUNTIME},
+};
+
+static const pp_link_desc_t links[] = {
+    /* cudaMemcpyPeerAsync over NVLink 4 (H200, NV18): 1 MiB 5.0 us, 8 MiB 24 us, 256 MiB
+     * 395 GB/s measured. */
+    {"nvlink-peer", "peer copy over NVLink", 390.0, 2.3},
+    /* ncclSend/ncclRecv over NVLink 4 from one process (H200): 1 MiB 14.6 us, 8 MiB 36 us,
+     * 256 MiB 362 GB/s measured. */
+    {"nvlink-nccl", "NCCL send/recv over NVLink", 350.0, 11.5},
+    /* PCIe 5.0 x16: 64 GB/s per direction on the sheet, about 80% reached; latency assumed. */
+    {"pcie", "peer copy over PCIe 5.0 x16", 50.0, 10.0},
+    /* Host memory: cudaMemcpyAsync between a device and pinned (cudaHostAlloc) host memory over
+     * PCIe 5.0 x16, each direction (run.offload's copies). bench/NOTES.md: about 50-55 GB/s on
+     * an H100 or H200; `make bench-offload` measures it, and a measured run times its own. */
+    {"host", "copy to or from pinned host memory over PCIe 5.0 x16", 50.0, 10.0},
+    /* Between hosts: one 400 Gb/s InfiniBand NDR port (50 GB/s), about 90% reached with GPUDirect
+     * RDMA through NCCL; latency assumed. */
+    {"ib", "NCCL between hosts over 400 Gb/s InfiniBand", 45.0, 20.0},
+};
+
+#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+const pp_gpu_t *gpu_find(const char *name)
+{
+    for (int i = 0; name && i < N_OF(gpus); i++)
+        if (strcasecmp(gpus[i].name, name) == 0) return &gpus[i];
+    return NULL;
+}
+
+const pp_gpu_t *gpu_match_device(const char *device_name)
+{
+    for (int i = 0; device_name && i < N_OF(gpus); i++)
+        if (strstr(device_name, gpus[i].match)) return &gpus[i];
+    return NULL;
+}
+
+int gpu_count(void)
+{
+    return N_OF(gpus);
+}
+
+const pp_gpu_t *gpu_at(int i)
+{
+    return i >= 0 && i < N_OF(gpus) ? &gpus[i] : NULL;
+}
+
+void gpu_names(char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < N_OF(gpus) && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", gpus[i].name);
+}
+
+const pp_link_desc_t *link_find(const char *name)
+{
+    for (int i = 0; name && i < N_OF(links); i++)
+        if (strcasecmp(links[i].name, name) == 0) return &links[i];
+    return NULL;
+}
+
+int link_count(void)
+{
+    return N_OF(links);
+}
+
+const pp_link_desc_t *link_at(int i)
+{
+    return i >= 0 && i < N_OF(links) ? &links[i] : NULL;
+}
+
+void link_names(char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < N_OF(links) && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", links[i].name);
+}
+
+double link_time_ms(const pp_link_desc_t *l, double bytes)
+{
+    return 1e-3 * l->latency_us + bytes / (l->gbps * 1e9) * 1e3;
+}

@@ -1,0 +1,66 @@
+/*
+ * gpu.h — what the cost model knows of the hardware: one table of GPU descriptions and one table
+ * of links, each a list of rows that code asks by name.
+ *
+ * A GPU row holds data-sheet peaks (dense bf16 tensor rate, fp32 rate, HBM bandwidth, memory)
+ * next to the fractions of them the stage's kernels reach and the least time of one kernel; the
+ * data-sheet numbers name their source in gpu.c, the fractions say what they were fitted to. A
+ * link row holds the bandwidth and latency of one transfer kind. Plain C, no CUDA header; the
+ * tables are constant and the lookups never fail loudly (NULL for an unknown name).
+ */
+#ifndef PP_GPU_H
+#define PP_GPU_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_gpu {
+    const char *name;   /* as written in --gpu NAME and `cost: {gpu: NAME}` */
+    const char *match;  /* a substring of the CUDA device name that identifies this GPU */
+    const char *full;   /* the product, for messages */
+    double bf16_tflops; /* dense bf16 tensor-core peak, TFLOP/s (data sheet) */
+    double fp32_tflops; /* fp32 peak without tensor cores, TFLOP/s: the stage's fp32 GEMMs use
+                         * CUBLAS_COMPUTE_32F, never TF32 (data sheet) */
+    double hbm_gbps;    /* HBM bandwidth, GB/s (data sheet) */
+    double mem_gib;     /* device memory the driver reports (totalGlobalMem), GiB */
+    double gemm_eff;    /* fraction of the tensor peak the stage's GEMMs reach */
+    double attn_eff;    /* fraction of the tensor peak the fused attention kernels reach */
+    double bw_eff;      /* fraction of the HBM bandwidth the memory-bound kernels reach */
+    double launch_us;   /* least time of one kernel in a replayed CUDA graph, microseconds */
+    double
+        runtime_gib; /* memory a process holds besides its stages: CUDA context, cuBLAS,
+                      * loaded kernels, streams and graphs (an estimate; a profile measures it) */
+} pp_gpu_t;
+
+/* The row called `name` (case-insensitive), or NULL. */
+const pp_gpu_t *gpu_find(const char *name);
+/* The row whose `match` occurs in a CUDA device name ("NVIDIA H100 80GB HBM3"), or NULL. */
+const pp_gpu_t *gpu_match_device(const char *device_name);
+/* Rows in table order: gpu_at(0 .. gpu_count() - 1). */
+int gpu_count(void);
+const pp_gpu_t *gpu_at(int i);
+/* "a100, h100, h200, b200" into buf, for `allowed:` lists. */
+void gpu_names(char *buf, size_t size);
+
+typedef struct pp_link_desc {
+    const char *name;  /* as written in `cost: {link: NAME}` */
+    const char *what;  /* the transfer, for messages */
+    double gbps;       /* bandwidth one transfer reaches, GB/s */
+    double latency_us; /* time of a transfer of 0 bytes, microseconds */
+} pp_link_desc_t;
+
+const pp_link_desc_t *link_find(const char *name);
+int link_count(void);
+const pp_link_desc_t *link_at(int i);
+void link_names(char *buf, size_t size);
+/* Time of one transfer of `bytes` over `l`, ms: latency + bytes / bandwidth. */
+double link_time_ms(const pp_link_desc_t *l, double bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_GPU_H */

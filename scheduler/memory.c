@@ -1,0 +1,67 @@
+/*
+ * memory.c — the memory prediction of memory.h: a walk over the plan's stages, each priced with
+ * stage_device_bytes (everything stage_init allocates) of plan_stage_cfg, split into state, slots
+ * (activation slots and I->W buffers) and the rest (workspace).
+ */
+#include "memory.h"
+
+#include "stage_cfg.h"
+
+#include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+pp_status_t memory_predict(pp_mem_pred_t *m, const pp_config_t *cfg, const pp_plan_t *plan,
+                           const pp_gpu_t *gpu, const pp_profile_t *prof)
+{
+    double one_mb[PP_MAX_DEVICES] = {0};
+    int n_stages[PP_MAX_DEVICES] = {0};
+    memset(m, 0, sizeof *m);
+    if (plan->n_stages < 1 || plan->n_devices < 1 || plan->n_devices > PP_MAX_DEVICES)
+        PP_FAIL(PP_ERR_INTERNAL, "memory_predict: %d stages on %d devices", plan->n_stages,
+                plan->n_devices);
+    m->n_devices = plan->n_devices;
+    m->gpu = gpu;
+    m->limit = gpu->mem_gib * GIB;
+    for (int s = 0; s < plan->n_stages; s++) {
+        pp_stage_cfg_t c;
+        plan_stage_cfg(&c, cfg, plan, s);
+        pp_mem_device_t *d = &m->dev[plan->stage_device[s]];
+        double slot = (double)stage_slot_bytes(&c), all = (double)stage_device_bytes(&c);
+        double state = (double)stage_state_bytes(&c);
+        double slots =
+            (double)c.n_slots * slot + (double)c.n_wgrad_slots * stage_wgrad_slot_bytes(&c);
+        d->state += state;
+        d->slots += slots;
+        d->workspace += all - state - slots; /* the rest of what stage_init allocates */
+        one_mb[plan->stage_device[s]] += slot;
+        n_stages[plan->stage_device[s]]++;
+    }
+    for (int i = 0; i < m->n_devices; i++) {
+        pp_mem_device_t *d = &m->dev[i];
+        /* The GPU row's share covers the context, the modules and one stage's overhead (it was
+         * checked against measured runs of one stage a device); a profile adds its measured
+         * overhead for every further stage of the device. */
+        d->runtime = gpu->runtime_gib * GIB;
+        if (prof && n_stages[i] > 1) d->runtime += (n_stages[i] - 1) * prof->stage_overhead_bytes;
+        d->total = d->state + d->workspace + d->slots + d->runtime;
+        d->mb_equiv = one_mb[i] > 0 ? d->slots / one_mb[i] : 0.0; /* I->W buffers count too */
+        if (d->total > m->dev[m->fullest].total) m->fullest = i;
+        if (d->total > m->limit) m->n_over++;
+    }
+    return PP_OK;
+}
+
+void memory_verdict(const pp_mem_pred_t *m, char *buf, size_t size)
+{
+    const pp_mem_device_t *d = &m->dev[m->fullest];
+    if (m->n_over == 0)
+        snprintf(buf, size, "fits: device %d needs %.2f GiB at most; %s has %.1f GiB", m->fullest,
+                 d->total / GIB, m->gpu->name, m->limit / GIB);
+    else
+        snprintf(buf, size,
+                 "does not fit: device %d needs %.1f GiB; %s has %.1f GiB (%d of %d "
+                 "device%s over)",
+                 m->fullest, d->total / GIB, m->gpu->name, m->limit / GIB, m->n_over, m->n_devices,
+                 m->n_devices == 1 ? "" : "s");
+}

@@ -1,0 +1,89 @@
+/*
+ * profile.h — stage times, transfer times and memory measured on one GPU (`ppsched profile`), in a
+ * YAML file that `cost: {profile: FILE}` reads to calibrate the cost model (cost.h).
+ *
+ * A profile holds, at one shape, the F, I and W time of three stages of the same number of blocks
+ * — a middle stage, the first (with the embedding) and the last (with the head) — so the block,
+ * the embedding and the head each get their own calibration factor: measured / predicted by the
+ * model on the profile's GPU description. The memory the process held beyond what the stages'
+ * sizing functions account for is the runtime's share, used by the memory prediction. Transfers
+ * (when two GPUs were present) give a latency + bandwidth fit. The file names its device and
+ * date. Plain C (libyaml); a pp_profile_t owns no heap memory.
+ */
+#ifndef PP_PROFILE_H
+#define PP_PROFILE_H
+
+#include "../common/pp_status.h"
+#include "cost.h"
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The stages a profile measures: one table, one row each. */
+typedef enum pp_prof_stage {
+    PP_PROF_MIDDLE = 0,
+    PP_PROF_FIRST,
+    PP_PROF_LAST,
+    PP_PROF_STAGE_COUNT
+} pp_prof_stage_t;
+
+typedef struct pp_prof_stage_desc {
+    const char *name; /* the key in the file */
+    int is_first, is_last;
+} pp_prof_stage_desc_t;
+
+const pp_prof_stage_desc_t *profile_stage_desc(pp_prof_stage_t k);
+/* The key of a pass in the file: forward, backward_input, backward_weight. */
+const char *profile_pass_name(pp_pass_t p);
+
+#define PP_PROFILE_MAX_SENDS 16
+
+typedef struct pp_profile {
+    char device[128];       /* CUDA device name */
+    char gpu[32];           /* GPU table row it matches, "" when none */
+    char date[32];          /* when it was measured (UTC, ISO 8601) */
+    pp_model_shape_t shape; /* shape measured at; n_layers: blocks of each measured stage */
+    pp_dtype_t dtype;
+    double ms[PP_PROF_STAGE_COUNT][PP_PASS_COUNT]; /* one micro-batch, median */
+    double stage_bytes[PP_PROF_STAGE_COUNT];       /* device memory of each stage with one slot */
+    /* Device memory a stage holds beyond its sizing functions (its cuBLAS handles, allocation
+     * rounding): the mean over the measured stages. The memory prediction adds it for every stage
+     * of a device after the first (the GPU row's runtime share covers one). */
+    double stage_overhead_bytes;
+    /* Held with no stage alive once stages were built, run and freed (context, modules, library
+     * caches). Kept for reference only: it is far above what a run holds besides its stages
+     * (2.65 GiB against about 0.6 GiB on an H100), so the prediction does not use it. */
+    double runtime_bytes;
+    int n_sends;
+    double send_bytes[PP_PROFILE_MAX_SENDS], send_ms[PP_PROFILE_MAX_SENDS];
+    /* Derived by profile_calibrate, not stored: measured / predicted for each pass and part. */
+    double factor[PP_PASS_COUNT][PP_PART_COUNT];
+} pp_profile_t;
+
+/* Fill factor[][] from ms[][] against the model on the profile's GPU row (h100 when none
+ * matches). A part whose measured share is not clearly positive keeps factor 1. */
+void profile_calibrate(pp_profile_t *p);
+
+/* Read `path`; problems are reported as `path:line:col: message (allowed: ...)`, PP_ERR_INPUT,
+ * or PP_ERR_IO when the file cannot be opened. Calibrates before returning. */
+pp_status_t profile_load(pp_profile_t *p, const char *path);
+
+/* A `#` block: each stage's measured F, I, W against the a-priori model on the profile's GPU row
+ * (h100 when none matches) with the error, each stage's memory, the runtime's share. */
+void profile_print_summary(const pp_profile_t *p, FILE *f);
+
+/* Write `p` as YAML (libyaml's emitter) to `f`. */
+pp_status_t profile_write(const pp_profile_t *p, FILE *f);
+
+/* Time of one transfer of `bytes` by a latency + bandwidth least-squares fit to the measured sends
+ * (one point: scaled by bytes from it). 0 when none was measured. */
+double profile_send_ms(const pp_profile_t *p, double bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_PROFILE_H */

@@ -1,0 +1,72 @@
+/*
+ * report_predict.c — what the cost and memory model predicted, attached to a report and printed
+ * in its table: the predicted step and per-device peak (with the error against a measured run),
+ * the activations each device holds in micro-batch equivalents, and the memory verdict.
+ */
+#include "report.h"
+#include "report_io.h"
+
+#include <math.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+void report_set_prediction(pp_report_t *r, double step_ms, const size_t *mem,
+                           const double *mb_equiv, const char *cost_desc, const char *verdict)
+{
+    r->step_ms_predicted = step_ms;
+    for (int d = 0; d < r->devices; d++) {
+        pp_device_stats_t *ds = &r->per_device[d];
+        if (mem) ds->peak_mem_predicted = mem[d];
+        if (mem && r->mode == PP_MODE_SIMULATE) ds->peak_mem_bytes = mem[d];
+        if (mb_equiv) ds->act_mb_equiv = mb_equiv[d];
+    }
+    snprintf(r->cost_desc, sizeof r->cost_desc, "%s", cost_desc ? cost_desc : "");
+    snprintf(r->mem_verdict, sizeof r->mem_verdict, "%s", verdict ? verdict : "");
+}
+
+/* Signed relative error of `pred` against `meas`, as "+1.2%", or "-". */
+static const char *fmt_err(char *buf, size_t n, double pred, double meas)
+{
+    if (!(isfinite(pred) && isfinite(meas) && meas > 0))
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%+.1f%%", 100.0 * (pred - meas) / meas);
+    return buf;
+}
+
+/* A measured run: what the model predicted before running, and its error. */
+static void print_predicted(struct pp_out *o, const pp_report_t *r)
+{
+    char a[64], b[64];
+    if (r->mode != PP_MODE_MEASURE || !isfinite(r->step_ms_predicted)) return;
+    out_printf(o, "# predicted before running: step %.3f ms (error %s)", r->step_ms_predicted,
+               fmt_err(a, sizeof a, r->step_ms_predicted, r->step_ms));
+    for (int d = 0; d < r->devices; d++) {
+        const pp_device_stats_t *ds = &r->per_device[d];
+        if (!ds->peak_mem_predicted) continue;
+        if (ds->peak_mem_bytes)
+            snprintf(b, sizeof b, "%.2f", (double)ds->peak_mem_bytes / GIB);
+        else
+            snprintf(b, sizeof b, "-");
+        out_printf(
+            o, "%s device %d %.2f GiB (measured %s, error %s)", d ? "," : "; peak memory:", d,
+            (double)ds->peak_mem_predicted / GIB, b,
+            fmt_err(a, sizeof a, (double)ds->peak_mem_predicted, (double)ds->peak_mem_bytes));
+    }
+    out_puts(o, "\n");
+}
+
+void report_table_prediction(struct pp_out *o, const pp_report_t *r)
+{
+    print_predicted(o, r);
+    int any = 0;
+    for (int d = 0; d < r->devices; d++) {
+        if (!isfinite(r->per_device[d].act_mb_equiv)) continue;
+        out_printf(o, "%s %d: %.2f",
+                   any ? "," : "# activations held (micro-batch equivalents): device", d,
+                   r->per_device[d].act_mb_equiv);
+        any = 1;
+    }
+    if (any) out_puts(o, "\n");
+    if (r->mem_verdict[0]) out_printf(o, "# memory: %s\n", r->mem_verdict);
+}

@@ -1,0 +1,436 @@
+/*
+ * test_cost.c — the stage cost model (cost.h), the GPU and link tables (gpu.h) and profiles
+ * (profile.h) against hand computations.
+ *
+ * FLOPs and bytes of a pass are checked against the sums written out by hand from stages/stage.cu;
+ * times against GPU rows built here so that one term dominates (infinite bandwidth: the time is
+ * FLOPs / rate; infinite rates: launches x floor). Shapes are drawn from a seeded generator.
+ * Monotonicity: more layers, width, sequence, vocabulary or micro-batch never costs less.
+ */
+#include "../../scheduler/cost.h"
+#include "../../scheduler/generate.h"
+#include "../../scheduler/gpu.h"
+#include "../../scheduler/profile.h"
+#include "../check.h"
+#include "support.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pp_gpu_t gpu_flops_only(void)
+{
+    pp_gpu_t g = *gpu_find("h100");
+    g.hbm_gbps = 1e30;
+    g.launch_us = 0;
+    g.bf16_tflops = ts_rand_uniform(100, 2000);
+    g.fp32_tflops = ts_rand_uniform(10, 100);
+    g.gemm_eff = ts_rand_uniform(0.3, 0.9);
+    g.attn_eff = ts_rand_uniform(0.1, 0.5);
+    return g;
+}
+
+/* A shape the fused attention takes: head size 64, T a multiple of 64. */
+static pp_model_shape_t random_shape(void)
+{
+    pp_model_shape_t s;
+    memset(&s, 0, sizeof s);
+    s.heads = ts_rand_int(1, 32);
+    s.hidden = 64 * s.heads;
+    s.seq_len = 64 * ts_rand_int(1, 32);
+    s.vocab = ts_rand_int(100, 50000);
+    s.batch = ts_rand_int(1, 8);
+    s.n_layers = ts_rand_int(1, 12);
+    s.total_layers = 4 * s.n_layers;
+    return s;
+}
+
+static void test_block_flops_and_bytes(void)
+{
+    for (int rep = 0; rep < 20; rep++) {
+        pp_model_shape_t s = random_shape();
+        pp_gpu_t g = gpu_flops_only();
+        double N = (double)s.batch * s.seq_len, C = s.hidden, T = s.seq_len, V = s.vocab;
+        pp_work_t f = cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_F, PP_PART_BLOCK);
+        pp_work_t i = cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_I, PP_PART_BLOCK);
+        pp_work_t w = cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_W, PP_PART_BLOCK);
+        /* QKV 6NC^2 + proj 2 + fc 8 + fc2 8; causal flash forward: QK^T and PV at half. */
+        EXPECT_NEAR(f.flops, 24 * N * C * C + 2 * N * T * C, 0, 1e-12);
+        /* the same GEMMs for dgrad; flash backward recomputes S twice: 7 half products */
+        EXPECT_NEAR(i.flops, 24 * N * C * C + 7 * N * T * C, 0, 1e-12);
+        EXPECT_NEAR(w.flops, 24 * N * C * C, 0, 1e-12);
+        /* bf16 activations: LN1 2, QKV 4, flash 4, proj 3, LN2 2, fc 9, fc2 6 = 30 NC; weights
+         * 3 + 1 + 4 + 4 = 12 C^2; LayerNorm statistics 4 floats a token. */
+        EXPECT_NEAR(f.bytes, 2 * (30 * N * C + 12 * C * C) + 4 * 4 * N, 0, 1e-12);
+        /* weight gradients: fp32 accumulators read and written, 12 C^2 of them */
+        EXPECT_NEAR(w.bytes,
+                    2 * (5 + 1 + 5 + 4 + 2 + 2 + 1 + 4 + 3 + 2) * N * C + 8 * 12 * C * C +
+                        4 * 4 * N,
+                    0, 1e-12);
+        EXPECT(f.kernels == 7 && i.kernels == 9 && w.kernels == 10, "%d %d %d", f.kernels,
+               i.kernels, w.kernels);
+        double P = g.bf16_tflops * 1e12;
+        EXPECT_NEAR(f.ms,
+                    1e3 * (24 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * g.attn_eff)),
+                    1e-12, 1e-9);
+        EXPECT_NEAR(w.ms, 1e3 * 24 * N * C * C / (P * g.gemm_eff), 1e-12, 1e-9);
+        /* head: the LM head GEMM in each pass */
+        pp_work_t h = cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_F, PP_PART_HEAD);
+        EXPECT_NEAR(h.flops, 2 * N * V * C, 0, 1e-12);
+        EXPECT_NEAR(h.ms, 1e3 * 2 * N * V * C / (P * g.gemm_eff), 1e-12, 1e-9);
+    }
+}
+
+static void test_unfused_fp32(void)
+{
+    pp_model_shape_t s = random_shape();
+    pp_gpu_t g = gpu_flops_only();
+    double N = (double)s.batch * s.seq_len, C = s.hidden, T = s.seq_len, H = s.heads;
+    pp_work_t f = cost_part(&s, PP_DTYPE_FP32, &g, PP_PASS_F, PP_PART_BLOCK);
+    /* fp32 takes the unfused path: two full T x T products, at the fp32 rate */
+    EXPECT_NEAR(f.flops, 24 * N * C * C + 4 * N * T * C, 0, 1e-12);
+    EXPECT_NEAR(f.ms, 1e3 * f.flops / (g.fp32_tflops * 1e12 * g.gemm_eff), 1e-12, 1e-9);
+    /* fp32 elements; P [B,H,T,T] written by S, read and written by softmax, read by P V */
+    double nc = 2 + 4 + 6 + 2 + 2 + 2 + 3 + 2 + 9 + 6;
+    EXPECT_NEAR(f.bytes, 4 * (nc * N * C + 4 * N * T * H + 12 * C * C) + 4 * 4 * N, 0, 1e-12);
+    EXPECT(f.kernels == 11, "%d kernels", f.kernels);
+}
+
+static void test_launch_floor(void)
+{
+    pp_gpu_t g = *gpu_find("h200");
+    g.bf16_tflops = g.fp32_tflops = g.hbm_gbps = 1e30;
+    g.launch_us = ts_rand_uniform(1, 20);
+    pp_model_shape_t s = random_shape();
+    /* kernels per pass and part, counted in stage.cu */
+    int want[PP_PASS_COUNT][PP_PART_COUNT] = {{7, 2, 5}, {9, 0, 2}, {10, 3, 2}};
+    for (int p = 0; p < PP_PASS_COUNT; p++)
+        for (int q = 0; q < PP_PART_COUNT; q++) {
+            pp_work_t w = cost_part(&s, PP_DTYPE_BF16, &g, (pp_pass_t)p, (pp_part_t)q);
+            EXPECT(w.kernels == want[p][q], "pass %d part %d: %d kernels", p, q, w.kernels);
+            EXPECT_NEAR(w.ms, want[p][q] * g.launch_us * 1e-3, 1e-12, 1e-9);
+        }
+}
+
+static void test_stage_composition(void)
+{
+    const pp_gpu_t *g = gpu_find("h100");
+    pp_model_shape_t s = random_shape();
+    for (int p = 0; p < PP_PASS_COUNT; p++) {
+        double blk = cost_part(&s, PP_DTYPE_BF16, g, (pp_pass_t)p, PP_PART_BLOCK).ms;
+        double emb = cost_part(&s, PP_DTYPE_BF16, g, (pp_pass_t)p, PP_PART_EMBED).ms;
+        double head = cost_part(&s, PP_DTYPE_BF16, g, (pp_pass_t)p, PP_PART_HEAD).ms;
+        s.is_first = s.is_last = 0;
+        EXPECT_NEAR(cost_stage_ms(&s, PP_DTYPE_BF16, g, NULL, (pp_pass_t)p), s.n_layers * blk, 0,
+                    1e-12);
+        s.is_first = 1;
+        EXPECT_NEAR(cost_stage_ms(&s, PP_DTYPE_BF16, g, NULL, (pp_pass_t)p), s.n_layers * blk + emb,
+                    0, 1e-12);
+        s.is_first = 0;
+        s.is_last = 1;
+        EXPECT_NEAR(cost_stage_ms(&s, PP_DTYPE_BF16, g, NULL, (pp_pass_t)p),
+                    s.n_layers * blk + head, 0, 1e-12);
+        s.is_last = 0;
+    }
+}
+
+/* Every model key, one at a time: more never costs less, and F, I, W each grow with it. */
+static void test_monotonic(void)
+{
+    const pp_gpu_t *g = gpu_find("h200");
+    for (int rep = 0; rep < 10; rep++) {
+        pp_model_shape_t base = random_shape();
+        base.is_first = base.is_last = 1;
+        for (int key = 0; key < 5; key++) {
+            pp_model_shape_t more = base;
+            switch (key) {
+            case 0: more.n_layers += ts_rand_int(1, 4); break;
+            case 1: more.heads += ts_rand_int(1, 4), more.hidden = 64 * more.heads; break;
+            case 2: more.seq_len += 64 * ts_rand_int(1, 4); break;
+            case 3: more.vocab += ts_rand_int(1, 10000); break;
+            default: more.batch += ts_rand_int(1, 4); break;
+            }
+            for (int p = 0; p < PP_PASS_COUNT; p++) {
+                double a = cost_stage_ms(&base, PP_DTYPE_BF16, g, NULL, (pp_pass_t)p);
+                double b = cost_stage_ms(&more, PP_DTYPE_BF16, g, NULL, (pp_pass_t)p);
+                EXPECT(b >= a, "key %d pass %d: %g ms -> %g ms", key, p, a, b);
+            }
+        }
+    }
+}
+
+/* run.recompute: none adds nothing; full re-runs the block forward but its fc2 GEMM in I (and in a
+ * W apart from I; once in B); selective rebuilds LayerNorms and GELU before W. */
+static void test_recompute(void)
+{
+    pp_gpu_t g = gpu_flops_only();
+    pp_model_shape_t s = random_shape();
+    pp_stage_cfg_t c = {0};
+    c.hidden = s.hidden, c.heads = s.heads, c.seq_len = s.seq_len, c.vocab = s.vocab;
+    c.micro_batch_size = s.batch, c.n_layers = s.n_layers, c.dtype = PP_DTYPE_BF16;
+    double in, w;
+    cost_recompute_ms(&c, &g, NULL, &in, &w);
+    EXPECT(in == 0 && w == 0, "none: %g %g", in, w);
+    c.recompute = PP_RECOMPUTE_FULL;
+    cost_recompute_ms(&c, &g, NULL, &in, &w);
+    double N = (double)s.batch * s.seq_len, C = s.hidden, T = s.seq_len;
+    double P = g.bf16_tflops * 1e12;
+    double want =
+        1e3 * s.n_layers * (16 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * g.attn_eff));
+    EXPECT_NEAR(in, want, 1e-12, 1e-9);
+    EXPECT_NEAR(w, want, 1e-12, 1e-9);
+    c.recompute = PP_RECOMPUTE_SELECTIVE;
+    cost_recompute_ms(&c, &g, NULL, &in, &w);
+    EXPECT(in == 0 && w > 0, "selective, fused attention: %g %g", in, w);
+}
+
+static void test_tables(void)
+{
+    EXPECT(gpu_find("H100") == gpu_find("h100") && gpu_find("h100") != NULL);
+    EXPECT(gpu_find("h300") == NULL);
+    EXPECT(gpu_match_device("NVIDIA H100 80GB HBM3") == gpu_find("h100"));
+    EXPECT(gpu_match_device("NVIDIA H200") == gpu_find("h200"));
+    EXPECT(gpu_match_device("NVIDIA A100-SXM4-80GB") == gpu_find("a100"));
+    EXPECT(gpu_match_device("Tesla T4") == NULL);
+    for (int i = 0; i < gpu_count(); i++) {
+        const pp_gpu_t *g = gpu_at(i);
+        EXPECT(g->bf16_tflops > g->fp32_tflops && g->hbm_gbps > 0 && g->mem_gib > 0, "%s", g->name);
+        EXPECT(g->gemm_eff > 0 && g->gemm_eff <= 1 && g->bw_eff > 0 && g->bw_eff <= 1, "%s",
+               g->name);
+    }
+    char names[256];
+    gpu_names(names, sizeof names);
+    EXPECT(strcmp(names, "a100, h100, h200, b200") == 0, "%s", names);
+    const pp_link_desc_t *l = link_find("nvlink-peer");
+    REQUIRE(l != NULL);
+    double bytes = ts_rand_uniform(1e3, 1e9);
+    EXPECT_NEAR(link_time_ms(l, bytes), l->latency_us * 1e-3 + bytes / (l->gbps * 1e6), 0, 1e-12);
+    /* 8 MiB over the peer copy: 24 us measured on H200 */
+    EXPECT_NEAR(link_time_ms(l, 8 << 20), 0.024, 0.002, 0);
+}
+
+/* A config of the reference model on p devices with `chunks` stages each, lowered. */
+static void make_plan(pp_config_t *cfg, pp_schedule_t *sch, pp_plan_t *plan, int p, int chunks)
+{
+    char yaml[256];
+    snprintf(yaml, sizeof yaml,
+             "pipeline: {devices: %d, chunks: %d, micro_batches: 8}\nschedule: {kind: %s}\n", p,
+             chunks, chunks > 1 ? "interleaved-1f1b" : "1f1b");
+    if (config_load_string(cfg, "t.yaml", yaml, NULL, 0) != PP_OK ||
+        config_resolve(cfg, -1) != PP_OK || generate_schedule(sch, cfg) != PP_OK ||
+        plan_lower(plan, sch, cfg) != PP_OK)
+        abort();
+}
+
+static void test_model_build(void)
+{
+    pp_config_t cfg;
+    pp_schedule_t sch;
+    pp_plan_t plan;
+    pp_cost_model_t cm;
+    pp_cost_source_t src;
+    make_plan(&cfg, &sch, &plan, 4, 2);
+    REQUIRE(cost_model_build(&cm, &cfg, &plan, NULL, NULL, &src) == PP_OK);
+    EXPECT(src == PP_COST_GPU && cm.n_stages == 8);
+    const pp_gpu_t *h100 = gpu_find("h100");
+    for (int s = 0; s < 8; s++) {
+        pp_model_shape_t sh = cost_stage_shape(&cfg, &plan, s);
+        EXPECT(sh.n_layers == 3 && sh.is_first == (s == 0) && sh.is_last == (s == 7));
+        EXPECT_NEAR(cm.f[s], cost_stage_ms(&sh, PP_DTYPE_BF16, h100, NULL, PP_PASS_F), 0, 1e-12);
+        EXPECT_NEAR(cm.b[s], cm.i[s] + cm.w[s], 0, 1e-12);
+    }
+    EXPECT(cm.f[7] > cm.f[3] && cm.f[0] > cm.f[3], "first and last cost more than a middle one");
+    EXPECT_NEAR(cm.send, link_time_ms(link_find("nvlink-peer"), (double)plan.boundary_bytes), 0,
+                1e-12);
+    cost_model_free(&cm);
+    /* `present` and cost.gpu pick the row; cost.gpu wins */
+    REQUIRE(cost_model_build(&cm, &cfg, &plan, gpu_find("a100"), NULL, NULL) == PP_OK);
+    double a100 = cm.f[3];
+    cost_model_free(&cm);
+    snprintf(cfg.cost_src.gpu, sizeof cfg.cost_src.gpu, "b200");
+    REQUIRE(cost_model_build(&cm, &cfg, &plan, gpu_find("a100"), NULL, NULL) == PP_OK);
+    EXPECT(cm.f[3] < a100, "b200 %g ms, a100 %g ms", cm.f[3], a100);
+    cost_model_free(&cm);
+    plan_free(&plan);
+    schedule_free(&sch);
+    config_free(&cfg);
+}
+
+static void test_hand_set_overrides(void)
+{
+    pp_config_t cfg;
+    const char *yaml = "pipeline: {devices: 2, chunks: 2, micro_batches: 4}\n"
+                       "schedule: {kind: interleaved-1f1b}\n"
+                       "cost: {gpu: h200, forward: 2.5, backward_input: 3, backward_weight: 1}\n";
+    REQUIRE(config_load_string(&cfg, "t.yaml", yaml, NULL, 0) == PP_OK);
+    REQUIRE(config_resolve(&cfg, -1) == PP_OK);
+    EXPECT(config_cost_hand_set(&cfg) && strcmp(cfg.cost_src.gpu, "h200") == 0);
+    pp_schedule_t sch;
+    pp_plan_t plan;
+    REQUIRE(generate_schedule(&sch, &cfg) == PP_OK && plan_lower(&plan, &sch, &cfg) == PP_OK);
+    pp_cost_model_t cm;
+    pp_cost_source_t src;
+    REQUIRE(cost_model_build(&cm, &cfg, &plan, NULL, NULL, &src) == PP_OK);
+    /* per device's share: a chunk of a v = 2 device costs half */
+    EXPECT(src == PP_COST_HAND && cm.f[0] == 1.25 && cm.i[1] == 1.5 && cm.b[3] == 2.0);
+    cost_model_free(&cm);
+    plan_free(&plan);
+    schedule_free(&sch);
+    config_free(&cfg);
+    REQUIRE(config_load_string(&cfg, "t.yaml", "cost: {gpu: h200}\n", NULL, 0) == PP_OK);
+    EXPECT(!config_cost_hand_set(&cfg));
+    config_free(&cfg);
+}
+
+static void test_config_errors(void)
+{
+    pp_config_t cfg;
+    ts_capture_begin();
+    pp_status_t st = config_load_string(&cfg, "t.yaml", "cost:\n  gpu: h300\n", NULL, 0);
+    const char *got = ts_capture_end();
+    TS_EXPECT_REJECT(st, got,
+                     "t.yaml:2:8: cost.gpu: unknown GPU 'h300' (allowed: a100, h100, "
+                     "h200, b200)");
+    config_free(&cfg);
+    const char *sets[] = {"cost.link=carrier-pigeon"};
+    ts_capture_begin();
+    st = config_load_string(&cfg, "t.yaml", "name: x\n", sets, 1);
+    got = ts_capture_end();
+    TS_EXPECT_REJECT(st, got,
+                     "--set cost.link=carrier-pigeon: unknown link 'carrier-pigeon' "
+                     "(allowed: nvlink-peer, nvlink-nccl, pcie, host, ib)");
+    config_free(&cfg);
+    ts_capture_begin();
+    st = config_load_string(&cfg, "t.yaml", "cost: {profile: /nonexistent/p.yaml}\n", NULL, 0);
+    got = ts_capture_end();
+    TS_EXPECT_REJECT(st, got,
+                     "t.yaml:1:17: cost.profile: cannot open /nonexistent/p.yaml: No such "
+                     "file or directory (allowed: a profile written by `ppsched profile`, "
+                     "relative to the YAML's folder)");
+    config_free(&cfg);
+}
+
+/* A profile whose measurements are the model's times times known factors. */
+static void fake_profile(pp_profile_t *p, const double factor[PP_PASS_COUNT][PP_PART_COUNT])
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->device, sizeof p->device, "NVIDIA H200");
+    snprintf(p->gpu, sizeof p->gpu, "h200");
+    snprintf(p->date, sizeof p->date, "2026-11-23T15:50:00Z");
+    p->shape = (pp_model_shape_t){1024, 16, 1024, 8192, 4, 6, 0, 24, 0, 0};
+    p->dtype = PP_DTYPE_BF16;
+    const pp_gpu_t *g = gpu_find("h200");
+    for (int pass = 0; pass < PP_PASS_COUNT; pass++) {
+        double t[PP_PART_COUNT];
+        for (int q = 0; q < PP_PART_COUNT; q++)
+            t[q] = factor[pass][q] *
+                   cost_part(&p->shape, p->dtype, g, (pp_pass_t)pass, (pp_part_t)q).ms;
+        p->ms[PP_PROF_MIDDLE][pass] = 6 * t[0];
+        p->ms[PP_PROF_FIRST][pass] = 6 * t[0] + t[1];
+        p->ms[PP_PROF_LAST][pass] = 6 * t[0] + t[2];
+    }
+    p->runtime_bytes = 6.5e8;
+    p->stage_overhead_bytes = 4.5e7;
+    p->n_sends = 2;
+    p->send_bytes[0] = 1 << 20, p->send_ms[0] = 0.005;
+    p->send_bytes[1] = 8 << 20, p->send_ms[1] = 0.024;
+}
+
+static void test_profile_calibration(void)
+{
+    double factor[PP_PASS_COUNT][PP_PART_COUNT];
+    for (int p = 0; p < PP_PASS_COUNT; p++)
+        for (int q = 0; q < PP_PART_COUNT; q++)
+            factor[p][q] = ts_rand_uniform(0.5, 2.0);
+    factor[PP_PASS_I][PP_PART_EMBED] = 1.0; /* the embedding has no I pass */
+    pp_profile_t prof;
+    fake_profile(&prof, factor);
+    profile_calibrate(&prof);
+    for (int p = 0; p < PP_PASS_COUNT; p++)
+        for (int q = 0; q < PP_PART_COUNT; q++)
+            EXPECT_NEAR(prof.factor[p][q], factor[p][q], 1e-9, 1e-9);
+    /* at another shape: the model's ratio times the factor */
+    pp_model_shape_t s = random_shape();
+    s.is_first = 1;
+    const pp_gpu_t *g = gpu_find("h200");
+    for (int p = 0; p < PP_PASS_COUNT; p++) {
+        double want =
+            s.n_layers * factor[p][0] *
+                cost_part(&s, PP_DTYPE_BF16, g, (pp_pass_t)p, PP_PART_BLOCK).ms +
+            factor[p][1] * cost_part(&s, PP_DTYPE_BF16, g, (pp_pass_t)p, PP_PART_EMBED).ms;
+        EXPECT_NEAR(cost_stage_ms(&s, PP_DTYPE_BF16, g, &prof, (pp_pass_t)p), want, 0, 1e-12);
+    }
+    /* sends: the line through the two points */
+    double slope = (0.024 - 0.005) / (7 << 20);
+    EXPECT_NEAR(profile_send_ms(&prof, 4 << 20), 0.005 + slope * (3 << 20), 1e-12, 1e-9);
+}
+
+static void test_profile_round_trip(void)
+{
+    double ones[PP_PASS_COUNT][PP_PART_COUNT] = {{1.1, 0.9, 1.3}, {1.2, 1, 0.8}, {0.7, 1.5, 1.1}};
+    pp_profile_t a, b;
+    fake_profile(&a, ones);
+    a.stage_bytes[PP_PROF_LAST] = 1.5e9;
+    char path[] = "/tmp/ppsched_profile_XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    REQUIRE(profile_write(&a, f) == PP_OK);
+    fclose(f);
+    REQUIRE(profile_load(&b, path) == PP_OK);
+    EXPECT(strcmp(a.device, b.device) == 0 && strcmp(a.gpu, b.gpu) == 0);
+    EXPECT(strcmp(a.date, b.date) == 0 && b.dtype == PP_DTYPE_BF16);
+    EXPECT(a.shape.hidden == b.shape.hidden && a.shape.heads == b.shape.heads &&
+           a.shape.seq_len == b.shape.seq_len && a.shape.vocab == b.shape.vocab &&
+           a.shape.batch == b.shape.batch && a.shape.n_layers == b.shape.n_layers);
+    for (int k = 0; k < PP_PROF_STAGE_COUNT; k++)
+        for (int p = 0; p < PP_PASS_COUNT; p++)
+            EXPECT_NEAR(b.ms[k][p], a.ms[k][p], 0, 1e-5);
+    EXPECT(b.n_sends == 2 && b.stage_bytes[PP_PROF_LAST] == 1.5e9);
+    EXPECT_NEAR(b.runtime_bytes, a.runtime_bytes, 0, 1e-5);
+    EXPECT_NEAR(b.stage_overhead_bytes, a.stage_overhead_bytes, 0, 1e-5);
+    EXPECT_NEAR(b.factor[PP_PASS_W][PP_PART_EMBED], 1.5, 0, 1e-4);
+    /* the summary: each stage's measured F against the model, on the profile's GPU row */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    profile_print_summary(&b, mf);
+    fclose(mf);
+    pp_model_shape_t mid = b.shape;
+    char want[128];
+    snprintf(want, sizeof want, "forward %.3f (%.3f, ", b.ms[PP_PROF_MIDDLE][PP_PASS_F],
+             cost_stage_ms(&mid, b.dtype, gpu_find("h200"), NULL, PP_PASS_F));
+    EXPECT(
+        strstr(buf, "#   middle  ") && strstr(buf, want) &&
+            strstr(buf,
+                   "a stage holds 43 MiB beyond its sizing functions; 0.61 GiB held with no stage"),
+        "%s", buf);
+    free(buf);
+    /* a bad value names its place */
+    f = fopen(path, "w");
+    fputs("device: x\nshape: {hidden: wide}\n", f);
+    fclose(f);
+    ts_capture_begin();
+    pp_status_t st = profile_load(&b, path);
+    const char *got = ts_capture_end();
+    EXPECT(st == PP_ERR_INPUT && strstr(got, ":2:17: hidden: expected a number"), "%s", got);
+    unlink(path);
+}
+
+int main(void)
+{
+    ts_rng_seed(0xc0575);
+    RUN(test_block_flops_and_bytes);
+    RUN(test_unfused_fp32);
+    RUN(test_launch_floor);
+    RUN(test_stage_composition);
+    RUN(test_monotonic);
+    RUN(test_recompute);
+    RUN(test_tables);
+    RUN(test_model_build);
+    RUN(test_hand_set_overrides);
+    RUN(test_config_errors);
+    RUN(test_profile_calibration);
+    RUN(test_profile_round_trip);
+    return check_summary("test_cost");
+}

@@ -1,0 +1,266 @@
+/*
+ * test_offload.c — run.offload on the CPU: where the lowering places OFFLOAD and RELOAD, the
+ * device ring and host slots it sizes, the dependencies that order slot and host-slot reuse, the
+ * rules plan_validate keeps for the copies, the device bytes with and without offload, and the
+ * simulator's host-link model (a copy takes bytes / host_link_gbps on its own stream), and every
+ * multi-chunk kind lowering, validating and simulating with it on an uneven split.
+ */
+#include "../../scheduler/generate.h"
+#include "../../scheduler/plan.h"
+#include "../../scheduler/run.h"
+#include "../../scheduler/simulate.h"
+#include "../../scheduler/stage_cfg.h"
+#include "../check.h"
+#include "support.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A small fp32 model on p devices with offload on (or off). */
+static void cfg_fill(pp_config_t *c, pp_sched_kind_t kind, int p, int m, int offload)
+{
+    ts_config_pipeline(c, kind, p, p, m);
+    c->model = (pp_model_cfg_t){.layers = 2 * p,
+                                .hidden = 64,
+                                .heads = 4,
+                                .seq_len = 32,
+                                .vocab = 128,
+                                .dtype = PP_DTYPE_FP32};
+    c->pipeline.micro_batch_size = 2;
+    c->pipeline.transport = PP_TRANSPORT_NCCL;
+    c->run.offload = offload ? PP_OFFLOAD_ACTIVATIONS : PP_OFFLOAD_NONE;
+    c->cost = (pp_cost_cfg_t){1.0, 1.0, 1.0, 0.0, 50.0};
+}
+
+static pp_status_t lower(pp_plan_t *pl, const pp_config_t *c)
+{
+    pp_schedule_t s;
+    PP_CHECK(generate_schedule(&s, c));
+    pp_status_t st = plan_lower(pl, &s, c);
+    schedule_free(&s);
+    return st;
+}
+
+static int op_index(const pp_plan_t *pl, pp_action_kind_t k, int stage, int mb)
+{
+    for (int i = 0; i < pl->n_ops; i++)
+        if (pl->ops[i].kind == k && pl->ops[i].stage == stage && pl->ops[i].mb == mb) return i;
+    return -1;
+}
+
+static int depends_on(const pp_plan_t *pl, int i, int on)
+{
+    for (int j = 0; j < pl->ops[i].n_deps; j++)
+        if (pl->deps[pl->ops[i].dep_begin + j] == on) return 1;
+    return 0;
+}
+
+/* Device d's program as text, copies as "OFFLOADk" / "RELOADk". */
+static const char *program_text(const pp_plan_t *pl, int d)
+{
+    static char buf[8192];
+    char txt[32];
+    buf[0] = '\0';
+    for (int j = pl->prog_begin[d]; j < pl->prog_begin[d + 1]; j++) {
+        const pp_op_t *o = &pl->ops[pl->prog_ops[j]];
+        pp_action_t a = {o->kind, o->stage, o->mb};
+        if (buf[0]) strcat(buf, " ");
+        strcat(buf, action_format(&a, txt, sizeof txt));
+    }
+    return buf;
+}
+
+/* GPipe on one device, m = 8: each OFFLOAD after the next forward, each RELOAD one compute op
+ * before its backward; a ring of 3 slots instead of 8, 6 host slots; copies move the stage's
+ * offload bytes on the offload and load streams. */
+static void test_gpipe_one_device(void)
+{
+    pp_config_t c;
+    pp_plan_t pl;
+    cfg_fill(&c, PP_SCHED_GPIPE, 1, 8, 1);
+    REQUIRE(lower(&pl, &c) == PP_OK);
+    EXPECT(plan_validate(&pl) == PP_OK);
+    const char *want = "0F0 0F1 0OFFLOAD0 0F2 0OFFLOAD1 0F3 0OFFLOAD2 0F4 0OFFLOAD3 0F5 0OFFLOAD4 "
+                       "0F6 0OFFLOAD5 0RELOAD0 0F7 0OFFLOAD6 0RELOAD1 0B0 0OFFLOAD7 0RELOAD2 0B1 "
+                       "0RELOAD3 0B2 0RELOAD4 0B3 0RELOAD5 0B4 0RELOAD6 0B5 0RELOAD7 0B6 0B7";
+    EXPECT(!strcmp(program_text(&pl, 0), want), "program:\n  %s\nwant:\n  %s", program_text(&pl, 0),
+           want);
+    EXPECT(pl.offload && pl.offload_lookahead == 1);
+    EXPECT(pl.slots_per_stage[0] == 3 && pl.plain_slots_per_stage[0] == 8 &&
+               pl.host_slots_per_stage[0] == 6,
+           "ring %d, plain %d, host %d", pl.slots_per_stage[0], pl.plain_slots_per_stage[0],
+           pl.host_slots_per_stage[0]);
+    pp_stage_cfg_t sc;
+    plan_stage_cfg(&sc, &c, &pl, 0);
+    EXPECT(pl.offload_bytes[0] == stage_offload_bytes(&sc) && pl.offload_bytes[0] > 0);
+    for (int i = 0; i < pl.n_ops; i++) {
+        const pp_op_t *o = &pl.ops[i];
+        if (!pp_action_is_copy(o->kind)) continue;
+        EXPECT(o->bytes == pl.offload_bytes[0] && o->host >= 0 && o->host < 6);
+        EXPECT(o->role == (o->kind == PP_ACT_OFFLOAD ? PP_ROLE_OFFLOAD : PP_ROLE_LOAD));
+    }
+    /* The device bytes follow the slot counts. */
+    size_t with = plan_device_bytes(&pl, &c, 0, 0), without = plan_device_bytes(&pl, &c, 0, 1);
+    EXPECT(without - with == 5 * stage_slot_bytes(&sc), "with %zu, without %zu", with, without);
+    EXPECT(plan_host_bytes(&pl, 0) == 6 * pl.offload_bytes[0]);
+    plan_free(&pl);
+}
+
+/* The dependencies: OFFLOAD waits for its F, RELOAD for its OFFLOAD and for the last ops of its
+ * slot's previous holder, B for its RELOAD; an OFFLOAD reusing a host slot waits for the RELOAD
+ * that read it. */
+static void test_dependencies(void)
+{
+    pp_config_t c;
+    pp_plan_t pl;
+    cfg_fill(&c, PP_SCHED_GPIPE, 1, 8, 1);
+    REQUIRE(lower(&pl, &c) == PP_OK);
+    for (int k = 0; k < 8; k++) {
+        int f = op_index(&pl, PP_ACT_F, 0, k), off = op_index(&pl, PP_ACT_OFFLOAD, 0, k);
+        int rel = op_index(&pl, PP_ACT_RELOAD, 0, k), b = op_index(&pl, PP_ACT_B, 0, k);
+        REQUIRE(f >= 0 && off >= 0 && rel >= 0 && b >= 0);
+        EXPECT(depends_on(&pl, off, f) && depends_on(&pl, rel, off) && depends_on(&pl, b, rel),
+               "micro-batch %d", k);
+        EXPECT(pl.ops[b].slot == pl.ops[rel].slot && pl.ops[off].slot == pl.ops[f].slot);
+        EXPECT(pl.ops[rel].host == pl.ops[off].host);
+    }
+    /* RELOAD0 takes the slot OFFLOAD5 gave back (and waits for it); OFFLOAD6 takes host slot 0,
+     * which RELOAD0 read. */
+    int rel0 = op_index(&pl, PP_ACT_RELOAD, 0, 0), off5 = op_index(&pl, PP_ACT_OFFLOAD, 0, 5);
+    int off6 = op_index(&pl, PP_ACT_OFFLOAD, 0, 6);
+    EXPECT(pl.ops[rel0].slot == pl.ops[off5].slot && depends_on(&pl, rel0, off5));
+    EXPECT(pl.ops[off6].host == pl.ops[rel0].host && depends_on(&pl, off6, rel0));
+    plan_free(&pl);
+}
+
+/* Every generated schedule lowers and validates with offload on; the ring never exceeds the
+ * plain slots; the last stage of 1F1B (F then B at once) offloads nothing; without offload there
+ * are no copies and the plain slots are the slots. */
+static void test_every_kind(void)
+{
+    static const pp_sched_kind_t kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_ZBH1};
+    for (int k = 0; k < 3; k++)
+        for (int p = 1; p <= 4; p *= 2)
+            for (int off = 0; off < 2; off++) {
+                pp_config_t c;
+                pp_plan_t pl;
+                int m = ts_rand_int(4, 16);
+                cfg_fill(&c, kinds[k], p, m, off);
+                REQUIRE(lower(&pl, &c) == PP_OK, "kind %d p=%d m=%d", (int)kinds[k], p, m);
+                EXPECT(plan_validate(&pl) == PP_OK, "kind %d p=%d m=%d", (int)kinds[k], p, m);
+                int copies = 0;
+                for (int i = 0; i < pl.n_ops; i++)
+                    copies += pp_action_is_copy(pl.ops[i].kind);
+                EXPECT(off ? copies % 2 == 0 : copies == 0);
+                for (int s = 0; s < pl.n_stages; s++)
+                    EXPECT(off ? pl.slots_per_stage[s] <= pl.plain_slots_per_stage[s]
+                               : pl.slots_per_stage[s] == pl.plain_slots_per_stage[s]);
+                if (off && kinds[k] == PP_SCHED_1F1B)
+                    EXPECT(op_index(&pl, PP_ACT_OFFLOAD, p - 1, 0) < 0);
+                if (off && kinds[k] == PP_SCHED_GPIPE) EXPECT(pl.slots_per_stage[0] <= 3);
+                plan_free(&pl);
+            }
+}
+
+/* The two-chunk kinds with run.offload and a balanced split, through the run chain: the copies
+ * lower on their offload and load channels, the plan validates, the simulation ends, and every
+ * OFFLOAD has its RELOAD. */
+static void test_two_chunk_kinds(void)
+{
+    static const char *const kinds[] = {"interleaved-1f1b", "zb-h2",      "zb-v",
+                                        "dualpipe-v",       "looped-bfs", "interleaved-zb"};
+    for (int k = 0; k < 6; k++)
+        for (int p = 2; p <= 4; p *= 2) {
+            char yaml[512];
+            snprintf(yaml, sizeof yaml,
+                     "model: {layers: 30, hidden: 64, heads: 4, seq_len: 32, vocab: 4096}\n"
+                     "pipeline: {devices: %d, micro_batches: %d, split: balanced}\n"
+                     "schedule: {kind: %s}\nrun: {offload: activations}\n",
+                     p, 2 * p, kinds[k]);
+            pp_run_t r;
+            pp_run_opts_t ro = {0};
+            REQUIRE(run_load(&r, "t.yaml", yaml, NULL, 0, 0) == PP_OK, "%s p=%d", kinds[k], p);
+            EXPECT(r.plan.offload, "%s p=%d: offload on", kinds[k], p);
+            REQUIRE(run_go(&r, &ro) == PP_OK, "%s p=%d", kinds[k], p);
+            int off = 0, rel = 0;
+            for (int i = 0; i < r.plan.n_ops; i++) {
+                off += r.plan.ops[i].kind == PP_ACT_OFFLOAD;
+                rel += r.plan.ops[i].kind == PP_ACT_RELOAD;
+            }
+            EXPECT(off > 0 && off == rel, "%s p=%d: %d OFFLOAD, %d RELOAD", kinds[k], p, off, rel);
+            EXPECT(r.predicted_ms > 0, "%s p=%d", kinds[k], p);
+            run_free(&r);
+        }
+}
+
+/* plan_validate refuses a backward that does not wait for its RELOAD. */
+static void test_validate_rejects(void)
+{
+    pp_config_t c;
+    pp_plan_t pl;
+    cfg_fill(&c, PP_SCHED_GPIPE, 1, 8, 1);
+    REQUIRE(lower(&pl, &c) == PP_OK);
+    int b = op_index(&pl, PP_ACT_B, 0, 3), rel = op_index(&pl, PP_ACT_RELOAD, 0, 3);
+    int f = op_index(&pl, PP_ACT_F, 0, 3);
+    for (int j = 0; j < pl.ops[b].n_deps; j++)
+        if (pl.deps[pl.ops[b].dep_begin + j] == rel) pl.deps[pl.ops[b].dep_begin + j] = f;
+    ts_capture_begin();
+    pp_status_t st = plan_validate(&pl);
+    const char *e = ts_capture_end();
+    EXPECT(st == PP_ERR_INPUT && strstr(e, "action 0B3: does not wait for its RELOAD"), "%s", e);
+    plan_free(&pl);
+}
+
+/* The simulator: a copy takes bytes / (GB/s * 1e6) ms on its own stream. With a fast link the
+ * copies hide under the compute (the step as without offload); with a slow one the step is bound
+ * by the link: the first F, m offloads one after the other on the offload stream, the last
+ * micro-batch's reload and its backward. */
+static void test_simulate_host_link(void)
+{
+    pp_config_t c;
+    pp_plan_t pl, plain;
+    const int m = 8;
+    cfg_fill(&c, PP_SCHED_GPIPE, 1, m, 1);
+    REQUIRE(lower(&pl, &c) == PP_OK);
+    cfg_fill(&c, PP_SCHED_GPIPE, 1, m, 0);
+    REQUIRE(lower(&plain, &c) == PP_OK);
+    const double step_plain = m * (1.0 + 2.0); /* F 1, B = I + W = 2 */
+    for (int slow = 0; slow < 2; slow++) {
+        double copy_ms = slow ? 3.0 : 0.25;
+        pp_cost_cfg_t cost = {1.0, 1.0, 1.0, 0.0, (double)pl.offload_bytes[0] / (copy_ms * 1e6)};
+        pp_cost_model_t cm;
+        pp_timeline_t tl;
+        REQUIRE(cost_model_uniform(&cm, 1, &cost) == PP_OK);
+        REQUIRE(simulate_plan(&tl, &plain, &cm) == PP_OK);
+        EXPECT(fabs(tl.step_ms[0] - step_plain) < 1e-9, "plain step %g", tl.step_ms[0]);
+        timeline_free(&tl);
+        REQUIRE(simulate_plan(&tl, &pl, &cm) == PP_OK);
+        for (int i = 0; i < pl.n_ops; i++) {
+            if (!pp_action_is_copy(pl.ops[i].kind)) continue;
+            EXPECT(fabs(tl.t[i].end_ms - tl.t[i].start_ms - copy_ms) < 1e-9, "copy %d: %g ms", i,
+                   tl.t[i].end_ms - tl.t[i].start_ms);
+        }
+        if (!slow)
+            EXPECT(fabs(tl.step_ms[0] - step_plain) < 1e-9, "fast link: step %g", tl.step_ms[0]);
+        else
+            EXPECT(tl.step_ms[0] >= 1.0 + (m + 1) * copy_ms + 2.0 - 1e-9, "slow link: step %g",
+                   tl.step_ms[0]);
+        timeline_free(&tl);
+        cost_model_free(&cm);
+    }
+    plan_free(&pl);
+    plan_free(&plain);
+}
+
+int main(void)
+{
+    ts_rng_seed(12);
+    RUN(test_gpipe_one_device);
+    RUN(test_dependencies);
+    RUN(test_every_kind);
+    RUN(test_two_chunk_kinds);
+    RUN(test_validate_rejects);
+    RUN(test_simulate_host_link);
+    return check_summary("test_offload");
+}
