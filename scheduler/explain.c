@@ -3,9 +3,9 @@
  *
  * Both walks lean on plan.h's promises: every dependency of op k has a smaller index, a RECV sits
  * right after its SEND, and a channel runs its ops in plan order (so "the op before k on its
- * stream" is the previous op of the same channel in plan order: the device's compute stream, or
- * its send or recv channel with one peer device, pp_channel_of). A broken promise is a
- * bug in lowering and returns PP_ERR_INTERNAL. Times are never trusted to be consistent (a
+ * stream" is the previous op of the same channel in plan order: the device's compute, offload or
+ * load stream, or its send or recv channel with one peer device, pp_channel_of). A broken promise
+ * is a bug in lowering and returns PP_ERR_INTERNAL. Times are never trusted to be consistent (a
  * measured timeline carries clock skew): every cut point is clamped into its stretch, so the
  * reasons of a device always add up to its idle time and none is negative.
  */
