@@ -3,7 +3,9 @@
 #   make            build build/ppsched (probes CUDA, cuBLAS, NCCL and libyaml first)
 #   make run        build, then run schedules/1f1b.yaml (measured on the GPUs, simulated without)
 #   make test       CPU tests always; GPU tests where a device is present (skipped with the reason)
-#   make test-asan  the CPU tests under AddressSanitizer + UBSan
+#   make test-asan  the CPU tests under AddressSanitizer + UBSan, then make fuzz
+#   make fuzz       the config and CSV readers under a bounded fuzz run (FUZZ_SECONDS=, per target)
+#   make sanitize   the GPU tests under compute-sanitizer memcheck, then racecheck (needs a GPU)
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local, bench-peer
 #   make install PREFIX=/usr/local
 #
@@ -81,7 +83,7 @@ LIBS_CUDA :=
 LINK := $(CC)
 endif
 
-.PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan bench bench-stage bench-local bench-peer install clean distclean format probe
+.PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-peer install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -142,7 +144,7 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(GPU_TEST_LIB) $(BUILD)/lib
 	$(CXX_LINK) $< $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
 
 test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
-	@sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) -- $(GPU_TESTS)
+	@PP_BUILD=$(BUILD) sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) tests/check_install.sh tests/check_cli.sh -- $(GPU_TESTS)
 
 test-cpu: $(CPU_TESTS)
 	@sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) --
@@ -154,14 +156,57 @@ test-gpu: $(BUILD)/ppsched $(GPU_TESTS)
 test-asan: $(BUILD)/config.mk
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    LDFLAGS_EXTRA=-fsanitize=address,undefined test-cpu-asan
+	@$(MAKE) --no-print-directory fuzz
 
 test-cpu-asan: $(CPU_TESTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) --
 
+# compute-sanitizer over every GPU test program: memcheck, then racecheck (mk/sanitize.sh says
+# what passes). Needs a GPU; SANITIZER= names the tool where it is not under CUDA_HOME or PATH.
+SANITIZER ?= $(firstword $(wildcard $(CUDA_HOME)/bin/compute-sanitizer) $(shell command -v compute-sanitizer 2>/dev/null))
+sanitize: $(GPU_TESTS)
+	@sh mk/sanitize.sh "$(SANITIZER)" $(GPU_TESTS)
+
 ifneq ($(LDFLAGS_EXTRA),)
 LIBS += $(LDFLAGS_EXTRA)
 endif
+
+# --- fuzzing -----------------------------------------------------------------------------------
+# Two targets from tests/fuzz/fuzz_readers.c (the YAML config reader, the CSV reader) over the
+# scheduler core, built with ASan and UBSan: with libFuzzer where clang is present, else with the
+# bounded mutation driver tests/fuzz/fuzz_main.c. `make fuzz` replays the seeds (every shipped
+# YAML and CSV, and tests/data/fuzz/, which keeps the inputs that once broke a reader), then
+# fuzzes each target for FUZZ_SECONDS. `make test-asan` runs it, so CI does.
+FUZZ_SECONDS ?= 20
+FUZZ_CLANG := $(shell command -v clang 2>/dev/null)
+ifneq ($(FUZZ_CLANG),)
+FUZZ_CC := $(FUZZ_CLANG)
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined
+FUZZ_LINK := -fsanitize=fuzzer,address,undefined
+FUZZ_MAIN :=
+else
+FUZZ_CC := $(CC)
+FUZZ_SAN := -fsanitize=address,undefined
+FUZZ_LINK := $(FUZZ_SAN)
+FUZZ_MAIN := tests/fuzz/fuzz_main.c
+endif
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all \
+               $(WARN) -MMD -MP $(YAML_CFLAGS) $(FUZZ_SAN)
+FUZZ_OBJ := $(CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+
+$(BUILD)/fuzz/obj/%.o: %.c $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_config: tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LINK) tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ) -o $@ $(YAML_LIBS) -lm
+
+$(BUILD)/fuzz/fuzz_csv: tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LINK) -DFUZZ_CSV tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ) -o $@ $(YAML_LIBS) -lm
+
+fuzz: $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_csv
+	@sh tests/fuzz/run_fuzz.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
 
 # --- benchmarks --------------------------------------------------------------------------------
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
@@ -194,7 +239,7 @@ bench-peer: $(BUILD)/ppsched
 install: $(BUILD)/ppsched
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ppsched/schedules
 	install -m 755 $(BUILD)/ppsched $(DESTDIR)$(PREFIX)/bin/ppsched
-	install -m 644 schedules/*.yaml $(DESTDIR)$(PREFIX)/share/ppsched/schedules/
+	install -m 644 schedules/*.yaml schedules/*.csv $(DESTDIR)$(PREFIX)/share/ppsched/schedules/
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
@@ -205,4 +250,4 @@ clean:
 distclean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/fuzz -name '*.d' 2>/dev/null)

@@ -86,6 +86,12 @@ static inline int pp_status_exit_code(pp_status_t s)
         if ((ptr) == NULL) PP_FAIL(PP_ERR_NOMEM, "out of host memory allocating %s", #ptr);        \
     } while (0)
 
+/* "device" or "devices" after a count n: one place for the plural of every message and report. */
+static inline const char *pp_plural(long n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
+}
+
 /* Storage type of activations and parameters. Accumulators and optimizer state are always fp32. */
 typedef enum pp_dtype { PP_DTYPE_FP32 = 0, PP_DTYPE_BF16 = 1 } pp_dtype_t;
 

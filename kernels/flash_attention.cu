@@ -341,7 +341,8 @@ __global__ void __launch_bounds__(FA_THREADS)
     }
 
     /* O /= l and lse = (m + log2 l)·ln 2 per row; O staged in the warp's own rows of Qs (its Q
-     * is in registers). */
+     * is in registers). Only this warp read those rows (the ldmatrix of the first step, whose
+     * lanes read rows other lanes now write): the __syncwarp before the stores orders them. */
     float inv[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -353,6 +354,7 @@ __global__ void __launch_bounds__(FA_THREADS)
             lse[(size_t)bh * T + (size_t)qb * FA_TILE + row0 + 8 * h] =
                 (m_run[h] + log2f(l)) * FA_LN2;
     }
+    __syncwarp();
     fa_store_acc<D>(o + fa_head_offset(bh, H, T, ld_o, D) + ((size_t)qb * FA_TILE + w16) * ld_o,
                     ld_o, Qs + w16 * fa_smem<D>::LDH, acc, inv[0], inv[1], lane);
 }

@@ -13,6 +13,7 @@
  * schedule.csv_path and the step texts; config_free releases them.
  */
 #include "config_internal.h"
+#include "input.h"
 #include "split.h"
 
 #include <ctype.h>
@@ -23,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Messages name a key by its place in the file when known; these are the names otherwise. */
+/* Messages name a key by its place in the file when known; these are the names otherwise (each
+ * at its key's index: a list in order had schedule.csv and the cost keys' names swapped). */
 const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     [PP_CFG_LAYERS] = "model.layers",
     [PP_CFG_HIDDEN] = "model.hidden",
@@ -55,7 +57,7 @@ int cfg_is_set(const pp_config_t *cfg, int k)
 static void cfg_prefix(const pp_config_t *cfg, int k, int line, int col)
 {
     const char *path = cfg->path ? cfg->path : "config";
-    if (strncmp(cfg->origin[k], "--set ", 6) == 0 || (cfg_is_set(cfg, k) && line <= 0))
+    if (strncmp(cfg->origin[k], "--", 2) == 0 || (cfg_is_set(cfg, k) && line <= 0))
         fprintf(stderr, "%s: ", cfg->origin[k]);
     else if (line > 0)
         fprintf(stderr, "%s:%d:%d: %s: ", path, line, col, cfg_key_names[k]);
@@ -98,7 +100,7 @@ static int cfg_pick(const pp_config_t *cfg, int fallback, ...)
     while ((k = va_arg(ap, int)) >= 0) {
         if (found < 0 && cfg_is_set(cfg, k)) found = k;
         /* A --set override is the user's latest word: blame it before the file. */
-        if (from_set < 0 && strncmp(cfg->origin[k], "--set ", 6) == 0) from_set = k;
+        if (from_set < 0 && strncmp(cfg->origin[k], "--", 2) == 0) from_set = k; /* any flag */
     }
     va_end(ap);
     return from_set >= 0 ? from_set : found >= 0 ? found : fallback;
@@ -169,8 +171,10 @@ static char *base_name(const char *path)
     return strndup(b, n);
 }
 
+/* Parse `text` as the file `name` and apply the overrides. A file (is_file) must hold something
+ * besides comments; text from a test may be empty (every default). */
 static pp_status_t load_text(pp_config_t *cfg, const char *name, const char *text, size_t len,
-                             const char *const *sets, int n_sets)
+                             const char *const *sets, int n_sets, int is_file)
 {
     yaml_document_t doc;
     int loaded = 0;
@@ -180,8 +184,14 @@ static pp_status_t load_text(pp_config_t *cfg, const char *name, const char *tex
     config_defaults(cfg);
     cfg->path = strdup(name);
     PP_ALLOC_CHECK(cfg->path);
-    c = (cfg_ctx_t){cfg, cfg->path, NULL, &doc};
+    c = (cfg_ctx_t){cfg, cfg->path, NULL, &doc, "--set"};
     PP_CHECK_GOTO(cfg_yaml_load_text(&c, text, len, &doc, &loaded), st, done);
+    if (is_file && !yaml_document_get_root_node(&doc)) {
+        fprintf(stderr, "%s: empty (allowed: a mapping of sections, see docs/schedule-format.md)\n",
+                name);
+        st = PP_ERR_INPUT;
+        goto done;
+    }
     PP_CHECK_GOTO(cfg_apply_root(&c, yaml_document_get_root_node(&doc)), st, done);
     for (int i = 0; i < n_sets; i++)
         PP_CHECK_GOTO(cfg_apply_set(cfg, sets[i]), st, done);
@@ -201,46 +211,18 @@ done:
 pp_status_t config_load_string(pp_config_t *cfg, const char *name, const char *yaml,
                                const char *const *sets, int n_sets)
 {
-    return load_text(cfg, name, yaml, strlen(yaml), sets, n_sets);
+    return load_text(cfg, name, yaml, strlen(yaml), sets, n_sets, 0);
 }
 
 pp_status_t config_load(pp_config_t *cfg, const char *path, const char *const *sets, int n_sets)
 {
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    pp_status_t st;
-    FILE *f;
-
+    char *text = NULL, why[160];
+    size_t len = 0;
     config_defaults(cfg);
-    f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "%s: %s\n", path, strerror(errno));
-        return PP_ERR_INPUT;
-    }
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 16384;
-            char *t = realloc(text, cap);
-            if (!t) {
-                free(text);
-                fclose(f);
-                PP_FAIL(PP_ERR_NOMEM, "out of host memory reading %s", path);
-            }
-            text = t;
-        }
-        size_t got = fread(text + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        fprintf(stderr, "%s: %s\n", path, strerror(errno));
-        free(text);
-        fclose(f);
-        return PP_ERR_INPUT;
-    }
-    fclose(f);
-    text[len] = '\0';
-    st = load_text(cfg, path, text, len, sets, n_sets);
+    pp_status_t st = input_read_file(path, PP_INPUT_MAX_BYTES, &text, &len, why, sizeof why);
+    if (st == PP_ERR_INPUT) fprintf(stderr, "%s: %s\n", path, why);
+    if (st != PP_OK) return st;
+    st = load_text(cfg, path, text, len, sets, n_sets, 1);
     free(text);
     return st;
 }
@@ -311,6 +293,33 @@ static pp_status_t resolve_split(pp_config_t *cfg)
     return PP_OK;
 }
 
+/* The kind's placements (kinds.h), blaming pipeline.placement where the input set it. */
+static pp_status_t check_placement(const pp_config_t *cfg)
+{
+    char msg[512];
+    if (sched_kind_check_placement(cfg->schedule.kind, cfg->pipeline.chunks,
+                                   cfg->pipeline.placement, msg, sizeof msg) == PP_KIND_OK)
+        return PP_OK;
+    return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_PLACEMENT, PP_CFG_PLACEMENT, PP_CFG_KIND, -1), "%s",
+                      msg);
+}
+
+/* A generated schedule's plan, estimated before anything is allocated: refused over
+ * PP_MAX_PLAN_OPS. A written one (steps, csv) is as large as its file. */
+static pp_status_t check_plan_size(const pp_config_t *cfg)
+{
+    const pp_pipeline_cfg_t *pl = &cfg->pipeline;
+    long long ops = (long long)pl->stages * pl->micro_batches * PP_PLAN_OPS_PER_MB;
+    if (sched_kind(cfg->schedule.kind)->written || ops <= PP_MAX_PLAN_OPS) return PP_OK;
+    return cfg_err_at(cfg,
+                      cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES,
+                               PP_CFG_CHUNKS, PP_CFG_STAGES, -1),
+                      "%d stages x %d micro-batches make a plan of up to %lld ops, over the limit "
+                      "of %ld (allowed: stages x micro-batches at most %ld)",
+                      pl->stages, pl->micro_batches, ops, PP_MAX_PLAN_OPS,
+                      PP_MAX_PLAN_OPS / PP_PLAN_OPS_PER_MB);
+}
+
 pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
 {
     pp_pipeline_cfg_t *pl = &cfg->pipeline;
@@ -370,7 +379,9 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
                           "hidden %d does not split into %d heads (allowed: a divisor of %d)",
                           cfg->model.hidden, cfg->model.heads, cfg->model.hidden);
 
-    return check_kind(cfg);
+    PP_CHECK(check_kind(cfg));
+    PP_CHECK(check_placement(cfg));
+    return check_plan_size(cfg);
 }
 
 /* ---------------------------------------------------------------------------------------------

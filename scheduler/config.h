@@ -142,6 +142,12 @@ typedef enum pp_config_key {
 
 #define PP_CFG_ORIGIN_MAX 256
 
+/* The largest plan config_resolve lets a generated schedule make, in ops, and the most ops one
+ * (stage, micro-batch) can take (F, B or I + W, and a SEND and a RECV each way). About 200 bytes
+ * of host memory go to each op while it is planned, so the limit is near 7 GB. */
+#define PP_MAX_PLAN_OPS    (1L << 25)
+#define PP_PLAN_OPS_PER_MB 7
+
 typedef struct pp_config {
     char *path; /* the YAML file it came from (for messages) */
     char *name; /* `name:` or the file's base name without .yaml */

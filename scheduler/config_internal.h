@@ -18,6 +18,7 @@ typedef struct cfg_ctx {
     const char *file;     /* the YAML file's name as given (messages, folder of csv paths) */
     const char *set;      /* the override being applied, or NULL while reading the file */
     yaml_document_t *doc; /* the document the nodes belong to */
+    const char *flag;     /* the override's command-line flag for messages ("--set", "--sweep") */
 } cfg_ctx_t;
 
 /* The names of the keys config_resolve blames (config.c). */

@@ -6,6 +6,7 @@
  */
 #include "config_internal.h"
 #include "gpu.h"
+#include "input.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -139,7 +140,8 @@ static pp_status_t get_row(const cfg_ctx_t *c, const yaml_node_t *n, const char 
     if (cfg_node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
     *out = find(cfg_node_text(n));
     if (*out < 0)
-        return cfg_err(c, n, key, "unknown value '%s' (allowed: %s)", cfg_node_text(n), allowed);
+        return cfg_err(c, n, key, "unknown value '%s' (allowed: %s)", PP_SHORT(cfg_node_text(n)),
+                       allowed);
     return PP_OK;
 }
 
@@ -384,8 +386,8 @@ static pp_status_t apply_key(cfg_ctx_t *c, const section_spec_t *sec, const char
         if (!strcmp(sec->keys[i].name, name)) ks = &sec->keys[i];
     if (!ks) {
         section_allowed(sec, allowed, sizeof allowed);
-        return cfg_err(c, key_node, NULL, "unknown key '%s' in %s (allowed: %s)", name, sec->name,
-                       allowed);
+        return cfg_err(c, key_node, NULL, "unknown key '%s' in %s (allowed: %s)", PP_SHORT(name),
+                       sec->name, allowed);
     }
     snprintf(key, sizeof key, "%s.%s", sec->name, name);
     char *field = (char *)c->cfg + ks->off;
@@ -425,8 +427,8 @@ static pp_status_t check_duplicate(cfg_ctx_t *c, const yaml_node_t *map, const y
         if (cfg_node_text(kq) && !strcmp(cfg_node_text(kq), name))
             return cfg_err(
                 c, yaml_document_get_node(c->doc, p->key), NULL,
-                "duplicate key '%s' in %s, first given at line %zu (allowed: each key once)", name,
-                where, (size_t)kq->start_mark.line + 1);
+                "duplicate key '%s' in %s, first given at line %zu (allowed: each key once)",
+                PP_SHORT(name), where, (size_t)kq->start_mark.line + 1);
     }
     return PP_OK;
 }
@@ -473,8 +475,8 @@ pp_status_t cfg_apply_root(cfg_ctx_t *c, const yaml_node_t *root)
         }
         const section_spec_t *sec = find_section(cfg_node_text(k));
         if (!sec)
-            return cfg_err(c, k, NULL, "unknown section '%s' (allowed: %s)", cfg_node_text(k),
-                           top_allowed);
+            return cfg_err(c, k, NULL, "unknown section '%s' (allowed: %s)",
+                           PP_SHORT(cfg_node_text(k)), top_allowed);
         PP_CHECK(apply_section(c, sec, v));
     }
     return PP_OK;
@@ -483,7 +485,14 @@ pp_status_t cfg_apply_root(cfg_ctx_t *c, const yaml_node_t *root)
 /* Apply one `section.key=value` override. */
 pp_status_t cfg_apply_set(pp_config_t *cfg, const char *set)
 {
-    cfg_ctx_t c = {cfg, cfg->path, set, NULL};
+    /* "--sweep key=value": an override that came from another flag, named in messages. */
+    char flag[16] = "--set";
+    size_t fl = strncmp(set, "--", 2) == 0 ? strcspn(set, " ") : 0;
+    if (fl && fl < sizeof flag && set[fl] == ' ') {
+        snprintf(flag, sizeof flag, "%.*s", (int)fl, set);
+        set += fl + 1;
+    }
+    cfg_ctx_t c = {cfg, cfg->path, set, NULL, flag};
     char section[64], name[64];
     const char *eq = strchr(set, '=');
     const char *dot = memchr(set, '.', eq ? (size_t)(eq - set) : 0);
@@ -505,6 +514,11 @@ pp_status_t cfg_apply_set(pp_config_t *cfg, const char *set)
     } else {
         snprintf(section, sizeof section, "%.*s", (int)(dot - set), set);
         snprintf(name, sizeof name, "%.*s", (int)(eq - dot - 1), dot + 1);
+        if (!section[0] || !name[0] || strchr(name, '.'))
+            return cfg_err(&c, NULL, NULL,
+                           "'%.*s' is not section.key: a part is empty or there are more than two "
+                           "(allowed: e.g. pipeline.micro_batches=16)",
+                           (int)(eq - set > PP_SHORT_MAX ? PP_SHORT_MAX : eq - set), set);
     }
     const char *val = eq + 1;
     while (*val == ' ' || *val == '\t')

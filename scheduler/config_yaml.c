@@ -6,6 +6,7 @@
  * the first problem and returns PP_ERR_INPUT.
  */
 #include "config_internal.h"
+#include "input.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -22,7 +23,7 @@ pp_status_t cfg_err(const cfg_ctx_t *c, const yaml_node_t *node, const char *key
 {
     va_list ap;
     if (c->set) {
-        fprintf(stderr, "--set %s: ", c->set);
+        fprintf(stderr, "%s %s: ", c->flag, PP_SHORT(c->set));
     } else {
         fputs(c->file, stderr);
         if (node)
@@ -43,7 +44,7 @@ void cfg_mark(const cfg_ctx_t *c, int k, const yaml_node_t *node, const char *ke
 {
     char *o = c->cfg->origin[k];
     if (c->set)
-        snprintf(o, PP_CFG_ORIGIN_MAX, "--set %s", c->set);
+        snprintf(o, PP_CFG_ORIGIN_MAX, "%s %s", c->flag, PP_SHORT(c->set));
     else
         snprintf(o, PP_CFG_ORIGIN_MAX, "%s:%zu:%zu: %s", c->file, (size_t)node->start_mark.line + 1,
                  (size_t)node->start_mark.column + 1, key);
@@ -91,16 +92,16 @@ pp_status_t cfg_get_long(const cfg_ctx_t *c, const yaml_node_t *n, const char *k
     if (cfg_node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
     const char *s = cfg_node_text(n);
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return cfg_err(c, n, key, "\"%s\" is a quoted string, not an integer (allowed: %s)", s,
-                       allowed);
+        return cfg_err(c, n, key, "\"%s\" is a quoted string, not an integer (allowed: %s)",
+                       PP_SHORT(s), allowed);
     const char *d = s + (*s == '-' || *s == '+');
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
     if (!isdigit((unsigned char)*d) || *end)
-        return cfg_err(c, n, key, "'%s' is not an integer (allowed: %s)", s, allowed);
+        return cfg_err(c, n, key, "'%s' is not an integer (allowed: %s)", PP_SHORT(s), allowed);
     if (errno == ERANGE || v < lo || v > hi)
-        return cfg_err(c, n, key, "%s is out of range (allowed: %s)", s, allowed);
+        return cfg_err(c, n, key, "%s is out of range (allowed: %s)", PP_SHORT(s), allowed);
     *out = v;
     return PP_OK;
 }
@@ -117,16 +118,17 @@ pp_status_t cfg_get_double(const cfg_ctx_t *c, const yaml_node_t *n, const char 
     if (cfg_node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
     const char *s = cfg_node_text(n);
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return cfg_err(c, n, key, "\"%s\" is a quoted string, not a number (allowed: %s)", s,
-                       allowed);
+        return cfg_err(c, n, key, "\"%s\" is a quoted string, not a number (allowed: %s)",
+                       PP_SHORT(s), allowed);
     const char *d = s + (*s == '-' || *s == '+');
     char *end;
     double v = strtod(s, &end);
+    /* decimal only: strtod would also read hexadecimal (0x10) */
     if (!(isdigit((unsigned char)*d) || (*d == '.' && isdigit((unsigned char)d[1]))) || *end ||
-        !isfinite(v))
-        return cfg_err(c, n, key, "'%s' is not a number (allowed: %s)", s, allowed);
+        !isfinite(v) || strpbrk(s, "xX"))
+        return cfg_err(c, n, key, "'%s' is not a number (allowed: %s)", PP_SHORT(s), allowed);
     if (v < lo || v > hi || (lo_open && v == lo))
-        return cfg_err(c, n, key, "%s is out of range (allowed: %s)", s, allowed);
+        return cfg_err(c, n, key, "%s is out of range (allowed: %s)", PP_SHORT(s), allowed);
     *out = v;
     return PP_OK;
 }
@@ -140,16 +142,17 @@ pp_status_t cfg_get_u64(const cfg_ctx_t *c, const yaml_node_t *n, const char *ke
     if (cfg_node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
     const char *s = cfg_node_text(n);
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return cfg_err(c, n, key, "\"%s\" is a quoted string, not an integer (allowed: %s)", s,
-                       allowed);
+        return cfg_err(c, n, key, "\"%s\" is a quoted string, not an integer (allowed: %s)",
+                       PP_SHORT(s), allowed);
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (*s == '-' && isdigit((unsigned char)s[1]))
-        return cfg_err(c, n, key, "%s is out of range (allowed: %s)", s, allowed);
+        return cfg_err(c, n, key, "%s is out of range (allowed: %s)", PP_SHORT(s), allowed);
     if (!isdigit((unsigned char)*s) || *end)
-        return cfg_err(c, n, key, "'%s' is not an integer (allowed: %s)", s, allowed);
-    if (errno == ERANGE) return cfg_err(c, n, key, "%s is out of range (allowed: %s)", s, allowed);
+        return cfg_err(c, n, key, "'%s' is not an integer (allowed: %s)", PP_SHORT(s), allowed);
+    if (errno == ERANGE)
+        return cfg_err(c, n, key, "%s is out of range (allowed: %s)", PP_SHORT(s), allowed);
     *out = (uint64_t)v;
     return PP_OK;
 }
@@ -174,7 +177,7 @@ pp_status_t cfg_get_enum(const cfg_ctx_t *c, const yaml_node_t *n, const char *k
             return PP_OK;
         }
     }
-    return cfg_err(c, n, key, "unknown value '%s' (allowed: %s)", s, allowed);
+    return cfg_err(c, n, key, "unknown value '%s' (allowed: %s)", PP_SHORT(s), allowed);
 }
 
 /* A malloc'd copy of a non-empty scalar. */
@@ -217,8 +220,8 @@ static pp_status_t collect_steps(cfg_ctx_t *c, const char *key, const yaml_node_
             yaml_node_t *item = yaml_document_get_node(c->doc, l->data.sequence.items.start[i]);
             if (item->type != YAML_SCALAR_NODE)
                 return cfg_err(c, item, key,
-                               "device %d, item %d: expected an action, got %s (allowed: %s)", d,
-                               i + 1, cfg_node_what(item), PP_ACTION_FORMS);
+                               "device %d, step %d: expected an action, got %s (allowed: %s)", d, i,
+                               cfg_node_what(item), PP_ACTION_FORMS);
         }
         total += len;
     }
@@ -349,14 +352,37 @@ static pp_status_t yaml_problem(const cfg_ctx_t *c, const yaml_parser_t *p, cons
     }
     const char *problem = p->problem ? p->problem : "unreadable input";
     if (c->set) {
-        fprintf(stderr, "--set %s: invalid value: %s (allowed: a YAML scalar or flow list)\n",
-                c->set, problem);
+        fprintf(stderr, "%s %s: invalid value: %s (allowed: a YAML scalar or flow list)\n", c->flag,
+                PP_SHORT(c->set), problem);
     } else if (p->context) {
         fprintf(stderr, "%s:%zu:%zu: invalid YAML: %s (%s at line %zu)\n", c->file, line, col,
                 problem, p->context, (size_t)p->context_mark.line + 1);
     } else {
         fprintf(stderr, "%s:%zu:%zu: invalid YAML: %s\n", c->file, line, col, problem);
     }
+    return PP_ERR_INPUT;
+}
+
+/* Refuse text nested deeper than PP_YAML_MAX_DEPTH, or with an explicit tag, before libyaml
+ * builds a document of it. */
+static pp_status_t check_depth_and_tags(const cfg_ctx_t *c, const char *text, size_t len)
+{
+    input_yaml_check_t k;
+    char what[192];
+    switch (input_yaml_check(text, len, PP_YAML_MAX_DEPTH, &k)) {
+    case INPUT_YAML_DEEP:
+        snprintf(what, sizeof what, "nested deeper than %d levels (allowed: at most %d)",
+                 PP_YAML_MAX_DEPTH, PP_YAML_MAX_DEPTH);
+        break;
+    case INPUT_YAML_TAG:
+        snprintf(what, sizeof what,
+                 "explicit tag %s (allowed: values without tags; quote a value to make it text)",
+                 k.tag);
+        break;
+    default: return PP_OK; /* ok, or invalid YAML: the loader says where */
+    }
+    if (c->set) return cfg_err(c, NULL, NULL, "%s", what);
+    fprintf(stderr, "%s:%zu:%zu: %s\n", c->file, k.line, k.col, what);
     return PP_ERR_INPUT;
 }
 
@@ -369,6 +395,7 @@ pp_status_t cfg_yaml_load_text(const cfg_ctx_t *c, const char *text, size_t len,
     yaml_document_t extra;
     pp_status_t st = PP_OK;
     *loaded = 0;
+    PP_CHECK(check_depth_and_tags(c, text, len));
     if (!yaml_parser_initialize(&p)) {
         fprintf(stderr, "%s:%d: out of host memory starting the YAML parser\n", __FILE__, __LINE__);
         return PP_ERR_NOMEM;
@@ -387,7 +414,8 @@ pp_status_t cfg_yaml_load_text(const cfg_ctx_t *c, const char *text, size_t len,
     if (root2) {
         size_t line = (size_t)extra.start_mark.line + 1, col = (size_t)extra.start_mark.column + 1;
         if (c->set)
-            fprintf(stderr, "--set %s: a second YAML document (allowed: one value)\n", c->set);
+            fprintf(stderr, "%s %s: a second YAML document (allowed: one value)\n", c->flag,
+                    PP_SHORT(c->set));
         else
             fprintf(
                 stderr,

@@ -51,7 +51,7 @@ void exec_report_pending(exec_t *x, int step, double timeout_s)
 {
     const pp_plan_t *plan = x->plan;
     char txt[32];
-    fprintf(stderr, "ppsched: step %d did not finish within %.1f s; still pending:\n", step,
+    fprintf(stderr, "ppsched: step %d did not finish within %g s; still pending:\n", step,
             timeout_s);
     if (x->gexec && !x->opts.timing)
         fprintf(stderr, "  (a replayed graph with timing off cannot name its ops: rerun with "

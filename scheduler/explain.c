@@ -174,10 +174,19 @@ static void split_device(split_ctx_t *c, int d, op_start_t *ops, double t0, doub
     const pp_plan_t *plan = c->plan;
     const pp_op_time_t *t = c->tl->t;
     int n = 0;
-    for (int k = 0; k < plan->n_ops; k++)
+    /* The device's own ops through prog_ops (all devices' scans cost p x ops at p = 64);
+     * a plan built by hand without them is scanned whole. */
+    int j0 = plan->prog_ops ? plan->prog_begin[d] : 0;
+    int j1 = plan->prog_ops ? plan->prog_begin[d + 1] : plan->n_ops;
+    for (int j = j0; j < j1; j++) {
+        int k = plan->prog_ops ? plan->prog_ops[j] : j;
         if (plan->ops[k].device == d && plan->ops[k].role == PP_ROLE_COMPUTE)
             ops[n++] = (op_start_t){t[k].start_ms, k};
-    qsort(ops, (size_t)n, sizeof *ops, op_start_cmp);
+    }
+    int sorted = 1; /* one stream runs them in program order: usually sorted already */
+    for (int i = 1; i < n && sorted; i++)
+        sorted = op_start_cmp(&ops[i - 1], &ops[i]) <= 0;
+    if (!sorted) qsort(ops, (size_t)n, sizeof *ops, op_start_cmp);
     double busy = 0.0, lo = 0.0, hi = t0;
     for (int i = 0; i < n; i++) {
         int k = ops[i].op;

@@ -53,9 +53,9 @@ static pp_kind_problem_t check_one_stage(const char *name, int p, int m, int v, 
 {
     if (v == 1) return PP_KIND_OK;
     snprintf(msg, size,
-             "%s runs one stage per device, but %d stages on %d devices make %d chunks "
+             "%s runs one stage per device, but %d stages on %d %s make %d chunks "
              "(allowed: chunks 1; interleaved-1f1b runs several)",
-             name, p * v, p, v);
+             name, p * v, p, pp_plural(p, "device", "devices"), v);
     return PP_KIND_BAD_CHUNKS;
 }
 
@@ -76,9 +76,10 @@ static pp_kind_problem_t check_interleaved(const char *name, int p, int m, int v
 {
     if (v < 2) {
         snprintf(msg, size,
-                 "%s needs at least 2 chunks per device, but %d stages on %d devices make %d "
+                 "%s needs at least 2 chunks per device, but %d %s on %d %s make%s %d "
                  "(allowed: chunks 2 or more)",
-                 name, p * v, p, v);
+                 name, p * v, pp_plural(p * v, "stage", "stages"), p,
+                 pp_plural(p, "device", "devices"), p * v == 1 ? "s" : "", v);
         return PP_KIND_BAD_CHUNKS;
     }
     if (m % p != 0) {

@@ -4,18 +4,16 @@
  *
  * Lowering works in "program ids" (ops grouped by device, each group in program order, the order
  * prog_ops keeps) and renumbers into the enqueue order found by a dry run at the end. The dry run
- * advances one head per channel (a device's compute stream, its send or recv channel with one peer
- * device: plan.h), emits an op once its dependencies are emitted, and
- * emits a SEND only together with its RECV (the RECV must head its own stream with every other
- * dependency met), so both halves of a transfer can share one NCCL group. Slots come from
- * liveness over the programs; a stage gets more only when that pairing would otherwise wait on a
- * slot in a cycle. When nothing can move, each stuck device is named. cfg may be NULL (links
- * peer, 0 bytes). The plan owns every array; plan_free releases them.
- * The copies of run.offload are placed by offload.c's part of the lowering (lower_internal.h):
- * where they go, and the two phases and host slots the slot pass runs on.
- * About 700 lines, on purpose: the passes of one lowering (ops, pairs, dependencies, slots, the dry
- * run) share the working state lower_t and read in the order they run; split, each file would need
- * all of it.
+ * advances one head per channel (a device's compute, offload or load stream, its send or recv
+ * channel with one peer device: plan.h; lower_channels finds each op's), emits an op once its
+ * dependencies are emitted, and emits a SEND only together with its RECV (the RECV must head its
+ * own channel with every other dependency met), so both halves of a transfer can share one NCCL
+ * group. Slots come from liveness over the programs; a stage gets more only when that pairing would
+ * otherwise wait on a slot in a cycle. When nothing can move, each stuck device is named. cfg may
+ * be NULL (links peer, 0 bytes). The plan owns every array; plan_free releases them. The copies of
+ * run.offload are placed by offload.c's part of the lowering (lower_internal.h): where they go, and
+ * the two phases and host slots the slot pass runs on. The slots and the dry run are
+ * lower_order.c's (lower_order_slots).
  */
 #include "lower_internal.h"
 
@@ -52,7 +50,7 @@ static int find(const lower_t *L, pp_action_kind_t k, int stage, int mb)
 }
 
 /* "device d, step i, action X" for messages; an inserted transfer also names its compute op. */
-static const char *op_place(const lower_t *L, int id, char *buf, size_t size)
+const char *lower_op_place(const lower_t *L, int id, char *buf, size_t size)
 {
     char a[32], c[32];
     const pp_op_t *o = &L->ops[id];
@@ -69,7 +67,7 @@ static const char *op_place(const lower_t *L, int id, char *buf, size_t size)
 }
 
 /* "X (device d, step i)" for the other op named in a message. */
-static const char *op_name(const lower_t *L, int id, char *buf, size_t size)
+const char *lower_op_name(const lower_t *L, int id, char *buf, size_t size)
 {
     char a[32];
     const pp_op_t *o = &L->ops[id];
@@ -183,12 +181,10 @@ static pp_status_t lower_ops(lower_t *L)
     L->dep = malloc(sizeof *L->dep * n_ops * LOWER_MAX_DEPS);
     L->n_dep = calloc(n_ops, sizeof *L->n_dep);
     L->n_data = calloc(n_ops, sizeof *L->n_data);
-    L->cap = calloc((size_t)L->n_st, sizeof *L->cap);
-    L->grown_from = calloc((size_t)L->n_st, sizeof *L->grown_from);
     L->order = malloc(sizeof *L->order * n_ops);
     L->where = malloc(sizeof *L->where * n_ops);
     if (!L->ops || !L->step || !L->inserted || !L->idx || !L->dep || !L->n_dep || !L->n_data ||
-        !L->cap || !L->grown_from || !L->order || !L->where)
+        !L->order || !L->where)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory lowering a schedule of %d ops", L->n_ops);
     for (size_t i = 0; i < n_idx; i++)
         L->idx[i] = -1;
@@ -214,8 +210,8 @@ static pp_status_t lower_ops(lower_t *L)
         const pp_op_t *o = &L->ops[id];
         int *slot = idx_at(L, o->kind, o->stage, o->mb);
         if (*slot >= 0) {
-            fprintf(stderr, "%s: appears twice (also at %s)\n", op_place(L, id, p1, sizeof p1),
-                    op_name(L, *slot, p2, sizeof p2));
+            fprintf(stderr, "%s: appears twice (also at %s)\n",
+                    lower_op_place(L, id, p1, sizeof p1), lower_op_name(L, *slot, p2, sizeof p2));
             return PP_ERR_INPUT;
         }
         *slot = id;
@@ -246,12 +242,12 @@ static pp_status_t lower_pairs(lower_t *L, const int *stage_device, pp_transport
         pair_of(o, &other.kind, &other.stage);
         if (other.stage < 0 || other.stage >= L->n_st) {
             fprintf(stderr, "%s: stage %d has no neighbour stage %d to exchange with\n",
-                    op_place(L, id, p1, sizeof p1), o->stage, other.stage);
+                    lower_op_place(L, id, p1, sizeof p1), o->stage, other.stage);
             return PP_ERR_INPUT;
         }
         int peer = find(L, other.kind, other.stage, other.mb);
         if (peer < 0) {
-            fprintf(stderr, "%s: ", op_place(L, id, p1, sizeof p1));
+            fprintf(stderr, "%s: ", lower_op_place(L, id, p1, sizeof p1));
             if (!L->inserted[id]) {
                 fprintf(stderr, "no matching %s anywhere in the schedule\n",
                         action_format(&other, txt, sizeof txt));
@@ -322,103 +318,7 @@ static void lower_data_deps(lower_t *L)
         L->n_data[id] = L->n_dep[id];
 }
 
-/* Take a slot of its stage for unit u, whose first op is `id`: the lowest free one while cap is 0,
- * else the free one released longest ago (see lower_slots); wait for its previous holder's last
- * ops. Returns the slot. */
-static int take_slot(lower_t *L, int id, int *slots_per_stage, const int *holder, const int *freed,
-                     char *busy, const int *last_role)
-{
-    const pp_op_t *o = &L->ops[id];
-    size_t base = (size_t)o->stage * L->n_mb;
-    int j = 0;
-    if (L->cap[o->stage] == 0) {
-        while (busy[base + j]) /* at most n_mb holders at once, so j < n_mb */
-            j++;
-    } else {
-        j = -1;
-        for (int c = 0; c < L->cap[o->stage]; c++)
-            if (!busy[base + c] && (j < 0 || freed[base + c] < freed[base + j])) j = c;
-    }
-    busy[base + j] = 1;
-    if (j + 1 > slots_per_stage[o->stage]) slots_per_stage[o->stage] = j + 1;
-    int prev = holder[base + j];
-    if (prev >= 0)
-        for (int r = 0; r < PP_ROLE_COUNT; r++)
-            lower_add_dep(L, id, last_role[(size_t)prev * PP_ROLE_COUNT + r]);
-    return j;
-}
-
-/* Slots by liveness over each device's program: a unit (slot_unit) takes a free slot of its stage
- * at its first op and gives it back after its last. The first op of a new holder waits for the
- * previous holder's last op on each role. While cap[stage] is 0 the stage takes the lowest free
- * slot and cap becomes the most it held at once (the schedule's own need); once the stage has a
- * larger cap (see lower_order_slots), it takes the free slot released longest ago, which leaves
- * the most room between a slot's last reader and its next writer. Host slots alongside. */
-static pp_status_t lower_slots(lower_t *L, int *slots_per_stage)
-{
-    size_t n_sm = (size_t)L->n_st * (size_t)L->n_mb, n_u = 2 * n_sm;
-    int *last = malloc(sizeof *last * n_u);                           /* [unit]: last op */
-    int *slot = malloc(sizeof *slot * n_u);                           /* [unit]: slot, -1 */
-    int *last_role = malloc(sizeof *last_role * n_u * PP_ROLE_COUNT); /* last op per role */
-    int *holder = malloc(sizeof *holder * n_sm); /* [stage*m+slot]: unit that last held it */
-    int *freed = malloc(sizeof *freed * n_sm);   /* [stage*m+slot]: program id it was freed at */
-    char *busy = calloc(n_sm, 1);                /* [stage*m+slot] */
-    host_state_t H = {calloc(n_sm, 1), malloc(sizeof(int) * n_sm), malloc(sizeof(int) * n_sm)};
-    pp_status_t st = PP_OK;
-    if (!last || !slot || !last_role || !holder || !freed || !busy || !H.busy || !H.reader ||
-        !H.held) {
-        fprintf(stderr, "%s:%d: out of host memory assigning activation slots\n", __FILE__,
-                __LINE__);
-        st = PP_ERR_NOMEM;
-        goto fail;
-    }
-    for (size_t i = 0; i < n_sm; i++)
-        holder[i] = freed[i] = H.reader[i] = H.held[i] = -1;
-    for (size_t i = 0; i < n_u; i++)
-        last[i] = slot[i] = -1;
-    for (size_t i = 0; i < n_u * PP_ROLE_COUNT; i++)
-        last_role[i] = -1;
-    for (int s = 0; s < L->n_st; s++)
-        slots_per_stage[s] = L->host_slots[s] = 0;
-    for (int id = 0; id < L->n_ops; id++) {
-        last[lower_slot_unit(L, &L->ops[id])] = id;
-        L->n_dep[id] = L->n_data[id]; /* drop the slot dependencies of an earlier pass */
-    }
-    for (int id = 0; id < L->n_ops; id++) {
-        pp_op_t *o = &L->ops[id];
-        size_t u = lower_slot_unit(L, o), base = (size_t)o->stage * L->n_mb;
-        if (slot[u] < 0)
-            slot[u] = take_slot(L, id, slots_per_stage, holder, freed, busy, last_role);
-        o->slot = slot[u];
-        last_role[u * PP_ROLE_COUNT + o->role] = id;
-        lower_host_slot_step(L, &H, id);
-        if (last[u] == id) {
-            busy[base + o->slot] = 0;
-            holder[base + o->slot] = (int)u;
-            freed[base + o->slot] = id;
-        }
-    }
-    for (int s = 0; s < L->n_st; s++)
-        if (L->cap[s] < slots_per_stage[s]) L->cap[s] = slots_per_stage[s];
-fail:
-    free(last);
-    free(slot);
-    free(last_role);
-    free(holder);
-    free(freed);
-    free(busy);
-    free(H.busy);
-    free(H.reader);
-    free(H.held);
-    return st;
-}
-
-/* ============================== Dry run: the enqueue order ==================================== */
-
-typedef struct dry {
-    int *head;  /* [n_chan]: program id of the channel's next op, -1 when drained */
-    char *done; /* [n_ops] emitted */
-} dry_t;
+/* ============================== Channels ==================================================== */
 
 /* Order of op `id` on its channel: program order, except that the SENDs lowering added run in
  * the order their receiver posts the RECVs (the RECV's program id), so both sides of a directed
@@ -447,8 +347,9 @@ static pp_status_t lower_channels(lower_t *L)
     size_t n_ops = (size_t)(L->n_ops > 0 ? L->n_ops : 1);
     L->chan = malloc(sizeof *L->chan * n_ops);
     L->chan_next = malloc(sizeof *L->chan_next * n_ops);
+    L->chan_first = malloc(sizeof *L->chan_first * (size_t)L->n_chan);
     chan_pos_t *pos = malloc(sizeof *pos * n_ops);
-    if (!L->chan || !L->chan_next || !pos) {
+    if (!L->chan || !L->chan_next || !L->chan_first || !pos) {
         free(pos);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory ordering a plan of %d ops", L->n_ops);
     }
@@ -460,158 +361,15 @@ static pp_status_t lower_channels(lower_t *L)
         pos[id] = (chan_pos_t){L->chan[id], chan_key(L, id), id};
     }
     qsort(pos, (size_t)L->n_ops, sizeof *pos, by_channel_key);
+    for (int c = 0; c < L->n_chan; c++)
+        L->chan_first[c] = -1;
     for (int j = 0; j < L->n_ops; j++) {
         int same = j + 1 < L->n_ops && pos[j + 1].chan == pos[j].chan;
         L->chan_next[pos[j].id] = same ? pos[j + 1].id : -1;
+        if (j == 0 || pos[j - 1].chan != pos[j].chan) L->chan_first[pos[j].chan] = pos[j].id;
     }
     free(pos);
     return PP_OK;
-}
-
-/* First dependency of `id` not yet emitted, skipping `except`; -1 when all are. */
-static int unmet_dep(const lower_t *L, const dry_t *D, int id, int except)
-{
-    const int *dep = &L->dep[(size_t)id * LOWER_MAX_DEPS];
-    for (int i = 0; i < L->n_dep[id]; i++)
-        if (dep[i] != except && !D->done[dep[i]]) return dep[i];
-    return -1;
-}
-
-static int *head_of(const lower_t *L, dry_t *D, int id)
-{
-    return &D->head[L->chan[id]];
-}
-
-static void emit(const lower_t *L, dry_t *D, int id, int *n)
-{
-    D->done[id] = 1;
-    L->order[(*n)++] = id;
-    *head_of(L, D, id) = L->chan_next[id];
-}
-
-/* Can the head `id` of its stream be emitted now (with its RECV, for a SEND)? */
-static int ready(const lower_t *L, dry_t *D, int id)
-{
-    if (unmet_dep(L, D, id, -1) >= 0) return 0;
-    if (L->ops[id].role != PP_ROLE_SEND) return 1;
-    int peer = L->ops[id].peer;
-    return *head_of(L, D, peer) == peer && unmet_dep(L, D, peer, id) < 0;
-}
-
-/* Explain, for each device that still has ops, the op it is stuck on. */
-static void report_deadlock(const lower_t *L, dry_t *D)
-{
-    char p1[160], p2[160];
-    for (int d = 0; d < L->n_dev; d++) {
-        int id = L->begin[d];
-        while (id < L->begin[d + 1] && D->done[id])
-            id++;
-        if (id == L->begin[d + 1]) continue;
-        int on = unmet_dep(L, D, id, -1);
-        const pp_op_t *o = &L->ops[id];
-        if (on >= 0) {
-            fprintf(stderr, "%s: waits for %s, which never runs before it\n",
-                    op_place(L, id, p1, sizeof p1), op_name(L, on, p2, sizeof p2));
-        } else if (o->role == PP_ROLE_SEND) {
-            fprintf(stderr,
-                    "%s: waits for its receiver %s to be posted, which never happens before it\n",
-                    op_place(L, id, p1, sizeof p1), op_name(L, o->peer, p2, sizeof p2));
-        } else {
-            /* A RECV with its slot free: only its SEND is missing. */
-            fprintf(stderr, "%s: waits for %s, which never runs before it\n",
-                    op_place(L, id, p1, sizeof p1), op_name(L, o->peer, p2, sizeof p2));
-        }
-    }
-}
-
-/* One round of device d's channels of role r (a SEND with its RECV, one channel per peer for the
- * send role); returns 1 when something was emitted. */
-static int dry_run_role(const lower_t *L, dry_t *D, int d, pp_role_t r, int *n)
-{
-    int moved = 0, n_peers = r == PP_ROLE_SEND ? L->n_dev : 1;
-    for (int q = 0; q < n_peers; q++) {
-        int id = D->head[pp_channel_of(L->n_dev, d, r, q)];
-        if (id < 0 || !ready(L, D, id)) continue;
-        emit(L, D, id, n);
-        if (r == PP_ROLE_SEND) emit(L, D, L->ops[id].peer, n);
-        moved = 1;
-    }
-    return moved;
-}
-
-/* Lock-step rounds: each channel emits at most its head per round (a device's compute, then its
- * sends to devices 0..p-1, each with its RECV), so the order reads roughly as time. Returns 1 when
- * every op was emitted, 0 when no channel can move (D tells where). */
-static int lower_dry_run(lower_t *L, dry_t *D)
-{
-    memset(D->done, 0, (size_t)(L->n_ops > 0 ? L->n_ops : 1));
-    for (int c = 0; c < L->n_chan; c++)
-        D->head[c] = -1;
-    for (int id = 0; id < L->n_ops; id++) /* channel heads: ops no other op precedes */
-        if (D->head[L->chan[id]] < 0 || chan_key(L, id) < chan_key(L, D->head[L->chan[id]]))
-            D->head[L->chan[id]] = id;
-    int n = 0;
-    while (n < L->n_ops) {
-        int moved = 0;
-        for (int d = 0; d < L->n_dev; d++)
-            for (int r = 0; r < PP_ROLE_COUNT; r++)
-                if (r != PP_ROLE_RECV) moved |= dry_run_role(L, D, d, (pp_role_t)r, &n);
-        if (!moved) return 0;
-    }
-    return 1;
-}
-
-/* After a stuck dry run: give one more slot to every stage whose stream head waits for a slot
- * (an unmet dependency past its data dependencies). Returns how many stages grew. */
-static int lower_grow_slots(lower_t *L, const dry_t *D)
-{
-    int grown = 0;
-    for (int h = 0; h < L->n_chan; h++) {
-        int id = D->head[h];
-        if (id < 0) continue;
-        const int *dep = &L->dep[(size_t)id * LOWER_MAX_DEPS];
-        int s = L->ops[id].stage, waits = 0;
-        for (int i = L->n_data[id]; i < L->n_dep[id]; i++)
-            waits |= !D->done[dep[i]];
-        if (waits && L->cap[s] < L->n_mb && L->cap[s] == L->grown_from[s]) {
-            L->cap[s]++;
-            grown++;
-        }
-    }
-    return grown;
-}
-
-/* Slots and order together. Liveness over the programs gives each stage the slots the schedule
- * needs when every transfer can wait for its partner. Pairing each SEND with its RECV (one NCCL
- * group) is stricter: the RECV must be able to start when the SEND does, so a RECV that waits for
- * its slot's last reader can close a cycle through the neighbours' streams (interleaved schedules
- * on many devices do). Then the stages waiting on a slot get one more and the dry run repeats;
- * when no slot is in the way, the schedule itself deadlocks and each stuck device is named. */
-static pp_status_t lower_order_slots(lower_t *L, int *slots_per_stage)
-{
-    dry_t D = {0};
-    pp_status_t st = PP_OK;
-    D.head = malloc(sizeof *D.head * (size_t)L->n_chan);
-    D.done = malloc((size_t)(L->n_ops > 0 ? L->n_ops : 1));
-    if (!D.head || !D.done) {
-        fprintf(stderr, "%s:%d: out of host memory ordering the plan\n", __FILE__, __LINE__);
-        st = PP_ERR_NOMEM;
-        goto fail;
-    }
-    for (;;) {
-        PP_CHECK_GOTO(lower_slots(L, slots_per_stage), st, fail);
-        if (lower_dry_run(L, &D)) break;
-        memcpy(L->grown_from, L->cap, sizeof *L->cap * (size_t)L->n_st);
-        if (lower_grow_slots(L, &D) == 0) {
-            report_deadlock(L, &D);
-            st = PP_ERR_INPUT;
-            goto fail;
-        }
-    }
-fail:
-    free(D.head);
-    free(D.done);
-    return st;
 }
 
 /* ============================== plan_lower ==================================================== */
@@ -680,8 +438,6 @@ static void lower_free(lower_t *L)
     free(L->dep);
     free(L->n_dep);
     free(L->n_data);
-    free(L->cap);
-    free(L->grown_from);
     free(L->order);
     free(L->where);
     free(L->off_after);
@@ -690,6 +446,7 @@ static void lower_free(lower_t *L)
     free(L->copy_next);
     free(L->chan);
     free(L->chan_next);
+    free(L->chan_first);
 }
 
 pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_config_t *cfg)

@@ -1,6 +1,7 @@
 /*
  * lower_internal.h — the working state of one lowering (lower.c), shared with the part of it that
- * places the copies of run.offload (offload.c). Private to those two files.
+ * places the copies of run.offload (offload.c) and the one that assigns slots and finds the
+ * enqueue order (lower_order.c). Private to those three files.
  */
 #ifndef PP_LOWER_INTERNAL_H
 #define PP_LOWER_INTERNAL_H
@@ -28,12 +29,11 @@ typedef struct lower {
     int *dep;        /* [n_ops * LOWER_MAX_DEPS] */
     int *n_dep;      /* [n_ops] */
     int *n_data;     /* [n_ops] how many of its deps are data deps (the rest wait for a slot) */
-    int *cap;        /* [n_st] slots a stage may use; 0 before the first assignment */
-    int *grown_from; /* [n_st] cap before the current growth step */
     int *order;      /* [n_ops] program ids in enqueue order */
     int n_chan;      /* pp_channel_count(n_dev) */
     int *chan;       /* [n_ops] channel of the op (pp_channel_of) */
     int *chan_next;  /* [n_ops] next program id on the same channel, -1 at its end */
+    int *chan_first; /* [n_chan] first program id on each channel, -1 for an empty one */
     int *where;      /* [n_ops] program id -> final index */
     int offload;     /* run.offload: copies placed */
     int *off_after;  /* [n_st * n_mb] written action the OFFLOAD follows, -1 kept on the device */
@@ -61,6 +61,17 @@ void lower_put_op(lower_t *L, int *n, int d, pp_action_kind_t k, int stage, int 
                   int inserted);
 /* Add dependency `on` to op `id` (ignoring -1 and repeats). */
 void lower_add_dep(lower_t *L, int id, int on);
+/* "device d, step i, action X" for messages; an inserted transfer also names its compute op. */
+const char *lower_op_place(const lower_t *L, int id, char *buf, size_t size);
+/* "X (device d, step i)" for the other op named in a message. */
+const char *lower_op_name(const lower_t *L, int id, char *buf, size_t size);
+
+/* ---- lower_order.c ---- */
+
+/* Assign activation (and host) slots, slots_per_stage[n_st] receiving each stage's count, and
+ * find the enqueue order (L->order), growing slots where pairing a SEND with its RECV needs them.
+ * Prints each stuck device and returns PP_ERR_INPUT when the schedule deadlocks. */
+pp_status_t lower_order_slots(lower_t *L, int *slots_per_stage);
 
 /* ---- offload.c ---- */
 

@@ -10,11 +10,14 @@
  * This file parses arguments and dispatches commands; every command goes through the one chain of
  * run.h (config → schedule → plan → execute | simulate → report), compare's outputs are in
  * report_compare.c. Exit codes: 0 ok, 2 usage or input error, 1 runtime failure. Only this file
- * exits. A little over 500 lines: a fifth of them are the five commands' usage texts.
+ * exits. About 740 lines: a sixth are the five commands' usage texts, and compare's sweeps and
+ * failed rows a sixth more; they share the option table and the run options with the other
+ * commands, which is why they have not moved to a file of their own.
  */
 #include "execute.h"
 #include "profile.h"
 #include "report_compare.h"
+#include "report_io.h"
 #include "run.h"
 
 #include <errno.h>
@@ -26,6 +29,7 @@
 #define PP_VERSION "0.1.0"
 #define MAX_SETS   256
 #define MAX_SWEEP  8
+#define MAX_RUNS   4096 /* runs one compare may hold */
 
 /* ---------------------------------------------------------------------------------------------
  * Options shared by the commands
@@ -43,7 +47,7 @@ typedef struct opts {
     const char *trace;            /* --trace FILE */
     const char *svg;              /* --svg FILE (run) or DIR (compare) */
     const char *emit;             /* --emit csv|yaml (show) */
-    double timeout_s;             /* --timeout, 0 = config's */
+    char timeout_set[64];         /* --timeout S as the override "--timeout run.timeout=S" */
     const char *sweep[MAX_SWEEP]; /* --sweep key=v1,v2,... (compare) */
     int n_sweep;
     char gpu_set[64];   /* --gpu NAME, as the override cost.gpu=NAME */
@@ -73,7 +77,9 @@ static void usage_run(FILE *f)
         "  -g, --svg FILE.svg     write a Gantt chart of the step\n"
         "      --critical-path    list the chain of ops that set the step's makespan\n"
         "      --timeout SECONDS  longest wait for one step before reporting the pending op\n"
+        "                         (read as --set run.timeout=SECONDS)\n"
         "      --sync             naive baseline: host sync after every op, one stream per device\n"
+        "                         (not with --simulate)\n"
         "  -q, --quiet            no banner\n"
         "  -h, --help             this text\n"
         "  -V, --version          print the version\n"
@@ -94,7 +100,8 @@ static void usage_compare(FILE *f)
         "options:\n"
         "  -s, --simulate             simulate every schedule instead of running it\n"
         "  -S, --set KEY=VALUE        override a key in every file (repeatable)\n"
-        "  -w, --sweep KEY=V1,V2,...  run the cross product over the listed values (repeatable)\n"
+        "  -w, --sweep KEY=V1,V2,...  run the cross product over the listed values (repeatable;\n"
+        "                             a [list] is one value)\n"
         "      --gpu NAME             price the stages on this GPU description\n"
         "  -j, --json                 the table as JSON (an array of reports)\n"
         "  -c, --csv                  the table as CSV\n"
@@ -213,9 +220,41 @@ static void usage_for(cmd_t cmd, FILE *f)
 
 /* Parses argv for `cmd`; returns 0 to go on, 1 when --help/--version was served, -1 on a usage
  * error (already printed). */
+/* "--name" of option c, for messages. */
+static const char *opt_name(int c)
+{
+    static char buf[40];
+    for (const struct option *l = long_opts; l->name; l++)
+        if (l->val == c) {
+            snprintf(buf, sizeof buf, "--%s", l->name);
+            return buf;
+        }
+    return "an option";
+}
+
+/* Options that take effect once: a second one would silently replace the first. */
+static int once_only(int c)
+{
+    return c != 'S' && c != 'w' && c != 'h' && c != 'V';
+}
+
+/* Options that contradict each other. */
+static int check_opts(const opts_t *o)
+{
+    static const char *const why[] = {
+        "--json and --csv: one output format at a time",
+        "--sync and --simulate: --sync is the executor's eager baseline; a simulation runs none",
+    };
+    int bad = o->json && o->csv ? 0 : o->sync && o->simulate ? 1 : -1;
+    if (bad < 0) return 0;
+    fprintf(stderr, "%s: %s (allowed: one of them)\n", prog, why[bad]);
+    return -1;
+}
+
 static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
 {
     int c;
+    unsigned char seen[256] = {0};
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":sS:jct:g:e:w:o:qhV", long_opts, NULL)) != -1) {
@@ -240,7 +279,7 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
         switch (c) {
         case 's': o->simulate = 1; break;
         case 'S':
-            if (o->n_sets == MAX_SETS) {
+            if (o->n_sets == MAX_SETS - 1) { /* one kept for --timeout */
                 fprintf(stderr, "%s: at most %d --set options\n", prog, MAX_SETS);
                 return -1;
             }
@@ -269,17 +308,14 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
             }
             o->sweep[o->n_sweep++] = optarg;
             break;
-        case OPT_TIMEOUT: {
-            char *end;
-            errno = 0;
-            o->timeout_s = strtod(optarg, &end);
-            if (errno || *end || !(o->timeout_s > 0)) {
-                fprintf(stderr, "%s: --timeout %s: expected a positive number of seconds\n", prog,
-                        optarg);
+        case OPT_TIMEOUT:
+            /* run.timeout's own parser and range: the value goes in as an override (last). */
+            if (snprintf(o->timeout_set, sizeof o->timeout_set, "--timeout run.timeout=%s",
+                         optarg) >= (int)sizeof o->timeout_set) {
+                fprintf(stderr, "%s: --timeout %.32s...: too long\n", prog, optarg);
                 return -1;
             }
             break;
-        }
         case OPT_SYNC: o->sync = 1; break;
         case OPT_CRITICAL_PATH: o->critical_path = 1; break;
         case 'q': o->quiet = 1; break;
@@ -295,8 +331,14 @@ static int parse_opts(cmd_t cmd, int argc, char **argv, opts_t *o)
         case 'h': usage_for(cmd, stdout); return 1;
         case 'V': printf("ppsched %s\n", PP_VERSION); return 1;
         }
+        /* long-only options are 1000.. and land on 232..: no short option is there */
+        if (once_only(c) && seen[c % 256]++) {
+            fprintf(stderr, "%s: %s given twice (allowed: once)\n", prog, opt_name(c));
+            return -1;
+        }
     }
-    return 0;
+    if (o->timeout_set[0]) o->sets[o->n_sets++] = o->timeout_set;
+    return check_opts(o);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -317,24 +359,27 @@ static pp_run_opts_t run_opts(const opts_t *o, int measure)
     pp_run_opts_t ro = {.measure = measure,
                         .exec = execute_plan,
                         .sync = o->sync,
-                        .timeout_s = o->timeout_s,
                         .verbose = !o->quiet && !o->json,
                         .gpu = measure ? present_gpu() : NULL};
     return ro;
 }
 
-/* Decide measure vs simulate, printing the banner when a GPU run was wanted but is not possible. */
+/* Measure on the GPUs, or simulate (asked for, or no device). */
 static int want_measure(const opts_t *o, int n_visible)
 {
-    if (o->simulate) return 0;
-    if (n_visible > 0) return 1;
-    if (!o->quiet)
-        fprintf(stderr,
-                "# %s: simulating with the cost model (pass --simulate to ask for this "
-                "explicitly)\n",
-                execute_built_with_cuda() ? "no CUDA device found"
-                                          : "ppsched was built without CUDA");
-    return 0;
+    return !o->simulate && n_visible > 0;
+}
+
+/* The note that a GPU run was wanted but is not possible; printed once the input has loaded, so
+ * an input error comes first and alone. */
+static void note_simulating(const opts_t *o, int n_visible)
+{
+    if (o->simulate || n_visible > 0 || o->quiet) return;
+    fprintf(stderr,
+            "# %s: simulating with the cost model (pass --simulate to ask for this "
+            "explicitly)%s\n",
+            execute_built_with_cuda() ? "no CUDA device found" : "ppsched was built without CUDA",
+            o->sync ? "; --sync does not apply to a simulation" : "");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -348,6 +393,10 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     int n_visible = o->simulate ? 0 : execute_device_count();
     pp_run_opts_t ro = run_opts(o, want_measure(o, n_visible));
     PP_CHECK_GOTO(run_load(&j, path, NULL, o->sets, o->n_sets, n_visible), st, done);
+    note_simulating(o, n_visible);
+    /* A bad output path is found now, not after the whole measurement. */
+    if (o->trace) PP_CHECK_GOTO(out_probe(o->trace, "the trace"), st, done);
+    if (o->svg) PP_CHECK_GOTO(out_probe(o->svg, "the SVG chart"), st, done);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
     if (o->json)
         st = report_print_json(&j.report, stdout);
@@ -408,10 +457,13 @@ static pp_status_t cmd_check(const char *path, const opts_t *o)
         int max_slots = 0;
         for (int s = 0; s < j.plan.n_stages; s++)
             if (j.plan.slots_per_stage[s] > max_slots) max_slots = j.plan.slots_per_stage[s];
-        printf("%s: ok: %s, %d devices, %d stages, %d micro-batches, %d ops, at most %d "
-               "activation slots per stage\n",
-               path, sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages,
-               j.plan.n_mb, j.plan.n_ops, max_slots);
+        printf("%s: ok: %s (%s), %d %s, %d %s, %d %s, %d ops, at most %d activation %s per "
+               "stage\n",
+               path, j.cfg.name, sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices,
+               pp_plural(j.plan.n_devices, "device", "devices"), j.plan.n_stages,
+               pp_plural(j.plan.n_stages, "stage", "stages"), j.plan.n_mb,
+               pp_plural(j.plan.n_mb, "micro-batch", "micro-batches"), j.plan.n_ops, max_slots,
+               pp_plural(max_slots, "slot", "slots"));
     }
     run_free(&j);
     return st;
@@ -427,7 +479,7 @@ static pp_status_t cmd_show(const char *path, const opts_t *o)
     } else if (o->emit) {
         st = schedule_write_yaml(&j.sched, stdout);
     } else {
-        printf("# %s: %s, p=%d, stages=%d, m=%d, v=%d\n", path,
+        printf("# %s: %s (%s), p=%d, stages=%d, m=%d, v=%d\n", path, j.cfg.name,
                sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages, j.plan.n_mb,
                j.plan.chunks);
         plan_print_grid(&j.plan, stdout);
@@ -460,12 +512,22 @@ static pp_status_t sweep_parse(sweep_t *sw, const char *arg)
     sw->key[klen] = '\0';
     strcpy(sw->buf, eq + 1);
     sw->n = 0;
-    for (char *tok = strtok(sw->buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (sw->n == 64) {
-            fprintf(stderr, "%s: --sweep %s: at most 64 values\n", prog, arg);
-            return PP_ERR_USAGE;
+    /* Values split at the commas outside brackets, so a list is one value: devices=[0,1],[2,3]. */
+    int depth = 0;
+    for (char *p = sw->buf, *tok = sw->buf;; p++) {
+        depth += (*p == '[' || *p == '{') - (depth > 0 && (*p == ']' || *p == '}'));
+        if (*p && (*p != ',' || depth > 0)) continue;
+        int end = !*p;
+        *p = '\0';
+        if (*tok) {
+            if (sw->n == 64) {
+                fprintf(stderr, "%s: --sweep %s: at most 64 values\n", prog, arg);
+                return PP_ERR_USAGE;
+            }
+            sw->val[sw->n++] = tok;
         }
-        sw->val[sw->n++] = tok;
+        if (end) break;
+        tok = p + 1;
     }
     if (sw->n == 0) {
         fprintf(stderr, "%s: --sweep %s: no values\n", prog, arg);
@@ -487,7 +549,7 @@ static int sweep_combo(const opts_t *o, const sweep_t *sw, int c, const char **s
     for (int k = o->n_sweep - 1; k >= 0; k--) {
         const char *v = sw[k].val[rem % sw[k].n];
         rem /= sw[k].n;
-        snprintf(setbuf[k], 1200, "%s=%s", sw[k].key, v);
+        snprintf(setbuf[k], 1200, "--sweep %s=%s", sw[k].key, v); /* messages name --sweep */
         sets[n_sets++] = setbuf[k];
         const char *leaf = strrchr(sw[k].key, '.');
         char part[96];
@@ -501,26 +563,93 @@ static int sweep_combo(const opts_t *o, const sweep_t *sw, int c, const char **s
 static pp_status_t compare_svg(const pp_compare_row_t *j, const char *dir)
 {
     char path[4096], name[300];
-    snprintf(name, sizeof name, "%s", j->label);
-    for (char *p = name; *p; p++)
-        if (*p == ' ' || *p == '/' || *p == '=') *p = (*p == '=') ? '-' : '_';
-    snprintf(path, sizeof path, "%s/%s.svg", dir, name);
+    snprintf(path, sizeof path, "%s/%s.svg", dir, out_file_name(j->label, name, sizeof name));
     return report_write_svg(&j->run.plan, run_timeline(&j->run), j->label, path);
+}
+
+/* Every run of a comparison: each file with each combination of sweep values. A file the input
+ * refuses on its own stops the comparison; a combination of sweep values it refuses is a failed
+ * row, and the others run. *n_done counts the rows filled. */
+static pp_status_t compare_runs(char **files, int n_files, const opts_t *o, const sweep_t *sw,
+                                int n_combo, int n_visible, const pp_run_opts_t *ro,
+                                pp_compare_row_t *jobs, int *n_done)
+{
+    pp_status_t st;
+    for (int fi = 0; fi < n_files; fi++) {
+        pp_config_t alone; /* the file with the --set overrides, before any sweep value */
+        st = config_load(&alone, files[fi], o->sets, o->n_sets);
+        config_free(&alone);
+        PP_CHECK(st);
+        for (int c = 0; c < n_combo; c++) {
+            pp_compare_row_t *j = &jobs[*n_done];
+            const char *sets[MAX_SETS + MAX_SWEEP];
+            char setbuf[MAX_SWEEP][1200], suffix[200];
+            int n_sets = sweep_combo(o, sw, c, sets, setbuf, suffix, sizeof suffix);
+            if (!o->quiet && !o->json && !o->csv)
+                fprintf(stderr, "# [%d/%d] %s%s\n", *n_done + 1, n_files * n_combo, files[fi],
+                        suffix);
+            st = run_load(&j->run, files[fi], NULL, sets, n_sets, n_visible);
+            if (st == PP_OK && *n_done == 0) note_simulating(o, n_visible);
+            snprintf(j->label, sizeof j->label, "%s%s",
+                     j->run.cfg.name ? j->run.cfg.name : files[fi], suffix);
+            if (st == PP_OK) st = run_go(&j->run, ro);
+            ++*n_done;
+            if (st == PP_ERR_INPUT && o->n_sweep > 0) {
+                j->failed = 1;
+                continue;
+            }
+            PP_CHECK(st);
+            if (o->svg) PP_CHECK(compare_svg(j, o->svg));
+        }
+    }
+    return PP_OK;
+}
+
+/* The comparison as JSON (an array; a failed row is {"label": label, "error": ...}), CSV or
+ * the table. */
+static pp_status_t compare_print(const pp_compare_row_t *jobs, int n, const opts_t *o, int measure)
+{
+    if (o->csv) return compare_print_csv(jobs, n, stdout);
+    if (!o->json) {
+        printf("# ppsched compare: %d run%s, mode %s\n", n, n == 1 ? "" : "s",
+               measure ? "measure" : "simulate");
+        return compare_print_table(jobs, n, stdout);
+    }
+    pp_status_t st = PP_OK;
+    printf("[");
+    for (int i = 0; i < n && st == PP_OK; i++) {
+        if (i) printf(",\n");
+        if (!jobs[i].failed) {
+            st = report_print_json(&jobs[i].run.report, stdout);
+            continue;
+        }
+        pp_out_t out;
+        out_wrap(&out, stdout, "output", "the JSON report");
+        out_puts(&out, "{\"label\":");
+        out_json_str(&out, jobs[i].label);
+        out_puts(&out, ",\"error\":\"its --sweep values are not valid\"}");
+        st = out_close(&out);
+    }
+    printf("]\n");
+    return st;
 }
 
 static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
 {
     sweep_t sw[MAX_SWEEP];
-    int n_combo = 1;
+    /* At most 8 sweeps of 64 values: 2^48 combinations, counted exactly in 64 bits. */
+    unsigned long long n_runs = (unsigned long long)n_files;
     for (int k = 0; k < o->n_sweep; k++) {
         PP_CHECK(sweep_parse(&sw[k], o->sweep[k]));
-        n_combo *= sw[k].n;
+        n_runs *= (unsigned long long)sw[k].n;
     }
-    int n_jobs = n_files * n_combo;
-    if (n_jobs > 4096) {
-        fprintf(stderr, "%s: compare: %d runs is too many (at most 4096)\n", prog, n_jobs);
+    if (n_runs > MAX_RUNS) {
+        fprintf(stderr,
+                "%s: compare: %llu runs (files x sweep values) is too many (allowed: at most %d)\n",
+                prog, n_runs, MAX_RUNS);
         return PP_ERR_USAGE;
     }
+    int n_jobs = (int)n_runs, n_combo = n_jobs / n_files, n_failed = 0;
     pp_compare_row_t *jobs = calloc((size_t)n_jobs, sizeof *jobs);
     PP_ALLOC_CHECK(jobs);
     int n_visible = o->simulate ? 0 : execute_device_count();
@@ -533,36 +662,22 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
         st = PP_ERR_IO;
         goto done;
     }
-    for (int fi = 0; fi < n_files; fi++) {
-        for (int c = 0; c < n_combo; c++) {
-            pp_compare_row_t *j = &jobs[done_jobs];
-            const char *sets[MAX_SETS + MAX_SWEEP];
-            char setbuf[MAX_SWEEP][1200], suffix[200];
-            int n_sets = sweep_combo(o, sw, c, sets, setbuf, suffix, sizeof suffix);
-            if (!o->quiet && !o->json && !o->csv)
-                fprintf(stderr, "# [%d/%d] %s%s\n", done_jobs + 1, n_jobs, files[fi], suffix);
-            PP_CHECK_GOTO(run_load(&j->run, files[fi], NULL, sets, n_sets, n_visible), st, done);
-            snprintf(j->label, sizeof j->label, "%s%s", j->run.cfg.name, suffix);
-            PP_CHECK_GOTO(run_go(&j->run, &ro), st, done);
-            if (o->svg) PP_CHECK_GOTO(compare_svg(j, o->svg), st, done);
-            done_jobs++;
-        }
+    if (o->svg) {
+        char probe[4096];
+        snprintf(probe, sizeof probe, "%s/chart.svg", o->svg);
+        PP_CHECK_GOTO(out_probe(probe, "the SVG charts"), st, done);
     }
+    PP_CHECK_GOTO(compare_runs(files, n_files, o, sw, n_combo, n_visible, &ro, jobs, &done_jobs),
+                  st, done);
     if (o->svg) PP_CHECK_GOTO(compare_bubble_charts(jobs, done_jobs, o->svg, measure), st, done);
     if (o->svg) PP_CHECK_GOTO(compare_bubble_bars(jobs, done_jobs, o->svg, measure), st, done);
-    if (o->json) {
-        printf("[");
-        for (int i = 0; i < done_jobs && st == PP_OK; i++) {
-            if (i) printf(",\n");
-            st = report_print_json(&jobs[i].run.report, stdout);
-        }
-        printf("]\n");
-    } else if (o->csv) {
-        st = compare_print_csv(jobs, done_jobs, stdout);
-    } else {
-        printf("# ppsched compare: %d run%s, mode %s\n", done_jobs, done_jobs == 1 ? "" : "s",
-               measure ? "measure" : "simulate");
-        st = compare_print_table(jobs, done_jobs, stdout);
+    PP_CHECK_GOTO(compare_print(jobs, done_jobs, o, measure), st, done);
+    for (int i = 0; i < done_jobs; i++)
+        n_failed += jobs[i].failed;
+    if (n_failed) {
+        fprintf(stderr, "%s: compare: %d of %d runs not run: their --sweep values are not valid\n",
+                prog, n_failed, done_jobs);
+        st = PP_ERR_INPUT;
     }
 done:
     for (int i = 0; i < n_jobs; i++)
@@ -574,6 +689,19 @@ done:
 /* ---------------------------------------------------------------------------------------------
  * main
  * ------------------------------------------------------------------------------------------- */
+
+/* Exit code `rc`, unless standard output could not be written (a full disk, a closed pipe): then
+ * say so and exit 1. Every command's output ends here, so none can exit 0 with it half written. */
+static int finish_stdout(int rc)
+{
+    errno = 0;
+    int failed = fflush(stdout) != 0 || ferror(stdout);
+    failed |= fclose(stdout) != 0;
+    if (failed && rc == 0) /* a failed command has said what went wrong */
+        fprintf(stderr, "%s: writing standard output failed%s%s\n", prog, errno ? ": " : "",
+                errno ? strerror(errno) : "");
+    return failed && rc == 0 ? 1 : rc;
+}
 
 int main(int argc, char **argv)
 {
@@ -589,13 +717,13 @@ int main(int argc, char **argv)
             cmd = CMD_PROFILE;
         else if (strcmp(argv[1], "help") == 0) {
             usage_run(stdout);
-            return 0;
+            return finish_stdout(0);
         }
     }
     int shift = cmd == CMD_RUN ? 0 : 1;
     opts_t o = {0};
     int r = parse_opts(cmd, argc - shift, argv + shift, &o);
-    if (r > 0) return 0;
+    if (r > 0) return finish_stdout(0);
     if (r < 0) return 2;
     int n_args = argc - shift - optind;
     char **args = argv + shift + optind;
@@ -613,6 +741,5 @@ int main(int argc, char **argv)
     case CMD_PROFILE: st = cmd_profile(args[0], &o); break;
     default: st = cmd_run(args[0], &o); break;
     }
-    fflush(stdout);
-    return pp_status_exit_code(st);
+    return finish_stdout(pp_status_exit_code(st));
 }

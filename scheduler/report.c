@@ -34,18 +34,22 @@ static int interval_cmp(const void *a, const void *b)
     return (x->end > y->end) - (x->end < y->end);
 }
 
-/* busy[d] = length of the union of device d's compute-stream op intervals in `tl`. */
+/* busy[d] = length of the union of device d's compute-stream op intervals in `tl`. A device's
+ * compute ops run in program order on one stream, so they come sorted by start from prog_ops;
+ * only a timeline where they do not (clock skew) is sorted first. */
 static pp_status_t devices_busy(const pp_plan_t *plan, const pp_timeline_t *tl, double *busy)
 {
     interval_t *iv = malloc(sizeof *iv * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1));
     PP_ALLOC_CHECK(iv);
-    int n = 0;
-    for (int k = 0; k < plan->n_ops; k++) {
-        const pp_op_t *op = &plan->ops[k];
-        if (op->role != PP_ROLE_COMPUTE) continue;
-        iv[n++] = (interval_t){op->device, tl->t[k].start_ms, tl->t[k].end_ms};
+    int n = 0, sorted = 1;
+    for (int j = 0; j < plan->n_ops; j++) {
+        int k = plan->prog_ops ? plan->prog_ops[j] : j; /* a plan built by hand may lack them */
+        if (plan->ops[k].role != PP_ROLE_COMPUTE) continue;
+        iv[n] = (interval_t){plan->ops[k].device, tl->t[k].start_ms, tl->t[k].end_ms};
+        sorted &= n == 0 || interval_cmp(&iv[n - 1], &iv[n]) <= 0;
+        n++;
     }
-    qsort(iv, (size_t)n, sizeof *iv, interval_cmp);
+    if (!sorted) qsort(iv, (size_t)n, sizeof *iv, interval_cmp);
     for (int d = 0; d < plan->n_devices; d++)
         busy[d] = 0.0;
     for (int a = 0; a < n;) {
@@ -198,10 +202,10 @@ static pp_status_t overall_bubble(const pp_plan_t *plan, const pp_timeline_t *tl
     return st;
 }
 
+/* A schedule is named by its config's `name` in every report (the kind where there is none). */
 static const char *schedule_name(const pp_config_t *cfg, const pp_plan_t *plan)
 {
-    if (cfg && sched_kind(cfg->schedule.kind)->written && cfg->name && cfg->name[0])
-        return cfg->name;
+    if (cfg && cfg->name && cfg->name[0]) return cfg->name;
     return sched_kind_name(cfg ? cfg->schedule.kind : plan->kind);
 }
 
@@ -286,6 +290,7 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     PP_CHECK(check_inputs(plan, tl, sim));
     int p = plan->n_devices;
     r->schedule = schedule_name(cfg, plan);
+    r->kind = sched_kind_name(cfg ? cfg->schedule.kind : plan->kind);
     r->mode = tl->mode;
     r->devices = p;
     r->stages = plan->n_stages;
@@ -379,15 +384,16 @@ static const char *fmt_delta_pp(char *buf, size_t size, double a, double b)
     if (!isfinite(a) || !isfinite(b))
         snprintf(buf, size, "-");
     else
-        snprintf(buf, size, "%+.1f pp", 100.0 * (a - b));
+        /* A difference that rounds to zero prints as +0.0, never -0.0. */
+        snprintf(buf, size, "%+.1f pp", fabs(a - b) < 0.0005 ? 0.0 : 100.0 * (a - b));
     return buf;
 }
 
 /* Preamble: every option that shaped the numbers. */
 static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t *cfg)
 {
-    out_printf(o, "# ppsched: schedule %s, mode %s\n", r->schedule ? r->schedule : "-",
-               report_mode_name(r->mode));
+    out_printf(o, "# ppsched: schedule %s (%s), mode %s\n", r->schedule ? r->schedule : "-",
+               r->kind ? r->kind : "-", report_mode_name(r->mode));
     if (cfg) {
         const pp_model_cfg_t *m = &cfg->model;
         out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
@@ -402,8 +408,10 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
                            : "");
         }
     }
-    out_printf(o, "# pipeline: p %d devices, %d stages, v %d, m %d micro-batches", r->devices,
-               r->stages, r->chunks, r->micro_batches);
+    out_printf(o, "# pipeline: p %d %s, %d %s, v %d, m %d %s", r->devices,
+               pp_plural(r->devices, "device", "devices"), r->stages,
+               pp_plural(r->stages, "stage", "stages"), r->chunks, r->micro_batches,
+               pp_plural(r->micro_batches, "micro-batch", "micro-batches"));
     if (cfg)
         out_printf(o, " of %d sequences, placement %s, transport %s",
                    cfg->pipeline.micro_batch_size,
@@ -435,8 +443,9 @@ static void table_devices(pp_out_t *o, const pp_report_t *r)
     char a[64], b[64], c[64], d[64];
     out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", "cuda", "busy", "idle",
                "bubble", "theory", "in-flight", "peak-mem", "sent");
-    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%", "mb",
-               "GiB", "MiB");
+    /* in-flight counts (stage, micro-batch) pairs: an interleaved device holds v per micro-batch */
+    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%",
+               "(st,mb)", "GiB", "MiB");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
         char cuda[16], mem[32], inflight[16];
@@ -502,7 +511,7 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FIL
         out_printf(o, " vs theory %s (\xce\x94 %s)", fmt_pct(b, sizeof b, r->bubble_theory, 1),
                    fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_theory));
     else
-        out_printf(o, " (no closed form for schedule %s)", r->schedule ? r->schedule : "-");
+        out_printf(o, " (no closed form for a %s schedule)", r->kind ? r->kind : "-");
     if (r->mode == PP_MODE_MEASURE && isfinite(r->bubble_simulated))
         out_printf(o, ", simulated %s (\xce\x94 %s)", fmt_pct(c, sizeof c, r->bubble_simulated, 1),
                    fmt_delta_pp(e, sizeof e, r->bubble, r->bubble_simulated));

@@ -37,7 +37,8 @@ typedef struct pp_device_stats {
 } pp_device_stats_t;
 
 typedef struct pp_report {
-    const char *schedule; /* schedule name (the config's kind or name) */
+    const char *schedule; /* the schedule's name (`name:`, or the file's base name) everywhere */
+    const char *kind;     /* its kind: "1f1b", "interleaved-1f1b", "csv", ... */
     pp_mode_t mode;
     int devices, stages, micro_batches, chunks;
     double step_ms, step_ms_p10, step_ms_p90;

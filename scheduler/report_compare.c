@@ -81,17 +81,22 @@ pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
     out_wrap(o, f, "output", "the comparison table");
     out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s", "schedule", "p",
                "m", "v", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory",
-               "peak mem", "peak");
+               "peak mem", "in-fl");
     predicted_columns(o, NULL, 0);
     reason_columns(o, NULL, 0);
     out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s", "", "", "", "",
-               "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "mb");
+               "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "st,mb");
     predicted_columns(o, NULL, 1);
     reason_columns(o, NULL, 1);
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].run.report;
         size_t mem;
         int inflight;
+        if (jobs[i].failed) {
+            out_printf(o, "%-36.36s   not run: its --sweep values are not valid (message above)\n",
+                       jobs[i].label);
+            continue;
+        }
         fullest_device(r, &mem, &inflight);
         char memb[32], th[32], sim[32], tf[32], bub[32];
         fmt_num(memb, sizeof memb, mem ? (double)mem / (1u << 30) : NAN, "%.2f");
@@ -107,10 +112,14 @@ pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
         reason_columns(o, r, 2);
     }
     /* Verdict: the highest throughput (runs of different m do different work per step). */
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (jobs[i].run.report.tokens_per_s > jobs[best].run.report.tokens_per_s) best = i;
-    if (n > 1)
+    int best = -1, n_ok = 0;
+    for (int i = 0; i < n; i++) {
+        if (jobs[i].failed) continue;
+        n_ok++;
+        if (best < 0 || jobs[i].run.report.tokens_per_s > jobs[best].run.report.tokens_per_s)
+            best = i;
+    }
+    if (n_ok > 1)
         out_printf(o, "# highest throughput: %s (%.4g tokens/s, %.3f ms per step)\n",
                    jobs[best].label, jobs[best].run.report.tokens_per_s,
                    jobs[best].run.report.step_ms);
@@ -141,9 +150,17 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         const pp_report_t *r = &jobs[i].run.report;
         size_t mem;
         int inflight;
+        out_csv_str(o, jobs[i].label);
+        if (jobs[i].failed) { /* the mode column says why; the numbers stay empty */
+            out_printf(o, ",invalid");
+            for (int c = 0; c < 14 + PP_IDLE_COUNT; c++)
+                out_puts(o, ",");
+            out_puts(o, "\n");
+            continue;
+        }
         fullest_device(r, &mem, &inflight);
-        out_printf(o, "\"%s\",%s,%d,%d,%d,%d", jobs[i].label, report_mode_name(r->mode), r->devices,
-                   r->stages, r->micro_batches, r->chunks);
+        out_printf(o, ",%s,%d,%d,%d,%d", report_mode_name(r->mode), r->devices, r->stages,
+                   r->micro_batches, r->chunks);
         csv_field(o, r->step_ms);
         csv_field(o, r->step_ms_p10);
         csv_field(o, r->step_ms_p90);
@@ -178,12 +195,12 @@ pp_status_t compare_bubble_charts(const pp_compare_row_t *jobs, int n, const cha
         goto out;
     }
     for (int i = 0; i < n && st == PP_OK; i++) {
-        if (done[i]) continue;
+        if (done[i] || jobs[i].failed) continue;
         const pp_compare_row_t *a = &jobs[i];
         int k = 0;
         for (int j = i; j < n; j++) {
             const pp_compare_row_t *b = &jobs[j];
-            if (done[j] || strcmp(a->run.cfg.name, b->run.cfg.name) != 0 ||
+            if (done[j] || b->failed || strcmp(a->run.cfg.name, b->run.cfg.name) != 0 ||
                 a->run.plan.n_devices != b->run.plan.n_devices ||
                 a->run.plan.chunks != b->run.plan.chunks ||
                 a->run.cfg.schedule.kind != b->run.cfg.schedule.kind)
@@ -208,9 +225,9 @@ pp_status_t compare_bubble_charts(const pp_compare_row_t *jobs, int n, const cha
                 sim[y - 1] = t2;
             }
         if (k < 2 || m[0] == m[k - 1]) continue;
-        char path[4096], title[300];
-        snprintf(path, sizeof path, "%s/bubble-%s-p%d.svg", dir, a->run.cfg.name,
-                 a->run.plan.n_devices);
+        char path[4096], title[300], file[256];
+        snprintf(path, sizeof path, "%s/bubble-%s-p%d.svg", dir,
+                 out_file_name(a->run.cfg.name, file, sizeof file), a->run.plan.n_devices);
         snprintf(title, sizeof title, "%s: bubble against micro-batches", a->run.cfg.name);
         st = report_write_bubble_chart(path, title, a->run.cfg.schedule.kind, a->run.plan.n_devices,
                                        a->run.plan.chunks, k, m, meas, sim,
@@ -231,25 +248,28 @@ pp_status_t compare_bubble_bars(const pp_compare_row_t *jobs, int n, const char 
     int *m = calloc((size_t)n, sizeof *m);
     double *bubble = calloc((size_t)n, sizeof *bubble), *theory = calloc((size_t)n, sizeof *theory);
     pp_status_t st = PP_OK;
-    int other = 0;
+    int other = 0, k = 0, first = -1;
     if (!group || !m || !bubble || !theory) {
         st = PP_ERR_NOMEM;
         fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
         goto out;
     }
     for (int i = 0; i < n; i++) {
-        group[i] = jobs[i].run.cfg.name;
-        m[i] = jobs[i].run.plan.n_mb;
-        bubble[i] = jobs[i].run.report.bubble;
-        theory[i] = jobs[i].run.report.bubble_theory;
-        other |= strcmp(group[i], group[0]) != 0;
+        if (jobs[i].failed) continue; /* refused --sweep values: nothing ran */
+        if (first < 0) first = i;
+        group[k] = jobs[i].run.cfg.name;
+        m[k] = jobs[i].run.plan.n_mb;
+        bubble[k] = jobs[i].run.report.bubble;
+        theory[k] = jobs[i].run.report.bubble_theory;
+        other |= strcmp(group[k], group[0]) != 0;
+        k++;
     }
     if (other) {
         char path[4096], title[200];
         snprintf(path, sizeof path, "%s/bubble-all.svg", dir);
         snprintf(title, sizeof title, "%s bubble of every schedule, p = %d",
-                 measure ? "Measured" : "Simulated", jobs[0].run.plan.n_devices);
-        st = report_write_bubble_bars(path, title, n, group, m, bubble, theory);
+                 measure ? "Measured" : "Simulated", jobs[first].run.plan.n_devices);
+        st = report_write_bubble_bars(path, title, k, group, m, bubble, theory);
     }
 out:
     free(group);

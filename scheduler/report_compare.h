@@ -17,6 +17,7 @@ extern "C" {
 typedef struct pp_compare_row {
     pp_run_t run;
     char label[256];
+    int failed; /* 1: this combination of --sweep values was refused (its message was printed) */
 } pp_compare_row_t;
 
 /* The fixed-width table: names row, units row, a row per run, a verdict footer. */

@@ -1,7 +1,10 @@
 /*
  * report_io.c — outputs of the report writers (see report_io.h). The first write error's errno
  * is kept in the pp_out_t, so the message at out_close names the real cause even when later
- * calls changed errno.
+ * calls changed errno. A regular file (or a new one) goes to a temporary file beside it (mkstemp,
+ * the mode a new file gets under the umask) and is renamed onto its name at out_close only after
+ * a clean close; on any error the temporary file is removed. Anything else that is not a folder
+ * (/dev/stdout, a FIFO, a symlink) is written in place: renaming onto it would replace it.
  */
 #include "report_io.h"
 
@@ -10,18 +13,68 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A temporary file beside `path`, open for writing, with the mode a new file would get. */
+static FILE *open_temp(const char *path, char **tmp)
+{
+    size_t n = strlen(path) + 16;
+    *tmp = malloc(n);
+    if (!*tmp) return NULL;
+    snprintf(*tmp, n, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(*tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(*tmp);
+        *tmp = NULL;
+        errno = e;
+        return NULL;
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(fd, 0666 & ~mask);
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(*tmp);
+        free(*tmp);
+        *tmp = NULL;
+        errno = e;
+    }
+    return f;
+}
 
 pp_status_t out_open(pp_out_t *o, const char *path, const char *what)
 {
+    struct stat sb;
     memset(o, 0, sizeof *o);
     o->path = path;
     o->what = what;
-    o->f = fopen(path, "w");
+    errno = 0;
+    int exists = lstat(path, &sb) == 0;
+    if (exists && S_ISDIR(sb.st_mode))
+        errno = EISDIR;
+    else if (exists && !S_ISREG(sb.st_mode))
+        o->f = fopen(path, "w"); /* a device, a FIFO, a symlink: written in place */
+    else
+        o->f = open_temp(path, &o->tmp);
     if (!o->f) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", path, what, strerror(errno));
+        fprintf(stderr, "%s: cannot write %s: %s\n", path, what, strerror(errno ? errno : ENOMEM));
         return PP_ERR_IO;
     }
     o->owned = 1;
+    return PP_OK;
+}
+
+pp_status_t out_probe(const char *path, const char *what)
+{
+    pp_out_t o;
+    PP_CHECK(out_open(&o, path, what));
+    fclose(o.f);
+    if (o.tmp) unlink(o.tmp);
+    free(o.tmp);
     return PP_OK;
 }
 
@@ -74,6 +127,34 @@ void out_json_str(pp_out_t *o, const char *s)
     out_puts(o, "\"");
 }
 
+void out_csv_str(pp_out_t *o, const char *s)
+{
+    s = s ? s : "";
+    if (!s[strcspn(s, ",\"\r\n")] && s[0] != ' ' && (!s[0] || s[strlen(s) - 1] != ' ')) {
+        out_puts(o, s);
+        return;
+    }
+    out_puts(o, "\"");
+    for (; *s; s++)
+        out_puts(o, *s == '"' ? "\"\"" : (char[2]){*s, 0});
+    out_puts(o, "\"");
+}
+
+const char *out_file_name(const char *name, char *buf, size_t size)
+{
+    size_t n = 0;
+    if (!size) return buf;
+    for (const char *p = name ? name : ""; *p && n + 1 < size; p++) {
+        char c = *p;
+        int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '-' || c == '_' || (c == '.' && n > 0);
+        buf[n++] = keep ? c : c == '=' ? '-' : '_';
+    }
+    buf[n] = '\0';
+    if (!n) snprintf(buf, size, "run");
+    return buf;
+}
+
 void out_json_num(pp_out_t *o, double x)
 {
     char buf[40];
@@ -111,6 +192,13 @@ pp_status_t out_close(pp_out_t *o)
     if (o->owned) {
         errno = 0;
         note(o, fclose(o->f) != 0);
+        if (o->tmp && !o->err) {
+            errno = 0;
+            note(o, rename(o->tmp, o->path) != 0);
+        }
+        if (o->tmp && o->err) unlink(o->tmp);
+        free(o->tmp);
+        o->tmp = NULL;
     }
     o->f = NULL;
     if (!o->err) return PP_OK;

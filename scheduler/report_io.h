@@ -7,7 +7,11 @@
  * cannot be opened. out_printf and the escapers never fail on their own: the first write error is
  * remembered and out_close reports it ("PATH: writing WHAT failed: reason", PP_ERR_IO), also for a
  * caller's stream (which it flushes but does not close). Every pp_out_t that was opened or wrapped
- * goes through out_close exactly once. Plain C, no state beyond the pp_out_t.
+ * goes through out_close exactly once. A regular file is written as a temporary file beside it
+ * (PATH.tmp-XXXXXX) and renamed onto PATH only when every write and the close succeeded: a failed
+ * write leaves no truncated file and keeps a good earlier one. A device, FIFO or symlink is
+ * written in place. Plain C, no state beyond the
+ * pp_out_t.
  */
 #ifndef PP_REPORT_IO_H
 #define PP_REPORT_IO_H
@@ -25,11 +29,24 @@ typedef struct pp_out {
     const char *path; /* the file, or the stream's name, for messages */
     const char *what; /* "the trace", "the SVG chart", ... for messages */
     int owned;        /* 1: opened by out_open, closed by out_close */
+    char *tmp;        /* the temporary file renamed onto path (owned outputs) */
     int err;          /* errno of the first failed write, 0 while none */
 } pp_out_t;
 
 /* Open `path` for writing `what`. */
 pp_status_t out_open(pp_out_t *o, const char *path, const char *what);
+
+/* Whether `path` can be written, tried before a long run: a temporary file is made beside it
+ * and removed. Prints "PATH: cannot write WHAT: reason" and returns PP_ERR_IO when not. */
+pp_status_t out_probe(const char *path, const char *what);
+
+/* A CSV field: as is when it needs no quotes, else in double quotes with quotes doubled. */
+void out_csv_str(pp_out_t *o, const char *s);
+
+/* `name` as one file name, the same way for every file a report writes: letters, digits, '.',
+ * '-' and '_' kept, '=' written '-', anything else (a '/', a space) '_', and a leading '.'
+ * written '_' (no hidden file, no '..'); an empty name is "run". Returns buf. */
+const char *out_file_name(const char *name, char *buf, size_t size);
 
 /* Write `what` to a stream the caller owns (stdout, a test's temporary file). */
 void out_wrap(pp_out_t *o, FILE *f, const char *name, const char *what);

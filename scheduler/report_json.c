@@ -91,6 +91,8 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
     out_wrap(o, f, "output", "the JSON report");
     out_puts(o, "{\"schedule\":");
     out_json_str(o, r->schedule);
+    out_puts(o, ",\"kind\":");
+    out_json_str(o, r->kind);
     out_puts(o, ",\"mode\":");
     out_json_str(o, report_mode_name(r->mode));
     out_printf(o, ",\"devices\":%d,\"stages\":%d,\"micro_batches\":%d", r->devices, r->stages,

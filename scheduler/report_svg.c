@@ -103,13 +103,15 @@ static void svg_header(pp_out_t *o, const svg_geom_t *g, const pp_plan_t *plan,
     out_printf(o, "<text x=\"%d\" y=\"26\" font-size=\"17\" font-weight=\"bold\">", SVG_LEFT);
     out_xml(o, title ? title : "ppsched");
     out_puts(o, "</text>\n");
-    out_printf(
-        o,
-        "<text x=\"%d\" y=\"46\" font-size=\"12\" fill=\"#444444\">%s, %d devices, %d stages, "
-        "%d micro-batches, makespan %.3f ms, bubble %.1f%% (idle/makespan), %s</text>\n",
-        SVG_LEFT, sched_kind_name(plan->kind), plan->n_devices, plan->n_stages, plan->n_mb, span,
-        100.0 * (isfinite(rep->bubble) ? rep->bubble : 0.0),
-        tl->mode == PP_MODE_MEASURE ? "measured" : "simulated");
+    out_printf(o,
+               "<text x=\"%d\" y=\"46\" font-size=\"12\" fill=\"#444444\">%s, %d %s, %d %s, "
+               "%d %s, makespan %.3f ms, bubble %.1f%% (idle/makespan), %s</text>\n",
+               SVG_LEFT, sched_kind_name(plan->kind), plan->n_devices,
+               pp_plural(plan->n_devices, "device", "devices"), plan->n_stages,
+               pp_plural(plan->n_stages, "stage", "stages"), plan->n_mb,
+               pp_plural(plan->n_mb, "micro-batch", "micro-batches"), span,
+               100.0 * (isfinite(rep->bubble) ? rep->bubble : 0.0),
+               tl->mode == PP_MODE_MEASURE ? "measured" : "simulated");
 }
 
 /* Device d's idle stretches, shaded by reason across the lane of its row at y. */

@@ -10,6 +10,7 @@
  * data-parallel steps (UNSHARD, RESHARD, REDUCE_GRAD) are left out. Errors name
  * `where:line:col: cell N` and stop at the first. On failure the schedule is left freed (zeroed).
  */
+#include "input.h"
 #include "schedule.h"
 
 #include <errno.h>
@@ -54,7 +55,7 @@ static pp_status_t csv_add_action(csv_table_t *t, const char *text, const csv_ce
     csv_cell_t c = *place;
     if (action_parse(text, &c.a) != 0) {
         fprintf(stderr, "%s:%d:%d: cell %d: '%s' is not an action (allowed: %s)\n", where, c.line,
-                c.col, c.cell, text, PP_ACTION_FORMS);
+                c.col, c.cell, PP_SHORT(text), PP_ACTION_FORMS);
         return PP_ERR_INPUT;
     }
     if (c.a.stage >= PP_MAX_STAGES) {
@@ -103,7 +104,7 @@ static pp_status_t csv_add_overlap(csv_table_t *t, char *text, const csv_cell_t 
             fprintf(stderr,
                     "%s:%d:%d: cell %d: '%s' inside OVERLAP_F_B is not a compute action "
                     "(allowed: (<action>;<action>)OVERLAP_F_B of F, B, I or W actions)\n",
-                    where, place->line, place->col, place->cell, sub);
+                    where, place->line, place->col, place->cell, PP_SHORT(sub));
             return PP_ERR_INPUT;
         }
         PP_CHECK(csv_add_action(t, sub, place, where));

@@ -13,53 +13,82 @@
  */
 #include "plan.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Where each (kind, stage, mb) was first seen. */
+/* Where each (kind, stage, mb) was first seen: a table sized by the actions the programs hold
+ * (not stages x micro-batches, which a short file can make huge): direct when the schedule is
+ * dense, as every complete one is, else open addressing. Per stage, the owner and how many
+ * micro-batches have a forward and a backward. */
+typedef struct seen_entry {
+    uint64_t key; /* seen_key + 1; 0 = empty */
+    int dev, pos; /* device and step in its program */
+} seen_entry_t;
+
 typedef struct seen {
     int n_st, n_mb;
-    int *dev;   /* [PP_ACT_COUNT * n_st * n_mb]: device, -1 when never seen */
-    int *pos;   /* same shape: step in that device's program */
+    seen_entry_t *tab; /* [mask + 1], or one entry per key when dense */
+    uint64_t mask;
+    int dense;  /* the schedule has at least 1/8 of all keys: a direct table is no larger */
     int *owner; /* [n_st]: device of the stage's first action, -1 none */
+    int *n_fwd; /* [n_st]: micro-batches with an F */
+    int *n_bwd; /* [n_st]: micro-batches with a B or an I */
 } seen_t;
 
-static size_t seen_key(const seen_t *S, pp_action_kind_t k, int stage, int mb)
+static uint64_t seen_key(const seen_t *S, pp_action_kind_t k, int stage, int mb)
 {
-    return ((size_t)k * (size_t)S->n_st + (size_t)stage) * (size_t)S->n_mb + (size_t)mb;
+    return ((uint64_t)k * (uint64_t)S->n_st + (uint64_t)stage) * (uint64_t)S->n_mb + (uint64_t)mb;
+}
+
+/* The entry of key, or the empty one where it would go. */
+static seen_entry_t *seen_slot(const seen_t *S, uint64_t key)
+{
+    if (S->dense) return &S->tab[key];
+    uint64_t h = ((key + 1) * 0x9e3779b97f4a7c15ull) >> 20;
+    for (;; h++) {
+        seen_entry_t *e = &S->tab[h & S->mask];
+        if (e->key == 0 || e->key == key + 1) return e;
+    }
 }
 
 /* Step of (kind, stage, mb), or -1 when it never appears. */
 static int seen_pos(const seen_t *S, pp_action_kind_t k, int stage, int mb)
 {
     if (stage < 0 || stage >= S->n_st || mb < 0 || mb >= S->n_mb) return -1;
-    size_t key = seen_key(S, k, stage, mb);
-    return S->dev[key] < 0 ? -1 : S->pos[key];
+    const seen_entry_t *e = seen_slot(S, seen_key(S, k, stage, mb));
+    return e->key ? e->pos : -1;
 }
 
 static void seen_free(seen_t *S)
 {
-    free(S->dev);
-    free(S->pos);
+    free(S->tab);
     free(S->owner);
+    free(S->n_fwd);
+    free(S->n_bwd);
     memset(S, 0, sizeof *S);
 }
 
-static pp_status_t seen_init(seen_t *S, int n_st, int n_mb)
+/* Tables for programs holding n_actions actions in all. */
+static pp_status_t seen_init(seen_t *S, int n_st, int n_mb, size_t n_actions)
 {
     memset(S, 0, sizeof *S);
     S->n_st = n_st;
     S->n_mb = n_mb;
-    size_t n = (size_t)PP_ACT_COUNT * (size_t)n_st * (size_t)n_mb;
-    S->dev = malloc(sizeof *S->dev * n);
-    S->pos = malloc(sizeof *S->pos * n);
+    size_t cap = 64, keys = (size_t)PP_ACT_COUNT * (size_t)n_st * (size_t)n_mb;
+    while (cap < 2 * n_actions)
+        cap *= 2;
+    S->mask = cap - 1;
+    S->dense = keys <= 4 * cap;
+    if (S->dense) cap = keys;
+    S->tab = calloc(cap, sizeof *S->tab);
     S->owner = malloc(sizeof *S->owner * (size_t)n_st);
-    if (!S->dev || !S->pos || !S->owner) {
+    S->n_fwd = calloc((size_t)n_st, sizeof *S->n_fwd);
+    S->n_bwd = calloc((size_t)n_st, sizeof *S->n_bwd);
+    if (!S->tab || !S->owner || !S->n_fwd || !S->n_bwd) {
         seen_free(S);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory validating a schedule");
     }
-    for (size_t i = 0; i < n; i++)
-        S->dev[i] = -1;
     for (int s = 0; s < n_st; s++)
         S->owner[s] = -1;
     return PP_OK;
@@ -104,15 +133,16 @@ static pp_status_t check_unique(seen_t *S, const pp_program_t *prog, int n_dev, 
                 fprintf(stderr, "stage %d is placed on device %d\n", a->stage, placed[a->stage]);
                 return PP_ERR_INPUT;
             }
-            size_t key = seen_key(S, a->kind, a->stage, a->mb);
-            if (S->dev[key] >= 0) {
+            uint64_t key = seen_key(S, a->kind, a->stage, a->mb);
+            seen_entry_t *e = seen_slot(S, key);
+            if (e->key) {
                 at(d, i, a);
-                fprintf(stderr, "appears twice (first at device %d, step %d)\n", S->dev[key],
-                        S->pos[key]);
+                fprintf(stderr, "appears twice (first at device %d, step %d)\n", e->dev, e->pos);
                 return PP_ERR_INPUT;
             }
-            S->dev[key] = d;
-            S->pos[key] = i;
+            *e = (seen_entry_t){key + 1, d, i};
+            S->n_fwd[a->stage] += a->kind == PP_ACT_F;
+            S->n_bwd[a->stage] += a->kind == PP_ACT_B || a->kind == PP_ACT_I;
         }
     }
     return PP_OK;
@@ -249,6 +279,8 @@ static pp_status_t check_complete(const seen_t *S)
                     s);
             return PP_ERR_INPUT;
         }
+        /* Actions are unique and no (stage, mb) has both B and I: full counts are complete. */
+        if (S->n_fwd[s] == S->n_mb && S->n_bwd[s] == S->n_mb) continue;
         for (int k = 0; k < S->n_mb; k++) {
             if (seen_pos(S, PP_ACT_F, s, k) < 0) {
                 fprintf(stderr,
@@ -274,7 +306,10 @@ static pp_status_t check_programs(const pp_program_t *prog, int n_dev, int n_st,
                                   const int *placed, int comm)
 {
     seen_t S;
-    PP_CHECK(seen_init(&S, n_st, n_mb));
+    size_t n_actions = 0;
+    for (int d = 0; d < n_dev; d++)
+        n_actions += (size_t)prog[d].n;
+    PP_CHECK(seen_init(&S, n_st, n_mb, n_actions));
     pp_status_t st = check_unique(&S, prog, n_dev, placed);
     if (st == PP_OK) st = check_order(&S, prog, n_dev, comm);
     if (st == PP_OK) st = check_complete(&S);

@@ -9,6 +9,7 @@
  * `--set` text.
  */
 #include "written.h"
+#include "input.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,19 +18,19 @@
 /* Parse item t into a (checking the ranges a schedule can hold). */
 static pp_status_t parse_item(const pp_config_t *cfg, const pp_step_text_t *t, pp_action_t *a)
 {
-    int d = t->device, i = t->item + 1;
+    int d = t->device, i = t->item; /* steps count from 0, as validation's do */
     if (action_parse(t->text, a) != 0)
         return config_error_at(cfg, PP_CFG_STEPS, t->line, t->col,
-                               "device %d, item %d: '%s' is not an action (allowed: %s)", d, i,
-                               t->text, PP_ACTION_FORMS);
+                               "device %d, step %d: '%s' is not an action (allowed: %s)", d, i,
+                               PP_SHORT(t->text), PP_ACTION_FORMS);
     if (a->stage >= PP_MAX_STAGES)
         return config_error_at(cfg, PP_CFG_STEPS, t->line, t->col,
-                               "device %d, item %d: stage %d is out of range (allowed: 0..%d)", d,
+                               "device %d, step %d: stage %d is out of range (allowed: 0..%d)", d,
                                i, a->stage, PP_MAX_STAGES - 1);
     if (a->mb >= PP_MAX_MICRO_BATCHES)
         return config_error_at(
             cfg, PP_CFG_STEPS, t->line, t->col,
-            "device %d, item %d: micro-batch %d is out of range (allowed: 0..%d)", d, i, a->mb,
+            "device %d, step %d: micro-batch %d is out of range (allowed: 0..%d)", d, i, a->mb,
             PP_MAX_MICRO_BATCHES - 1);
     return PP_OK;
 }
@@ -55,9 +56,9 @@ static pp_status_t place_error(const pp_config_t *cfg, const pp_schedule_t *s,
     const pp_step_text_t *t = item_at(st, why->device, why->step);
     const pp_step_text_t *first = item_at(st, why->owner, why->owner_step);
     return config_error_at(cfg, PP_CFG_STEPS, t->line, t->col,
-                           "device %d, item %d: stage %d already runs on device %d (line %d) "
+                           "device %d, step %d: stage %d already runs on device %d (line %d) "
                            "(allowed: each stage on one device)",
-                           why->device, why->step + 1, why->stage, why->owner, first->line);
+                           why->device, why->step, why->stage, why->owner, first->line);
 }
 
 static pp_status_t fill_steps(pp_schedule_t *out, const pp_config_t *cfg, pp_action_t *a)
@@ -108,17 +109,19 @@ pp_status_t written_from_csv(pp_schedule_t *out, const pp_config_t *cfg)
     PP_ALLOC_CHECK(full);
     memcpy(full, file, dir_len);
     strcpy(full + dir_len, rel);
-    pp_status_t r;
-    FILE *f = fopen(full, "r");
-    if (!f) {
-        r = config_error_at(cfg, PP_CFG_CSV, 0, 0,
-                            "cannot open %s: %s (allowed: a CSV file path, relative to the folder "
-                            "of the YAML file)",
-                            full, strerror(errno));
-    } else {
-        r = schedule_read_csv(out, f, full);
-        fclose(f);
+    char *text = NULL, why[160];
+    size_t len = 0;
+    FILE *f = NULL;
+    pp_status_t r = input_read_file(full, PP_INPUT_MAX_BYTES, &text, &len, why, sizeof why);
+    if (r == PP_ERR_INPUT)
+        r = config_error_at(cfg, PP_CFG_CSV, 0, 0, "cannot open %s: %s", full, why);
+    if (r == PP_OK && !(f = fmemopen(text, len, "r"))) {
+        fprintf(stderr, "%s:%d: fmemopen: %s\n", __FILE__, __LINE__, strerror(errno));
+        r = PP_ERR_NOMEM;
     }
+    if (r == PP_OK) r = schedule_read_csv(out, f, full);
+    if (f) fclose(f);
+    free(text);
     free(full);
     if (r != PP_OK) schedule_free(out);
     return r;
@@ -150,16 +153,18 @@ static pp_status_t reconcile_devices(pp_config_t *cfg, const pp_schedule_t *s, i
         return PP_OK;
     }
     if (!pl->devices_all && pl->n_devices != s->n_devices)
-        return config_error_at(cfg, PP_CFG_DEVICES, 0, 0,
-                               "%d devices, but %s uses %d (allowed: %d devices)", pl->n_devices,
-                               what, s->n_devices, s->n_devices);
+        return config_error_at(cfg, PP_CFG_DEVICES, 0, 0, "%d %s, but %s uses %d (allowed: %d %s)",
+                               pl->n_devices, pp_plural(pl->n_devices, "device", "devices"), what,
+                               s->n_devices, s->n_devices,
+                               pp_plural(s->n_devices, "device", "devices"));
     if (!pl->devices_all) return PP_OK;
     int n = n_visible > 0 ? n_visible : s->n_devices;
     if (n > PP_MAX_DEVICES) n = PP_MAX_DEVICES;
     if (n != s->n_devices)
         return config_error_at(cfg, PP_CFG_DEVICES, 0, 0,
-                               "all = %d devices, but %s uses %d (allowed: %d devices)", n, what,
-                               s->n_devices, s->n_devices);
+                               "all = %d %s, but %s uses %d (allowed: %d %s)", n,
+                               pp_plural(n, "device", "devices"), what, s->n_devices, s->n_devices,
+                               pp_plural(s->n_devices, "device", "devices"));
     pl->devices_all = 0;
     pl->n_devices = n;
     for (int d = 0; d < n; d++)

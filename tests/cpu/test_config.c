@@ -161,7 +161,16 @@ static void test_every_key(void)
     EXPECT(cfg.run.offload == PP_OFFLOAD_ACTIVATIONS && cfg.cost.host_link_gbps == 25.5);
     EXPECT(cfg.cost.forward == 2.5 && cfg.cost.backward_input == 3.25);
     EXPECT(cfg.cost.backward_weight == 0.5 && cfg.cost.send == 0.125);
-    EXPECT(config_resolve(&cfg, 4) == PP_OK);
+    /* interleaved 1F1B does not build placement v (zb-v and dualpipe-v do): resolve refuses it at
+     * the key's place (it was refused later, while generating, with no place). */
+    ts_capture_begin();
+    pp_status_t st = config_resolve(&cfg, 4);
+    const char *err = ts_capture_end();
+    TS_EXPECT_REJECT(st, err,
+                     "tests/data/all_keys.yaml:15:14: pipeline.placement: interleaved-1f1b: "
+                     "placement v is not supported (the order is built for loop placement, stage s "
+                     "on device s mod p) (allowed: placement loop, or the order written under "
+                     "schedule.steps)");
     EXPECT(cfg.pipeline.stages == 6 && cfg.pipeline.chunks == 2 && cfg.pipeline.n_devices == 3);
     EXPECT(cfg.model.n_layers_per_stage == 6 && cfg.model.layers_per_stage[0] == 5 &&
            cfg.model.layers_per_stage[5] == 7);
@@ -481,23 +490,23 @@ static void test_steps_errors(void)
     const char *e;
     pp_status_t st = load_file_capture("tests/data/bad_action.yaml", NO_RESOLVE, &e);
     TS_EXPECT_REJECT(st, e,
-                     "tests/data/bad_action.yaml:5:14: schedule.steps: device 1, item 4: '1X1' is "
+                     "tests/data/bad_action.yaml:5:14: schedule.steps: device 1, step 3: '1X1' is "
                      "not an action " ACTION_ALLOWED);
     static const char *bad[] = {"F3", "0F", "0F1x", "-1F0", "0 F1", "0f1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char y[128], want[512];
         snprintf(y, sizeof y, "schedule:\n  steps: [[0F0, \"%s\"]]\n", bad[i]);
         snprintf(want, sizeof want,
-                 "t.yaml:2:17: schedule.steps: device 0, item 2: '%s' is not an action %s\n",
+                 "t.yaml:2:17: schedule.steps: device 0, step 1: '%s' is not an action %s\n",
                  bad[i], ACTION_ALLOWED);
         EXPECT(load_capture(y, NULL, 0, NO_RESOLVE, &e) == PP_ERR_INPUT);
         EXPECT(!strcmp(e, want), "\n    got:  %s    want: %s", e, want);
     }
     EXPECT_LOAD_ERROR("schedule:\n  steps:\n    0: [0F0, [0B0]]\n",
-                      "t.yaml:3:14: schedule.steps: device 0, item 2: expected an action, got a "
+                      "t.yaml:3:14: schedule.steps: device 0, step 1: expected an action, got a "
                       "list " ACTION_ALLOWED);
     EXPECT_LOAD_ERROR("schedule:\n  steps:\n    0: [0F0, 1F0]\n    1: [1B0, 0B0]\n",
-                      "t.yaml:4:9: schedule.steps: device 1, item 1: stage 1 already runs on "
+                      "t.yaml:4:9: schedule.steps: device 1, step 0: stage 1 already runs on "
                       "device 0 (line 3) (allowed: each stage on one device)");
     EXPECT_LOAD_ERROR("schedule:\n  steps:\n    0: [0F0, 0B0]\n    1: [2F0, 2B0]\n",
                       "t.yaml:3:5: schedule.steps: stage 1 has no action on any device (allowed: "
@@ -517,10 +526,10 @@ static void test_steps_errors(void)
                       "t.yaml:3:5: schedule.steps: 'x' is not an integer (allowed: a device index "
                       "0..63)");
     EXPECT_LOAD_ERROR("schedule:\n  steps: [[0F65536]]\n",
-                      "t.yaml:2:12: schedule.steps: device 0, item 1: micro-batch 65536 is out of "
+                      "t.yaml:2:12: schedule.steps: device 0, step 0: micro-batch 65536 is out of "
                       "range (allowed: 0..65535)");
     EXPECT_LOAD_ERROR("schedule:\n  steps: [[1024F0]]\n",
-                      "t.yaml:2:12: schedule.steps: device 0, item 1: stage 1024 is out of range "
+                      "t.yaml:2:12: schedule.steps: device 0, step 0: stage 1024 is out of range "
                       "(allowed: 0..1023)");
     EXPECT_LOAD_ERROR("schedule:\n  kind: 1f1b\n  steps: [[0F0, 0B0]]\n",
                       "t.yaml:3:10: schedule.steps: schedule.kind is given too (allowed: one of "
@@ -574,8 +583,7 @@ static void test_csv_schedule(void)
     st = load_file_capture("tests/data/csv_missing.yaml", NO_RESOLVE, &e);
     TS_EXPECT_REJECT(st, e,
                      "tests/data/csv_missing.yaml:2:8: schedule.csv: cannot open "
-                     "tests/data/no_such_schedule.csv: No such file or directory (allowed: a CSV "
-                     "file path, relative to the folder of the YAML file)");
+                     "tests/data/no_such_schedule.csv: No such file or directory");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -655,7 +663,7 @@ static void test_set(void)
                      "--set pipeline.devices=[0, 1: invalid value: did not find expected ',' or "
                      "']' (allowed: a YAML scalar or flow list)");
     EXPECT_SET_ERROR("schedule.steps=[[0F0, 0Q0]]",
-                     "--set schedule.steps=[[0F0, 0Q0]]: device 0, item 2: '0Q0' is not an "
+                     "--set schedule.steps=[[0F0, 0Q0]]: device 0, step 1: '0Q0' is not an "
                      "action " ACTION_ALLOWED);
     /* A resolve problem caused by an override names the override. */
     const char *e;

@@ -326,6 +326,7 @@ static void test_json_schema(void)
 {
     /* docs/architecture.md's keys in their order, then the explanation's (docs/explain.md). */
     static const char *const top[] = {"schedule",
+                                      "kind",
                                       "mode",
                                       "devices",
                                       "stages",
@@ -616,6 +617,31 @@ static void test_checkers_reject_bad_input(void)
     EXPECT(!xml_wellformed("<svg a=\"<\"></svg>", &x));
 }
 
+/* One device, one stage, one micro-batch read in the singular; a difference that rounds to zero
+ * reads +0.0 pp, not -0.0 pp. */
+static void test_table_wording(void)
+{
+    ts_plan_t x;
+    ts_plan_init(&x, 1, 1, 1, PP_SCHED_1F1B);
+    tp_compute(&x, 0, PP_ACT_F, 0, 0, 0.0, 1.0);
+    tp_compute(&x, 0, PP_ACT_B, 0, 0, 1.0, 3.0);
+    pp_timeline_t tl;
+    pp_report_t r;
+    pp_config_t cfg;
+    REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+    config_defaults(&cfg);
+    REQUIRE(report_build(&r, &cfg, &x.pl, &tl, NULL) == PP_OK);
+    r.bubble = r.bubble_theory - 1e-9; /* equal but for rounding, below */
+    char *t = print_table(&r, &cfg);
+    EXPECT(strstr(t, "# pipeline: p 1 device, 1 stage, v 1, m 1 micro-batch of"), "%s", t);
+    EXPECT(strstr(t, "(\xce\x94 +0.0 pp)") && !strstr(t, "-0.0 pp"), "%s", t);
+    free(t);
+    report_free(&r);
+    timeline_free(&tl);
+    config_free(&cfg);
+    ts_plan_free(&x);
+}
+
 int main(void)
 {
     ts_rng_seed(0x2545f4914f6cdd1dull);
@@ -627,6 +653,7 @@ int main(void)
     RUN(test_peak_inflight);
     RUN(test_json_schema);
     RUN(test_table);
+    RUN(test_table_wording);
     RUN(test_trace);
     RUN(test_svg);
     RUN(test_bubble_chart);

@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -53,6 +54,31 @@ static void test_generated_pass(void)
         plan_free(&pl);
         schedule_free(&s);
     }
+}
+
+/* ---- sparse schedules ------------------------------------------------------------------------ */
+
+/* A short file can name 1024 stages and micro-batch 65535: the validator's tables must follow
+ * the 1025 actions written, not the 67 million (stage, micro-batch) pairs they span (that took
+ * 2.2 GB). Checked through the peak resident size, which must stay far below it. */
+static void test_sparse_schedule_small_tables(void)
+{
+    pp_schedule_t s;
+    struct rusage ru;
+    REQUIRE(schedule_init(&s, 1, PP_MAX_STAGES, PP_MAX_MICRO_BATCHES) == PP_OK);
+    for (int st = 0; st < PP_MAX_STAGES; st++)
+        REQUIRE(schedule_push(&s, 0, PP_ACT_F, st, 0) == PP_OK);
+    REQUIRE(schedule_push(&s, 0, PP_ACT_F, 0, PP_MAX_MICRO_BATCHES - 1) == PP_OK);
+    ts_capture_begin();
+    pp_status_t st = schedule_validate(&s);
+    const char *err = ts_capture_end();
+    EXPECT(st == PP_ERR_INPUT);
+    EXPECT(!strcmp(err, "device 0: action 0B0 is missing (stage 0, micro-batch 0 has no backward: "
+                        "neither 0B0 nor 0I0 + 0W0)\n"),
+           "%s", err);
+    REQUIRE(getrusage(RUSAGE_SELF, &ru) == 0);
+    EXPECT(ru.ru_maxrss < 400 * 1024, "peak resident size %ld KiB", ru.ru_maxrss);
+    schedule_free(&s);
 }
 
 /* ---- each rule ------------------------------------------------------------------------------- */
@@ -368,6 +394,7 @@ static void test_plan_damaged(void)
 int main(void)
 {
     ts_rng_seed(0xd1b54a32d192ed03ull);
+    RUN(test_sparse_schedule_small_tables); /* first: it reads the process's peak size */
     RUN(test_generated_pass);
     RUN(test_duplicate_f);
     RUN(test_missing_b);

@@ -18,6 +18,7 @@
 #include "../../kernels/kernels.h"
 #include "../../stages/stage.h"
 #include "../check.h"
+#include "gpu_skip.h"
 #include "../ref/ref_kernels.h"
 #include "../ref/ref_stage.h"
 
@@ -733,19 +734,14 @@ static void test_stage_recompute_fused(void)
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        (void)cudaGetLastError();
-        g_no_gpu = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
-    } else if (cudaSetDevice(0) != cudaSuccess ||
-               cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess ||
-               gemm_init(&g_gemm, 0) != PP_OK) {
+    g_no_gpu = gpu_skip_reason();
+    if (!g_no_gpu && (cudaSetDevice(0) != cudaSuccess ||
+                      cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess ||
+                      gemm_init(&g_gemm, 0) != PP_OK)) {
         fprintf(stderr, "test_flash: device setup failed\n");
         return 1;
-    } else {
-        g_gpu = 1;
     }
+    g_gpu = !g_no_gpu;
     RUN(test_reference);
     RUN(test_shapes_and_sizes);
     RUN(test_flash_b1_h2_t64_d64);

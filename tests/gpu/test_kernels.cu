@@ -15,6 +15,7 @@
  * Without a GPU the program reports one skipped case with the reason and exits 0.
  */
 #include "../check.h"
+#include "gpu_skip.h"
 #include "../ref/ref_kernels.h"
 
 #include "../../common/pp_cuda.h"
@@ -1001,10 +1002,8 @@ static void test_device(void)
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        g_skip_reason = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
+    g_skip_reason = gpu_skip_reason();
+    if (g_skip_reason) {
         RUN(test_device);
         return check_summary("test_kernels");
     }

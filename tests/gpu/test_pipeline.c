@@ -12,6 +12,7 @@
  * the command line does.
  */
 #include "../check.h"
+#include "gpu_skip.h"
 
 #include "../../scheduler/execute.h"
 #include "../../scheduler/run.h"
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 static int n_gpus;
+static const char *g_no_gpu; /* why there is none (gpu_skip_reason) */
 
 /* A small model: 8 blocks so that 1, 2, 4 and 8 stages all divide it. */
 static const char *model_yaml(const char *dtype)
@@ -170,7 +172,7 @@ static void run_and_compare(const char *name, const char *yaml, const char *cons
 /* One step of `kind` on p devices with `transport`, against the reference. */
 static void check_case(const char *kind, int p, const char *transport, const char *dtype, int m)
 {
-    if (n_gpus < 1) SKIP("no CUDA device");
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
     if (p > n_gpus) SKIP("%s on %d GPUs: only %d present", kind, p, n_gpus);
     char sets[4][64], label[128];
     const char *setp[4];
@@ -188,7 +190,7 @@ static void check_case(const char *kind, int p, const char *transport, const cha
  * pipelined step still matches the one-device run within bf16 tolerance. */
 static void fused_attention_bf16(void)
 {
-    if (n_gpus < 1) SKIP("no CUDA device");
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
     int p = n_gpus >= 4 ? 4 : n_gpus >= 2 ? 2 : 1;
     char devs[64];
     snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
@@ -360,7 +362,7 @@ static pp_status_t execute_logged(pp_run_t *r, char *log, size_t cap)
 
 static void too_big_is_refused(void)
 {
-    if (n_gpus < 1) SKIP("no CUDA device");
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
     pp_run_t r = {0};
     /* GPipe keeps all 4096 micro-batches in flight: several TiB of activations. */
     const char *sets[] = {"schedule.kind=gpipe", "pipeline.devices=1",
@@ -452,7 +454,7 @@ static void torch_orders(void)
  */
 static void graph_matches_eager(void)
 {
-    if (n_gpus < 1) SKIP("no CUDA device");
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
     int p = n_gpus >= 4 ? 4 : n_gpus >= 2 ? 2 : 1;
     const char *kinds[] = {"1f1b", "zb-h1"};
     for (int t = 0; t < 2; t++) {
@@ -505,7 +507,7 @@ static void graph_matches_eager(void)
  * pending op of each device, aborts NCCL and returns PP_ERR_TIMEOUT; the process stays usable. */
 static void timeout_names_pending_op(void)
 {
-    if (n_gpus < 1) SKIP("no CUDA device");
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
     int p = n_gpus >= 2 ? 2 : 1;
     for (int tr = 0; tr < (p > 1 ? 2 : 1); tr++) {
         pp_run_t r = {0};
@@ -532,7 +534,7 @@ static void timeout_names_pending_op(void)
 /* With AdamW the loss of the synthetic task must fall clearly over 50 steps. */
 static void adamw_loss_falls(void)
 {
-    if (n_gpus < 1) SKIP("no CUDA device");
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
     int p = n_gpus >= 2 ? 2 : 1;
     pp_run_t r = {0};
     char devs[64];
@@ -559,6 +561,7 @@ static void adamw_loss_falls(void)
 int main(void)
 {
     n_gpus = execute_device_count();
+    g_no_gpu = gpu_skip_reason();
     RUN(gpipe_1gpu);
     RUN(gpipe_2gpu_peer);
     RUN(gpipe_4gpu_peer);

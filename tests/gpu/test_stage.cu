@@ -17,6 +17,7 @@
 #include "../../kernels/kernels.h"
 #include "../../stages/stage.h"
 #include "../check.h"
+#include "gpu_skip.h"
 #include "../ref/ref_stage.h"
 
 #include <math.h>
@@ -595,8 +596,6 @@ static void run_recompute(case_t kind, pp_dtype_t dt)
     free(x), free(dy), free(want), free(gd);
 }
 
-static int have_gpu(void);
-
 /* Offload round trip: F in slot 0, the slot's first stage_offload_bytes to pinned host memory,
  * back into slot 1 (poisoned first), dy into slot 1, B there: the bits of F + B in one slot. */
 static void run_offload(case_t kind, pp_dtype_t dt, pp_recompute_t rc)
@@ -652,27 +651,17 @@ static void run_offload(case_t kind, pp_dtype_t dt, pp_recompute_t rc)
 
 static void test_offload_round_trip(void)
 {
-    if (!have_gpu()) SKIP("no CUDA device");
+    if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());
     run_offload(CASE_SINGLE, PP_DTYPE_FP32, PP_RECOMPUTE_NONE);
     run_offload(CASE_MIDDLE, PP_DTYPE_BF16, PP_RECOMPUTE_NONE);
     run_offload(CASE_MIDDLE, PP_DTYPE_FP32, PP_RECOMPUTE_SELECTIVE);
     run_offload(CASE_FIRST, PP_DTYPE_BF16, PP_RECOMPUTE_FULL);
 }
 
-static int have_gpu(void)
-{
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return n > 0;
-}
-
 #define CASE(kind, dt, name)                                                                       \
     static void name(void)                                                                         \
     {                                                                                              \
-        if (!have_gpu()) SKIP("no CUDA device");                                                   \
+        if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());                                      \
         run_case(kind, dt);                                                                        \
     }
 CASE(CASE_FIRST, PP_DTYPE_FP32, test_first_fp32)
@@ -688,7 +677,7 @@ CASE(CASE_HEADS, PP_DTYPE_FP32, test_no_blocks_fp32)
 #define RECOMPUTE_CASE(kind, dt, name)                                                             \
     static void name(void)                                                                         \
     {                                                                                              \
-        if (!have_gpu()) SKIP("no CUDA device");                                                   \
+        if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());                                      \
         run_recompute(kind, dt);                                                                   \
     }
 RECOMPUTE_CASE(CASE_SINGLE, PP_DTYPE_FP32, test_recompute_single_fp32)
@@ -716,7 +705,7 @@ static double gemm_overhead_bytes(void)
 /* Sizes agree with what init allocates, and bad configurations are refused with a message. */
 static void test_sizes_and_errors(void)
 {
-    if (!have_gpu()) SKIP("no CUDA device");
+    if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());
     pp_stage_cfg_t c = make_cfg(CASE_MIDDLE, PP_DTYPE_BF16);
     size_t free0 = 0, free1 = 0, total = 0;
     pp_stage_t *st = NULL;

@@ -1,0 +1,108 @@
+#!/bin/sh
+# check_cli.sh — the command line's contract, run on build/ppsched (PP_BUILD names the build
+# folder): a full output device makes every command exit 1; contradictory or repeated flags and
+# --timeout values run.timeout refuses exit 2; an input error comes before the note that no GPU
+# is present; compare counts its runs in 64 bits, reports an invalid --sweep combination as a
+# failed row naming --sweep, quotes CSV labels and keeps chart names inside its folder. Prints
+# the summary line tests/run_tests.sh reads.
+P=${PP_BUILD:-build}/ppsched
+S=schedules/1f1b.yaml
+tmp=$(mktemp -d)
+passed=0 failed=0
+
+# expect RC GREP-PATTERN-ON-STDERR|- COMMAND...: the exit code, and a line of stderr.
+expect() {
+    want=$1 pat=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -eq "$want" ] && { [ "$pat" = - ] || grep -q -- "$pat" "$tmp/err"; }; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "  FAIL (exit $rc, want $want${pat:+, stderr ~ $pat}): $*"
+        sed 's/^/    /' "$tmp/err" | head -5
+    fi
+}
+
+# Output to a full device: exit 1, whatever the command.
+if [ -c /dev/full ]; then
+    for args in "--simulate --json $S" "--simulate $S" "check $S" "show $S" "show --emit csv $S" \
+        "show --emit yaml $S" "compare --simulate --quiet $S" "compare --simulate --json $S" \
+        "compare --simulate --csv $S" "--help"; do
+        # shellcheck disable=SC2086
+        expect 1 - sh -c "$P $args >/dev/full"
+    done
+fi
+
+# Flags: contradictions, repeats, and --timeout through run.timeout's parser.
+expect 2 "--json and --csv" "$P" compare --json --csv "$S"
+expect 2 "--trace given twice" "$P" --simulate --trace "$tmp/a.json" --trace "$tmp/b.json" "$S"
+expect 2 "--sync and --simulate" "$P" --simulate --sync "$S"
+for t in inf 0x10 0 -1 abc; do
+    expect 2 "^--timeout run.timeout=$t: " "$P" --simulate --timeout "$t" "$S"
+done
+expect 0 - "$P" --simulate --quiet --timeout 30 "$S"
+
+# An input error first and alone: no note about GPUs before "No such file".
+expect 2 "^nosuch.yaml: No such file or directory" "$P" nosuch.yaml
+if grep -q "no CUDA device" "$tmp/err"; then
+    failed=$((failed + 1))
+    echo "  FAIL the no-GPU note came with an input error"
+else passed=$((passed + 1)); fi
+
+# compare: 64^6 runs counted exactly and refused; one bad combination is a failed row.
+V=$(seq -s, 1 64)
+expect 2 "68719476736 runs" "$P" compare --simulate "$S" --sweep model.layers="$V" \
+    --sweep model.hidden="$V" --sweep model.heads="$V" --sweep pipeline.micro_batches="$V" \
+    --sweep run.steps="$V" --sweep run.warmup="$V"
+expect 2 "^--sweep pipeline.micro_batches=2: " "$P" compare --simulate --quiet "$S" \
+    --sweep pipeline.micro_batches=2,8
+if grep -q "micro_batches=8 .* 4 *8 " "$tmp/out" && grep -q "micro_batches=2 .*not run" "$tmp/out"; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    echo "  FAIL compare did not show the good row and the failed one"
+    sed 's/^/    /' "$tmp/out"
+fi
+
+# A list value can be swept: the commas inside brackets belong to it.
+expect 0 - "$P" compare --simulate --quiet --csv "$S" --sweep 'pipeline.devices=[0,1],[0,1,2,3]'
+if [ "$(grep -c ',simulate,' "$tmp/out")" -eq 2 ] && grep -q ',simulate,2,' "$tmp/out"; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    echo "  FAIL a list value was not swept whole"
+    sed 's/^/    /' "$tmp/out" "$tmp/err" | head -6
+fi
+
+# compare --csv: a label with a quote and a comma is one field; --svg names stay inside DIR.
+expect 0 - "$P" compare --simulate --quiet --csv --set 'name=a"b,c' "$S"
+if grep -q '^"a""b,c",simulate,' "$tmp/out"; then passed=$((passed + 1)); else
+    failed=$((failed + 1))
+    echo "  FAIL CSV label not quoted: $(tail -n 1 "$tmp/out")"
+fi
+mkdir -p "$tmp/charts"
+expect 0 - "$P" compare --simulate --quiet --svg "$tmp/charts" --set 'name=../escape' "$S" \
+    --sweep pipeline.micro_batches=4,8
+n_out=$(find "$tmp" -name '*.svg' ! -path "$tmp/charts/*" | wc -l)
+n_in=$(find "$tmp/charts" -name '*.svg' | wc -l)
+if [ "$n_out" -eq 0 ] && [ "$n_in" -eq 3 ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1))
+    echo "  FAIL charts: $n_in in the folder (want 3), $n_out outside it"
+fi
+
+# name: the one name of a schedule, in the table, the JSON and the check line.
+expect 0 - "$P" --simulate --quiet --set name=try "$S"
+grep -q "^# ppsched: schedule try (1f1b)" "$tmp/out" && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL the table does not name the schedule 'try'"; }
+expect 0 - "$P" --simulate --json --set name=try "$S"
+grep -q '^{"schedule":"try","kind":"1f1b",' "$tmp/out" && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL the JSON does not name the schedule 'try'"; }
+expect 0 - "$P" check --set name=try "$S"
+grep -q ": ok: try (1f1b), 4 devices" "$tmp/out" && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL check does not name the schedule 'try'"; }
+
+rm -rf "$tmp"
+echo "check_cli: $passed passed, $failed failed, 0 skipped"
+[ "$failed" -eq 0 ]
