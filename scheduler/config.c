@@ -14,6 +14,7 @@
  */
 #include "config_internal.h"
 #include "input.h"
+#include "split.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -36,9 +37,11 @@ const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     [PP_CFG_KIND] = "schedule.kind",
     [PP_CFG_STEPS] = "schedule.steps",
     [PP_CFG_CSV] = "schedule.csv",
+    [PP_CFG_LAYERS_PER_STAGE] = "model.layers_per_stage",
+    [PP_CFG_SPLIT] = "pipeline.split",
+    [PP_CFG_PLACEMENT] = "pipeline.placement",
     [PP_CFG_COST_MS] = "cost",
     [PP_CFG_PROFILE] = "cost.profile",
-    [PP_CFG_PLACEMENT] = "pipeline.placement",
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -149,6 +152,10 @@ static void config_finish(pp_config_t *cfg)
     const pp_kind_row_t *row = sched_kind(cfg->schedule.kind);
     if (!row->written && !cfg_is_set(cfg, PP_CFG_CHUNKS) && !cfg_is_set(cfg, PP_CFG_STAGES))
         cfg->pipeline.chunks = row->default_chunks;
+    /* A kind that builds placement v alone (zb-v, dualpipe-v) gets it unless the file says. */
+    if (!row->written && !cfg_is_set(cfg, PP_CFG_PLACEMENT) &&
+        !(row->placements & (1u << PP_PLACEMENT_LOOP)))
+        cfg->pipeline.placement = PP_PLACEMENT_V;
 }
 
 /* The file's base name without .yaml / .yml. */
@@ -244,6 +251,48 @@ static pp_status_t check_kind(const pp_config_t *cfg)
     return cfg_err_at(cfg, key, "%s", msg);
 }
 
+/* Layers per stage (split.h): as listed, balanced by the cost model's stage times, or even. */
+static pp_status_t resolve_split(pp_config_t *cfg)
+{
+    pp_model_cfg_t *m = &cfg->model;
+    int n = cfg->pipeline.stages, sum = 0;
+    if (m->n_layers_per_stage > 0 && cfg_is_set(cfg, PP_CFG_LAYERS_PER_STAGE)) {
+        if (cfg->pipeline.split == PP_SPLIT_BALANCED)
+            return cfg_err_at(cfg, PP_CFG_SPLIT,
+                              "balanced, but model.layers_per_stage lists the split too (allowed: "
+                              "one of them)");
+        if (m->n_layers_per_stage != n)
+            return cfg_err_at(cfg, PP_CFG_LAYERS_PER_STAGE,
+                              "%d entries for %d stages (allowed: one entry per stage)",
+                              m->n_layers_per_stage, n);
+        for (int s = 0; s < n; s++)
+            sum += m->layers_per_stage[s];
+        if (sum != m->layers)
+            return cfg_err_at(cfg, PP_CFG_LAYERS_PER_STAGE,
+                              "the entries sum to %d, but model.layers is %d (allowed: entries "
+                              "summing to %d)",
+                              sum, m->layers, m->layers);
+        return PP_OK;
+    }
+    if (cfg->pipeline.split == PP_SPLIT_BALANCED) {
+        double block, embed, head;
+        split_part_ms(cfg, &block, &embed, &head);
+        split_balanced(m->layers_per_stage, n, m->layers, block, embed, head);
+    } else {
+        if (m->layers % n != 0)
+            return cfg_err_at(cfg,
+                              cfg_pick(cfg, PP_CFG_DEVICES, PP_CFG_STAGES, PP_CFG_CHUNKS,
+                                       PP_CFG_STEPS, PP_CFG_CSV, PP_CFG_DEVICES, PP_CFG_LAYERS, -1),
+                              "%d layers do not split into %d stages (allowed: a divisor of %d, "
+                              "model.layers_per_stage or pipeline.split: balanced)",
+                              m->layers, n, m->layers);
+        for (int s = 0; s < n; s++)
+            m->layers_per_stage[s] = m->layers / n;
+    }
+    m->n_layers_per_stage = n;
+    return PP_OK;
+}
+
 /* The kind's placements (kinds.h), blaming pipeline.placement where the input set it. */
 static pp_status_t check_placement(const pp_config_t *cfg)
 {
@@ -324,12 +373,7 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
     }
 
     /* the model */
-    if (cfg->model.layers % pl->stages != 0)
-        return cfg_err_at(cfg,
-                          cfg_pick(cfg, PP_CFG_DEVICES, PP_CFG_STAGES, PP_CFG_CHUNKS, PP_CFG_STEPS,
-                                   PP_CFG_CSV, PP_CFG_DEVICES, PP_CFG_LAYERS, -1),
-                          "%d layers do not split into %d stages (allowed: a divisor of %d)",
-                          cfg->model.layers, pl->stages, cfg->model.layers);
+    PP_CHECK(resolve_split(cfg));
     if (cfg->model.hidden % cfg->model.heads != 0)
         return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_HEADS, PP_CFG_HEADS, PP_CFG_HIDDEN, -1),
                           "hidden %d does not split into %d heads (allowed: a divisor of %d)",

@@ -27,6 +27,9 @@
 extern "C" {
 #endif
 
+/* `pipeline.split`: layers / stages blocks per stage, or the split that evens stage times. */
+typedef enum pp_split { PP_SPLIT_EVEN = 0, PP_SPLIT_BALANCED } pp_split_t;
+
 typedef enum pp_optimizer { PP_OPT_NONE = 0, PP_OPT_ADAMW } pp_optimizer_t;
 
 /* run.offload: NONE keeps every micro-batch's activations on the device from its forward to its
@@ -35,7 +38,11 @@ typedef enum pp_optimizer { PP_OPT_NONE = 0, PP_OPT_ADAMW } pp_optimizer_t;
 typedef enum pp_offload { PP_OFFLOAD_NONE = 0, PP_OFFLOAD_ACTIVATIONS } pp_offload_t;
 
 typedef struct pp_model_cfg {
-    int layers;       /* transformer blocks in the whole model */
+    int layers; /* transformer blocks in the whole model */
+    /* Blocks of each stage (split.h): as listed in `layers_per_stage`, or filled by config_resolve
+     * (even, or `pipeline.split: balanced`); n_layers_per_stage is 0 until one of them fills it. */
+    int n_layers_per_stage;
+    int layers_per_stage[PP_MAX_STAGES];
     int hidden;       /* model width h */
     int heads;        /* attention heads; hidden % heads == 0 */
     int seq_len;      /* tokens per sequence */
@@ -54,6 +61,7 @@ typedef struct pp_pipeline_cfg {
     int micro_batch_size;           /* sequences per micro-batch */
     pp_transport_t transport;       /* a selectable row of p2p/transport.h, for stage boundaries
                                        across devices */
+    pp_split_t split;               /* even | balanced (unless model.layers_per_stage is given) */
 } pp_pipeline_cfg_t;
 
 /* One action of `schedule.steps` as written: its text and its place. */
@@ -124,9 +132,11 @@ typedef enum pp_config_key {
     PP_CFG_KIND,
     PP_CFG_STEPS,
     PP_CFG_CSV,
+    PP_CFG_LAYERS_PER_STAGE,
+    PP_CFG_SPLIT,
+    PP_CFG_PLACEMENT,
     PP_CFG_COST_MS, /* any of cost.forward, backward_input, backward_weight, send */
     PP_CFG_PROFILE,
-    PP_CFG_PLACEMENT,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 

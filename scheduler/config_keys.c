@@ -19,7 +19,8 @@
 /* Enum fields are written through an int: the C enums here all have int's size. */
 _Static_assert(sizeof(pp_dtype_t) == sizeof(int) && sizeof(pp_placement_t) == sizeof(int) &&
                    sizeof(pp_transport_t) == sizeof(int) && sizeof(pp_optimizer_t) == sizeof(int) &&
-                   sizeof(pp_recompute_t) == sizeof(int) && sizeof(pp_offload_t) == sizeof(int),
+                   sizeof(pp_recompute_t) == sizeof(int) && sizeof(pp_split_t) == sizeof(int) &&
+                   sizeof(pp_offload_t) == sizeof(int),
                "enum fields are stored as int");
 
 #define DEVICE_FORMS "all, a count 1..64, or a list of CUDA ids such as [0, 1, 2, 3]"
@@ -31,6 +32,27 @@ _Static_assert(sizeof(pp_dtype_t) == sizeof(int) && sizeof(pp_placement_t) == si
 static pp_status_t set_name(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 {
     return cfg_get_string(c, n, key, "a name such as 1f1b-8mb", &c->cfg->name);
+}
+
+/* `layers_per_stage: [n0, n1, ...]`: blocks of each stage, in stage order. */
+static pp_status_t set_layers_per_stage(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
+{
+    static const char *forms = "a list of blocks per stage such as [5, 6, 6, 7]";
+    pp_model_cfg_t *m = &c->cfg->model;
+    if (n->type != YAML_SEQUENCE_NODE)
+        return cfg_err(c, n, key, "expected a list, got %s (allowed: %s)", cfg_node_what(n), forms);
+    yaml_node_item_t *it = n->data.sequence.items.start;
+    int n_items = (int)(n->data.sequence.items.top - it);
+    if (n_items == 0 || n_items > PP_MAX_STAGES)
+        return cfg_err(c, n, key, "%d entries (allowed: 1..%d, one per stage)", n_items,
+                       PP_MAX_STAGES);
+    for (int k = 0; it < n->data.sequence.items.top; it++, k++) {
+        long v;
+        PP_CHECK(cfg_get_long(c, yaml_document_get_node(c->doc, *it), key, 0, 100000, NULL, &v));
+        m->layers_per_stage[k] = (int)v;
+    }
+    m->n_layers_per_stage = n_items;
+    return PP_OK;
 }
 
 /* `devices: all | N | [id, ...]` */
@@ -251,6 +273,8 @@ static const char *const dtype_names[] = {"bf16", "fp32", NULL};
 static const int dtype_values[] = {PP_DTYPE_BF16, PP_DTYPE_FP32};
 static const char *const placement_names[] = {"loop", "v", NULL};
 static const int placement_values[] = {PP_PLACEMENT_LOOP, PP_PLACEMENT_V};
+static const char *const split_names[] = {"even", "balanced", NULL};
+static const int split_values[] = {PP_SPLIT_EVEN, PP_SPLIT_BALANCED};
 static const char *const optimizer_names[] = {"none", "adamw", NULL};
 static const int optimizer_values[] = {PP_OPT_NONE, PP_OPT_ADAMW};
 #define recompute_names stage_recompute_names
@@ -277,6 +301,7 @@ static const key_spec_t model_keys[] = {
     INT_KEY("seq_len", model.seq_len, 1, 1 << 20, -1),
     INT_KEY("vocab", model.vocab, 1, 1 << 24, -1),
     ENUM_KEY("dtype", model.dtype, dtype),
+    FN_KEY("layers_per_stage", set_layers_per_stage, PP_CFG_LAYERS_PER_STAGE),
 };
 
 static const key_spec_t pipeline_keys[] = {
@@ -288,6 +313,8 @@ static const key_spec_t pipeline_keys[] = {
     INT_KEY("micro_batches", pipeline.micro_batches, 1, PP_MAX_MICRO_BATCHES, PP_CFG_MICRO_BATCHES),
     INT_KEY("micro_batch_size", pipeline.micro_batch_size, 1, 1 << 16, -1),
     FN_KEY("transport", set_transport, -1),
+    {"split", VAL_ENUM, OFF(pipeline.split), 0, 0, 0, split_names, split_values, NULL,
+     PP_CFG_SPLIT},
 };
 
 static const key_spec_t schedule_keys[] = {

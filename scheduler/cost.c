@@ -262,10 +262,13 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_config_t *cfg, const 
 {
     if (config_cost_hand_set(cfg)) {
         PP_CHECK(cost_model_uniform(cm, plan->n_stages, &cfg->cost));
-        /* `cost:` is per device's share of the layers; a chunk of an interleaved device holds 1/v.
-         */
-        double k = 1.0 / plan->chunks;
+        /* `cost:` is per device's share of the layers; a chunk of an interleaved device holds 1/v,
+         * and a stage of an uneven split its blocks against the even split's. */
+        double k0 = 1.0 / (plan->chunks > 0 ? plan->chunks : 1);
         for (int s = 0; s < plan->n_stages; s++) {
+            pp_stage_cfg_t c;
+            plan_stage_cfg(&c, cfg, plan, s);
+            double k = k0 * c.n_layers * plan->n_stages / cfg->model.layers;
             cm->f[s] *= k;
             cm->b[s] *= k;
             cm->i[s] *= k;

@@ -248,7 +248,7 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
     x->cfg = cfg;
     x->opts = *opts;
     PP_CHECK(exec_devices(x));
-    if (cfg->model.layers % plan->n_stages != 0)
+    if (cfg->model.n_layers_per_stage != plan->n_stages && cfg->model.layers % plan->n_stages != 0)
         PP_FAIL(PP_ERR_INTERNAL, "%d layers do not split into %d stages", cfg->model.layers,
                 plan->n_stages);
     PP_CHECK_GOTO(exec_alloc(x), st, fail);

@@ -116,7 +116,9 @@ static void prof_stage_cfg(pp_stage_cfg_t *c, const pp_config_t *cfg, pp_prof_st
     c->seq_len = cfg->model.seq_len;
     c->vocab = cfg->model.vocab;
     c->micro_batch_size = cfg->pipeline.micro_batch_size;
-    c->n_layers = cfg->model.layers / stages;
+    /* An uneven split (model.layers_per_stage, split: balanced) may leave fewer blocks than
+     * stages: profile one block then, since the block part is what the calibration needs. */
+    c->n_layers = cfg->model.layers >= stages ? cfg->model.layers / stages : 1;
     /* Where its blocks sit only picks their initial values; a middle stage takes the middle of the
      * model, which stays inside it even when one stage holds every block. */
     int rest = cfg->model.layers - c->n_layers;
@@ -220,7 +222,7 @@ static void profile_header(pp_profile_t *p, const pp_config_t *cfg, const char *
                                   cfg->model.seq_len,
                                   cfg->model.vocab,
                                   cfg->pipeline.micro_batch_size,
-                                  cfg->model.layers / stages,
+                                  cfg->model.layers >= stages ? cfg->model.layers / stages : 1,
                                   0,
                                   cfg->model.layers,
                                   0,

@@ -2,9 +2,10 @@
  * explain.c — the idle split, the critical path and the what-if figures of explain.h.
  *
  * Both walks lean on plan.h's promises: every dependency of op k has a smaller index, a RECV sits
- * right after its SEND, and a stream runs its ops in plan order (so "the op before k on its
- * stream" is the previous op of the same device and role in plan order). A broken promise is a
- * bug in lowering and returns PP_ERR_INTERNAL. Times are never trusted to be consistent (a
+ * right after its SEND, and a channel runs its ops in plan order (so "the op before k on its
+ * stream" is the previous op of the same channel in plan order: the device's compute, offload or
+ * load stream, or its send or recv channel with one peer device, pp_channel_of). A broken promise
+ * is a bug in lowering and returns PP_ERR_INTERNAL. Times are never trusted to be consistent (a
  * measured timeline carries clock skew): every cut point is clamped into its stretch, so the
  * reasons of a device always add up to its idle time and none is negative.
  */
@@ -68,14 +69,20 @@ static pp_status_t check_fit(const pp_plan_t *plan, const pp_timeline_t *tl)
     return PP_OK;
 }
 
-/* pred[k] = the op before k on its stream (-1 for the first). */
+/* pred[k] = the op before k on its channel (-1 for the first). A transfer whose pairing is
+ * broken counts on its device's channel with device 0. */
 static void stream_preds(const pp_plan_t *plan, int *pred)
 {
-    int last[PP_MAX_DEVICES * PP_ROLE_COUNT];
-    for (int i = 0; i < PP_MAX_DEVICES * PP_ROLE_COUNT; i++)
+    int last[PP_MAX_DEVICES * PP_ROLE_COUNT + 2 * PP_MAX_DEVICES * PP_MAX_DEVICES]; /* 33 KiB */
+    int n_chan = pp_channel_count(plan->n_devices);
+    for (int i = 0; i < n_chan; i++)
         last[i] = -1;
     for (int k = 0; k < plan->n_ops; k++) {
-        int key = plan->ops[k].device * PP_ROLE_COUNT + (int)plan->ops[k].role;
+        const pp_op_t *op = &plan->ops[k];
+        int peer_ok = (op->role == PP_ROLE_SEND || op->role == PP_ROLE_RECV) && op->peer >= 0 &&
+                      op->peer < plan->n_ops;
+        int key = pp_channel_of(plan->n_devices, op->device, op->role,
+                                peer_ok ? plan->ops[op->peer].device : 0);
         pred[k] = last[key];
         last[key] = k;
     }

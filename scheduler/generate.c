@@ -166,6 +166,37 @@ static pp_status_t fill_zbh1(pp_schedule_t *out, int p, int m)
     return PP_OK;
 }
 
+/* ============================== Looped BFS ==================================================== */
+
+/* Lamy-Poirier, "Breadth-First Pipeline Parallelism" (MLSys 2023), as PyTorch pipelining's
+ * ScheduleLoopedBFS orders it: each device runs its chunks one after the other, all m forwards of
+ * a chunk before the next, then the backwards chunk by chunk in reverse. PyTorch runs each chunk's
+ * backwards in reverse micro-batch order; here they run first in, first out, as GPipe's do: the
+ * same bubble, and parameter gradients accumulate in micro-batch order, as in the one-device run.
+ * Loop placement: chunk c of device d is stage c*p + d. */
+static pp_status_t fill_looped_bfs(pp_schedule_t *out, int p, int m, int v)
+{
+    memset(out, 0, sizeof *out);
+    if (!check_sizes("looped-bfs", p, m)) return PP_ERR_INPUT;
+    if (v < 1 || (long)p * v > PP_MAX_STAGES) {
+        fprintf(stderr, "looped-bfs: chunks per device must be 1..%d (got %d)\n", PP_MAX_STAGES / p,
+                v);
+        return PP_ERR_INPUT;
+    }
+    PP_CHECK(schedule_init(out, p, p * v, m));
+    for (int s = 0; s < p * v; s++)
+        out->stage_device[s] = s % p;
+    for (int d = 0; d < p; d++) {
+        for (int c = 0; c < v; c++)
+            for (int k = 0; k < m; k++)
+                PP_CHECK(schedule_push(out, d, PP_ACT_F, c * p + d, k));
+        for (int c = v - 1; c >= 0; c--)
+            for (int k = 0; k < m; k++)
+                PP_CHECK(schedule_push(out, d, PP_ACT_B, c * p + d, k));
+    }
+    return PP_OK;
+}
+
 /* The public generators leave `out` empty (freed) when they fail. */
 static pp_status_t finish(pp_schedule_t *out, pp_status_t st)
 {
@@ -184,6 +215,10 @@ pp_status_t generate_1f1b(pp_schedule_t *out, int p, int m)
 pp_status_t generate_zbh1(pp_schedule_t *out, int p, int m)
 {
     return finish(out, fill_zbh1(out, p, m));
+}
+pp_status_t generate_looped_bfs(pp_schedule_t *out, int p, int m, int v)
+{
+    return finish(out, fill_looped_bfs(out, p, m, v));
 }
 pp_status_t generate_interleaved(pp_schedule_t *out, int p, int m, int v)
 {
@@ -220,6 +255,18 @@ pp_status_t generate_cfg_interleaved(pp_schedule_t *out, const pp_config_t *cfg)
 pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_config_t *cfg)
 {
     return generate_zbh1(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
+}
+
+pp_status_t generate_cfg_looped_bfs(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    return generate_looped_bfs(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches,
+                               cfg_chunks(cfg));
+}
+
+pp_status_t generate_cfg_interleaved_zb(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    return generate_interleaved_zb(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches,
+                                   cfg_chunks(cfg));
 }
 
 pp_status_t generate_schedule(pp_schedule_t *out, const pp_config_t *cfg)

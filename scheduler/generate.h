@@ -1,10 +1,11 @@
 /*
  * generate.h — schedule generators: the compute actions (F/B/I/W) of every device, in order, for
- * GPipe, 1F1B, interleaved 1F1B and ZB-H1. The result is compute-only; plan_lower adds the
- * communication. Which generator a kind uses, and the preconditions checked before it runs, are
- * rows of the kind table (kinds.h). The built-in generators place stages in a loop (stage s on
- * device s mod p); a kind whose row allows placement v must build it itself. Explicit (`steps:`)
- * and CSV schedules are built by their rows' generators in written.c.
+ * GPipe, 1F1B, interleaved 1F1B, looped BFS and ZB-H1 (generate.c), ZB-H2 and interleaved
+ * zero-bubble (generate_zb.c), ZB-V and DualPipeV (generate_v.c). The result is compute-only;
+ * plan_lower adds the communication. Which generator a kind uses, and the preconditions checked
+ * before it runs, are rows of the kind table (kinds.h). The loop generators place stage s on
+ * device s mod p; ZB-V and DualPipeV build the V placement themselves. Explicit (`steps:`) and
+ * CSV schedules are built by their rows' generators in written.c.
  */
 #ifndef PP_GENERATE_H
 #define PP_GENERATE_H
@@ -27,12 +28,26 @@ pp_status_t generate_cfg_gpipe(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_1f1b(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_interleaved(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_looped_bfs(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_interleaved_zb(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_zbh2(pp_schedule_t *out, const pp_config_t *cfg);      /* generate_zb.c */
+pp_status_t generate_cfg_zbv(pp_schedule_t *out, const pp_config_t *cfg);       /* generate_v.c */
+pp_status_t generate_cfg_dualpipev(pp_schedule_t *out, const pp_config_t *cfg); /* generate_v.c */
 
 /* The individual generators, for tests: p devices, m micro-batches, v chunks per device. */
 pp_status_t generate_gpipe(pp_schedule_t *out, int p, int m);
 pp_status_t generate_1f1b(pp_schedule_t *out, int p, int m);
 pp_status_t generate_interleaved(pp_schedule_t *out, int p, int m, int v);
 pp_status_t generate_zbh1(pp_schedule_t *out, int p, int m);
+pp_status_t generate_looped_bfs(pp_schedule_t *out, int p, int m, int v);
+pp_status_t generate_zbh2(pp_schedule_t *out, int p, int m);                  /* generate_zb.c */
+pp_status_t generate_interleaved_zb(pp_schedule_t *out, int p, int m, int v); /* generate_zb.c */
+pp_status_t generate_zbv(pp_schedule_t *out, int p, int m);                   /* generate_v.c */
+pp_status_t generate_dualpipev(pp_schedule_t *out, int p, int m);             /* generate_v.c */
+
+/* V placement of p*v stages: down over devices 0..p-1, back up p-1..0, and so on; device d holds
+ * stages d and 2p-1-d when v = 2. */
+void generate_place_v(int *stage_device, int p, int v);
 
 #ifdef __cplusplus
 }

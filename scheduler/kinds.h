@@ -27,10 +27,15 @@ struct pp_config;
 typedef enum pp_sched_kind {
     PP_SCHED_GPIPE = 0,
     PP_SCHED_1F1B,
-    PP_SCHED_INTERLEAVED, /* interleaved 1F1B, v = stages / devices chunks per device */
-    PP_SCHED_ZBH1,        /* zero-bubble H1: backward split into I and W */
-    PP_SCHED_STEPS,       /* explicit per-device action lists written in the YAML */
-    PP_SCHED_CSV,         /* PyTorch pipelining CSV, one row per rank */
+    PP_SCHED_INTERLEAVED,    /* interleaved 1F1B, v = stages / devices chunks per device */
+    PP_SCHED_ZBH1,           /* zero-bubble H1: backward split into I and W */
+    PP_SCHED_ZBH2,           /* zero-bubble H2: 2p-1 in flight, W to the tail */
+    PP_SCHED_ZBV,            /* zero-bubble V: two chunks per device in a V, 1F1B's memory */
+    PP_SCHED_DUALPIPEV,      /* DeepSeek's DualPipeV: V placement, overlapped F and B pairs */
+    PP_SCHED_LOOPED_BFS,     /* breadth-first: all forwards of a chunk before the next chunk */
+    PP_SCHED_INTERLEAVED_ZB, /* interleaved 1F1B with I and W (PyTorch's ZB1P) */
+    PP_SCHED_STEPS,          /* explicit per-device action lists written in the YAML */
+    PP_SCHED_CSV,            /* PyTorch pipelining CSV, one row per rank */
     PP_SCHED_KIND_COUNT
 } pp_sched_kind_t;
 

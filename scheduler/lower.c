@@ -4,15 +4,16 @@
  *
  * Lowering works in "program ids" (ops grouped by device, each group in program order, the order
  * prog_ops keeps) and renumbers into the enqueue order found by a dry run at the end. The dry run
- * advances one head per (device, role) stream, emits an op once its dependencies are emitted, and
- * emits a SEND only together with its RECV (the RECV must head its own stream with every other
- * dependency met), so both halves of a transfer can share one NCCL group. Slots come from
- * liveness over the programs; a stage gets more only when that pairing would otherwise wait on a
- * slot in a cycle. When nothing can move, each stuck device is named. cfg may be NULL (links
- * peer, 0 bytes). The plan owns every array; plan_free releases them.
- * The copies of run.offload are placed by offload.c's part of the lowering (lower_internal.h):
- * where they go, and the two phases and host slots the slot pass runs on. The slots and the dry
- * run are lower_order.c's (lower_order_slots).
+ * advances one head per channel (a device's compute, offload or load stream, its send or recv
+ * channel with one peer device: plan.h; lower_channels finds each op's), emits an op once its
+ * dependencies are emitted, and emits a SEND only together with its RECV (the RECV must head its
+ * own channel with every other dependency met), so both halves of a transfer can share one NCCL
+ * group. Slots come from liveness over the programs; a stage gets more only when that pairing would
+ * otherwise wait on a slot in a cycle. When nothing can move, each stuck device is named. cfg may
+ * be NULL (links peer, 0 bytes). The plan owns every array; plan_free releases them. The copies of
+ * run.offload are placed by offload.c's part of the lowering (lower_internal.h): where they go, and
+ * the two phases and host slots the slot pass runs on. The slots and the dry run are
+ * lower_order.c's (lower_order_slots).
  */
 #include "lower_internal.h"
 
@@ -317,6 +318,60 @@ static void lower_data_deps(lower_t *L)
         L->n_data[id] = L->n_dep[id];
 }
 
+/* ============================== Channels ==================================================== */
+
+/* Order of op `id` on its channel: program order, except that the SENDs lowering added run in
+ * the order their receiver posts the RECVs (the RECV's program id), so both sides of a directed
+ * pair agree and a sender never waits for a receive its peer posts later. */
+static int chan_key(const lower_t *L, int id)
+{
+    return L->inserted[id] && L->ops[id].role == PP_ROLE_SEND ? L->ops[id].peer : id;
+}
+
+/* One op with its place in channel order, for sorting (qsort takes no context). */
+typedef struct chan_pos {
+    int chan, key, id;
+} chan_pos_t;
+
+static int by_channel_key(const void *a, const void *b)
+{
+    const chan_pos_t *x = a, *y = b;
+    if (x->chan != y->chan) return x->chan < y->chan ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Channels (plan.h) of every op and the next op on each channel, once the pairs are matched. */
+static pp_status_t lower_channels(lower_t *L)
+{
+    L->n_chan = pp_channel_count(L->n_dev);
+    size_t n_ops = (size_t)(L->n_ops > 0 ? L->n_ops : 1);
+    L->chan = malloc(sizeof *L->chan * n_ops);
+    L->chan_next = malloc(sizeof *L->chan_next * n_ops);
+    L->chan_first = malloc(sizeof *L->chan_first * (size_t)L->n_chan);
+    chan_pos_t *pos = malloc(sizeof *pos * n_ops);
+    if (!L->chan || !L->chan_next || !L->chan_first || !pos) {
+        free(pos);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory ordering a plan of %d ops", L->n_ops);
+    }
+    for (int id = 0; id < L->n_ops; id++) {
+        const pp_op_t *o = &L->ops[id];
+        int pair = o->role == PP_ROLE_SEND || o->role == PP_ROLE_RECV;
+        int peer_dev = pair ? L->ops[o->peer].device : 0;
+        L->chan[id] = pp_channel_of(L->n_dev, o->device, o->role, peer_dev);
+        pos[id] = (chan_pos_t){L->chan[id], chan_key(L, id), id};
+    }
+    qsort(pos, (size_t)L->n_ops, sizeof *pos, by_channel_key);
+    for (int c = 0; c < L->n_chan; c++)
+        L->chan_first[c] = -1;
+    for (int j = 0; j < L->n_ops; j++) {
+        int same = j + 1 < L->n_ops && pos[j + 1].chan == pos[j].chan;
+        L->chan_next[pos[j].id] = same ? pos[j + 1].id : -1;
+        if (j == 0 || pos[j - 1].chan != pos[j].chan) L->chan_first[pos[j].chan] = pos[j].id;
+    }
+    free(pos);
+    return PP_OK;
+}
+
 /* ============================== plan_lower ==================================================== */
 
 /* Move the program-id arrays into the plan, renumbered in enqueue order. */
@@ -389,6 +444,9 @@ static void lower_free(lower_t *L)
     free(L->rel_before);
     free(L->copy_head);
     free(L->copy_next);
+    free(L->chan);
+    free(L->chan_next);
+    free(L->chan_first);
 }
 
 pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_config_t *cfg)
@@ -436,6 +494,7 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
     PP_CHECK_GOTO(lower_ops(&L), st, fail);
     PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, remote, plan->boundary_bytes), st, fail);
     lower_data_deps(&L);
+    PP_CHECK_GOTO(lower_channels(&L), st, fail);
     PP_CHECK_GOTO(lower_order_slots(&L, plan->slots_per_stage), st, fail);
     PP_CHECK_GOTO(lower_emit_plan(plan, &L), st, fail);
     PP_CHECK_GOTO(lower_wgrad_slots(plan), st, fail);

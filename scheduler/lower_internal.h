@@ -30,6 +30,10 @@ typedef struct lower {
     int *n_dep;      /* [n_ops] */
     int *n_data;     /* [n_ops] how many of its deps are data deps (the rest wait for a slot) */
     int *order;      /* [n_ops] program ids in enqueue order */
+    int n_chan;      /* pp_channel_count(n_dev) */
+    int *chan;       /* [n_ops] channel of the op (pp_channel_of) */
+    int *chan_next;  /* [n_ops] next program id on the same channel, -1 at its end */
+    int *chan_first; /* [n_chan] first program id on each channel, -1 for an empty one */
     int *where;      /* [n_ops] program id -> final index */
     int offload;     /* run.offload: copies placed */
     int *off_after;  /* [n_st * n_mb] written action the OFFLOAD follows, -1 kept on the device */

@@ -9,9 +9,10 @@
  * need); once the stage has a cap it takes the free slot released longest ago (a FIFO of free
  * slots), which leaves the most room between a slot's last reader and its next writer.
  *
- * The dry run advances one head per (device, role) stream in lock-step rounds, emits an op once
- * its dependencies are emitted, and emits a SEND only together with its RECV. When it is stuck,
- * the stages whose stream heads wait for a slot get one more and it goes on. A growth pass
+ * The dry run advances one head per channel (plan.h: a device's compute, offload or load stream,
+ * its send or recv channel with one peer device) in lock-step rounds, emits an op once its
+ * dependencies are emitted, and emits a SEND only together with its RECV. When it is stuck, the
+ * stages whose channel heads wait for a slot get one more and it goes on. A growth pass
  * reassigns only the stages whose cap changed, and the dry run resumes at the first round in
  * which an op whose slot dependencies changed was a stream head (every round before it runs as
  * it did), so the passes (about p / 2 of them for interleaved schedules on p devices) cost what
@@ -40,7 +41,7 @@ typedef struct order {
     int *saved;     /* [max stage ops * (LOWER_MAX_DEPS + 1)] slot deps before a reassignment */
     host_state_t H; /* host slots, [stage * n_mb + slot or mb] as offload.c indexes them */
     /* The dry run. */
-    int *head;        /* [n_dev * PP_ROLE_COUNT] program id of the stream's next op, -1 none */
+    int *head;        /* [n_chan] program id of the channel's next op, -1 none */
     char *done;       /* [n_ops] emitted */
     int *head_round;  /* [n_ops] round the op became its stream's head; INT_MAX not (yet) */
     int *round_start; /* [n_ops + 2] ops emitted before each round */
@@ -95,7 +96,7 @@ static pp_status_t order_init(order_t *O, const lower_t *L)
     O->holder = malloc(m * sizeof *O->holder);
     O->queue = malloc(m * sizeof *O->queue);
     O->busy = malloc(m);
-    O->head = malloc((size_t)L->n_dev * PP_ROLE_COUNT * sizeof *O->head);
+    O->head = malloc((size_t)L->n_chan * sizeof *O->head);
     O->done = calloc(n_ops, 1);
     O->head_round = malloc(n_ops * sizeof *O->head_round);
     O->round_start = malloc((n_ops + 2) * sizeof *O->round_start);
@@ -229,13 +230,6 @@ static int slots_update(lower_t *L, order_t *O, int *slots_per_stage)
 
 /* ============================== Dry run: the enqueue order ==================================== */
 
-static int stream_next(const lower_t *L, int d, pp_role_t r, int from)
-{
-    for (int id = from; id < L->begin[d + 1]; id++)
-        if (L->ops[id].role == r) return id;
-    return -1;
-}
-
 /* First dependency of `id` not yet emitted, skipping `except`; -1 when all are. */
 static int unmet_dep(const lower_t *L, const order_t *O, int id, int except)
 {
@@ -247,7 +241,7 @@ static int unmet_dep(const lower_t *L, const order_t *O, int id, int except)
 
 static int *head_of(const lower_t *L, order_t *O, int id)
 {
-    return &O->head[L->ops[id].device * PP_ROLE_COUNT + L->ops[id].role];
+    return &O->head[L->chan[id]];
 }
 
 static void emit(lower_t *L, order_t *O, int id)
@@ -255,7 +249,7 @@ static void emit(lower_t *L, order_t *O, int id)
     O->done[id] = 1;
     L->order[O->n++] = id;
     int *h = head_of(L, O, id);
-    *h = stream_next(L, L->ops[id].device, L->ops[id].role, id + 1);
+    *h = L->chan_next[id];
     if (*h >= 0) O->head_round[*h] = O->round;
 }
 
@@ -274,12 +268,11 @@ static void dry_start(const lower_t *L, order_t *O)
     memset(O->done, 0, (size_t)(L->n_ops > 0 ? L->n_ops : 1));
     for (int id = 0; id < L->n_ops; id++)
         O->head_round[id] = INT_MAX;
-    for (int d = 0; d < L->n_dev; d++)
-        for (int r = 0; r < PP_ROLE_COUNT; r++) {
-            int h = stream_next(L, d, (pp_role_t)r, L->begin[d]);
-            O->head[d * PP_ROLE_COUNT + r] = h;
-            if (h >= 0) O->head_round[h] = 0;
-        }
+    for (int c = 0; c < L->n_chan; c++) {
+        int h = L->chan_first[c];
+        O->head[c] = h;
+        if (h >= 0) O->head_round[h] = 0;
+    }
     O->n = O->round = 0;
 }
 
@@ -291,8 +284,7 @@ static void dry_rewind(const lower_t *L, order_t *O, int r)
     int from = O->round_start[r];
     for (int t = O->n - 1; t >= from; t--) {
         int id = L->order[t];
-        const pp_op_t *o = &L->ops[id];
-        int next = stream_next(L, o->device, o->role, id + 1);
+        int next = L->chan_next[id];
         if (next >= 0) O->head_round[next] = INT_MAX;
         O->done[id] = 0;
         *head_of(L, O, id) = id;
@@ -301,7 +293,22 @@ static void dry_rewind(const lower_t *L, order_t *O, int r)
     O->round = r;
 }
 
-/* Lock-step rounds from O->round on: each stream emits at most its head per round, so the order
+/* One round of device d's channels of role r (a SEND with its RECV, one channel per peer for the
+ * send role); returns 1 when something was emitted. */
+static int dry_run_role(lower_t *L, order_t *O, int d, pp_role_t r)
+{
+    int moved = 0, n_peers = r == PP_ROLE_SEND ? L->n_dev : 1;
+    for (int q = 0; q < n_peers; q++) {
+        int id = O->head[pp_channel_of(L->n_dev, d, r, q)];
+        if (id < 0 || !ready(L, O, id)) continue;
+        emit(L, O, id);
+        if (r == PP_ROLE_SEND) emit(L, O, L->ops[id].peer);
+        moved = 1;
+    }
+    return moved;
+}
+
+/* Lock-step rounds from O->round on: each channel emits at most its head per round, so the order
  * reads roughly as time. Returns 1 when every op was emitted, 0 when no stream can move. */
 static int dry_run(lower_t *L, order_t *O)
 {
@@ -309,15 +316,9 @@ static int dry_run(lower_t *L, order_t *O)
         O->round_start[O->round] = O->n;
         if (O->n == L->n_ops) return 1;
         int moved = 0;
-        for (int d = 0; d < L->n_dev; d++) {
-            for (int r = 0; r < PP_ROLE_COUNT; r++) {
-                int id = O->head[d * PP_ROLE_COUNT + r];
-                if (id < 0 || r == PP_ROLE_RECV || !ready(L, O, id)) continue;
-                emit(L, O, id);
-                if (r == PP_ROLE_SEND) emit(L, O, L->ops[id].peer);
-                moved = 1;
-            }
-        }
+        for (int d = 0; d < L->n_dev; d++)
+            for (int r = 0; r < PP_ROLE_COUNT; r++)
+                if (r != PP_ROLE_RECV) moved |= dry_run_role(L, O, d, (pp_role_t)r);
         if (!moved) return 0;
         O->round++;
     }
@@ -355,7 +356,7 @@ static int grow_slots(const lower_t *L, order_t *O)
 {
     int grown = 0;
     memcpy(O->grown_from, O->cap, sizeof *O->cap * (size_t)L->n_st);
-    for (int h = 0; h < L->n_dev * PP_ROLE_COUNT; h++) {
+    for (int h = 0; h < L->n_chan; h++) {
         int id = O->head[h];
         if (id < 0) continue;
         const int *dep = &L->dep[(size_t)id * LOWER_MAX_DEPS];

@@ -670,6 +670,7 @@ static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
     PP_CHECK_GOTO(compare_runs(files, n_files, o, sw, n_combo, n_visible, &ro, jobs, &done_jobs),
                   st, done);
     if (o->svg) PP_CHECK_GOTO(compare_bubble_charts(jobs, done_jobs, o->svg, measure), st, done);
+    if (o->svg) PP_CHECK_GOTO(compare_bubble_bars(jobs, done_jobs, o->svg, measure), st, done);
     PP_CHECK_GOTO(compare_print(jobs, done_jobs, o, measure), st, done);
     for (int i = 0; i < done_jobs; i++)
         n_failed += jobs[i].failed;

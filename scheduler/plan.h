@@ -4,8 +4,9 @@
  * A plan is a flat list of ops. Each op is one action on one device, bound to a stream role, an
  * activation slot and the ops it must wait for. `ops` is stored in a topological order of the
  * dependencies (the enqueue order): every dependency of op i has an index < i, and a RECV always
- * sits right after its matching SEND (so NCCL pairs can share one group). Ops of one (device, role)
- * stream run in the order they appear here: that FIFO order is implicit, not listed in deps.
+ * sits right after its matching SEND (so NCCL pairs can share one group). Ops of one channel (a
+ * device's compute stream, or its send or recv channel with one peer device: pp_channel_of) run in
+ * the order they appear here: that FIFO order is implicit, not listed in deps.
  *
  * Memory is decided by the schedule: slots_per_stage comes from liveness over each device's
  * program (a (stage, micro-batch) holds a slot from its first op on the device to its last), and
@@ -152,6 +153,31 @@ pp_status_t plan_plain_slots(pp_plan_t *plan);
  * in range moving the stage's offload bytes; every backward-phase op after the RELOAD in its
  * program, on the slot it filled, and RECV_B, B and I waiting for it. */
 pp_status_t plan_check_offload(const pp_plan_t *plan);
+
+/* The channels a plan orders its ops on: one per device and stream role other than send and
+ * recv (compute, ...), and one send and one recv channel per directed device pair. Ops of one
+ * channel run in plan order: program order, except that a send channel follows the order in which
+ * the receiver posts its RECVs (lower.c). Channels are independent of each other, so a device's
+ * send to one peer never waits behind its send to another, and a SEND never holds up the sender's
+ * compute. An executor may map several channels onto one stream as long as it enqueues them in
+ * plan order. */
+static inline int pp_channel_count(int n_devices)
+{
+    return n_devices * PP_ROLE_COUNT + 2 * n_devices * n_devices;
+}
+static inline int pp_channel_of(int n_devices, int device, pp_role_t role, int peer_device)
+{
+    if (role != PP_ROLE_SEND && role != PP_ROLE_RECV) return device * PP_ROLE_COUNT + (int)role;
+    return n_devices * PP_ROLE_COUNT + (role == PP_ROLE_RECV ? n_devices * n_devices : 0) +
+           device * n_devices + peer_device;
+}
+/* Channel of plan op k (its pair must be matched: peer set for a SEND or RECV). */
+static inline int pp_plan_channel(const struct pp_plan *plan, int k)
+{
+    const pp_op_t *o = &plan->ops[k];
+    int pair = o->role == PP_ROLE_SEND || o->role == PP_ROLE_RECV;
+    return pp_channel_of(plan->n_devices, o->device, o->role, pair ? plan->ops[o->peer].device : 0);
+}
 
 static inline const char *pp_role_name(pp_role_t r)
 {

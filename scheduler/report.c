@@ -398,6 +398,15 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
         const pp_model_cfg_t *m = &cfg->model;
         out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
                    m->hidden, m->heads, m->seq_len, m->vocab, pp_dtype_name(m->dtype));
+        if (m->n_layers_per_stage > 0) {
+            out_printf(o, "# layers per stage:");
+            for (int s = 0; s < m->n_layers_per_stage; s++)
+                out_printf(o, " %d", m->layers_per_stage[s]);
+            out_printf(o, "%s\n",
+                       cfg->pipeline.split == PP_SPLIT_BALANCED
+                           ? " (balanced by predicted stage time)"
+                           : "");
+        }
     }
     out_printf(o, "# pipeline: p %d %s, %d %s, v %d, m %d %s", r->devices,
                pp_plural(r->devices, "device", "devices"), r->stages,

@@ -116,6 +116,13 @@ pp_status_t report_write_bubble_chart(const char *path, const char *title, pp_sc
                                       int p, int v, int n, const int *m, const double *measured,
                                       const double *simulated, const char *measured_label);
 
+/* Every run of a comparison in one bar chart (report_bars.c): a group of bars per distinct
+ * group[i] in first-seen order, a bar per micro-batch count m[i] (ascending, at most 8 counts),
+ * bubble[i] its height; theory[i] (NULL, or NAN entries: none) a tick across the bar. */
+pp_status_t report_write_bubble_bars(const char *path, const char *title, int n,
+                                     const char *const *group, const int *m, const double *bubble,
+                                     const double *theory);
+
 #ifdef __cplusplus
 }
 #endif

@@ -240,3 +240,41 @@ out:
     free(sim);
     return st;
 }
+
+/* Every run in one bar chart, DIR/bubble-all.svg, when two or more schedules ran. */
+pp_status_t compare_bubble_bars(const pp_compare_row_t *jobs, int n, const char *dir, int measure)
+{
+    const char **group = calloc((size_t)n, sizeof *group);
+    int *m = calloc((size_t)n, sizeof *m);
+    double *bubble = calloc((size_t)n, sizeof *bubble), *theory = calloc((size_t)n, sizeof *theory);
+    pp_status_t st = PP_OK;
+    int other = 0, k = 0, first = -1;
+    if (!group || !m || !bubble || !theory) {
+        st = PP_ERR_NOMEM;
+        fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        if (jobs[i].failed) continue; /* refused --sweep values: nothing ran */
+        if (first < 0) first = i;
+        group[k] = jobs[i].run.cfg.name;
+        m[k] = jobs[i].run.plan.n_mb;
+        bubble[k] = jobs[i].run.report.bubble;
+        theory[k] = jobs[i].run.report.bubble_theory;
+        other |= strcmp(group[k], group[0]) != 0;
+        k++;
+    }
+    if (other) {
+        char path[4096], title[200];
+        snprintf(path, sizeof path, "%s/bubble-all.svg", dir);
+        snprintf(title, sizeof title, "%s bubble of every schedule, p = %d",
+                 measure ? "Measured" : "Simulated", jobs[first].run.plan.n_devices);
+        st = report_write_bubble_bars(path, title, k, group, m, bubble, theory);
+    }
+out:
+    free(group);
+    free(m);
+    free(bubble);
+    free(theory);
+    return st;
+}

@@ -1,6 +1,6 @@
 /*
  * report_compare.h — the outputs of `ppsched compare`: several finished runs in one table, as CSV,
- * and bubble-against-micro-batches charts.
+ * bubble-against-micro-batches charts, and all the runs' bubbles in one bar chart.
  */
 #ifndef PP_REPORT_COMPARE_H
 #define PP_REPORT_COMPARE_H
@@ -28,6 +28,9 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f);
  * `measure` says whether the points are measured (the simulated ones are drawn beside them). */
 pp_status_t compare_bubble_charts(const pp_compare_row_t *jobs, int n, const char *dir,
                                   int measure);
+/* Every run in one bar chart, DIR/bubble-all.svg (report_write_bubble_bars), when two or more
+ * schedules ran. */
+pp_status_t compare_bubble_bars(const pp_compare_row_t *jobs, int n, const char *dir, int measure);
 
 #ifdef __cplusplus
 }

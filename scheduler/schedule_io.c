@@ -5,7 +5,9 @@
  * Reading keeps each device's actions in row order and drops idle cells: a pp_schedule_t has no
  * idle slots (time comes from dependencies, not from columns), so writing emits the actions
  * alone and a write -> read round trip gives the same programs. Cells may carry spaces and
- * quotes around them; an action itself has the strict text form of action_parse. Errors name
+ * quotes around them; an action itself has the strict text form of action_parse, and PyTorch's
+ * composite `(0F3;5B1)OVERLAP_F_B` (DualPipeV) reads as its actions in order; its FSDP and
+ * data-parallel steps (UNSHARD, RESHARD, REDUCE_GRAD) are left out. Errors name
  * `where:line:col: cell N` and stop at the first. On failure the schedule is left freed (zeroed).
  */
 #include "input.h"
@@ -46,6 +48,77 @@ static pp_status_t csv_add(csv_table_t *t, const csv_cell_t *c)
     return PP_OK;
 }
 
+/* Add the action written in `text` (one cell of row `row`), checking its ranges. */
+static pp_status_t csv_add_action(csv_table_t *t, const char *text, const csv_cell_t *place,
+                                  const char *where)
+{
+    csv_cell_t c = *place;
+    if (action_parse(text, &c.a) != 0) {
+        fprintf(stderr, "%s:%d:%d: cell %d: '%s' is not an action (allowed: %s)\n", where, c.line,
+                c.col, c.cell, PP_SHORT(text), PP_ACTION_FORMS);
+        return PP_ERR_INPUT;
+    }
+    if (c.a.stage >= PP_MAX_STAGES) {
+        fprintf(stderr, "%s:%d:%d: cell %d: stage %d is out of range (allowed: 0..%d)\n", where,
+                c.line, c.col, c.cell, c.a.stage, PP_MAX_STAGES - 1);
+        return PP_ERR_INPUT;
+    }
+    if (c.a.mb >= PP_MAX_MICRO_BATCHES) {
+        fprintf(stderr, "%s:%d:%d: cell %d: micro-batch %d is out of range (allowed: 0..%d)\n",
+                where, c.line, c.col, c.cell, c.a.mb, PP_MAX_MICRO_BATCHES - 1);
+        return PP_ERR_INPUT;
+    }
+    return csv_add(t, &c);
+}
+
+/* PyTorch's FSDP and data-parallel steps (`0UNSHARD`, `0RESHARD`, `0REDUCE_GRAD`): one replica
+ * with unsharded parameters has nothing to do for them, so they are read and left out. */
+static int csv_is_skipped_action(const char *text)
+{
+    static const char *const skipped[] = {"UNSHARD", "RESHARD", "REDUCE_GRAD"};
+    const char *p = text;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (p == text) return 0;
+    for (size_t i = 0; i < sizeof skipped / sizeof *skipped; i++)
+        if (strcmp(p, skipped[i]) == 0) return 1;
+    return 0;
+}
+
+#define OVERLAP_SUFFIX ")OVERLAP_F_B"
+
+/* PyTorch's composite `(0F3;5B1)OVERLAP_F_B` (DualPipeV: a forward and a backward the device may
+ * overlap) becomes its compute actions in the written order, one after the other. */
+static pp_status_t csv_add_overlap(csv_table_t *t, char *text, const csv_cell_t *place,
+                                   const char *where)
+{
+    size_t n = strlen(text), ns = strlen(OVERLAP_SUFFIX);
+    text[n - ns] = '\0';
+    int parts = 0;
+    for (char *save = NULL, *sub = strtok_r(text + 1, ";", &save); sub;
+         sub = strtok_r(NULL, ";", &save), parts++) {
+        while (*sub == ' ')
+            sub++;
+        pp_action_t a;
+        if (action_parse(sub, &a) != 0 || !pp_action_is_compute(a.kind)) {
+            fprintf(stderr,
+                    "%s:%d:%d: cell %d: '%s' inside OVERLAP_F_B is not a compute action "
+                    "(allowed: (<action>;<action>)OVERLAP_F_B of F, B, I or W actions)\n",
+                    where, place->line, place->col, place->cell, PP_SHORT(sub));
+            return PP_ERR_INPUT;
+        }
+        PP_CHECK(csv_add_action(t, sub, place, where));
+    }
+    if (parts == 0) {
+        fprintf(stderr,
+                "%s:%d:%d: cell %d: OVERLAP_F_B holds no action (allowed: "
+                "(<action>;<action>)OVERLAP_F_B)\n",
+                where, place->line, place->col, place->cell);
+        return PP_ERR_INPUT;
+    }
+    return PP_OK;
+}
+
 /* Split one line (no newline) into cells and add its actions as row `row`. */
 static pp_status_t csv_parse_line(csv_table_t *t, char *line, int lineno, int row,
                                   const char *where)
@@ -62,29 +135,15 @@ static pp_status_t csv_parse_line(csv_table_t *t, char *line, int lineno, int ro
             *--e = '\0';
         int col = (int)(b - line) + 1;
         if (e - b >= 2 && b[0] == '"' && e[-1] == '"') {
-            e[-1] = '\0';
+            *--e = '\0';
             b++;
         }
-        if (*b) {
-            csv_cell_t c = {.row = row, .line = lineno, .col = col, .cell = cell};
-            if (action_parse(b, &c.a) != 0) {
-                fprintf(stderr, "%s:%d:%d: cell %d: '%s' is not an action (allowed: %s)\n", where,
-                        lineno, col, cell, PP_SHORT(b), PP_ACTION_FORMS);
-                return PP_ERR_INPUT;
-            }
-            if (c.a.stage >= PP_MAX_STAGES) {
-                fprintf(stderr, "%s:%d:%d: cell %d: stage %d is out of range (allowed: 0..%d)\n",
-                        where, lineno, col, cell, c.a.stage, PP_MAX_STAGES - 1);
-                return PP_ERR_INPUT;
-            }
-            if (c.a.mb >= PP_MAX_MICRO_BATCHES) {
-                fprintf(stderr,
-                        "%s:%d:%d: cell %d: micro-batch %d is out of range (allowed: 0..%d)\n",
-                        where, lineno, col, cell, c.a.mb, PP_MAX_MICRO_BATCHES - 1);
-                return PP_ERR_INPUT;
-            }
-            PP_CHECK(csv_add(t, &c));
-        }
+        csv_cell_t c = {.row = row, .line = lineno, .col = col, .cell = cell};
+        size_t ns = strlen(OVERLAP_SUFFIX), n = (size_t)(e - b);
+        if (n > ns && b[0] == '(' && strcmp(e - ns, OVERLAP_SUFFIX) == 0)
+            PP_CHECK(csv_add_overlap(t, b, &c, where));
+        else if (*b && !csv_is_skipped_action(b))
+            PP_CHECK(csv_add_action(t, b, &c, where));
         if (!end) break;
         p = end + 1;
     }

@@ -2,10 +2,10 @@
  * simulate.c — discrete-event simulation of a plan under a cost model.
  *
  * One pass over plan->ops in plan order is enough: plan.h promises that every dependency of op i
- * has a smaller index, that a RECV sits right after its SEND, and that a stream runs its ops in
+ * has a smaller index, that a RECV sits right after its SEND, and that a channel runs its ops in
  * plan order, so when op i is reached every time it depends on is already known. Those promises
  * are checked as we go; a broken one is a bug in lowering and returns PP_ERR_INTERNAL.
- * A SEND and its RECV are one transfer: both start when both sides are ready (each side's stream
+ * A SEND and its RECV are one transfer: both start when both sides are ready (each side's channel
  * free and its own dependencies done, the pair's mutual dependency left out) and end `send` later,
  * or at once on a LOCAL link. Every other op (compute, and the host copies of run.offload on the
  * offload and load streams) takes the time the cost table by kind gives it; a copy moves its bytes
@@ -118,7 +118,7 @@ static pp_status_t ready_time(const pp_plan_t *plan, const pp_timeline_t *tl,
                               const double *stream_free, int k, int skip, double *out)
 {
     const pp_op_t *op = &plan->ops[k];
-    double t = stream_free[op->device * PP_ROLE_COUNT + (int)op->role];
+    double t = stream_free[pp_plan_channel(plan, k)];
     for (int j = 0; j < op->n_deps; j++) {
         int d = plan->deps[op->dep_begin + j];
         if (d == skip) continue;
@@ -141,7 +141,7 @@ pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cos
         PP_FAIL(PP_ERR_INTERNAL, "simulate: cost model has %d stages, the plan %d", cm->n_stages,
                 plan->n_stages);
     PP_CHECK(timeline_init(tl, PP_MODE_SIMULATE, plan->n_ops, plan->n_devices, 1));
-    stream_free = calloc((size_t)plan->n_devices * PP_ROLE_COUNT, sizeof *stream_free);
+    stream_free = calloc((size_t)pp_channel_count(plan->n_devices), sizeof *stream_free);
     if (!stream_free) {
         st = PP_ERR_NOMEM;
         fprintf(stderr, "%s:%d: out of host memory simulating %d ops\n", __FILE__, __LINE__,
@@ -159,7 +159,7 @@ pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cos
             PP_CHECK_GOTO(ready_time(plan, tl, stream_free, k, -1, &ready), st, fail);
             tl->t[k].start_ms = ready;
             tl->t[k].end_ms = ready + op_cost[op->kind](cm, op);
-            stream_free[op->device * PP_ROLE_COUNT + (int)op->role] = tl->t[k].end_ms;
+            stream_free[pp_plan_channel(plan, k)] = tl->t[k].end_ms;
         } else if (is_send) {
             int r = k + 1;
             if (op->peer != r || r >= plan->n_ops || plan->ops[r].peer != k ||
@@ -178,8 +178,8 @@ pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cos
             double end = start + (transport_row(op->link)->crosses_devices ? cm->send : 0.0);
             tl->t[k] = (pp_op_time_t){start, end};
             tl->t[r] = (pp_op_time_t){start, end};
-            stream_free[op->device * PP_ROLE_COUNT + (int)op->role] = end;
-            stream_free[plan->ops[r].device * PP_ROLE_COUNT + (int)plan->ops[r].role] = end;
+            stream_free[pp_plan_channel(plan, k)] = end;
+            stream_free[pp_plan_channel(plan, r)] = end;
             k = r; /* the RECV is done too */
         } else {
             st = PP_ERR_INTERNAL;

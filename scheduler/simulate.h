@@ -1,12 +1,14 @@
 /*
  * simulate.h — discrete-event simulation of a plan under a cost model.
  *
- * Each (device, role) stream runs its ops in plan order, one at a time; an op starts when its
- * stream is free and every dependency has ended. A SEND and its RECV are one transfer: both start
- * at the later of the two ready times and end `send` later (0 for a LOCAL link). Compute and
- * communication streams of a device overlap, as on a GPU. With uniform costs and free
- * communication the result matches the closed forms of the schedules exactly. The copies of
- * run.offload run on their own streams (offload, load) and take bytes / host_link_gbps.
+ * Each channel (plan.h: a device's compute, offload or load stream, its send or recv channel with
+ * one peer device) runs its ops in plan order, one at a time; an op starts when its channel is free
+ * and every dependency has ended, so a transfer waits only for transfers of the same directed
+ * pair. A SEND and its RECV are one transfer: both start at the later of the two ready times and
+ * end `send` later (0 for a LOCAL link). Compute and communication streams of a device overlap, as
+ * on a GPU. With uniform costs and free communication the result matches the closed forms of the
+ * schedules exactly. The copies of run.offload run on their own streams (offload, load) and take
+ * bytes / host_link_gbps.
  */
 #ifndef PP_SIMULATE_H
 #define PP_SIMULATE_H

@@ -1,21 +1,21 @@
 /*
- * stage_cfg.c — the plan-to-stage mapping of stage_cfg.h.
+ * stage_cfg.c — the plan-to-stage mapping of stage_cfg.h; a stage's blocks come from the split
+ * (split.h), so uneven stages reach the executor, the memory prediction and the cost model alike.
  */
 #include "stage_cfg.h"
+#include "split.h"
 
 #include <string.h>
 
 void plan_stage_cfg(pp_stage_cfg_t *c, const pp_config_t *cfg, const pp_plan_t *plan, int s)
 {
-    int lps = cfg->model.layers / plan->n_stages;
     memset(c, 0, sizeof *c);
     c->hidden = cfg->model.hidden;
     c->heads = cfg->model.heads;
     c->seq_len = cfg->model.seq_len;
     c->vocab = cfg->model.vocab;
     c->micro_batch_size = cfg->pipeline.micro_batch_size;
-    c->n_layers = lps;
-    c->first_layer = s * lps;
+    split_stage_layers(cfg, plan->n_stages, s, &c->n_layers, &c->first_layer);
     c->total_layers = cfg->model.layers;
     c->is_first = s == 0;
     c->is_last = s == plan->n_stages - 1;

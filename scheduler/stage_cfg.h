@@ -14,8 +14,9 @@
 extern "C" {
 #endif
 
-/* Stage s of `plan` made from `cfg`: layers / stages blocks starting at s * that, the embedding on
- * stage 0, the head on the last, the plan's slot count, AdamW state when the config asks. */
+/* Stage s of `plan` made from `cfg`: the split's blocks of stage s (split_stage_layers: even,
+ * listed or balanced), the embedding on stage 0, the head on the last, the plan's slot count, AdamW
+ * state when the config asks. */
 void plan_stage_cfg(pp_stage_cfg_t *c, const pp_config_t *cfg, const pp_plan_t *plan, int s);
 
 #ifdef __cplusplus

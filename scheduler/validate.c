@@ -459,14 +459,15 @@ static int has_dep(const pp_plan_t *plan, int i, int on)
     return 0;
 }
 
-/* The dry run: walking the plan in order, every op only waits for ops already run; each stream
- * runs in program order; each op waits for the data it consumes; slots stay in range. */
+/* The dry run: walking the plan in order, every op only waits for ops already run; each channel
+ * (plan.h) runs in program order; each op waits for the data it consumes; slots stay in range. */
 static pp_status_t plan_check_order(const pp_plan_t *plan)
 {
     char txt[96];
     size_t n_idx = (size_t)PP_ACT_COUNT * (size_t)plan->n_stages * (size_t)plan->n_mb;
     int *idx = malloc(sizeof *idx * n_idx);
-    int *last_pos = malloc(sizeof *last_pos * (size_t)plan->n_devices * PP_ROLE_COUNT);
+    int n_chan = pp_channel_count(plan->n_devices);
+    int *last_pos = malloc(sizeof *last_pos * (size_t)n_chan);
     if (!idx || !last_pos) {
         free(idx);
         free(last_pos);
@@ -474,7 +475,7 @@ static pp_status_t plan_check_order(const pp_plan_t *plan)
     }
     for (size_t j = 0; j < n_idx; j++)
         idx[j] = -1;
-    for (int j = 0; j < plan->n_devices * PP_ROLE_COUNT; j++)
+    for (int j = 0; j < n_chan; j++)
         last_pos[j] = -1;
     for (int i = 0; i < plan->n_ops; i++) {
         const pp_op_t *o = &plan->ops[i];
@@ -502,11 +503,12 @@ static pp_status_t plan_check_order(const pp_plan_t *plan)
                 goto fail;
             }
         }
-        int *lp = &last_pos[o->device * PP_ROLE_COUNT + o->role];
-        if (o->pos < *lp) {
+        /* A send channel runs in the order of its receives (each RECV follows its SEND). */
+        int *lp = &last_pos[pp_plan_channel(plan, i)];
+        if (o->role != PP_ROLE_SEND && o->pos < *lp) {
             plan_at(plan, i);
             fprintf(stderr,
-                    "is enqueued on the %s stream after step %d, which comes later in the "
+                    "is enqueued on its %s channel after step %d, which comes later in the "
                     "program\n",
                     pp_role_name(o->role), *lp);
             goto fail;

@@ -10,6 +10,7 @@
 #include "../check.h"
 #include "config.h"
 #include "generate.h"
+#include "split.h"
 #include "support.h"
 #include "written.h"
 
@@ -160,17 +161,19 @@ static void test_every_key(void)
     EXPECT(cfg.run.offload == PP_OFFLOAD_ACTIVATIONS && cfg.cost.host_link_gbps == 25.5);
     EXPECT(cfg.cost.forward == 2.5 && cfg.cost.backward_input == 3.25);
     EXPECT(cfg.cost.backward_weight == 0.5 && cfg.cost.send == 0.125);
-    /* No generated kind builds placement v yet: resolve refuses it at the key's place (it was
-     * refused later, while generating, with no place). */
+    /* interleaved 1F1B does not build placement v (zb-v and dualpipe-v do): resolve refuses it at
+     * the key's place (it was refused later, while generating, with no place). */
     ts_capture_begin();
     pp_status_t st = config_resolve(&cfg, 4);
     const char *err = ts_capture_end();
     TS_EXPECT_REJECT(st, err,
-                     "tests/data/all_keys.yaml:14:14: pipeline.placement: interleaved-1f1b: "
+                     "tests/data/all_keys.yaml:15:14: pipeline.placement: interleaved-1f1b: "
                      "placement v is not supported (the order is built for loop placement, stage s "
                      "on device s mod p) (allowed: placement loop, or the order written under "
                      "schedule.steps)");
     EXPECT(cfg.pipeline.stages == 6 && cfg.pipeline.chunks == 2 && cfg.pipeline.n_devices == 3);
+    EXPECT(cfg.model.n_layers_per_stage == 6 && cfg.model.layers_per_stage[0] == 5 &&
+           cfg.model.layers_per_stage[5] == 7);
     config_free(&cfg);
 
     /* A file with one key: its name, the key, and defaults for the rest. */
@@ -264,7 +267,7 @@ static void test_unknown_keys(void)
         st, e,
         "tests/data/unknown_key.yaml:5:3: unknown key 'microbatch_size' in pipeline "
         "(allowed: devices, stages, chunks, placement, micro_batches, micro_batch_size, "
-        "transport)");
+        "transport, split)");
     EXPECT_LOAD_ERROR("model:\n  layers: 24\nmdoel:\n  hidden: 8\n",
                       "t.yaml:3:1: unknown section 'mdoel' (allowed: name, model, pipeline, "
                       "schedule, run, cost)");
@@ -307,7 +310,7 @@ static void test_wrong_types(void)
                       "t.yaml:2:10: model.layers: no value given (allowed: an integer 1..100000)");
     EXPECT_LOAD_ERROR("model: 24\n",
                       "t.yaml:1:8: model: expected a mapping of keys, got a value (allowed: "
-                      "layers, hidden, heads, seq_len, vocab, dtype)");
+                      "layers, hidden, heads, seq_len, vocab, dtype, layers_per_stage)");
     EXPECT_LOAD_ERROR("cost:\n  forward: fast\n",
                       "t.yaml:2:12: cost.forward: 'fast' is not a number (allowed: a number > 0 "
                       "and <= 1e+06)");
@@ -383,9 +386,10 @@ static void test_enums(void)
 {
     EXPECT_LOAD_ERROR("model:\n  dtype: fp16\n",
                       "t.yaml:2:10: model.dtype: unknown value 'fp16' (allowed: bf16, fp32)");
-    EXPECT_LOAD_ERROR("schedule:\n  kind: 2f2b\n",
-                      "t.yaml:2:9: schedule.kind: unknown value '2f2b' (allowed: gpipe, 1f1b, "
-                      "interleaved-1f1b, zb-h1)");
+    EXPECT_LOAD_ERROR(
+        "schedule:\n  kind: 2f2b\n",
+        "t.yaml:2:9: schedule.kind: unknown value '2f2b' (allowed: gpipe, 1f1b, "
+        "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipe-v, looped-bfs, interleaved-zb)");
     EXPECT_LOAD_ERROR("pipeline:\n  placement: zigzag\n",
                       "t.yaml:2:14: pipeline.placement: unknown value 'zigzag' (allowed: loop, "
                       "v)");
@@ -642,7 +646,7 @@ static void test_set(void)
                      "once)");
     EXPECT_SET_ERROR("model.layer=3",
                      "--set model.layer=3: unknown key 'layer' in model (allowed: layers, hidden, "
-                     "heads, seq_len, vocab, dtype)");
+                     "heads, seq_len, vocab, dtype, layers_per_stage)");
     EXPECT_SET_ERROR("modle.layers=3",
                      "--set modle.layers=3: unknown section 'modle' (allowed: name, model, "
                      "pipeline, schedule, run, cost)");
@@ -734,15 +738,18 @@ static void test_resolve_ok(void)
 static void test_resolve_errors(void)
 {
     /* layers % stages, blaming whichever key made the stage count. */
-    EXPECT_RESOLVE_ERROR("", 5,
-                         "t.yaml: pipeline.devices: 24 layers do not split into 5 stages "
-                         "(allowed: a divisor of 24)");
-    EXPECT_RESOLVE_ERROR("pipeline:\n  devices: 4\n  stages: 16\n", 4,
-                         "t.yaml:3:11: pipeline.stages: 24 layers do not split into 16 stages "
-                         "(allowed: a divisor of 24)");
-    EXPECT_RESOLVE_ERROR("model:\n  layers: 10\n", 4,
-                         "t.yaml:2:11: model.layers: 10 layers do not split into 4 stages "
-                         "(allowed: a divisor of 10)");
+    EXPECT_RESOLVE_ERROR(
+        "", 5,
+        "t.yaml: pipeline.devices: 24 layers do not split into 5 stages "
+        "(allowed: a divisor of 24, model.layers_per_stage or pipeline.split: balanced)");
+    EXPECT_RESOLVE_ERROR(
+        "pipeline:\n  devices: 4\n  stages: 16\n", 4,
+        "t.yaml:3:11: pipeline.stages: 24 layers do not split into 16 stages "
+        "(allowed: a divisor of 24, model.layers_per_stage or pipeline.split: balanced)");
+    EXPECT_RESOLVE_ERROR(
+        "model:\n  layers: 10\n", 4,
+        "t.yaml:2:11: model.layers: 10 layers do not split into 4 stages "
+        "(allowed: a divisor of 10, model.layers_per_stage or pipeline.split: balanced)");
     /* A --set override is blamed before the file's keys. */
     {
         pp_config_t c;
@@ -752,8 +759,9 @@ static void test_resolve_errors(void)
         pp_status_t st = config_resolve(&c, 4);
         const char *err = ts_capture_end();
         EXPECT(st == PP_ERR_INPUT);
-        EXPECT(strcmp(err, "--set model.layers=7: 7 layers do not split into 4 stages (allowed: a "
-                           "divisor of 7)\n") == 0,
+        EXPECT(strcmp(err,
+                      "--set model.layers=7: 7 layers do not split into 4 stages (allowed: a "
+                      "divisor of 7, model.layers_per_stage or pipeline.split: balanced)\n") == 0,
                "got: %s", err);
         config_free(&c);
     }
@@ -833,6 +841,73 @@ static void test_resolve_errors(void)
  * The shipped schedules
  * ------------------------------------------------------------------------------------------- */
 
+/* Layers per stage: even by default, as listed, or balanced by the cost model's stage times (the
+ * LM head on the last stage weighs against its blocks); split_stage_layers reads them back. */
+static void test_layers_split(void)
+{
+    pp_config_t c;
+    REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {devices: 4}\n", NULL, 0) == PP_OK);
+    REQUIRE(config_resolve(&c, 4) == PP_OK);
+    EXPECT(c.model.n_layers_per_stage == 4 && c.model.layers_per_stage[3] == 6);
+    config_free(&c);
+    REQUIRE(config_load_string(&c, "t.yaml",
+                               "pipeline: {devices: 4}\nmodel: {layers_per_stage: [5, 6, 6, 7]}\n",
+                               NULL, 0) == PP_OK);
+    REQUIRE(config_resolve(&c, 4) == PP_OK);
+    int n, first;
+    split_stage_layers(&c, 4, 3, &n, &first);
+    EXPECT(n == 7 && first == 17, "stage 3: %d layers from %d", n, first);
+    split_stage_layers(&c, 4, 0, &n, &first);
+    EXPECT(n == 5 && first == 0);
+    config_free(&c);
+    /* Water-filling: a head of about three blocks on the last stage, then an embedding of two
+     * blocks on the first and a head of two on the last. */
+    int out[4];
+    split_balanced(out, 4, 26, 1.0, 0.0, 3.04);
+    EXPECT(out[0] == 8 && out[1] == 7 && out[2] == 7 && out[3] == 4, "%d %d %d %d", out[0], out[1],
+           out[2], out[3]);
+    split_balanced(out, 4, 24, 1.0, 2.0, 2.0);
+    EXPECT(out[0] == 5 && out[1] == 7 && out[2] == 7 && out[3] == 5, "%d %d %d %d", out[0], out[1],
+           out[2], out[3]);
+    /* balanced from the cost model's stage times: the reference model with vocab 50304 (a head
+     * of about three blocks) goes 7, 7, 7, 3; with vocab 8192 (a head under one block) evenly. */
+    REQUIRE(config_load_string(&c, "t.yaml",
+                               "pipeline: {devices: 4, split: balanced}\nmodel: {vocab: 50304}\n",
+                               NULL, 0) == PP_OK);
+    REQUIRE(config_resolve(&c, 4) == PP_OK);
+    EXPECT(c.model.layers_per_stage[0] == 7 && c.model.layers_per_stage[1] == 7 &&
+               c.model.layers_per_stage[2] == 7 && c.model.layers_per_stage[3] == 3,
+           "%d %d %d %d", c.model.layers_per_stage[0], c.model.layers_per_stage[1],
+           c.model.layers_per_stage[2], c.model.layers_per_stage[3]);
+    double block, embed, head;
+    split_part_ms(&c, &block, &embed, &head);
+    EXPECT(block > 0 && embed > 0 && head > 2 * block, "block %g embed %g head %g", block, embed,
+           head);
+    config_free(&c);
+    REQUIRE(config_load_string(&c, "t.yaml",
+                               "pipeline: {devices: 4, split: balanced}\nmodel: {vocab: 8192}\n",
+                               NULL, 0) == PP_OK);
+    REQUIRE(config_resolve(&c, 4) == PP_OK);
+    EXPECT(c.model.layers_per_stage[0] == 6 && c.model.layers_per_stage[3] == 6, "%d .. %d",
+           c.model.layers_per_stage[0], c.model.layers_per_stage[3]);
+    config_free(&c);
+    /* balanced needs no divisor; even does. */
+    EXPECT_RESOLVE_ERROR("pipeline: {devices: 4}\nmodel: {layers_per_stage: [6, 6, 6]}\n", 4,
+                         "t.yaml:2:27: model.layers_per_stage: 3 entries for 4 stages (allowed: "
+                         "one entry per stage)");
+    EXPECT_RESOLVE_ERROR("pipeline: {devices: 4}\nmodel: {layers_per_stage: [6, 6, 6, 5]}\n", 4,
+                         "t.yaml:2:27: model.layers_per_stage: the entries sum to 23, but "
+                         "model.layers is 24 (allowed: entries summing to 24)");
+    EXPECT_RESOLVE_ERROR("pipeline: {devices: 2, split: balanced}\n"
+                         "model: {layers_per_stage: [12, 12]}\n",
+                         2,
+                         "t.yaml:1:31: pipeline.split: balanced, but model.layers_per_stage "
+                         "lists the split too (allowed: one of them)");
+    EXPECT_SET_ERROR("pipeline.split=uneven",
+                     "--set pipeline.split=uneven: unknown value 'uneven' (allowed: even, "
+                     "balanced)");
+}
+
 static void test_shipped_schedules(void)
 {
     glob_t g;
@@ -871,6 +946,11 @@ static void test_shipped_schedules(void)
         {"schedules/gpipe.yaml", PP_SCHED_GPIPE, 1},
         {"schedules/interleaved.yaml", PP_SCHED_INTERLEAVED, 2},
         {"schedules/zb-h1.yaml", PP_SCHED_ZBH1, 1},
+        {"schedules/zb-h2.yaml", PP_SCHED_ZBH2, 1},
+        {"schedules/zb-v.yaml", PP_SCHED_ZBV, 2},
+        {"schedules/dualpipe-v.yaml", PP_SCHED_DUALPIPEV, 2},
+        {"schedules/looped-bfs.yaml", PP_SCHED_LOOPED_BFS, 2},
+        {"schedules/interleaved-zb.yaml", PP_SCHED_INTERLEAVED_ZB, 2},
         {"schedules/explicit.yaml", PP_SCHED_STEPS, 1},
         {"schedules/csv.yaml", PP_SCHED_CSV, 1},
     };
@@ -966,6 +1046,49 @@ static void test_kind_table(void)
     REQUIRE(config_load_string(&c, "t.yaml", "schedule: {kind: interleaved}\n", NULL, 0) == PP_OK);
     EXPECT(c.schedule.kind == PP_SCHED_INTERLEAVED && c.pipeline.chunks == 2);
     config_free(&c);
+    /* PyTorch pipelining's schedule names are aliases. */
+    static const struct {
+        const char *name;
+        pp_sched_kind_t kind;
+    } torch_names[] = {{"GPipe", PP_SCHED_GPIPE},
+                       {"1F1B", PP_SCHED_1F1B},
+                       {"Interleaved1F1B", PP_SCHED_INTERLEAVED},
+                       {"ZBVZeroBubble", PP_SCHED_ZBV},
+                       {"DualPipeV", PP_SCHED_DUALPIPEV},
+                       {"LoopedBFS", PP_SCHED_LOOPED_BFS},
+                       {"InterleavedZeroBubble", PP_SCHED_INTERLEAVED_ZB}};
+    for (size_t i = 0; i < sizeof torch_names / sizeof *torch_names; i++)
+        EXPECT(sched_kind_find(torch_names[i].name) == (int)torch_names[i].kind, "%s",
+               torch_names[i].name);
+    /* zb-v and dualpipe-v build placement v alone: it is their default; loop is refused when the
+     * schedule is generated, other kinds refuse v with their reason. */
+    REQUIRE(config_load_string(&c, "t.yaml", "schedule: {kind: DualPipeV}\n", NULL, 0) == PP_OK);
+    EXPECT(config_resolve(&c, 4) == PP_OK);
+    EXPECT(c.schedule.kind == PP_SCHED_DUALPIPEV && c.pipeline.chunks == 2 &&
+           c.pipeline.placement == PP_PLACEMENT_V && c.pipeline.stages == 8);
+    config_free(&c);
+    char msg[512];
+    EXPECT(sched_kind_check_placement(PP_SCHED_ZBV, 2, PP_PLACEMENT_LOOP, msg, sizeof msg) ==
+                   PP_KIND_BAD_PLACEMENT &&
+               strstr(msg, "built for V placement") && strstr(msg, "(allowed: placement v"),
+           "%s", msg);
+    EXPECT(sched_kind_check_placement(PP_SCHED_INTERLEAVED_ZB, 2, PP_PLACEMENT_V, msg,
+                                      sizeof msg) == PP_KIND_BAD_PLACEMENT &&
+               strstr(msg, "(allowed: placement loop"),
+           "%s", msg);
+    EXPECT(sched_kind_check_placement(PP_SCHED_ZBH2, 1, PP_PLACEMENT_V, msg, sizeof msg) ==
+           PP_KIND_OK);
+    EXPECT_RESOLVE_ERROR("schedule: {kind: zb-v}\npipeline: {chunks: 3}\n", 4,
+                         "t.yaml:2:20: pipeline.chunks: zb-v runs two chunks per device in a V, "
+                         "but 12 stages on 4 devices make 3 chunks (allowed: chunks 2)");
+    EXPECT_RESOLVE_ERROR("schedule: {kind: dualpipe-v}\npipeline: {micro_batches: 6}\n", 4,
+                         "t.yaml:2:27: pipeline.micro_batches: dualpipe-v needs at least as many "
+                         "micro-batches as stages: 6 < 8 (allowed: 8 or more)");
+    EXPECT_RESOLVE_ERROR(
+        "schedule: {kind: interleaved-zb}\npipeline: {micro_batches: 13}\n", 4,
+        "t.yaml:2:27: pipeline.micro_batches: interleaved-zb runs micro-batches in "
+        "3 rounds (micro-batches / devices), which do not divide 13 (allowed: a "
+        "multiple of 4, or fewer than 8)");
 }
 
 /* A failure after the steps were built leaves a config that frees cleanly (ASan checks). */
@@ -1001,6 +1124,7 @@ int main(void)
     RUN(test_set);
     RUN(test_resolve_ok);
     RUN(test_resolve_errors);
+    RUN(test_layers_split);
     RUN(test_shipped_schedules);
     RUN(test_counts);
     RUN(test_free_after_failure);

@@ -22,7 +22,7 @@
 static pp_cost_model_t make_costs(int n_stages, double f, double bi, double bw, double send)
 {
     pp_cost_model_t cm;
-    pp_cost_cfg_t c = {f, bi, bw, send};
+    pp_cost_cfg_t c = {f, bi, bw, send, 0};
     if (cost_model_uniform(&cm, n_stages, &c) != PP_OK) memset(&cm, 0, sizeof cm);
     return cm;
 }
@@ -477,19 +477,20 @@ static void test_simulated_sweep(void)
 }
 
 /* The simulator's rules with a host that is late by `late` ms for every compute op: each starts
- * that long after its stream and inputs allowed (a stand-in for a measured run with launch gaps).
- */
+ * that long after its channel (plan.h) and inputs allowed (a stand-in for a measured run with
+ * launch gaps). */
 static void retime_late(const pp_plan_t *plan, const pp_cost_model_t *cm, double late,
                         pp_timeline_t *tl)
 {
-    double free_at[PP_MAX_DEVICES * PP_ROLE_COUNT] = {0};
+    double *free_at = calloc((size_t)pp_channel_count(plan->n_devices), sizeof *free_at);
+    if (!free_at) abort();
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         int n_side = pp_action_is_compute(op->kind) ? 1 : 2, side[2] = {k, op->peer};
         double t = 0.0;
         for (int i = 0; i < n_side; i++) {
             const pp_op_t *x = &plan->ops[side[i]];
-            t = fmax(t, free_at[x->device * PP_ROLE_COUNT + (int)x->role]);
+            t = fmax(t, free_at[pp_plan_channel(plan, side[i])]);
             for (int j = 0; j < x->n_deps; j++) {
                 int d = plan->deps[x->dep_begin + j];
                 if (d != side[0] && d != side[1]) t = fmax(t, tl->t[d].end_ms);
@@ -503,12 +504,12 @@ static void retime_late(const pp_plan_t *plan, const pp_cost_model_t *cm, double
                          : (op->link == PP_TRANSPORT_LOCAL ? 0.0 : cm->send);
         if (n_side == 1) t += late;
         for (int i = 0; i < n_side; i++) {
-            const pp_op_t *x = &plan->ops[side[i]];
             tl->t[side[i]] = (pp_op_time_t){t, t + dur};
-            free_at[x->device * PP_ROLE_COUNT + (int)x->role] = t + dur;
+            free_at[pp_plan_channel(plan, side[i])] = t + dur;
         }
         if (n_side == 2) k++; /* the RECV sits right after its SEND */
     }
+    free(free_at);
 }
 
 /* A late host in a whole pipeline: every compute op but each device's first adds exactly `late`

@@ -82,17 +82,21 @@ static void check_plan_properties(const pp_plan_t *pl, const char *what)
         }
         EXPECT(o->slot >= 0 && o->slot < pl->slots_per_stage[o->stage], "%s: slot", what);
     }
-    /* Stream order: within each (device, role), plan order follows program positions. */
-    for (int d = 0; d < pl->n_devices; d++)
-        for (int r = 0; r < PP_ROLE_COUNT; r++) {
-            int last = -1;
-            for (int i = 0; i < pl->n_ops; i++) {
-                if (pl->ops[i].device != d || pl->ops[i].role != (pp_role_t)r) continue;
-                EXPECT(pl->ops[i].pos > last, "%s: device %d %s stream out of order", what, d,
-                       pp_role_name((pp_role_t)r));
-                last = pl->ops[i].pos;
-            }
-        }
+    /* Channel order (plan.h): within a device's compute stream and within each recv channel
+     * (device, source device), plan order follows program positions; a send channel follows
+     * its receives, each SEND sitting right before its RECV (checked above). */
+    int n_chan = pp_channel_count(pl->n_devices);
+    int *last = malloc(sizeof *last * (size_t)n_chan);
+    for (int c = 0; c < n_chan; c++)
+        last[c] = -1;
+    for (int i = 0; i < pl->n_ops; i++) {
+        if (pl->ops[i].role == PP_ROLE_SEND) continue;
+        int c = pp_plan_channel(pl, i);
+        EXPECT(pl->ops[i].pos > last[c], "%s: device %d %s channel out of order", what,
+               pl->ops[i].device, pp_role_name(pl->ops[i].role));
+        last[c] = pl->ops[i].pos;
+    }
+    free(last);
     /* prog_ops: every op once, grouped by device, positions 0.. in order. */
     char *seen = calloc((size_t)pl->n_ops + 1, 1);
     for (int d = 0; d < pl->n_devices; d++)

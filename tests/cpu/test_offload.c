@@ -2,10 +2,12 @@
  * test_offload.c — run.offload on the CPU: where the lowering places OFFLOAD and RELOAD, the
  * device ring and host slots it sizes, the dependencies that order slot and host-slot reuse, the
  * rules plan_validate keeps for the copies, the device bytes with and without offload, and the
- * simulator's host-link model (a copy takes bytes / host_link_gbps on its own stream).
+ * simulator's host-link model (a copy takes bytes / host_link_gbps on its own stream), and every
+ * multi-chunk kind lowering, validating and simulating with it on an uneven split.
  */
 #include "../../scheduler/generate.h"
 #include "../../scheduler/plan.h"
+#include "../../scheduler/run.h"
 #include "../../scheduler/simulate.h"
 #include "../../scheduler/stage_cfg.h"
 #include "../check.h"
@@ -161,6 +163,37 @@ static void test_every_kind(void)
             }
 }
 
+/* The two-chunk kinds with run.offload and a balanced split, through the run chain: the copies
+ * lower on their offload and load channels, the plan validates, the simulation ends, and every
+ * OFFLOAD has its RELOAD. */
+static void test_two_chunk_kinds(void)
+{
+    static const char *const kinds[] = {"interleaved-1f1b", "zb-h2",      "zb-v",
+                                        "dualpipe-v",       "looped-bfs", "interleaved-zb"};
+    for (int k = 0; k < 6; k++)
+        for (int p = 2; p <= 4; p *= 2) {
+            char yaml[512];
+            snprintf(yaml, sizeof yaml,
+                     "model: {layers: 30, hidden: 64, heads: 4, seq_len: 32, vocab: 4096}\n"
+                     "pipeline: {devices: %d, micro_batches: %d, split: balanced}\n"
+                     "schedule: {kind: %s}\nrun: {offload: activations}\n",
+                     p, 2 * p, kinds[k]);
+            pp_run_t r;
+            pp_run_opts_t ro = {0};
+            REQUIRE(run_load(&r, "t.yaml", yaml, NULL, 0, 0) == PP_OK, "%s p=%d", kinds[k], p);
+            EXPECT(r.plan.offload, "%s p=%d: offload on", kinds[k], p);
+            REQUIRE(run_go(&r, &ro) == PP_OK, "%s p=%d", kinds[k], p);
+            int off = 0, rel = 0;
+            for (int i = 0; i < r.plan.n_ops; i++) {
+                off += r.plan.ops[i].kind == PP_ACT_OFFLOAD;
+                rel += r.plan.ops[i].kind == PP_ACT_RELOAD;
+            }
+            EXPECT(off > 0 && off == rel, "%s p=%d: %d OFFLOAD, %d RELOAD", kinds[k], p, off, rel);
+            EXPECT(r.predicted_ms > 0, "%s p=%d", kinds[k], p);
+            run_free(&r);
+        }
+}
+
 /* plan_validate refuses a backward that does not wait for its RELOAD. */
 static void test_validate_rejects(void)
 {
@@ -226,6 +259,7 @@ int main(void)
     RUN(test_gpipe_one_device);
     RUN(test_dependencies);
     RUN(test_every_kind);
+    RUN(test_two_chunk_kinds);
     RUN(test_validate_rejects);
     RUN(test_simulate_host_link);
     return check_summary("test_offload");

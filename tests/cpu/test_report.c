@@ -571,6 +571,31 @@ static void test_bubble_chart(void)
                                      m, meas, sim, "measured") == PP_ERR_IO);
 }
 
+/* Every run of a comparison as bars: one group per schedule in first-seen order, one bar per m
+ * (a NAN bubble left out), a closed-form tick where there is one. */
+static void test_bubble_bars(void)
+{
+    const char *group[] = {"gpipe", "gpipe", "zb-v & co", "zb-v & co", "steps"};
+    int m[] = {8, 32, 32, 8, 8};
+    double bubble[] = {0.273, 0.086, 0.023, NAN, 0.2}, theory[] = {0.273, 0.086, 0.015, 0.06, NAN};
+    char path[512];
+    temp_path(path, sizeof path, ".svg");
+    REQUIRE(report_write_bubble_bars(path, "all <p=4>", 5, group, m, bubble, theory) == PP_OK);
+    char *s = read_all(path);
+    REQUIRE(s != NULL);
+    xc_t xc;
+    EXPECT(xml_wellformed(s, &xc), "chart is not well-formed XML");
+    EXPECT(count_substr(s, "<title>m = ") == 4, "bars");
+    EXPECT(count_substr(s, "stroke-width=\"2\"/>") == 3, "closed-form ticks");
+    EXPECT(strstr(s, "zb-v &amp; co") != NULL && strstr(s, "all &lt;p=4&gt;") != NULL);
+    const char *a = strstr(s, ">gpipe<"), *b = strstr(s, ">zb-v &amp; co<"),
+               *c = strstr(s, ">steps<");
+    EXPECT(a && b && c && a < b && b < c, "groups in first-seen order");
+    EXPECT(strstr(s, "m = 8</text>") && strstr(s, "m = 32</text>"), "legend");
+    free(s);
+    unlink(path);
+}
+
 /* The checkers themselves must reject what is broken, or the tests above prove nothing. */
 static void test_checkers_reject_bad_input(void)
 {
@@ -632,6 +657,7 @@ int main(void)
     RUN(test_trace);
     RUN(test_svg);
     RUN(test_bubble_chart);
+    RUN(test_bubble_bars);
     RUN(test_checkers_reject_bad_input);
     return check_summary("test_report");
 }

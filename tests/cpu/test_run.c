@@ -61,6 +61,38 @@ static void test_cost_model_uniform(void)
     run_free(&r);
 }
 
+/* An uneven split reaches every consumer through plan_stage_cfg: hand-set costs scale by a
+ * stage's blocks, the model prices each stage by its own blocks, memory sizes each by them. */
+static void test_uneven_split(void)
+{
+    pp_run_t r;
+    const char *sets[] = {"model.layers_per_stage=[6, 18]"};
+    REQUIRE(run_load(&r, "t.yaml", yaml_of("1f1b", 2, 4), sets, 1, 0) == PP_OK);
+    pp_cost_model_t cm;
+    REQUIRE(run_cost_model(&cm, &r.plan, &r.cfg, NULL, NULL, NULL) == PP_OK);
+    EXPECT(cm.f[0] == 0.5 && cm.f[1] == 1.5, "hand-set f: %g %g", cm.f[0], cm.f[1]);
+    EXPECT(cm.i[0] == 1.0 && cm.i[1] == 3.0, "hand-set i: %g %g", cm.i[0], cm.i[1]);
+    cost_model_free(&cm);
+    run_free(&r);
+    const char *model_sets[] = {"model.layers_per_stage=[3, 21]"};
+    pp_run_t even, uneven;
+    const char *yaml = "model: {layers: 24, hidden: 256, heads: 4, seq_len: 128, vocab: 128}\n"
+                       "pipeline: {devices: 2, micro_batches: 4}\nschedule: {kind: 1f1b}\n";
+    REQUIRE(run_load(&even, "t.yaml", yaml, NULL, 0, 0) == PP_OK);
+    REQUIRE(run_load(&uneven, "t.yaml", yaml, model_sets, 1, 0) == PP_OK);
+    pp_run_opts_t ro = {0};
+    REQUIRE(run_go(&even, &ro) == PP_OK && run_go(&uneven, &ro) == PP_OK);
+    EXPECT(uneven.cost.f[0] < even.cost.f[0] && uneven.cost.f[1] > even.cost.f[1],
+           "stage F: even %g %g, uneven %g %g", even.cost.f[0], even.cost.f[1], uneven.cost.f[0],
+           uneven.cost.f[1]);
+    EXPECT(uneven.mem.dev[0].state < even.mem.dev[0].state &&
+               uneven.mem.dev[1].state > even.mem.dev[1].state,
+           "state bytes: even %g %g, uneven %g %g", even.mem.dev[0].state, even.mem.dev[1].state,
+           uneven.mem.dev[0].state, uneven.mem.dev[1].state);
+    run_free(&even);
+    run_free(&uneven);
+}
+
 /* A stand-in executor: the simulator's timeline with per-stage costs as the "measurement", and
  * a loss per step. */
 static pp_status_t fake_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
@@ -129,6 +161,7 @@ int main(void)
     ts_rng_seed(0x9e3779b97f4a7c15ull);
     RUN(test_simulated);
     RUN(test_cost_model_uniform);
+    RUN(test_uneven_split);
     RUN(test_measured);
     RUN(test_input_errors);
     return check_summary("test_run");

@@ -220,6 +220,43 @@ static void test_csv_idle_cells(void)
     schedule_free(&s);
 }
 
+/* PyTorch's DualPipeV composite: `(F;B)OVERLAP_F_B` reads as the forward, then the backward. */
+static void test_csv_overlap_f_b(void)
+{
+    pp_schedule_t s;
+    const char *e;
+    pp_status_t st = read_csv_text(&s,
+                                   "0F0,0F1,3F0,\"(0F2;3B0)\",(3F1;0B0)OVERLAP_F_B,3B1,0B1\n"
+                                   "1F0,2F0,1F1,(2F1;1B0 )OVERLAP_F_B,2B0,2B1,1B1\n",
+                                   "o.csv", &e);
+    EXPECT(st == PP_ERR_INPUT && strstr(e, "'(0F2;3B0)' is not an action"), "%s", e);
+    st = read_csv_text(&s,
+                       "0F0,0F1,3F0,(0F2;3B0)OVERLAP_F_B,(3F1;0B0)OVERLAP_F_B,3B1,0B1\n"
+                       "1F0,2F0,1F1,2F1,2B0,(1F2;2B1)OVERLAP_F_B,1B0,1B1\n",
+                       "o.csv", &e);
+    REQUIRE(st == PP_OK, "%s", e);
+    pp_schedule_t want;
+    const char *progs[] = {"0F0 0F1 3F0 0F2 3B0 3F1 0B0 3B1 0B1",
+                           "1F0 2F0 1F1 2F1 2B0 1F2 2B1 1B0 1B1"};
+    REQUIRE(ts_sched_from(&want, 4, 3, 2, progs, 1) == PP_OK);
+    EXPECT(ts_same_schedule(&s, &want));
+    schedule_free(&s);
+    schedule_free(&want);
+    /* FSDP and data-parallel steps are left out; a stage number must lead them. */
+    st = read_csv_text(&s, "0F0,0B0,0REDUCE_GRAD\n0UNSHARD,1F0,1B0,1RESHARD\n", "r.csv", &e);
+    REQUIRE(st == PP_OK, "%s", e);
+    EXPECT(s.prog[0].n == 2 && s.prog[1].n == 2 && s.n_stages == 2);
+    schedule_free(&s);
+    EXPECT_CSV_ERROR("0F0,REDUCE_GRAD\n",
+                     "t.csv:1:5: cell 2: 'REDUCE_GRAD' is not an action " ACTION_ALLOWED);
+    EXPECT_CSV_ERROR("(0F0;0SEND_F0)OVERLAP_F_B\n",
+                     "t.csv:1:1: cell 1: '0SEND_F0' inside OVERLAP_F_B is not a compute action "
+                     "(allowed: (<action>;<action>)OVERLAP_F_B of F, B, I or W actions)");
+    EXPECT_CSV_ERROR("0F0,(;)OVERLAP_F_B\n",
+                     "t.csv:1:5: cell 2: OVERLAP_F_B holds no action (allowed: "
+                     "(<action>;<action>)OVERLAP_F_B)");
+}
+
 static void test_csv_errors(void)
 {
     const char *e;
@@ -353,6 +390,7 @@ int main(void)
     RUN(test_csv_round_trip);
     RUN(test_csv_write_exact);
     RUN(test_csv_idle_cells);
+    RUN(test_csv_overlap_f_b);
     RUN(test_csv_errors);
     RUN(test_yaml_round_trip);
     RUN(test_yaml_write_exact);

@@ -184,7 +184,7 @@ static void progs_1f1b(progs_t *g, int p, int m)
 static pp_cost_model_t make_costs(int n_stages, double f, double bi, double bw, double send)
 {
     pp_cost_model_t cm;
-    pp_cost_cfg_t c = {f, bi, bw, send};
+    pp_cost_cfg_t c = {f, bi, bw, send, 0};
     pp_status_t st = cost_model_uniform(&cm, n_stages, &c);
     if (st != PP_OK) memset(&cm, 0, sizeof cm);
     return cm;
@@ -312,6 +312,31 @@ static void test_compute_comm_overlap(void)
     EXPECT_TIME(tl, rb, f + c, f + 2 * c); /* the send stream was still busy */
     EXPECT_TIME(tl, ga, f + c, 2 * f + c);
     EXPECT_TIME(tl, gb, f + 2 * c, 2 * f + 2 * c);
+    timeline_free(&tl);
+    cost_model_free(&cm);
+    ts_plan_free(&pb);
+}
+
+/* Transfers queue only behind transfers of the same directed device pair: device 0's send to
+ * device 2 does not wait for its send to device 1, while a second send to device 1 does; and a
+ * receiver busy on one channel still receives on another. */
+static void test_channels_per_directed_pair(void)
+{
+    double f = ts_rand_uniform(0.5, 1.0), c = ts_rand_uniform(1.0, 2.0);
+    ts_plan_t pb;
+    ts_plan_init(&pb, 3, 3, 2, PP_SCHED_STEPS);
+    int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int to1 = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_TRANSPORT_PEER, 1, f0);
+    int to2 = ts_plan_transfer(&pb, 0, 2, PP_ACT_SEND_F, 0, 2, 0, PP_TRANSPORT_PEER, 1, f0);
+    int to1b = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 1, PP_TRANSPORT_PEER, 1, f0);
+    int from2 = ts_plan_transfer(&pb, 2, 1, PP_ACT_SEND_B, 2, 1, 1, PP_TRANSPORT_PEER, 1, -1);
+    pp_cost_model_t cm = make_costs(3, f, 1, 1, c);
+    pp_timeline_t tl;
+    REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
+    EXPECT_TIME(tl, to1, f, f + c);
+    EXPECT_TIME(tl, to2, f, f + c);          /* another pair: no wait */
+    EXPECT_TIME(tl, to1b, f + c, f + 2 * c); /* the same pair: after the first */
+    EXPECT_TIME(tl, from2, 0, c);            /* device 1 receives from 2 while 0 sends */
     timeline_free(&tl);
     cost_model_free(&cm);
     ts_plan_free(&pb);
@@ -603,6 +628,7 @@ int main(void)
     RUN(test_local_link_is_free);
     RUN(test_compute_comm_overlap);
     RUN(test_transfer_waits_for_receiver);
+    RUN(test_channels_per_directed_pair);
     RUN(test_rejects_broken_plans);
     RUN(test_closed_forms_local_lowering);
     RUN(test_peak_inflight_local_lowering);

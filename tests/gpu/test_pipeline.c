@@ -1,13 +1,15 @@
 /*
  * test_pipeline.c — the executor's correctness anchor: one training step pipelined over k GPUs
  * gives the same loss and the same gradients as the same model run stage after stage on one
- * device, for GPipe, 1F1B, interleaved 1F1B and ZB-H1, on 1, 2 and 4 GPUs, with the peer and the
- * nccl transports. In fp32 the accumulation order is the same (micro-batches in order on every
- * stage), so the comparison is bitwise; in bf16 it is within tolerance. Also: with AdamW on, the
- * loss falls over 50 steps, steps replayed from a captured CUDA graph match eager ones bitwise, and
- * every run.recompute setting and run.offload give the one-device run's loss and gradients.
- * Cases that need more GPUs than present are skipped with the reason; without a GPU every case is
- * skipped. Every case goes through the run chain (run.h), as the command line does.
+ * device, for GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, ZB-V, DualPipeV, looped BFS and
+ * interleaved zero-bubble, with uneven layer splits, and for PyTorch's own orders (tests/data),
+ * on 1, 2 and 4 GPUs, with the peer and the nccl transports. In fp32 the accumulation order is the
+ * same (micro-batches in order on every stage), so the comparison is bitwise; in bf16 it is within
+ * tolerance. Also: with AdamW on, the loss falls over 50 steps, steps replayed from a captured CUDA
+ * graph match eager ones bitwise, and every run.recompute setting and run.offload give the
+ * one-device run's loss and gradients. Cases that need more GPUs than present are skipped with the
+ * reason; without a GPU every case is skipped. Every case goes through the run chain (run.h), as
+ * the command line does.
  */
 #include "../check.h"
 #include "gpu_skip.h"
@@ -399,6 +401,53 @@ CASE(zbh1_1gpu, "zb-h1", 1, "peer", "fp32", 4)
 CASE(zbh1_2gpu_peer, "zb-h1", 2, "peer", "fp32", 4)
 CASE(zbh1_4gpu_peer, "zb-h1", 4, "peer", "fp32", 8)
 CASE(zbh1_4gpu_nccl, "zb-h1", 4, "nccl", "fp32", 8)
+CASE(zbh2_2gpu_peer, "zb-h2", 2, "peer", "fp32", 4)
+CASE(zbh2_4gpu_peer, "zb-h2", 4, "peer", "fp32", 8)
+CASE(zbv_2gpu_peer, "zb-v", 2, "peer", "fp32", 4)
+CASE(zbv_4gpu_peer, "zb-v", 4, "peer", "fp32", 8)
+CASE(zbv_4gpu_nccl, "zb-v", 4, "nccl", "fp32", 8)
+CASE(dualpipev_2gpu_peer, "dualpipe-v", 2, "peer", "fp32", 4)
+CASE(dualpipev_4gpu_peer, "dualpipe-v", 4, "peer", "fp32", 8)
+CASE(looped_bfs_2gpu_peer, "looped-bfs", 2, "peer", "fp32", 4)
+CASE(looped_bfs_4gpu_peer, "looped-bfs", 4, "peer", "fp32", 8)
+CASE(interleaved_zb_2gpu_peer, "interleaved-zb", 2, "peer", "fp32", 4)
+CASE(interleaved_zb_4gpu_peer, "interleaved-zb", 4, "peer", "fp32", 8)
+CASE(interleaved_zb_4gpu_nccl, "interleaved-zb", 4, "nccl", "fp32", 8)
+
+/* Uneven stages: a listed split and the balanced one, against the same one-device run. */
+static void uneven_split(void)
+{
+    if (n_gpus < 2) SKIP("uneven split: needs 2 GPUs, %d present", n_gpus);
+    int p = n_gpus >= 4 ? 4 : 2;
+    char devs[32];
+    snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
+    const char *listed =
+        p == 4 ? "model.layers_per_stage=[1,3,2,2]" : "model.layers_per_stage=[3,5]";
+    const char *a[] = {"schedule.kind=1f1b", devs, "pipeline.micro_batches=8", listed};
+    run_and_compare("test.yaml", model_yaml("fp32"), a, 4, "1f1b, layers as listed");
+    const char *b[] = {"schedule.kind=zb-v", devs, "pipeline.micro_batches=8", "model.layers=12",
+                       "pipeline.split=balanced"};
+    run_and_compare("test.yaml", model_yaml("fp32"), b, 5, "zb-v, balanced split");
+}
+
+/* PyTorch's own orders (bench/torch_orders.py), imported from its CSV, on 4 GPUs. */
+static void torch_orders(void)
+{
+    static const char *const files[] = {"tests/data/torch_zbv_p4_m8.csv",
+                                        "tests/data/torch_interleaved_zb_p4_m8.csv",
+                                        "tests/data/torch_dualpipev_p4_m8.csv"};
+    if (n_gpus < 4) SKIP("PyTorch's orders run on 4 GPUs, %d present", n_gpus);
+    int found = 0;
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        if (access(files[i], R_OK) != 0) continue;
+        found++;
+        char csv[128];
+        snprintf(csv, sizeof csv, "schedule.csv=%s", files[i]);
+        const char *sets[] = {csv, "pipeline.devices=4"};
+        run_and_compare("test.yaml", model_yaml("fp32"), sets, 2, files[i]);
+    }
+    if (!found) SKIP("no tests/data/torch_*_p4_m8.csv (bench/torch_orders.py writes them)");
+}
 
 /* Steps replayed from one captured CUDA graph give bitwise the same losses and gradients as the
  * same steps launched eagerly: data index and optimizer step advance through the device counters.
@@ -531,6 +580,20 @@ int main(void)
     RUN(zbh1_2gpu_peer);
     RUN(zbh1_4gpu_peer);
     RUN(zbh1_4gpu_nccl);
+    RUN(zbh2_2gpu_peer);
+    RUN(zbh2_4gpu_peer);
+    RUN(zbv_2gpu_peer);
+    RUN(zbv_4gpu_peer);
+    RUN(zbv_4gpu_nccl);
+    RUN(dualpipev_2gpu_peer);
+    RUN(dualpipev_4gpu_peer);
+    RUN(looped_bfs_2gpu_peer);
+    RUN(looped_bfs_4gpu_peer);
+    RUN(interleaved_zb_2gpu_peer);
+    RUN(interleaved_zb_4gpu_peer);
+    RUN(interleaved_zb_4gpu_nccl);
+    RUN(uneven_split);
+    RUN(torch_orders);
     RUN(fused_attention_bf16);
     RUN(recompute_matches_reference);
     RUN(offload_matches_reference);
