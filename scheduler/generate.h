@@ -1,10 +1,11 @@
 /*
  * generate.h — schedule generators: the compute actions (F/B/I/W) of every device, in order, for
- * GPipe, 1F1B, interleaved 1F1B and ZB-H1. The result is compute-only; plan_lower adds the
- * communication. Which generator a kind uses, and the preconditions checked before it runs, are
- * rows of the kind table (kinds.h). The built-in generators place stages in a loop (stage s on
- * device s mod p); a kind whose row allows placement v must build it itself. Explicit (`steps:`)
- * and CSV schedules are built by their rows' generators in written.c.
+ * GPipe, 1F1B, interleaved 1F1B and ZB-H1,
+ * and (gen_auto.c) the `auto` order built from the stages' costs. The result is compute-only;
+ * plan_lower adds the communication. Which generator a kind uses, and the preconditions checked
+ * before it runs, are rows of the kind table (kinds.h). The built-in generators place stages in a
+ * loop (stage s on device s mod p); a kind whose row allows placement v must build it itself.
+ * Explicit (`steps:`) and CSV schedules are built by their rows' generators in written.c.
  */
 #ifndef PP_GENERATE_H
 #define PP_GENERATE_H
@@ -27,12 +28,28 @@ pp_status_t generate_cfg_gpipe(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_1f1b(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_interleaved(pp_schedule_t *out, const pp_config_t *cfg);
 pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_auto(pp_schedule_t *out, const pp_config_t *cfg);
 
 /* The individual generators, for tests: p devices, m micro-batches, v chunks per device. */
 pp_status_t generate_gpipe(pp_schedule_t *out, int p, int m);
 pp_status_t generate_1f1b(pp_schedule_t *out, int p, int m);
 pp_status_t generate_interleaved(pp_schedule_t *out, int p, int m, int v);
 pp_status_t generate_zbh1(pp_schedule_t *out, int p, int m);
+
+/* What the `auto` kind builds its order from (gen_auto.c): per stage (= device) the ms of F, I
+ * and W, one transfer's ms, and the most micro-batches in flight on a stage (forward done, W not
+ * yet), which bounds its activation memory. */
+typedef struct pp_auto_costs {
+    const double *f, *i, *w; /* [p] */
+    double send;
+    int limit;
+} pp_auto_costs_t;
+
+/* The `auto` order for p devices and m micro-batches under costs c (gen_auto.c): the best of a
+ * few variants of the greedy, ranked by the simulator on the plan lowered with `cfg` when cfg is
+ * not NULL, else by the greedy's own estimate. */
+pp_status_t generate_auto(pp_schedule_t *out, int p, int m, const pp_auto_costs_t *c,
+                          const pp_config_t *cfg);
 
 #ifdef __cplusplus
 }

@@ -99,6 +99,7 @@ static const pp_kind_row_t kinds[PP_SCHED_KIND_COUNT] = {
                               check_interleaved, bubble_interleaved, 2, LOOP, 0},
     [PP_SCHED_ZBH1] = {"zb-h1", NULL, generate_cfg_zbh1, check_one_stage_m_ge_p, bubble_zbh1, 1,
                        ANY, 0},
+    [PP_SCHED_AUTO] = {"auto", NULL, generate_cfg_auto, check_one_stage, NULL, 1, ANY, 0},
     [PP_SCHED_STEPS] = {"steps", NULL, written_from_steps, NULL, NULL, 1, ANY, 1},
     [PP_SCHED_CSV] = {"csv", NULL, written_from_csv, NULL, NULL, 1, ANY, 1},
 };

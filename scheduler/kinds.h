@@ -29,6 +29,7 @@ typedef enum pp_sched_kind {
     PP_SCHED_1F1B,
     PP_SCHED_INTERLEAVED, /* interleaved 1F1B, v = stages / devices chunks per device */
     PP_SCHED_ZBH1,        /* zero-bubble H1: backward split into I and W */
+    PP_SCHED_AUTO,        /* built from the stages' F, I, W costs (gen_auto.c) */
     PP_SCHED_STEPS,       /* explicit per-device action lists written in the YAML */
     PP_SCHED_CSV,         /* PyTorch pipelining CSV, one row per rank */
     PP_SCHED_KIND_COUNT

@@ -385,7 +385,7 @@ static void test_enums(void)
                       "t.yaml:2:10: model.dtype: unknown value 'fp16' (allowed: bf16, fp32)");
     EXPECT_LOAD_ERROR("schedule:\n  kind: 2f2b\n",
                       "t.yaml:2:9: schedule.kind: unknown value '2f2b' (allowed: gpipe, 1f1b, "
-                      "interleaved-1f1b, zb-h1)");
+                      "interleaved-1f1b, zb-h1, auto)");
     EXPECT_LOAD_ERROR("pipeline:\n  placement: zigzag\n",
                       "t.yaml:2:14: pipeline.placement: unknown value 'zigzag' (allowed: loop, "
                       "v)");
