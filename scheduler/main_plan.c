@@ -213,12 +213,11 @@ static void plan_print_verified(const plan_measured_t *m, int n, double tokens)
 
 static pp_status_t plan_verify(const pp_search_t *s, const pp_plan_query_t *q, int k)
 {
-    if (!execute_built_with_cuda()) {
-        fprintf(stderr, "ppsched plan: --verify needs the CUDA build (ppsched was built without "
-                        "CUDA)\n");
-        return PP_ERR_USAGE;
-    }
     int n_visible = execute_device_count();
+    if (n_visible < 1) {
+        fprintf(stderr, "ppsched plan: --verify: no CUDA device found\n");
+        return PP_ERR_DEVICE;
+    }
     if (n_visible < s->p) {
         fprintf(stderr,
                 "ppsched plan: --verify: %d GPU%s present, the plan is for %d (allowed: "
@@ -263,6 +262,11 @@ int plan_main(int argc, char **argv)
     o.q.sets = o.sets;
     o.q.n_sets = o.n_sets;
     o.q.progress = !o.quiet;
+    if (o.verify > 0 && !execute_built_with_cuda()) {
+        fprintf(stderr, "ppsched plan: --verify needs the CUDA build (ppsched was built without "
+                        "CUDA)\n");
+        return 2;
+    }
     pp_search_t s;
     pp_status_t st = plan_search(&s, &o.q);
     if (st == PP_OK && plan_print_nothing_fits(&s, stderr)) {

@@ -192,12 +192,15 @@ pp_status_t plan_write_yaml(const pp_search_t *s, const pp_candidate_t *c, const
                transport_name(b->pipeline.transport));
     out_printf(&o, "schedule: {kind: %s}\n", sched_kind_name(c->kind));
     out_printf(&o,
-               "run: {steps: %d, warmup: %d, seed: %llu, optimizer: %s, lr: %.17g, "
-               "weight_decay: %.17g, recompute: %s}\n",
+               "run: {steps: %d, warmup: %d, seed: %llu, optimizer: %s, lr: %.9g, "
+               "weight_decay: %.9g, recompute: %s}\n",
                b->run.steps, b->run.warmup, (unsigned long long)b->run.seed,
                b->run.optimizer == PP_OPT_ADAMW ? "adamw" : "none", b->run.lr, b->run.weight_decay,
                stage_recompute_name(b->run.recompute));
     out_printf(&o, "cost: {gpu: %s", s->gpu);
+    if (config_cost_hand_set(b))
+        out_printf(&o, ", forward: %.9g, backward_input: %.9g, backward_weight: %.9g, send: %.9g",
+                   b->cost.forward, b->cost.backward_input, b->cost.backward_weight, b->cost.send);
     if (b->cost_src.profile) {
         out_printf(&o, ", profile: ");
         out_json_str(&o, b->cost_src.profile);
