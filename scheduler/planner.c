@@ -267,7 +267,9 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q)
             s->skipped[PP_SKIP_BUILD]++;
         if (q->progress) plan_progress(s, i + 1, t0, &last);
     }
-    if (q->progress && last > 0) fprintf(stderr, "\n");
+    if (q->progress && last > 0)
+        fprintf(stderr, "\r# plan: %d of %d candidates predicted (%.1f s)\n", s->n, s->n,
+                now_s() - t0);
     s->n = kept;
     for (int i = 0; i < s->n; i++)
         s->c[i].fits = s->c[i].peak_bytes <= s->limit_bytes;
@@ -278,11 +280,19 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q)
 
 /* ---- ranking, front, comparison -------------------------------------------------------------- */
 
+/* Steps within a millionth of each other are a tie (the simulator's sums differ in the last
+ * digits between schedules that run the same ops in another order). */
+static int plan_faster(double a, double b)
+{
+    return a < b - 1e-6 * b;
+}
+
 static int plan_cmp(const void *pa, const void *pb)
 {
     const pp_candidate_t *a = pa, *b = pb;
     if (a->fits != b->fits) return b->fits - a->fits;
-    if (a->fits && a->step_ms != b->step_ms) return a->step_ms < b->step_ms ? -1 : 1;
+    if (a->fits && plan_faster(a->step_ms, b->step_ms)) return -1;
+    if (a->fits && plan_faster(b->step_ms, a->step_ms)) return 1;
     if (a->peak_bytes != b->peak_bytes) return a->peak_bytes < b->peak_bytes ? -1 : 1;
     return strcmp(a->label, b->label);
 }
@@ -308,7 +318,7 @@ int plan_search_pareto(const pp_search_t *s, int *idx, int max)
         for (int j = i; j > 0; j--) {
             const pp_candidate_t *a = &s->c[order[j - 1]], *b = &s->c[order[j]];
             if (a->peak_bytes < b->peak_bytes ||
-                (a->peak_bytes == b->peak_bytes && a->step_ms <= b->step_ms))
+                (a->peak_bytes == b->peak_bytes && !plan_faster(b->step_ms, a->step_ms)))
                 break;
             int t = order[j];
             order[j] = order[j - 1];
@@ -316,7 +326,7 @@ int plan_search_pareto(const pp_search_t *s, int *idx, int max)
         }
     double best = INFINITY;
     for (int i = 0; i < s->n_fit && n < max; i++)
-        if (s->c[order[i]].step_ms < best) {
+        if (n == 0 || plan_faster(s->c[order[i]].step_ms, best)) {
             best = s->c[order[i]].step_ms;
             idx[n++] = order[i];
         }
@@ -330,14 +340,21 @@ void plan_search_why(const pp_search_t *s, char *buf, size_t size)
     if (s->n_fit < 2) return;
     const pp_candidate_t *a = &s->c[0], *b = &s->c[1];
     const double gib = 1073741824.0;
-    snprintf(buf, size,
-             "%s beats %s by %.2f%% (%.3f vs %.3f ms a step): bubble %.1f%% vs %.1f%% (%+.1f pp), "
-             "busiest device computes %.3f vs %.3f ms, %.2f vs %.2f GiB between devices a step, "
-             "fullest device %.2f vs %.2f GiB (%+.2f)",
-             a->label, b->label, 100.0 * (b->step_ms - a->step_ms) / b->step_ms, a->step_ms,
-             b->step_ms, 100 * a->bubble, 100 * b->bubble, 100 * (a->bubble - b->bubble),
-             a->compute_ms, b->compute_ms, a->sent_bytes / gib, b->sent_bytes / gib,
-             a->peak_bytes / gib, b->peak_bytes / gib, (a->peak_bytes - b->peak_bytes) / gib);
+    int n;
+    if (plan_faster(a->step_ms, b->step_ms))
+        n = snprintf(buf, size, "%s beats %s by %.2f%% (%.3f vs %.3f ms a step)", a->label,
+                     b->label, 100.0 * (b->step_ms - a->step_ms) / b->step_ms, a->step_ms,
+                     b->step_ms);
+    else
+        n = snprintf(buf, size, "%s ties with %s (%.3f ms a step) and needs no more memory",
+                     a->label, b->label, a->step_ms);
+    if (n < 0 || (size_t)n >= size) return;
+    snprintf(buf + n, size - (size_t)n,
+             ": bubble %.1f%% vs %.1f%% (%+.1f pp), busiest device computes %.3f vs %.3f ms, "
+             "%.2f vs %.2f GiB between devices a step, fullest device %.2f vs %.2f GiB (%+.2f)",
+             100 * a->bubble, 100 * b->bubble, 100 * (a->bubble - b->bubble), a->compute_ms,
+             b->compute_ms, a->sent_bytes / gib, b->sent_bytes / gib, a->peak_bytes / gib,
+             b->peak_bytes / gib, (a->peak_bytes - b->peak_bytes) / gib);
 }
 
 void plan_search_free(pp_search_t *s)

@@ -193,11 +193,15 @@ pp_status_t plan_write_yaml(const pp_search_t *s, const pp_candidate_t *c, const
     out_printf(&o, "schedule: {kind: %s}\n", sched_kind_name(c->kind));
     out_printf(&o,
                "run: {steps: %d, warmup: %d, seed: %llu, optimizer: %s, lr: %.9g, "
-               "weight_decay: %.9g, recompute: %s}\n",
+               "weight_decay: %.9g, recompute: %s, offload: %s}\n",
                b->run.steps, b->run.warmup, (unsigned long long)b->run.seed,
                b->run.optimizer == PP_OPT_ADAMW ? "adamw" : "none", b->run.lr, b->run.weight_decay,
-               stage_recompute_name(b->run.recompute));
+               stage_recompute_name(b->run.recompute),
+               b->run.offload == PP_OFFLOAD_ACTIVATIONS ? "activations" : "none");
     out_printf(&o, "cost: {gpu: %s", s->gpu);
+    if (b->cost_src.link[0]) out_printf(&o, ", link: %s", b->cost_src.link);
+    if (b->cost.host_link_gbps > 0)
+        out_printf(&o, ", host_link_gbps: %.9g", b->cost.host_link_gbps);
     if (config_cost_hand_set(b))
         out_printf(&o, ", forward: %.9g, backward_input: %.9g, backward_weight: %.9g, send: %.9g",
                    b->cost.forward, b->cost.backward_input, b->cost.backward_weight, b->cost.send);
