@@ -244,6 +244,17 @@ static pp_status_t plan_verify(const pp_search_t *s, const pp_plan_query_t *q, i
 
 /* ---- the command ---------------------------------------------------------------------------- */
 
+/* With --verify and no --gpu, the search prices the GPU present, as the verified runs do. */
+static int plan_present_gpu(plan_opts_t *o)
+{
+    char name[256];
+    execute_describe_devices(name, sizeof name);
+    const pp_gpu_t *g = gpu_match_device(name);
+    if (!g) return 0;
+    snprintf(o->gpu_set, sizeof o->gpu_set, "cost.gpu=%s", g->name);
+    return plan_set(o, o->gpu_set);
+}
+
 static pp_status_t plan_outputs(const pp_search_t *s, const plan_opts_t *o)
 {
     if (o->json) return plan_print_json(s, o->top, stdout);
@@ -258,15 +269,16 @@ int plan_main(int argc, char **argv)
     memset(&o, 0, sizeof o);
     int r = plan_parse(&o, argc, argv, &path);
     if (r) return r > 0 ? 0 : 2;
-    o.q.path = path;
-    o.q.sets = o.sets;
-    o.q.n_sets = o.n_sets;
-    o.q.progress = !o.quiet;
     if (o.verify > 0 && !execute_built_with_cuda()) {
         fprintf(stderr, "ppsched plan: --verify needs the CUDA build (ppsched was built without "
                         "CUDA)\n");
         return 2;
     }
+    if (o.verify > 0 && !o.gpu_set[0] && plan_present_gpu(&o) < 0) return 2;
+    o.q.path = path;
+    o.q.sets = o.sets;
+    o.q.n_sets = o.n_sets;
+    o.q.progress = !o.quiet;
     pp_search_t s;
     pp_status_t st = plan_search(&s, &o.q);
     if (st == PP_OK && plan_print_nothing_fits(&s, stderr)) {
