@@ -871,6 +871,7 @@ static void test_shipped_schedules(void)
         {"schedules/gpipe.yaml", PP_SCHED_GPIPE, 1},
         {"schedules/interleaved.yaml", PP_SCHED_INTERLEAVED, 2},
         {"schedules/zb-h1.yaml", PP_SCHED_ZBH1, 1},
+        {"schedules/auto.yaml", PP_SCHED_AUTO, 1},
         {"schedules/explicit.yaml", PP_SCHED_STEPS, 1},
         {"schedules/csv.yaml", PP_SCHED_CSV, 1},
     };
