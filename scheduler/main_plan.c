@@ -161,84 +161,28 @@ static int plan_parse(plan_opts_t *o, int argc, char **argv, const char **path)
 
 /* ---- --verify ------------------------------------------------------------------------------- */
 
-typedef struct plan_measured {
-    const pp_candidate_t *c;
-    double predicted_ms, measured_ms, predicted_gib, measured_gib;
-} plan_measured_t;
-
-static int plan_by_measure(const void *pa, const void *pb)
+static pp_status_t plan_verify_here(const pp_search_t *s, const pp_plan_query_t *q, int k)
 {
-    const plan_measured_t *a = pa, *b = pb;
-    return a->measured_ms < b->measured_ms ? -1 : a->measured_ms > b->measured_ms;
-}
-
-/* Run candidate c on the GPUs present; fill m. */
-static pp_status_t plan_run_one(const pp_search_t *s, const pp_plan_query_t *q,
-                                const pp_candidate_t *c, int n_visible, plan_measured_t *m)
-{
-    pp_run_t r;
-    char name[256];
-    execute_describe_devices(name, sizeof name);
-    pp_run_opts_t ro = {.measure = 1, .exec = execute_plan, .gpu = gpu_match_device(name)};
-    pp_status_t st = plan_candidate_load(&r, s, q, c, n_visible);
-    if (st == PP_OK) st = run_go(&r, &ro);
-    if (st == PP_OK) {
-        m->c = c;
-        m->predicted_ms = r.predicted_ms;
-        m->measured_ms = r.report.step_ms;
-        m->predicted_gib = r.mem.dev[r.mem.fullest].total / 1073741824.0;
-        m->measured_gib = 0;
-        for (int d = 0; d < r.report.devices; d++)
-            m->measured_gib =
-                fmax(m->measured_gib, (double)r.report.per_device[d].peak_mem_bytes / 1073741824.0);
-    }
-    run_free(&r);
-    return st;
-}
-
-static void plan_print_verified(const plan_measured_t *m, int n, double tokens)
-{
-    printf("#\n# verified on %d candidate%s, re-ranked by the measured step:\n", n,
-           n == 1 ? "" : "s");
-    printf("%4s  %-36s %10s %10s %7s %10s %9s %9s\n", "rank", "schedule", "predicted", "measured",
-           "error", "tokens/s", "pred mem", "meas mem");
-    printf("%4s  %-36s %10s %10s %7s %10s %9s %9s\n", "", "", "(ms)", "(ms)", "(%)", "measured",
-           "(GiB)", "(GiB)");
-    for (int i = 0; i < n; i++)
-        printf("%4d  %-36s %10.3f %10.3f %+7.1f %10.4g %9.2f %9.2f\n", i + 1, m[i].c->label,
-               m[i].predicted_ms, m[i].measured_ms,
-               100 * (m[i].predicted_ms - m[i].measured_ms) / m[i].measured_ms,
-               tokens / (m[i].measured_ms / 1000), m[i].predicted_gib, m[i].measured_gib);
-}
-
-static pp_status_t plan_verify(const pp_search_t *s, const pp_plan_query_t *q, int k)
-{
-    int n_visible = execute_device_count();
+    int n_visible = execute_device_count(), n = 0;
     if (n_visible < 1) {
         fprintf(stderr, "ppsched plan: --verify: no CUDA device found\n");
         return PP_ERR_DEVICE;
     }
     if (n_visible < s->p) {
         fprintf(stderr,
-                "ppsched plan: --verify: %d GPU%s present, the plan is for %d (allowed: "
-                "--gpus %d or fewer)\n",
-                n_visible, n_visible == 1 ? "" : "s", s->p, n_visible > 0 ? n_visible : 1);
+                "ppsched plan: --verify: %d GPU%s present, the plan is for %d (allowed: --gpus %d "
+                "or fewer)\n",
+                n_visible, n_visible == 1 ? "" : "s", s->p, n_visible);
         return PP_ERR_DEVICE;
     }
-    plan_measured_t *m = calloc((size_t)k, sizeof *m);
-    PP_ALLOC_CHECK(m);
-    int n = 0;
-    pp_status_t st = PP_OK;
-    for (int i = 0; i < s->n_fit && n < k && st == PP_OK; i++) {
-        fprintf(stderr, "# verify [%d/%d] %s\n", n + 1, k, s->c[i].label);
-        st = plan_run_one(s, q, &s->c[i], n_visible, &m[n]);
-        if (st == PP_OK) n++;
-    }
-    if (st == PP_OK) {
-        qsort(m, (size_t)n, sizeof *m, plan_by_measure);
-        plan_print_verified(m, n, s->tokens);
-    }
-    free(m);
+    char name[256];
+    execute_describe_devices(name, sizeof name);
+    pp_run_opts_t ro = {.measure = 1, .exec = execute_plan, .gpu = gpu_match_device(name)};
+    pp_verified_t *v = calloc((size_t)k, sizeof *v);
+    PP_ALLOC_CHECK(v);
+    pp_status_t st = plan_verify(s, q, k, n_visible, &ro, v, &n);
+    if (st == PP_OK) st = plan_print_verified(s, v, n, stdout);
+    free(v);
     return st;
 }
 
@@ -290,7 +234,7 @@ int plan_main(int argc, char **argv)
         st = plan_write_yaml(&s, &s.c[0], o.emit);
         if (st == PP_OK && !o.quiet) fprintf(stderr, "# wrote %s (%s)\n", o.emit, s.c[0].label);
     }
-    if (st == PP_OK && o.verify > 0) st = plan_verify(&s, &o.q, o.verify);
+    if (st == PP_OK && o.verify > 0) st = plan_verify_here(&s, &o.q, o.verify);
     plan_search_free(&s);
     fflush(stdout);
     return pp_status_exit_code(st);

@@ -357,6 +357,47 @@ void plan_search_why(const pp_search_t *s, char *buf, size_t size)
              b->peak_bytes / gib, (a->peak_bytes - b->peak_bytes) / gib);
 }
 
+/* ---- --verify -------------------------------------------------------------------------------- */
+
+static int plan_by_measure(const void *pa, const void *pb)
+{
+    const pp_verified_t *a = pa, *b = pb;
+    return a->measured_ms < b->measured_ms ? -1 : a->measured_ms > b->measured_ms;
+}
+
+static pp_status_t plan_run_one(const pp_search_t *s, const pp_plan_query_t *q, int i,
+                                int n_visible, const pp_run_opts_t *ro, pp_verified_t *v)
+{
+    pp_run_t r;
+    pp_status_t st = plan_candidate_load(&r, s, q, &s->c[i], n_visible);
+    if (st == PP_OK) st = run_go(&r, ro);
+    if (st == PP_OK) {
+        v->rank = i + 1;
+        v->predicted_ms = r.predicted_ms;
+        v->measured_ms = r.report.step_ms;
+        v->predicted_bytes = r.mem.dev[r.mem.fullest].total;
+        v->measured_bytes = 0;
+        for (int d = 0; d < r.report.devices; d++)
+            v->measured_bytes =
+                fmax(v->measured_bytes, (double)r.report.per_device[d].peak_mem_bytes);
+    }
+    run_free(&r);
+    return st;
+}
+
+pp_status_t plan_verify(const pp_search_t *s, const pp_plan_query_t *q, int k, int n_visible,
+                        const pp_run_opts_t *ro, pp_verified_t *v, int *n)
+{
+    *n = 0;
+    for (int i = 0; i < s->n_fit && *n < k; i++) {
+        if (q->progress) fprintf(stderr, "# verify [%d/%d] %s\n", *n + 1, k, s->c[i].label);
+        PP_CHECK(plan_run_one(s, q, i, n_visible, ro, &v[*n]));
+        (*n)++;
+    }
+    if (*n > 1) qsort(v, (size_t)*n, sizeof *v, plan_by_measure);
+    return PP_OK;
+}
+
 void plan_search_free(pp_search_t *s)
 {
     if (!s) return;

@@ -108,12 +108,28 @@ int plan_search_pareto(const pp_search_t *s, int *idx, int max);
  * memory side by side. "" when fewer than two fit. */
 void plan_search_why(const pp_search_t *s, char *buf, size_t size);
 
+/* One candidate run on the GPUs (--verify). */
+typedef struct pp_verified {
+    int rank;               /* its place in the predicted ranking, 1-based */
+    double predicted_ms;    /* the chain's prediction before running (the GPU present's) */
+    double measured_ms;     /* the measured median step */
+    double predicted_bytes; /* the fullest device's predicted peak */
+    double measured_bytes;  /* the fullest device's measured peak */
+} pp_verified_t;
+
+/* Run the best k candidates that fit through the chain with ro (a measured run: ro->exec, on
+ * n_visible devices) into v[k], sorted by the measured step; *n: how many ran. Stops at the
+ * first failure. */
+pp_status_t plan_verify(const pp_search_t *s, const pp_plan_query_t *q, int k, int n_visible,
+                        const pp_run_opts_t *ro, pp_verified_t *v, int *n);
+
 /* The outputs (planner_report.c): the table of the top n, the Pareto front and the why line;
  * the same as JSON; every candidate as CSV; the best as a schedule file. */
 pp_status_t plan_print_table(const pp_search_t *s, int top, FILE *f);
 pp_status_t plan_print_json(const pp_search_t *s, int top, FILE *f);
 pp_status_t plan_print_csv(const pp_search_t *s, FILE *f);
 pp_status_t plan_write_yaml(const pp_search_t *s, const pp_candidate_t *c, const char *path);
+pp_status_t plan_print_verified(const pp_search_t *s, const pp_verified_t *v, int n, FILE *f);
 
 /* "nothing fits in 1.0 GiB per GPU: the closest is ... (needs 37.5 GiB on device 0)" on f when no
  * candidate fits; returns 1 then, 0 otherwise. */

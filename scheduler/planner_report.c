@@ -212,3 +212,27 @@ pp_status_t plan_write_yaml(const pp_search_t *s, const pp_candidate_t *c, const
     out_printf(&o, "}\n");
     return out_close(&o);
 }
+
+pp_status_t plan_print_verified(const pp_search_t *s, const pp_verified_t *v, int n, FILE *f)
+{
+    pp_out_t o;
+    out_wrap(&o, f, "output", "the verified plan");
+    out_printf(&o,
+               "#\n# verified: %d candidate%s run on the GPUs present, re-ranked by the measured "
+               "step:\n",
+               n, n == 1 ? "" : "s");
+    out_printf(&o, "%4s %4s  %-36s %10s %10s %7s %10s %9s %9s\n", "rank", "pred", "schedule",
+               "predicted", "measured", "error", "tokens/s", "pred mem", "meas mem");
+    out_printf(&o, "%4s %4s  %-36s %10s %10s %7s %10s %9s %9s\n", "", "rank", "", "(ms)", "(ms)",
+               "(%)", "measured", "(GiB)", "(GiB)");
+    for (int i = 0; i < n; i++)
+        out_printf(&o, "%4d %4d  %-36s %10.3f %10.3f %+7.1f %10.4g %9.2f %9.2f\n", i + 1, v[i].rank,
+                   s->c[v[i].rank - 1].label, v[i].predicted_ms, v[i].measured_ms,
+                   100 * (v[i].predicted_ms - v[i].measured_ms) / v[i].measured_ms,
+                   s->tokens / (v[i].measured_ms / 1000), v[i].predicted_bytes / GIB,
+                   v[i].measured_bytes / GIB);
+    if (n > 0)
+        out_printf(&o, "# measured best: %s (predicted rank %d)\n", s->c[v[0].rank - 1].label,
+                   v[0].rank);
+    return out_close(&o);
+}

@@ -4,9 +4,11 @@
  * table, chunks 1..8, both placements, every micro-batch size of the batch, through run_load and
  * run_predict); every candidate written with plan_write_yaml loads, validates and predicts the
  * same step; a memory limit below every candidate's need gives "nothing fits" naming the closest;
- * refusals are counted by reason; the Pareto front only grows in memory and speed.
+ * refusals are counted by reason; the Pareto front only grows in memory and speed; --verify runs
+ * the best through the chain with a stand-in executor and re-ranks them by its "measurement".
  */
 #include "../check.h"
+#include "cost.h"
 #include "planner.h"
 #include "support.h"
 
@@ -202,6 +204,52 @@ static void test_pareto(void)
     plan_search_free(&s);
 }
 
+/* A stand-in executor: the model's costs, slower by 1% per micro-batch of the step, so that the
+ * measurement re-ranks what the prediction ranked. */
+static pp_status_t fake_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
+                             const pp_config_t *cfg, const pp_exec_opts_t *opts)
+{
+    pp_cost_model_t cm;
+    PP_CHECK(cost_model_build(&cm, cfg, plan, NULL, NULL, NULL));
+    for (int k = 0; k < plan->n_stages; k++) {
+        double x = 1 + 0.01 * plan->n_mb;
+        cm.f[k] *= x;
+        cm.b[k] *= x;
+        cm.i[k] *= x;
+        cm.w[k] *= x;
+    }
+    pp_status_t st = simulate_plan(tl, plan, &cm);
+    cost_model_free(&cm);
+    PP_CHECK(st);
+    tl->mode = PP_MODE_MEASURE;
+    tl->has_op_times = 1;
+    memset(res, 0, sizeof *res);
+    return PP_OK;
+}
+
+/* --verify through the chain: the best k that fit run, sorted by the measured step; the
+ * prediction beside each is the search's. */
+static void test_verify(void)
+{
+    pp_search_t s;
+    pp_plan_query_t q = query(4, 16, 0);
+    REQUIRE(plan_search(&s, &q) == PP_OK);
+    pp_run_opts_t ro = {.measure = 1, .exec = fake_exec};
+    pp_verified_t v[5];
+    int n = 0, seen[6] = {0};
+    REQUIRE(plan_verify(&s, &q, 5, 4, &ro, v, &n) == PP_OK);
+    EXPECT(n == (s.n_fit < 5 ? s.n_fit : 5), "%d ran", n);
+    for (int i = 0; i < n; i++) {
+        REQUIRE(v[i].rank >= 1 && v[i].rank <= 5 && !seen[v[i].rank], "rank %d", v[i].rank);
+        seen[v[i].rank] = 1;
+        const pp_candidate_t *c = &s.c[v[i].rank - 1];
+        EXPECT(fabs(v[i].predicted_ms - c->step_ms) < 1e-9, "%s", c->label);
+        EXPECT(v[i].measured_ms > c->step_ms, "%s: %.4f", c->label, v[i].measured_ms);
+        EXPECT(i == 0 || v[i].measured_ms >= v[i - 1].measured_ms, "order at %d", i);
+    }
+    plan_search_free(&s);
+}
+
 int main(void)
 {
     ts_rng_seed(11);
@@ -211,6 +259,7 @@ int main(void)
     RUN(test_nothing_fits);
     RUN(test_skips_counted);
     RUN(test_pareto);
+    RUN(test_verify);
     unlink(yaml_path);
     return check_summary("test_planner");
 }
