@@ -717,7 +717,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[1], "profile") == 0)
             cmd = CMD_PROFILE;
         else if (strcmp(argv[1], "plan") == 0)
-            return plan_main(argc - 1, argv + 1);
+            return finish_stdout(plan_main(argc - 1, argv + 1));
         else if (strcmp(argv[1], "help") == 0) {
             usage_run(stdout);
             return finish_stdout(0);

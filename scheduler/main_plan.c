@@ -236,6 +236,5 @@ int plan_main(int argc, char **argv)
     }
     if (st == PP_OK && o.verify > 0) st = plan_verify_here(&s, &o.q, o.verify);
     plan_search_free(&s);
-    fflush(stdout);
     return pp_status_exit_code(st);
 }
