@@ -10,6 +10,7 @@
 #include "execute.h"
 #include "main_plan.h"
 #include "planner.h"
+#include "report_io.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -223,6 +224,7 @@ int plan_main(int argc, char **argv)
     o.q.sets = o.sets;
     o.q.n_sets = o.n_sets;
     o.q.progress = !o.quiet;
+    if (o.emit && out_probe(o.emit, "the schedule file") != PP_OK) return 1;
     pp_search_t s;
     pp_status_t st = plan_search(&s, &o.q);
     if (st == PP_OK && plan_print_nothing_fits(&s, stderr)) {
