@@ -42,12 +42,12 @@ LIBS_CUDA := -L$(CUDA_LIB) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(NCC
 LIBS := $(YAML_LIBS) -lm
 
 # The scheduler core is plain C (no CUDA headers); execute*.c/cu, nocuda.c (the CPU-only build's
-# executor) and main.c are not part of it.
+# executor), main.c and main_plan.c (the command line) are not part of it.
 # Plain-C files outside scheduler/ that belong to the core too: the transport table's properties
 # (p2p/transport.c) and the stage's memory layout (stages/stage_layout.c), so the core sizes memory
 # with the functions the stage allocates with.
 CORE_EXTRA_SRC := p2p/transport.c stages/stage_layout.c
-CORE_SRC := $(filter-out scheduler/main.c scheduler/nocuda.c scheduler/execute%, $(wildcard scheduler/*.c)) \
+CORE_SRC := $(filter-out scheduler/main.c scheduler/main_plan.c scheduler/nocuda.c scheduler/execute%, $(wildcard scheduler/*.c)) \
             $(CORE_EXTRA_SRC)
 GPU_C_SRC := $(filter-out $(CORE_EXTRA_SRC), $(wildcard kernels/*.c stages/*.c p2p/*.c \
                                                         scheduler/execute*.c))
@@ -124,7 +124,7 @@ $(BUILD)/obj/%.cu.o: %.cu $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-$(BUILD)/ppsched: $(BUILD)/obj/scheduler/main.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
+$(BUILD)/ppsched: $(BUILD)/obj/scheduler/main.o $(BUILD)/obj/scheduler/main_plan.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	$(LINK) -o $@ $^ $(LIBS_CUDA) $(LIBS)
 
 run: $(BUILD)/ppsched

@@ -34,6 +34,7 @@ typedef enum pp_sched_kind {
     PP_SCHED_DUALPIPEV,      /* DeepSeek's DualPipeV: V placement, overlapped F and B pairs */
     PP_SCHED_LOOPED_BFS,     /* breadth-first: all forwards of a chunk before the next chunk */
     PP_SCHED_INTERLEAVED_ZB, /* interleaved 1F1B with I and W (PyTorch's ZB1P) */
+    PP_SCHED_AUTO,           /* built from the stages' F, I, W costs (gen_auto.c) */
     PP_SCHED_STEPS,          /* explicit per-device action lists written in the YAML */
     PP_SCHED_CSV,            /* PyTorch pipelining CSV, one row per rank */
     PP_SCHED_KIND_COUNT

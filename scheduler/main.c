@@ -6,6 +6,7 @@
  *   ppsched show FILE [--emit csv|yaml]  the plan as a text grid, or the schedule exported
  *   ppsched check FILE                   load, generate, lower and validate; print a summary
  *   ppsched profile FILE [-o OUT.yaml]   measure stage and transfer costs on the GPU (profile.h)
+ *   ppsched plan FILE [options]          search the schedules for a model and GPUs (main_plan.c)
  *
  * This file parses arguments and dispatches commands; every command goes through the one chain of
  * run.h (config → schedule → plan → execute | simulate → report), compare's outputs are in
@@ -15,6 +16,7 @@
  * commands, which is why they have not moved to a file of their own.
  */
 #include "execute.h"
+#include "main_plan.h"
 #include "profile.h"
 #include "report_compare.h"
 #include "report_io.h"
@@ -85,7 +87,7 @@ static void usage_run(FILE *f)
         "  -V, --version          print the version\n"
         "\n"
         "other commands: ppsched compare FILE... | ppsched show FILE | ppsched check FILE |\n"
-        "                ppsched profile FILE\n"
+        "                ppsched profile FILE | ppsched plan FILE\n"
         "                (ppsched COMMAND --help for each)\n");
 }
 
@@ -715,6 +717,8 @@ int main(int argc, char **argv)
             cmd = CMD_CHECK;
         else if (strcmp(argv[1], "profile") == 0)
             cmd = CMD_PROFILE;
+        else if (strcmp(argv[1], "plan") == 0)
+            return finish_stdout(plan_main(argc - 1, argv + 1));
         else if (strcmp(argv[1], "help") == 0) {
             usage_run(stdout);
             return finish_stdout(0);

@@ -389,7 +389,7 @@ static void test_enums(void)
     EXPECT_LOAD_ERROR(
         "schedule:\n  kind: 2f2b\n",
         "t.yaml:2:9: schedule.kind: unknown value '2f2b' (allowed: gpipe, 1f1b, "
-        "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipe-v, looped-bfs, interleaved-zb)");
+        "interleaved-1f1b, zb-h1, zb-h2, zb-v, dualpipe-v, looped-bfs, interleaved-zb, auto)");
     EXPECT_LOAD_ERROR("pipeline:\n  placement: zigzag\n",
                       "t.yaml:2:14: pipeline.placement: unknown value 'zigzag' (allowed: loop, "
                       "v)");
@@ -951,6 +951,7 @@ static void test_shipped_schedules(void)
         {"schedules/dualpipe-v.yaml", PP_SCHED_DUALPIPEV, 2},
         {"schedules/looped-bfs.yaml", PP_SCHED_LOOPED_BFS, 2},
         {"schedules/interleaved-zb.yaml", PP_SCHED_INTERLEAVED_ZB, 2},
+        {"schedules/auto.yaml", PP_SCHED_AUTO, 1},
         {"schedules/explicit.yaml", PP_SCHED_STEPS, 1},
         {"schedules/csv.yaml", PP_SCHED_CSV, 1},
     };

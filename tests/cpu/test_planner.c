@@ -1,0 +1,265 @@
+/*
+ * test_planner.c — `ppsched plan`'s search (planner.h) on a small model without a GPU: the winner
+ * is never beaten by any candidate this test enumerates itself (every generated kind of the
+ * table, chunks 1..8, both placements, every micro-batch size of the batch, through run_load and
+ * run_predict); every candidate written with plan_write_yaml loads, validates and predicts the
+ * same step; a memory limit below every candidate's need gives "nothing fits" naming the closest;
+ * refusals are counted by reason; the Pareto front only grows in memory and speed; --verify runs
+ * the best through the chain with a stand-in executor and re-ranks them by its "measurement".
+ */
+#include "../check.h"
+#include "cost.h"
+#include "planner.h"
+#include "support.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char yaml_path[64];
+
+static const char *yaml_text = "model: {layers: 8, hidden: 64, heads: 4, seq_len: 32, vocab: 128}\n"
+                               "pipeline: {devices: 4, micro_batches: 8, micro_batch_size: 2}\n"
+                               "schedule: {kind: 1f1b}\n";
+
+static void write_yaml(void)
+{
+    snprintf(yaml_path, sizeof yaml_path, "/tmp/test_planner_XXXXXX");
+    int fd = mkstemp(yaml_path);
+    if (fd < 0 || write(fd, yaml_text, strlen(yaml_text)) != (ssize_t)strlen(yaml_text)) abort();
+    close(fd);
+}
+
+static const char *const wide[] = {"model.hidden=1024", "model.seq_len=1024", "model.heads=16"};
+static int n_wide; /* 3: the queries and the test's own candidates use the wider model */
+
+static pp_plan_query_t query(int gpus, long seqs, double memory_gib)
+{
+    pp_plan_query_t q = {yaml_path, wide, n_wide, gpus, seqs, 0, memory_gib, 0};
+    return q;
+}
+
+/* Predict one combination the test makes itself; 0 when the chain refuses it. */
+static int predict_own(int p, const char *kind, int v, const char *place, int m, int b,
+                       double *step, double *peak)
+{
+    char s[6][64];
+    const char *sets[9];
+    int n = 0;
+    for (int k = 0; k < n_wide; k++)
+        sets[n++] = wide[k];
+    snprintf(s[0], 64, "schedule.kind=%s", kind);
+    snprintf(s[1], 64, "pipeline.devices=%d", p);
+    snprintf(s[2], 64, "pipeline.chunks=%d", v);
+    snprintf(s[3], 64, "pipeline.placement=%s", place);
+    snprintf(s[4], 64, "pipeline.micro_batches=%d", m);
+    snprintf(s[5], 64, "pipeline.micro_batch_size=%d", b);
+    for (int k = 0; k < 6; k++)
+        sets[n++] = s[k];
+    pp_run_t r;
+    ts_capture_begin();
+    pp_status_t st = run_load(&r, yaml_path, NULL, sets, n, -1);
+    if (st == PP_OK) st = run_predict(&r, NULL);
+    ts_capture_end();
+    if (st == PP_OK) {
+        *step = r.predicted_ms;
+        *peak = r.mem.dev[r.mem.fullest].total;
+    }
+    run_free(&r);
+    return st == PP_OK;
+}
+
+static void check_never_beaten(int p, long seqs, double memory_gib)
+{
+    pp_search_t s;
+    pp_plan_query_t q = query(p, seqs, memory_gib);
+    REQUIRE(plan_search(&s, &q) == PP_OK);
+    REQUIRE(s.n_fit > 0, "p %d seqs %ld", p, seqs);
+    const pp_candidate_t *best = &s.c[0];
+    int own = 0;
+    for (int k = 0; k < PP_SCHED_KIND_COUNT; k++) {
+        if (sched_kind((pp_sched_kind_t)k)->written) continue;
+        for (int v = 1; v <= 8; v++)
+            for (int pl = 0; pl < 2; pl++)
+                for (long b = 1; b <= seqs; b++) {
+                    double step, peak;
+                    if (seqs % b ||
+                        !predict_own(p, sched_kind_name((pp_sched_kind_t)k), v, pl ? "v" : "loop",
+                                     (int)(seqs / b), (int)b, &step, &peak))
+                        continue;
+                    own++;
+                    if (peak > s.limit_bytes) continue;
+                    EXPECT(step >= best->step_ms * (1 - 1e-6),
+                           "p %d: %s v %d %s m %ld b %ld: %.4f < %.4f", p,
+                           sched_kind_name((pp_sched_kind_t)k), v, pl ? "v" : "loop", seqs / b, b,
+                           step, best->step_ms);
+                }
+    }
+    EXPECT(own >= s.n, "the test made %d candidates, the search %d", own, s.n);
+    for (int i = 1; i < s.n_fit; i++)
+        EXPECT(s.c[i].step_ms >= s.c[i - 1].step_ms * (1 - 1e-6), "rank %d", i + 1);
+    plan_search_free(&s);
+}
+
+static void test_winner_never_beaten(void)
+{
+    check_never_beaten(4, 16, 0);
+    check_never_beaten(2, 12, 0);
+    n_wide = 3; /* 1.2 to 3.1 GiB: a limit of 2 GiB keeps some and refuses others */
+    pp_search_t s;
+    pp_plan_query_t q = query(4, 16, 2.0);
+    REQUIRE(plan_search(&s, &q) == PP_OK);
+    EXPECT(s.n_fit > 0 && s.n_fit < s.n, "%d of %d fit", s.n_fit, s.n);
+    plan_search_free(&s);
+    check_never_beaten(4, 16, 2.0);
+    n_wide = 0;
+}
+
+/* Every candidate as a schedule file: loads, validates, and predicts the step the search did. */
+static void test_emitted_yaml_validates(void)
+{
+    pp_search_t s;
+    pp_plan_query_t q = query(4, 16, 0);
+    REQUIRE(plan_search(&s, &q) == PP_OK);
+    char out[64];
+    snprintf(out, sizeof out, "/tmp/test_planner_emit_XXXXXX");
+    int fd = mkstemp(out);
+    REQUIRE(fd >= 0);
+    close(fd);
+    for (int i = 0; i < s.n; i++) {
+        const pp_candidate_t *c = &s.c[i];
+        REQUIRE(plan_write_yaml(&s, c, out) == PP_OK);
+        pp_run_t r;
+        pp_status_t st = run_load(&r, out, NULL, NULL, 0, -1);
+        EXPECT(st == PP_OK, "%s", c->label);
+        if (st == PP_OK) st = run_predict(&r, NULL);
+        if (st == PP_OK) {
+            EXPECT(r.cfg.schedule.kind == c->kind && r.plan.n_mb == c->m &&
+                       r.cfg.pipeline.micro_batch_size == c->mbs && r.plan.chunks == c->v,
+                   "%s", c->label);
+            EXPECT(fabs(r.predicted_ms - c->step_ms) < 1e-9, "%s: %.6f vs %.6f", c->label,
+                   r.predicted_ms, c->step_ms);
+        }
+        run_free(&r);
+    }
+    unlink(out);
+    plan_search_free(&s);
+}
+
+static void test_nothing_fits(void)
+{
+    pp_search_t s;
+    pp_plan_query_t q = query(4, 16, 1e-6);
+    REQUIRE(plan_search(&s, &q) == PP_OK);
+    EXPECT(s.n > 0 && s.n_fit == 0);
+    double least = 1e300;
+    for (int i = 0; i < s.n; i++)
+        least = fmin(least, s.c[i].peak_bytes);
+    REQUIRE(s.n > 0);
+    EXPECT(s.c[0].peak_bytes == least, "the closest comes first");
+    ts_capture_begin();
+    EXPECT(plan_print_nothing_fits(&s, stderr) == 1);
+    const char *got = ts_capture_end();
+    char want[256];
+    snprintf(want, sizeof want, "plan: nothing fits in 0.0 GiB per GPU: the closest is %s, which",
+             s.c[0].label);
+    EXPECT(strncmp(got, want, strlen(want)) == 0, "\n    got:  %s    want: %s", got, want);
+    plan_search_free(&s);
+}
+
+/* 8 layers on 3 devices split into no stage count: every chunk count is refused for layers. */
+static void test_skips_counted(void)
+{
+    pp_search_t s;
+    pp_plan_query_t q = query(3, 6, 0);
+    ts_capture_begin();
+    pp_status_t st = plan_search(&s, &q);
+    ts_capture_end();
+    REQUIRE(st == PP_OK);
+    EXPECT(s.n == 0 && s.skipped[PP_SKIP_LAYERS] > 0, "n %d, layers %d", s.n,
+           s.skipped[PP_SKIP_LAYERS]);
+    plan_search_free(&s);
+    q = query(4, 6, 0); /* m = 6, 3, 2, 1: interleaved needs a multiple of 4 */
+    REQUIRE(plan_search(&s, &q) == PP_OK);
+    EXPECT(s.skipped[PP_SKIP_MICRO_BATCHES] > 0 && s.skipped[PP_SKIP_CHUNKS] > 0);
+    plan_search_free(&s);
+}
+
+static void test_pareto(void)
+{
+    pp_search_t s;
+    pp_plan_query_t q = query(4, 32, 0);
+    REQUIRE(plan_search(&s, &q) == PP_OK);
+    int idx[64], n = plan_search_pareto(&s, idx, 64);
+    EXPECT(n >= 1 && idx[n - 1] == 0, "the front ends at the best");
+    for (int i = 1; i < n; i++)
+        EXPECT(s.c[idx[i]].peak_bytes >= s.c[idx[i - 1]].peak_bytes &&
+                   s.c[idx[i]].step_ms < s.c[idx[i - 1]].step_ms,
+               "front %d", i);
+    for (int j = 0; j < s.n_fit; j++) /* nothing off the front beats a point on both */
+        for (int i = 0; i < n; i++)
+            EXPECT(!(s.c[j].peak_bytes < s.c[idx[i]].peak_bytes &&
+                     s.c[j].step_ms < s.c[idx[i]].step_ms),
+                   "%s dominates %s", s.c[j].label, s.c[idx[i]].label);
+    plan_search_free(&s);
+}
+
+/* A stand-in executor: the model's costs, slower by 1% per micro-batch of the step, so that the
+ * measurement re-ranks what the prediction ranked. */
+static pp_status_t fake_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
+                             const pp_config_t *cfg, const pp_exec_opts_t *opts)
+{
+    pp_cost_model_t cm;
+    PP_CHECK(cost_model_build(&cm, cfg, plan, NULL, NULL, NULL));
+    for (int k = 0; k < plan->n_stages; k++) {
+        double x = 1 + 0.01 * plan->n_mb;
+        cm.f[k] *= x;
+        cm.b[k] *= x;
+        cm.i[k] *= x;
+        cm.w[k] *= x;
+    }
+    pp_status_t st = simulate_plan(tl, plan, &cm);
+    cost_model_free(&cm);
+    PP_CHECK(st);
+    tl->mode = PP_MODE_MEASURE;
+    tl->has_op_times = 1;
+    memset(res, 0, sizeof *res);
+    return PP_OK;
+}
+
+/* --verify through the chain: the best k that fit run, sorted by the measured step; the
+ * prediction beside each is the search's. */
+static void test_verify(void)
+{
+    pp_search_t s;
+    pp_plan_query_t q = query(4, 16, 0);
+    REQUIRE(plan_search(&s, &q) == PP_OK);
+    pp_run_opts_t ro = {.measure = 1, .exec = fake_exec};
+    pp_verified_t v[5];
+    int n = 0, seen[6] = {0};
+    REQUIRE(plan_verify(&s, &q, 5, 4, &ro, v, &n) == PP_OK);
+    EXPECT(n == (s.n_fit < 5 ? s.n_fit : 5), "%d ran", n);
+    for (int i = 0; i < n; i++) {
+        REQUIRE(v[i].rank >= 1 && v[i].rank <= 5 && !seen[v[i].rank], "rank %d", v[i].rank);
+        seen[v[i].rank] = 1;
+        const pp_candidate_t *c = &s.c[v[i].rank - 1];
+        EXPECT(fabs(v[i].predicted_ms - c->step_ms) < 1e-9, "%s", c->label);
+        EXPECT(v[i].measured_ms > c->step_ms, "%s: %.4f", c->label, v[i].measured_ms);
+        EXPECT(i == 0 || v[i].measured_ms >= v[i - 1].measured_ms, "order at %d", i);
+    }
+    plan_search_free(&s);
+}
+
+int main(void)
+{
+    ts_rng_seed(11);
+    write_yaml();
+    RUN(test_winner_never_beaten);
+    RUN(test_emitted_yaml_validates);
+    RUN(test_nothing_fits);
+    RUN(test_skips_counted);
+    RUN(test_pareto);
+    RUN(test_verify);
+    unlink(yaml_path);
+    return check_summary("test_planner");
+}
