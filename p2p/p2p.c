@@ -1,6 +1,6 @@
 /*
- * p2p.c — the peer, nccl and local transports (see p2p.h): one row of functions per row of the
- * transport table (transport.c), in the same order.
+ * p2p.c — the peer, nccl, local and shared transports (see p2p.h): one row of functions per row of
+ * the transport table (transport.c), in the same order.
  *
  * Peer access is enabled once, at init, for every ordered pair that reports it; a pair already
  * enabled (another object did it) is not an error. NCCL communicators are created with
@@ -54,6 +54,16 @@ pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, unsigned used)
         }
     }
     if (used & (1u << PP_TRANSPORT_NCCL)) {
+        for (int a = 0; a < n; a++)
+            for (int b = 0; b < a; b++)
+                if (cuda_ids[a] == cuda_ids[b]) {
+                    st = PP_ERR_INPUT;
+                    fprintf(stderr,
+                            "nccl needs a CUDA device per pipeline device, but pipeline devices %d "
+                            "and %d are both CUDA device %d\n",
+                            b, a, cuda_ids[a]);
+                    goto fail;
+                }
         p->comms = calloc((size_t)n, sizeof(ncclComm_t));
         if (!p->comms) {
             st = PP_ERR_NOMEM;
@@ -93,7 +103,7 @@ void p2p_free(pp_p2p_t *p)
 
 int p2p_can_access(const pp_p2p_t *p, int a, int b)
 {
-    return a == b || p->can[a][b];
+    return a == b || p->cuda_ids[a] == p->cuda_ids[b] || p->can[a][b];
 }
 
 int p2p_has_nccl(const pp_p2p_t *p)
@@ -103,14 +113,18 @@ int p2p_has_nccl(const pp_p2p_t *p)
 
 void p2p_print_matrix(const pp_p2p_t *p, FILE *f)
 {
-    fprintf(f, "# peer access (P direct, - staged through the host):\n#      ");
+    fprintf(f, "# peer access (P direct, - staged through the host, = the same GPU):\n#      ");
     for (int b = 0; b < p->n; b++)
         fprintf(f, " gpu%-2d", p->cuda_ids[b]);
     fputc('\n', f);
     for (int a = 0; a < p->n; a++) {
         fprintf(f, "#  gpu%-2d", p->cuda_ids[a]);
         for (int b = 0; b < p->n; b++)
-            fprintf(f, " %5s", a == b ? "x" : p->can[a][b] ? "P" : "-");
+            fprintf(f, " %5s",
+                    a == b                             ? "x"
+                    : p->cuda_ids[a] == p->cuda_ids[b] ? "="
+                    : p->can[a][b]                     ? "P"
+                                                       : "-");
         fputc('\n', f);
     }
 }
@@ -187,6 +201,7 @@ static const transport_ops_t ops[PP_TRANSPORT_COUNT] = {
     [PP_TRANSPORT_LOCAL] = {copy_send, nothing, NULL, NULL},
     [PP_TRANSPORT_PEER] = {copy_send, nothing, NULL, NULL},
     [PP_TRANSPORT_NCCL] = {nccl_send, nccl_recv, nccl_group_begin, nccl_group_end},
+    [PP_TRANSPORT_SHARED] = {copy_send, nothing, NULL, NULL},
 };
 
 static const transport_ops_t *ops_of(pp_transport_t t)

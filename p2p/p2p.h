@@ -7,10 +7,11 @@
  * enabled between every pair that allows it; the send half is one copy into the receiver's buffer
  * (cudaMemcpyAsync over unified addresses, or cudaMemcpyPeerAsync staged by the driver where peer
  * access is impossible) and the receive half posts nothing. `local`: both ends on one device, the
- * same copy. `nccl`: one communicator per device from ncclCommInitAll (rank = pipeline device
- * index); the halves are ncclSend and ncclRecv, and one thread posting both brackets them with
- * p2p_pair_begin/end (one ncclGroupStart/End). Nothing here knows of stages or schedules. Every
- * call enqueues only; none synchronizes.
+ * same copy; `shared`: two pipeline devices on one CUDA device, the same copy. `nccl`: one
+ * communicator per device from ncclCommInitAll (rank = pipeline device index); the halves are
+ * ncclSend and ncclRecv, and one thread posting both brackets them with p2p_pair_begin/end (one
+ * ncclGroupStart/End). Nothing here knows of stages or schedules. Every call enqueues only; none
+ * synchronizes.
  */
 #ifndef PP_P2P_H
 #define PP_P2P_H

@@ -6,7 +6,10 @@
  * consumer reads its input from its own slot, see docs/architecture.md). peer: one copy on the
  * sender's send stream, into the receiver's slot; capturable where peer access makes it a plain
  * cudaMemcpyAsync (the staged cudaMemcpyPeerAsync is not, and the executor then falls back to
- * eager steps). nccl: ncclSend and ncclRecv, one group when one thread posts both.
+ * eager steps). nccl: ncclSend and ncclRecv, one group when one thread posts both. shared: two
+ * pipeline devices mapped onto one CUDA device (`pipeline.devices: [0, 0]`), each with its own
+ * streams and memory: a device-local copy on the sender's send stream, as local, but between two
+ * pipeline devices (it costs a transfer in the simulator and counts as bytes sent).
  */
 #include "transport.h"
 
@@ -19,12 +22,19 @@ static const pp_transport_row_t rows[PP_TRANSPORT_COUNT] = {
     [PP_TRANSPORT_LOCAL] = {"local", 0,  0,    1,    0,   1,    0},
     [PP_TRANSPORT_PEER]  = {"peer",  1,  1,    1,    0,   1,    0},
     [PP_TRANSPORT_NCCL]  = {"nccl",  1,  1,    0,    1,   1,    1},
+    [PP_TRANSPORT_SHARED]= {"shared",0,  1,    1,    0,   1,    0},
 };
 /* clang-format on */
 
 const pp_transport_row_t *transport_row(pp_transport_t t)
 {
     return (int)t >= 0 && t < PP_TRANSPORT_COUNT ? &rows[t] : &rows[PP_TRANSPORT_NONE];
+}
+
+pp_transport_t transport_for_boundary(int a, int b, int cuda_a, int cuda_b, pp_transport_t selected)
+{
+    if (a == b) return PP_TRANSPORT_LOCAL;
+    return cuda_a == cuda_b ? PP_TRANSPORT_SHARED : selected;
 }
 
 const char *transport_name(pp_transport_t t)

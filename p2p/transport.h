@@ -22,6 +22,7 @@ typedef enum pp_transport {
     PP_TRANSPORT_LOCAL,    /* both stages on one device */
     PP_TRANSPORT_PEER,     /* cudaMemcpy between devices (peer access, or staged by the driver) */
     PP_TRANSPORT_NCCL,     /* ncclSend / ncclRecv */
+    PP_TRANSPORT_SHARED,   /* two pipeline devices on one CUDA device: a device-local copy */
     PP_TRANSPORT_COUNT
 } pp_transport_t;
 
@@ -39,6 +40,12 @@ typedef struct pp_transport_row {
 
 /* The row of transport t (NONE's row for a value out of range). */
 const pp_transport_row_t *transport_row(pp_transport_t t);
+
+/* The transport of a stage boundary between pipeline devices a and b, whose CUDA ordinals are
+ * cuda_a and cuda_b: local on one pipeline device, shared between two pipeline devices on one CUDA
+ * device, otherwise `selected` (pipeline.transport). The one place this choice is made. */
+pp_transport_t transport_for_boundary(int a, int b, int cuda_a, int cuda_b,
+                                      pp_transport_t selected);
 
 /* transport_row(t)->name. */
 const char *transport_name(pp_transport_t t);

@@ -42,6 +42,7 @@ const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     [PP_CFG_PLACEMENT] = "pipeline.placement",
     [PP_CFG_COST_MS] = "cost",
     [PP_CFG_PROFILE] = "cost.profile",
+    [PP_CFG_TRANSPORT] = "pipeline.transport",
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -320,6 +321,20 @@ static pp_status_t check_plan_size(const pp_config_t *cfg)
                       PP_MAX_PLAN_OPS / PP_PLAN_OPS_PER_MB);
 }
 
+/* Pipeline devices may share a CUDA device (`devices: [0, 0]`), but not over a transport that
+ * needs a GPU per pipeline device (nccl: one rank per GPU). */
+static pp_status_t check_shared_gpus(const pp_config_t *cfg)
+{
+    const pp_pipeline_cfg_t *pl = &cfg->pipeline;
+    int a, b;
+    if (!config_shared_gpu(cfg, &a, &b) || pl->transport != PP_TRANSPORT_NCCL) return PP_OK;
+    return cfg_err_at(cfg, PP_CFG_TRANSPORT,
+                      "nccl needs a GPU per pipeline device, but pipeline.devices puts devices "
+                      "%d and %d on CUDA device %d (allowed: peer, or a CUDA device per pipeline "
+                      "device)",
+                      a, b, pl->device_ids[a]);
+}
+
 pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
 {
     pp_pipeline_cfg_t *pl = &cfg->pipeline;
@@ -345,11 +360,8 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
             return cfg_err_at(cfg, PP_CFG_DEVICES, "device %d does not exist (allowed: 0..%d)", id,
                               n_visible > 0 ? n_visible - 1 : PP_MAX_DEVICES - 1);
         }
-        for (int e = 0; e < d; e++)
-            if (pl->device_ids[e] == id)
-                return cfg_err_at(cfg, PP_CFG_DEVICES,
-                                  "device %d is listed twice (allowed: each id once)", id);
     }
+    PP_CHECK(check_shared_gpus(cfg));
     /* stages and chunks (a written schedule's were set by written_reconcile) */
     if (written && pl->stages > 0) {
         /* as the schedule has them */
@@ -387,6 +399,19 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
 /* ---------------------------------------------------------------------------------------------
  * Small queries
  * ------------------------------------------------------------------------------------------- */
+
+int config_shared_gpu(const pp_config_t *cfg, int *a, int *b)
+{
+    const pp_pipeline_cfg_t *pl = &cfg->pipeline;
+    for (int j = 1; j < pl->n_devices && j < PP_MAX_DEVICES; j++)
+        for (int i = 0; i < j; i++)
+            if (pl->device_ids[i] == pl->device_ids[j]) {
+                if (a) *a = i;
+                if (b) *b = j;
+                return 1;
+            }
+    return 0;
+}
 
 double config_tokens_per_step(const pp_config_t *cfg, int m)
 {

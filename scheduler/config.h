@@ -53,7 +53,8 @@ typedef struct pp_model_cfg {
 typedef struct pp_pipeline_cfg {
     int devices_all;                /* 1 when `devices: all` (resolved by config_resolve) */
     int n_devices;                  /* p: devices the pipeline uses */
-    int device_ids[PP_MAX_DEVICES]; /* global CUDA ordinal of pipeline device d */
+    int device_ids[PP_MAX_DEVICES]; /* global CUDA ordinal of pipeline device d; several pipeline
+                                       devices may share one (each keeps its streams and memory) */
     int stages;                     /* total stages; 0 while `auto` (= p * chunks) */
     int chunks;                     /* v: stages per device (resolved: stages / n_devices) */
     pp_placement_t placement;       /* loop | v */
@@ -137,6 +138,7 @@ typedef enum pp_config_key {
     PP_CFG_PLACEMENT,
     PP_CFG_COST_MS, /* any of cost.forward, backward_input, backward_weight, send */
     PP_CFG_PROFILE,
+    PP_CFG_TRANSPORT,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 
@@ -193,6 +195,11 @@ int config_is_set(const pp_config_t *cfg, pp_config_key_t k);
  * layers % stages, chunks integral, the kind's preconditions (sched_kind_check), ids < n_visible
  * (skipped when n_visible < 0, i.e. unknown). Prints the problem and returns PP_ERR_INPUT. */
 pp_status_t config_resolve(pp_config_t *cfg, int n_visible);
+
+/* 1 when two pipeline devices share a CUDA device (`pipeline.devices: [0, 0]`): the first such
+ * pair is *a < *b (either pointer may be NULL). Timings measured so are not those of separate
+ * GPUs. */
+int config_shared_gpu(const pp_config_t *cfg, int *a, int *b);
 
 /* Tokens per training step of m micro-batches: m * micro_batch_size * seq_len. m is the plan's
  * (the schedule decides it: a written schedule's own count), never pipeline.micro_batches. */

@@ -90,11 +90,7 @@ static pp_status_t set_devices(cfg_ctx_t *c, const yaml_node_t *n, const char *k
         char allowed[64];
         snprintf(allowed, sizeof allowed, "a CUDA device id 0..%d", PP_MAX_DEVICES - 1);
         PP_CHECK(cfg_get_long(c, item, key, 0, PP_MAX_DEVICES - 1, allowed, &id));
-        for (int j = 0; j < count; j++)
-            if (ids[j] == id)
-                return cfg_err(c, item, key, "device %ld is listed twice (allowed: each id once)",
-                               id);
-        ids[count++] = (int)id;
+        ids[count++] = (int)id; /* repeats map several pipeline devices onto one GPU */
     }
     pl->devices_all = 0;
     pl->n_devices = count;
@@ -312,7 +308,7 @@ static const key_spec_t pipeline_keys[] = {
      NULL, PP_CFG_PLACEMENT},
     INT_KEY("micro_batches", pipeline.micro_batches, 1, PP_MAX_MICRO_BATCHES, PP_CFG_MICRO_BATCHES),
     INT_KEY("micro_batch_size", pipeline.micro_batch_size, 1, 1 << 16, -1),
-    FN_KEY("transport", set_transport, -1),
+    FN_KEY("transport", set_transport, PP_CFG_TRANSPORT),
     {"split", VAL_ENUM, OFF(pipeline.split), 0, 0, 0, split_names, split_values, NULL,
      PP_CFG_SPLIT},
 };

@@ -87,42 +87,54 @@ static void exec_free(exec_t *x)
     p2p_free(x->p2p);
 }
 
-/* Checks that every device can hold its stages; prints a table of needs when one cannot. */
+/* Bytes the stages of pipeline device d allocate. */
+static size_t device_need(const exec_t *x, int d)
+{
+    size_t b = 0;
+    for (int s = 0; s < x->plan->n_stages; s++) {
+        const pp_stage_cfg_t *c = &x->scfg[s];
+        if (x->plan->stage_device[s] == d) b += stage_device_bytes(c);
+    }
+    return b;
+}
+
+/* Checks that every CUDA device can hold the stages of the pipeline devices on it (several may
+ * share one); prints a table of needs when one cannot. */
 static pp_status_t check_fit(exec_t *x)
 {
-    const pp_plan_t *plan = x->plan;
     size_t need[PP_MAX_DEVICES] = {0}, free_b[PP_MAX_DEVICES] = {0}, total_b[PP_MAX_DEVICES] = {0};
     /* NCCL keeps its own buffers per peer; leave room for them and for the CUDA context. */
     const size_t reserve = (size_t)512 << 20;
-    int ok = 1;
-    for (int s = 0; s < plan->n_stages; s++) {
-        const pp_stage_cfg_t *c = &x->scfg[s];
-        if (!world_owns(&x->w, plan->stage_device[s])) continue;
-        need[plan->stage_device[s]] += stage_device_bytes(c);
-    }
+    int ok = 1, on[PP_MAX_DEVICES] = {0}; /* pipeline devices on CUDA device g */
     for (int d = 0; d < x->w.p; d++) {
         if (!world_owns(&x->w, d)) continue;
-        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[d]));
-        PP_CUDA_CHECK(cudaMemGetInfo(&free_b[d], &total_b[d]));
-        if (need[d] + reserve > free_b[d]) ok = 0;
+        need[x->w.cuda[d]] += device_need(x, d);
+        on[x->w.cuda[d]]++;
+    }
+    for (int g = 0; g < PP_MAX_DEVICES; g++) {
+        if (!on[g]) continue;
+        PP_CUDA_CHECK(cudaSetDevice(g));
+        PP_CUDA_CHECK(cudaMemGetInfo(&free_b[g], &total_b[g]));
+        if (need[g] + reserve > free_b[g]) ok = 0;
     }
     if (ok) return PP_OK;
     fprintf(stderr, "ppsched: the plan does not fit in device memory:\n");
-    fprintf(stderr, "  %-8s %-6s %12s %12s %12s\n", "device", "cuda", "needs (GiB)", "free (GiB)",
+    fprintf(stderr, "  %-6s %-9s %12s %12s %12s\n", "cuda", "pipeline", "needs (GiB)", "free (GiB)",
             "total (GiB)");
-    for (int d = 0; d < x->w.p; d++)
-        if (world_owns(&x->w, d))
-            fprintf(stderr, "  %-8d %-6d %12.2f %12.2f %12.2f%s\n", d, x->w.cuda[d],
-                    (double)(need[d] + reserve) / (1u << 30), (double)free_b[d] / (1u << 30),
-                    (double)total_b[d] / (1u << 30),
-                    need[d] + reserve > free_b[d] ? "  <- too small" : "");
-    fprintf(
-        stderr,
-        "  (needs = parameters, gradients, optimizer state, workspace and %s activation slots,\n"
-        "   plus %.1f GiB for the CUDA context and NCCL; fewer micro-batches in flight,\n"
-        "   run.offload=activations, run.recompute, a smaller micro_batch_size or more devices\n"
-        "   would fit)\n",
-        x->plan->offload ? "the offload ring's" : "the schedule's", (double)reserve / (1u << 30));
+    for (int g = 0; g < PP_MAX_DEVICES; g++)
+        if (on[g])
+            fprintf(stderr, "  %-6d %-9d %12.2f %12.2f %12.2f%s\n", g, on[g],
+                    (double)(need[g] + reserve) / (1u << 30), (double)free_b[g] / (1u << 30),
+                    (double)total_b[g] / (1u << 30),
+                    need[g] + reserve > free_b[g] ? "  <- too small" : "");
+    fprintf(stderr,
+            "  (pipeline = pipeline devices on the GPU; needs = parameters, gradients, optimizer\n"
+            "   state, workspace and %s activation slots, plus %.1f GiB for the CUDA context and\n"
+            "   NCCL; fewer micro-batches in flight, run.offload=activations, run.recompute, a "
+            "smaller\n"
+            "   micro_batch_size or more devices would fit)\n",
+            x->plan->offload ? "the offload ring's" : "the schedule's",
+            (double)reserve / (1u << 30));
     return PP_ERR_DEVICE;
 }
 
@@ -267,20 +279,24 @@ fail:
     return st;
 }
 
-/* Print the banner: devices, links of every stage boundary, memory per device. */
+/* Print the banner: devices, links of every stage boundary, memory per device, and a warning
+ * when pipeline devices share a GPU. */
 static void print_banner(exec_t *x)
 {
     const pp_plan_t *plan = x->plan;
+    const int *cuda = x->w.cuda;
     char desc[256];
+    int a, b;
     execute_describe_devices(desc, sizeof desc);
     fprintf(stderr, "# devices: %s\n", desc);
     p2p_print_matrix(x->p2p, stderr);
     fprintf(stderr, "# stage boundaries:");
     for (int s = 0; s + 1 < plan->n_stages; s++) {
-        int a = plan->stage_device[s], b = plan->stage_device[s + 1];
-        const char *how =
-            p2p_describe(x->p2p, a == b ? PP_TRANSPORT_LOCAL : x->cfg->pipeline.transport, a, b);
-        fprintf(stderr, " %d->%d %s%s", s, s + 1, how, s + 2 < plan->n_stages ? "," : "");
+        int da = plan->stage_device[s], db = plan->stage_device[s + 1];
+        pp_transport_t t =
+            transport_for_boundary(da, db, cuda[da], cuda[db], x->cfg->pipeline.transport);
+        fprintf(stderr, " %d->%d %s%s", s, s + 1, p2p_describe(x->p2p, t, da, db),
+                s + 2 < plan->n_stages ? "," : "");
     }
     fputc('\n', stderr);
     fprintf(stderr, "# memory per device (stages, slots):");
@@ -291,7 +307,7 @@ static void print_banner(exec_t *x)
             slots += x->scfg[s].n_slots;
             plain += plan->plain_slots_per_stage[s];
         }
-        fprintf(stderr, " gpu%d %.2f GiB (%d slots", x->w.cuda[d],
+        fprintf(stderr, " %d (gpu%d) %.2f GiB (%d slots", d, cuda[d],
                 (double)plan_device_bytes(plan, x->cfg, d, 0) / (1u << 30), slots);
         if (plan->offload)
             fprintf(stderr, "; without offload %.2f GiB, %d slots; pinned host %.2f GiB",
@@ -300,6 +316,11 @@ static void print_banner(exec_t *x)
         fprintf(stderr, ")%s", d + 1 < x->w.p ? "," : "");
     }
     fputc('\n', stderr);
+    if (config_shared_gpu(x->cfg, &a, &b))
+        fprintf(stderr,
+                "# note: pipeline devices share GPUs (%d and %d are both gpu%d), each with its own "
+                "streams and memory: the timings are not those of separate GPUs\n",
+                a, b, cuda[a]);
 }
 
 /* ---------------------------------------------------------------------------------------------

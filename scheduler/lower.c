@@ -230,9 +230,10 @@ static void pair_of(const pp_op_t *o, pp_action_kind_t *kind, int *stage)
     }
 }
 
-/* Match every SEND with its RECV; set links and bytes. */
-static pp_status_t lower_pairs(lower_t *L, const int *stage_device, pp_transport_t remote,
-                               size_t bytes)
+/* Match every SEND with its RECV; set links (transport_for_boundary, from the CUDA ordinal
+ * cuda[d] of each pipeline device) and bytes. */
+static pp_status_t lower_pairs(lower_t *L, const int *stage_device, const int *cuda,
+                               pp_transport_t remote, size_t bytes)
 {
     char p1[160], txt[32];
     for (int id = 0; id < L->n_ops; id++) {
@@ -266,7 +267,8 @@ static pp_status_t lower_pairs(lower_t *L, const int *stage_device, pp_transport
             return PP_ERR_INPUT;
         }
         o->peer = peer;
-        o->link = stage_device[o->stage] == stage_device[other.stage] ? PP_TRANSPORT_LOCAL : remote;
+        int a = stage_device[o->stage], b = stage_device[other.stage];
+        o->link = transport_for_boundary(a, b, cuda[a], cuda[b], remote);
         o->bytes = bytes;
     }
     return PP_OK;
@@ -475,6 +477,9 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
                                (size_t)mc->hidden * pp_dtype_size(mc->dtype);
     }
     pp_transport_t remote = cfg ? cfg->pipeline.transport : PP_TRANSPORT_PEER;
+    int cuda[PP_MAX_DEVICES]; /* each pipeline device's CUDA ordinal: its own without a config */
+    for (int d = 0; d < PP_MAX_DEVICES; d++)
+        cuda[d] = cfg && d < cfg->pipeline.n_devices ? cfg->pipeline.device_ids[d] : d;
 
     plan->stage_device = malloc(sizeof *plan->stage_device * (size_t)L.n_st);
     plan->slots_per_stage = calloc((size_t)L.n_st, sizeof *plan->slots_per_stage);
@@ -492,7 +497,8 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
     PP_CHECK_GOTO(lower_placement(&L, plan->stage_device), st, fail);
     lower_offload_setup(&L, plan, cfg);
     PP_CHECK_GOTO(lower_ops(&L), st, fail);
-    PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, remote, plan->boundary_bytes), st, fail);
+    PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, cuda, remote, plan->boundary_bytes), st,
+                  fail);
     lower_data_deps(&L);
     PP_CHECK_GOTO(lower_channels(&L), st, fail);
     PP_CHECK_GOTO(lower_order_slots(&L, plan->slots_per_stage), st, fail);

@@ -297,6 +297,7 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     r->micro_batches = plan->n_mb;
     r->loss = NAN;
     r->chunks = plan->chunks;
+    r->shared_gpus = tl->mode == PP_MODE_MEASURE && cfg && config_shared_gpu(cfg, NULL, NULL);
     r->per_device = calloc((size_t)p, sizeof *r->per_device);
     busy = malloc(sizeof *busy * (size_t)p);
     peak = malloc(sizeof *peak * (size_t)p);
@@ -418,6 +419,11 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
                    cfg->pipeline.placement == PP_PLACEMENT_V ? "v" : "loop",
                    transport_name(cfg->pipeline.transport));
     out_puts(o, "\n");
+    if (r->shared_gpus)
+        out_printf(o,
+                   "# note: pipeline devices share GPUs (see the cuda column), each with its own "
+                   "streams and memory: the timings are not those of separate GPUs, and peak "
+                   "memory is the whole GPU's\n");
     if (r->mode == PP_MODE_MEASURE && isfinite(r->loss))
         out_printf(o, "# loss: %.9g (mean over the micro-batches of the last step)\n", r->loss);
     if (r->cost_desc[0])

@@ -51,6 +51,8 @@ typedef struct pp_report {
     double step_ms_predicted;      /* the cost model's step before running; NAN when none */
     char cost_desc[256];           /* where the simulator's costs came from; "" = the config's */
     char mem_verdict[256];         /* the memory fit check; "" = none */
+    int shared_gpus; /* measured with pipeline devices sharing a GPU: the timings (and each
+                        device's peak memory, the GPU's) are not those of separate GPUs */
     pp_device_stats_t *per_device; /* [devices] */
     pp_explain_t explain;          /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;

@@ -4,6 +4,8 @@
  * an unknown peak memory or in-flight count), the loss of a measured run with 9 significant digits.
  * The explanation's fields (docs/explain.md) follow the schema's, per device and overall; each is
  * null when unknown (no per-op times, no simulator run, no cost model).
+ * `shared_gpus` is true when pipeline devices shared a GPU in a measured run (its timings are not
+ * those of separate GPUs).
  */
 #include "report.h"
 #include "report_io.h"
@@ -120,6 +122,7 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
         out_puts(o, "null");
     out_puts(o, ",\"step_ms_predicted\":");
     out_json_num(o, r->step_ms_predicted);
+    out_printf(o, ",\"shared_gpus\":%s", r->shared_gpus ? "true" : "false");
     out_puts(o, ",\n \"per_device\":[");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];

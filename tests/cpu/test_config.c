@@ -374,9 +374,6 @@ static void test_out_of_range(void)
     EXPECT_LOAD_ERROR("pipeline:\n  devices: []\n",
                       "t.yaml:2:12: pipeline.devices: the device list is empty (allowed: all, a "
                       "count 1..64, or a list of CUDA ids such as [0, 1, 2, 3])");
-    EXPECT_LOAD_ERROR("pipeline:\n  devices: [0, 2, 0]\n",
-                      "t.yaml:2:19: pipeline.devices: device 0 is listed twice (allowed: each id "
-                      "once)");
     EXPECT_LOAD_ERROR("pipeline:\n  stages: 1025\n",
                       "t.yaml:2:11: pipeline.stages: 1025 is out of range (allowed: auto or an "
                       "integer 1..1024)");
@@ -641,9 +638,6 @@ static void test_set(void)
                      "--set model.layers=0: 0 is out of range (allowed: an integer 1..100000)");
     EXPECT_SET_ERROR("model.dtype=fp8",
                      "--set model.dtype=fp8: unknown value 'fp8' (allowed: bf16, fp32)");
-    EXPECT_SET_ERROR("pipeline.devices=[0, 0]",
-                     "--set pipeline.devices=[0, 0]: device 0 is listed twice (allowed: each id "
-                     "once)");
     EXPECT_SET_ERROR("model.layer=3",
                      "--set model.layer=3: unknown key 'layer' in model (allowed: layers, hidden, "
                      "heads, seq_len, vocab, dtype, layers_per_stage)");
@@ -818,23 +812,24 @@ static void test_resolve_errors(void)
                          "uses 2 (allowed: 2 devices)");
     EXPECT_RESOLVE_ERROR("schedule:\n  steps: [[0F0, 0B0], [1F0, 1B0], [2F0, 2B0]]\n", 2,
                          "t.yaml: pipeline.devices: device 2 does not exist (allowed: 0..1)");
-    /* Duplicate ids can only come from a config built by hand. */
+    /* Several pipeline devices on one GPU: allowed, but not over nccl (a GPU per rank). */
     pp_config_t c;
-    config_defaults(&c);
-    c.path = strdup("hand.yaml");
-    c.pipeline.devices_all = 0;
-    c.pipeline.n_devices = 4;
-    c.pipeline.device_ids[0] = 0;
-    c.pipeline.device_ids[1] = 2;
-    c.pipeline.device_ids[2] = 1;
-    c.pipeline.device_ids[3] = 2;
-    ts_capture_begin();
-    pp_status_t s = config_resolve(&c, 4);
-    e = ts_capture_end();
-    TS_EXPECT_REJECT(s, e,
-                     "hand.yaml: pipeline.devices: device 2 is listed twice (allowed: each id "
-                     "once)");
+    const char *sets[] = {"pipeline.devices=[0, 0, 0, 0]"};
+    REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {devices: [0, 2, 0]}\n", NULL, 0) == PP_OK);
+    EXPECT(config_resolve(&c, 4) == PP_OK && c.pipeline.n_devices == 3);
+    int a = -1, b = -1;
+    EXPECT(config_shared_gpu(&c, &a, &b) && a == 0 && b == 2, "%d %d", a, b);
     config_free(&c);
+    REQUIRE(config_load_string(&c, "t.yaml", "", sets, 1) == PP_OK);
+    EXPECT(config_resolve(&c, 1) == PP_OK && c.pipeline.n_devices == 4);
+    config_free(&c);
+    REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {devices: 2}\n", NULL, 0) == PP_OK);
+    EXPECT(config_resolve(&c, 4) == PP_OK && !config_shared_gpu(&c, NULL, NULL));
+    config_free(&c);
+    EXPECT_RESOLVE_ERROR("pipeline:\n  devices: [1, 0, 1]\n  transport: nccl\n", 2,
+                         "t.yaml:3:14: pipeline.transport: nccl needs a GPU per pipeline device, "
+                         "but pipeline.devices puts devices 0 and 2 on CUDA device 1 (allowed: "
+                         "peer, or a CUDA device per pipeline device)");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1022,6 +1017,12 @@ static void test_transport_table(void)
         EXPECT(!r->selectable || r->crosses_devices, "%s", r->name);
     }
     EXPECT(transport_row(PP_TRANSPORT_LOCAL)->crosses_devices == 0);
+    /* A boundary's transport: local on one pipeline device, shared on one GPU, else selected. */
+    EXPECT(transport_for_boundary(1, 1, 0, 0, PP_TRANSPORT_NCCL) == PP_TRANSPORT_LOCAL);
+    EXPECT(transport_for_boundary(0, 1, 0, 0, PP_TRANSPORT_PEER) == PP_TRANSPORT_SHARED);
+    EXPECT(transport_for_boundary(0, 1, 0, 1, PP_TRANSPORT_NCCL) == PP_TRANSPORT_NCCL);
+    EXPECT(transport_row(PP_TRANSPORT_SHARED)->crosses_devices &&
+           transport_row(PP_TRANSPORT_SHARED)->send_moves_bytes);
     EXPECT(!strcmp(transport_name((pp_transport_t)99), "none"));
     pp_config_t c;
     REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {transport: nccl}\n", NULL, 0) == PP_OK);

@@ -228,6 +228,26 @@ static void test_links(void)
     EXPECT(pl.chunks == 2);
     plan_free(&pl);
     schedule_free(&s);
+
+    /* Pipeline devices 0, 2 and 3 on CUDA device 0, device 1 on CUDA device 1: the boundaries
+     * 0|1 and 1|2 are peer, 2|3 is shared (two pipeline devices on one GPU). */
+    REQUIRE(generate_1f1b(&s, 4, 4) == PP_OK);
+    cfg_fill(&c, PP_SCHED_1F1B, 4, 4, 4);
+    c.pipeline.device_ids[0] = c.pipeline.device_ids[2] = c.pipeline.device_ids[3] = 0;
+    c.pipeline.device_ids[1] = 1;
+    c.pipeline.transport = PP_TRANSPORT_PEER;
+    REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
+    for (int i = 0; i < pl.n_ops; i++) {
+        const pp_op_t *o = &pl.ops[i];
+        if (o->role == PP_ROLE_COMPUTE) continue;
+        int lo = o->stage < pl.ops[o->peer].stage ? o->stage : pl.ops[o->peer].stage;
+        EXPECT(o->link == (lo == 2 ? PP_TRANSPORT_SHARED : PP_TRANSPORT_PEER), "op %d link %s", i,
+               transport_name(o->link));
+    }
+    check_plan_properties(&pl, "shared");
+    EXPECT(plan_validate(&pl) == PP_OK);
+    plan_free(&pl);
+    schedule_free(&s);
 }
 
 /* ---- slots ----------------------------------------------------------------------------------- */

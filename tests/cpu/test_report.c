@@ -341,6 +341,7 @@ static void test_json_schema(void)
                                       "bubble_simulated",
                                       "loss",
                                       "step_ms_predicted",
+                                      "shared_gpus",
                                       "per_device",
                                       "idle_ms_by_reason",
                                       "idle_ms_by_reason_simulated",
@@ -411,6 +412,19 @@ static void test_json_schema(void)
     b = strstr(js, "\"step_ms\":");
     REQUIRE(b != NULL);
     EXPECT(strtod(b + 10, NULL) == r.step_ms);
+    EXPECT(strstr(js, "\"shared_gpus\":false") != NULL, "%s", js);
+    free(js);
+    report_free(&r);
+    /* Two pipeline devices measured on one GPU: the JSON and the table say so. */
+    cfg.pipeline.devices_all = 0;
+    cfg.pipeline.n_devices = 2;
+    cfg.pipeline.device_ids[0] = cfg.pipeline.device_ids[1] = 0;
+    REQUIRE(report_build(&r, &cfg, &x.pl, &tl, NULL) == PP_OK);
+    js = print_json(&r);
+    EXPECT(strstr(js, "\"shared_gpus\":true") != NULL, "%s", js);
+    free(js);
+    js = print_table(&r, &cfg);
+    EXPECT(strstr(js, "not those of separate GPUs") != NULL, "%s", js);
     free(js);
     report_free(&r);
     timeline_free(&tl);

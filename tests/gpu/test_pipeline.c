@@ -3,13 +3,16 @@
  * gives the same loss and the same gradients as the same model run stage after stage on one
  * device, for GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, ZB-V, DualPipeV, looped BFS and
  * interleaved zero-bubble, with uneven layer splits, and for PyTorch's own orders (tests/data),
- * on 1, 2 and 4 GPUs, with the peer and the nccl transports. In fp32 the accumulation order is the
- * same (micro-batches in order on every stage), so the comparison is bitwise; in bf16 it is within
- * tolerance. Also: with AdamW on, the loss falls over 50 steps, steps replayed from a captured CUDA
- * graph match eager ones bitwise, and every run.recompute setting and run.offload give the
- * one-device run's loss and gradients. Cases that need more GPUs than present are skipped with the
- * reason; without a GPU every case is skipped. Every case goes through the run chain (run.h), as
- * the command line does.
+ * with the peer and the nccl transports. In fp32 the accumulation order is the same (micro-batches
+ * in order on every stage), so the comparison is bitwise; in bf16 it is within tolerance. Also:
+ * with AdamW on, the loss falls over 50 steps, steps replayed from a captured CUDA graph match
+ * eager ones bitwise, and every run.recompute setting and run.offload give the one-device run's
+ * loss and gradients. A case that asks for more pipeline devices than there are GPUs maps them onto
+ * the GPUs present (`pipeline.devices: [0, 0, 0, 0]` on one GPU, [0, 1, 0, 1] on two), each
+ * pipeline device with its own streams and memory, so every multi-device schedule is checked on a
+ * single GPU; nccl needs a GPU per pipeline device, and its cases are skipped with the reason when
+ * fewer are present. Without a GPU every case is skipped. Every case goes through the run chain
+ * (run.h), as the command line does.
  */
 #include "../check.h"
 #include "gpu_skip.h"
@@ -150,6 +153,19 @@ static void run_and_compare(const char *name, const char *yaml, const char *cons
                label, bad, n, first, bad ? res->grads[first] : 0.0, bad ? ref[first] : 0.0, worst);
         EXPECT(tl->has_op_times && timeline_makespan(tl) > 0, "%s: measured timeline is empty",
                label);
+        /* Pipeline devices sharing a GPU: shared links, and the report says so. */
+        const int *cuda = cfg->pipeline.device_ids;
+        for (int i = 0; i < plan->n_ops; i++) {
+            const pp_op_t *o = &plan->ops[i];
+            if (o->role == PP_ROLE_COMPUTE) continue;
+            int a = o->device, b = plan->ops[o->peer].device;
+            EXPECT(o->link ==
+                       transport_for_boundary(a, b, cuda[a], cuda[b], cfg->pipeline.transport),
+                   "%s: op %d between devices %d and %d has link %s", label, i, a, b,
+                   transport_name(o->link));
+        }
+        EXPECT(r.report.shared_gpus == config_shared_gpu(cfg, NULL, NULL),
+               "%s: the report says shared_gpus %d", label, r.report.shared_gpus);
         /* Schedules run as written: on each device, compute ops start in program order. */
         for (int d = 0; d < plan->n_devices; d++) {
             double last = -1;
@@ -169,20 +185,37 @@ static void run_and_compare(const char *name, const char *yaml, const char *cons
     run_free(&r);
 }
 
-/* One step of `kind` on p devices with `transport`, against the reference. */
+/* `pipeline.devices=...` for p pipeline devices: p GPUs where that many are present, otherwise
+ * the GPUs present in turn ([0, 0, 0, 0] on one GPU). Returns 1 when they share GPUs. */
+static int devices_set(char *buf, size_t size, int p)
+{
+    if (p <= n_gpus) {
+        snprintf(buf, size, "pipeline.devices=%d", p);
+        return 0;
+    }
+    size_t n = (size_t)snprintf(buf, size, "pipeline.devices=[");
+    for (int d = 0; d < p && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%d", d ? "," : "", d % n_gpus);
+    if (n < size) snprintf(buf + n, size - n, "]");
+    return 1;
+}
+
+/* One step of `kind` on p pipeline devices with `transport`, against the reference. */
 static void check_case(const char *kind, int p, const char *transport, const char *dtype, int m)
 {
     if (n_gpus < 1) SKIP("%s", g_no_gpu);
-    if (p > n_gpus) SKIP("%s on %d GPUs: only %d present", kind, p, n_gpus);
-    char sets[4][64], label[128];
+    if (p > n_gpus && !strcmp(transport, "nccl"))
+        SKIP("%s over nccl on %d devices: nccl needs a GPU each, %d present", kind, p, n_gpus);
+    char sets[4][64], label[160];
     const char *setp[4];
     snprintf(sets[0], sizeof sets[0], "schedule.kind=%s", kind);
-    snprintf(sets[1], sizeof sets[1], "pipeline.devices=%d", p);
+    int shared = devices_set(sets[1], sizeof sets[1], p);
     snprintf(sets[2], sizeof sets[2], "pipeline.transport=%s", transport);
     snprintf(sets[3], sizeof sets[3], "pipeline.micro_batches=%d", m);
     for (int i = 0; i < 4; i++)
         setp[i] = sets[i];
-    snprintf(label, sizeof label, "%s p=%d %s %s", kind, p, transport, dtype);
+    snprintf(label, sizeof label, "%s p=%d %s %s%s", kind, p, transport, dtype,
+             shared ? " (pipeline devices sharing GPUs)" : "");
     run_and_compare("test.yaml", model_yaml(dtype), setp, 4, label);
 }
 
@@ -191,9 +224,8 @@ static void check_case(const char *kind, int p, const char *transport, const cha
 static void fused_attention_bf16(void)
 {
     if (n_gpus < 1) SKIP("%s", g_no_gpu);
-    int p = n_gpus >= 4 ? 4 : n_gpus >= 2 ? 2 : 1;
     char devs[64];
-    snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
+    devices_set(devs, sizeof devs, 4);
     const char *sets[] = {"schedule.kind=zb-h1", devs, "pipeline.micro_batches=8",
                           "model.hidden=256", "model.seq_len=64"};
     /* hidden 256 over the model's 4 heads: 64-dimensional heads */
@@ -205,10 +237,10 @@ static void fused_attention_bf16(void)
  * loss and gradients (full: bitwise in fp32; selective: within tolerance). */
 static void recompute_matches_reference(void)
 {
-    if (n_gpus < 1) SKIP("no CUDA device");
-    int p = n_gpus >= 4 ? 4 : n_gpus >= 2 ? 2 : 1;
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    const int p = 4;
     char devs[64], label[128];
-    snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
+    devices_set(devs, sizeof devs, p);
     static const char *kinds[] = {"schedule.kind=1f1b", "schedule.kind=zb-h1"};
     static const char *modes[] = {"run.recompute=selective", "run.recompute=full"};
     for (int fused = 0; fused < 2; fused++)
@@ -244,7 +276,7 @@ static int offload_copies(const pp_plan_t *plan, int *smaller)
  * bitwise in fp32, with the copies in the plan and a smaller device ring. */
 static void offload_matches_reference(void)
 {
-    if (n_gpus < 1) SKIP("no CUDA device");
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
     int p = n_gpus >= 4 ? 4 : n_gpus >= 2 ? 2 : 1;
     struct {
         const char *kind;
@@ -274,7 +306,7 @@ static void offload_matches_reference(void)
  * bitwise the losses and gradients of the same steps without offload. */
 static void offload_graph_matches_plain(void)
 {
-    if (n_gpus < 1) SKIP("no CUDA device");
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
     pp_run_t r[2];
     pp_status_t st[2];
     memset(r, 0, sizeof r);
@@ -314,9 +346,12 @@ static void offload_graph_matches_plain(void)
  * written and give the reference's loss and gradients. */
 static void explicit_schedules_run_as_written(void)
 {
-    if (n_gpus < 4) SKIP("the shipped explicit schedules use 4 devices: %d GPU(s) present", n_gpus);
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
     const char *files[] = {"schedules/explicit.yaml", "schedules/csv.yaml"};
-    const char *sets[] = {"model.layers=8",
+    char devs[64];
+    devices_set(devs, sizeof devs, 4); /* the shipped explicit schedules use 4 devices */
+    const char *sets[] = {devs,
+                          "model.layers=8",
                           "model.hidden=64",
                           "model.heads=4",
                           "model.seq_len=32",
@@ -326,7 +361,7 @@ static void explicit_schedules_run_as_written(void)
                           "run.steps=1",
                           "run.warmup=0"};
     for (int f = 0; f < 2; f++)
-        run_and_compare(files[f], NULL, sets, 9, files[f]);
+        run_and_compare(files[f], NULL, sets, 10, files[f]);
 }
 
 /* A plan that cannot fit is refused before anything is allocated: the executor prints what each
@@ -414,39 +449,60 @@ CASE(interleaved_zb_2gpu_peer, "interleaved-zb", 2, "peer", "fp32", 4)
 CASE(interleaved_zb_4gpu_peer, "interleaved-zb", 4, "peer", "fp32", 8)
 CASE(interleaved_zb_4gpu_nccl, "interleaved-zb", 4, "nccl", "fp32", 8)
 
-/* Uneven stages: a listed split and the balanced one, against the same one-device run. */
+/* Uneven stages at p = 2 and 4: a listed split and the balanced one, against the same one-device
+ * run. */
 static void uneven_split(void)
 {
-    if (n_gpus < 2) SKIP("uneven split: needs 2 GPUs, %d present", n_gpus);
-    int p = n_gpus >= 4 ? 4 : 2;
-    char devs[32];
-    snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
-    const char *listed =
-        p == 4 ? "model.layers_per_stage=[1,3,2,2]" : "model.layers_per_stage=[3,5]";
-    const char *a[] = {"schedule.kind=1f1b", devs, "pipeline.micro_batches=8", listed};
-    run_and_compare("test.yaml", model_yaml("fp32"), a, 4, "1f1b, layers as listed");
-    const char *b[] = {"schedule.kind=zb-v", devs, "pipeline.micro_batches=8", "model.layers=12",
-                       "pipeline.split=balanced"};
-    run_and_compare("test.yaml", model_yaml("fp32"), b, 5, "zb-v, balanced split");
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    for (int p = 2; p <= 4; p += 2) {
+        char devs[64], label[96];
+        devices_set(devs, sizeof devs, p);
+        const char *listed =
+            p == 4 ? "model.layers_per_stage=[1,3,2,2]" : "model.layers_per_stage=[3,5]";
+        const char *a[] = {"schedule.kind=1f1b", devs, "pipeline.micro_batches=8", listed};
+        snprintf(label, sizeof label, "1f1b p=%d, layers as listed", p);
+        run_and_compare("test.yaml", model_yaml("fp32"), a, 4, label);
+        const char *b[] = {"schedule.kind=zb-v", devs, "pipeline.micro_batches=8",
+                           "model.layers=12", "pipeline.split=balanced"};
+        snprintf(label, sizeof label, "zb-v p=%d, balanced split", p);
+        run_and_compare("test.yaml", model_yaml("fp32"), b, 5, label);
+    }
 }
 
-/* PyTorch's own orders (bench/torch_orders.py), imported from its CSV, on 4 GPUs. */
+/* PyTorch's own orders (bench/torch_orders.py), imported from its CSV, on 4 pipeline devices
+ * (sharing GPUs where fewer are present). */
 static void torch_orders(void)
 {
     static const char *const files[] = {"tests/data/torch_zbv_p4_m8.csv",
                                         "tests/data/torch_interleaved_zb_p4_m8.csv",
                                         "tests/data/torch_dualpipev_p4_m8.csv"};
-    if (n_gpus < 4) SKIP("PyTorch's orders run on 4 GPUs, %d present", n_gpus);
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    char devs[64];
+    devices_set(devs, sizeof devs, 4);
     int found = 0;
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         if (access(files[i], R_OK) != 0) continue;
         found++;
         char csv[128];
         snprintf(csv, sizeof csv, "schedule.csv=%s", files[i]);
-        const char *sets[] = {csv, "pipeline.devices=4"};
+        const char *sets[] = {csv, devs};
         run_and_compare("test.yaml", model_yaml("fp32"), sets, 2, files[i]);
     }
     if (!found) SKIP("no tests/data/torch_*_p4_m8.csv (bench/torch_orders.py writes them)");
+}
+
+/* Where there are GPUs enough for the cases above to run on separate GPUs, pipeline devices
+ * sharing them still run as on separate ones: four on GPU 0, and four on GPUs 0 and 1 in turn
+ * (shared and peer boundaries in one pipeline). */
+static void shared_gpus_on_many(void)
+{
+    if (n_gpus < 2) SKIP("the cases above share the %d GPU present already", n_gpus);
+    const char *sets0[] = {"schedule.kind=1f1b", "pipeline.devices=[0,0,0,0]",
+                           "pipeline.micro_batches=8"};
+    run_and_compare("test.yaml", model_yaml("fp32"), sets0, 3, "1f1b on [0,0,0,0]");
+    const char *sets1[] = {"schedule.kind=interleaved-1f1b", "pipeline.devices=[0,1,0,1]",
+                           "pipeline.micro_batches=8"};
+    run_and_compare("test.yaml", model_yaml("fp32"), sets1, 3, "interleaved-1f1b on [0,1,0,1]");
 }
 
 /* Steps replayed from one captured CUDA graph give bitwise the same losses and gradients as the
@@ -464,7 +520,10 @@ static void graph_matches_eager(void)
             memset(r, 0, sizeof r);
             char kind[64], devs[64], transport[64];
             snprintf(kind, sizeof kind, "schedule.kind=%s", kinds[t]);
-            snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
+            if (tr) /* nccl: a GPU per pipeline device */
+                snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
+            else
+                devices_set(devs, sizeof devs, 4);
             snprintf(transport, sizeof transport, "pipeline.transport=%s", tr ? "nccl" : "peer");
             for (int g = 0; g < 2; g++) {
                 const char *sets[] = {kind,           devs,
@@ -600,6 +659,7 @@ int main(void)
     RUN(offload_graph_matches_plain);
     RUN(explicit_schedules_run_as_written);
     RUN(too_big_is_refused);
+    RUN(shared_gpus_on_many);
     RUN(graph_matches_eager);
     RUN(timeout_names_pending_op);
     RUN(adamw_loss_falls);
