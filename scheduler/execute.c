@@ -152,6 +152,10 @@ static pp_status_t exec_devices(exec_t *x)
                     d, cuda[d], n_vis);
     }
     world_own_all(&x->w, x->plan->n_devices, cuda);
+    for (int i = 0; i < x->plan->n_ops; i++) { /* the directed pairs that get channels */
+        const pp_op_t *op = &x->plan->ops[i];
+        if (op->role == PP_ROLE_SEND) world_talk(&x->w, op->device, x->plan->ops[op->peer].device);
+    }
     return PP_OK;
 }
 

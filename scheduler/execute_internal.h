@@ -2,8 +2,9 @@
  * execute_internal.h — the executor's parts, shared by scheduler/execute*.c and private to them.
  *
  *   world  (execute_world.c):  the devices this process owns, their streams (one per row of the
- *                              role table, at the row's priority), the per-device events that fork
- *                              and join a step, the step counters, and the clock alignment.
+ *                              role table, or per peer device for a per-peer row, at the row's
+ *                              priority), the per-device events that fork and join a step, the
+ *                              step counters, and the clock alignment.
  *   step   (execute_step.c):   enqueues one step: every op of an owned device in plan order, each
  *                              transfer as the halves its transport posts; graph capture.
  *   timing (execute_timing.c): waiting with a timeout, naming pending ops, reading step and op
@@ -31,12 +32,15 @@ typedef struct pp_world {
     int origin;                          /* the first owned device: forks and joins a step */
     unsigned char owned[PP_MAX_DEVICES]; /* 1: this process drives device d */
     int cuda[PP_MAX_DEVICES];            /* CUDA ordinal of device d */
-    cudaStream_t stream[PP_MAX_DEVICES][PP_ROLE_COUNT]; /* one per role, owned devices */
-    cudaEvent_t go;                                     /* on the origin: the step's fork */
-    cudaEvent_t ref[PP_MAX_DEVICES];                    /* device d's time origin (timing) */
-    cudaEvent_t fork[PP_MAX_DEVICES];                   /* the other roles start after it */
-    cudaEvent_t tail[PP_MAX_DEVICES][PP_ROLE_COUNT];    /* the other roles join into compute */
-    cudaEvent_t stop[PP_MAX_DEVICES];                   /* device d's end of step (timing) */
+    unsigned char talks[PP_MAX_DEVICES][PP_MAX_DEVICES]; /* 1: d sends to q (world_talk) */
+    cudaStream_t stream[PP_MAX_DEVICES][PP_ROLE_COUNT];  /* roles with one stream per device */
+    cudaEvent_t tail[PP_MAX_DEVICES][PP_ROLE_COUNT];     /* their ends, joined into compute */
+    cudaStream_t *peer_stream; /* [role][d][q] (world_stream): per-peer roles, where d and q talk */
+    cudaEvent_t *peer_tail;    /* same shape: their ends, joined into compute */
+    cudaEvent_t go;            /* on the origin: the step's fork */
+    cudaEvent_t ref[PP_MAX_DEVICES];   /* device d's time origin (timing) */
+    cudaEvent_t fork[PP_MAX_DEVICES];  /* the other streams start after it */
+    cudaEvent_t stop[PP_MAX_DEVICES];  /* device d's end of step (timing) */
     cudaEvent_t join[PP_MAX_DEVICES];  /* device d's end of step, joined by the origin */
     int *counters_host;                /* pinned [2]: data index base, optimizer step */
     int *counters_dev[PP_MAX_DEVICES]; /* device copies, read by the stages' kernels */
@@ -73,9 +77,24 @@ typedef struct exec {
  * A launch that gives each process its share of the devices sets owned[] and origin instead. */
 void world_own_all(pp_world_t *w, int p, const int *cuda);
 
-/* Create the owned devices' streams (one per role, at the role's priority), events and counters.
- * world_free takes a half-built world. */
+/* Device d sends to device q in the plan (d == q: between two stages of d): both get the streams
+ * of per-peer roles for each other. Called for every transfer before world_create. */
+static inline void world_talk(pp_world_t *w, int d, int q)
+{
+    w->talks[d][q] = 1;
+}
+
+/* Create the owned devices' streams (one per role, or per peer device d talks with for a per-peer
+ * role, at the role's priority), events and counters. world_free takes a half-built world. */
 pp_status_t world_create(pp_world_t *w);
+
+/* The stream of role r on owned device d towards peer device q (q is ignored for a role with one
+ * stream per device); NULL when none was made (d and q do not talk). */
+cudaStream_t world_stream(const pp_world_t *w, int d, pp_role_t r, int q);
+
+/* Device d's streams other than compute and the events that end each one's step: up to `max`,
+ * returns how many. The fork and the join of a step go through these. */
+int world_side_streams(const pp_world_t *w, int d, cudaStream_t *s, cudaEvent_t *tail, int max);
 void world_free(pp_world_t *w);
 
 /* Bound the misalignment of the owned devices' time origins (see execute_world.c). */

@@ -12,20 +12,26 @@
  * process does not own are carried by the transport itself. Nothing here counts processes: it
  * asks world_owns.
  *
+ * Transfers run on the streams of their directed device pair (world_stream): a send waits only
+ * for earlier sends to the same device, and nothing on the compute stream waits for a send unless
+ * the plan says so (a slot the send reads is reused).
+ *
  * A step starts with `go` on the origin's compute stream, which every owned device waits on; each
- * device then records its time origin ref[d] and forks its other roles' streams. It ends with
- * every role joining its device's compute stream, the optimizer, and the origin joining every
+ * device then records its time origin ref[d] and forks its other streams. It ends with every
+ * other stream joining its device's compute stream, the optimizer, and the origin joining every
  * device (a captured graph needs all its streams to rejoin the origin).
  */
 #include "execute_internal.h"
 
 #include <string.h>
 
-/* The stream an op runs on: its role's stream, or the compute stream in --sync mode. */
+/* The stream an op runs on: its role's stream (a transfer's: the one towards its peer device),
+ * or the compute stream in --sync mode. */
 static cudaStream_t op_stream(const exec_t *x, const pp_op_t *op)
 {
-    return x->opts.sync ? x->w.stream[op->device][PP_ROLE_COMPUTE]
-                        : x->w.stream[op->device][op->role];
+    if (x->opts.sync) return x->w.stream[op->device][PP_ROLE_COMPUTE];
+    int q = op->role == PP_ROLE_COMPUTE ? op->device : x->plan->ops[op->peer].device;
+    return world_stream(&x->w, op->device, op->role, q);
 }
 
 /* Make `stream` wait for every dependency of op i (but `skip`) that runs on another stream of
@@ -206,9 +212,11 @@ static pp_status_t start_step(exec_t *x)
         PP_CUDA_CHECK(cudaMemcpyAsync(w->counters_dev[d], w->counters_host, 2 * sizeof(int),
                                       cudaMemcpyHostToDevice, c));
         PP_CUDA_CHECK(cudaEventRecord(w->fork[d], c));
-        for (int r = 0; r < PP_ROLE_COUNT; r++)
-            if (r != PP_ROLE_COMPUTE)
-                PP_CUDA_CHECK(cudaStreamWaitEvent(w->stream[d][r], w->fork[d], 0));
+        cudaStream_t side[PP_ROLE_COUNT * PP_MAX_DEVICES];
+        cudaEvent_t tail[PP_ROLE_COUNT * PP_MAX_DEVICES];
+        int n = world_side_streams(w, d, side, tail, PP_ROLE_COUNT * PP_MAX_DEVICES);
+        for (int k = 0; k < n; k++)
+            PP_CUDA_CHECK(cudaStreamWaitEvent(side[k], w->fork[d], 0));
     }
     for (int s = 0; s < x->plan->n_stages; s++) {
         int d = x->plan->stage_device[s];
@@ -228,10 +236,12 @@ static pp_status_t end_step(exec_t *x)
         if (!world_owns(w, d)) continue;
         PP_CUDA_CHECK(cudaSetDevice(w->cuda[d]));
         cudaStream_t c = w->stream[d][PP_ROLE_COMPUTE];
-        for (int r = 0; r < PP_ROLE_COUNT; r++) {
-            if (r == PP_ROLE_COMPUTE) continue;
-            PP_CUDA_CHECK(cudaEventRecord(w->tail[d][r], w->stream[d][r]));
-            PP_CUDA_CHECK(cudaStreamWaitEvent(c, w->tail[d][r], 0));
+        cudaStream_t side[PP_ROLE_COUNT * PP_MAX_DEVICES];
+        cudaEvent_t tail[PP_ROLE_COUNT * PP_MAX_DEVICES];
+        int n = world_side_streams(w, d, side, tail, PP_ROLE_COUNT * PP_MAX_DEVICES);
+        for (int k = 0; k < n; k++) {
+            PP_CUDA_CHECK(cudaEventRecord(tail[k], side[k]));
+            PP_CUDA_CHECK(cudaStreamWaitEvent(c, tail[k], 0));
         }
     }
     if (x->cfg->run.optimizer == PP_OPT_ADAMW) {

@@ -1,6 +1,7 @@
 /*
  * execute_world.c — the world of an executor (see execute_internal.h): the devices this process
- * owns and, on each, one stream per row of the role table (roles.c) at the row's priority, the
+ * owns and, on each, one stream per row of the role table (roles.c) at the row's priority (for a
+ * per-peer row, one per device it talks with: a send and a recv channel per directed pair), the
  * events that fork and join a step, and the step counters; plus the clock alignment.
  *
  * Invariants: device numbers are global pipeline indices; only owned devices get streams, events
@@ -24,22 +25,69 @@ void world_own_all(pp_world_t *w, int p, const int *cuda)
     }
 }
 
-/* Streams and events of owned device d (current device set by the caller). */
-static pp_status_t create_device(pp_world_t *w, int d)
+/* Where the per-peer stream of role r on device d towards q lives in peer_stream / peer_tail. */
+static size_t peer_index(const pp_world_t *w, int d, pp_role_t r, int q)
+{
+    return ((size_t)r * (size_t)w->p + (size_t)d) * (size_t)w->p + (size_t)q;
+}
+
+cudaStream_t world_stream(const pp_world_t *w, int d, pp_role_t r, int q)
+{
+    if (!pp_role_row(r)->per_peer) return w->stream[d][r];
+    return w->peer_stream ? w->peer_stream[peer_index(w, d, r, q)] : NULL;
+}
+
+int world_side_streams(const pp_world_t *w, int d, cudaStream_t *s, cudaEvent_t *tail, int max)
+{
+    int n = 0;
+    for (int r = 0; r < PP_ROLE_COUNT; r++) {
+        if (r == PP_ROLE_COMPUTE) continue;
+        const int per_peer = pp_role_row((pp_role_t)r)->per_peer;
+        for (int q = 0; q < (per_peer ? w->p : 1) && n < max; q++) {
+            size_t k = per_peer ? peer_index(w, d, (pp_role_t)r, q) : 0;
+            cudaStream_t st = !per_peer        ? w->stream[d][r]
+                              : w->peer_stream ? w->peer_stream[k]
+                                               : NULL;
+            if (!st) continue;
+            s[n] = st;
+            tail[n++] = per_peer ? w->peer_tail[k] : w->tail[d][r];
+        }
+    }
+    return n;
+}
+
+/* One stream of role r at its priority, with the event that ends its step. */
+static pp_status_t create_stream(cudaStream_t *s, cudaEvent_t *tail, pp_role_t r)
 {
     int lo, hi;
     PP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    /* The greatest priority is numerically the least. */
+    int prio = pp_role_row(r)->high_priority ? hi : lo;
+    PP_CUDA_CHECK(cudaStreamCreateWithPriority(s, cudaStreamNonBlocking, prio));
+    if (tail) PP_CUDA_CHECK(cudaEventCreateWithFlags(tail, cudaEventDisableTiming));
+    return PP_OK;
+}
+
+/* Streams and events of owned device d (current device set by the caller): one stream per role,
+ * or, for a per-peer role, one per device d talks with. */
+static pp_status_t create_device(pp_world_t *w, int d)
+{
     for (int r = 0; r < PP_ROLE_COUNT; r++) {
-        /* The greatest priority is numerically the least. */
-        int prio = pp_role_row((pp_role_t)r)->high_priority ? hi : lo;
-        PP_CUDA_CHECK(cudaStreamCreateWithPriority(&w->stream[d][r], cudaStreamNonBlocking, prio));
+        cudaEvent_t *tail = r == PP_ROLE_COMPUTE ? NULL : &w->tail[d][r];
+        if (!pp_role_row((pp_role_t)r)->per_peer) {
+            PP_CHECK(create_stream(&w->stream[d][r], tail, (pp_role_t)r));
+            continue;
+        }
+        for (int q = 0; q < w->p; q++) {
+            if (!w->talks[d][q] && !w->talks[q][d]) continue;
+            size_t k = peer_index(w, d, (pp_role_t)r, q);
+            PP_CHECK(create_stream(&w->peer_stream[k], &w->peer_tail[k], (pp_role_t)r));
+        }
     }
     PP_CUDA_CHECK(cudaEventCreate(&w->ref[d]));
     PP_CUDA_CHECK(cudaEventCreate(&w->stop[d]));
     PP_CUDA_CHECK(cudaEventCreateWithFlags(&w->fork[d], cudaEventDisableTiming));
     PP_CUDA_CHECK(cudaEventCreateWithFlags(&w->join[d], cudaEventDisableTiming));
-    for (int r = 0; r < PP_ROLE_COUNT; r++)
-        PP_CUDA_CHECK(cudaEventCreateWithFlags(&w->tail[d][r], cudaEventDisableTiming));
     PP_CUDA_CHECK(cudaMalloc((void **)&w->counters_dev[d], 2 * sizeof(int)));
     PP_CUDA_CHECK(cudaMemset(w->counters_dev[d], 0, 2 * sizeof(int)));
     return PP_OK;
@@ -48,6 +96,14 @@ static pp_status_t create_device(pp_world_t *w, int d)
 pp_status_t world_create(pp_world_t *w)
 {
     pp_status_t st = PP_OK;
+    size_t n_peer = (size_t)PP_ROLE_COUNT * (size_t)w->p * (size_t)w->p;
+    w->peer_stream = calloc(n_peer, sizeof *w->peer_stream);
+    w->peer_tail = calloc(n_peer, sizeof *w->peer_tail);
+    if (!w->peer_stream || !w->peer_tail) {
+        fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
+        st = PP_ERR_NOMEM;
+        goto fail;
+    }
     for (int d = 0; d < w->p; d++) {
         if (!world_owns(w, d)) continue;
         PP_CUDA_CHECK_GOTO(cudaSetDevice(w->cuda[d]), st, fail);
@@ -66,6 +122,17 @@ fail:
     return st;
 }
 
+/* Device d's per-peer streams and their events. */
+static void free_peer_streams(pp_world_t *w, int d)
+{
+    for (int r = 0; r < PP_ROLE_COUNT && w->peer_stream; r++)
+        for (int q = 0; q < w->p; q++) {
+            size_t k = peer_index(w, d, (pp_role_t)r, q);
+            if (w->peer_tail[k]) cudaEventDestroy(w->peer_tail[k]);
+            if (w->peer_stream[k]) cudaStreamDestroy(w->peer_stream[k]);
+        }
+}
+
 void world_free(pp_world_t *w)
 {
     if (w->go) cudaEventDestroy(w->go);
@@ -82,7 +149,12 @@ void world_free(pp_world_t *w)
             if (w->tail[d][r]) cudaEventDestroy(w->tail[d][r]);
             if (w->stream[d][r]) cudaStreamDestroy(w->stream[d][r]);
         }
+        free_peer_streams(w, d);
     }
+    free(w->peer_stream);
+    free(w->peer_tail);
+    w->peer_stream = NULL;
+    w->peer_tail = NULL;
     w->go = NULL;
     w->counters_host = NULL;
     memset(w->stream, 0, sizeof w->stream);

@@ -48,6 +48,8 @@ typedef enum pp_role {
 typedef struct pp_role_row {
     const char *name;  /* in traces and messages: "compute", "send", "recv", "offload", "load" */
     int high_priority; /* 1: created at the device's greatest stream priority */
+    int per_peer;      /* 1: one stream per peer device it talks with (a channel per directed
+                          pair: a transfer waits only for transfers of the same pair) */
 } pp_role_row_t;
 
 /* The row of role r (the compute row for a value out of range). */

@@ -1,18 +1,26 @@
 /*
  * roles.c — the table of stream roles (see plan.h): one row per pp_role_t, in enum order. The
- * executor creates one stream per row on every device it owns, at the row's priority; traces
- * draw one track per row. Communication runs at the greater priority so that a transfer is never
- * queued behind compute. The host copies of run.offload (offload: device to host, load: host to
+ * executor creates one stream per row on every device it owns, at the row's priority, or, for a
+ * per-peer row, one per peer device it talks with (send to q, receive from q), so a transfer waits
+ * only for the transfers of its own directed pair and never for an unrelated one; traces draw one
+ * track per row. Communication runs at the greater priority so that a transfer is never queued
+ * behind compute. The host copies of run.offload (offload: device to host, load: host to
  * device) run on the copy engines at the least priority: whatever kernel is queued goes first, so
  * a copy never delays compute. A new role is one row here, one enum value, and the op kinds the
  * lowering puts on it.
  */
 #include "plan.h"
 
+/* clang-format off */
 static const pp_role_row_t rows[PP_ROLE_COUNT] = {
-    [PP_ROLE_COMPUTE] = {"compute", 0}, [PP_ROLE_SEND] = {"send", 1}, [PP_ROLE_RECV] = {"recv", 1},
-    [PP_ROLE_OFFLOAD] = {"offload", 0}, [PP_ROLE_LOAD] = {"load", 0},
+    /*                   name       prio  per_peer */
+    [PP_ROLE_COMPUTE] = {"compute", 0,    0},
+    [PP_ROLE_SEND]    = {"send",    1,    1},
+    [PP_ROLE_RECV]    = {"recv",    1,    1},
+    [PP_ROLE_OFFLOAD] = {"offload", 0,    0},
+    [PP_ROLE_LOAD]    = {"load",    0,    0},
 };
+/* clang-format on */
 
 /* The stream each op kind runs on. */
 static const pp_role_t kind_role[PP_ACT_COUNT] = {
