@@ -6,7 +6,8 @@
 #   make test-asan  the CPU tests under AddressSanitizer + UBSan, then make fuzz
 #   make fuzz       the config and CSV readers under a bounded fuzz run (FUZZ_SECONDS=, per target)
 #   make sanitize   the GPU tests under compute-sanitizer memcheck, then racecheck (needs a GPU)
-#   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local, bench-peer
+#   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local,
+#                   bench-overlap, bench-peer
 #   make install PREFIX=/usr/local
 #
 # Options: CUDA_HOME=, NCCL_HOME=, SM=90 (GPU architecture), DEBUG=1 (no optimisation),
@@ -83,7 +84,7 @@ LIBS_CUDA :=
 LINK := $(CC)
 endif
 
-.PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-peer install clean distclean format probe
+.PHONY: all run test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-overlap bench-peer install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -227,6 +228,10 @@ bench-offload: $(BUILD)/bench/bench_offload
 # What the local transport's boundary copy costs (docs/architecture.md, "local").
 bench-local: $(BUILD)/bench/bench_local
 	$(BUILD)/bench/bench_local
+
+# Whether DualPipeV's overlapped pair runs faster on two streams than on one (bench/bench_overlap.cu).
+bench-overlap: $(BUILD)/bench/bench_overlap
+	$(BUILD)/bench/bench_overlap
 
 bench: $(BUILD)/ppsched $(BENCH_BIN)
 	@sh bench/run_bench.sh $(BUILD)
