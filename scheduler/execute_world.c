@@ -125,7 +125,7 @@ fail:
 /* Device d's per-peer streams and their events. */
 static void free_peer_streams(pp_world_t *w, int d)
 {
-    for (int r = 0; r < PP_ROLE_COUNT && w->peer_stream; r++)
+    for (int r = 0; r < PP_ROLE_COUNT && w->peer_stream && w->peer_tail; r++)
         for (int q = 0; q < w->p; q++) {
             size_t k = peer_index(w, d, (pp_role_t)r, q);
             if (w->peer_tail[k]) cudaEventDestroy(w->peer_tail[k]);
