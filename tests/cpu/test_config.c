@@ -1001,6 +1001,19 @@ static void test_counts(void)
     EXPECT(!strcmp(sched_kind_name(PP_SCHED_CSV), "csv"));
 }
 
+/* The role table: communication runs at the greater priority, on a channel per directed device
+ * pair (one stream per peer device); compute has one stream per device. */
+static void test_role_table(void)
+{
+    EXPECT(!pp_role_row(PP_ROLE_COMPUTE)->per_peer && !pp_role_row(PP_ROLE_COMPUTE)->high_priority);
+    for (int r = 0; r < PP_ROLE_COUNT; r++) {
+        if (r == PP_ROLE_COMPUTE) continue;
+        EXPECT(pp_role_row((pp_role_t)r)->per_peer && pp_role_row((pp_role_t)r)->high_priority,
+               "%s", pp_role_row((pp_role_t)r)->name);
+    }
+    EXPECT(!strcmp(pp_role_row((pp_role_t)99)->name, "compute"));
+}
+
 /* The transport table: the selectable rows are found by name (and listed in that order), the
  * others are not; a transport whose send half moves the bytes into the receiver's buffer cannot
  * cross processes, and one that crosses processes crosses devices. */
@@ -1131,6 +1144,7 @@ int main(void)
     RUN(test_counts);
     RUN(test_free_after_failure);
     RUN(test_kind_table);
+    RUN(test_role_table);
     RUN(test_transport_table);
     return check_summary("test_config");
 }
