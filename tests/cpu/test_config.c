@@ -1001,15 +1001,15 @@ static void test_counts(void)
     EXPECT(!strcmp(sched_kind_name(PP_SCHED_CSV), "csv"));
 }
 
-/* The role table: communication runs at the greater priority, on a channel per directed device
- * pair (one stream per peer device); compute has one stream per device. */
+/* The role table: communication (send, recv) runs at the greater priority, on a channel per
+ * directed device pair (one stream per peer device); every other role has one stream per device. */
 static void test_role_table(void)
 {
-    EXPECT(!pp_role_row(PP_ROLE_COMPUTE)->per_peer && !pp_role_row(PP_ROLE_COMPUTE)->high_priority);
     for (int r = 0; r < PP_ROLE_COUNT; r++) {
-        if (r == PP_ROLE_COMPUTE) continue;
-        EXPECT(pp_role_row((pp_role_t)r)->per_peer && pp_role_row((pp_role_t)r)->high_priority,
-               "%s", pp_role_row((pp_role_t)r)->name);
+        const pp_role_row_t *row = pp_role_row((pp_role_t)r);
+        int comm = r == PP_ROLE_SEND || r == PP_ROLE_RECV;
+        EXPECT(row->per_peer == comm, "%s", row->name);
+        EXPECT(!comm || row->high_priority, "%s", row->name);
     }
     EXPECT(!strcmp(pp_role_row((pp_role_t)99)->name, "compute"));
 }
