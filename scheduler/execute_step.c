@@ -25,12 +25,12 @@
 
 #include <string.h>
 
-/* The stream an op runs on: its role's stream (a transfer's: the one towards its peer device),
- * or the compute stream in --sync mode. */
+/* The stream an op runs on: its role's stream (for a per-peer role, a transfer's: the one towards
+ * its peer device), or the compute stream in --sync mode. */
 static cudaStream_t op_stream(const exec_t *x, const pp_op_t *op)
 {
     if (x->opts.sync) return x->w.stream[op->device][PP_ROLE_COMPUTE];
-    int q = op->role == PP_ROLE_COMPUTE ? op->device : x->plan->ops[op->peer].device;
+    int q = pp_role_row(op->role)->per_peer ? x->plan->ops[op->peer].device : op->device;
     return world_stream(&x->w, op->device, op->role, q);
 }
 
