@@ -7,8 +7,8 @@
  * micro-batch are captured PROF_REPS times into one CUDA graph with a timing event between passes
  * (as the executor replays a step), the graph replayed `iters` times, and each pass's median
  * taken. A stage's memory is what the device holds with it built and run, less what it held before;
- * what that exceeds its sizing functions by is the per-stage overhead. The memory held with no
- * stage alive afterwards is recorded too, for reference (see profile.h). With a second pipeline
+ * what that exceeds stage_device_bytes by is the per-stage overhead; the memory held with no stage
+ * alive, once the kernels were loaded, is the runtime's share. With a second pipeline
  * device on another GPU, peer copies 0 -> 1 of four sizes around the boundary tensor are timed
  * (event pairs, the median). Everything is freed before returning; all work is on one non-blocking
  * stream per device.
@@ -149,8 +149,7 @@ static pp_status_t profile_one_stage(pp_profile_t *p, const pp_config_t *cfg, pp
     PP_CHECK_GOTO(time_passes(st, s, iters, p->ms[k]), rc, done);
     PP_CHECK_GOTO(used_bytes(&after), rc, done);
     p->stage_bytes[k] = after - before;
-    *overhead = p->stage_bytes[k] -
-                (double)(stage_state_bytes(&c) + stage_workspace_bytes(&c) + stage_slot_bytes(&c));
+    *overhead = p->stage_bytes[k] - (double)stage_device_bytes(&c);
 done:
     stage_free(st);
     return rc;

@@ -39,11 +39,12 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_config_t *cfg, const pp_pl
     }
     for (int i = 0; i < m->n_devices; i++) {
         pp_mem_device_t *d = &m->dev[i];
-        /* The GPU row's share covers the context, the modules and one stage's overhead (it was
-         * checked against measured runs of one stage a device); a profile adds its measured
-         * overhead for every further stage of the device. */
-        d->runtime = gpu->runtime_gib * GIB;
-        if (prof && n_stages[i] > 1) d->runtime += (n_stages[i] - 1) * prof->stage_overhead_bytes;
+        /* A profile measured the context and modules (held with no stage) and what each stage
+         * holds beyond its sizing functions; without one, the GPU row's share stands for both. */
+        if (prof && prof->runtime_bytes > 0)
+            d->runtime = prof->runtime_bytes + n_stages[i] * prof->stage_overhead_bytes;
+        else
+            d->runtime = gpu->runtime_gib * GIB;
         d->total = d->state + d->workspace + d->slots + d->runtime;
         d->mb_equiv = one_mb[i] > 0 ? d->slots / one_mb[i] : 0.0; /* I->W buffers count too */
         if (d->total > m->dev[m->fullest].total) m->fullest = i;

@@ -49,13 +49,11 @@ typedef struct pp_profile {
     pp_dtype_t dtype;
     double ms[PP_PROF_STAGE_COUNT][PP_PASS_COUNT]; /* one micro-batch, median */
     double stage_bytes[PP_PROF_STAGE_COUNT];       /* device memory of each stage with one slot */
-    /* Device memory a stage holds beyond its sizing functions (its cuBLAS handles, allocation
-     * rounding): the mean over the measured stages. The memory prediction adds it for every stage
-     * of a device after the first (the GPU row's runtime share covers one). */
+    /* Device memory a stage holds beyond its sizing functions, stage_device_bytes (its cuBLAS
+     * handles, allocation rounding): the mean over the measured stages. */
     double stage_overhead_bytes;
-    /* Held with no stage alive once stages were built, run and freed (context, modules, library
-     * caches). Kept for reference only: it is far above what a run holds besides its stages
-     * (2.65 GiB against about 0.6 GiB on an H100), so the prediction does not use it. */
+    /* Held with no stage alive once the kernels were loaded (context, modules, library state).
+     * The memory prediction adds it once a device, and the overhead once a stage. */
     double runtime_bytes;
     int n_sends;
     double send_bytes[PP_PROFILE_MAX_SENDS], send_ms[PP_PROFILE_MAX_SENDS];

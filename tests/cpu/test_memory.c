@@ -46,20 +46,18 @@ static void test_equals_sizing_functions(void)
         }
         for (int d = 0; d < m.n_devices; d++)
             EXPECT_NEAR(m.dev[d].total, want[d] + g->runtime_gib * 1024.0 * 1024 * 1024, 0, 1e-12);
-        /* a profile adds its measured per-stage overhead for every stage of a device after the
-         * first; its no-stage figure is not used */
+        /* a profile's runtime share replaces the table's, with its overhead once a stage */
         pp_profile_t prof;
         memset(&prof, 0, sizeof prof);
-        prof.runtime_bytes = ts_rand_uniform(1e9, 3e9);
+        prof.runtime_bytes = ts_rand_uniform(1e8, 1e9);
         prof.stage_overhead_bytes = ts_rand_uniform(1e7, 1e8);
         REQUIRE(memory_predict(&m, &r.cfg, &r.plan, g, &prof) == PP_OK);
         for (int d = 0; d < m.n_devices; d++) {
             int n = 0;
             for (int s = 0; s < r.plan.n_stages; s++)
                 n += r.plan.stage_device[s] == d;
-            double extra = n > 1 ? (n - 1) * prof.stage_overhead_bytes : 0.0;
-            EXPECT_NEAR(m.dev[d].total, want[d] + g->runtime_gib * 1024.0 * 1024 * 1024 + extra, 0,
-                        1e-12);
+            EXPECT_NEAR(m.dev[d].total,
+                        want[d] + prof.runtime_bytes + n * prof.stage_overhead_bytes, 0, 1e-12);
         }
         run_free(&r);
     }

@@ -157,7 +157,7 @@ static void run_and_compare(const char *name, const char *yaml, const char *cons
         const int *cuda = cfg->pipeline.device_ids;
         for (int i = 0; i < plan->n_ops; i++) {
             const pp_op_t *o = &plan->ops[i];
-            if (o->role == PP_ROLE_COMPUTE) continue;
+            if (!pp_action_is_comm(o->kind)) continue; /* compute, or a copy to or from the host */
             int a = o->device, b = plan->ops[o->peer].device;
             EXPECT(o->link ==
                        transport_for_boundary(a, b, cuda[a], cuda[b], cfg->pipeline.transport),
