@@ -39,6 +39,15 @@ static void print_predicted(struct pp_out *o, const pp_report_t *r)
 {
     char a[64], b[64];
     if (r->mode != PP_MODE_MEASURE || !isfinite(r->step_ms_predicted)) return;
+    if (r->shared_gpus) {
+        /* The model prices separate GPUs; pipeline devices sharing one run their ops in turn and
+         * each sees the whole GPU's memory, so an error against this run would mean nothing. */
+        out_printf(o,
+                   "# predicted for separate GPUs: step %.3f ms (not compared: these pipeline "
+                   "devices share GPUs)\n",
+                   r->step_ms_predicted);
+        return;
+    }
     out_printf(o, "# predicted before running: step %.3f ms (error %s)", r->step_ms_predicted,
                fmt_err(a, sizeof a, r->step_ms_predicted, r->step_ms));
     for (int d = 0; d < r->devices; d++) {

@@ -93,6 +93,21 @@ static void test_uneven_split(void)
     run_free(&uneven);
 }
 
+/* The run's table, as `ppsched FILE` prints it (the text lives until the next call). */
+static const char *table_of(const pp_run_t *r)
+{
+    static char buf[1 << 16];
+    FILE *f = tmpfile();
+    EXPECT(f != NULL);
+    if (!f) return "";
+    report_print_table(&r->report, &r->cfg, f);
+    rewind(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
 /* A stand-in executor: the simulator's timeline with per-stage costs as the "measurement", and
  * a loss per step. */
 static pp_status_t fake_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
@@ -129,6 +144,16 @@ static void test_measured(void)
     for (int s = 0; s < r.plan.n_stages; s++)
         EXPECT(r.cost.f[s] == 1.0 + s, "stage %d: f %g", s, r.cost.f[s]);
     EXPECT_NEAR(r.report.bubble_simulated, r.report.bubble, 1e-12, 1e-12);
+    EXPECT(strstr(table_of(&r), "# predicted before running: step "), "%s", table_of(&r));
+    run_free(&r);
+    /* Pipeline devices sharing a GPU: the prediction is for separate GPUs, and not compared. */
+    const char *shared[] = {"pipeline.devices=[0, 0]"};
+    REQUIRE(run_load(&r, "t.yaml", yaml_of("1f1b", 2, 4), shared, 1, 0) == PP_OK);
+    REQUIRE(run_go(&r, &ro) == PP_OK);
+    const char *t = table_of(&r);
+    EXPECT(r.report.shared_gpus && strstr(t, "# predicted for separate GPUs: step ") &&
+               !strstr(t, "# predicted before running: step"),
+           "%s", t);
     run_free(&r);
 }
 
