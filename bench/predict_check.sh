@@ -1,7 +1,7 @@
 #!/bin/sh
 # predict_check.sh [BUILD] [PROFILE] — the cost and memory model against measurement, on one GPU.
 #
-# Every generated schedule (gpipe, 1f1b, interleaved, zb-h1) at the reference and the small model,
+# Every generated schedule kind's shipped file (schedules/<kind>.yaml) at the reference and the small model,
 # m = 8 and 32, all stages on the first GPU (pipeline.devices=1). Each case is measured once (5
 # timed steps after 2 warm-up); the measured run's JSON carries what the model predicted before
 # running on the GPU's description alone (a priori); a second, simulated run prices the same plan
@@ -34,10 +34,11 @@ echo "# predict_check: $gpu, profile $profile, commit $(git rev-parse --short HE
 
 small="--set model.layers=16 --set model.hidden=512 --set model.heads=8 --set model.seq_len=256 --set pipeline.micro_batch_size=2"
 common="--set pipeline.devices=1 --set run.steps=5 --set run.warmup=2 --quiet --json"
+kinds="gpipe 1f1b interleaved zb-h1 zb-h2 zb-v dualpipe-v looped-bfs interleaved-zb auto"
 for model in reference small; do
     extra=""
     [ "$model" = small ] && extra=$small
-    for kind in gpipe 1f1b interleaved zb-h1; do
+    for kind in $kinds; do
         for m in 8 32; do
             base="$out/$model-$kind-m$m"
             # shellcheck disable=SC2086
@@ -53,7 +54,7 @@ for model in reference small; do
     done
 done
 
-python3 - "$out" <<'EOF' | tee "$out/table.txt"
+python3 - "$out" $kinds <<'EOF' | tee "$out/table.txt"
 import json, os, sys
 out = sys.argv[1]
 def load(p):
@@ -70,12 +71,12 @@ def num(v, fmt):
     return "-" if v is None else fmt % v
 hdr = ("model", "schedule", "m", "meas", "profile", "err", "a priori", "err", "meas", "profile", "err", "a priori", "err", "")
 units = ("", "", "", "ms", "ms", "%", "ms", "%", "GiB", "GiB", "%", "GiB", "%", "")
-fmt = "%-9s %-12s %3s %9s %9s %6s %9s %6s %7s %7s %6s %8s %6s %s"
+fmt = "%-9s %-15s %3s %9s %9s %6s %9s %6s %7s %7s %6s %8s %6s %s"
 print(fmt % hdr)
 print(fmt % units)
 worst = {"step_profile": 0, "step_gpu": 0, "mem_profile": 0, "mem_gpu": 0}
 for model in ("reference", "small"):
-    for kind in ("gpipe", "1f1b", "interleaved", "zb-h1"):
+    for kind in sys.argv[2:]:
         for m in (8, 32):
             base = os.path.join(out, "%s-%s-m%d" % (model, kind, m))
             meas, prof, gpu = (load(base + s) for s in (".measured.json", ".profile.json", ".gpu.json"))
