@@ -24,7 +24,7 @@
 static const char *const skip_names[PP_SKIP_COUNT] = {
     [PP_SKIP_CHUNKS] = "chunks",       [PP_SKIP_MICRO_BATCHES] = "micro-batches",
     [PP_SKIP_PLACEMENT] = "placement", [PP_SKIP_LAYERS] = "layers",
-    [PP_SKIP_BUILD] = "refused",
+    [PP_SKIP_BUILD] = "refused",       [PP_SKIP_SAME_SPLIT] = "same split",
 };
 
 const char *plan_skip_name(pp_skip_t k)
@@ -100,8 +100,10 @@ static pp_status_t plan_push(pp_search_t *s, const pp_candidate_t *c)
     return PP_OK;
 }
 
-/* Why kind k cannot run (v, placement pl, m micro-batches), or -1 when it can. */
-static int plan_refusal(const pp_search_t *s, pp_sched_kind_t k, int v, pp_placement_t pl, int m)
+/* Why kind k cannot run (v, placement pl, m micro-batches, split sp), or -1 when it can. An even
+ * split needs the layers to divide into the p * v stages; a balanced one, a block for each. */
+static int plan_refusal(const pp_search_t *s, pp_sched_kind_t k, int v, pp_placement_t pl, int m,
+                        pp_split_t sp)
 {
     static const int of_problem[] = {[PP_KIND_BAD_CHUNKS] = PP_SKIP_CHUNKS,
                                      [PP_KIND_BAD_MICRO_BATCHES] = PP_SKIP_MICRO_BATCHES,
@@ -110,16 +112,19 @@ static int plan_refusal(const pp_search_t *s, pp_sched_kind_t k, int v, pp_place
     pp_kind_problem_t why = sched_kind_check(k, s->p, m, v, msg, sizeof msg);
     if (why == PP_KIND_OK) why = sched_kind_check_placement(k, v, pl, msg, sizeof msg);
     if (why != PP_KIND_OK) return of_problem[why];
-    if (s->base.model.layers % (s->p * v) != 0) return PP_SKIP_LAYERS;
+    int stages = s->p * v, layers = s->base.model.layers;
+    if (sp == PP_SPLIT_EVEN ? layers % stages != 0 : layers < stages) return PP_SKIP_LAYERS;
     return -1;
 }
 
-/* The combinations of kind k, v chunks and placement pl over the micro-batch sizes b in bs[nb]. */
-static pp_status_t plan_enumerate_sizes(pp_search_t *s, int k, int v, int pl, const long *bs,
-                                        int nb)
+/* The combinations of kind k, v chunks, placement pl and split sp over the micro-batch sizes b
+ * in bs[nb]. */
+static pp_status_t plan_enumerate_sizes(pp_search_t *s, int k, int v, int pl, pp_split_t sp,
+                                        const long *bs, int nb)
 {
     /* A refusal that does not depend on m (chunks, placement, layers) counts once. */
-    int why = plan_refusal(s, (pp_sched_kind_t)k, v, (pp_placement_t)pl, (int)(s->seqs / bs[0]));
+    int why =
+        plan_refusal(s, (pp_sched_kind_t)k, v, (pp_placement_t)pl, (int)(s->seqs / bs[0]), sp);
     if (why >= 0 && why != PP_SKIP_MICRO_BATCHES) {
         s->skipped[why]++;
         return PP_OK;
@@ -132,7 +137,8 @@ static pp_status_t plan_enumerate_sizes(pp_search_t *s, int k, int v, int pl, co
         c.mbs = (int)bs[i];
         c.v = v;
         c.placement = (pp_placement_t)pl;
-        if ((why = plan_refusal(s, c.kind, v, c.placement, c.m)) >= 0) {
+        c.split = sp;
+        if ((why = plan_refusal(s, c.kind, v, c.placement, c.m, sp)) >= 0) {
             s->skipped[why]++;
             continue;
         }
@@ -140,14 +146,16 @@ static pp_status_t plan_enumerate_sizes(pp_search_t *s, int k, int v, int pl, co
         if (v > 1)
             n += snprintf(c.label + n, sizeof c.label - (size_t)n, " v=%d%s", v,
                           pl == PP_PLACEMENT_V ? " place-v" : "");
-        snprintf(c.label + n, sizeof c.label - (size_t)n, " m=%d b=%d", c.m, c.mbs);
+        n += snprintf(c.label + n, sizeof c.label - (size_t)n, " m=%d b=%d", c.m, c.mbs);
+        if (sp == PP_SPLIT_BALANCED) snprintf(c.label + n, sizeof c.label - (size_t)n, " balanced");
         PP_CHECK(plan_push(s, &c));
     }
     return PP_OK;
 }
 
 /* Every generated kind of the table, v = 1..PLAN_MAX_CHUNKS, each placement its row builds (one
- * when v = 1), every micro-batch size that divides the batch into at most PP_MAX_MICRO_BATCHES. */
+ * when v = 1), the even and the balanced layer split, every micro-batch size that divides the
+ * batch into at most PP_MAX_MICRO_BATCHES. */
 static pp_status_t plan_enumerate(pp_search_t *s)
 {
     long bs[2 * PLAN_MAX_ROOT];
@@ -164,7 +172,9 @@ static pp_status_t plan_enumerate(pp_search_t *s)
         for (int v = 1; v <= PLAN_MAX_CHUNKS; v++)
             for (int pl = PP_PLACEMENT_LOOP; pl <= (v > 1 ? PP_PLACEMENT_V : PP_PLACEMENT_LOOP);
                  pl++)
-                PP_CHECK(plan_enumerate_sizes(s, k, v, pl, bs + first, nb - first));
+                for (int sp = PP_SPLIT_EVEN; sp <= PP_SPLIT_BALANCED; sp++)
+                    PP_CHECK(
+                        plan_enumerate_sizes(s, k, v, pl, (pp_split_t)sp, bs + first, nb - first));
     }
     return PP_OK;
 }
@@ -181,9 +191,10 @@ int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs
     snprintf(bufs[4], 64, "pipeline.placement=%s", c->placement == PP_PLACEMENT_V ? "v" : "loop");
     snprintf(bufs[5], 64, "pipeline.micro_batches=%d", c->m);
     snprintf(bufs[6], 64, "pipeline.micro_batch_size=%d", c->mbs);
-    for (int k = 0; k < 7; k++)
+    snprintf(bufs[7], 64, "pipeline.split=%s", c->split == PP_SPLIT_BALANCED ? "balanced" : "even");
+    for (int k = 0; k < 8; k++)
         sets[k] = bufs[k];
-    return 7;
+    return 8;
 }
 
 pp_status_t plan_candidate_load(pp_run_t *r, const pp_search_t *s, const pp_plan_query_t *q,
@@ -228,19 +239,31 @@ static void plan_measure(pp_candidate_t *c, const pp_run_t *r, const pp_search_t
         c->mb_equiv = fmax(c->mb_equiv, r->mem.dev[d].mb_equiv);
 }
 
-/* Predict candidate i; *ok 0 when the chain refused it (input problem, already printed). */
-static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i, int *ok)
+/* 1 when every stage of the resolved config holds the same number of blocks. */
+static int plan_split_is_even(const pp_config_t *cfg)
+{
+    for (int i = 1; i < cfg->model.n_layers_per_stage; i++)
+        if (cfg->model.layers_per_stage[i] != cfg->model.layers_per_stage[0]) return 0;
+    return 1;
+}
+
+/* Predict candidate i. *why is -1 when it is kept, else why not: the chain refused it (an input
+ * problem, its message already printed), or its balanced split came out even (the even candidate
+ * stands for it). */
+static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i, int *why)
 {
     pp_run_t r;
     pp_status_t st = plan_candidate_load(&r, s, q, &s->c[i], -1);
-    *ok = st == PP_OK;
-    if (st == PP_OK) st = run_predict(&r, NULL);
-    if (st == PP_OK) {
+    *why = st == PP_OK ? -1 : PP_SKIP_BUILD;
+    if (st == PP_OK && s->c[i].split == PP_SPLIT_BALANCED && plan_split_is_even(&r.cfg))
+        *why = PP_SKIP_SAME_SPLIT;
+    if (st == PP_OK && *why < 0) st = run_predict(&r, NULL);
+    if (st == PP_OK && *why < 0) {
         plan_measure(&s->c[i], &r, s);
         if (!(s->limit_bytes > 0)) s->limit_bytes = r.mem.limit;
     }
     run_free(&r);
-    return st == PP_ERR_INPUT && !*ok ? PP_OK : st;
+    return st == PP_ERR_INPUT && *why == PP_SKIP_BUILD ? PP_OK : st;
 }
 
 static void plan_progress(const pp_search_t *s, int done, double t0, double *last)
@@ -259,12 +282,12 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q)
     PP_CHECK(plan_enumerate(s));
     int kept = 0;
     for (int i = 0; i < s->n; i++) {
-        int ok;
-        PP_CHECK(plan_evaluate(s, q, i, &ok));
-        if (ok)
+        int why;
+        PP_CHECK(plan_evaluate(s, q, i, &why));
+        if (why < 0)
             s->c[kept++] = s->c[i];
         else
-            s->skipped[PP_SKIP_BUILD]++;
+            s->skipped[why]++;
         if (q->progress) plan_progress(s, i + 1, t0, &last);
     }
     if (q->progress && last > 0)

@@ -43,6 +43,7 @@ typedef enum pp_skip {
     PP_SKIP_PLACEMENT,     /* the kind does not build that placement */
     PP_SKIP_LAYERS,        /* the layers do not split into p * v stages */
     PP_SKIP_BUILD,         /* the chain refused it (its message was printed) */
+    PP_SKIP_SAME_SPLIT,    /* the balanced split came out even: the even candidate stands for it */
     PP_SKIP_COUNT
 } pp_skip_t;
 
@@ -54,6 +55,7 @@ typedef struct pp_candidate {
     pp_sched_kind_t kind;
     int m, mbs, v; /* micro-batches, sequences per micro-batch, chunks per device */
     pp_placement_t placement;
+    pp_split_t split;    /* even, or balanced by the predicted stage costs */
     char label[96];      /* "zb-h1 m=64 b=4", "interleaved-1f1b v=2 m=64 b=4 loop" */
     double step_ms;      /* simulated step */
     double tokens_per_s; /* tokens per step / step */

@@ -186,9 +186,10 @@ pp_status_t plan_write_yaml(const pp_search_t *s, const pp_candidate_t *c, const
                b->model.layers, b->model.hidden, b->model.heads, b->model.seq_len, b->model.vocab,
                pp_dtype_name(b->model.dtype));
     out_printf(&o,
-               "pipeline: {devices: %d, stages: auto, chunks: %d, placement: %s, "
+               "pipeline: {devices: %d, stages: auto, chunks: %d, placement: %s, split: %s, "
                "micro_batches: %d, micro_batch_size: %d, transport: %s}\n",
-               s->p, c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop", c->m, c->mbs,
+               s->p, c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop",
+               c->split == PP_SPLIT_BALANCED ? "balanced" : "even", c->m, c->mbs,
                transport_name(b->pipeline.transport));
     out_printf(&o, "schedule: {kind: %s}\n", sched_kind_name(c->kind));
     out_printf(&o,

@@ -40,11 +40,11 @@ static pp_plan_query_t query(int gpus, long seqs, double memory_gib)
 }
 
 /* Predict one combination the test makes itself; 0 when the chain refuses it. */
-static int predict_own(int p, const char *kind, int v, const char *place, int m, int b,
-                       double *step, double *peak)
+static int predict_own(int p, const char *kind, int v, const char *place, const char *split, int m,
+                       int b, double *step, double *peak)
 {
-    char s[6][64];
-    const char *sets[9];
+    char s[7][64];
+    const char *sets[10];
     int n = 0;
     for (int k = 0; k < n_wide; k++)
         sets[n++] = wide[k];
@@ -54,7 +54,8 @@ static int predict_own(int p, const char *kind, int v, const char *place, int m,
     snprintf(s[3], 64, "pipeline.placement=%s", place);
     snprintf(s[4], 64, "pipeline.micro_batches=%d", m);
     snprintf(s[5], 64, "pipeline.micro_batch_size=%d", b);
-    for (int k = 0; k < 6; k++)
+    snprintf(s[6], 64, "pipeline.split=%s", split);
+    for (int k = 0; k < 7; k++)
         sets[n++] = s[k];
     pp_run_t r;
     ts_capture_begin();
@@ -80,19 +81,20 @@ static void check_never_beaten(int p, long seqs, double memory_gib)
     for (int k = 0; k < PP_SCHED_KIND_COUNT; k++) {
         if (sched_kind((pp_sched_kind_t)k)->written) continue;
         for (int v = 1; v <= 8; v++)
-            for (int pl = 0; pl < 2; pl++)
+            for (int pl = 0; pl < 4; pl++)
                 for (long b = 1; b <= seqs; b++) {
                     double step, peak;
                     if (seqs % b ||
-                        !predict_own(p, sched_kind_name((pp_sched_kind_t)k), v, pl ? "v" : "loop",
+                        !predict_own(p, sched_kind_name((pp_sched_kind_t)k), v,
+                                     pl % 2 ? "v" : "loop", pl / 2 ? "balanced" : "even",
                                      (int)(seqs / b), (int)b, &step, &peak))
                         continue;
                     own++;
                     if (peak > s.limit_bytes) continue;
                     EXPECT(step >= best->step_ms * (1 - 1e-6),
-                           "p %d: %s v %d %s m %ld b %ld: %.4f < %.4f", p,
-                           sched_kind_name((pp_sched_kind_t)k), v, pl ? "v" : "loop", seqs / b, b,
-                           step, best->step_ms);
+                           "p %d: %s v %d %s %s m %ld b %ld: %.4f < %.4f", p,
+                           sched_kind_name((pp_sched_kind_t)k), v, pl % 2 ? "v" : "loop",
+                           pl / 2 ? "balanced" : "even", seqs / b, b, step, best->step_ms);
                 }
     }
     EXPECT(own >= s.n, "the test made %d candidates, the search %d", own, s.n);
@@ -167,7 +169,8 @@ static void test_nothing_fits(void)
     plan_search_free(&s);
 }
 
-/* 8 layers on 3 devices split into no stage count: every chunk count is refused for layers. */
+/* 8 layers on 3 devices split evenly into no stage count: every even candidate is refused for
+ * layers, and only balanced splits (3 3 2 and the like) are searched. */
 static void test_skips_counted(void)
 {
     pp_search_t s;
@@ -176,8 +179,11 @@ static void test_skips_counted(void)
     pp_status_t st = plan_search(&s, &q);
     ts_capture_end();
     REQUIRE(st == PP_OK);
-    EXPECT(s.n == 0 && s.skipped[PP_SKIP_LAYERS] > 0, "n %d, layers %d", s.n,
+    EXPECT(s.n > 0 && s.skipped[PP_SKIP_LAYERS] > 0, "n %d, layers %d", s.n,
            s.skipped[PP_SKIP_LAYERS]);
+    for (int i = 0; i < s.n; i++)
+        EXPECT(s.c[i].split == PP_SPLIT_BALANCED && strstr(s.c[i].label, " balanced"), "%s",
+               s.c[i].label);
     plan_search_free(&s);
     q = query(4, 6, 0); /* m = 6, 3, 2, 1: interleaved needs a multiple of 4 */
     REQUIRE(plan_search(&s, &q) == PP_OK);
