@@ -30,7 +30,7 @@ static void cfg_fill(pp_config_t *c, pp_sched_kind_t kind, int p, int m, int off
     c->pipeline.micro_batch_size = 2;
     c->pipeline.transport = PP_TRANSPORT_NCCL;
     c->run.offload = offload ? PP_OFFLOAD_ACTIVATIONS : PP_OFFLOAD_NONE;
-    c->cost = (pp_cost_cfg_t){1.0, 1.0, 1.0, 0.0, 50.0};
+    c->cost = (pp_cost_cfg_t){1.0, 1.0, 1.0, 0.0, 50.0, 0};
 }
 
 static pp_status_t lower(pp_plan_t *pl, const pp_config_t *c)
@@ -64,7 +64,7 @@ static const char *program_text(const pp_plan_t *pl, int d)
     buf[0] = '\0';
     for (int j = pl->prog_begin[d]; j < pl->prog_begin[d + 1]; j++) {
         const pp_op_t *o = &pl->ops[pl->prog_ops[j]];
-        pp_action_t a = {o->kind, o->stage, o->mb};
+        pp_action_t a = {o->kind, o->stage, o->mb, 0};
         if (buf[0]) strcat(buf, " ");
         strcat(buf, action_format(&a, txt, sizeof txt));
     }
@@ -228,7 +228,7 @@ static void test_simulate_host_link(void)
     const double step_plain = m * (1.0 + 2.0); /* F 1, B = I + W = 2 */
     for (int slow = 0; slow < 2; slow++) {
         double copy_ms = slow ? 3.0 : 0.25;
-        pp_cost_cfg_t cost = {1.0, 1.0, 1.0, 0.0, (double)pl.offload_bytes[0] / (copy_ms * 1e6)};
+        pp_cost_cfg_t cost = {1.0, 1.0, 1.0, 0.0, (double)pl.offload_bytes[0] / (copy_ms * 1e6), 0};
         pp_cost_model_t cm;
         pp_timeline_t tl;
         REQUIRE(cost_model_uniform(&cm, 1, &cost) == PP_OK);

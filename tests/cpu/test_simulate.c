@@ -184,7 +184,7 @@ static void progs_1f1b(progs_t *g, int p, int m)
 static pp_cost_model_t make_costs(int n_stages, double f, double bi, double bw, double send)
 {
     pp_cost_model_t cm;
-    pp_cost_cfg_t c = {f, bi, bw, send, 0};
+    pp_cost_cfg_t c = {f, bi, bw, send, 0, 0};
     pp_status_t st = cost_model_uniform(&cm, n_stages, &c);
     if (st != PP_OK) memset(&cm, 0, sizeof cm);
     return cm;
@@ -470,6 +470,67 @@ static void test_closed_forms_local_lowering(void)
             }
 }
 
+/* Makespan of `plan` under uniform unit costs with cost.overlap = overlap; -1 on failure. */
+static double unit_makespan(const pp_plan_t *plan, double overlap)
+{
+    pp_cost_cfg_t c = {1.0, 1.0, 1.0, 0.0, 0.0, overlap};
+    pp_cost_model_t cm;
+    pp_timeline_t tl;
+    double span = -1;
+    if (cost_model_uniform(&cm, plan->n_stages, &c) != PP_OK) return -1;
+    if (simulate_plan(&tl, plan, &cm) == PP_OK) {
+        span = timeline_makespan(&tl);
+        timeline_free(&tl);
+    }
+    cost_model_free(&cm);
+    return span;
+}
+
+/* DualPipeV's overlapped pairs: the backward half runs on the overlap stream, after its forward
+ * half in plan order, on another stage, waiting for the compute op before the pair, and the next
+ * compute op waits for it. cost.overlap 0 runs the pair one half after the other (the makespan of
+ * the same schedule without the marks); 1 at once, which is shorter. */
+static void test_overlapped_pairs(void)
+{
+    for (int p = 2; p <= 4; p += 2) {
+        pp_schedule_t s;
+        pp_plan_t pl, serial;
+        pp_config_t c;
+        REQUIRE(generate_dualpipev(&s, p, 2 * p) == PP_OK);
+        ts_config_pipeline(&c, PP_SCHED_DUALPIPEV, p, 2 * p, 2 * p);
+        c.pipeline.transport = PP_TRANSPORT_PEER;
+        REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
+        REQUIRE(plan_validate(&pl) == PP_OK);
+        int pairs = 0;
+        for (int k = 0; k < pl.n_ops; k++) {
+            const pp_op_t *o = &pl.ops[k];
+            if (o->role != PP_ROLE_OVERLAP) continue;
+            pairs++;
+            const int *prog = pl.prog_ops + pl.prog_begin[o->device];
+            int j = o->pos - 1;
+            while (j >= 0 && pl.ops[prog[j]].role != PP_ROLE_COMPUTE)
+                j--;
+            REQUIRE(j >= 0);
+            int f = prog[j];
+            EXPECT(f < k && pl.ops[f].stage != o->stage && pp_action_is_compute(o->kind),
+                   "op %d: forward half %d", k, f);
+        }
+        EXPECT(pairs > 0, "p %d: no overlapped pair", p);
+        for (int d = 0; d < p; d++)
+            for (int i = 0; i < s.prog[d].n; i++)
+                s.prog[d].a[i].overlap = 0;
+        REQUIRE(plan_lower(&serial, &s, &c) == PP_OK);
+        double m0 = unit_makespan(&pl, 0.0), m1 = unit_makespan(&pl, 1.0);
+        double ms = unit_makespan(&serial, 0.0);
+        EXPECT(m0 > 0 && m0 == ms, "p %d: pairs at overlap 0 take %g, one after the other %g", p,
+               m0, ms);
+        EXPECT(m1 > 0 && m1 < m0, "p %d: pairs at once take %g, not less than %g", p, m1, m0);
+        plan_free(&pl);
+        plan_free(&serial);
+        schedule_free(&s);
+    }
+}
+
 /* Peak in-flight micro-batches: 1F1B stage i holds min(p - i, m), GPipe m. */
 static void test_peak_inflight_local_lowering(void)
 {
@@ -633,5 +694,6 @@ int main(void)
     RUN(test_closed_forms_local_lowering);
     RUN(test_peak_inflight_local_lowering);
     RUN(test_closed_form_sweep);
+    RUN(test_overlapped_pairs);
     return check_summary("test_simulate");
 }
