@@ -3,7 +3,8 @@
  * device ring and host slots it sizes, the dependencies that order slot and host-slot reuse, the
  * rules plan_validate keeps for the copies, the device bytes with and without offload, and the
  * simulator's host-link model (a copy takes bytes / host_link_gbps on its own stream), and every
- * multi-chunk kind lowering, validating and simulating with it on an uneven split.
+ * multi-chunk kind lowering, validating and simulating with it on an uneven split (DualPipeV's
+ * overlapped pairs on their second compute stream beside the copies).
  */
 #include "../../scheduler/generate.h"
 #include "../../scheduler/plan.h"
@@ -183,12 +184,16 @@ static void test_two_chunk_kinds(void)
             REQUIRE(run_load(&r, "t.yaml", yaml, NULL, 0, 0) == PP_OK, "%s p=%d", kinds[k], p);
             EXPECT(r.plan.offload, "%s p=%d: offload on", kinds[k], p);
             REQUIRE(run_go(&r, &ro) == PP_OK, "%s p=%d", kinds[k], p);
-            int off = 0, rel = 0;
+            int off = 0, rel = 0, pairs = 0;
             for (int i = 0; i < r.plan.n_ops; i++) {
                 off += r.plan.ops[i].kind == PP_ACT_OFFLOAD;
                 rel += r.plan.ops[i].kind == PP_ACT_RELOAD;
+                pairs += r.plan.ops[i].role == PP_ROLE_OVERLAP;
             }
             EXPECT(off > 0 && off == rel, "%s p=%d: %d OFFLOAD, %d RELOAD", kinds[k], p, off, rel);
+            /* DualPipeV's pairs keep their second compute stream beside the copies */
+            EXPECT((pairs > 0) == !strcmp(kinds[k], "dualpipe-v"), "%s p=%d: %d overlapped",
+                   kinds[k], p, pairs);
             EXPECT(r.predicted_ms > 0, "%s p=%d", kinds[k], p);
             run_free(&r);
         }

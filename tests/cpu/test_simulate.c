@@ -12,6 +12,7 @@
  */
 #include "../../scheduler/generate.h"
 #include "../../scheduler/report.h"
+#include "../../scheduler/run.h"
 #include "../../scheduler/simulate.h"
 #include "../check.h"
 #include "support.h"
@@ -531,6 +532,49 @@ static void test_overlapped_pairs(void)
     }
 }
 
+/* PyTorch's own DualPipeV order (its CSV, OVERLAP_F_B composites) marks the pairs our generator
+ * marks; through the run chain with cost.overlap the predicted step is shorter than at 0, and at
+ * 0 it is the serial one. */
+static void test_overlapped_pairs_csv(void)
+{
+    const char *file = "tests/data/torch_dualpipev_p4_m8.csv";
+    FILE *f = fopen(file, "r");
+    if (!f) SKIP("no %s (bench/torch_orders.py writes it)", file);
+    pp_schedule_t read, g;
+    pp_status_t st = schedule_read_csv(&read, f, file);
+    fclose(f);
+    REQUIRE(st == PP_OK);
+    REQUIRE(generate_dualpipev(&g, 4, 8) == PP_OK);
+    for (int d = 0; d < 4; d++) {
+        int a = 0, b = 0;
+        for (int i = 0; i < read.prog[d].n; i++)
+            a += read.prog[d].a[i].overlap;
+        for (int i = 0; i < g.prog[d].n; i++)
+            b += g.prog[d].a[i].overlap;
+        EXPECT(a > 0 && a == b, "device %d: %d pairs read, %d generated", d, a, b);
+    }
+    schedule_free(&read);
+    schedule_free(&g);
+    double span[3];
+    static const char *const ov[] = {"0", "0.5", "1"};
+    for (int k = 0; k < 3; k++) {
+        char yaml[512];
+        snprintf(yaml, sizeof yaml,
+                 "model: {layers: 8, hidden: 64, heads: 4, seq_len: 32, vocab: 128}\n"
+                 "pipeline: {devices: 4, micro_batches: 8}\nschedule: {csv: %s}\n"
+                 "cost: {forward: 1, backward_input: 1, backward_weight: 1, overlap: %s}\n",
+                 file, ov[k]);
+        pp_run_t r;
+        pp_run_opts_t ro = {0};
+        REQUIRE(run_load(&r, "t.yaml", yaml, NULL, 0, 0) == PP_OK, "overlap %s", ov[k]);
+        REQUIRE(run_go(&r, &ro) == PP_OK, "overlap %s", ov[k]);
+        span[k] = r.predicted_ms;
+        run_free(&r);
+    }
+    EXPECT(span[0] > span[1] && span[1] > span[2] && span[2] > 0,
+           "predicted steps at overlap 0, 0.5, 1: %g, %g, %g", span[0], span[1], span[2]);
+}
+
 /* Peak in-flight micro-batches: 1F1B stage i holds min(p - i, m), GPipe m. */
 static void test_peak_inflight_local_lowering(void)
 {
@@ -695,5 +739,6 @@ int main(void)
     RUN(test_peak_inflight_local_lowering);
     RUN(test_closed_form_sweep);
     RUN(test_overlapped_pairs);
+    RUN(test_overlapped_pairs_csv);
     return check_summary("test_simulate");
 }

@@ -157,7 +157,7 @@ static void run_and_compare(const char *name, const char *yaml, const char *cons
         const int *cuda = cfg->pipeline.device_ids;
         for (int i = 0; i < plan->n_ops; i++) {
             const pp_op_t *o = &plan->ops[i];
-            if (o->role == PP_ROLE_COMPUTE) continue;
+            if (!pp_action_is_comm(o->kind)) continue;
             int a = o->device, b = plan->ops[o->peer].device;
             EXPECT(o->link ==
                        transport_for_boundary(a, b, cuda[a], cuda[b], cfg->pipeline.transport),
@@ -493,6 +493,60 @@ static void torch_orders(void)
     if (!found) SKIP("no tests/data/torch_*_p4_m8.csv (bench/torch_orders.py writes them)");
 }
 
+/* Ops the lowering put on the overlap stream (the backward halves of DualPipeV's pairs), each
+ * beside a forward of another stage: the two halves never share a stage's workspace. */
+static int overlap_ops(const pp_plan_t *plan, const char *label)
+{
+    int n = 0;
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *o = &plan->ops[i];
+        if (o->role != PP_ROLE_OVERLAP) continue;
+        const int *prog = plan->prog_ops + plan->prog_begin[o->device];
+        int j = o->pos - 1;
+        while (j >= 0 && plan->ops[prog[j]].role != PP_ROLE_COMPUTE)
+            j--;
+        EXPECT(j >= 0 && plan->ops[prog[j]].stage != o->stage,
+               "%s: op %d on the overlap stream beside no forward of another stage", label, i);
+        n++;
+    }
+    return n;
+}
+
+/* DualPipeV's overlapped pairs on two compute streams of each device (4 pipeline devices, sharing
+ * GPUs where fewer are present): the generated order, PyTorch's own (its CSV), with the step
+ * captured as one CUDA graph, and with run.offload, each against the one-device run (bitwise in
+ * fp32: a pair's backward half accumulates into its own stage's gradients, in the order it did on
+ * one stream). */
+static void dualpipev_overlap(void)
+{
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    char devs[64], label[160];
+    int shared = devices_set(devs, sizeof devs, 4);
+    const char *csv = "schedule.csv=tests/data/torch_dualpipev_p4_m8.csv";
+    int have_csv = access("tests/data/torch_dualpipev_p4_m8.csv", R_OK) == 0;
+    struct {
+        const char *order, *extra;
+    } cases[] = {{"schedule.kind=dualpipe-v", "run.graph=off"},
+                 {"schedule.kind=dualpipe-v", "run.graph=on"},
+                 {"schedule.kind=dualpipe-v", "run.offload=activations"},
+                 {csv, "run.graph=on"}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        if (cases[c].order == csv && !have_csv) {
+            printf("  dualpipev_overlap: no tests/data/torch_dualpipev_p4_m8.csv\n");
+            continue;
+        }
+        const char *sets[] = {cases[c].order, devs, "pipeline.micro_batches=8", cases[c].extra};
+        snprintf(label, sizeof label, "%s %s p=4 fp32 overlapped%s", cases[c].order, cases[c].extra,
+                 shared ? " (pipeline devices sharing GPUs)" : "");
+        pp_run_t r = {0};
+        REQUIRE(run_load(&r, "overlap.yaml", model_yaml("fp32"), sets, 4, n_gpus) == PP_OK);
+        int n = overlap_ops(&r.plan, label);
+        EXPECT(n > 0, "%s: no op on the overlap stream", label);
+        run_free(&r);
+        run_and_compare("overlap.yaml", model_yaml("fp32"), sets, 4, label);
+    }
+}
+
 /* Where there are GPUs enough for the cases above to run on separate GPUs, pipeline devices
  * sharing them still run as on separate ones: four on GPU 0, and four on GPUs 0 and 1 in turn
  * (shared and peer boundaries in one pipeline). */
@@ -655,6 +709,7 @@ int main(void)
     RUN(interleaved_zb_4gpu_nccl);
     RUN(uneven_split);
     RUN(torch_orders);
+    RUN(dualpipev_overlap);
     RUN(fused_attention_bf16);
     RUN(recompute_matches_reference);
     RUN(offload_matches_reference);
