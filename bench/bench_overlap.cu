@@ -12,7 +12,7 @@
  *
  * Prints a `#` preamble, a fixed-width table (median / p10 / p90 us of each), per shape the
  * serial/overlap ratio and the share of the shorter half the overlap hid ((serial - overlap) /
- * min(forward, backward)), and one JSON line per shape. Exit 1 on a
+ * min(forward, backward), the simulator's cost.overlap), and one JSON line per shape. Exit 1 on a
  * CUDA error, 2 on bad usage.
  */
 #include "../common/pp_cuda.h"
@@ -185,10 +185,10 @@ int main(int argc, char **argv)
                    pct(us[m], 10), pct(us[m], 90));
         double ser = pct(us[MODE_SERIAL], 50), ovl = pct(us[MODE_OVERLAP], 50);
         double fw = pct(us[MODE_F], 50), bw = pct(us[MODE_B], 50);
-        double hidden = (ser - ovl) / (fw < bw ? fw : bw); /* of the shorter half */
-        printf(
-            "# %s: overlap %s the pair: serial / overlap = %.3f, hides %.2f of the shorter half\n",
-            sh->name, ovl < ser ? "shortens" : "does not shorten", ser / ovl, hidden);
+        double hidden = (ser - ovl) / (fw < bw ? fw : bw); /* what cost.overlap stands for */
+        printf("# %s: overlap %s the pair: serial / overlap = %.3f, hides %.2f of the shorter half "
+               "(cost.overlap)\n",
+               sh->name, ovl < ser ? "shortens" : "does not shorten", ser / ovl, hidden);
         char line[384];
         snprintf(line, sizeof line,
                  "{\"bench\":\"overlap\",\"shape\":\"%s\",\"layers\":%d,\"forward_us\":%.2f,"

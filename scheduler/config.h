@@ -110,6 +110,8 @@ typedef struct pp_cost_cfg {
     double send;           /* one activation or gradient transfer across devices */
     double host_link_gbps; /* GB/s (1e9 B/s) of the host link, each direction, for the copies of
                               run.offload; 0 (default): the link table's `host` row (gpu.c) */
+    double overlap; /* 0..1: share of the shorter half of an overlapped pair (DualPipeV) hidden
+                       when both halves run at once; 0 runs them as one after the other */
 } pp_cost_cfg_t;
 
 /* Where the model's costs come from (the rest of `cost:`): the stage's FLOPs and bytes on `gpu`

@@ -301,6 +301,7 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_config_t *cfg, const 
     else
         cm->send = link_time_ms(cost_link_for(cfg), bytes);
     cm->host_link_gbps = cost_host_link_gbps(cfg);
+    cm->overlap = cfg->cost.overlap;
     if (source) *source = prof ? PP_COST_PROFILE : PP_COST_GPU;
     return PP_OK;
 }

@@ -62,7 +62,7 @@ void exec_report_pending(exec_t *x, int step, double timeout_s)
             int i = plan->prog_ops[k];
             const pp_op_t *op = &plan->ops[i];
             if (op_done(x, i)) continue;
-            pp_action_t a = {op->kind, op->stage, op->mb};
+            pp_action_t a = {op->kind, op->stage, op->mb, 0};
             fprintf(stderr, "  device %d (cuda %d), step %d, action %s on the %s stream", d,
                     x->w.cuda[d], op->pos, action_format(&a, txt, sizeof txt),
                     pp_role_name(op->role));
@@ -70,7 +70,7 @@ void exec_report_pending(exec_t *x, int step, double timeout_s)
                 int dep = plan->deps[op->dep_begin + j];
                 if (op_done(x, dep)) continue;
                 const pp_op_t *o2 = &plan->ops[dep];
-                pp_action_t b = {o2->kind, o2->stage, o2->mb};
+                pp_action_t b = {o2->kind, o2->stage, o2->mb, 0};
                 fprintf(stderr, ", waiting for %s on device %d", action_format(&b, txt, sizeof txt),
                         o2->device);
                 break;

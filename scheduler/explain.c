@@ -73,14 +73,13 @@ static pp_status_t check_fit(const pp_plan_t *plan, const pp_timeline_t *tl)
  * broken counts on its device's channel with device 0. */
 static void stream_preds(const pp_plan_t *plan, int *pred)
 {
-    int last[PP_MAX_DEVICES * PP_ROLE_COUNT + 2 * PP_MAX_DEVICES * PP_MAX_DEVICES]; /* 33 KiB */
+    int last[PP_MAX_CHANNELS]; /* 34 KiB */
     int n_chan = pp_channel_count(plan->n_devices);
     for (int i = 0; i < n_chan; i++)
         last[i] = -1;
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
-        int peer_ok = (op->role == PP_ROLE_SEND || op->role == PP_ROLE_RECV) && op->peer >= 0 &&
-                      op->peer < plan->n_ops;
+        int peer_ok = pp_role_row(op->role)->per_peer && op->peer >= 0 && op->peer < plan->n_ops;
         int key = pp_channel_of(plan->n_devices, op->device, op->role,
                                 peer_ok ? plan->ops[op->peer].device : 0);
         pred[k] = last[key];
@@ -180,7 +179,7 @@ static void split_device(split_ctx_t *c, int d, op_start_t *ops, double t0, doub
     int j1 = plan->prog_ops ? plan->prog_begin[d + 1] : plan->n_ops;
     for (int j = j0; j < j1; j++) {
         int k = plan->prog_ops ? plan->prog_ops[j] : j;
-        if (plan->ops[k].device == d && plan->ops[k].role == PP_ROLE_COMPUTE)
+        if (plan->ops[k].device == d && pp_role_row(plan->ops[k].role)->computes)
             ops[n++] = (op_start_t){t[k].start_ms, k};
     }
     int sorted = 1; /* one stream runs them in program order: usually sorted already */
@@ -350,7 +349,7 @@ pp_status_t explain_critical_path(pp_critical_path_t *cp, const pp_plan_t *plan,
         const pp_op_t *op = &plan->ops[k];
         cp->links[i].device = op->device;
         cp->links[i].role = op->role;
-        cp->links[i].action = (pp_action_t){op->kind, op->stage, op->mb};
+        cp->links[i].action = (pp_action_t){op->kind, op->stage, op->mb, 0};
         cp->links[i].start_ms = tl->t[k].start_ms;
         cp->links[i].end_ms = tl->t[k].end_ms;
         double dur = tl->t[k].end_ms - tl->t[k].start_ms;
@@ -400,6 +399,7 @@ static pp_status_t cost_variant(pp_cost_model_t *out, const pp_cost_model_t *cm,
             dst[kind][s] = w->even_stages ? mean : src[kind][s];
     }
     out->send = w->free_comm ? 0.0 : cm->send;
+    out->overlap = cm->overlap;
     return PP_OK;
 }
 

@@ -133,7 +133,8 @@ static pp_status_t v_push_w(vdev_t *v)
 static pp_status_t v_push_pair(vdev_t *v, int f)
 {
     PP_CHECK(v_push(v, PP_ACT_F, f, 0));
-    return v_push(v, PP_ACT_B, !f, 0);
+    PP_CHECK(v_push(v, PP_ACT_B, !f, 0));
+    return schedule_mark_overlap(v->out, v->d);
 }
 
 /* The tail of DualPipeV (steps 6-8): backwards of both chunks, the second half as I with their W

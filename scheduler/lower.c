@@ -54,7 +54,7 @@ const char *lower_op_place(const lower_t *L, int id, char *buf, size_t size)
 {
     char a[32], c[32];
     const pp_op_t *o = &L->ops[id];
-    pp_action_t act = {o->kind, o->stage, o->mb};
+    pp_action_t act = {o->kind, o->stage, o->mb, 0};
     action_format(&act, a, sizeof a);
     if (L->inserted[id]) {
         const pp_action_t *src = &L->sched->prog[o->device].a[L->step[id]];
@@ -71,7 +71,7 @@ const char *lower_op_name(const lower_t *L, int id, char *buf, size_t size)
 {
     char a[32];
     const pp_op_t *o = &L->ops[id];
-    pp_action_t act = {o->kind, o->stage, o->mb};
+    pp_action_t act = {o->kind, o->stage, o->mb, 0};
     snprintf(buf, size, "%s (device %d, step %d)", action_format(&act, a, sizeof a), o->device,
              L->step[id]);
     return buf;
@@ -155,6 +155,18 @@ void lower_put_op(lower_t *L, int *n, int d, pp_action_kind_t k, int stage, int 
     L->inserted[id] = (char)inserted;
 }
 
+/* Op `id` on device d is the second half of an overlapped pair (pp_action_t.overlap): it runs on
+ * the device's overlap stream, beside the compute op before it, when that op belongs to another
+ * stage (two stages share no workspace); otherwise the mark is left unused. */
+static void lower_overlap(lower_t *L, int d, int id)
+{
+    for (int j = id - 1; j >= L->begin[d]; j--) {
+        if (L->ops[j].role != PP_ROLE_COMPUTE) continue;
+        if (L->ops[j].stage != L->ops[id].stage) L->ops[id].role = PP_ROLE_OVERLAP;
+        return;
+    }
+}
+
 /* Lay out every device's program (with the transfers added when the schedule has none, and the
  * copies of run.offload) and index the ops by (kind, stage, mb). */
 static pp_status_t lower_ops(lower_t *L)
@@ -183,8 +195,9 @@ static pp_status_t lower_ops(lower_t *L)
     L->n_data = calloc(n_ops, sizeof *L->n_data);
     L->order = malloc(sizeof *L->order * n_ops);
     L->where = malloc(sizeof *L->where * n_ops);
+    L->partner = malloc(sizeof *L->partner * n_ops);
     if (!L->ops || !L->step || !L->inserted || !L->idx || !L->dep || !L->n_dep || !L->n_data ||
-        !L->order || !L->where)
+        !L->order || !L->where || !L->partner)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory lowering a schedule of %d ops", L->n_ops);
     for (size_t i = 0; i < n_idx; i++)
         L->idx[i] = -1;
@@ -199,6 +212,7 @@ static pp_status_t lower_ops(lower_t *L)
                 lower_put_op(L, &n, d, a->kind == PP_ACT_F ? PP_ACT_RECV_F : PP_ACT_RECV_B,
                              a->stage, a->mb, i, 1);
             lower_put_op(L, &n, d, a->kind, a->stage, a->mb, i, 0);
+            if (a->overlap) lower_overlap(L, d, n - 1);
             if (add && needs_send(a, L->n_st))
                 lower_put_op(L, &n, d, a->kind == PP_ACT_F ? PP_ACT_SEND_F : PP_ACT_SEND_B,
                              a->stage, a->mb, i, 1);
@@ -239,7 +253,7 @@ static pp_status_t lower_pairs(lower_t *L, const int *stage_device, const int *c
     for (int id = 0; id < L->n_ops; id++) {
         pp_op_t *o = &L->ops[id];
         if (!pp_action_is_comm(o->kind)) continue;
-        pp_action_t other = {PP_ACT_F, 0, o->mb};
+        pp_action_t other = {PP_ACT_F, 0, o->mb, 0};
         pair_of(o, &other.kind, &other.stage);
         if (other.stage < 0 || other.stage >= L->n_st) {
             fprintf(stderr, "%s: stage %d has no neighbour stage %d to exchange with\n",
@@ -284,6 +298,30 @@ void lower_add_dep(lower_t *L, int id, int on)
     dep[L->n_dep[id]++] = on;
 }
 
+/* An op on the overlap stream keeps the device's program order but for its partner: it waits for
+ * the compute op before the partner, and the next compute op waits for it. */
+static void lower_overlap_deps(lower_t *L)
+{
+    for (int id = 0; id < L->n_ops; id++) {
+        L->partner[id] = -1;
+        if (L->ops[id].role != PP_ROLE_OVERLAP) continue;
+        int d = L->ops[id].device, partner = -1, j;
+        for (j = id - 1; j >= L->begin[d] && partner < 0; j--)
+            if (L->ops[j].role == PP_ROLE_COMPUTE) partner = j;
+        L->partner[id] = partner;
+        for (; j >= L->begin[d]; j--)
+            if (pp_role_row(L->ops[j].role)->computes) {
+                lower_add_dep(L, id, j);
+                break;
+            }
+        for (j = id + 1; j < L->begin[d + 1]; j++)
+            if (pp_role_row(L->ops[j].role)->computes) {
+                lower_add_dep(L, j, id);
+                break;
+            }
+    }
+}
+
 /* Data dependencies of every op (plan.h). */
 static void lower_data_deps(lower_t *L)
 {
@@ -316,6 +354,7 @@ static void lower_data_deps(lower_t *L)
         default: break;
         }
     }
+    lower_overlap_deps(L);
     for (int id = 0; id < L->n_ops; id++)
         L->n_data[id] = L->n_dep[id];
 }
@@ -357,8 +396,7 @@ static pp_status_t lower_channels(lower_t *L)
     }
     for (int id = 0; id < L->n_ops; id++) {
         const pp_op_t *o = &L->ops[id];
-        int pair = o->role == PP_ROLE_SEND || o->role == PP_ROLE_RECV;
-        int peer_dev = pair ? L->ops[o->peer].device : 0;
+        int peer_dev = pp_role_row(o->role)->per_peer ? L->ops[o->peer].device : 0;
         L->chan[id] = pp_channel_of(L->n_dev, o->device, o->role, peer_dev);
         pos[id] = (chan_pos_t){L->chan[id], chan_key(L, id), id};
     }
@@ -442,6 +480,7 @@ static void lower_free(lower_t *L)
     free(L->n_data);
     free(L->order);
     free(L->where);
+    free(L->partner);
     free(L->off_after);
     free(L->rel_before);
     free(L->copy_head);

@@ -8,9 +8,9 @@
 
 #include "plan.h"
 
-/* Most dependencies one op can have: three data inputs (B: F, RECV_B, RELOAD) plus one last op
- * per role of the slot's previous holder. */
-#define LOWER_MAX_DEPS (3 + PP_ROLE_COUNT)
+/* Most dependencies one op can have: three data inputs (B: F, RECV_B, RELOAD), the program order
+ * around an overlapped pair, and one last op per role of the slot's previous holder. */
+#define LOWER_MAX_DEPS (4 + PP_ROLE_COUNT)
 
 /* run.offload: a RELOAD goes this many compute ops before its backward. One: the host link is
  * slower than the compute it hides under (bench/NOTES.md), so reloading earlier would only hold
@@ -35,6 +35,7 @@ typedef struct lower {
     int *chan_next;  /* [n_ops] next program id on the same channel, -1 at its end */
     int *chan_first; /* [n_chan] first program id on each channel, -1 for an empty one */
     int *where;      /* [n_ops] program id -> final index */
+    int *partner;    /* [n_ops] an overlap op's forward half (program id), -1 otherwise */
     int offload;     /* run.offload: copies placed */
     int *off_after;  /* [n_st * n_mb] written action the OFFLOAD follows, -1 kept on the device */
     int *rel_before; /* [n_st * n_mb] written action the RELOAD precedes, -1 kept on the device */

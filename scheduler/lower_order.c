@@ -257,6 +257,9 @@ static void emit(lower_t *L, order_t *O, int id)
 static int ready(const lower_t *L, order_t *O, int id)
 {
     if (unmet_dep(L, O, id, -1) >= 0) return 0;
+    /* The backward half of a pair comes after its forward half in plan order (not in time). */
+    if (L->ops[id].role == PP_ROLE_OVERLAP && L->partner[id] >= 0 && !O->done[L->partner[id]])
+        return 0;
     if (L->ops[id].role != PP_ROLE_SEND) return 1;
     int peer = L->ops[id].peer;
     return *head_of(L, O, peer) == peer && unmet_dep(L, O, peer, id) < 0;
@@ -293,11 +296,11 @@ static void dry_rewind(const lower_t *L, order_t *O, int r)
     O->round = r;
 }
 
-/* One round of device d's channels of role r (a SEND with its RECV, one channel per peer for the
- * send role); returns 1 when something was emitted. */
+/* One round of device d's channels of role r (a SEND with its RECV, one channel per peer for a
+ * per-peer role); returns 1 when something was emitted. */
 static int dry_run_role(lower_t *L, order_t *O, int d, pp_role_t r)
 {
-    int moved = 0, n_peers = r == PP_ROLE_SEND ? L->n_dev : 1;
+    int moved = 0, n_peers = pp_role_row(r)->per_peer ? L->n_dev : 1;
     for (int q = 0; q < n_peers; q++) {
         int id = O->head[pp_channel_of(L->n_dev, d, r, q)];
         if (id < 0 || !ready(L, O, id)) continue;

@@ -271,7 +271,7 @@ static pp_status_t bad(const pp_plan_t *plan, int i, const char *what)
 {
     char txt[32];
     const pp_op_t *o = &plan->ops[i];
-    pp_action_t a = {o->kind, o->stage, o->mb};
+    pp_action_t a = {o->kind, o->stage, o->mb, 0};
     fprintf(stderr, "device %d, step %d, action %s: %s\n", o->device, o->pos,
             action_format(&a, txt, sizeof txt), what);
     return PP_ERR_INPUT;
@@ -321,7 +321,10 @@ pp_status_t plan_check_offload(const pp_plan_t *plan)
     pp_status_t st = PP_OK;
     for (int i = 0; i < plan->n_ops && st == PP_OK; i++) {
         const pp_op_t *o = &plan->ops[i];
-        if (o->role != pp_role_of_kind(o->kind)) st = bad(plan, i, "runs on the wrong stream");
+        /* a compute kind may also run on the other compute stream (an overlapped pair's half) */
+        int fits = o->role == pp_role_of_kind(o->kind) ||
+                   (pp_action_is_compute(o->kind) && pp_role_row(o->role)->computes);
+        if (!fits) st = bad(plan, i, "runs on the wrong stream");
         if (pp_action_is_copy(o->kind) && !plan->offload)
             st = bad(plan, i, "a copy in a plan without run.offload");
         idx[((size_t)o->stage * plan->n_mb + o->mb) * PP_ACT_COUNT + o->kind] = i;

@@ -32,24 +32,29 @@
 extern "C" {
 #endif
 
-/* Stream roles: the rows of the role table (roles.c). Every device has one stream per role;
- * compute is the device's main stream, which starts the others at the beginning of a step and
- * joins them at its end. offload (device to host) and load (host to device) carry the copies of
- * run.offload. */
+/* Stream roles: the rows of the role table (roles.c). Every device has one stream per role (one
+ * per peer device for a per-peer role); compute is the device's main stream, which starts the
+ * others at the beginning of a step and joins them at its end. overlap is the device's second
+ * compute stream: the backward half of an overlapped pair (DualPipeV's OVERLAP_F_B) runs there,
+ * beside the forward half on compute. offload (device to host) and load (host to device) carry
+ * the copies of run.offload. */
 typedef enum pp_role {
     PP_ROLE_COMPUTE = 0,
     PP_ROLE_SEND,
     PP_ROLE_RECV,
     PP_ROLE_OFFLOAD,
     PP_ROLE_LOAD,
+    PP_ROLE_OVERLAP,
     PP_ROLE_COUNT
 } pp_role_t;
 
 typedef struct pp_role_row {
-    const char *name;  /* in traces and messages: "compute", "send", "recv", "offload", "load" */
+    const char *name;  /* in traces and messages: "compute", "send", "recv", "offload", "load",
+                          "overlap" */
     int high_priority; /* 1: created at the device's greatest stream priority */
     int per_peer;      /* 1: one stream per peer device it talks with (a channel per directed
                           pair: a transfer waits only for transfers of the same pair) */
+    int computes;      /* 1: runs compute ops (F, B, I, W): busy time, the Gantt rows */
 } pp_role_row_t;
 
 /* The row of role r (the compute row for a value out of range). */
@@ -156,29 +161,40 @@ pp_status_t plan_plain_slots(pp_plan_t *plan);
  * program, on the slot it filled, and RECV_B, B and I waiting for it. */
 pp_status_t plan_check_offload(const pp_plan_t *plan);
 
-/* The channels a plan orders its ops on: one per device and stream role other than send and
- * recv (compute, ...), and one send and one recv channel per directed device pair. Ops of one
+/* The channels a plan orders its ops on: one per device for a role with one stream per device
+ * (compute, offload, load, overlap), one per directed device pair for a per-peer role (a send and a
+ * recv channel per pair), laid out role after role in the order of the role table. Ops of one
  * channel run in plan order: program order, except that a send channel follows the order in which
  * the receiver posts its RECVs (lower.c). Channels are independent of each other, so a device's
  * send to one peer never waits behind its send to another, and a SEND never holds up the sender's
  * compute. An executor may map several channels onto one stream as long as it enqueues them in
  * plan order. */
+#define PP_MAX_CHANNELS /* an upper bound: every role per device, and two per-peer roles */        \
+    (PP_ROLE_COUNT * PP_MAX_DEVICES + 2 * PP_MAX_DEVICES * PP_MAX_DEVICES)
+static inline int pp_role_channels(int n_devices, pp_role_t r)
+{
+    return pp_role_row(r)->per_peer ? n_devices * n_devices : n_devices;
+}
 static inline int pp_channel_count(int n_devices)
 {
-    return n_devices * PP_ROLE_COUNT + 2 * n_devices * n_devices;
+    int n = 0;
+    for (int r = 0; r < PP_ROLE_COUNT; r++)
+        n += pp_role_channels(n_devices, (pp_role_t)r);
+    return n;
 }
 static inline int pp_channel_of(int n_devices, int device, pp_role_t role, int peer_device)
 {
-    if (role != PP_ROLE_SEND && role != PP_ROLE_RECV) return device * PP_ROLE_COUNT + (int)role;
-    return n_devices * PP_ROLE_COUNT + (role == PP_ROLE_RECV ? n_devices * n_devices : 0) +
-           device * n_devices + peer_device;
+    int c = 0;
+    for (int r = 0; r < (int)role && r < PP_ROLE_COUNT; r++)
+        c += pp_role_channels(n_devices, (pp_role_t)r);
+    return c + (pp_role_row(role)->per_peer ? device * n_devices + peer_device : device);
 }
 /* Channel of plan op k (its pair must be matched: peer set for a SEND or RECV). */
 static inline int pp_plan_channel(const struct pp_plan *plan, int k)
 {
     const pp_op_t *o = &plan->ops[k];
-    int pair = o->role == PP_ROLE_SEND || o->role == PP_ROLE_RECV;
-    return pp_channel_of(plan->n_devices, o->device, o->role, pair ? plan->ops[o->peer].device : 0);
+    int peer_dev = pp_role_row(o->role)->per_peer ? plan->ops[o->peer].device : 0;
+    return pp_channel_of(plan->n_devices, o->device, o->role, peer_dev);
 }
 
 static inline const char *pp_role_name(pp_role_t r)

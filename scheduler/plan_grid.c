@@ -26,7 +26,7 @@ static void grid_row(const pp_plan_t *plan, FILE *f, int d, int multi, int name_
     fprintf(f, "%-*s |", name_w, name);
     for (int c = c0; c < c1; c++) {
         while (*cursor < plan->prog_begin[d + 1] &&
-               plan->ops[plan->prog_ops[*cursor]].role != PP_ROLE_COMPUTE)
+               !pp_role_row(plan->ops[plan->prog_ops[*cursor]].role)->computes)
             (*cursor)++;
         if (*cursor == plan->prog_begin[d + 1]) break;
         int n = grid_label(&plan->ops[plan->prog_ops[(*cursor)++]], multi, lab, sizeof lab);
@@ -62,7 +62,7 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f)
         int cols = 0;
         for (int i = plan->prog_begin[d]; i < plan->prog_begin[d + 1]; i++) {
             const pp_op_t *o = &plan->ops[plan->prog_ops[i]];
-            if (o->role != PP_ROLE_COMPUTE) continue;
+            if (!pp_role_row(o->role)->computes) continue;
             int w = grid_label(o, multi[d], lab, sizeof lab);
             if (w > width) width = w;
             cols++;

@@ -34,9 +34,10 @@ static int interval_cmp(const void *a, const void *b)
     return (x->end > y->end) - (x->end < y->end);
 }
 
-/* busy[d] = length of the union of device d's compute-stream op intervals in `tl`. A device's
- * compute ops run in program order on one stream, so they come sorted by start from prog_ops;
- * only a timeline where they do not (clock skew) is sorted first. */
+/* busy[d] = length of the union of device d's compute op intervals in `tl` (both compute streams
+ * of an overlapped pair). A device's compute ops run in program order, so they come sorted by start
+ * from prog_ops; only a timeline where they do not (clock skew, an overlapped pair's backward half
+ * starting before its forward half) is sorted first. */
 static pp_status_t devices_busy(const pp_plan_t *plan, const pp_timeline_t *tl, double *busy)
 {
     interval_t *iv = malloc(sizeof *iv * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1));
@@ -44,7 +45,7 @@ static pp_status_t devices_busy(const pp_plan_t *plan, const pp_timeline_t *tl, 
     int n = 0, sorted = 1;
     for (int j = 0; j < plan->n_ops; j++) {
         int k = plan->prog_ops ? plan->prog_ops[j] : j; /* a plan built by hand may lack them */
-        if (plan->ops[k].role != PP_ROLE_COMPUTE) continue;
+        if (!pp_role_row(plan->ops[k].role)->computes) continue;
         iv[n] = (interval_t){plan->ops[k].device, tl->t[k].start_ms, tl->t[k].end_ms};
         sorted &= n == 0 || interval_cmp(&iv[n - 1], &iv[n]) <= 0;
         n++;

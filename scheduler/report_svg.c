@@ -69,7 +69,7 @@ static svg_geom_t svg_geometry(const pp_plan_t *plan, const pp_timeline_t *tl)
     for (int d = 0; d < plan->n_devices; d++) {
         int n = 0;
         for (int k = 0; k < plan->n_ops; k++)
-            if (plan->ops[k].device == d && plan->ops[k].role == PP_ROLE_COMPUTE) n++;
+            if (plan->ops[k].device == d && pp_role_row(plan->ops[k].role)->computes) n++;
         if (n > longest) longest = n;
     }
     g.plot_w = longest * SVG_PX_PER_OP;
@@ -152,11 +152,11 @@ static void svg_row(pp_out_t *o, const svg_geom_t *g, const pp_plan_t *plan,
         double x = SVG_LEFT + (tl->t[k].start_ms - t0) * scale;
         double w = (tl->t[k].end_ms - tl->t[k].start_ms) * scale;
         if (w < 0.0) w = 0.0;
-        pp_action_t a = {op->kind, op->stage, op->mb};
+        pp_action_t a = {op->kind, op->stage, op->mb, 0};
         char txt[32];
         action_format(&a, txt, sizeof txt);
         const char *crit = critical[k] ? " critical" : "";
-        if (op->role == PP_ROLE_COMPUTE) {
+        if (pp_role_row(op->role)->computes) {
             out_printf(o,
                        "<rect class=\"op %s%s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
                        "fill=\"%s\" stroke=\"%s\" stroke-width=\"%s\"><title>%s %.3f-%.3f "

@@ -27,7 +27,7 @@ static void op_name(const pp_op_t *op, char *buf, size_t size)
     if (pp_action_is_compute(op->kind)) {
         snprintf(buf, size, "%s%d", action_kind_name(op->kind), op->mb);
     } else {
-        pp_action_t a = {op->kind, op->stage, op->mb};
+        pp_action_t a = {op->kind, op->stage, op->mb, 0};
         action_format(&a, buf, size);
     }
 }

@@ -6,19 +6,22 @@
  * track per row. Communication runs at the greater priority so that a transfer is never queued
  * behind compute. The host copies of run.offload (offload: device to host, load: host to
  * device) run on the copy engines at the least priority: whatever kernel is queued goes first, so
- * a copy never delays compute. A new role is one row here, one enum value, and the op kinds the
+ * a copy never delays compute. overlap is a device's second compute stream, for the backward half
+ * of an overlapped pair (DualPipeV), so the GPU can run it beside the forward half on compute. A
+ * new role is one row here, one enum value, and the op kinds the
  * lowering puts on it.
  */
 #include "plan.h"
 
 /* clang-format off */
 static const pp_role_row_t rows[PP_ROLE_COUNT] = {
-    /*                   name       prio  per_peer */
-    [PP_ROLE_COMPUTE] = {"compute", 0,    0},
-    [PP_ROLE_SEND]    = {"send",    1,    1},
-    [PP_ROLE_RECV]    = {"recv",    1,    1},
-    [PP_ROLE_OFFLOAD] = {"offload", 0,    0},
-    [PP_ROLE_LOAD]    = {"load",    0,    0},
+    /*                   name       prio  per_peer computes */
+    [PP_ROLE_COMPUTE] = {"compute", 0,    0,       1},
+    [PP_ROLE_SEND]    = {"send",    1,    1,       0},
+    [PP_ROLE_RECV]    = {"recv",    1,    1,       0},
+    [PP_ROLE_OFFLOAD] = {"offload", 0,    0,       0},
+    [PP_ROLE_LOAD]    = {"load",    0,    0,       0},
+    [PP_ROLE_OVERLAP] = {"overlap", 0,    0,       1},
 };
 /* clang-format on */
 

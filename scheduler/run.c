@@ -93,8 +93,12 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
                            const pp_timeline_t *measured, const pp_gpu_t *present,
                            const pp_profile_t *prof)
 {
-    if (measured && measured->has_op_times)
-        return cost_from_measure(cm, plan, measured, cost_host_link_gbps(cfg));
+    if (measured && measured->has_op_times) {
+        /* a measured B of a pair already includes what sharing the GPU with its forward cost */
+        PP_CHECK(cost_from_measure(cm, plan, measured, cost_host_link_gbps(cfg)));
+        cm->overlap = cfg->cost.overlap;
+        return PP_OK;
+    }
     return cost_model_build(cm, cfg, plan, present, prof, NULL);
 }
 

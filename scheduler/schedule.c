@@ -64,9 +64,17 @@ pp_status_t schedule_push(pp_schedule_t *s, int d, pp_action_kind_t kind, int st
         p->a = a;
         p->cap = cap;
     }
-    p->a[p->n++] = (pp_action_t){kind, stage, mb};
+    p->a[p->n++] = (pp_action_t){kind, stage, mb, 0};
     if (pp_action_is_comm(kind)) s->has_comm = 1;
     if (kind == PP_ACT_I || kind == PP_ACT_W) s->split_backward = 1;
+    return PP_OK;
+}
+
+pp_status_t schedule_mark_overlap(pp_schedule_t *s, int d)
+{
+    if (d < 0 || d >= s->n_devices || s->prog[d].n < 2)
+        PP_FAIL(PP_ERR_INTERNAL, "schedule_mark_overlap: device %d has no pair to mark", d);
+    s->prog[d].a[s->prog[d].n - 1].overlap = 1;
     return PP_OK;
 }
 
@@ -109,6 +117,7 @@ int action_parse(const char *text, pp_action_t *out)
     out->kind = (pp_action_kind_t)kind;
     out->stage = (int)stage;
     out->mb = (int)mb;
+    out->overlap = 0;
     return 0;
 }
 

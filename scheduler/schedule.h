@@ -40,8 +40,10 @@ typedef enum pp_action_kind {
 
 typedef struct pp_action {
     pp_action_kind_t kind;
-    int stage; /* global stage index */
-    int mb;    /* micro-batch index */
+    int stage;   /* global stage index */
+    int mb;      /* micro-batch index */
+    int overlap; /* 1: may run at once with the compute action before it on the device (the
+                    backward half of PyTorch's OVERLAP_F_B pair, DualPipeV) */
 } pp_action_t;
 
 static inline int pp_action_is_compute(pp_action_kind_t k)
@@ -80,6 +82,10 @@ void schedule_free(pp_schedule_t *s);
 
 /* Append one action to device d's program. */
 pp_status_t schedule_push(pp_schedule_t *s, int d, pp_action_kind_t kind, int stage, int mb);
+
+/* Mark the last action of device d's program as the second half of an overlapped pair
+ * (pp_action_t.overlap): it may run at once with the compute action before it. */
+pp_status_t schedule_mark_overlap(pp_schedule_t *s, int d);
 
 /* The text form, as messages give it after "allowed:". */
 #define PP_ACTION_FORMS                                                                            \

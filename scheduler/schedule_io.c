@@ -108,6 +108,7 @@ static pp_status_t csv_add_overlap(csv_table_t *t, char *text, const csv_cell_t 
             return PP_ERR_INPUT;
         }
         PP_CHECK(csv_add_action(t, sub, place, where));
+        if (parts > 0) t->cells[t->n_cells - 1].a.overlap = 1; /* runs beside the one before */
     }
     if (parts == 0) {
         fprintf(stderr,
@@ -257,6 +258,7 @@ pp_status_t schedule_read_csv(pp_schedule_t *s, FILE *f, const char *where)
     for (int i = 0; i < t.n_cells; i++) {
         const csv_cell_t *c = &t.cells[i];
         PP_CHECK_GOTO(schedule_push(s, c->row, c->a.kind, c->a.stage, c->a.mb), st, fail);
+        if (c->a.overlap) PP_CHECK_GOTO(schedule_mark_overlap(s, c->row), st, fail);
     }
     PP_CHECK_GOTO(csv_place(s, &t, where), st, fail);
     free(t.cells);
@@ -274,6 +276,11 @@ pp_status_t schedule_write_csv(const pp_schedule_t *s, FILE *f)
         const pp_program_t *p = &s->prog[d];
         for (int i = 0; i < p->n; i++) {
             if (i) fputc(',', f);
+            if (i + 1 < p->n && p->a[i + 1].overlap) { /* a pair, as PyTorch writes it */
+                fprintf(f, "(%s;", action_format(&p->a[i], txt, sizeof txt));
+                fprintf(f, "%s%s", action_format(&p->a[++i], txt, sizeof txt), OVERLAP_SUFFIX);
+                continue;
+            }
             fputs(action_format(&p->a[i], txt, sizeof txt), f);
         }
         fputc('\n', f);

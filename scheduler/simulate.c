@@ -44,6 +44,7 @@ pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_cost_
     }
     cm->send = c->send;
     cm->host_link_gbps = c->host_link_gbps;
+    cm->overlap = c->overlap >= 0 && c->overlap <= 1 ? c->overlap : 0;
     return PP_OK;
 
 fail:
@@ -131,6 +132,26 @@ static pp_status_t ready_time(const pp_plan_t *plan, const pp_timeline_t *tl,
     return PP_OK;
 }
 
+/* The backward half k of an overlapped pair starts no earlier than (1 - overlap) into its forward
+ * half: the compute op before it in its device's program, earlier in plan order (lower.c). */
+static pp_status_t pair_start(const pp_plan_t *plan, const pp_timeline_t *tl,
+                              const pp_cost_model_t *cm, int k, double *ready)
+{
+    const pp_op_t *op = &plan->ops[k];
+    const int *prog = plan->prog_ops + plan->prog_begin[op->device];
+    for (int j = op->pos - 1; j >= 0; j--) {
+        int f = prog[j];
+        if (plan->ops[f].role != PP_ROLE_COMPUTE) continue;
+        if (f >= k)
+            PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d comes before the forward half %d of its pair",
+                    k, f);
+        double at = tl->t[f].start_ms + (1.0 - cm->overlap) * (tl->t[f].end_ms - tl->t[f].start_ms);
+        if (at > *ready) *ready = at;
+        return PP_OK;
+    }
+    PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d on the overlap stream has no forward half", k);
+}
+
 pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm)
 {
     pp_status_t st;
@@ -157,6 +178,8 @@ pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cos
         if (op_cost[op->kind]) {
             double ready;
             PP_CHECK_GOTO(ready_time(plan, tl, stream_free, k, -1, &ready), st, fail);
+            if (op->role == PP_ROLE_OVERLAP)
+                PP_CHECK_GOTO(pair_start(plan, tl, cm, k, &ready), st, fail);
             tl->t[k].start_ms = ready;
             tl->t[k].end_ms = ready + op_cost[op->kind](cm, op);
             stream_free[pp_plan_channel(plan, k)] = tl->t[k].end_ms;

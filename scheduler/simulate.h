@@ -1,14 +1,16 @@
 /*
  * simulate.h — discrete-event simulation of a plan under a cost model.
  *
- * Each channel (plan.h: a device's compute, offload or load stream, its send or recv channel with
- * one peer device) runs its ops in plan order, one at a time; an op starts when its channel is free
- * and every dependency has ended, so a transfer waits only for transfers of the same directed
- * pair. A SEND and its RECV are one transfer: both start at the later of the two ready times and
- * end `send` later (0 for a LOCAL link). Compute and communication streams of a device overlap, as
- * on a GPU. With uniform costs and free communication the result matches the closed forms of the
- * schedules exactly. The copies of run.offload run on their own streams (offload, load) and take
- * bytes / host_link_gbps.
+ * Each channel (plan.h: a device's compute, overlap, offload or load stream, its send or recv
+ * channel with one peer device) runs its ops in plan order, one at a time; an op starts when its
+ * channel is free and every dependency has ended, so a transfer waits only for transfers of the
+ * same directed pair. A SEND and its RECV are one transfer: both start at the later of the two
+ * ready times and end `send` later (0 for a LOCAL link). Compute and communication streams of a
+ * device overlap, as on a GPU. With uniform costs and free communication the result matches the
+ * closed forms of the schedules exactly. The copies of run.offload run on their own streams
+ * (offload, load) and take bytes / host_link_gbps. The backward half of an overlapped pair (its
+ * second compute stream, overlap) starts once (1 - overlap) of its forward half has run: with
+ * overlap 0 the pair runs as one after the other (the closed forms hold), with 1 at once.
  */
 #ifndef PP_SIMULATE_H
 #define PP_SIMULATE_H
@@ -28,6 +30,8 @@ typedef struct pp_cost_model {
     double *f, *b, *i, *w; /* [n_stages] each; b is the full backward */
     double send;           /* one cross-device transfer */
     double host_link_gbps; /* OFFLOAD and RELOAD: GB/s each direction (0: free) */
+    double overlap;        /* 0..1 (cost.overlap): an overlapped pair's backward half starts
+                              once (1 - overlap) of its forward half has run; 0 runs them serially */
 } pp_cost_model_t;
 
 pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_cost_cfg_t *c);

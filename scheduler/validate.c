@@ -152,7 +152,7 @@ static pp_status_t check_unique(seen_t *S, const pp_program_t *prog, int n_dev, 
 static int need_before(const seen_t *S, int d, int i, const pp_action_t *a, pp_action_kind_t need,
                        const char *what)
 {
-    pp_action_t n = {need, a->stage, a->mb};
+    pp_action_t n = {need, a->stage, a->mb, 0};
     char txt[32];
     int j = seen_pos(S, need, a->stage, a->mb);
     if (j < 0) {
@@ -173,7 +173,7 @@ static int need_before(const seen_t *S, int d, int i, const pp_action_t *a, pp_a
 static int need_pair(const seen_t *S, int d, int i, const pp_action_t *a, pp_action_kind_t kind,
                      int stage)
 {
-    pp_action_t n = {kind, stage, a->mb};
+    pp_action_t n = {kind, stage, a->mb, 0};
     char txt[32];
     if (seen_pos(S, kind, stage, a->mb) >= 0) return 1;
     at(d, i, a);
@@ -336,7 +336,7 @@ static const char *plan_op_name(const pp_plan_t *plan, int i, char *buf, size_t 
 {
     char txt[32];
     const pp_op_t *o = &plan->ops[i];
-    pp_action_t a = {o->kind, o->stage, o->mb};
+    pp_action_t a = {o->kind, o->stage, o->mb, 0};
     snprintf(buf, size, "%s (device %d, step %d)", action_format(&a, txt, sizeof txt), o->device,
              o->pos);
     return buf;
@@ -345,7 +345,7 @@ static const char *plan_op_name(const pp_plan_t *plan, int i, char *buf, size_t 
 static void plan_at(const pp_plan_t *plan, int i)
 {
     const pp_op_t *o = &plan->ops[i];
-    pp_action_t a = {o->kind, o->stage, o->mb};
+    pp_action_t a = {o->kind, o->stage, o->mb, 0};
     at(o->device, o->pos, &a);
 }
 
@@ -572,7 +572,7 @@ pp_status_t plan_validate(const pp_plan_t *plan)
         prog[d].n = prog[d].cap = plan->prog_begin[d + 1] - plan->prog_begin[d];
         for (int j = 0; j < prog[d].n; j++) {
             const pp_op_t *o = &plan->ops[plan->prog_ops[plan->prog_begin[d] + j]];
-            prog[d].a[j] = (pp_action_t){o->kind, o->stage, o->mb};
+            prog[d].a[j] = (pp_action_t){o->kind, o->stage, o->mb, 0};
         }
     }
     pp_status_t st =

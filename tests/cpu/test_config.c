@@ -10,6 +10,7 @@
 #include "../check.h"
 #include "config.h"
 #include "generate.h"
+#include "plan.h"
 #include "split.h"
 #include "support.h"
 #include "written.h"
@@ -160,7 +161,7 @@ static void test_every_key(void)
     EXPECT(cfg.run.recompute == PP_RECOMPUTE_SELECTIVE);
     EXPECT(cfg.run.offload == PP_OFFLOAD_ACTIVATIONS && cfg.cost.host_link_gbps == 25.5);
     EXPECT(cfg.cost.forward == 2.5 && cfg.cost.backward_input == 3.25);
-    EXPECT(cfg.cost.backward_weight == 0.5 && cfg.cost.send == 0.125);
+    EXPECT(cfg.cost.backward_weight == 0.5 && cfg.cost.send == 0.125 && cfg.cost.overlap == 0.75);
     /* interleaved 1F1B does not build placement v (zb-v and dualpipe-v do): resolve refuses it at
      * the key's place (it was refused later, while generating, with no place). */
     ts_capture_begin();
@@ -287,7 +288,7 @@ static void test_unknown_keys(void)
     EXPECT_LOAD_ERROR("cost: {forward: 1, recv: 2}\n",
                       "t.yaml:1:20: unknown key 'recv' in cost (allowed: forward, "
                       "backward_input, backward_weight, send, gpu, link, profile, "
-                      "host_link_gbps)");
+                      "host_link_gbps, overlap)");
     EXPECT_LOAD_ERROR("schedule:\n  kind: 1f1b\n  step: []\n",
                       "t.yaml:3:3: unknown key 'step' in schedule (allowed: kind, steps, csv)");
 }
@@ -1002,16 +1003,28 @@ static void test_counts(void)
 }
 
 /* The role table: communication (send, recv) runs at the greater priority, on a channel per
- * directed device pair (one stream per peer device); every other role has one stream per device. */
+ * directed device pair (one stream per peer device); every other role has one stream per device;
+ * compute and overlap (an overlapped pair's second compute stream) run compute ops, the copies'
+ * roles (offload, load) do not. Channels are laid out role by role. */
 static void test_role_table(void)
 {
     for (int r = 0; r < PP_ROLE_COUNT; r++) {
         const pp_role_row_t *row = pp_role_row((pp_role_t)r);
         int comm = r == PP_ROLE_SEND || r == PP_ROLE_RECV;
-        EXPECT(row->per_peer == comm, "%s", row->name);
-        EXPECT(!comm || row->high_priority, "%s", row->name);
+        int computes = r == PP_ROLE_COMPUTE || r == PP_ROLE_OVERLAP;
+        EXPECT(row->per_peer == comm && row->high_priority == comm && row->computes == computes,
+               "%s", row->name);
     }
     EXPECT(!strcmp(pp_role_row((pp_role_t)99)->name, "compute"));
+    const int n = 3;
+    EXPECT(pp_channel_count(n) == 4 * n + 2 * n * n);
+    EXPECT(pp_channel_of(n, 2, PP_ROLE_COMPUTE, 0) == 2);
+    EXPECT(pp_channel_of(n, 1, PP_ROLE_SEND, 2) == n + 1 * n + 2);
+    EXPECT(pp_channel_of(n, 1, PP_ROLE_RECV, 2) == n + n * n + 1 * n + 2);
+    EXPECT(pp_channel_of(n, 1, PP_ROLE_OFFLOAD, 0) == n + 2 * n * n + 1);
+    EXPECT(pp_channel_of(n, 1, PP_ROLE_LOAD, 0) == 2 * n + 2 * n * n + 1);
+    EXPECT(pp_channel_of(n, 2, PP_ROLE_OVERLAP, 0) == 3 * n + 2 * n * n + 2);
+    EXPECT(pp_channel_count(PP_MAX_DEVICES) <= PP_MAX_CHANNELS);
 }
 
 /* The transport table: the selectable rows are found by name (and listed in that order), the

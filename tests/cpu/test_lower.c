@@ -52,7 +52,7 @@ static const char *program_text(const pp_plan_t *pl, int d)
     buf[0] = '\0';
     for (int j = pl->prog_begin[d]; j < pl->prog_begin[d + 1]; j++) {
         const pp_op_t *o = &pl->ops[pl->prog_ops[j]];
-        pp_action_t a = {o->kind, o->stage, o->mb};
+        pp_action_t a = {o->kind, o->stage, o->mb, 0};
         if (buf[0]) strcat(buf, " ");
         strcat(buf, action_format(&a, txt, sizeof txt));
     }

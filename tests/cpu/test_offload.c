@@ -3,7 +3,8 @@
  * device ring and host slots it sizes, the dependencies that order slot and host-slot reuse, the
  * rules plan_validate keeps for the copies, the device bytes with and without offload, and the
  * simulator's host-link model (a copy takes bytes / host_link_gbps on its own stream), and every
- * multi-chunk kind lowering, validating and simulating with it on an uneven split.
+ * multi-chunk kind lowering, validating and simulating with it on an uneven split (DualPipeV's
+ * overlapped pairs on their second compute stream beside the copies).
  */
 #include "../../scheduler/generate.h"
 #include "../../scheduler/plan.h"
@@ -30,7 +31,7 @@ static void cfg_fill(pp_config_t *c, pp_sched_kind_t kind, int p, int m, int off
     c->pipeline.micro_batch_size = 2;
     c->pipeline.transport = PP_TRANSPORT_NCCL;
     c->run.offload = offload ? PP_OFFLOAD_ACTIVATIONS : PP_OFFLOAD_NONE;
-    c->cost = (pp_cost_cfg_t){1.0, 1.0, 1.0, 0.0, 50.0};
+    c->cost = (pp_cost_cfg_t){1.0, 1.0, 1.0, 0.0, 50.0, 0};
 }
 
 static pp_status_t lower(pp_plan_t *pl, const pp_config_t *c)
@@ -64,7 +65,7 @@ static const char *program_text(const pp_plan_t *pl, int d)
     buf[0] = '\0';
     for (int j = pl->prog_begin[d]; j < pl->prog_begin[d + 1]; j++) {
         const pp_op_t *o = &pl->ops[pl->prog_ops[j]];
-        pp_action_t a = {o->kind, o->stage, o->mb};
+        pp_action_t a = {o->kind, o->stage, o->mb, 0};
         if (buf[0]) strcat(buf, " ");
         strcat(buf, action_format(&a, txt, sizeof txt));
     }
@@ -183,12 +184,16 @@ static void test_two_chunk_kinds(void)
             REQUIRE(run_load(&r, "t.yaml", yaml, NULL, 0, 0) == PP_OK, "%s p=%d", kinds[k], p);
             EXPECT(r.plan.offload, "%s p=%d: offload on", kinds[k], p);
             REQUIRE(run_go(&r, &ro) == PP_OK, "%s p=%d", kinds[k], p);
-            int off = 0, rel = 0;
+            int off = 0, rel = 0, pairs = 0;
             for (int i = 0; i < r.plan.n_ops; i++) {
                 off += r.plan.ops[i].kind == PP_ACT_OFFLOAD;
                 rel += r.plan.ops[i].kind == PP_ACT_RELOAD;
+                pairs += r.plan.ops[i].role == PP_ROLE_OVERLAP;
             }
             EXPECT(off > 0 && off == rel, "%s p=%d: %d OFFLOAD, %d RELOAD", kinds[k], p, off, rel);
+            /* DualPipeV's pairs keep their second compute stream beside the copies */
+            EXPECT((pairs > 0) == !strcmp(kinds[k], "dualpipe-v"), "%s p=%d: %d overlapped",
+                   kinds[k], p, pairs);
             EXPECT(r.predicted_ms > 0, "%s p=%d", kinds[k], p);
             run_free(&r);
         }
@@ -228,7 +233,7 @@ static void test_simulate_host_link(void)
     const double step_plain = m * (1.0 + 2.0); /* F 1, B = I + W = 2 */
     for (int slow = 0; slow < 2; slow++) {
         double copy_ms = slow ? 3.0 : 0.25;
-        pp_cost_cfg_t cost = {1.0, 1.0, 1.0, 0.0, (double)pl.offload_bytes[0] / (copy_ms * 1e6)};
+        pp_cost_cfg_t cost = {1.0, 1.0, 1.0, 0.0, (double)pl.offload_bytes[0] / (copy_ms * 1e6), 0};
         pp_cost_model_t cm;
         pp_timeline_t tl;
         REQUIRE(cost_model_uniform(&cm, 1, &cost) == PP_OK);

@@ -44,7 +44,7 @@ static int rx_make(rx_t *x, int p, int m, int what_if)
     schedule_free(&sched);
     config_free(&cfg);
     if (st != PP_OK) return -1;
-    pp_cost_cfg_t c = {1, 1, 1, ts_rand_uniform(0.05, 0.3), 0};
+    pp_cost_cfg_t c = {1, 1, 1, ts_rand_uniform(0.05, 0.3), 0, 0};
     if (cost_model_uniform(&x->cm, p, &c) != PP_OK) return -1;
     for (int s = 0; s < p; s++) {
         x->cm.f[s] = ts_rand_uniform(0.5, 1.5);

@@ -104,12 +104,12 @@ static void test_action_round_trip(void)
     char buf[32], want[64];
     for (int it = 0; it < 2000; it++) {
         pp_action_t a = {(pp_action_kind_t)ts_rand_int(0, PP_ACT_WRITTEN_COUNT - 1),
-                         ts_rand_int(0, 100000), ts_rand_int(0, 100000)};
+                         ts_rand_int(0, 100000), ts_rand_int(0, 100000), 0};
         if (it < PP_ACT_WRITTEN_COUNT) a.kind = (pp_action_kind_t)it; /* every kind at least once */
         snprintf(want, sizeof want, "%d%s%d", a.stage, names[a.kind], a.mb);
         EXPECT(!strcmp(action_format(&a, buf, sizeof buf), want), "%s vs %s", buf, want);
         EXPECT(!strcmp(action_kind_name(a.kind), names[a.kind]));
-        pp_action_t b = {PP_ACT_F, -1, -1};
+        pp_action_t b = {PP_ACT_F, -1, -1, 0};
         REQUIRE(action_parse(buf, &b) == 0, "%s", buf);
         EXPECT(b.kind == a.kind && b.stage == a.stage && b.mb == a.mb, "%s", buf);
     }
@@ -127,7 +127,7 @@ static void test_action_invalid(void)
                                 "0SEND_X1", "0RECV_F", "0F-1", "0FF1",  "0 F 1",
                                 "F",        "0B1.5",   "0W+1", "0I1\n", "99999999999F0"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        pp_action_t a = {PP_ACT_W, 77, 88};
+        pp_action_t a = {PP_ACT_W, 77, 88, 0};
         EXPECT(action_parse(bad[i], &a) == -1, "'%s' accepted", bad[i]);
     }
 }
@@ -240,6 +240,22 @@ static void test_csv_overlap_f_b(void)
                            "1F0 2F0 1F1 2F1 2B0 1F2 2B1 1B0 1B1"};
     REQUIRE(ts_sched_from(&want, 4, 3, 2, progs, 1) == PP_OK);
     EXPECT(ts_same_schedule(&s, &want));
+    /* The second half of each pair is marked, and the pairs are written back as composites. */
+    EXPECT(s.prog[0].a[4].overlap && s.prog[0].a[6].overlap && s.prog[1].a[6].overlap);
+    int marks = 0;
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < s.prog[d].n; i++)
+            marks += s.prog[d].a[i].overlap;
+    EXPECT(marks == 3, "%d marks", marks);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    REQUIRE(f && schedule_write_csv(&s, f) == PP_OK);
+    fclose(f);
+    EXPECT(!strcmp(text, "0F0,0F1,3F0,(0F2;3B0)OVERLAP_F_B,(3F1;0B0)OVERLAP_F_B,3B1,0B1\n"
+                         "1F0,2F0,1F1,2F1,2B0,(1F2;2B1)OVERLAP_F_B,1B0,1B1\n"),
+           "%s", text);
+    free(text);
     schedule_free(&s);
     schedule_free(&want);
     /* FSDP and data-parallel steps are left out; a stage number must lead them. */

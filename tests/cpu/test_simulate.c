@@ -12,6 +12,7 @@
  */
 #include "../../scheduler/generate.h"
 #include "../../scheduler/report.h"
+#include "../../scheduler/run.h"
 #include "../../scheduler/simulate.h"
 #include "../check.h"
 #include "support.h"
@@ -184,7 +185,7 @@ static void progs_1f1b(progs_t *g, int p, int m)
 static pp_cost_model_t make_costs(int n_stages, double f, double bi, double bw, double send)
 {
     pp_cost_model_t cm;
-    pp_cost_cfg_t c = {f, bi, bw, send, 0};
+    pp_cost_cfg_t c = {f, bi, bw, send, 0, 0};
     pp_status_t st = cost_model_uniform(&cm, n_stages, &c);
     if (st != PP_OK) memset(&cm, 0, sizeof cm);
     return cm;
@@ -470,6 +471,110 @@ static void test_closed_forms_local_lowering(void)
             }
 }
 
+/* Makespan of `plan` under uniform unit costs with cost.overlap = overlap; -1 on failure. */
+static double unit_makespan(const pp_plan_t *plan, double overlap)
+{
+    pp_cost_cfg_t c = {1.0, 1.0, 1.0, 0.0, 0.0, overlap};
+    pp_cost_model_t cm;
+    pp_timeline_t tl;
+    double span = -1;
+    if (cost_model_uniform(&cm, plan->n_stages, &c) != PP_OK) return -1;
+    if (simulate_plan(&tl, plan, &cm) == PP_OK) {
+        span = timeline_makespan(&tl);
+        timeline_free(&tl);
+    }
+    cost_model_free(&cm);
+    return span;
+}
+
+/* DualPipeV's overlapped pairs: the backward half runs on the overlap stream, after its forward
+ * half in plan order, on another stage, waiting for the compute op before the pair, and the next
+ * compute op waits for it. cost.overlap 0 runs the pair one half after the other (the makespan of
+ * the same schedule without the marks); 1 at once, which is shorter. */
+static void test_overlapped_pairs(void)
+{
+    for (int p = 2; p <= 4; p += 2) {
+        pp_schedule_t s;
+        pp_plan_t pl, serial;
+        pp_config_t c;
+        REQUIRE(generate_dualpipev(&s, p, 2 * p) == PP_OK);
+        ts_config_pipeline(&c, PP_SCHED_DUALPIPEV, p, 2 * p, 2 * p);
+        c.pipeline.transport = PP_TRANSPORT_PEER;
+        REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
+        REQUIRE(plan_validate(&pl) == PP_OK);
+        int pairs = 0;
+        for (int k = 0; k < pl.n_ops; k++) {
+            const pp_op_t *o = &pl.ops[k];
+            if (o->role != PP_ROLE_OVERLAP) continue;
+            pairs++;
+            const int *prog = pl.prog_ops + pl.prog_begin[o->device];
+            int j = o->pos - 1;
+            while (j >= 0 && pl.ops[prog[j]].role != PP_ROLE_COMPUTE)
+                j--;
+            REQUIRE(j >= 0);
+            int f = prog[j];
+            EXPECT(f < k && pl.ops[f].stage != o->stage && pp_action_is_compute(o->kind),
+                   "op %d: forward half %d", k, f);
+        }
+        EXPECT(pairs > 0, "p %d: no overlapped pair", p);
+        for (int d = 0; d < p; d++)
+            for (int i = 0; i < s.prog[d].n; i++)
+                s.prog[d].a[i].overlap = 0;
+        REQUIRE(plan_lower(&serial, &s, &c) == PP_OK);
+        double m0 = unit_makespan(&pl, 0.0), m1 = unit_makespan(&pl, 1.0);
+        double ms = unit_makespan(&serial, 0.0);
+        EXPECT(m0 > 0 && m0 == ms, "p %d: pairs at overlap 0 take %g, one after the other %g", p,
+               m0, ms);
+        EXPECT(m1 > 0 && m1 < m0, "p %d: pairs at once take %g, not less than %g", p, m1, m0);
+        plan_free(&pl);
+        plan_free(&serial);
+        schedule_free(&s);
+    }
+}
+
+/* PyTorch's own DualPipeV order (its CSV, OVERLAP_F_B composites) marks the pairs our generator
+ * marks; through the run chain with cost.overlap the predicted step is shorter than at 0, and at
+ * 0 it is the serial one. */
+static void test_overlapped_pairs_csv(void)
+{
+    const char *file = "tests/data/torch_dualpipev_p4_m8.csv";
+    FILE *f = fopen(file, "r");
+    if (!f) SKIP("no %s (bench/torch_orders.py writes it)", file);
+    pp_schedule_t read, g;
+    pp_status_t st = schedule_read_csv(&read, f, file);
+    fclose(f);
+    REQUIRE(st == PP_OK);
+    REQUIRE(generate_dualpipev(&g, 4, 8) == PP_OK);
+    for (int d = 0; d < 4; d++) {
+        int a = 0, b = 0;
+        for (int i = 0; i < read.prog[d].n; i++)
+            a += read.prog[d].a[i].overlap;
+        for (int i = 0; i < g.prog[d].n; i++)
+            b += g.prog[d].a[i].overlap;
+        EXPECT(a > 0 && a == b, "device %d: %d pairs read, %d generated", d, a, b);
+    }
+    schedule_free(&read);
+    schedule_free(&g);
+    double span[3];
+    static const char *const ov[] = {"0", "0.5", "1"};
+    for (int k = 0; k < 3; k++) {
+        char yaml[512];
+        snprintf(yaml, sizeof yaml,
+                 "model: {layers: 8, hidden: 64, heads: 4, seq_len: 32, vocab: 128}\n"
+                 "pipeline: {devices: 4, micro_batches: 8}\nschedule: {csv: %s}\n"
+                 "cost: {forward: 1, backward_input: 1, backward_weight: 1, overlap: %s}\n",
+                 file, ov[k]);
+        pp_run_t r;
+        pp_run_opts_t ro = {0};
+        REQUIRE(run_load(&r, "t.yaml", yaml, NULL, 0, 0) == PP_OK, "overlap %s", ov[k]);
+        REQUIRE(run_go(&r, &ro) == PP_OK, "overlap %s", ov[k]);
+        span[k] = r.predicted_ms;
+        run_free(&r);
+    }
+    EXPECT(span[0] > span[1] && span[1] > span[2] && span[2] > 0,
+           "predicted steps at overlap 0, 0.5, 1: %g, %g, %g", span[0], span[1], span[2]);
+}
+
 /* Peak in-flight micro-batches: 1F1B stage i holds min(p - i, m), GPipe m. */
 static void test_peak_inflight_local_lowering(void)
 {
@@ -633,5 +738,7 @@ int main(void)
     RUN(test_closed_forms_local_lowering);
     RUN(test_peak_inflight_local_lowering);
     RUN(test_closed_form_sweep);
+    RUN(test_overlapped_pairs);
+    RUN(test_overlapped_pairs_csv);
     return check_summary("test_simulate");
 }

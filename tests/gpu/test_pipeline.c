@@ -166,12 +166,14 @@ static void run_and_compare(const char *name, const char *yaml, const char *cons
         }
         EXPECT(r.report.shared_gpus == config_shared_gpu(cfg, NULL, NULL),
                "%s: the report says shared_gpus %d", label, r.report.shared_gpus);
-        /* Schedules run as written: on each device, compute ops start in program order. */
+        /* Schedules run as written: on each device, compute ops start in program order (the
+         * backward half of an overlapped pair, on the overlap stream, may start before its
+         * forward half, not before the ops ahead of the pair: the lowering's dependencies). */
         for (int d = 0; d < plan->n_devices; d++) {
             double last = -1;
             for (int k = plan->prog_begin[d]; k < plan->prog_begin[d + 1]; k++) {
                 int i = plan->prog_ops[k];
-                if (!pp_action_is_compute(plan->ops[i].kind)) continue;
+                if (plan->ops[i].role != PP_ROLE_COMPUTE) continue;
                 EXPECT(tl->t[i].start_ms >= last,
                        "%s: device %d ran program step %d before the one "
                        "written ahead of it",
@@ -491,6 +493,60 @@ static void torch_orders(void)
     if (!found) SKIP("no tests/data/torch_*_p4_m8.csv (bench/torch_orders.py writes them)");
 }
 
+/* Ops the lowering put on the overlap stream (the backward halves of DualPipeV's pairs), each
+ * beside a forward of another stage: the two halves never share a stage's workspace. */
+static int overlap_ops(const pp_plan_t *plan, const char *label)
+{
+    int n = 0;
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *o = &plan->ops[i];
+        if (o->role != PP_ROLE_OVERLAP) continue;
+        const int *prog = plan->prog_ops + plan->prog_begin[o->device];
+        int j = o->pos - 1;
+        while (j >= 0 && plan->ops[prog[j]].role != PP_ROLE_COMPUTE)
+            j--;
+        EXPECT(j >= 0 && plan->ops[prog[j]].stage != o->stage,
+               "%s: op %d on the overlap stream beside no forward of another stage", label, i);
+        n++;
+    }
+    return n;
+}
+
+/* DualPipeV's overlapped pairs on two compute streams of each device (4 pipeline devices, sharing
+ * GPUs where fewer are present): the generated order, PyTorch's own (its CSV), with the step
+ * captured as one CUDA graph, and with run.offload, each against the one-device run (bitwise in
+ * fp32: a pair's backward half accumulates into its own stage's gradients, in the order it did on
+ * one stream). */
+static void dualpipev_overlap(void)
+{
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    char devs[64], label[160];
+    int shared = devices_set(devs, sizeof devs, 4);
+    const char *csv = "schedule.csv=tests/data/torch_dualpipev_p4_m8.csv";
+    int have_csv = access("tests/data/torch_dualpipev_p4_m8.csv", R_OK) == 0;
+    struct {
+        const char *order, *extra;
+    } cases[] = {{"schedule.kind=dualpipe-v", "run.graph=off"},
+                 {"schedule.kind=dualpipe-v", "run.graph=on"},
+                 {"schedule.kind=dualpipe-v", "run.offload=activations"},
+                 {csv, "run.graph=on"}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        if (cases[c].order == csv && !have_csv) {
+            printf("  dualpipev_overlap: no tests/data/torch_dualpipev_p4_m8.csv\n");
+            continue;
+        }
+        const char *sets[] = {cases[c].order, devs, "pipeline.micro_batches=8", cases[c].extra};
+        snprintf(label, sizeof label, "%s %s p=4 fp32 overlapped%s", cases[c].order, cases[c].extra,
+                 shared ? " (pipeline devices sharing GPUs)" : "");
+        pp_run_t r = {0};
+        REQUIRE(run_load(&r, "overlap.yaml", model_yaml("fp32"), sets, 4, n_gpus) == PP_OK);
+        int n = overlap_ops(&r.plan, label);
+        EXPECT(n > 0, "%s: no op on the overlap stream", label);
+        run_free(&r);
+        run_and_compare("overlap.yaml", model_yaml("fp32"), sets, 4, label);
+    }
+}
+
 /* Where there are GPUs enough for the cases above to run on separate GPUs, pipeline devices
  * sharing them still run as on separate ones: four on GPU 0, and four on GPUs 0 and 1 in turn
  * (shared and peer boundaries in one pipeline). */
@@ -653,6 +709,7 @@ int main(void)
     RUN(interleaved_zb_4gpu_nccl);
     RUN(uneven_split);
     RUN(torch_orders);
+    RUN(dualpipev_overlap);
     RUN(fused_attention_bf16);
     RUN(recompute_matches_reference);
     RUN(offload_matches_reference);
