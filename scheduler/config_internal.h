@@ -38,6 +38,11 @@ int cfg_is_set(const pp_config_t *cfg, int k);
 const char *cfg_node_text(const yaml_node_t *n);
 int cfg_node_is_null(const yaml_node_t *n);
 const char *cfg_node_what(const yaml_node_t *n);
+/* The text of a value that must be one scalar (`what`: "an integer", "one word", ...), or the
+ * error naming the place and `allowed`: a list or mapping, nothing, or (when `plain` is set) a
+ * quoted string. */
+pp_status_t cfg_scalar(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, const char *what,
+                       const char *allowed, int plain, const char **text);
 pp_status_t cfg_get_long(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, long lo,
                          long hi, const char *allowed, long *out);
 pp_status_t cfg_get_double(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, double lo,

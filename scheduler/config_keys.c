@@ -130,14 +130,11 @@ pp_status_t cfg_check_one_schedule(cfg_ctx_t *c, const yaml_node_t *n, const cha
 static pp_status_t get_row(const cfg_ctx_t *c, const yaml_node_t *n, const char *key,
                            const char *allowed, int (*find)(const char *), int *out)
 {
-    if (n->type != YAML_SCALAR_NODE)
-        return cfg_err(c, n, key, "expected one word, got %s (allowed: %s)", cfg_node_what(n),
-                       allowed);
-    if (cfg_node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
-    *out = find(cfg_node_text(n));
+    const char *s;
+    PP_CHECK(cfg_scalar(c, n, key, "one word", allowed, 0, &s));
+    *out = find(s);
     if (*out < 0)
-        return cfg_err(c, n, key, "unknown value '%s' (allowed: %s)", PP_SHORT(cfg_node_text(n)),
-                       allowed);
+        return cfg_err(c, n, key, "unknown value '%s' (allowed: %s)", PP_SHORT(s), allowed);
     return PP_OK;
 }
 

@@ -76,6 +76,20 @@ const char *cfg_node_what(const yaml_node_t *n)
     return "a value";
 }
 
+pp_status_t cfg_scalar(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, const char *what,
+                       const char *allowed, int plain, const char **text)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return cfg_err(c, n, key, "expected %s, got %s (allowed: %s)", what, cfg_node_what(n),
+                       allowed);
+    if (cfg_node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
+    *text = cfg_node_text(n);
+    if (plain && n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return cfg_err(c, n, key, "\"%s\" is a quoted string, not %s (allowed: %s)",
+                       PP_SHORT(*text), what, allowed);
+    return PP_OK;
+}
+
 /* Read an integer in [lo, hi] from a plain scalar. `allowed` overrides the "(allowed: lo..hi)"
  * text when given. */
 pp_status_t cfg_get_long(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, long lo,
@@ -86,14 +100,8 @@ pp_status_t cfg_get_long(const cfg_ctx_t *c, const yaml_node_t *n, const char *k
         snprintf(range, sizeof range, "an integer %ld..%ld", lo, hi);
         allowed = range;
     }
-    if (n->type != YAML_SCALAR_NODE)
-        return cfg_err(c, n, key, "expected an integer, got %s (allowed: %s)", cfg_node_what(n),
-                       allowed);
-    if (cfg_node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
-    const char *s = cfg_node_text(n);
-    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return cfg_err(c, n, key, "\"%s\" is a quoted string, not an integer (allowed: %s)",
-                       PP_SHORT(s), allowed);
+    const char *s;
+    PP_CHECK(cfg_scalar(c, n, key, "an integer", allowed, 1, &s));
     const char *d = s + (*s == '-' || *s == '+');
     char *end;
     errno = 0;
@@ -112,14 +120,8 @@ pp_status_t cfg_get_double(const cfg_ctx_t *c, const yaml_node_t *n, const char 
 {
     char allowed[96];
     snprintf(allowed, sizeof allowed, "a number %s %g and <= %g", lo_open ? ">" : ">=", lo, hi);
-    if (n->type != YAML_SCALAR_NODE)
-        return cfg_err(c, n, key, "expected a number, got %s (allowed: %s)", cfg_node_what(n),
-                       allowed);
-    if (cfg_node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
-    const char *s = cfg_node_text(n);
-    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return cfg_err(c, n, key, "\"%s\" is a quoted string, not a number (allowed: %s)",
-                       PP_SHORT(s), allowed);
+    const char *s;
+    PP_CHECK(cfg_scalar(c, n, key, "a number", allowed, 1, &s));
     const char *d = s + (*s == '-' || *s == '+');
     char *end;
     double v = strtod(s, &end);
@@ -136,14 +138,8 @@ pp_status_t cfg_get_double(const cfg_ctx_t *c, const yaml_node_t *n, const char 
 pp_status_t cfg_get_u64(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, uint64_t *out)
 {
     const char *allowed = "an integer 0..18446744073709551615";
-    if (n->type != YAML_SCALAR_NODE)
-        return cfg_err(c, n, key, "expected an integer, got %s (allowed: %s)", cfg_node_what(n),
-                       allowed);
-    if (cfg_node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
-    const char *s = cfg_node_text(n);
-    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return cfg_err(c, n, key, "\"%s\" is a quoted string, not an integer (allowed: %s)",
-                       PP_SHORT(s), allowed);
+    const char *s;
+    PP_CHECK(cfg_scalar(c, n, key, "an integer", allowed, 1, &s));
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
@@ -166,11 +162,8 @@ pp_status_t cfg_get_enum(const cfg_ctx_t *c, const yaml_node_t *n, const char *k
         if (i) strncat(allowed, ", ", sizeof allowed - strlen(allowed) - 1);
         strncat(allowed, names[i], sizeof allowed - strlen(allowed) - 1);
     }
-    if (n->type != YAML_SCALAR_NODE)
-        return cfg_err(c, n, key, "expected one word, got %s (allowed: %s)", cfg_node_what(n),
-                       allowed);
-    if (cfg_node_is_null(n)) return cfg_err(c, n, key, "no value given (allowed: %s)", allowed);
-    const char *s = cfg_node_text(n);
+    const char *s;
+    PP_CHECK(cfg_scalar(c, n, key, "one word", allowed, 0, &s));
     for (int i = 0; names[i]; i++) {
         if (!strcmp(s, names[i])) {
             *out = i;
