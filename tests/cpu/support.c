@@ -246,3 +246,33 @@ pp_status_t ts_plan_timeline(const ts_plan_t *b, pp_timeline_t *tl, pp_mode_t mo
         tl->step_ms[0] = timeline_makespan(tl);
     return PP_OK;
 }
+
+/* ---- reading a lowered plan ------------------------------------------------------------------ */
+
+int ts_op_index(const pp_plan_t *pl, pp_action_kind_t k, int stage, int mb)
+{
+    for (int i = 0; i < pl->n_ops; i++)
+        if (pl->ops[i].kind == k && pl->ops[i].stage == stage && pl->ops[i].mb == mb) return i;
+    return -1;
+}
+
+int ts_depends_on(const pp_plan_t *pl, int i, int on)
+{
+    for (int j = 0; j < pl->ops[i].n_deps; j++)
+        if (pl->deps[pl->ops[i].dep_begin + j] == on) return 1;
+    return 0;
+}
+
+const char *ts_program_text(const pp_plan_t *pl, int d)
+{
+    static char buf[8192];
+    char txt[32];
+    buf[0] = '\0';
+    for (int j = pl->prog_begin[d]; j < pl->prog_begin[d + 1]; j++) {
+        const pp_op_t *o = &pl->ops[pl->prog_ops[j]];
+        pp_action_t a = {o->kind, o->stage, o->mb, 0};
+        if (buf[0]) strcat(buf, " ");
+        strcat(buf, action_format(&a, txt, sizeof txt));
+    }
+    return buf;
+}

@@ -96,4 +96,16 @@ int ts_plan_time(ts_plan_t *b, int k, double start_ms, double end_ms);
 pp_status_t ts_plan_timeline(const ts_plan_t *b, pp_timeline_t *tl, pp_mode_t mode,
                              const double *steps, int n_steps);
 
+/* ---- reading a lowered plan ------------------------------------------------------------------ */
+
+/* Index of op (kind, stage, mb) in the plan, -1 when absent. */
+int ts_op_index(const pp_plan_t *pl, pp_action_kind_t k, int stage, int mb);
+
+/* 1 when op i lists op `on` among its dependencies. */
+int ts_depends_on(const pp_plan_t *pl, int i, int on);
+
+/* Device d's program as text, "0F0 0SEND_F0 ..." (copies as "0OFFLOAD0"); the text lives until
+ * the next call. */
+const char *ts_program_text(const pp_plan_t *pl, int d);
+
 #endif /* PP_TEST_SUPPORT_H */

@@ -29,36 +29,6 @@ static void cfg_fill(pp_config_t *c, pp_sched_kind_t kind, int p, int stages, in
     c->pipeline.transport = PP_TRANSPORT_NCCL;
 }
 
-/* Index of op (kind, stage, mb) in the plan, -1 when absent. */
-static int op_index(const pp_plan_t *pl, pp_action_kind_t k, int stage, int mb)
-{
-    for (int i = 0; i < pl->n_ops; i++)
-        if (pl->ops[i].kind == k && pl->ops[i].stage == stage && pl->ops[i].mb == mb) return i;
-    return -1;
-}
-
-static int depends_on(const pp_plan_t *pl, int i, int on)
-{
-    for (int j = 0; j < pl->ops[i].n_deps; j++)
-        if (pl->deps[pl->ops[i].dep_begin + j] == on) return 1;
-    return 0;
-}
-
-/* Device d's lowered program as text, "0F0 0SEND_F0 ...". */
-static const char *program_text(const pp_plan_t *pl, int d)
-{
-    static char buf[8192];
-    char txt[32];
-    buf[0] = '\0';
-    for (int j = pl->prog_begin[d]; j < pl->prog_begin[d + 1]; j++) {
-        const pp_op_t *o = &pl->ops[pl->prog_ops[j]];
-        pp_action_t a = {o->kind, o->stage, o->mb, 0};
-        if (buf[0]) strcat(buf, " ");
-        strcat(buf, action_format(&a, txt, sizeof txt));
-    }
-    return buf;
-}
-
 /* The properties plan.h promises, checked independently of plan_validate. */
 static void check_plan_properties(const pp_plan_t *pl, const char *what)
 {
@@ -120,14 +90,14 @@ static void test_insert_1f1b_p2_m2(void)
     REQUIRE(generate_1f1b(&s, 2, 2) == PP_OK);
     REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
     EXPECT(pl.n_ops == 16);
-    EXPECT(!strcmp(program_text(&pl, 0), "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1"),
-           "%s", program_text(&pl, 0));
-    EXPECT(!strcmp(program_text(&pl, 1), "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1"),
-           "%s", program_text(&pl, 1));
-    int i = op_index(&pl, PP_ACT_RECV_F, 1, 1);
+    EXPECT(!strcmp(ts_program_text(&pl, 0), "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1"),
+           "%s", ts_program_text(&pl, 0));
+    EXPECT(!strcmp(ts_program_text(&pl, 1), "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1"),
+           "%s", ts_program_text(&pl, 1));
+    int i = ts_op_index(&pl, PP_ACT_RECV_F, 1, 1);
     REQUIRE(i >= 0);
     EXPECT(pl.ops[i].device == 1 && pl.ops[i].pos == 4 && pl.ops[i].role == PP_ROLE_RECV);
-    i = op_index(&pl, PP_ACT_SEND_B, 1, 0);
+    i = ts_op_index(&pl, PP_ACT_SEND_B, 1, 0);
     EXPECT(pl.ops[i].pos == 3 && pl.ops[i].role == PP_ROLE_SEND);
     EXPECT(pl.kind == PP_SCHED_1F1B && pl.chunks == 1 && !pl.split_backward);
     check_plan_properties(&pl, "1f1b p=2 m=2");
@@ -145,16 +115,18 @@ static void test_insert_zbh1(void)
     REQUIRE(generate_zbh1(&s, 2, 2) == PP_OK);
     REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
     /* The gradient leaves right after I; W sends nothing. */
-    EXPECT(!strcmp(program_text(&pl, 1), "1RECV_F0 1F0 1I0 1SEND_B0 1RECV_F1 1F1 1I1 1SEND_B1 1W0 "
-                                         "1W1"),
-           "%s", program_text(&pl, 1));
-    EXPECT(!strcmp(program_text(&pl, 0), "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0I0 0W0 0RECV_B1 0I1 "
-                                         "0W1"),
-           "%s", program_text(&pl, 0));
+    EXPECT(!strcmp(ts_program_text(&pl, 1),
+                   "1RECV_F0 1F0 1I0 1SEND_B0 1RECV_F1 1F1 1I1 1SEND_B1 1W0 "
+                   "1W1"),
+           "%s", ts_program_text(&pl, 1));
+    EXPECT(!strcmp(ts_program_text(&pl, 0),
+                   "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0I0 0W0 0RECV_B1 0I1 "
+                   "0W1"),
+           "%s", ts_program_text(&pl, 0));
     EXPECT(pl.split_backward && pl.kind == PP_SCHED_ZBH1);
-    int w = op_index(&pl, PP_ACT_W, 1, 0), in = op_index(&pl, PP_ACT_I, 1, 0);
-    int sb = op_index(&pl, PP_ACT_SEND_B, 1, 0);
-    EXPECT(depends_on(&pl, w, in) && depends_on(&pl, sb, in));
+    int w = ts_op_index(&pl, PP_ACT_W, 1, 0), in = ts_op_index(&pl, PP_ACT_I, 1, 0);
+    int sb = ts_op_index(&pl, PP_ACT_SEND_B, 1, 0);
+    EXPECT(ts_depends_on(&pl, w, in) && ts_depends_on(&pl, sb, in));
     check_plan_properties(&pl, "zb-h1");
     EXPECT(plan_validate(&pl) == PP_OK);
     plan_free(&pl);
@@ -171,8 +143,8 @@ static void test_with_comm_kept(void)
     REQUIRE(ts_sched_from(&s, 2, 2, 2, progs, 1) == PP_OK);
     EXPECT(s.has_comm);
     REQUIRE(plan_lower(&pl, &s, NULL) == PP_OK);
-    EXPECT(!strcmp(program_text(&pl, 0), progs[0]));
-    EXPECT(!strcmp(program_text(&pl, 1), progs[1]));
+    EXPECT(!strcmp(ts_program_text(&pl, 0), progs[0]));
+    EXPECT(!strcmp(ts_program_text(&pl, 1), progs[1]));
     EXPECT(pl.kind == PP_SCHED_STEPS && pl.boundary_bytes == 0);
     /* Both inputs received up front: stage 1 needs two slots. */
     EXPECT(pl.slots_per_stage[1] == 2 && pl.slots_per_stage[0] == 2);
@@ -199,9 +171,12 @@ static void test_links(void)
         REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
         pp_transport_t remote = t ? PP_TRANSPORT_NCCL : PP_TRANSPORT_PEER;
         for (int k = 0; k < 2; k++) {
-            int a = op_index(&pl, PP_ACT_SEND_F, 0, k), b = op_index(&pl, PP_ACT_RECV_F, 1, k);
-            int x = op_index(&pl, PP_ACT_SEND_F, 1, k), y = op_index(&pl, PP_ACT_RECV_F, 2, k);
-            int g = op_index(&pl, PP_ACT_SEND_B, 2, k), h = op_index(&pl, PP_ACT_RECV_B, 1, k);
+            int a = ts_op_index(&pl, PP_ACT_SEND_F, 0, k),
+                b = ts_op_index(&pl, PP_ACT_RECV_F, 1, k);
+            int x = ts_op_index(&pl, PP_ACT_SEND_F, 1, k),
+                y = ts_op_index(&pl, PP_ACT_RECV_F, 2, k);
+            int g = ts_op_index(&pl, PP_ACT_SEND_B, 2, k),
+                h = ts_op_index(&pl, PP_ACT_RECV_B, 1, k);
             REQUIRE(a >= 0 && b >= 0 && x >= 0 && y >= 0 && g >= 0 && h >= 0);
             EXPECT(pl.ops[a].link == remote && pl.ops[b].link == remote);
             EXPECT(pl.ops[x].link == PP_TRANSPORT_LOCAL && pl.ops[y].link == PP_TRANSPORT_LOCAL);
@@ -310,20 +285,20 @@ static void test_slot_reuse_deps(void)
     REQUIRE(generate_1f1b(&s, 2, 3) == PP_OK);
     REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
     REQUIRE(pl.slots_per_stage[1] == 1);
-    int r1 = op_index(&pl, PP_ACT_RECV_F, 1, 1);
-    EXPECT(depends_on(&pl, r1, op_index(&pl, PP_ACT_SEND_F, 0, 1)));
-    EXPECT(depends_on(&pl, r1, op_index(&pl, PP_ACT_RECV_F, 1, 0)));
-    EXPECT(depends_on(&pl, r1, op_index(&pl, PP_ACT_B, 1, 0)));
-    EXPECT(depends_on(&pl, r1, op_index(&pl, PP_ACT_SEND_B, 1, 0)));
+    int r1 = ts_op_index(&pl, PP_ACT_RECV_F, 1, 1);
+    EXPECT(ts_depends_on(&pl, r1, ts_op_index(&pl, PP_ACT_SEND_F, 0, 1)));
+    EXPECT(ts_depends_on(&pl, r1, ts_op_index(&pl, PP_ACT_RECV_F, 1, 0)));
+    EXPECT(ts_depends_on(&pl, r1, ts_op_index(&pl, PP_ACT_B, 1, 0)));
+    EXPECT(ts_depends_on(&pl, r1, ts_op_index(&pl, PP_ACT_SEND_B, 1, 0)));
     EXPECT(pl.ops[r1].n_deps == 4, "%d deps", pl.ops[r1].n_deps);
     /* Stage 0 has two slots: micro-batch 2 reuses micro-batch 0's slot, after 0B0. */
-    int f2 = op_index(&pl, PP_ACT_F, 0, 2);
-    EXPECT(pl.ops[f2].slot == pl.ops[op_index(&pl, PP_ACT_F, 0, 0)].slot);
-    EXPECT(depends_on(&pl, f2, op_index(&pl, PP_ACT_B, 0, 0)));
-    EXPECT(depends_on(&pl, f2, op_index(&pl, PP_ACT_SEND_F, 0, 0)));
-    EXPECT(depends_on(&pl, f2, op_index(&pl, PP_ACT_RECV_B, 0, 0)));
-    EXPECT(pl.ops[op_index(&pl, PP_ACT_F, 0, 1)].slot !=
-           pl.ops[op_index(&pl, PP_ACT_F, 0, 0)].slot);
+    int f2 = ts_op_index(&pl, PP_ACT_F, 0, 2);
+    EXPECT(pl.ops[f2].slot == pl.ops[ts_op_index(&pl, PP_ACT_F, 0, 0)].slot);
+    EXPECT(ts_depends_on(&pl, f2, ts_op_index(&pl, PP_ACT_B, 0, 0)));
+    EXPECT(ts_depends_on(&pl, f2, ts_op_index(&pl, PP_ACT_SEND_F, 0, 0)));
+    EXPECT(ts_depends_on(&pl, f2, ts_op_index(&pl, PP_ACT_RECV_B, 0, 0)));
+    EXPECT(pl.ops[ts_op_index(&pl, PP_ACT_F, 0, 1)].slot !=
+           pl.ops[ts_op_index(&pl, PP_ACT_F, 0, 0)].slot);
     plan_free(&pl);
     schedule_free(&s);
 }
@@ -423,24 +398,26 @@ static void test_data_deps(void)
     REQUIRE(plan_lower(&pl, &s, &c) == PP_OK);
     for (int st = 0; st < p; st++)
         for (int k = 0; k < m; k++) {
-            int f = op_index(&pl, PP_ACT_F, st, k), b = op_index(&pl, PP_ACT_B, st, k);
-            int rf = op_index(&pl, PP_ACT_RECV_F, st, k), sf = op_index(&pl, PP_ACT_SEND_F, st, k);
-            int rb = op_index(&pl, PP_ACT_RECV_B, st, k), sb = op_index(&pl, PP_ACT_SEND_B, st, k);
+            int f = ts_op_index(&pl, PP_ACT_F, st, k), b = ts_op_index(&pl, PP_ACT_B, st, k);
+            int rf = ts_op_index(&pl, PP_ACT_RECV_F, st, k),
+                sf = ts_op_index(&pl, PP_ACT_SEND_F, st, k);
+            int rb = ts_op_index(&pl, PP_ACT_RECV_B, st, k),
+                sb = ts_op_index(&pl, PP_ACT_SEND_B, st, k);
             REQUIRE(f >= 0 && b >= 0);
-            EXPECT(depends_on(&pl, b, f));
+            EXPECT(ts_depends_on(&pl, b, f));
             if (st > 0) {
                 REQUIRE(rf >= 0 && sb >= 0);
-                EXPECT(depends_on(&pl, f, rf) && depends_on(&pl, sb, b));
-                int send = op_index(&pl, PP_ACT_SEND_F, st - 1, k);
-                EXPECT(depends_on(&pl, rf, send) && pl.ops[rf].peer == send);
+                EXPECT(ts_depends_on(&pl, f, rf) && ts_depends_on(&pl, sb, b));
+                int send = ts_op_index(&pl, PP_ACT_SEND_F, st - 1, k);
+                EXPECT(ts_depends_on(&pl, rf, send) && pl.ops[rf].peer == send);
                 EXPECT(pl.ops[rf].device == st && pl.ops[send].device == st - 1);
             } else {
                 EXPECT(rf < 0 && sb < 0);
             }
             if (st < p - 1) {
                 REQUIRE(sf >= 0 && rb >= 0);
-                EXPECT(depends_on(&pl, sf, f) && depends_on(&pl, b, rb));
-                EXPECT(depends_on(&pl, rb, op_index(&pl, PP_ACT_SEND_B, st + 1, k)));
+                EXPECT(ts_depends_on(&pl, sf, f) && ts_depends_on(&pl, b, rb));
+                EXPECT(ts_depends_on(&pl, rb, ts_op_index(&pl, PP_ACT_SEND_B, st + 1, k)));
             } else {
                 EXPECT(sf < 0 && rb < 0);
             }

@@ -43,35 +43,6 @@ static pp_status_t lower(pp_plan_t *pl, const pp_config_t *c)
     return st;
 }
 
-static int op_index(const pp_plan_t *pl, pp_action_kind_t k, int stage, int mb)
-{
-    for (int i = 0; i < pl->n_ops; i++)
-        if (pl->ops[i].kind == k && pl->ops[i].stage == stage && pl->ops[i].mb == mb) return i;
-    return -1;
-}
-
-static int depends_on(const pp_plan_t *pl, int i, int on)
-{
-    for (int j = 0; j < pl->ops[i].n_deps; j++)
-        if (pl->deps[pl->ops[i].dep_begin + j] == on) return 1;
-    return 0;
-}
-
-/* Device d's program as text, copies as "OFFLOADk" / "RELOADk". */
-static const char *program_text(const pp_plan_t *pl, int d)
-{
-    static char buf[8192];
-    char txt[32];
-    buf[0] = '\0';
-    for (int j = pl->prog_begin[d]; j < pl->prog_begin[d + 1]; j++) {
-        const pp_op_t *o = &pl->ops[pl->prog_ops[j]];
-        pp_action_t a = {o->kind, o->stage, o->mb, 0};
-        if (buf[0]) strcat(buf, " ");
-        strcat(buf, action_format(&a, txt, sizeof txt));
-    }
-    return buf;
-}
-
 /* GPipe on one device, m = 8: each OFFLOAD after the next forward, each RELOAD one compute op
  * before its backward; a ring of 3 slots instead of 8, 6 host slots; copies move the stage's
  * offload bytes on the offload and load streams. */
@@ -85,8 +56,8 @@ static void test_gpipe_one_device(void)
     const char *want = "0F0 0F1 0OFFLOAD0 0F2 0OFFLOAD1 0F3 0OFFLOAD2 0F4 0OFFLOAD3 0F5 0OFFLOAD4 "
                        "0F6 0OFFLOAD5 0RELOAD0 0F7 0OFFLOAD6 0RELOAD1 0B0 0OFFLOAD7 0RELOAD2 0B1 "
                        "0RELOAD3 0B2 0RELOAD4 0B3 0RELOAD5 0B4 0RELOAD6 0B5 0RELOAD7 0B6 0B7";
-    EXPECT(!strcmp(program_text(&pl, 0), want), "program:\n  %s\nwant:\n  %s", program_text(&pl, 0),
-           want);
+    EXPECT(!strcmp(ts_program_text(&pl, 0), want), "program:\n  %s\nwant:\n  %s",
+           ts_program_text(&pl, 0), want);
     EXPECT(pl.offload && pl.offload_lookahead == 1);
     EXPECT(pl.slots_per_stage[0] == 3 && pl.plain_slots_per_stage[0] == 8 &&
                pl.host_slots_per_stage[0] == 6,
@@ -118,20 +89,21 @@ static void test_dependencies(void)
     cfg_fill(&c, PP_SCHED_GPIPE, 1, 8, 1);
     REQUIRE(lower(&pl, &c) == PP_OK);
     for (int k = 0; k < 8; k++) {
-        int f = op_index(&pl, PP_ACT_F, 0, k), off = op_index(&pl, PP_ACT_OFFLOAD, 0, k);
-        int rel = op_index(&pl, PP_ACT_RELOAD, 0, k), b = op_index(&pl, PP_ACT_B, 0, k);
+        int f = ts_op_index(&pl, PP_ACT_F, 0, k), off = ts_op_index(&pl, PP_ACT_OFFLOAD, 0, k);
+        int rel = ts_op_index(&pl, PP_ACT_RELOAD, 0, k), b = ts_op_index(&pl, PP_ACT_B, 0, k);
         REQUIRE(f >= 0 && off >= 0 && rel >= 0 && b >= 0);
-        EXPECT(depends_on(&pl, off, f) && depends_on(&pl, rel, off) && depends_on(&pl, b, rel),
+        EXPECT(ts_depends_on(&pl, off, f) && ts_depends_on(&pl, rel, off) &&
+                   ts_depends_on(&pl, b, rel),
                "micro-batch %d", k);
         EXPECT(pl.ops[b].slot == pl.ops[rel].slot && pl.ops[off].slot == pl.ops[f].slot);
         EXPECT(pl.ops[rel].host == pl.ops[off].host);
     }
     /* RELOAD0 takes the slot OFFLOAD5 gave back (and waits for it); OFFLOAD6 takes host slot 0,
      * which RELOAD0 read. */
-    int rel0 = op_index(&pl, PP_ACT_RELOAD, 0, 0), off5 = op_index(&pl, PP_ACT_OFFLOAD, 0, 5);
-    int off6 = op_index(&pl, PP_ACT_OFFLOAD, 0, 6);
-    EXPECT(pl.ops[rel0].slot == pl.ops[off5].slot && depends_on(&pl, rel0, off5));
-    EXPECT(pl.ops[off6].host == pl.ops[rel0].host && depends_on(&pl, off6, rel0));
+    int rel0 = ts_op_index(&pl, PP_ACT_RELOAD, 0, 0), off5 = ts_op_index(&pl, PP_ACT_OFFLOAD, 0, 5);
+    int off6 = ts_op_index(&pl, PP_ACT_OFFLOAD, 0, 6);
+    EXPECT(pl.ops[rel0].slot == pl.ops[off5].slot && ts_depends_on(&pl, rel0, off5));
+    EXPECT(pl.ops[off6].host == pl.ops[rel0].host && ts_depends_on(&pl, off6, rel0));
     plan_free(&pl);
 }
 
@@ -158,7 +130,7 @@ static void test_every_kind(void)
                     EXPECT(off ? pl.slots_per_stage[s] <= pl.plain_slots_per_stage[s]
                                : pl.slots_per_stage[s] == pl.plain_slots_per_stage[s]);
                 if (off && kinds[k] == PP_SCHED_1F1B)
-                    EXPECT(op_index(&pl, PP_ACT_OFFLOAD, p - 1, 0) < 0);
+                    EXPECT(ts_op_index(&pl, PP_ACT_OFFLOAD, p - 1, 0) < 0);
                 if (off && kinds[k] == PP_SCHED_GPIPE) EXPECT(pl.slots_per_stage[0] <= 3);
                 plan_free(&pl);
             }
@@ -206,8 +178,8 @@ static void test_validate_rejects(void)
     pp_plan_t pl;
     cfg_fill(&c, PP_SCHED_GPIPE, 1, 8, 1);
     REQUIRE(lower(&pl, &c) == PP_OK);
-    int b = op_index(&pl, PP_ACT_B, 0, 3), rel = op_index(&pl, PP_ACT_RELOAD, 0, 3);
-    int f = op_index(&pl, PP_ACT_F, 0, 3);
+    int b = ts_op_index(&pl, PP_ACT_B, 0, 3), rel = ts_op_index(&pl, PP_ACT_RELOAD, 0, 3);
+    int f = ts_op_index(&pl, PP_ACT_F, 0, 3);
     for (int j = 0; j < pl.ops[b].n_deps; j++)
         if (pl.deps[pl.ops[b].dep_begin + j] == rel) pl.deps[pl.ops[b].dep_begin + j] = f;
     ts_capture_begin();
