@@ -6,6 +6,8 @@
  */
 #include "support.h"
 
+#include "../../scheduler/generate.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,4 +277,33 @@ const char *ts_program_text(const pp_plan_t *pl, int d)
         strcat(buf, action_format(&a, txt, sizeof txt));
     }
     return buf;
+}
+
+/* ---- a generated plan ------------------------------------------------------------------------ */
+
+int ts_make_plan(pp_plan_t *plan, pp_sched_kind_t kind, int p, int m, int v)
+{
+    pp_schedule_t sched;
+    pp_status_t st;
+    switch (kind) {
+    case PP_SCHED_GPIPE: st = generate_gpipe(&sched, p, m); break;
+    case PP_SCHED_1F1B: st = generate_1f1b(&sched, p, m); break;
+    case PP_SCHED_INTERLEAVED: st = generate_interleaved(&sched, p, m, v); break;
+    default: st = generate_zbh1(&sched, p, m); break;
+    }
+    if (st != PP_OK) return -1;
+    pp_config_t cfg;
+    config_defaults(&cfg);
+    cfg.model.layers = 48; /* divisible by every stage count of the sweep */
+    cfg.pipeline.n_devices = p;
+    for (int d = 0; d < p; d++)
+        cfg.pipeline.device_ids[d] = d;
+    cfg.pipeline.stages = p * v;
+    cfg.pipeline.chunks = v;
+    cfg.pipeline.micro_batches = m;
+    cfg.schedule.kind = kind;
+    st = plan_lower(plan, &sched, &cfg);
+    schedule_free(&sched);
+    config_free(&cfg);
+    return st == PP_OK ? 0 : -2;
 }

@@ -108,4 +108,12 @@ int ts_depends_on(const pp_plan_t *pl, int i, int on);
  * the next call. */
 const char *ts_program_text(const pp_plan_t *pl, int d);
 
+/* ---- a generated plan ------------------------------------------------------------------------ */
+
+/* Generates kind (gpipe, 1f1b, interleaved with v chunks, otherwise zb-h1) for p devices and m
+ * micro-batches in a loop placement and lowers it with the default config (48 layers, divisible
+ * by every stage count the tests use). Returns 0, -1 when the generator refuses the values, -2
+ * when the lowering does. */
+int ts_make_plan(pp_plan_t *plan, pp_sched_kind_t kind, int p, int m, int v);
+
 #endif /* PP_TEST_SUPPORT_H */

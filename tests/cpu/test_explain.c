@@ -27,34 +27,6 @@ static pp_cost_model_t make_costs(int n_stages, double f, double bi, double bw, 
     return cm;
 }
 
-/* Generates and lowers one schedule (stage s of a loop placement); 0 on success. */
-static int make_plan(pp_plan_t *plan, pp_sched_kind_t kind, int p, int m, int v)
-{
-    pp_schedule_t sched;
-    pp_status_t st;
-    switch (kind) {
-    case PP_SCHED_GPIPE: st = generate_gpipe(&sched, p, m); break;
-    case PP_SCHED_1F1B: st = generate_1f1b(&sched, p, m); break;
-    case PP_SCHED_INTERLEAVED: st = generate_interleaved(&sched, p, m, v); break;
-    default: st = generate_zbh1(&sched, p, m); break;
-    }
-    if (st != PP_OK) return -1;
-    pp_config_t cfg;
-    config_defaults(&cfg);
-    cfg.model.layers = 48;
-    cfg.pipeline.n_devices = p;
-    for (int d = 0; d < p; d++)
-        cfg.pipeline.device_ids[d] = d;
-    cfg.pipeline.stages = p * v;
-    cfg.pipeline.chunks = v;
-    cfg.pipeline.micro_batches = m;
-    cfg.schedule.kind = kind;
-    st = plan_lower(plan, &sched, &cfg);
-    schedule_free(&sched);
-    config_free(&cfg);
-    return st == PP_OK ? 0 : -2;
-}
-
 /* Every device's reasons add up to report.c's idle time and none is negative; the gaps lie in
  * the makespan window and add up per device too. */
 static void expect_split_sums(const pp_plan_t *plan, const pp_timeline_t *tl,
@@ -434,7 +406,7 @@ static void test_simulated_sweep(void)
                     snprintf(what, sizeof what, "%s p %d m %d variant %d", sched_kind_name(kind), p,
                              m, variant);
                     pp_plan_t plan;
-                    if (make_plan(&plan, kind, p, m, v) != 0) {
+                    if (ts_make_plan(&plan, kind, p, m, v) != 0) {
                         EXPECT(0, "%s: no plan", what);
                         continue;
                     }
@@ -522,7 +494,7 @@ static void test_late_host_is_launch(void)
     for (int ki = 0; ki < 4; ki++) {
         pp_plan_t plan;
         int p = 4, m = 8, v = kinds[ki] == PP_SCHED_INTERLEAVED ? 2 : 1;
-        REQUIRE(make_plan(&plan, kinds[ki], p, m, v) == 0);
+        REQUIRE(ts_make_plan(&plan, kinds[ki], p, m, v) == 0);
         pp_cost_model_t cm = make_costs(plan.n_stages, 1, 1, 1, ts_rand_uniform(0.05, 0.2));
         uneven_costs(&cm, 0.3);
         double late = ts_rand_uniform(0.01, 0.05);
@@ -561,7 +533,7 @@ static void test_late_host_is_launch(void)
 static void test_transfer_cost_is_comm(void)
 {
     pp_plan_t plan;
-    REQUIRE(make_plan(&plan, PP_SCHED_GPIPE, 2, 4, 1) == 0);
+    REQUIRE(ts_make_plan(&plan, PP_SCHED_GPIPE, 2, 4, 1) == 0);
     double f = ts_rand_uniform(0.5, 1), c = ts_rand_uniform(0.1, 0.3);
     pp_cost_model_t cm = make_costs(2, f, f, f, c);
     pp_timeline_t tl;
@@ -592,7 +564,7 @@ static void test_what_if(void)
         for (size_t c = 0; c < 3; c++) {
             int p = ps[a], m = ms[c];
             pp_plan_t plan;
-            REQUIRE(make_plan(&plan, PP_SCHED_1F1B, p, m, 1) == 0);
+            REQUIRE(ts_make_plan(&plan, PP_SCHED_1F1B, p, m, 1) == 0);
             pp_cost_model_t cm = make_costs(p, 1, 1, 1, ts_rand_uniform(0.05, 0.3));
             uneven_costs(&cm, 0.6);
             double mf = 0, mb = 0, f_before = cm.f[0], send_before = cm.send;
@@ -623,7 +595,7 @@ static void test_what_if(void)
 static void test_build_without_op_times(void)
 {
     pp_plan_t plan;
-    REQUIRE(make_plan(&plan, PP_SCHED_1F1B, 2, 4, 1) == 0);
+    REQUIRE(ts_make_plan(&plan, PP_SCHED_1F1B, 2, 4, 1) == 0);
     pp_timeline_t tl;
     REQUIRE(timeline_init(&tl, PP_MODE_MEASURE, plan.n_ops, 2, 3) == PP_OK);
     pp_cost_model_t cm = make_costs(2, 1, 1, 1, 0);

@@ -621,34 +621,6 @@ static void test_peak_inflight_local_lowering(void)
 
 /* ---- the generators and plan_lower against the closed forms ---------------------------------- */
 
-/* Generates and lowers one schedule; returns 0, or -1 when the generator refuses the values. */
-static int make_plan(pp_plan_t *plan, pp_sched_kind_t kind, int p, int m, int v)
-{
-    pp_schedule_t sched;
-    pp_status_t st;
-    switch (kind) {
-    case PP_SCHED_GPIPE: st = generate_gpipe(&sched, p, m); break;
-    case PP_SCHED_1F1B: st = generate_1f1b(&sched, p, m); break;
-    case PP_SCHED_INTERLEAVED: st = generate_interleaved(&sched, p, m, v); break;
-    default: st = generate_zbh1(&sched, p, m); break;
-    }
-    if (st != PP_OK) return -1;
-    pp_config_t cfg;
-    config_defaults(&cfg);
-    cfg.model.layers = 48; /* divisible by every stage count of the sweep */
-    cfg.pipeline.n_devices = p;
-    for (int d = 0; d < p; d++)
-        cfg.pipeline.device_ids[d] = d;
-    cfg.pipeline.stages = p * v;
-    cfg.pipeline.chunks = v;
-    cfg.pipeline.micro_batches = m;
-    cfg.schedule.kind = kind;
-    st = plan_lower(plan, &sched, &cfg);
-    schedule_free(&sched);
-    config_free(&cfg);
-    return st == PP_OK ? 0 : -2;
-}
-
 /* Sweep p in {1,2,4,8}, m in {1,...,32}: with T_F = T_I = T_W and free transfers the simulated
  * makespan and bubble are the closed forms; GPipe and 1F1B keep theirs for any F and B costs;
  * in-flight micro-batches are m (GPipe) and min(p - i, m) (1F1B). */
@@ -670,7 +642,7 @@ static void test_closed_form_sweep(void)
                     if (uneven && kind != PP_SCHED_GPIPE && kind != PP_SCHED_1F1B) continue;
                     const char *name = sched_kind_name(kind);
                     pp_plan_t plan;
-                    int rc = make_plan(&plan, kind, p, m, v);
+                    int rc = ts_make_plan(&plan, kind, p, m, v);
                     EXPECT(rc == 0, "%s p %d m %d v %d: %s", name, p, m, v,
                            rc == -1 ? "generator refused" : "plan_lower failed");
                     if (rc != 0) continue;
