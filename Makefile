@@ -5,7 +5,8 @@
 #   make test       CPU tests always; GPU tests where a device is present (skipped with the reason)
 #   make test-asan  the CPU tests under AddressSanitizer + UBSan, then make fuzz
 #   make fuzz       the config and CSV readers under a bounded fuzz run (FUZZ_SECONDS=, per target)
-#   make sanitize   the GPU tests under compute-sanitizer memcheck, then racecheck (needs a GPU)
+#   make sanitize   the GPU tests (quick cases) under compute-sanitizer memcheck and racecheck
+#                   (needs a GPU; about 8 min on one H100; SANITIZE_JOBS=, SANITIZE_TIMEOUT=)
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local,
 #                   bench-overlap, bench-peer
 #   make install PREFIX=/usr/local
@@ -163,8 +164,9 @@ test-cpu-asan: $(CPU_TESTS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) --
 
-# compute-sanitizer over every GPU test program: memcheck, then racecheck (mk/sanitize.sh says
-# what passes). Needs a GPU; SANITIZER= names the tool where it is not under CUDA_HOME or PATH.
+# compute-sanitizer over every GPU test program, memcheck and racecheck, in bounded time
+# (mk/sanitize.sh says how and what passes). Needs a GPU; SANITIZER= names the tool where it is
+# not under CUDA_HOME or PATH.
 SANITIZER ?= $(firstword $(wildcard $(CUDA_HOME)/bin/compute-sanitizer) $(shell command -v compute-sanitizer 2>/dev/null))
 sanitize: $(GPU_TESTS)
 	@sh mk/sanitize.sh "$(SANITIZER)" $(GPU_TESTS)

@@ -8,6 +8,12 @@
  * also returns from the test function. A test case passes when it recorded no failure. SKIP
  * marks the current case skipped with a reason. check_summary prints the one summary line that
  * tests/run_tests.sh reads — "test_foo: N passed, N failed, N skipped" — and returns the exit code.
+ *
+ * Two environment variables, both set by `make sanitize` (mk/sanitize.sh): PPSCHED_TEST_QUICK=1
+ * asks the GPU tests for their reduced run (check_quick: smaller shapes, fewer cases and steps,
+ * every kernel path still taken once), for tools that slow kernels 10-100x; PPSCHED_TEST_TRACE=1
+ * prints "  RUN name" to stderr as each case starts, so a run stopped from outside shows how far
+ * it got.
  */
 #ifndef PP_TEST_CHECK_H
 #define PP_TEST_CHECK_H
@@ -15,6 +21,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int check_passed_, check_failed_, check_skipped_;
@@ -66,9 +73,29 @@ static inline void check_fail_(const char *file, int line, const char *cond, con
         return;                                                                                    \
     } while (0)
 
+/* 1 when PPSCHED_TEST_QUICK is set to anything but "" or "0". */
+static inline int check_quick(void)
+{
+    const char *q = getenv("PPSCHED_TEST_QUICK");
+    return q && *q && strcmp(q, "0") != 0;
+}
+
+/* Skip the current case in the quick run, saying why it is left to the full one. */
+#define SKIP_IF_QUICK(why)                                                                         \
+    do {                                                                                           \
+        if (check_quick()) SKIP("PPSCHED_TEST_QUICK: %s; the full run takes it", why);             \
+    } while (0)
+
+static inline void check_trace_(const char *name)
+{
+    const char *t = getenv("PPSCHED_TEST_TRACE");
+    if (t && *t && strcmp(t, "0") != 0) fprintf(stderr, "  RUN %s\n", name);
+}
+
 #define RUN(fn)                                                                                    \
     do {                                                                                           \
         check_case_name_ = #fn;                                                                    \
+        check_trace_(#fn);                                                                         \
         check_case_failures_ = 0;                                                                  \
         check_case_skipped_ = 0;                                                                   \
         fn();                                                                                      \

@@ -12,7 +12,9 @@
  * pipeline device with its own streams and memory, so every multi-device schedule is checked on a
  * single GPU; nccl needs a GPU per pipeline device, and its cases are skipped with the reason when
  * fewer are present. Without a GPU every case is skipped. Every case goes through the run chain
- * (run.h), as the command line does.
+ * (run.h), as the command line does. PPSCHED_TEST_QUICK=1 (check.h) runs each schedule on 2
+ * devices only (4 in bf16), leaves out the timeout and the 50-step AdamW cases, and gives every
+ * step a 900 s deadline.
  */
 #include "../check.h"
 #include "gpu_skip.h"
@@ -30,6 +32,13 @@
 static int n_gpus;
 static const char *g_no_gpu; /* why there is none (gpu_skip_reason) */
 
+/* A step's deadline (run.timeout, s): generous in the quick run, which compute-sanitizer
+ * slows 10-100x. */
+static int step_timeout_s(void)
+{
+    return check_quick() ? 900 : 60;
+}
+
 /* A small model: 8 blocks so that 1, 2, 4 and 8 stages all divide it. */
 static const char *model_yaml(const char *dtype)
 {
@@ -37,8 +46,8 @@ static const char *model_yaml(const char *dtype)
     snprintf(buf, sizeof buf,
              "model: {layers: 8, hidden: 64, heads: 4, seq_len: 32, vocab: 128, dtype: %s}\n"
              "pipeline: {micro_batch_size: 2}\n"
-             "run: {steps: 1, warmup: 0, seed: 4242, timeout: 60}\n",
-             dtype);
+             "run: {steps: 1, warmup: 0, seed: 4242, timeout: %d}\n",
+             dtype, step_timeout_s());
     return buf;
 }
 
@@ -208,6 +217,8 @@ static void check_case(const char *kind, int p, const char *transport, const cha
     if (n_gpus < 1) SKIP("%s", g_no_gpu);
     if (p > n_gpus && !strcmp(transport, "nccl"))
         SKIP("%s over nccl on %d devices: nccl needs a GPU each, %d present", kind, p, n_gpus);
+    /* quick: each kind on 2 devices; on 4 only in bf16 */
+    if (p == 4 && !strcmp(dtype, "fp32")) SKIP_IF_QUICK("4 devices in fp32");
     char sets[4][64], label[160];
     const char *setp[4];
     snprintf(sets[0], sizeof sets[0], "schedule.kind=%s", kind);
@@ -623,6 +634,7 @@ static void graph_matches_eager(void)
 static void timeout_names_pending_op(void)
 {
     if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    SKIP_IF_QUICK("steps of the large model");
     int p = n_gpus >= 2 ? 2 : 1;
     for (int tr = 0; tr < (p > 1 ? 2 : 1); tr++) {
         pp_run_t r = {0};
@@ -650,6 +662,7 @@ static void timeout_names_pending_op(void)
 static void adamw_loss_falls(void)
 {
     if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    SKIP_IF_QUICK("50 steps; the AdamW step runs in graph_matches_eager");
     int p = n_gpus >= 2 ? 2 : 1;
     pp_run_t r = {0};
     char devs[64];

@@ -22,10 +22,16 @@
 
 static int n_gpus;
 
-static const char *yaml = "model: {layers: 8, hidden: 128, heads: 2, seq_len: 64, vocab: 256, "
-                          "dtype: bf16}\n"
-                          "pipeline: {micro_batch_size: 2, micro_batches: 4}\n"
-                          "run: {steps: 3, warmup: 1, seed: 7, timeout: 60}\n";
+static const char *yaml_quick =
+    "model: {layers: 8, hidden: 128, heads: 2, seq_len: 64, vocab: 256, "
+    "dtype: bf16}\n"
+    "pipeline: {micro_batch_size: 2, micro_batches: 4}\n"
+    "run: {steps: 3, warmup: 1, seed: 7, timeout: 900}\n";
+static const char *yaml_full = "model: {layers: 8, hidden: 128, heads: 2, seq_len: 64, vocab: 256, "
+                               "dtype: bf16}\n"
+                               "pipeline: {micro_batch_size: 2, micro_batches: 4}\n"
+                               "run: {steps: 3, warmup: 1, seed: 7, timeout: 60}\n";
+static const char *yaml;
 
 static void profile_small(void)
 {
@@ -93,6 +99,8 @@ static void profile_small(void)
 int main(void)
 {
     n_gpus = execute_device_count();
+    /* The quick run (check.h, under compute-sanitizer) only gives each step a longer deadline. */
+    yaml = check_quick() ? yaml_quick : yaml_full;
     RUN(profile_small);
     return check_summary("test_profile");
 }

@@ -11,7 +11,8 @@
  * updated parameters reach the forward. Each run.recompute setting gives none's bits (selective:
  * except fc2's weight gradient, within the reference's tolerance), with I then W equal to B. Inputs
  * x and dy are fresh seeded random values, the output buffers are poisoned with 0xFF first. Without
- * a GPU every case is skipped.
+ * a GPU every case is skipped. PPSCHED_TEST_QUICK=1 (check.h) leaves out the first and the last
+ * stage alone (the single stage is both) and two of the four recompute cases.
  */
 #include "../../common/pp_cuda.h"
 #include "../../kernels/kernels.h"
@@ -658,10 +659,18 @@ static void test_offload_round_trip(void)
     run_offload(CASE_FIRST, PP_DTYPE_BF16, PP_RECOMPUTE_FULL);
 }
 
+/* The quick run (check.h) keeps the single stage (first and last at once), the middle one and
+ * the stage without blocks; the first and last alone are left to the full run. */
+static int quick_skips(case_t kind)
+{
+    return check_quick() && (kind == CASE_FIRST || kind == CASE_LAST);
+}
+
 #define CASE(kind, dt, name)                                                                       \
     static void name(void)                                                                         \
     {                                                                                              \
         if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());                                      \
+        if (quick_skips(kind)) SKIP_IF_QUICK("the single stage covers the first and last");        \
         run_case(kind, dt);                                                                        \
     }
 CASE(CASE_FIRST, PP_DTYPE_FP32, test_first_fp32)
@@ -674,10 +683,13 @@ CASE(CASE_LAST, PP_DTYPE_BF16, test_last_bf16)
 CASE(CASE_SINGLE, PP_DTYPE_BF16, test_single_bf16)
 CASE(CASE_HEADS, PP_DTYPE_FP32, test_no_blocks_fp32)
 
+/* Quick: the single stage in bf16 and the middle one in fp32 (each setting in each dtype once). */
 #define RECOMPUTE_CASE(kind, dt, name)                                                             \
     static void name(void)                                                                         \
     {                                                                                              \
         if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());                                      \
+        if ((kind == CASE_SINGLE) == (dt == PP_DTYPE_FP32))                                        \
+            SKIP_IF_QUICK("one recompute case per dtype");                                         \
         run_recompute(kind, dt);                                                                   \
     }
 RECOMPUTE_CASE(CASE_SINGLE, PP_DTYPE_FP32, test_recompute_single_fp32)
