@@ -238,9 +238,12 @@ bench-overlap: $(BUILD)/bench/bench_overlap
 bench: $(BUILD)/ppsched $(BENCH_BIN)
 	@sh bench/run_bench.sh $(BUILD)
 
-# ppsched next to PyTorch's torch.distributed.pipelining on the same GPUs (needs torch + torchrun).
+# ppsched next to PyTorch: the whole model on one GPU against eager and torch.compile, then the
+# pipelines against torch.distributed.pipelining on the same GPUs (needs torch + torchrun).
+# PEER=one-gpu runs the one-GPU part alone, PEER=pipelines the pipelines alone.
+PEER ?= all
 bench-peer: $(BUILD)/ppsched
-	@sh bench/run_peer.sh $(BUILD)
+	@PEER=$(PEER) sh bench/run_peer.sh $(BUILD)
 
 # --- housekeeping ------------------------------------------------------------------------------
 install: $(BUILD)/ppsched

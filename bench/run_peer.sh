@@ -8,8 +8,25 @@
 # 1F1B (v = 2) and interleaved zero-bubble (v = 2: PyTorch has no v = 1 ZB-H1 generator of its
 # own). A torchrun that fails is rerun without the schedule that broke it. Every run is under
 # `timeout`. Writes OUTDIR/peer.jsonl, OUTDIR/peer.md and the raw logs in OUTDIR/peer-logs/.
+#
+# Before the pipelines, bench/run_one_gpu.sh: the whole model on one GPU against PyTorch eager
+# and torch.compile (OUTDIR/one_gpu.txt, one_gpu.jsonl). PEER= picks the parts: all (default),
+# one-gpu (that part alone, on one GPU), pipelines (the pipelines alone).
 # Exit codes: 0 ok, 2 missing ppsched, PyTorch or GPUs, 1 when any run failed.
 set -u
+
+peer=${PEER:-all}
+case $peer in
+all | pipelines | one-gpu) ;;
+*) echo "run_peer.sh: PEER=$peer: allowed: all, one-gpu, pipelines" >&2; exit 2 ;;
+esac
+one_gpu_rc=0
+if [ "$peer" != pipelines ]; then
+    sh "$(dirname "$0")/run_one_gpu.sh" "$@"
+    one_gpu_rc=$?
+    [ "$peer" = one-gpu ] && exit $one_gpu_rc
+    [ $one_gpu_rc -eq 2 ] && exit 2
+fi
 
 here=$(pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +48,8 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
 fi
 n_gpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$n_gpu" -lt 2 ]; then
-    echo "run_peer.sh: $n_gpu GPU(s) found: the peer comparison needs 2 or more." >&2
+    echo "run_peer.sh: $n_gpu GPU(s) found: the pipeline comparison needs 2 or more" \
+        "(PEER=one-gpu runs the one-GPU part alone)." >&2
     exit 2
 fi
 # 2 or 4: both models' layers (24, 16) split into p and 2p stages, and m = 8, 32 divide by p.
@@ -258,4 +276,5 @@ with open(os.path.join(out, "peer.md"), "w") as f:
 sys.exit(0 if n_both == len(rows) else 1)
 EOF
 
+[ $one_gpu_rc -ne 0 ] && failed=1
 exit $failed
