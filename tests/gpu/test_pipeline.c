@@ -13,8 +13,8 @@
  * single GPU; nccl needs a GPU per pipeline device, and its cases are skipped with the reason when
  * fewer are present. Without a GPU every case is skipped. Every case goes through the run chain
  * (run.h), as the command line does. PPSCHED_TEST_QUICK=1 (check.h) runs each schedule on 2
- * devices only (4 in bf16), leaves out the timeout and the 50-step AdamW cases, and gives every
- * step a 900 s deadline.
+ * devices only (not 1, 4 in bf16), leaves out the timeout and the 50-step AdamW cases, and gives
+ * every step a 900 s deadline.
  */
 #include "../check.h"
 #include "gpu_skip.h"
@@ -217,7 +217,8 @@ static void check_case(const char *kind, int p, const char *transport, const cha
     if (n_gpus < 1) SKIP("%s", g_no_gpu);
     if (p > n_gpus && !strcmp(transport, "nccl"))
         SKIP("%s over nccl on %d devices: nccl needs a GPU each, %d present", kind, p, n_gpus);
-    /* quick: each kind on 2 devices; on 4 only in bf16 */
+    /* quick: each kind on 2 devices (1 is the reference itself); on 4 only in bf16 */
+    if (p == 1) SKIP_IF_QUICK("1 device");
     if (p == 4 && !strcmp(dtype, "fp32")) SKIP_IF_QUICK("4 devices in fp32");
     char sets[4][64], label[160];
     const char *setp[4];

@@ -58,10 +58,11 @@ static void profile_small(void)
         c.dtype = PP_DTYPE_BF16, c.n_slots = 1;
         double sized =
             (double)(stage_state_bytes(&c) + stage_workspace_bytes(&c) + stage_slot_bytes(&c));
-        EXPECT(p.stage_bytes[k] >= sized, "%s: measured %g bytes, the sizing functions %g", d->name,
-               p.stage_bytes[k], sized);
+        /* quick (make sanitize): other programs share the GPU and move its free memory */
+        EXPECT(check_quick() || p.stage_bytes[k] >= sized,
+               "%s: measured %g bytes, the sizing functions %g", d->name, p.stage_bytes[k], sized);
     }
-    EXPECT(p.runtime_bytes > 0);
+    EXPECT(check_quick() || p.runtime_bytes > 0);
     for (int pass = 0; pass < PP_PASS_COUNT; pass++)
         for (int part = 0; part < PP_PART_COUNT; part++)
             EXPECT(p.factor[pass][part] > 0 && isfinite(p.factor[pass][part]));
@@ -99,7 +100,8 @@ static void profile_small(void)
 int main(void)
 {
     n_gpus = execute_device_count();
-    /* The quick run (check.h, under compute-sanitizer) only gives each step a longer deadline. */
+    /* The quick run (check.h, under compute-sanitizer, other programs on the same GPU) gives each
+     * step a longer deadline and does not check memory measured as free-memory differences. */
     yaml = check_quick() ? yaml_quick : yaml_full;
     RUN(profile_small);
     return check_summary("test_profile");

@@ -12,7 +12,8 @@
  * except fc2's weight gradient, within the reference's tolerance), with I then W equal to B. Inputs
  * x and dy are fresh seeded random values, the output buffers are poisoned with 0xFF first. Without
  * a GPU every case is skipped. PPSCHED_TEST_QUICK=1 (check.h) leaves out the first and the last
- * stage alone (the single stage is both) and two of the four recompute cases.
+ * stage alone (the single stage is both) and two of the four recompute cases, and does not weigh
+ * the stage's allocations (other programs share the GPU then).
  */
 #include "../../common/pp_cuda.h"
 #include "../../kernels/kernels.h"
@@ -722,7 +723,10 @@ static void test_sizes_and_errors(void)
     size_t free0 = 0, free1 = 0, total = 0;
     pp_stage_t *st = NULL;
     c.seq_len = 256, c.hidden = 512, c.heads = 8, c.micro_batch_size = 4;
-    double handles = gemm_overhead_bytes();
+    /* The quick run (make sanitize) shares the GPU with other programs, whose allocations would
+     * show in the free-memory difference: it builds the stage without weighing it. */
+    const int weigh = !check_quick();
+    double handles = weigh ? gemm_overhead_bytes() : 0.0;
     REQUIRE(handles >= 0, "gemm_init failed");
     REQUIRE(cudaMemGetInfo(&free0, &total) == cudaSuccess);
     REQUIRE(stage_init(&st, &c) == PP_OK);
@@ -732,7 +736,7 @@ static void test_sizes_and_errors(void)
     /* cudaMalloc rounds each of the stage's allocations (parameters, master, gradients, AdamW,
      * aux, workspace, cuBLAS workspace, slots, I->W buffers) up to 2 MiB pages. */
     const double pages = (double)(7 + c.n_slots + c.n_wgrad_slots) * (2 << 20);
-    EXPECT(got >= want - (1 << 20) && got <= want + pages,
+    EXPECT(!weigh || (got >= want - (1 << 20) && got <= want + pages),
            "allocated %.1f MiB (less %.1f MiB of cuBLAS handles), the *_bytes say %.1f MiB",
            got / (1 << 20), handles / (1 << 20), want / (1 << 20));
     stage_free(st);
