@@ -6,8 +6,8 @@
 # ppsched runs schedules/1f1b.yaml with pipeline.devices=1 (one stage, every block), m = 8, bf16,
 # AdamW inside the step, 3 warm-up + 10 timed steps; then bench/torch_one_gpu.py runs the same
 # model, m, dtype and optimizer step in PyTorch, eager then compiled (3 warm-up steps, the first
-# compiling, + 10 timed), and prints the side-by-side table with ppsched's report, the loss check
-# and one JSON line (prefixed ONE_GPU_JSON). About 2-3 minutes on one H100, most of it compiling.
+# compiling, + 10 timed), and prints the side-by-side table with ppsched's report, the step-0
+# loss check (ppsched's from a second, one-step run) and one JSON line (prefixed ONE_GPU_JSON). About 2-3 minutes on one H100, most of it compiling.
 # Writes OUTDIR/one_gpu.txt (the table), appends the JSON line to OUTDIR/one_gpu.jsonl, and keeps
 # the raw logs in OUTDIR/peer-logs/. Every run is under `timeout`.
 # Exit codes: 0 ok, 2 missing ppsched, PyTorch or a GPU, 1 when a run failed.
@@ -57,10 +57,17 @@ if [ $rc -ne 0 ]; then
 else
     echo "# ppsched done in $(($(date +%s) - start)) s"
 fi
+# Step 0's loss (the report carries the last step's): one step, no warm-up.
+step0=$logs/one-gpu-ppsched-step0.json
+# shellcheck disable=SC2086
+CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} timeout -k 10 120 "$ppsched" schedules/1f1b.yaml \
+    --json --quiet $model --set pipeline.devices=1 --set pipeline.micro_batches="$m" \
+    --set run.optimizer=adamw --set run.steps=1 --set run.warmup=0 >"$step0" 2>"$logs/one-gpu-ppsched-step0.err" ||
+    echo "# ppsched's step-0 run failed: $(tail -n 1 "$logs/one-gpu-ppsched-step0.err")" >&2
 
 start=$(date +%s)
 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} timeout -k 20 420 python3 bench/torch_one_gpu.py \
-    --preset reference --micro-batches "$m" --steps 10 --warmup 3 --ours "$ours" \
+    --preset reference --micro-batches "$m" --steps 10 --warmup 3 --ours "$ours" --ours-step0 "$step0" \
     --label "commit $commit, $date" --json "$out/one_gpu.jsonl" \
     >"$out/one_gpu.txt" 2>"$logs/one-gpu-torch.err"
 rc=$?
