@@ -10,6 +10,7 @@
 # loss check (ppsched's from a second, one-step run) and one JSON line (prefixed ONE_GPU_JSON). About 2-3 minutes on one H100, most of it compiling.
 # Writes OUTDIR/one_gpu.txt (the table), appends the JSON line to OUTDIR/one_gpu.jsonl, and keeps
 # the raw logs in OUTDIR/peer-logs/. Every run is under `timeout`.
+# ONE_GPU_TORCH_ARGS adds arguments for torch_one_gpu.py (e.g. --modes eager).
 # Exit codes: 0 ok, 2 missing ppsched, PyTorch or a GPU, 1 when a run failed.
 set -u
 
@@ -66,9 +67,10 @@ CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} timeout -k 10 120 "$ppsched" sch
     echo "# ppsched's step-0 run failed: $(tail -n 1 "$logs/one-gpu-ppsched-step0.err")" >&2
 
 start=$(date +%s)
+# shellcheck disable=SC2086
 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} timeout -k 20 420 python3 bench/torch_one_gpu.py \
     --preset reference --micro-batches "$m" --steps 10 --warmup 3 --ours "$ours" --ours-step0 "$step0" \
-    --label "commit $commit, $date" --json "$out/one_gpu.jsonl" \
+    --label "commit $commit, $date" --json "$out/one_gpu.jsonl" ${ONE_GPU_TORCH_ARGS:-} \
     >"$out/one_gpu.txt" 2>"$logs/one-gpu-torch.err"
 rc=$?
 cat "$out/one_gpu.txt"
