@@ -55,7 +55,8 @@ jobs=${SANITIZE_JOBS:-10}
 limit=${SANITIZE_TIMEOUT:-420}
 self=$0
 dir=$(mktemp -d) || exit 1
-trap 'rm -rf "$dir"' EXIT INT TERM
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT TERM
 
 # Does this compute-sanitizer take the exclusion? Probed on a program without CUDA, and only
 # where the same probe without the option passes.
