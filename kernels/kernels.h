@@ -103,6 +103,38 @@ pp_status_t matmul_bwd_weight(float *dweight, float *dbias, const void *dout, co
                               int N, int IC, int OC, pp_dtype_t dtype, pp_gemm_t *gemm,
                               cudaStream_t stream);
 
+/* One task of colsum_bwd: column sums over the N rows of [N, C] tensors (C the task's width).
+ *   d_sum[c]  += Σ_n dy[n, c]
+ *   d_xhat[c] += Σ_n dy[n, c] · (x[n, c] − mean[n]) · rstd[n]   (when x is not NULL)
+ *   d_res[c]  += Σ_n res[n, c]                                  (when res is not NULL)
+ * So a linear layer's bias gradient is {dy = its output gradient, d_sum = dbias}, and a
+ * LayerNorm's parameter gradients with the bias gradient of the layer whose output gradient
+ * joins the residual stream there are {dy = the gradient at the LN output, d_sum = db, x = the LN
+ * input, mean, rstd = its statistics, d_xhat = dw, res = that output gradient, d_res = its
+ * dbias}: the same sums as matmul_bwd_weight's dbias and layernorm_bwd_weight. The gradients are
+ * fp32; dy, x and res are stored as the call's dtype. */
+typedef struct pp_colsum_task {
+    int C;
+    const void *dy;
+    float *d_sum;
+    const void *x; /* NULL: no d_xhat */
+    const float *mean, *rstd;
+    float *d_xhat;
+    const void *res; /* NULL: no d_res */
+    float *d_res;
+} pp_colsum_task_t;
+
+#define PP_COLSUM_MAX_TASKS 4
+
+/* The sums of 1..PP_COLSUM_MAX_TASKS tasks over the same N rows, in two launches whatever the
+ * count: partial sums per chunk of rows into `scratch` (scratch_bytes, 4-byte aligned; any device
+ * memory free until the second launch ends, e.g. the GEMM workspace between GEMMs), then the
+ * chunks added in a fixed order and += to the gradients. Deterministic (no atomics; the order
+ * depends on N, the widths and scratch_bytes only). PP_ERR_INTERNAL when the scratch cannot hold
+ * one chunk's partials (4 bytes per output column). */
+pp_status_t colsum_bwd(const pp_colsum_task_t *tasks, int n_tasks, int N, void *scratch,
+                       size_t scratch_bytes, pp_dtype_t dtype, cudaStream_t stream);
+
 /* Batched row-major GEMM, for attention: for each i < batch,
  *   C_i[m,n] = alpha · op(A_i) · op(B_i) + beta · C_i
  * where op(A_i) is [m,k]: A_i is stored [m,k] (trans_a = 0) or [k,m] (trans_a = 1), and op(B_i)

@@ -188,6 +188,7 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
     st->cfg = *cfg;
     st->shape = stage_shape_of(cfg);
     st->fused_attention = stage_attention_fused(cfg);
+    st->fused_wgrad = stage_wgrad_fused();
     st->n_slots = cfg->n_slots;
     st->n_wgrad = cfg->n_wgrad_slots;
     st->wgrad_bytes = stage_layout_wgrad(cfg, st->fused_attention, NULL, NULL);

@@ -27,8 +27,9 @@ struct pp_stage {
     pp_gemm_t gemm;
     /* the attention path, fixed at init (stage_attention_fused) */
     int fused_attention;
-    char *work_mem; /* the workspace beside cuBLAS's (stage_layout_workspace) */
-    workspace_t ws; /* its pieces */
+    int fused_wgrad; /* the weight pass's column sums, fixed at init (stage_wgrad_fused) */
+    char *work_mem;  /* the workspace beside cuBLAS's (stage_layout_workspace) */
+    workspace_t ws;  /* its pieces */
     int n_slots;
     slot_t *slots;        /* [n_slots] */
     size_t offload_bytes; /* the first bytes of a slot, which its backward reads */

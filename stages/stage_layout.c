@@ -20,15 +20,32 @@ int stage_attention_fused(const pp_stage_cfg_t *cfg)
     return attention_flash_supported(cfg->seq_len, cfg->hidden / cfg->heads, cfg->dtype);
 }
 
+/* The environment switches of a stage: the variable, its default path, the other one. */
+typedef struct env_switch {
+    const char *var, *fused, *unfused;
+} env_switch_t;
+
+static const env_switch_t ENV_SWITCHES[] = {
+    {"PPSCHED_ATTENTION", "fused (where supported, the default)", "unfused"},
+    {"PPSCHED_WGRAD", "fused (the default)", "unfused"},
+};
+
 pp_status_t stage_attention_env_check(void)
 {
-    const char *env = getenv("PPSCHED_ATTENTION");
-    if (env && strcmp(env, "fused") != 0 && strcmp(env, "unfused") != 0)
-        PP_FAIL(PP_ERR_INPUT,
-                "stage: PPSCHED_ATTENTION is '%s'; allowed: fused (where supported, the default), "
-                "unfused",
-                env);
+    for (size_t i = 0; i < sizeof ENV_SWITCHES / sizeof ENV_SWITCHES[0]; i++) {
+        const env_switch_t *e = &ENV_SWITCHES[i];
+        const char *env = getenv(e->var);
+        if (env && strcmp(env, "fused") != 0 && strcmp(env, "unfused") != 0)
+            PP_FAIL(PP_ERR_INPUT, "stage: %s is '%s'; allowed: %s, %s", e->var, env, e->fused,
+                    e->unfused);
+    }
     return PP_OK;
+}
+
+int stage_wgrad_fused(void)
+{
+    const char *env = getenv("PPSCHED_WGRAD");
+    return !(env && strcmp(env, "unfused") == 0);
 }
 
 /* ---- the parts of a block -------------------------------------------------------------- */

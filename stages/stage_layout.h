@@ -115,8 +115,13 @@ typedef struct scratch {
  * the environment sets PPSCHED_ATTENTION=unfused (to compare the two). stage_init fixes the
  * choice for the stage's lifetime; the *_bytes functions ask again. */
 int stage_attention_fused(const pp_stage_cfg_t *cfg);
-/* PPSCHED_ATTENTION, when set, must name a path (fused or unfused): PP_ERR_INPUT otherwise. */
+/* PPSCHED_ATTENTION and PPSCHED_WGRAD, when set, must name a path (fused or unfused):
+ * PP_ERR_INPUT otherwise. */
 pp_status_t stage_attention_env_check(void);
+/* The weight pass's column sums (bias and LayerNorm parameter gradients): 1 for one colsum_bwd
+ * per block after its weight GEMMs, 0 for one reduction after each GEMM and per LayerNorm when
+ * the environment sets PPSCHED_WGRAD=unfused (to compare the two). Sizes do not depend on it. */
+int stage_wgrad_fused(void);
 
 /* Carve a slot out of `base` (NULL: measure only; then s may be NULL) for the attention path
  * `fused`. s->res, s->dres and s->blocks must hold n_layers + 1 entries. Returns its bytes. */

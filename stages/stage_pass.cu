@@ -240,26 +240,52 @@ static pp_status_t head_backward_input(pp_stage_t *st, slot_t *s, void *d_lnf, c
 
 /* ---- backward: weight gradients -------------------------------------------------------- */
 
+/* The column sums of block l's W in one colsum_bwd (two launches) after its four weight GEMMs:
+ * LN2's dw, db with fc2's bias gradient (dout joins the residual stream at LN2's input gradient),
+ * fc's, LN1's with proj's (d_x2), QKV's. Partial sums in the GEMM workspace, idle by then. */
+static pp_status_t block_colsums(pp_stage_t *st, const block_bufs_t *b, int l, const void *x,
+                                 const void *dout, cudaStream_t stream)
+{
+    const pp_stage_cfg_t *c = &st->cfg;
+    const int N = c->micro_batch_size * c->seq_len, C = c->hidden;
+    const pp_colsum_task_t tasks[4] = {
+        {C, b->d_ln2, G_(st, PP_PARAM_LN2_B, l), b->x2, (const float *)b->ln2_mean,
+         (const float *)b->ln2_rstd, G_(st, PP_PARAM_LN2_W, l), dout, G_(st, PP_PARAM_FC2_B, l)},
+        {4 * C, b->d_fc, G_(st, PP_PARAM_FC_B, l), NULL, NULL, NULL, NULL, NULL, NULL},
+        {C, b->d_ln1, G_(st, PP_PARAM_LN1_B, l), x, (const float *)b->ln1_mean,
+         (const float *)b->ln1_rstd, G_(st, PP_PARAM_LN1_W, l), b->d_x2,
+         G_(st, PP_PARAM_PROJ_B, l)},
+        {3 * C, b->d_qkv, G_(st, PP_PARAM_QKV_B, l), NULL, NULL, NULL, NULL, NULL, NULL},
+    };
+    return colsum_bwd(tasks, 4, N, st->gemm.workspace, st->gemm.workspace_bytes, c->dtype, stream);
+}
+
+/* Block l's weight gradients: the four weight GEMMs, and the bias and LayerNorm gradients either
+ * in block_colsums (st->fused_wgrad) or, PPSCHED_WGRAD=unfused, one reduction after each GEMM and
+ * one per LayerNorm. */
 static pp_status_t block_backward_weight(pp_stage_t *st, const block_bufs_t *b, int l,
                                          const void *x, const void *dout, cudaStream_t stream)
 {
     const pp_stage_cfg_t *c = &st->cfg;
     const pp_dtype_t dt = c->dtype;
     const int N = c->micro_batch_size * c->seq_len, C = c->hidden;
+    const int sep = !st->fused_wgrad;
     pp_gemm_t *g = &st->gemm;
     void *lns = st->ws.scratch.ln_scratch;
 
-    PP_CHECK(matmul_bwd_weight(G_(st, PP_PARAM_FC2_W, l), G_(st, PP_PARAM_FC2_B, l), dout, b->gelu,
-                               N, 4 * C, C, dt, g, stream));
-    PP_CHECK(matmul_bwd_weight(G_(st, PP_PARAM_FC_W, l), G_(st, PP_PARAM_FC_B, l), b->d_fc, b->ln2,
-                               N, C, 4 * C, dt, g, stream));
-    PP_CHECK(layernorm_bwd_weight(G_(st, PP_PARAM_LN2_W, l), G_(st, PP_PARAM_LN2_B, l), b->d_ln2,
-                                  b->x2, (float *)b->ln2_mean, (float *)b->ln2_rstd, lns, N, C, dt,
-                                  stream));
-    PP_CHECK(matmul_bwd_weight(G_(st, PP_PARAM_PROJ_W, l), G_(st, PP_PARAM_PROJ_B, l), b->d_x2,
-                               b->atty, N, C, C, dt, g, stream));
-    PP_CHECK(matmul_bwd_weight(G_(st, PP_PARAM_QKV_W, l), G_(st, PP_PARAM_QKV_B, l), b->d_qkv,
-                               b->ln1, N, C, 3 * C, dt, g, stream));
+    PP_CHECK(matmul_bwd_weight(G_(st, PP_PARAM_FC2_W, l), sep ? G_(st, PP_PARAM_FC2_B, l) : NULL,
+                               dout, b->gelu, N, 4 * C, C, dt, g, stream));
+    PP_CHECK(matmul_bwd_weight(G_(st, PP_PARAM_FC_W, l), sep ? G_(st, PP_PARAM_FC_B, l) : NULL,
+                               b->d_fc, b->ln2, N, C, 4 * C, dt, g, stream));
+    if (sep)
+        PP_CHECK(layernorm_bwd_weight(G_(st, PP_PARAM_LN2_W, l), G_(st, PP_PARAM_LN2_B, l),
+                                      b->d_ln2, b->x2, (float *)b->ln2_mean, (float *)b->ln2_rstd,
+                                      lns, N, C, dt, stream));
+    PP_CHECK(matmul_bwd_weight(G_(st, PP_PARAM_PROJ_W, l), sep ? G_(st, PP_PARAM_PROJ_B, l) : NULL,
+                               b->d_x2, b->atty, N, C, C, dt, g, stream));
+    PP_CHECK(matmul_bwd_weight(G_(st, PP_PARAM_QKV_W, l), sep ? G_(st, PP_PARAM_QKV_B, l) : NULL,
+                               b->d_qkv, b->ln1, N, C, 3 * C, dt, g, stream));
+    if (!sep) return block_colsums(st, b, l, x, dout, stream);
     return layernorm_bwd_weight(G_(st, PP_PARAM_LN1_W, l), G_(st, PP_PARAM_LN1_B, l), b->d_ln1, x,
                                 (float *)b->ln1_mean, (float *)b->ln1_rstd, lns, N, C, dt, stream);
 }

@@ -684,6 +684,20 @@ CASE(CASE_LAST, PP_DTYPE_BF16, test_last_bf16)
 CASE(CASE_SINGLE, PP_DTYPE_BF16, test_single_bf16)
 CASE(CASE_HEADS, PP_DTYPE_FP32, test_no_blocks_fp32)
 
+/* The weight pass's separate reductions (PPSCHED_WGRAD=unfused) against the same reference: every
+ * stage object of the case is built with the variable set. */
+#define WGRAD_CASE(kind, dt, name)                                                                 \
+    static void name(void)                                                                         \
+    {                                                                                              \
+        if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());                                      \
+        if (dt == PP_DTYPE_FP32) SKIP_IF_QUICK("one separate-reduction case");                     \
+        setenv("PPSCHED_WGRAD", "unfused", 1);                                                     \
+        run_case(kind, dt);                                                                        \
+        unsetenv("PPSCHED_WGRAD");                                                                 \
+    }
+WGRAD_CASE(CASE_MIDDLE, PP_DTYPE_FP32, test_wgrad_unfused_middle_fp32)
+WGRAD_CASE(CASE_SINGLE, PP_DTYPE_BF16, test_wgrad_unfused_single_bf16)
+
 /* Quick: the single stage in bf16 and the middle one in fp32 (each setting in each dtype once). */
 #define RECOMPUTE_CASE(kind, dt, name)                                                             \
     static void name(void)                                                                         \
@@ -773,6 +787,8 @@ int main(void)
     RUN(test_last_bf16);
     RUN(test_single_bf16);
     RUN(test_no_blocks_fp32);
+    RUN(test_wgrad_unfused_middle_fp32);
+    RUN(test_wgrad_unfused_single_bf16);
     RUN(test_recompute_single_fp32);
     RUN(test_recompute_middle_fp32);
     RUN(test_recompute_single_bf16);

@@ -1,0 +1,274 @@
+/*
+ * colsum.cu — the column sums of a block's weight pass in two launches: every bias gradient and
+ * both LayerNorm parameter gradients (contract: colsum_bwd in kernels.h).
+ *
+ * Launch 1 (colsum_partial_kernel): one grid over the column strips of all tasks × chunks of
+ * rows; each block reads its strip of each row of its chunk once with 128-bit loads (dy, and x
+ * and res where the task has them), sums the rows of each thread in order, adds the thread row
+ * lanes in order through shared memory and writes one partial per (quantity, chunk, column) to
+ * the scratch. Launch 2 (colsum_finish_kernel): per output column, the chunks are added in a fixed
+ * order (chunk lanes, then the lanes in order) and the total is added (+=) to the gradient. No
+ * atomics: the result depends only on N, the widths and the scratch size, never on timing.
+ * Both launches enqueue on the caller's stream; the scratch is free again when the second ends.
+ */
+#include "kernel_util.cuh"
+
+#include <string.h>
+
+/* Launch 1: threads of a block as CP_X columns (each P wide) × CP_Y row lanes. */
+#define CP_X       32
+#define CP_Y       8
+#define CP_THREADS (CP_X * CP_Y)
+/* Rows of a chunk at least (the chunk count is capped by CP_MAX_CHUNKS and the scratch). */
+#define CP_MIN_ROWS   64
+#define CP_MAX_CHUNKS 256
+/* Launch 2: CF_X columns × CF_Y chunk lanes. */
+#define CF_X 32
+#define CF_Y 8
+
+/* Quantities of a task: Σ dy, Σ dy·x̂, Σ res. */
+enum { Q_SUM = 0, Q_XHAT = 1, Q_RES = 2, N_Q = 3 };
+
+/* Everything launch 1 needs, passed by value (kernel parameter space). */
+typedef struct colsum_args {
+    pp_colsum_task_t task[PP_COLSUM_MAX_TASKS];
+    int n_tasks;
+    int strip_end[PP_COLSUM_MAX_TASKS];      /* prefix sums of each task's strips (blockIdx.x) */
+    long long off[PP_COLSUM_MAX_TASKS][N_Q]; /* float offset of a quantity's partials, or -1 */
+    float *partial;                          /* [chunks][C] per (task, quantity) at off */
+    int N, rows_per_chunk;
+} colsum_args_t;
+
+/* Everything launch 2 needs: one output vector per (task, quantity) present. */
+#define CF_MAX_OUT (PP_COLSUM_MAX_TASKS * N_Q)
+typedef struct colsum_finish_args {
+    float *dst[CF_MAX_OUT];
+    const float *src[CF_MAX_OUT]; /* [chunks][n] */
+    int n[CF_MAX_OUT];
+    int block_end[CF_MAX_OUT]; /* prefix sums of each output's blocks */
+    int n_out, chunks;
+} colsum_finish_args_t;
+
+/* ---- launch 1: partial sums ------------------------------------------------------------------ */
+
+template <typename T, int P> __device__ __forceinline__ void cs_load(float (&v)[P], const T *p)
+{
+    if (P > 1) {
+        pack128<T> x = load128cs(p);
+#pragma unroll
+        for (int j = 0; j < P; j++)
+            v[j] = to_f32(x.v[j]);
+    } else {
+        v[0] = to_f32(__ldcs(p));
+    }
+}
+
+/* The sums of one thread over rows r0 + ty, r0 + ty + CP_Y, ... < r1 of columns col..col+P-1. */
+template <typename T, int P>
+__device__ __forceinline__ void cs_rows(float (&acc)[N_Q][P], const pp_colsum_task_t &t, int col,
+                                        int r0, int r1)
+{
+    const T *dy = (const T *)t.dy, *x = (const T *)t.x, *res = (const T *)t.res;
+    const bool has_x = x != NULL, has_res = res != NULL;
+#pragma unroll 4
+    for (int r = r0; r < r1; r += CP_Y) {
+        const size_t at = (size_t)r * t.C + col;
+        float d[P], xv[P], rv[P];
+        cs_load<T, P>(d, dy + at);
+        if (has_x) cs_load<T, P>(xv, x + at);
+        if (has_res) cs_load<T, P>(rv, res + at);
+        const float mu = has_x ? t.mean[r] : 0.0f, rs = has_x ? t.rstd[r] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            acc[Q_SUM][j] += d[j];
+            if (has_x) acc[Q_XHAT][j] += d[j] * ((xv[j] - mu) * rs);
+            if (has_res) acc[Q_RES][j] += rv[j];
+        }
+    }
+}
+
+template <typename T, int P>
+__global__ void __launch_bounds__(CP_THREADS) colsum_partial_kernel(const colsum_args_t a)
+{
+    constexpr int STRIP = CP_X * P;
+    __shared__ float sh[CP_Y][STRIP];
+    int ti = 0;
+    while (ti < a.n_tasks - 1 && (int)blockIdx.x >= a.strip_end[ti])
+        ti++;
+    const pp_colsum_task_t &t = a.task[ti];
+    const int first = ti ? a.strip_end[ti - 1] : 0;
+    const int c0 = ((int)blockIdx.x - first) * STRIP;
+    const int tx = threadIdx.x % CP_X, ty = threadIdx.x / CP_X, col = c0 + tx * P;
+    const int chunk = blockIdx.y, r0 = chunk * a.rows_per_chunk;
+    const int r1 = min(a.N, r0 + a.rows_per_chunk);
+    float acc[N_Q][P];
+#pragma unroll
+    for (int q = 0; q < N_Q; q++)
+#pragma unroll
+        for (int j = 0; j < P; j++)
+            acc[q][j] = 0.0f;
+    if (col < t.C) cs_rows<T, P>(acc, t, col, r0 + ty, r1);
+    const int ncols = min(STRIP, t.C - c0);
+#pragma unroll
+    for (int q = 0; q < N_Q; q++) {
+        if (a.off[ti][q] < 0) continue; /* uniform over the block */
+        __syncthreads();                /* sh may still be read for the previous quantity */
+#pragma unroll
+        for (int j = 0; j < P; j++)
+            sh[ty][tx * P + j] = acc[q][j];
+        __syncthreads();
+        float *out = a.partial + a.off[ti][q] + (size_t)chunk * t.C + c0;
+        for (int c = threadIdx.x; c < ncols; c += CP_THREADS) {
+            float s = 0.0f;
+#pragma unroll
+            for (int y = 0; y < CP_Y; y++)
+                s += sh[y][c];
+            out[c] = s;
+        }
+    }
+}
+
+/* ---- launch 2: the chunks in order, added to the gradients ----------------------------------- */
+
+__global__ void __launch_bounds__(CF_X *CF_Y) colsum_finish_kernel(const colsum_finish_args_t a)
+{
+    __shared__ float sh[CF_Y][CF_X];
+    int oi = 0;
+    while (oi < a.n_out - 1 && (int)blockIdx.x >= a.block_end[oi])
+        oi++;
+    const int first = oi ? a.block_end[oi - 1] : 0;
+    const int n = a.n[oi], lane = threadIdx.x % CF_X, y = threadIdx.x / CF_X;
+    const int col = ((int)blockIdx.x - first) * CF_X + lane;
+    float s = 0.0f;
+    if (col < n)
+        for (int k = y; k < a.chunks; k += CF_Y)
+            s += a.src[oi][(size_t)k * n + col];
+    sh[y][lane] = s;
+    __syncthreads();
+    if (y != 0 || col >= n) return;
+    float total = 0.0f;
+#pragma unroll
+    for (int l = 0; l < CF_Y; l++)
+        total += sh[l][lane];
+    a.dst[oi][col] += total;
+}
+
+/* ---- launchers ------------------------------------------------------------------------------- */
+
+static pp_status_t task_check(const pp_colsum_task_t *t, int i)
+{
+    if (t->C <= 0) PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: task %d has C = %d", i, t->C);
+    if (!t->dy || !t->d_sum) PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: task %d lacks dy or d_sum", i);
+    if (t->x && (!t->mean || !t->rstd || !t->d_xhat))
+        PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: task %d has x without mean, rstd or d_xhat", i);
+    if (t->res && !t->d_res)
+        PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: task %d has res without d_res", i);
+    return PP_OK;
+}
+
+/* 1 when every tensor of every task can be read in 128-bit packs of P elements. */
+static int colsum_vec_ok(const pp_colsum_task_t *tasks, int n_tasks, int P)
+{
+    for (int i = 0; i < n_tasks; i++) {
+        const pp_colsum_task_t *t = &tasks[i];
+        if (t->C % P != 0 || !is_aligned16(t->dy)) return 0;
+        if ((t->x && !is_aligned16(t->x)) || (t->res && !is_aligned16(t->res))) return 0;
+    }
+    return 1;
+}
+
+/* Fills the partials' layout of `a` and the outputs of `f` for `chunks` chunks: output o, the
+ * (task, quantity) pairs in order, owns [chunks][C] floats right after output o − 1. Returns the
+ * floats of one chunk (all outputs' columns). */
+static size_t colsum_plan(colsum_args_t *a, colsum_finish_args_t *f, size_t chunks)
+{
+    size_t at = 0;
+    f->n_out = 0;
+    f->chunks = (int)chunks;
+    for (int i = 0; i < a->n_tasks; i++) {
+        const pp_colsum_task_t *t = &a->task[i];
+        float *dst[N_Q] = {t->d_sum, t->x ? t->d_xhat : NULL, t->res ? t->d_res : NULL};
+        for (int q = 0; q < N_Q; q++) {
+            a->off[i][q] = dst[q] ? (long long)(at * chunks) : -1;
+            if (!dst[q]) continue;
+            const int o = f->n_out++;
+            f->dst[o] = dst[q];
+            f->src[o] = a->partial + at * chunks;
+            f->n[o] = t->C;
+            f->block_end[o] = (o ? f->block_end[o - 1] : 0) + (t->C + CF_X - 1) / CF_X;
+            at += (size_t)t->C;
+        }
+    }
+    return at;
+}
+
+/* Chunks of at least CP_MIN_ROWS rows, at most CP_MAX_CHUNKS, as many as the scratch
+ * holds with per_chunk floats each (0: not even one); no chunk is empty. */
+static size_t colsum_chunks(int N, size_t per_chunk, size_t scratch_bytes, int *rows_per_chunk)
+{
+    size_t chunks = ((size_t)N + CP_MIN_ROWS - 1) / CP_MIN_ROWS;
+    if (chunks > CP_MAX_CHUNKS) chunks = CP_MAX_CHUNKS;
+    const size_t fit = scratch_bytes / (per_chunk * sizeof(float));
+    if (chunks > fit) chunks = fit;
+    if (chunks < 1) return 0;
+    *rows_per_chunk = (int)(((size_t)N + chunks - 1) / chunks);
+    return ((size_t)N + *rows_per_chunk - 1) / *rows_per_chunk;
+}
+
+template <typename T, int P>
+static void colsum_launch(colsum_args_t &a, int chunks, cudaStream_t stream)
+{
+    const int strip = CP_X * P;
+    for (int i = 0, end = 0; i < a.n_tasks; i++) {
+        end += (a.task[i].C + strip - 1) / strip;
+        a.strip_end[i] = end;
+    }
+    colsum_partial_kernel<T, P>
+        <<<dim3(a.strip_end[a.n_tasks - 1], chunks), CP_THREADS, 0, stream>>>(a);
+}
+
+pp_status_t colsum_bwd(const pp_colsum_task_t *tasks, int n_tasks, int N, void *scratch,
+                       size_t scratch_bytes, pp_dtype_t dtype, cudaStream_t stream)
+{
+    if (!dtype_ok(dtype)) PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: bad dtype %d", (int)dtype);
+    if (n_tasks < 1 || n_tasks > PP_COLSUM_MAX_TASKS || !tasks || N < 0)
+        PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: %d tasks (1..%d), N = %d", n_tasks,
+                PP_COLSUM_MAX_TASKS, N);
+    for (int i = 0; i < n_tasks; i++)
+        PP_CHECK(task_check(&tasks[i], i));
+    if (N == 0) return PP_OK;
+    if (!scratch || ((uintptr_t)scratch % sizeof(float)) != 0)
+        PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: scratch NULL or not 4-byte aligned");
+    colsum_args_t a;
+    colsum_finish_args_t f;
+    memset(&a, 0, sizeof a);
+    memset(&f, 0, sizeof f);
+    memcpy(a.task, tasks, (size_t)n_tasks * sizeof *tasks);
+    a.n_tasks = n_tasks;
+    a.N = N;
+    a.partial = (float *)scratch;
+    const size_t per_chunk = colsum_plan(&a, &f, 1);
+    const size_t chunks = colsum_chunks(N, per_chunk, scratch_bytes, &a.rows_per_chunk);
+    if (chunks < 1)
+        PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: scratch of %zu bytes too small for %zu columns",
+                scratch_bytes, per_chunk);
+    colsum_plan(&a, &f, chunks);
+
+    const int P = dtype == PP_DTYPE_BF16 ? 8 : 4;
+    const int vec = colsum_vec_ok(tasks, n_tasks, P), c = (int)chunks;
+    if (dtype == PP_DTYPE_BF16) {
+        if (vec)
+            colsum_launch<bf16, 8>(a, c, stream);
+        else
+            colsum_launch<bf16, 1>(a, c, stream);
+    } else {
+        if (vec)
+            colsum_launch<float, 4>(a, c, stream);
+        else
+            colsum_launch<float, 1>(a, c, stream);
+    }
+    PP_CUDA_LAUNCH_CHECK();
+    colsum_finish_kernel<<<f.block_end[f.n_out - 1], CF_X * CF_Y, 0, stream>>>(f);
+    PP_CUDA_LAUNCH_CHECK();
+    return PP_OK;
+}

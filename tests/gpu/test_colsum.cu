@@ -1,0 +1,317 @@
+/*
+ * test_colsum.cu — colsum_bwd (kernels/colsum.cu), the weight pass's bias and LayerNorm parameter
+ * gradients, against a double-precision CPU sum on fresh seeded random inputs, in fp32 and bf16:
+ * the block's four tasks at the reference widths (1024, 4096, 1024, 3072) and small ones, odd
+ * widths and unaligned pointers (the scalar path), one row, rows not a multiple of a chunk, a
+ * scratch that holds only a few chunks, and a single task. The gradients start from random
+ * values (the sums are added, +=); every call runs twice from the same start and must give the
+ * same bits. Tolerance per column: |got − want| ≤ 1e-4 + 2e-6·Σ|terms| (fp32 accumulation over
+ * up to a few thousand rows; a missing or doubled row is off by about one term). Without a GPU
+ * the program reports one skipped case and exits 0.
+ */
+#include "../check.h"
+#include "gpu_skip.h"
+#include "../ref/ref_kernels.h"
+
+#include "../../common/pp_cuda.h"
+#include "../../kernels/kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static cudaStream_t g_stream;
+static char g_ctx[160];
+
+/* ---- memory: released after each case -------------------------------------------------------- */
+
+#define MAX_ALLOCS 256
+static void *g_dev[MAX_ALLOCS], *g_host[MAX_ALLOCS];
+static int g_ndev, g_nhost;
+
+static void must(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "test_colsum: %s failed: %s\n", what, cudaGetErrorString(e));
+    exit(1);
+}
+
+static void release_all(void)
+{
+    cudaStreamSynchronize(g_stream);
+    for (int i = 0; i < g_ndev; i++)
+        cudaFree(g_dev[i]);
+    for (int i = 0; i < g_nhost; i++)
+        free(g_host[i]);
+    g_ndev = g_nhost = 0;
+}
+
+static void *hmem(size_t bytes)
+{
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (!p || g_nhost == MAX_ALLOCS) {
+        fprintf(stderr, "test_colsum: out of host memory or allocation slots\n");
+        exit(1);
+    }
+    return g_host[g_nhost++] = p;
+}
+
+/* Device memory filled with 0xFF bytes (NaN), `offset` bytes into the allocation. */
+static void *dmem(size_t bytes, size_t offset)
+{
+    void *p = NULL;
+    if (g_ndev == MAX_ALLOCS) {
+        fprintf(stderr, "test_colsum: out of allocation slots\n");
+        exit(1);
+    }
+    must(cudaMalloc(&p, bytes + offset + 16), "cudaMalloc");
+    must(cudaMemsetAsync(p, 0xff, bytes + offset + 16, g_stream), "poison");
+    g_dev[g_ndev++] = p;
+    return (char *)p + offset;
+}
+
+static void copy_sync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    must(cudaMemcpyAsync(dst, src, bytes, kind, g_stream), "copy");
+    must(cudaStreamSynchronize(g_stream), "sync");
+}
+
+/* A device copy of h in dtype t (h is rounded to t in place first), `offset` elements in. */
+static void *dev_of(double *h, size_t n, pp_dtype_t t, size_t offset)
+{
+    const int bf = t == PP_DTYPE_BF16;
+    ref_round(h, n, bf);
+    void *tmp = hmem(n * pp_dtype_size(t));
+    for (size_t i = 0; i < n; i++) {
+        if (bf)
+            ((uint16_t *)tmp)[i] = ref_f32_to_bf16((float)h[i]);
+        else
+            ((float *)tmp)[i] = (float)h[i];
+    }
+    void *d = dmem(n * pp_dtype_size(t), offset * pp_dtype_size(t));
+    copy_sync(d, tmp, n * pp_dtype_size(t), cudaMemcpyHostToDevice);
+    return d;
+}
+
+static double *hrand(ref_rng_t *rng, size_t n)
+{
+    double *x = (double *)hmem(n * sizeof(double));
+    ref_fill_normal(rng, x, n, 1.0);
+    return x;
+}
+
+/* ---- one case -------------------------------------------------------------------------------- */
+
+/* One task on the host: its inputs (doubles, as the device holds them) and its outputs. */
+typedef struct host_task {
+    int C, has_x, has_res;
+    double *dy, *x, *res, *mean, *rstd; /* [N,C], [N,C], [N,C], [N], [N] */
+    double *want[3], *mag[3];           /* sum, xhat, res: start + Σ, and Σ|terms| */
+    float *start[3], *dev_out[3];       /* host start values, device gradients */
+} host_task_t;
+
+/* Inputs of task k, uploaded into *t (device side) and kept in *h; the reference sums. */
+static void make_task(ref_rng_t *rng, int N, int C, int has_x, int has_res, pp_dtype_t dt,
+                      size_t off, host_task_t *h, pp_colsum_task_t *t)
+{
+    const size_t n = (size_t)N * C;
+    memset(h, 0, sizeof *h);
+    memset(t, 0, sizeof *t);
+    h->C = t->C = C;
+    h->has_x = has_x;
+    h->has_res = has_res;
+    h->dy = hrand(rng, n);
+    t->dy = dev_of(h->dy, n, dt, off);
+    if (has_x) {
+        h->x = hrand(rng, n);
+        h->mean = (double *)hmem((size_t)N * sizeof(double));
+        h->rstd = (double *)hmem((size_t)N * sizeof(double));
+        for (int r = 0; r < N; r++) { /* rows with their own offset and spread */
+            h->mean[r] = 0.5 * ref_rng_normal(rng);
+            h->rstd[r] = 0.5 + ref_rng_uniform(rng);
+        }
+        t->x = dev_of(h->x, n, dt, off);
+        t->mean = (const float *)dev_of(h->mean, (size_t)N, PP_DTYPE_FP32, 0);
+        t->rstd = (const float *)dev_of(h->rstd, (size_t)N, PP_DTYPE_FP32, 0);
+    }
+    if (has_res) {
+        h->res = hrand(rng, n);
+        t->res = dev_of(h->res, n, dt, off);
+    }
+    float **outs[3] = {&t->d_sum, &t->d_xhat, &t->d_res};
+    const int on[3] = {1, has_x, has_res};
+    for (int q = 0; q < 3; q++) {
+        if (!on[q]) continue;
+        double *start = hrand(rng, (size_t)C);
+        h->want[q] = (double *)hmem((size_t)C * sizeof(double));
+        h->mag[q] = (double *)hmem((size_t)C * sizeof(double));
+        *outs[q] = h->dev_out[q] = (float *)dev_of(start, (size_t)C, PP_DTYPE_FP32, 0);
+        h->start[q] = (float *)hmem((size_t)C * sizeof(float));
+        for (int c = 0; c < C; c++) {
+            h->start[q][c] = (float)start[c];
+            h->want[q][c] = start[c];
+        }
+    }
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < C; c++) {
+            const size_t i = (size_t)r * C + c;
+            h->want[0][c] += h->dy[i];
+            h->mag[0][c] += fabs(h->dy[i]);
+            if (has_x) {
+                const double v = h->dy[i] * (h->x[i] - h->mean[r]) * h->rstd[r];
+                h->want[1][c] += v;
+                h->mag[1][c] += fabs(v);
+            }
+            if (has_res) {
+                h->want[2][c] += h->res[i];
+                h->mag[2][c] += fabs(h->res[i]);
+            }
+        }
+}
+
+static void check_task(const host_task_t *h, int k, float *const first[3])
+{
+    static const char *names[3] = {"d_sum", "d_xhat", "d_res"};
+    for (int q = 0; q < 3; q++) {
+        if (!h->want[q]) continue;
+        float *got = (float *)hmem((size_t)h->C * sizeof(float));
+        copy_sync(got, h->dev_out[q], (size_t)h->C * sizeof(float), cudaMemcpyDeviceToHost);
+        int bad = 0, at = 0;
+        for (int c = 0; c < h->C; c++) {
+            const double err = fabs((double)got[c] - h->want[q][c]);
+            if (!(err <= 1e-4 + 2e-6 * h->mag[q][c]) && !bad++) at = c;
+        }
+        EXPECT(bad == 0, "task %d %s [%s]: %d of %d columns off; first [%d] got %.9g want %.9g", k,
+               names[q], g_ctx, bad, h->C, at, bad ? got[at] : 0.0, bad ? h->want[q][at] : 0.0);
+        if (first[q])
+            EXPECT(memcmp(first[q], got, (size_t)h->C * sizeof(float)) == 0,
+                   "task %d %s [%s]: the second run differs bitwise", k, names[q], g_ctx);
+    }
+}
+
+/* Resets every gradient to its start values. */
+static void reset_outputs(const host_task_t *h, int n_tasks)
+{
+    for (int k = 0; k < n_tasks; k++)
+        for (int q = 0; q < 3; q++)
+            if (h[k].want[q])
+                copy_sync(h[k].dev_out[q], h[k].start[q], (size_t)h[k].C * sizeof(float),
+                          cudaMemcpyHostToDevice);
+}
+
+/* The tasks of widths C[k] (x and res where the flags say) over N rows; scratch_cols limits the
+ * scratch to that many floats (0: 32 MiB, the GEMM workspace's size). */
+static void colsum_case(pp_dtype_t dt, int N, int n_tasks, const int *C, const int *has_x,
+                        const int *has_res, int misalign, size_t scratch_cols)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 7000u + (uint64_t)N * 3 + (uint64_t)C[0] * 5 + n_tasks * 7 + dt * 11 +
+                           misalign * 13 + scratch_cols);
+    snprintf(g_ctx, sizeof g_ctx, "%s N=%d C0=%d tasks=%d%s%s", pp_dtype_name(dt), N, C[0], n_tasks,
+             misalign ? " unaligned" : "", scratch_cols ? " small scratch" : "");
+    host_task_t h[PP_COLSUM_MAX_TASKS];
+    pp_colsum_task_t t[PP_COLSUM_MAX_TASKS];
+    for (int k = 0; k < n_tasks; k++)
+        make_task(&rng, N, C[k], has_x[k], has_res[k], dt, misalign ? 1 : 0, &h[k], &t[k]);
+    const size_t sbytes = scratch_cols ? scratch_cols * sizeof(float) : (size_t)32 << 20;
+    void *scratch = dmem(sbytes, 0);
+    float *first[PP_COLSUM_MAX_TASKS][3];
+    memset(first, 0, sizeof first);
+    for (int run = 0; run < 2; run++) {
+        reset_outputs(h, n_tasks);
+        REQUIRE(colsum_bwd(t, n_tasks, N, scratch, sbytes, dt, g_stream) == PP_OK,
+                "colsum_bwd [%s]", g_ctx);
+        must(cudaStreamSynchronize(g_stream), "colsum_bwd");
+        for (int k = 0; k < n_tasks; k++) {
+            float *none[3] = {NULL, NULL, NULL};
+            check_task(&h[k], k, run ? first[k] : none);
+            for (int q = 0; q < 3 && !run; q++)
+                if (h[k].want[q]) {
+                    first[k][q] = (float *)hmem((size_t)h[k].C * sizeof(float));
+                    copy_sync(first[k][q], h[k].dev_out[q], (size_t)h[k].C * sizeof(float),
+                              cudaMemcpyDeviceToHost);
+                }
+        }
+    }
+}
+
+/* ---- tests ----------------------------------------------------------------------------------- */
+
+static const pp_dtype_t dtypes[2] = {PP_DTYPE_FP32, PP_DTYPE_BF16};
+/* A block's tasks: LN2 + fc2's bias, fc's bias, LN1 + proj's bias, QKV's bias. */
+static const int BLOCK_X[4] = {1, 0, 1, 0}, BLOCK_RES[4] = {1, 0, 1, 0};
+
+static void test_block_shapes(void)
+{
+    const int ref[4] = {1024, 4096, 1024, 3072}, small[4] = {64, 256, 64, 192};
+    for (int i = 0; i < 2; i++) {
+        colsum_case(dtypes[i], 1500, 4, ref, BLOCK_X, BLOCK_RES, 0, 0);
+        colsum_case(dtypes[i], 512, 4, small, BLOCK_X, BLOCK_RES, 0, 0);
+        colsum_case(dtypes[i], 37, 4, small, BLOCK_X, BLOCK_RES, 0, 0);
+        colsum_case(dtypes[i], 1, 4, small, BLOCK_X, BLOCK_RES, 0, 0);
+        release_all();
+    }
+}
+
+static void test_odd_and_unaligned(void)
+{
+    const int odd[4] = {67, 33, 67, 5}, even[4] = {96, 384, 96, 288};
+    for (int i = 0; i < 2; i++) {
+        colsum_case(dtypes[i], 300, 4, odd, BLOCK_X, BLOCK_RES, 0, 0);
+        colsum_case(dtypes[i], 300, 4, even, BLOCK_X, BLOCK_RES, 1, 0);
+        release_all();
+    }
+}
+
+static void test_small_scratch_and_one_task(void)
+{
+    const int small[4] = {64, 256, 64, 192}, one[1] = {320}, zero[1] = {0};
+    /* 3·64 + 256 + 3·64 + 192 = 832 columns: room for 3 chunks of 700 rows */
+    for (int i = 0; i < 2; i++) {
+        colsum_case(dtypes[i], 700, 4, small, BLOCK_X, BLOCK_RES, 0, 3 * 832 + 100);
+        colsum_case(dtypes[i], 2000, 1, one, zero, zero, 0, 0);
+        release_all();
+    }
+}
+
+static void test_errors(void)
+{
+    pp_colsum_task_t t;
+    memset(&t, 0, sizeof t);
+    float *d = (float *)dmem(1024, 0);
+    t.C = 8;
+    t.dy = d;
+    t.d_sum = d;
+    EXPECT(colsum_bwd(&t, 1, 4, d, 16, PP_DTYPE_FP32, g_stream) == PP_ERR_INTERNAL,
+           "a scratch smaller than one chunk is refused");
+    EXPECT(colsum_bwd(&t, 0, 4, d, 1024, PP_DTYPE_FP32, g_stream) == PP_ERR_INTERNAL,
+           "no task is refused");
+    t.x = d;
+    EXPECT(colsum_bwd(&t, 1, 4, d, 1024, PP_DTYPE_FP32, g_stream) == PP_ERR_INTERNAL,
+           "x without mean, rstd and d_xhat is refused");
+    t.x = NULL;
+    EXPECT(colsum_bwd(&t, 1, 0, NULL, 0, PP_DTYPE_FP32, g_stream) == PP_OK, "N = 0 does nothing");
+    release_all();
+}
+
+static void test_device(void)
+{
+    SKIP("%s", gpu_skip_reason());
+}
+
+int main(void)
+{
+    if (gpu_skip_reason()) {
+        RUN(test_device);
+        return check_summary("test_colsum");
+    }
+    must(cudaSetDevice(0), "cudaSetDevice");
+    must(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "stream");
+    RUN(test_block_shapes);
+    RUN(test_odd_and_unaligned);
+    RUN(test_small_scratch_and_one_task);
+    RUN(test_errors);
+    release_all();
+    cudaStreamDestroy(g_stream);
+    return check_summary("test_colsum");
+}
