@@ -25,7 +25,7 @@ static char g_ctx[160];
 
 /* ---- memory: released after each case -------------------------------------------------------- */
 
-#define MAX_ALLOCS 256
+#define MAX_ALLOCS 1024
 static void *g_dev[MAX_ALLOCS], *g_host[MAX_ALLOCS];
 static int g_ndev, g_nhost;
 
@@ -233,6 +233,7 @@ static void colsum_case(pp_dtype_t dt, int N, int n_tasks, const int *C, const i
                 }
         }
     }
+    release_all();
 }
 
 /* ---- tests ----------------------------------------------------------------------------------- */
