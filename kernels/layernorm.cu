@@ -4,13 +4,19 @@
  *
  * Forward and input gradient: one warp per row, fp32 math; rows of a C that is a multiple of the
  * 128-bit pack (and 16-byte aligned pointers) are read as packs, others element by element. The
- * input gradient may add a residual gradient dres in the same pass (dres may be dinp).
+ * forward of a packed row up to 32·8 packs wide reads it once into registers (all its loads in
+ * flight at once) and gives the bits of the three-pass kernel, which PPSCHED_LAYERNORM=unfused
+ * selects instead. The input gradient may add a residual gradient dres in the same pass (dres may
+ * be dinp).
  * Parameter gradients: one kernel writes per-row-chunk partial sums to the caller's scratch, and
  * the last block of each column strip (elected with an integer ticket, zeroed in the scratch
  * before the launch) sums the chunks in a fixed order into dw/db (+=) — no float atomics, so the
  * result is deterministic.
  */
 #include "kernel_util.cuh"
+
+#include <stdlib.h>
+#include <string.h>
 
 static const int ln_threads = 256; /* 8 warps = 8 rows per block */
 
@@ -61,6 +67,59 @@ __global__ void layernorm_fwd_kernel(T *out, float *mean, float *rstd, const T *
             } else {
                 y[c] = from_f32<T>((to_f32(x[c]) - mu) * rs * to_f32(w[c]) + to_f32(b[c]));
             }
+        }
+        if (lane == 0) {
+            if (mean) mean[row] = mu;
+            if (rstd) rstd[row] = rs;
+        }
+    }
+}
+
+/* layernorm_fwd_kernel<T, true> with the row held in registers: each lane loads its KP packs of
+ * the row once (all in flight together), then the mean, the centred variance and the output come
+ * from the registers. Lane `lane` holds columns (k·32 + lane)·P.. for k < KP, the columns the
+ * three-pass kernel's lane visits, in the same order, so both give the same bits. Needs
+ * C ≤ 32·P·KP and the 128-bit conditions of the vector path. */
+template <typename T, int KP>
+__global__ void layernorm_fwd_rows_kernel(T *out, float *mean, float *rstd, const T *inp,
+                                          const T *w, const T *b, int N, int C)
+{
+    constexpr int P = pack128<T>::n;
+    const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    for (int row = blockIdx.x * warps + threadIdx.x / 32; row < N; row += gridDim.x * warps) {
+        const T *x = inp + (size_t)row * C;
+        pack128<T> xp[KP];
+#pragma unroll
+        for (int k = 0; k < KP; k++)
+            if ((k * 32 + lane) * P < C) xp[k] = load128(x + (k * 32 + lane) * P);
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KP; k++)
+            if ((k * 32 + lane) * P < C)
+#pragma unroll
+                for (int j = 0; j < P; j++)
+                    s += to_f32(xp[k].v[j]);
+        const float mu = warp_sum(s) / (float)C;
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KP; k++)
+            if ((k * 32 + lane) * P < C)
+#pragma unroll
+                for (int j = 0; j < P; j++) {
+                    const float d = to_f32(xp[k].v[j]) - mu;
+                    v += d * d;
+                }
+        const float rs = rsqrtf(warp_sum(v) / (float)C + PP_LAYERNORM_EPS);
+#pragma unroll
+        for (int k = 0; k < KP; k++) {
+            const int c = (k * 32 + lane) * P;
+            if (c >= C) continue;
+            pack128<T> wp = load128(w + c), bp = load128(b + c), o;
+#pragma unroll
+            for (int j = 0; j < P; j++)
+                o.v[j] =
+                    from_f32<T>((to_f32(xp[k].v[j]) - mu) * rs * to_f32(wp.v[j]) + to_f32(bp.v[j]));
+            store128(out + (size_t)row * C + c, o);
         }
         if (lane == 0) {
             if (mean) mean[row] = mu;
@@ -213,12 +272,50 @@ static bool ln_vec_ok(int C, const void *a, const void *b, const void *c, const 
            is_aligned16(d);
 }
 
+/* 0 when PPSCHED_LAYERNORM=unfused asks for the three-pass forward kernel everywhere. */
+static bool ln_rows_enabled(void)
+{
+    const char *env = getenv("PPSCHED_LAYERNORM");
+    return !(env && strcmp(env, "unfused") == 0);
+}
+
+/* The row-in-registers forward for KP packs a lane, or false when C needs more than 8. */
+template <typename T>
+static bool ln_fwd_rows(unsigned grid, T *out, float *mean, float *rstd, const T *inp, const T *w,
+                        const T *b, int N, int C, cudaStream_t stream)
+{
+    const int per_pack = 32 * pack128<T>::n;
+    const int kp = (C + per_pack - 1) / per_pack;
+    if (kp == 1)
+        layernorm_fwd_rows_kernel<T, 1>
+            <<<grid, ln_threads, 0, stream>>>(out, mean, rstd, inp, w, b, N, C);
+    else if (kp == 2)
+        layernorm_fwd_rows_kernel<T, 2>
+            <<<grid, ln_threads, 0, stream>>>(out, mean, rstd, inp, w, b, N, C);
+    else if (kp <= 4)
+        layernorm_fwd_rows_kernel<T, 4>
+            <<<grid, ln_threads, 0, stream>>>(out, mean, rstd, inp, w, b, N, C);
+    else if (kp <= 8)
+        layernorm_fwd_rows_kernel<T, 8>
+            <<<grid, ln_threads, 0, stream>>>(out, mean, rstd, inp, w, b, N, C);
+    else
+        return false;
+    return true;
+}
+
 template <typename T>
 static pp_status_t ln_fwd_t(void *out, float *mean, float *rstd, const void *inp, const void *w,
                             const void *b, int N, int C, cudaStream_t stream)
 {
     unsigned grid = grid_for((size_t)N * 32, ln_threads);
-    if (ln_vec_ok<T>(C, out, inp, w, b))
+    const bool vec = ln_vec_ok<T>(C, out, inp, w, b);
+    if (vec && ln_rows_enabled() &&
+        ln_fwd_rows<T>(grid, (T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C,
+                       stream)) {
+        PP_CUDA_LAUNCH_CHECK();
+        return PP_OK;
+    }
+    if (vec)
         layernorm_fwd_kernel<T, true><<<grid, ln_threads, 0, stream>>>(
             (T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C);
     else

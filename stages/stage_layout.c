@@ -28,6 +28,7 @@ typedef struct env_switch {
 static const env_switch_t ENV_SWITCHES[] = {
     {"PPSCHED_ATTENTION", "fused (where supported, the default)", "unfused"},
     {"PPSCHED_WGRAD", "fused (the default)", "unfused"},
+    {"PPSCHED_LAYERNORM", "fused (the default)", "unfused"},
 };
 
 pp_status_t stage_attention_env_check(void)

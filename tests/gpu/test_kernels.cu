@@ -576,6 +576,19 @@ static void layernorm_case(pp_dtype_t t, int N, int C)
     compare("layernorm_fwd out", download(d_out, n, t), out, n, tol_of(t));
     compare("layernorm_fwd mean", download(d_mean, N, PP_DTYPE_FP32), mean, N, TOL_SUM);
     compare("layernorm_fwd rstd", download(d_rstd, N, PP_DTYPE_FP32), rstd, N, TOL_SUM);
+    /* the three-pass kernel (PPSCHED_LAYERNORM=unfused) against the reference, then the default
+     * path again: both bitwise repeatable */
+    {
+        void *out1 = raw_get(d_out, n * pp_dtype_size(t));
+        void *d_out2 = dbuf(n * pp_dtype_size(t));
+        setenv("PPSCHED_LAYERNORM", "unfused", 1);
+        KOK(layernorm_fwd(d_out2, NULL, NULL, d_inp, d_w, d_b, N, C, t, g_stream));
+        unsetenv("PPSCHED_LAYERNORM");
+        compare("layernorm_fwd out (three-pass)", download(d_out2, n, t), out, n, tol_of(t));
+        KOK(layernorm_fwd(d_out2, NULL, NULL, d_inp, d_w, d_b, N, C, t, g_stream));
+        expect_same_bytes("layernorm_fwd out", out1, raw_get(d_out2, n * pp_dtype_size(t)),
+                          n * pp_dtype_size(t));
+    }
 
     const size_t bytes = n * pp_dtype_size(t);
     for (int acc = 0; acc < 2; acc++) {
@@ -641,6 +654,9 @@ static void test_layernorm(void)
         layernorm_case(dtypes[i], 1000, 1024);
         layernorm_case(dtypes[i], 45, 67);
         layernorm_case(dtypes[i], 1, 64);
+        layernorm_case(dtypes[i], 300, 2048); /* 8 packs a lane in bf16 */
+        layernorm_case(dtypes[i], 20, 4096);  /* too wide for registers: three-pass */
+        layernorm_case(dtypes[i], 50, 520);   /* packs past C in the last lanes */
     }
 }
 
