@@ -10,7 +10,9 @@
  * unfused attention's I); full re-runs the block's forward (without its output GEMM) before I
  * and, for a split W, again before W. Parameter gradients accumulate with +=; every gradient
  * tensor gets one addition per micro-batch from the same kernels on the same inputs whether B or
- * I then W ran, so the two give the same bits. Every call enqueues on `stream`, never syncs.
+ * I then W ran, so the two give the same bits. W's bias and LayerNorm parameter gradients come
+ * from one column-sum call per block after its weight GEMMs (PPSCHED_WGRAD=unfused: one reduction
+ * after each GEMM and per LayerNorm). Every call enqueues on `stream`, never syncs.
  */
 #include "stage_impl.h"
 
