@@ -5,7 +5,7 @@
  * widths and unaligned pointers (the scalar path), one row, rows not a multiple of a chunk, a
  * scratch that holds only a few chunks, and a single task. The gradients start from random
  * values (the sums are added, +=); every call runs twice from the same start and must give the
- * same bits. Tolerance per column: |got − want| ≤ 1e-4 + 2e-6·Σ|terms| (fp32 accumulation over
+ * same bits. Tolerance per column: |got − want| ≤ 1e-4 + 4e-6·Σ|terms| (fp32 accumulation over
  * up to a few thousand rows; a missing or doubled row is off by about one term). Without a GPU
  * the program reports one skipped case and exits 0.
  */
@@ -179,7 +179,7 @@ static void check_task(const host_task_t *h, int k, float *const first[3])
         int bad = 0, at = 0;
         for (int c = 0; c < h->C; c++) {
             const double err = fabs((double)got[c] - h->want[q][c]);
-            if (!(err <= 1e-4 + 2e-6 * h->mag[q][c]) && !bad++) at = c;
+            if (!(err <= 1e-4 + 4e-6 * h->mag[q][c]) && !bad++) at = c;
         }
         EXPECT(bad == 0, "task %d %s [%s]: %d of %d columns off; first [%d] got %.9g want %.9g", k,
                names[q], g_ctx, bad, h->C, at, bad ? got[at] : 0.0, bad ? h->want[q][at] : 0.0);
