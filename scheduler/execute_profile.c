@@ -18,6 +18,7 @@
 #include "../common/pp_cuda.h"
 #include "../stages/stage.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -148,8 +149,20 @@ static pp_status_t profile_one_stage(pp_profile_t *p, const pp_config_t *cfg, pp
     PP_CHECK(stage_init(&st, &c));
     PP_CHECK_GOTO(time_passes(st, s, iters, p->ms[k]), rc, done);
     PP_CHECK_GOTO(used_bytes(&after), rc, done);
+    /* A stage holds at least what it allocates: less means the GPU's free memory moved under
+     * the measurement (another process allocating or freeing), and the sized figure stands. */
+    const double sized = (double)stage_device_bytes(&c);
     p->stage_bytes[k] = after - before;
-    *overhead = p->stage_bytes[k] - (double)stage_device_bytes(&c);
+    if (p->stage_bytes[k] < sized) {
+        fprintf(stderr,
+                "ppsched profile: the %s stage measured %.3f GiB, less than the %.3f GiB it "
+                "allocates: the GPU's free memory changed during the measurement (another "
+                "process?); its memory is taken from the sizing functions\n",
+                profile_stage_desc(k)->name, p->stage_bytes[k] / 1073741824.0,
+                sized / 1073741824.0);
+        p->stage_bytes[k] = sized;
+    }
+    *overhead = p->stage_bytes[k] - sized;
 done:
     stage_free(st);
     return rc;
