@@ -47,7 +47,7 @@ typedef struct pp_run {
     const pp_gpu_t *present; /* the GPU a measured run runs on (when the table knows it) */
     int predicted;           /* 1 once run_predict ran */
     double predicted_ms;     /* the step the cost model predicts before running */
-    char cost_desc[256];     /* where the predicted costs came from, for the report */
+    char cost_desc[512];     /* where the predicted costs came from, for the report */
     pp_mem_pred_t mem;       /* the memory predicted per device, and the fit check */
     int measured;            /* 1 when meas and exec hold a run */
     int have_report;         /* 1 once report is built */
