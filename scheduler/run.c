@@ -133,6 +133,7 @@ pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o)
         .timeout_s = o->timeout_s > 0 ? o->timeout_s : cfg->run.timeout_s,
         .verbose = o->verbose,
         .check_grads = o->check_grads,
+        .serial_pairs = o->serial_pairs,
     };
     return eo;
 }

@@ -62,6 +62,7 @@ typedef struct pp_run_opts {
     int verbose;         /* the executor's banner */
     int check_grads;     /* keep the last step's gradients in r->exec */
     const pp_gpu_t *gpu; /* the GPU present (gpu_match_device of its name), or NULL */
+    int serial_pairs;    /* overlapped pairs on one stream (pp_exec_opts_t) */
 } pp_run_opts_t;
 
 /* Load `path` (or, when yaml is not NULL, that text named `path`) with the overrides; for a

@@ -6,11 +6,15 @@
  * The steps are made as the passes' prediction (profile_step_predicted_ms) times known factors,
  * so the factors must come back exactly; interpolation is checked at points worked out by hand
  * (log m and log elements: midpoints of a log scale give the mean). The simulator's 1F1B step on
- * one device with the profile must be the prediction times the factor.
+ * one device with the profile must be the prediction times the factor. The runs `ppsched profile`
+ * makes go through the chain with a simulated executor that runs every op a known factor slower
+ * and overlaps pairs by a known share: both must come back from the measurement.
  */
 #include "../../scheduler/cost.h"
 #include "../../scheduler/profile.h"
+#include "../../scheduler/profile_run.h"
 #include "../../scheduler/run.h"
+#include "../../scheduler/simulate.h"
 #include "../check.h"
 #include "support.h"
 
@@ -268,6 +272,79 @@ static void test_bad_rows(void)
     expect_bad("steps: []\n", ":4:1: pairs is missing (allowed: both steps and pairs");
 }
 
+/* ---- the runs, with a simulated executor ------------------------------------------------------
+ */
+
+static pp_profile_t truth; /* the passes the simulated executor prices with */
+static int exec_calls;     /* runs it made */
+static int exec_refuse_m;  /* it refuses runs of this m as not fitting (0: none) */
+static const double true_factor = 1.08, true_overlap = 0.3;
+
+static pp_status_t sim_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
+                            const pp_config_t *cfg, const pp_exec_opts_t *opts)
+{
+    pp_cost_model_t cm;
+    exec_calls++;
+    if (plan->n_mb == exec_refuse_m) return PP_ERR_DEVICE;
+    PP_CHECK(cost_model_build(&cm, cfg, plan, NULL, &truth, NULL));
+    for (int s = 0; s < cm.n_stages; s++) {
+        cm.f[s] *= true_factor, cm.b[s] *= true_factor;
+        cm.i[s] *= true_factor, cm.w[s] *= true_factor;
+    }
+    cm.overlap = opts->serial_pairs ? 0.0 : true_overlap;
+    pp_status_t st = simulate_plan(tl, plan, &cm);
+    cost_model_free(&cm);
+    return st;
+}
+
+static void test_measure_runs(void)
+{
+    pp_config_t cfg;
+    REQUIRE(config_load_string(&cfg, "t.yaml", "pipeline: {devices: [3]}\n", NULL, 0) == PP_OK);
+    pp_profile_t p;
+    ts_profile_fake(&p, ones);
+    profile_calibrate(&p);
+    truth = p;
+    exec_calls = 0, exec_refuse_m = 0;
+    REQUIRE(profile_measure_runs(&p, &cfg, sim_exec, 0) == PP_OK);
+    /* 4 x 1024 tokens, then a quarter (1 x 1024) and a sixteenth (1 x 256): 1F1B at m 8 and 32,
+     * DualPipeV on one stream and on two */
+    EXPECT(exec_calls == 12 && p.has_runs && p.n_steps == 6 && p.n_pairs == 3, "%d %d %d",
+           exec_calls, p.n_steps, p.n_pairs);
+    const int sizes[3][2] = {{4, 1024}, {1, 1024}, {1, 256}};
+    for (int k = 0; k < p.n_steps; k++) {
+        const pp_prof_size_t *z = &p.steps[k].size;
+        EXPECT(z->batch == sizes[k / 2][0] && z->seq_len == sizes[k / 2][1] && z->layers == 24 &&
+               z->m == (k % 2 ? 32 : 8));
+        EXPECT_NEAR(p.step_factor[k], true_factor, 0, 1e-12);
+    }
+    for (int k = 0; k < p.n_pairs; k++) {
+        EXPECT(p.pairs[k].size.batch == sizes[k][0] && p.pairs[k].size.m == 8);
+        EXPECT(p.pairs[k].overlapped_ms < p.pairs[k].serial_ms);
+        EXPECT_NEAR(p.pairs[k].overlap, true_overlap, 1e-9, 0);
+    }
+    /* a run that does not fit is left out with a note; a micro-batch that cannot shrink (one
+     * sequence of 64 tokens) is measured at its own size only */
+    const char *sets[] = {"pipeline.micro_batch_size=1", "model.seq_len=64", "model.layers=3"};
+    config_free(&cfg);
+    REQUIRE(config_load_string(&cfg, "t.yaml", "pipeline: {devices: [0]}\n", sets, 3) == PP_OK);
+    ts_profile_fake(&p, ones);
+    profile_calibrate(&p);
+    truth = p;
+    exec_calls = 0, exec_refuse_m = 32;
+    ts_capture_begin();
+    pp_status_t st = profile_measure_runs(&p, &cfg, sim_exec, 0);
+    const char *got = ts_capture_end();
+    REQUIRE(st == PP_OK);
+    EXPECT(exec_calls == 4 && p.n_steps == 1 && p.n_pairs == 1, "%d %d %d", exec_calls, p.n_steps,
+           p.n_pairs);
+    EXPECT(p.pairs[0].size.layers == 2 && p.steps[0].size.layers == 3); /* two chunks */
+    EXPECT(strstr(got, "# profile: 1f1b of 3 blocks, micro-batch 1 x 64, m 32 did not run: left "
+                       "out\n"),
+           "%s", got);
+    config_free(&cfg);
+}
+
 int main(void)
 {
     ts_rng_seed(0x9f0f11e);
@@ -277,5 +354,6 @@ int main(void)
     RUN(test_model_applies);
     RUN(test_round_trip);
     RUN(test_bad_rows);
+    RUN(test_measure_runs);
     return check_summary("test_profile");
 }
