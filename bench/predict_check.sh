@@ -14,9 +14,10 @@
 # measured step and fullest device's peak memory, each prediction and its error. Targets: step
 # within 10% (profile) and 15% (a priori), memory within 5%. A case the model says does not fit is
 # still run: the executor's own check must refuse it too, and the row says so.
-# Writes the raw JSON under bench/results/predict-<date>-<gpu>/ and the table to table.txt there,
-# headed by the device, commit and profile, with each prediction's cost-model line (step factor,
-# pair overlap) and the time the call took at the end. Needs python3 for the table.
+# Writes the raw JSON under bench/results/predict-<date>-<gpu>/ (-2, -3, ... appended when that
+# day's has a table already) and the table to table.txt there, headed by the device, commit and
+# profile, with each prediction's cost-model line (step factor, pair overlap) and the time the call
+# took at the end. Needs python3 for the table.
 set -eu
 make_profile=0
 if [ "${1:-}" = --profile ]; then
@@ -40,6 +41,12 @@ case "$gpu" in
 esac
 profile=${2:-profiles/$tag.yaml}
 out=bench/results/predict-$(date -u +%Y-%m-%d)-$tag
+n=2
+base=$out
+while [ -e "$out/table.txt" ]; do # a second call the same day keeps the first one's table
+    out=$base-$n
+    n=$((n + 1))
+done
 mkdir -p "$out"
 start=$(date +%s)
 made="shipped"
