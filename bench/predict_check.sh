@@ -1,5 +1,10 @@
 #!/bin/sh
-# predict_check.sh [BUILD] [PROFILE] — the cost and memory model against measurement, on one GPU.
+# predict_check.sh [--profile] [BUILD] [PROFILE] — the cost and memory model against measurement,
+# on one GPU.
+#
+# --profile: first make PROFILE on this GPU (`ppsched profile schedules/1f1b.yaml --set
+# pipeline.devices=1`: the passes, the whole model's steps and DualPipeV's pairs, about 30 s), so
+# one call measures the profile and checks it.
 #
 # Every generated schedule kind's shipped file (schedules/<kind>.yaml) at the reference and the small model,
 # m = 8 and 32, all stages on the first GPU (pipeline.devices=1). Each case is measured once (5
@@ -9,8 +14,16 @@
 # measured step and fullest device's peak memory, each prediction and its error. Targets: step
 # within 10% (profile) and 15% (a priori), memory within 5%. A case the model says does not fit is
 # still run: the executor's own check must refuse it too, and the row says so.
-# Writes the raw JSON under bench/results/predict-<date>-<gpu>/. Needs python3 for the table.
+# Writes the raw JSON under bench/results/predict-<date>-<gpu>/ (-2, -3, ... appended when that
+# day's has a table already) and the table to table.txt there, headed by the device, commit and
+# profile, with each prediction's cost-model line (step factor, pair overlap) and the time the call
+# took at the end. Needs python3 for the table.
 set -eu
+make_profile=0
+if [ "${1:-}" = --profile ]; then
+    make_profile=1
+    shift
+fi
 build=${1:-build}
 ppsched="$build/ppsched"
 [ -x "$ppsched" ] || { echo "predict_check.sh: $ppsched not built (run make first)" >&2; exit 2; }
@@ -27,10 +40,25 @@ case "$gpu" in
 *) tag=unknown ;;
 esac
 profile=${2:-profiles/$tag.yaml}
-[ -f "$profile" ] || { echo "predict_check.sh: no profile $profile (make one: $ppsched profile schedules/1f1b.yaml --set pipeline.devices=1 -o $profile)" >&2; exit 2; }
 out=bench/results/predict-$(date -u +%Y-%m-%d)-$tag
+n=2
+base=$out
+while [ -e "$out/table.txt" ]; do # a second call the same day keeps the first one's table
+    out=$base-$n
+    n=$((n + 1))
+done
 mkdir -p "$out"
-echo "# predict_check: $gpu, profile $profile, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) -> $out"
+start=$(date +%s)
+made="shipped"
+if [ "$make_profile" = 1 ]; then
+    echo "# predict_check: making $profile on $gpu"
+    "$ppsched" profile schedules/1f1b.yaml --set pipeline.devices=1 -o "$profile" 2>"$out/profile.err" ||
+        { cat "$out/profile.err" >&2; echo "predict_check.sh: ppsched profile failed" >&2; exit 1; }
+    made="made in the same call, $(($(date +%s) - start)) s"
+fi
+[ -f "$profile" ] || { echo "predict_check.sh: no profile $profile (make one: $ppsched profile schedules/1f1b.yaml --set pipeline.devices=1 -o $profile, or pass --profile)" >&2; exit 2; }
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+echo "# predict_check: $gpu, profile $profile, commit $commit -> $out"
 
 small="--set model.layers=16 --set model.hidden=512 --set model.heads=8 --set model.seq_len=256 --set pipeline.micro_batch_size=2"
 common="--set pipeline.devices=1 --set run.steps=5 --set run.warmup=2 --quiet --json"
@@ -54,7 +82,10 @@ for model in reference small; do
     done
 done
 
-python3 - "$out" $kinds <<'EOF' | tee "$out/table.txt"
+{
+echo "# bench/predict_check.sh on one $gpu, $(date -u +%Y-%m-%d), tree at $commit, profile $profile ($made)"
+# shellcheck disable=SC2086
+python3 - "$out" $kinds <<'EOF'
 import json, os, sys
 out = sys.argv[1]
 def load(p):
@@ -101,3 +132,18 @@ print("# worst |error| over the runs that ran: step %.1f%% (profile, target 10%%
       "peak memory %.1f%% (profile, target 5%%), %.1f%% (a priori)"
       % (100 * worst["step_profile"], 100 * worst["step_gpu"], 100 * worst["mem_profile"], 100 * worst["mem_gpu"]))
 EOF
+# What each prediction applied (the profile's step factor, the pair overlap), DualPipeV at m = 8.
+for model in reference small; do
+    extra=""
+    [ "$model" = small ] && extra=$small
+    for src in profile gpu; do
+        set -- --gpu "$tag"
+        [ "$src" = profile ] && set -- "$@" --set cost.profile="$profile"
+        # shellcheck disable=SC2086
+        line=$("$ppsched" schedules/dualpipe-v.yaml --simulate --set pipeline.devices=1 $extra "$@" 2>/dev/null |
+            grep '^# cost model:' | sed 's/; ms per micro-batch.*//') || line="# cost model: ?"
+        echo "# $model, $src: ${line#\# }"
+    done
+done
+echo "# the call took $(($(date +%s) - start)) s"
+} | tee "$out/table.txt"

@@ -43,6 +43,7 @@ const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     [PP_CFG_COST_MS] = "cost",
     [PP_CFG_PROFILE] = "cost.profile",
     [PP_CFG_TRANSPORT] = "pipeline.transport",
+    [PP_CFG_OVERLAP] = "cost.overlap",
 };
 
 /* ---------------------------------------------------------------------------------------------

@@ -111,7 +111,9 @@ typedef struct pp_cost_cfg {
     double host_link_gbps; /* GB/s (1e9 B/s) of the host link, each direction, for the copies of
                               run.offload; 0 (default): the link table's `host` row (gpu.c) */
     double overlap; /* 0..1: share of the shorter half of an overlapped pair (DualPipeV) hidden
-                       when both halves run at once; 0 runs them as one after the other */
+                       when both halves run at once; 0 runs them as one after the other. Unset
+                       (config_is_set PP_CFG_OVERLAP), the model takes the profile's measured
+                       overlap, else the GPU description's (cost.h) */
 } pp_cost_cfg_t;
 
 /* Where the model's costs come from (the rest of `cost:`): the stage's FLOPs and bytes on `gpu`
@@ -141,6 +143,7 @@ typedef enum pp_config_key {
     PP_CFG_COST_MS, /* any of cost.forward, backward_input, backward_weight, send */
     PP_CFG_PROFILE,
     PP_CFG_TRANSPORT,
+    PP_CFG_OVERLAP,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 

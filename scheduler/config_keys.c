@@ -339,7 +339,7 @@ static const key_spec_t cost_keys[] = {
     FN_KEY("link", set_link, -1),
     FN_KEY("profile", set_profile, PP_CFG_PROFILE),
     REAL_KEY("host_link_gbps", cost.host_link_gbps, 0, 1e6, 0),
-    REAL_KEY("overlap", cost.overlap, 0, 1, 0),
+    {"overlap", VAL_REAL, OFF(cost.overlap), 0, 1, 0, NULL, NULL, NULL, PP_CFG_OVERLAP},
 };
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))

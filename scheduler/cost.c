@@ -256,6 +256,45 @@ double cost_host_link_gbps(const pp_config_t *cfg)
     return link_find("host")->gbps;
 }
 
+void cost_calib_for(pp_cost_calib_t *c, const pp_config_t *cfg, int m, const pp_gpu_t *gpu,
+                    const struct pp_profile *prof)
+{
+    double el =
+        profile_elements(cfg->pipeline.micro_batch_size, cfg->model.seq_len, cfg->model.hidden);
+    c->step_factor = prof ? profile_step_factor(prof, el, m) : 1.0;
+    if (config_is_set(cfg, PP_CFG_OVERLAP)) {
+        c->overlap = cfg->cost.overlap;
+        c->overlap_from = "cost.overlap";
+    } else if (prof && profile_overlap(prof, el, &c->overlap)) {
+        c->overlap_from = "profile";
+    } else {
+        c->overlap = gpu_overlap(gpu, el);
+        c->overlap_from = "gpu";
+    }
+    if (!(c->overlap >= 0)) c->overlap = 0; /* NaN too */
+    if (c->overlap > 1) c->overlap = 1;
+}
+
+/* The stages' times from the model (the part of cost_model_build that is not hand-set). */
+static void model_stage_costs(pp_cost_model_t *cm, const pp_config_t *cfg, const pp_plan_t *plan,
+                              const pp_gpu_t *gpu, const struct pp_profile *prof, double k)
+{
+    for (int s = 0; s < plan->n_stages; s++) {
+        pp_model_shape_t sh = cost_stage_shape(cfg, plan, s);
+        pp_stage_cfg_t c;
+        double rc_i, rc_w;
+        plan_stage_cfg(&c, cfg, plan, s);
+        cost_recompute_ms(&c, gpu, prof, &rc_i, &rc_w);
+        cm->f[s] = k * cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_F);
+        cm->i[s] = k * (cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_I) + rc_i);
+        cm->w[s] = k * (cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_W) + rc_w);
+        /* B runs I's rebuild once for both halves (stage_recompute_work: weight_forward). */
+        pp_recompute_work_t rw;
+        stage_recompute_work(&c, &rw);
+        cm->b[s] = cm->i[s] + cm->w[s] - (rw.weight_forward ? k * rc_w : 0.0);
+    }
+}
+
 pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_config_t *cfg, const pp_plan_t *plan,
                              const pp_gpu_t *present, const struct pp_profile *prof,
                              pp_cost_source_t *source)
@@ -281,33 +320,47 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_config_t *cfg, const 
     pp_cost_cfg_t zero = {0};
     PP_CHECK(cost_model_uniform(cm, plan->n_stages, &zero));
     const pp_gpu_t *gpu = cost_gpu_for(cfg, present, prof);
-    for (int s = 0; s < plan->n_stages; s++) {
-        pp_model_shape_t sh = cost_stage_shape(cfg, plan, s);
-        pp_stage_cfg_t c;
-        double rc_i, rc_w;
-        plan_stage_cfg(&c, cfg, plan, s);
-        cost_recompute_ms(&c, gpu, prof, &rc_i, &rc_w);
-        cm->f[s] = cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_F);
-        cm->i[s] = cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_I) + rc_i;
-        cm->w[s] = cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_W) + rc_w;
-        /* B runs I's rebuild once for both halves (stage_recompute_work: weight_forward). */
-        pp_recompute_work_t rw;
-        stage_recompute_work(&c, &rw);
-        cm->b[s] = cm->i[s] + cm->w[s] - (rw.weight_forward ? rc_w : 0.0);
-    }
+    pp_cost_calib_t cal;
+    cost_calib_for(&cal, cfg, plan->n_mb, gpu, prof);
+    model_stage_costs(cm, cfg, plan, gpu, prof, cal.step_factor);
     double bytes = (double)plan->boundary_bytes;
     if (prof && prof->n_sends > 0)
         cm->send = profile_send_ms(prof, bytes);
     else
         cm->send = link_time_ms(cost_link_for(cfg), bytes);
     cm->host_link_gbps = cost_host_link_gbps(cfg);
-    cm->overlap = cfg->cost.overlap;
+    cm->overlap = cal.overlap;
     if (source) *source = prof ? PP_COST_PROFILE : PP_COST_GPU;
     return PP_OK;
 }
 
+/* Where the model's step factor and pair overlap came from, after the source, into buf. */
+static size_t describe_calib(char *buf, size_t size, const pp_config_t *cfg, const pp_plan_t *plan,
+                             const pp_gpu_t *gpu, const struct pp_profile *prof)
+{
+    pp_cost_calib_t cal;
+    size_t n = 0;
+    int pairs = 0;
+    cost_calib_for(&cal, cfg, plan->n_mb, gpu, prof);
+    if (prof && prof->has_runs)
+        n +=
+            (size_t)snprintf(buf, size, ", step factor %.3f (its measured steps)", cal.step_factor);
+    else if (prof)
+        n += (size_t)snprintf(buf, size, " (it predates measured steps: step factor 1)");
+    for (int k = 0; k < plan->n_ops && !pairs; k++)
+        pairs = plan->ops[k].role == PP_ROLE_OVERLAP;
+    if (pairs && n < size) {
+        char from[48];
+        snprintf(from, sizeof from, "%s%s",
+                 strcmp(cal.overlap_from, "gpu") ? cal.overlap_from : gpu->name,
+                 strcmp(cal.overlap_from, "gpu") ? "" : " description");
+        n += (size_t)snprintf(buf + n, size - n, "; pair overlap %.2f (%s)", cal.overlap, from);
+    }
+    return n;
+}
+
 void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, const pp_config_t *cfg,
-                         pp_cost_source_t source, const pp_gpu_t *gpu,
+                         const pp_plan_t *plan, pp_cost_source_t source, const pp_gpu_t *gpu,
                          const struct pp_profile *prof)
 {
     size_t n = 0;
@@ -324,6 +377,7 @@ void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, cons
                              gpu->name, prof->device, prof->date);
     else
         n = (size_t)snprintf(buf, size, "%s description (%s), no profile", gpu->name, gpu->full);
+    if (n < size) n += describe_calib(buf + n, size - n, cfg, plan, gpu, prof);
     int S = cm->n_stages;
     int show[3] = {0, S / 2, S - 1};
     const char *what[3] = {"first", "middle", "last"};

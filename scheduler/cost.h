@@ -81,19 +81,33 @@ typedef enum pp_cost_source {
     PP_COST_PROFILE   /* the model calibrated by a profile */
 } pp_cost_source_t;
 
+/* What the model sets beyond each pass's time: the profile's step factor (every compute cost is
+ * multiplied by it; 1 without a profile or one without measured steps) and the share of an
+ * overlapped pair's shorter half hidden (cost.overlap when the config sets it, else the profile's
+ * pairs, else the GPU description's curve), both at the config's micro-batch and m. */
+typedef struct pp_cost_calib {
+    double step_factor;
+    double overlap;
+    const char *overlap_from; /* "cost.overlap", "profile" or "<gpu> description" */
+} pp_cost_calib_t;
+
+void cost_calib_for(pp_cost_calib_t *c, const pp_config_t *cfg, int m, const pp_gpu_t *gpu,
+                    const struct pp_profile *prof);
+
 /* Build the cost model of a plan the way its config asks: the hand-set `cost:` ms values when
  * any is given (per device's share of the layers, so a chunk of an interleaved device costs 1/v),
- * else the model on cost_gpu_for(cfg, present, prof), calibrated by `prof` when not NULL. `send`
- * is the time of one boundary tensor over cost_link_for(cfg) (or prof's measured sends).
- * *source (may be NULL) says which. */
+ * else the model on cost_gpu_for(cfg, present, prof), calibrated by `prof` when not NULL, with
+ * cost_calib_for's step factor and overlap. `send` is the time of one boundary tensor over
+ * cost_link_for(cfg) (or prof's measured sends). *source (may be NULL) says which. */
 pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_config_t *cfg, const pp_plan_t *plan,
                              const pp_gpu_t *present, const struct pp_profile *prof,
                              pp_cost_source_t *source);
 
-/* One line saying where `cm` came from and what it holds (the first, a middle and the last stage's
- * F, I, W and the send, ms), for the report's preamble. */
+/* One line saying where `cm` came from and what it holds (the profile's step factor and whether
+ * the profile predates it, the pair overlap when the plan has pairs, the first, a middle and the
+ * last stage's F, I, W and the send, ms), for the report's preamble. */
 void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, const pp_config_t *cfg,
-                         pp_cost_source_t source, const pp_gpu_t *gpu,
+                         const pp_plan_t *plan, pp_cost_source_t source, const pp_gpu_t *gpu,
                          const struct pp_profile *prof);
 
 #ifdef __cplusplus

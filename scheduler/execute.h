@@ -33,6 +33,8 @@ typedef struct pp_exec_opts {
     double timeout_s; /* longest wait for a step before reporting the pending op */
     int verbose;      /* 1: startup banner (peer matrix, links, memory) to stderr */
     int check_grads;  /* 1: also keep the gradients of the last step for a caller's comparison */
+    int serial_pairs; /* 1: the second half of an overlapped pair (DualPipeV) runs on the compute
+                         stream after its first, not beside it (`ppsched profile` times both) */
 } pp_exec_opts_t;
 
 typedef struct pp_exec_result {

@@ -26,10 +26,12 @@
 #include <string.h>
 
 /* The stream an op runs on: its role's stream (for a per-peer role, a transfer's: the one towards
- * its peer device), or the compute stream in --sync mode. */
+ * its peer device), or the compute stream in --sync mode and, with serial_pairs, for the second
+ * half of an overlapped pair. */
 static cudaStream_t op_stream(const exec_t *x, const pp_op_t *op)
 {
-    if (x->opts.sync) return x->w.stream[op->device][PP_ROLE_COMPUTE];
+    if (x->opts.sync || (x->opts.serial_pairs && op->role == PP_ROLE_OVERLAP))
+        return x->w.stream[op->device][PP_ROLE_COMPUTE];
     int q = pp_role_row(op->role)->per_peer ? x->plan->ops[op->peer].device : op->device;
     return world_stream(&x->w, op->device, op->role, q);
 }

@@ -3,13 +3,15 @@
  *
  * Peaks come from NVIDIA's data sheets (named per row). The achieved fractions and the kernel
  * floor of the Hopper rows were fitted to the stage times bench_stage measured on H100 and H200
- * (bench/NOTES.md, reference and small shape, fused attention); the A100 and B200 rows reuse them,
- * an assumption until a profile of those GPUs says otherwise. Link rows: the NVLink ones are the
+ * (bench/NOTES.md, reference and small shape, fused attention), the pair overlap to DualPipeV's
+ * one-GPU steps; the A100 and B200 rows reuse them, an assumption until a profile of those GPUs
+ * says otherwise. Link rows: the NVLink ones are the
  * H200 measurements of a 0->1 transfer (latency and bandwidth fitted to the 1 MiB and 8 MiB
  * points), the others data-sheet rates at the fractions noted.
  */
 #include "gpu.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -18,27 +20,46 @@
 #define FIT_GEMM    0.56 /* of the dense tensor peak, with the epilogues, N = 4096 tokens */
 #define FIT_ATTN    0.20 /* flash attention (mma.sync, not wgmma) */
 #define FIT_BW      0.80 /* LayerNorm, bias reductions, embedding, cross-entropy */
-#define FIT_LAUNCH  6.5  /* us: a 512-token GEMM or any small kernel inside a graph */
 #define FIT_RUNTIME 0.60 /* GiB: CUDA 13 context + cuBLAS + our modules, lazy loading */
+/* The kernel floor, us: bench_stage's small shape on the H200 ran F, I and W of a 4-block stage
+ * (28, 36 and 40 kernels, every one at the floor) in 0.186, 0.238 and 0.256 ms. The least-squares
+ * line through the three is 5.9 us a kernel plus 21 us a pass: the eager benchmark pays a start
+ * for every timed pass, which a replayed graph of a whole step does not pay per kernel. (It was
+ * 6.5, the mean over all 104 kernels with those starts folded in; the small model's one-GPU steps
+ * in a replayed graph ran 5.6-5.8 us a kernel on an H100 and an H200, bench/NOTES.md.) */
+#define FIT_LAUNCH 5.9
+/* The pair overlap, from DualPipeV's whole-model step on one H100 and one H200 (2026-11-23,
+ * bench/results/predict-2026-11-23-*) against 1F1B's, which runs the same passes one after the
+ * other: the overlap the simulator needs to turn the one into the other is 0.47-0.50 at the small
+ * shape (512 tokens x hidden 512 a micro-batch, every kernel at the floor) and 0.04-0.05 at the
+ * reference one (4096 x 1024), on both GPUs and at m = 8 and 32 (one H100 run at m = 32: 0). Small
+ * kernels leave most SMs idle, and the other stream fills them; large ones fill the GPU alone.
+ * (bench_overlap's pair alone gave 0.22 and 0.16-0.68: no step around it, and noisy at the small
+ * shape.) */
+#define FIT_OVERLAP                                                                                \
+    {512.0 * 512, 4096.0 * 1024},                                                                  \
+    {                                                                                              \
+        0.49, 0.04                                                                                 \
+    }
 
 static const pp_gpu_t gpus[] = {
     /* NVIDIA A100 Tensor Core GPU data sheet (SXM4 80GB): bf16 312 dense, fp32 19.5 TFLOP/s,
      * HBM2e 2,039 GB/s, 80 GB (the driver reports 79.2 GiB). */
     {"a100", "A100", "NVIDIA A100 80GB SXM", 312.0, 19.5, 2039.0, 79.2, FIT_GEMM, FIT_ATTN, FIT_BW,
-     FIT_LAUNCH, FIT_RUNTIME},
+     FIT_LAUNCH, FIT_RUNTIME, FIT_OVERLAP},
     /* NVIDIA H100 Tensor Core GPU data sheet (SXM5): bf16 1,979 with sparsity = 989.4 dense,
      * fp32 67 TFLOP/s, HBM3 3.35 TB/s, 80 GB (the driver reports 79.2 GiB). */
     {"h100", "H100", "NVIDIA H100 SXM 80GB", 989.4, 67.0, 3350.0, 79.2, FIT_GEMM, FIT_ATTN, FIT_BW,
-     FIT_LAUNCH, FIT_RUNTIME},
+     FIT_LAUNCH, FIT_RUNTIME, FIT_OVERLAP},
     /* NVIDIA H200 Tensor Core GPU data sheet (SXM): bf16 1,979 with sparsity = 989.4 dense,
      * fp32 67 TFLOP/s, HBM3e 4.8 TB/s, 141 GB (the driver reports 139.8 GiB). */
     {"h200", "H200", "NVIDIA H200 SXM 141GB", 989.4, 67.0, 4800.0, 139.8, FIT_GEMM, FIT_ATTN,
-     FIT_BW, FIT_LAUNCH, FIT_RUNTIME},
+     FIT_BW, FIT_LAUNCH, FIT_RUNTIME, FIT_OVERLAP},
     /* NVIDIA HGX B200 data sheet, per GPU: bf16 4.5 PFLOP/s with sparsity = 2,250 dense, HBM3e
      * 8 TB/s, 180 GB (about 178.4 GiB reported, assumed); fp32 without tensor cores is not on
      * the sheet: 80 TFLOP/s assumed. */
     {"b200", "B200", "NVIDIA B200 180GB", 2250.0, 80.0, 8000.0, 178.4, FIT_GEMM, FIT_ATTN, FIT_BW,
-     FIT_LAUNCH, FIT_RUNTIME},
+     FIT_LAUNCH, FIT_RUNTIME, FIT_OVERLAP},
 };
 
 static const pp_link_desc_t links[] = {
@@ -91,6 +112,23 @@ void gpu_names(char *buf, size_t size)
     buf[0] = '\0';
     for (int i = 0; i < N_OF(gpus) && n < size; i++)
         n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", gpus[i].name);
+}
+
+double gpu_curve_log(const double *xs, const double *ys, int n, double x)
+{
+    if (n <= 0) return 0.0;
+    if (x <= xs[0]) return ys[0];
+    for (int k = 1; k < n; k++) {
+        if (x > xs[k]) continue;
+        double u = log(x / xs[k - 1]) / log(xs[k] / xs[k - 1]);
+        return ys[k - 1] + u * (ys[k] - ys[k - 1]);
+    }
+    return ys[n - 1];
+}
+
+double gpu_overlap(const pp_gpu_t *g, double elements)
+{
+    return gpu_curve_log(g->overlap_elements, g->overlap, 2, elements);
 }
 
 const pp_link_desc_t *link_find(const char *name)

@@ -33,6 +33,11 @@ typedef struct pp_gpu {
     double
         runtime_gib; /* memory a process holds besides its stages: CUDA context, cuBLAS,
                       * loaded kernels, streams and graphs (an estimate; a profile measures it) */
+    /* The default share of the shorter half of an overlapped pair (DualPipeV) hidden when its
+     * halves run on two compute streams (cost.overlap), against tokens x hidden of a micro-batch:
+     * overlap[k] at elements[k], log-linear between, flat outside (gpu_overlap). */
+    double overlap_elements[2];
+    double overlap[2];
 } pp_gpu_t;
 
 /* The row called `name` (case-insensitive), or NULL. */
@@ -44,6 +49,13 @@ int gpu_count(void);
 const pp_gpu_t *gpu_at(int i);
 /* "a100, h100, h200, b200" into buf, for `allowed:` lists. */
 void gpu_names(char *buf, size_t size);
+
+/* y at x on the curve through the n points (xs[k], ys[k]), xs ascending and > 0: linear in log x
+ * between neighbours, the end value outside; 0 when n == 0. */
+double gpu_curve_log(const double *xs, const double *ys, int n, double x);
+
+/* g's default pair overlap for a micro-batch of `elements` = tokens x hidden (0..1). */
+double gpu_overlap(const pp_gpu_t *g, double elements);
 
 typedef struct pp_link_desc {
     const char *name;  /* as written in `cost: {link: NAME}` */

@@ -18,6 +18,7 @@
 #include "execute.h"
 #include "main_plan.h"
 #include "profile.h"
+#include "profile_run.h"
 #include "report_compare.h"
 #include "report_io.h"
 #include "run.h"
@@ -148,8 +149,11 @@ static void usage_profile(FILE *f)
            "\n"
            "Measure, on the first GPU of the pipeline, the forward, input-gradient and weight-\n"
            "gradient time of a middle, a first and a last stage of the model in FILE.yaml, their\n"
-           "memory, and (with two GPUs) peer copies; write a profile that `cost: {profile: FILE}`\n"
-           "reads. run.steps sets the number of timed graph replays.\n"
+           "memory, and (with two GPUs) peer copies; then the whole model's step on that GPU\n"
+           "(1F1B, m = 8 and 32) and DualPipeV's with its pairs on one and on two streams, at the\n"
+           "micro-batch of FILE.yaml and at a quarter and a sixteenth of its tokens; write a\n"
+           "profile that `cost: {profile: FILE}` reads. run.steps sets the number of timed graph\n"
+           "replays of the passes.\n"
            "\n"
            "options:\n"
            "  -o, --output FILE      write the profile to FILE (default: standard output)\n"
@@ -433,6 +437,7 @@ static pp_status_t cmd_profile(const char *path, const opts_t *o)
     PP_CHECK_GOTO(config_load(&cfg, path, o->sets, o->n_sets), st, done);
     PP_CHECK_GOTO(config_resolve(&cfg, execute_device_count()), st, done);
     PP_CHECK_GOTO(execute_profile(&prof, &cfg, cfg.run.steps, !o->quiet), st, done);
+    PP_CHECK_GOTO(profile_measure_runs(&prof, &cfg, execute_plan, !o->quiet), st, done);
     if (!o->quiet) profile_print_summary(&prof, stderr);
     if (o->output && !(out = fopen(o->output, "w"))) {
         fprintf(stderr, "%s: -o %s: %s\n", prog, o->output, strerror(errno));

@@ -3,15 +3,19 @@
  *
  * The file is one YAML mapping: device, gpu, date, shape {hidden, heads, seq_len, vocab,
  * micro_batch_size, layers, dtype}, runtime_bytes, stages {middle, first, last: {forward,
- * backward_input, backward_weight (ms), bytes}}, sends [{bytes, ms}...]. Reading walks the libyaml
- * document with one table of keys per mapping; every problem names path:line:col and what is
- * allowed. Writing builds a libyaml document and lets the emitter print it.
+ * backward_input, backward_weight (ms), bytes}}, sends [{bytes, ms}...], steps
+ * [{micro_batch_size, seq_len, layers, micro_batches, ms}...] and pairs [{micro_batch_size,
+ * seq_len, layers, micro_batches, serial_ms, overlapped_ms, overlap}...] (the last two since
+ * `profile 2`; a file without them loads, with a note). Reading walks the libyaml document with one
+ * table of keys per mapping; every problem names path:line:col and what is allowed. Writing builds
+ * a libyaml document and lets the emitter print it.
  */
 #include "profile.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -35,82 +39,13 @@ const char *profile_pass_name(pp_pass_t p)
     return (unsigned)p < PP_PASS_COUNT ? pass_names[p] : "?";
 }
 
-/* ---- calibration ----------------------------------------------------------------------------- */
-
-void profile_calibrate(pp_profile_t *p)
-{
-    const pp_gpu_t *gpu = gpu_find(p->gpu);
-    if (!gpu) gpu = gpu_find("h100");
-    pp_model_shape_t s = p->shape;
-    int L = s.n_layers > 0 ? s.n_layers : 1;
-    for (int pass = 0; pass < PP_PASS_COUNT; pass++) {
-        double mid = p->ms[PP_PROF_MIDDLE][pass];
-        double measured[PP_PART_COUNT] = {mid / L, p->ms[PP_PROF_FIRST][pass] - mid,
-                                          p->ms[PP_PROF_LAST][pass] - mid};
-        for (int part = 0; part < PP_PART_COUNT; part++) {
-            double model = cost_part(&s, p->dtype, gpu, (pp_pass_t)pass, (pp_part_t)part).ms;
-            double f = model > 0 ? measured[part] / model : 1.0;
-            /* The embedding and the head are differences of two measurements: noise can make a
-             * small one meaningless. Keep the model there. */
-            p->factor[pass][part] = (f > 0.2 && f < 5.0) ? f : 1.0;
-        }
-    }
-}
-
-double profile_send_ms(const pp_profile_t *p, double bytes)
-{
-    int n = p->n_sends;
-    if (n <= 0) return 0.0;
-    if (n == 1) return p->send_bytes[0] > 0 ? p->send_ms[0] * bytes / p->send_bytes[0] : 0.0;
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (int i = 0; i < n; i++) {
-        sx += p->send_bytes[i];
-        sy += p->send_ms[i];
-        sxx += p->send_bytes[i] * p->send_bytes[i];
-        sxy += p->send_bytes[i] * p->send_ms[i];
-    }
-    double den = n * sxx - sx * sx;
-    double slope = den > 0 ? (n * sxy - sx * sy) / den : 0.0;
-    double icept = (sy - slope * sx) / n;
-    if (slope < 0) slope = 0;
-    if (icept < 0) icept = 0;
-    return icept + slope * bytes;
-}
-
-/* Measured against the a-priori model on the profiled GPU's description, per stage and pass. */
-void profile_print_summary(const pp_profile_t *p, FILE *f)
-{
-    const pp_gpu_t *g = gpu_find(p->gpu);
-    fprintf(f,
-            "# profile of %s (%s), %d blocks a stage; ms measured (a-priori model on %s, error)\n",
-            p->device, p->date, p->shape.n_layers, g ? g->name : "h100");
-    if (!g) g = gpu_find("h100");
-    for (int k = 0; k < PP_PROF_STAGE_COUNT; k++) {
-        const pp_prof_stage_desc_t *d = profile_stage_desc((pp_prof_stage_t)k);
-        pp_model_shape_t s = p->shape;
-        s.is_first = d->is_first;
-        s.is_last = d->is_last;
-        fprintf(f, "#   %-7s", d->name);
-        for (int pass = 0; pass < PP_PASS_COUNT; pass++) {
-            double model = cost_stage_ms(&s, p->dtype, g, NULL, (pp_pass_t)pass);
-            fprintf(f, " %s %.3f (%.3f, %+.1f%%)", profile_pass_name((pp_pass_t)pass),
-                    p->ms[k][pass], model, 100.0 * (model - p->ms[k][pass]) / p->ms[k][pass]);
-        }
-        fprintf(f, ", %.2f GiB\n", p->stage_bytes[k] / (1024.0 * 1024 * 1024));
-    }
-    fprintf(f,
-            "#   a stage holds %.0f MiB beyond its sizing functions; %.2f GiB held with no stage; "
-            "%d sends measured\n",
-            p->stage_overhead_bytes / (1024.0 * 1024), p->runtime_bytes / (1024.0 * 1024 * 1024),
-            p->n_sends);
-}
-
 /* ---- reading --------------------------------------------------------------------------------- */
 
 typedef struct rd {
     const char *path;
     yaml_document_t *doc;
     pp_profile_t *p;
+    int seen_runs[2]; /* steps:, pairs: were read */
 } rd_t;
 
 static pp_status_t rd_err(const rd_t *r, const yaml_node_t *n, const char *fmt, ...)
@@ -253,6 +188,120 @@ static pp_status_t rd_sends(rd_t *r, const yaml_node_t *v)
     return PP_OK;
 }
 
+/* ---- steps: and pairs: one table of fields per list -------------------------------------------
+ */
+
+typedef struct row_field {
+    const char *name;
+    int whole;   /* 1: a whole number >= 1 into an int; 0: a number >= 0 into a double */
+    double most; /* the largest value allowed */
+    size_t off;  /* in the row */
+} row_field_t;
+
+#define STEP_SIZE(f, k)                                                                            \
+    {                                                                                              \
+        f, 1, 1e8, offsetof(pp_prof_step_t, size.k)                                                \
+    }
+#define PAIR_SIZE(f, k)                                                                            \
+    {                                                                                              \
+        f, 1, 1e8, offsetof(pp_prof_pair_t, size.k)                                                \
+    }
+static const row_field_t step_fields[] = {
+    STEP_SIZE("micro_batch_size", batch),
+    STEP_SIZE("seq_len", seq_len),
+    STEP_SIZE("layers", layers),
+    STEP_SIZE("micro_batches", m),
+    {"ms", 0, 1e12, offsetof(pp_prof_step_t, ms)},
+};
+static const row_field_t pair_fields[] = {
+    PAIR_SIZE("micro_batch_size", batch),
+    PAIR_SIZE("seq_len", seq_len),
+    PAIR_SIZE("layers", layers),
+    PAIR_SIZE("micro_batches", m),
+    {"serial_ms", 0, 1e12, offsetof(pp_prof_pair_t, serial_ms)},
+    {"overlapped_ms", 0, 1e12, offsetof(pp_prof_pair_t, overlapped_ms)},
+    {"overlap", 0, 1, offsetof(pp_prof_pair_t, overlap)},
+};
+
+typedef struct row_list {
+    const char *name; /* the key */
+    const row_field_t *fields;
+    int n_fields;
+    const char *allowed; /* the fields, for messages */
+    size_t row_size, rows_off,
+        count_off; /* the row struct; the array and its count in the profile */
+} row_list_t;
+
+static const row_list_t row_lists[2] = {
+    {"steps", step_fields, 5, "micro_batch_size, seq_len, layers, micro_batches, ms",
+     sizeof(pp_prof_step_t), offsetof(pp_profile_t, steps), offsetof(pp_profile_t, n_steps)},
+    {"pairs", pair_fields, 7,
+     "micro_batch_size, seq_len, layers, micro_batches, serial_ms, overlapped_ms, overlap",
+     sizeof(pp_prof_pair_t), offsetof(pp_profile_t, pairs), offsetof(pp_profile_t, n_pairs)},
+};
+
+/* One field of a row into row + f->off. */
+static pp_status_t rd_field(rd_t *r, const row_field_t *f, const yaml_node_t *v, char *row)
+{
+    double x;
+    PP_CHECK(rd_number(r, v, f->name, &x));
+    if (x > f->most || (f->whole && (x < 1 || x != floor(x))))
+        return rd_err(r, v, "%s: %g (allowed: %s)", f->name, x,
+                      f->whole       ? "a whole number >= 1"
+                      : f->most == 1 ? "0 to 1"
+                                     : "a number >= 0");
+    if (f->whole)
+        *(int *)(row + f->off) = (int)x;
+    else
+        *(double *)(row + f->off) = x;
+    return PP_OK;
+}
+
+/* Row `i` of list `l`: a mapping holding every field once. */
+static pp_status_t rd_row(rd_t *r, const row_list_t *l, const yaml_node_t *m, int i, char *row)
+{
+    unsigned seen = 0;
+    if (!m || m->type != YAML_MAPPING_NODE)
+        return rd_err(r, m, "%s[%d]: expected a mapping (allowed: %s)", l->name, i, l->allowed);
+    for (yaml_node_pair_t *pr = m->data.mapping.pairs.start; pr < m->data.mapping.pairs.top; pr++) {
+        yaml_node_t *k = yaml_document_get_node(r->doc, pr->key);
+        const char *key = scalar(k);
+        int f = 0;
+        while (f < l->n_fields && !(key && strcmp(key, l->fields[f].name) == 0))
+            f++;
+        if (f == l->n_fields)
+            return rd_err(r, k, "unknown key '%s' in %s[%d] (allowed: %s)", key ? key : "", l->name,
+                          i, l->allowed);
+        PP_CHECK(rd_field(r, &l->fields[f], yaml_document_get_node(r->doc, pr->value), row));
+        seen |= 1u << f;
+    }
+    for (int f = 0; f < l->n_fields; f++)
+        if (!(seen & (1u << f)))
+            return rd_err(r, m, "%s[%d]: %s is missing (allowed: %s)", l->name, i,
+                          l->fields[f].name, l->allowed);
+    return PP_OK;
+}
+
+static pp_status_t rd_rows(rd_t *r, int which, const yaml_node_t *v)
+{
+    const row_list_t *l = &row_lists[which];
+    char *rows = (char *)r->p + l->rows_off;
+    int *count = (int *)((char *)r->p + l->count_off);
+    if (v->type != YAML_SEQUENCE_NODE)
+        return rd_err(r, v, "%s: expected a list (allowed: a list of {%s})", l->name, l->allowed);
+    r->seen_runs[which] = 1;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+         it++) {
+        if (*count == PP_PROFILE_MAX_RUNS)
+            return rd_err(r, v, "%s: more than %d rows (allowed: at most %d)", l->name,
+                          PP_PROFILE_MAX_RUNS, PP_PROFILE_MAX_RUNS);
+        PP_CHECK(rd_row(r, l, yaml_document_get_node(r->doc, *it), *count,
+                        rows + (size_t)*count * l->row_size));
+        (*count)++;
+    }
+    return PP_OK;
+}
+
 static pp_status_t top_pair(rd_t *r, const char *key, const yaml_node_t *k, const yaml_node_t *v,
                             void *arg)
 {
@@ -267,17 +316,40 @@ static pp_status_t top_pair(rd_t *r, const char *key, const yaml_node_t *k, cons
     if (strcmp(key, "shape") == 0) return rd_mapping(r, v, key, shape_pair, NULL);
     if (strcmp(key, "stages") == 0) return rd_mapping(r, v, key, stages_pair, arg);
     if (strcmp(key, "sends") == 0) return rd_sends(r, v);
+    for (int w = 0; w < 2; w++)
+        if (strcmp(key, row_lists[w].name) == 0) return rd_rows(r, w, v);
     return rd_err(r, k,
                   "unknown key '%s' (allowed: device, gpu, date, ppsched, shape, runtime_bytes, "
-                  "stage_overhead_bytes, stages, sends)",
+                  "stage_overhead_bytes, stages, sends, steps, pairs)",
                   key);
+}
+
+/* Both of steps: and pairs:, or neither (a profile from before them: noted once a process). */
+static pp_status_t check_runs(rd_t *r, const yaml_node_t *root)
+{
+    static int noted;
+    if (r->seen_runs[0] != r->seen_runs[1])
+        return rd_err(r, root,
+                      "%s is missing (allowed: both steps and pairs, as `ppsched profile` writes "
+                      "them, or neither in a profile from before them)",
+                      row_lists[r->seen_runs[0] ? 1 : 0].name);
+    r->p->has_runs = r->seen_runs[0];
+    if (!r->p->has_runs && !noted) {
+        noted = 1;
+        fprintf(stderr,
+                "%s: note: this profile predates the measured steps and pairs (no steps:, "
+                "pairs:): step factor 1, pair overlap from the %s description; `ppsched profile` "
+                "makes a new one\n",
+                r->path, profile_gpu(r->p)->name);
+    }
+    return PP_OK;
 }
 
 pp_status_t profile_load(pp_profile_t *p, const char *path)
 {
     yaml_parser_t parser;
     yaml_document_t doc;
-    rd_t r = {path, &doc, p};
+    rd_t r = {path, &doc, p, {0, 0}};
     int seen[PP_PROF_STAGE_COUNT] = {0};
     pp_status_t st = PP_OK;
     memset(p, 0, sizeof *p);
@@ -310,6 +382,7 @@ pp_status_t profile_load(pp_profile_t *p, const char *path)
         st = rd_err(&r, root,
                     "shape is incomplete (allowed: hidden, heads, seq_len, vocab, "
                     "micro_batch_size, layers, each >= 1)");
+    if (st == PP_OK) st = check_runs(&r, root);
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
     fclose(f);
@@ -340,11 +413,38 @@ static int add_map(yaml_document_t *d, int map, const char *key, yaml_mapping_st
     return (k && m && yaml_document_append_mapping_pair(d, map, k, m)) ? m : 0;
 }
 
+/* steps: and pairs:, one flow mapping a row, fields in table order. */
+static int build_runs(yaml_document_t *d, int root, const pp_profile_t *p)
+{
+    int ok = 1;
+    for (int w = 0; ok && w < 2; w++) {
+        const row_list_t *l = &row_lists[w];
+        const char *rows = (const char *)p + l->rows_off;
+        int count = *(const int *)((const char *)p + l->count_off);
+        int k =
+            yaml_document_add_scalar(d, NULL, (yaml_char_t *)l->name, -1, YAML_PLAIN_SCALAR_STYLE);
+        int seq = yaml_document_add_sequence(d, NULL, YAML_BLOCK_SEQUENCE_STYLE);
+        ok = k && seq && yaml_document_append_mapping_pair(d, root, k, seq);
+        for (int i = 0; ok && i < count; i++) {
+            const char *row = rows + (size_t)i * l->row_size;
+            int m = yaml_document_add_mapping(d, NULL, YAML_FLOW_MAPPING_STYLE);
+            ok = m && yaml_document_append_sequence_item(d, seq, m);
+            for (int f = 0; ok && f < l->n_fields; f++) {
+                const row_field_t *fl = &l->fields[f];
+                ok = add_num(d, m, fl->name,
+                             fl->whole ? *(const int *)(row + fl->off)
+                                       : *(const double *)(row + fl->off));
+            }
+        }
+    }
+    return ok;
+}
+
 static int build_doc(yaml_document_t *d, const pp_profile_t *p)
 {
     int ok = 1, root = yaml_document_add_mapping(d, NULL, YAML_BLOCK_MAPPING_STYLE);
     ok &= root && add_pair(d, root, "device", p->device) && add_pair(d, root, "gpu", p->gpu);
-    ok &= add_pair(d, root, "date", p->date) && add_pair(d, root, "ppsched", "profile 1");
+    ok &= add_pair(d, root, "date", p->date) && add_pair(d, root, "ppsched", "profile 2");
     int sh = ok ? add_map(d, root, "shape", YAML_FLOW_MAPPING_STYLE) : 0;
     ok &=
         sh && add_num(d, sh, "hidden", p->shape.hidden) && add_num(d, sh, "heads", p->shape.heads);
@@ -370,7 +470,7 @@ static int build_doc(yaml_document_t *d, const pp_profile_t *p)
         ok &= m && yaml_document_append_sequence_item(d, seq, m);
         ok &= ok && add_num(d, m, "bytes", p->send_bytes[i]) && add_num(d, m, "ms", p->send_ms[i]);
     }
-    return ok;
+    return ok && build_runs(d, root, p);
 }
 
 pp_status_t profile_write(const pp_profile_t *p, FILE *f)
@@ -384,8 +484,9 @@ pp_status_t profile_write(const pp_profile_t *p, FILE *f)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory building the profile document");
     }
     fprintf(f,
-            "# ppsched profile: stage times (ms per micro-batch), memory (bytes) and transfers\n"
-            "# measured on %s; read it with `cost: {profile: FILE}`\n",
+            "# ppsched profile: stage times (ms per micro-batch), memory (bytes), transfers, and\n"
+            "# whole-model steps (ms) on one GPU; measured on %s; read it with\n"
+            "# `cost: {profile: FILE}`\n",
             p->device);
     if (!yaml_emitter_initialize(&em)) {
         yaml_document_delete(&doc);

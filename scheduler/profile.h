@@ -8,7 +8,16 @@
  * model on the profile's GPU description. The memory the process held beyond what the stages'
  * sizing functions account for is the runtime's share, used by the memory prediction. Transfers
  * (when two GPUs were present) give a latency + bandwidth fit. The file names its device and
- * date. Plain C (libyaml); a pp_profile_t owns no heap memory.
+ * date.
+ *
+ * Beside the passes, the whole model's step as a measured run runs it (one GPU, 1F1B, a CUDA graph
+ * a step) at m = 8 and 32, at the profiled micro-batch and at fewer tokens (`steps:`): measured /
+ * predicted from the passes is the step factor, which the cost model applies to every compute op.
+ * And DualPipeV's step on one GPU with its pairs on two compute streams against one (`pairs:`): the
+ * cost.overlap that turns one into the other in the simulator. Both depend on the size of a
+ * micro-batch, elements = tokens x hidden, and are interpolated in log elements (and log m). A
+ * profile written before these (no `steps:`) loads with factor 1 and the GPU description's
+ * overlap, and says so. Plain C (libyaml); a pp_profile_t owns no heap memory.
  */
 #ifndef PP_PROFILE_H
 #define PP_PROFILE_H
@@ -40,6 +49,29 @@ const pp_prof_stage_desc_t *profile_stage_desc(pp_prof_stage_t k);
 const char *profile_pass_name(pp_pass_t p);
 
 #define PP_PROFILE_MAX_SENDS 16
+#define PP_PROFILE_MAX_RUNS  16 /* rows of steps: and of pairs: */
+
+/* What a measured run of the whole model on the profile's GPU was: the profile's hidden, heads,
+ * vocab and dtype with these. */
+typedef struct pp_prof_size {
+    int batch;   /* micro_batch_size */
+    int seq_len; /* tokens per sequence */
+    int layers;  /* blocks of the whole model */
+    int m;       /* micro-batches a step */
+} pp_prof_size_t;
+
+/* One `steps:` row: 1F1B with every block on the one GPU. */
+typedef struct pp_prof_step {
+    pp_prof_size_t size;
+    double ms; /* median step, measured */
+} pp_prof_step_t;
+
+/* One `pairs:` row: DualPipeV on the one GPU (two chunks), pairs on one stream and on two. */
+typedef struct pp_prof_pair {
+    pp_prof_size_t size;
+    double serial_ms, overlapped_ms; /* median steps, measured */
+    double overlap; /* the cost.overlap with which the simulator's step ratio is the measured one */
+} pp_prof_pair_t;
 
 typedef struct pp_profile {
     char device[128];       /* CUDA device name */
@@ -57,20 +89,51 @@ typedef struct pp_profile {
     double runtime_bytes;
     int n_sends;
     double send_bytes[PP_PROFILE_MAX_SENDS], send_ms[PP_PROFILE_MAX_SENDS];
-    /* Derived by profile_calibrate, not stored: measured / predicted for each pass and part. */
+    int has_runs; /* 1 when the file has steps: and pairs: (0: written before them) */
+    int n_steps, n_pairs;
+    pp_prof_step_t steps[PP_PROFILE_MAX_RUNS];
+    pp_prof_pair_t pairs[PP_PROFILE_MAX_RUNS];
+    /* Derived by profile_calibrate, not stored: measured / predicted for each pass and part, and
+     * each step's measured / profile_step_predicted_ms. */
     double factor[PP_PASS_COUNT][PP_PART_COUNT];
+    double step_factor[PP_PROFILE_MAX_RUNS];
 } pp_profile_t;
 
 /* Fill factor[][] from ms[][] against the model on the profile's GPU row (h100 when none
  * matches). A part whose measured share is not clearly positive keeps factor 1. */
 void profile_calibrate(pp_profile_t *p);
 
+/* The GPU row a profile is calibrated against: its own, else h100. */
+const pp_gpu_t *profile_gpu(const pp_profile_t *p);
+
+/* Elements of one micro-batch's activation, tokens x hidden: what the step factor and the pair
+ * overlap are interpolated over. */
+static inline double profile_elements(int batch, int seq_len, int hidden)
+{
+    return (double)batch * seq_len * hidden;
+}
+
+/* The step of a size the passes predict, ms: m x (F + I + W) of one stage holding every block,
+ * the embedding and the head, at the profile's factors (the simulator's 1F1B step on one device).
+ */
+double profile_step_predicted_ms(const pp_profile_t *p, const pp_prof_size_t *z);
+
+/* The step factor at `elements` and m: each measured size's factor, linear in log m between the
+ * measured m (flat outside), then linear in log elements between the sizes (flat outside). 1 when
+ * the profile has no steps. */
+double profile_step_factor(const pp_profile_t *p, double elements, int m);
+
+/* The pair overlap at `elements`, linear in log elements between the measured sizes (flat
+ * outside), into *overlap; 0 when the profile has no pairs (*overlap untouched), else 1. */
+int profile_overlap(const pp_profile_t *p, double elements, double *overlap);
+
 /* Read `path`; problems are reported as `path:line:col: message (allowed: ...)`, PP_ERR_INPUT,
  * or PP_ERR_IO when the file cannot be opened. Calibrates before returning. */
 pp_status_t profile_load(pp_profile_t *p, const char *path);
 
 /* A `#` block: each stage's measured F, I, W against the a-priori model on the profile's GPU row
- * (h100 when none matches) with the error, each stage's memory, the runtime's share. */
+ * (h100 when none matches) with the error, each stage's memory, the runtime's share, each
+ * measured step against the passes' prediction and each pair's overlap. */
 void profile_print_summary(const pp_profile_t *p, FILE *f);
 
 /* Write `p` as YAML (libyaml's emitter) to `f`. */

@@ -48,11 +48,11 @@ typedef struct pp_report {
     double bubble_theory;    /* closed form, idle / makespan; NAN when none applies */
     double bubble_simulated; /* the simulator's figure for the same plan; NAN when not run */
     double loss; /* measured: mean loss of the last step (set by the run chain); NAN otherwise */
-    double step_ms_predicted;      /* the cost model's step before running; NAN when none */
-    char cost_desc[256];           /* where the simulator's costs came from; "" = the config's */
-    char mem_verdict[256];         /* the memory fit check; "" = none */
-    int shared_gpus; /* measured with pipeline devices sharing a GPU: the timings (and each
-                        device's peak memory, the GPU's) are not those of separate GPUs */
+    double step_ms_predicted; /* the cost model's step before running; NAN when none */
+    char cost_desc[512];      /* where the simulator's costs came from; "" = the config's */
+    char mem_verdict[256];    /* the memory fit check; "" = none */
+    int shared_gpus;          /* measured with pipeline devices sharing a GPU: the timings (and each
+                                 device's peak memory, the GPU's) are not those of separate GPUs */
     pp_device_stats_t *per_device; /* [devices] */
     pp_explain_t explain;          /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;

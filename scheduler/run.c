@@ -117,7 +117,8 @@ pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present)
     PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
     r->predicted_ms = r->sim.step_ms[0];
     const pp_gpu_t *gpu = cost_gpu_for(&r->cfg, present, prof);
-    cost_model_describe(r->cost_desc, sizeof r->cost_desc, &r->cost, &r->cfg, source, gpu, prof);
+    cost_model_describe(r->cost_desc, sizeof r->cost_desc, &r->cost, &r->cfg, &r->plan, source, gpu,
+                        prof);
     PP_CHECK(memory_predict(&r->mem, &r->cfg, &r->plan, gpu, prof));
     r->predicted = 1;
     return PP_OK;
@@ -132,6 +133,7 @@ pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o)
         .timeout_s = o->timeout_s > 0 ? o->timeout_s : cfg->run.timeout_s,
         .verbose = o->verbose,
         .check_grads = o->check_grads,
+        .serial_pairs = o->serial_pairs,
     };
     return eo;
 }

@@ -47,7 +47,7 @@ typedef struct pp_run {
     const pp_gpu_t *present; /* the GPU a measured run runs on (when the table knows it) */
     int predicted;           /* 1 once run_predict ran */
     double predicted_ms;     /* the step the cost model predicts before running */
-    char cost_desc[256];     /* where the predicted costs came from, for the report */
+    char cost_desc[512];     /* where the predicted costs came from, for the report */
     pp_mem_pred_t mem;       /* the memory predicted per device, and the fit check */
     int measured;            /* 1 when meas and exec hold a run */
     int have_report;         /* 1 once report is built */
@@ -62,6 +62,7 @@ typedef struct pp_run_opts {
     int verbose;         /* the executor's banner */
     int check_grads;     /* keep the last step's gradients in r->exec */
     const pp_gpu_t *gpu; /* the GPU present (gpu_match_device of its name), or NULL */
+    int serial_pairs;    /* overlapped pairs on one stream (pp_exec_opts_t) */
 } pp_run_opts_t;
 
 /* Load `path` (or, when yaml is not NULL, that text named `path`) with the overrides; for a

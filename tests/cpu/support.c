@@ -7,6 +7,7 @@
 #include "support.h"
 
 #include "../../scheduler/generate.h"
+#include "../../scheduler/profile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,4 +307,31 @@ int ts_make_plan(pp_plan_t *plan, pp_sched_kind_t kind, int p, int m, int v)
     schedule_free(&sched);
     config_free(&cfg);
     return st == PP_OK ? 0 : -2;
+}
+
+/* ---- a profile ------------------------------------------------------------------------------- */
+
+void ts_profile_fake(pp_profile_t *p, const double factor[PP_PASS_COUNT][PP_PART_COUNT])
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->device, sizeof p->device, "NVIDIA H200");
+    snprintf(p->gpu, sizeof p->gpu, "h200");
+    snprintf(p->date, sizeof p->date, "2026-11-23T15:50:00Z");
+    p->shape = (pp_model_shape_t){1024, 16, 1024, 8192, 4, 6, 0, 24, 0, 0};
+    p->dtype = PP_DTYPE_BF16;
+    const pp_gpu_t *g = gpu_find("h200");
+    for (int pass = 0; pass < PP_PASS_COUNT; pass++) {
+        double t[PP_PART_COUNT];
+        for (int q = 0; q < PP_PART_COUNT; q++)
+            t[q] = factor[pass][q] *
+                   cost_part(&p->shape, p->dtype, g, (pp_pass_t)pass, (pp_part_t)q).ms;
+        p->ms[PP_PROF_MIDDLE][pass] = 6 * t[0];
+        p->ms[PP_PROF_FIRST][pass] = 6 * t[0] + t[1];
+        p->ms[PP_PROF_LAST][pass] = 6 * t[0] + t[2];
+    }
+    p->runtime_bytes = 6.5e8;
+    p->stage_overhead_bytes = 4.5e7;
+    p->n_sends = 2;
+    p->send_bytes[0] = 1 << 20, p->send_ms[0] = 0.005;
+    p->send_bytes[1] = 8 << 20, p->send_ms[1] = 0.024;
 }

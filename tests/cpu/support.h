@@ -1,7 +1,8 @@
 /*
  * support.h — helpers shared by the CPU tests: a seeded random generator, stderr capture and the
  * one-line rejection check, a config's pipeline section, a schedule built from action lists, a
- * comparison of schedules, and a plan built by hand (with op times for a timeline).
+ * comparison of schedules, a plan built by hand (with op times for a timeline), and a profile
+ * whose measurements are the model's times times known factors.
  *
  * Rules: one generator state per test program; each test seeds it once in main() with its own
  * seed, so every run draws the same values. Capture does not nest, and the text ts_capture_end
@@ -12,6 +13,7 @@
 #define PP_TEST_SUPPORT_H
 
 #include "../../scheduler/plan.h"
+#include "../../scheduler/profile.h"
 #include "../../scheduler/schedule.h"
 #include "../../scheduler/timeline.h"
 
@@ -115,5 +117,11 @@ const char *ts_program_text(const pp_plan_t *pl, int d);
  * by every stage count the tests use). Returns 0, -1 when the generator refuses the values, -2
  * when the lowering does. */
 int ts_make_plan(pp_plan_t *plan, pp_sched_kind_t kind, int p, int m, int v);
+
+/* ---- a profile ------------------------------------------------------------------------------- */
+
+/* A profile of an H200 at the reference shape (6 blocks a stage, 24 in all) whose F, I, W are the
+ * model's times (h200 row) times factor[pass][part], with two sends and no steps or pairs. */
+void ts_profile_fake(pp_profile_t *p, const double factor[PP_PASS_COUNT][PP_PART_COUNT]);
 
 #endif /* PP_TEST_SUPPORT_H */

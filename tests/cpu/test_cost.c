@@ -310,32 +310,6 @@ static void test_config_errors(void)
     config_free(&cfg);
 }
 
-/* A profile whose measurements are the model's times times known factors. */
-static void fake_profile(pp_profile_t *p, const double factor[PP_PASS_COUNT][PP_PART_COUNT])
-{
-    memset(p, 0, sizeof *p);
-    snprintf(p->device, sizeof p->device, "NVIDIA H200");
-    snprintf(p->gpu, sizeof p->gpu, "h200");
-    snprintf(p->date, sizeof p->date, "2026-11-23T15:50:00Z");
-    p->shape = (pp_model_shape_t){1024, 16, 1024, 8192, 4, 6, 0, 24, 0, 0};
-    p->dtype = PP_DTYPE_BF16;
-    const pp_gpu_t *g = gpu_find("h200");
-    for (int pass = 0; pass < PP_PASS_COUNT; pass++) {
-        double t[PP_PART_COUNT];
-        for (int q = 0; q < PP_PART_COUNT; q++)
-            t[q] = factor[pass][q] *
-                   cost_part(&p->shape, p->dtype, g, (pp_pass_t)pass, (pp_part_t)q).ms;
-        p->ms[PP_PROF_MIDDLE][pass] = 6 * t[0];
-        p->ms[PP_PROF_FIRST][pass] = 6 * t[0] + t[1];
-        p->ms[PP_PROF_LAST][pass] = 6 * t[0] + t[2];
-    }
-    p->runtime_bytes = 6.5e8;
-    p->stage_overhead_bytes = 4.5e7;
-    p->n_sends = 2;
-    p->send_bytes[0] = 1 << 20, p->send_ms[0] = 0.005;
-    p->send_bytes[1] = 8 << 20, p->send_ms[1] = 0.024;
-}
-
 static void test_profile_calibration(void)
 {
     double factor[PP_PASS_COUNT][PP_PART_COUNT];
@@ -344,7 +318,7 @@ static void test_profile_calibration(void)
             factor[p][q] = ts_rand_uniform(0.5, 2.0);
     factor[PP_PASS_I][PP_PART_EMBED] = 1.0; /* the embedding has no I pass */
     pp_profile_t prof;
-    fake_profile(&prof, factor);
+    ts_profile_fake(&prof, factor);
     profile_calibrate(&prof);
     for (int p = 0; p < PP_PASS_COUNT; p++)
         for (int q = 0; q < PP_PART_COUNT; q++)
@@ -369,7 +343,7 @@ static void test_profile_round_trip(void)
 {
     double ones[PP_PASS_COUNT][PP_PART_COUNT] = {{1.1, 0.9, 1.3}, {1.2, 1, 0.8}, {0.7, 1.5, 1.1}};
     pp_profile_t a, b;
-    fake_profile(&a, ones);
+    ts_profile_fake(&a, ones);
     a.stage_bytes[PP_PROF_LAST] = 1.5e9;
     char path[] = "/tmp/ppsched_profile_XXXXXX";
     int fd = mkstemp(path);

@@ -6,12 +6,15 @@
  * stage and pass, each stage's measured memory at least what the sizing functions say it
  * allocates (cudaMalloc only rounds up), a positive runtime share, finite calibration factors,
  * the device's name and the GPU row it matches, and read back as written. With two GPUs it also
- * times four peer copies. A measured run through the chain with that profile reports a predicted
- * step and a predicted peak per device. No timing thresholds: times vary by machine.
+ * times four peer copies. The whole-model runs (1F1B steps, DualPipeV pairs) must give positive
+ * times, finite step factors and an overlap in 0..1. A measured run through the chain with that
+ * profile reports a predicted step and a predicted peak per device. No timing thresholds: times
+ * vary by machine.
  */
 #include "../check.h"
 
 #include "../../scheduler/execute.h"
+#include "../../scheduler/profile_run.h"
 #include "../../scheduler/run.h"
 #include "../../stages/stage.h"
 
@@ -67,6 +70,18 @@ static void profile_small(void)
         for (int part = 0; part < PP_PART_COUNT; part++)
             EXPECT(p.factor[pass][part] > 0 && isfinite(p.factor[pass][part]));
     if (n_gpus >= 2) EXPECT(p.n_sends == 4, "%d sends", p.n_sends);
+    /* The whole model's steps and DualPipeV's pairs: a micro-batch of 2 x 64 tokens shrinks to
+     * 1 x 64 and no further, so one size: 1F1B at m 8 and 32, one pair. */
+    REQUIRE(profile_measure_runs(&p, &cfg, execute_plan, 0) == PP_OK);
+    EXPECT(p.has_runs && p.n_steps == 2 && p.n_pairs == 1, "%d steps, %d pairs", p.n_steps,
+           p.n_pairs);
+    for (int k = 0; k < p.n_steps; k++)
+        EXPECT(p.steps[k].ms > 0 && p.step_factor[k] > 0 && isfinite(p.step_factor[k]),
+               "step %d: %g ms, factor %g", k, p.steps[k].ms, p.step_factor[k]);
+    EXPECT(p.pairs[0].serial_ms > 0 && p.pairs[0].overlapped_ms > 0 && p.pairs[0].overlap >= 0 &&
+               p.pairs[0].overlap <= 1,
+           "%g / %g ms, overlap %g", p.pairs[0].serial_ms, p.pairs[0].overlapped_ms,
+           p.pairs[0].overlap);
 
     char path[] = "/tmp/ppsched_gpu_profile_XXXXXX";
     int fd = mkstemp(path);
@@ -77,6 +92,7 @@ static void profile_small(void)
     pp_profile_t q;
     REQUIRE(profile_load(&q, path) == PP_OK);
     EXPECT(strcmp(q.device, p.device) == 0 && q.n_sends == p.n_sends);
+    EXPECT(q.has_runs && q.n_steps == p.n_steps && q.n_pairs == p.n_pairs);
     EXPECT(fabs(q.ms[PP_PROF_LAST][PP_PASS_F] - p.ms[PP_PROF_LAST][PP_PASS_F]) <=
            1e-5 * p.ms[PP_PROF_LAST][PP_PASS_F]);
 
