@@ -21,7 +21,9 @@
 #include <string.h>
 
 typedef enum kclass { K_GEMM, K_ATTN, K_MEM } kclass_t;
-typedef enum kpath { ANY = 0, FUSED, UNFUSED } kpath_t;
+/* Which stage path a row belongs to: ANY always; FUSED / UNFUSED the attention path
+ * (stage_attention_fused), COLSUM / SEPARATE the weight pass's column sums (stage_wgrad_fused). */
+typedef enum kpath { ANY = 0, FUSED, UNFUSED, COLSUM, SEPARATE } kpath_t;
 
 typedef struct kernel_row {
     const char *name;
@@ -74,15 +76,17 @@ static const kernel_row_t kernels[] = {
     {"ln1_bwd+residual",  I, BLK, K_MEM,  ANY,    1, 0, 0, 0,          4, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
 
     {"fc2_wgrad",         W, BLK, K_GEMM, ANY,    1, 8, 0, 0,          5, 0, 0, 0, 0, 0,    0, 0, 8, 0, 0},
-    {"fc2_bias",          W, BLK, K_MEM,  ANY,    1, 0, 0, 0,          1, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
+    {"fc2_bias",          W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          1, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
     {"fc_wgrad",          W, BLK, K_GEMM, ANY,    1, 8, 0, 0,          5, 0, 0, 0, 0, 0,    0, 0, 8, 0, 0},
-    {"fc_bias",           W, BLK, K_MEM,  ANY,    1, 0, 0, 0,          4, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"ln2_wgrad",         W, BLK, K_MEM,  ANY,    1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
+    {"fc_bias",           W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          4, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
+    {"ln2_wgrad",         W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
     {"proj_wgrad",        W, BLK, K_GEMM, ANY,    1, 2, 0, 0,          2, 0, 0, 0, 0, 0,    0, 0, 2, 0, 0},
-    {"proj_bias",         W, BLK, K_MEM,  ANY,    1, 0, 0, 0,          1, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
+    {"proj_bias",         W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          1, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
     {"qkv_wgrad",         W, BLK, K_GEMM, ANY,    1, 6, 0, 0,          4, 0, 0, 0, 0, 0,    0, 0, 6, 0, 0},
-    {"qkv_bias",          W, BLK, K_MEM,  ANY,    1, 0, 0, 0,          3, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"ln1_wgrad",         W, BLK, K_MEM,  ANY,    1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
+    {"qkv_bias",          W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          3, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
+    {"ln1_wgrad",         W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
+    /* the same six column sums in one colsum_bwd: a partial-sum launch and a finishing one */
+    {"colsums",           W, BLK, K_MEM,  COLSUM, 2, 0, 0, 0,         13, 0, 0, 0, 0, 0,    4, 0, 0, 0, 0},
 
     {"make_tokens",       F, EMB, K_MEM,  ANY,    1, 0, 0, 0,          0, 0, 0, 0, 0, 0,    1, 0, 0, 0, 0},
     {"encoder_fwd",       F, EMB, K_MEM,  ANY,    1, 0, 0, 0,          2, 0, 0, 0, 0, 1,    1, 0, 0, 0, 0},
@@ -121,6 +125,18 @@ static int uses_flash(const pp_model_shape_t *s, pp_dtype_t dt)
     return stage_attention_fused(&c);
 }
 
+/* Whether row r runs on the stage's paths at shape s. */
+static int row_applies(const kernel_row_t *r, const pp_model_shape_t *s, pp_dtype_t dt)
+{
+    switch (r->path) {
+    case FUSED:
+    case UNFUSED: return r->path == (uses_flash(s, dt) ? FUSED : UNFUSED);
+    case COLSUM:
+    case SEPARATE: return r->path == (stage_wgrad_fused() ? COLSUM : SEPARATE);
+    default: return 1;
+    }
+}
+
 /* Time of one kernel row, ms. */
 static double kernel_ms(const pp_gpu_t *g, pp_dtype_t dt, kclass_t cls, int launches, double flops,
                         double bytes)
@@ -154,11 +170,9 @@ static pp_work_t row_work(const kernel_row_t *r, const pp_model_shape_t *s, pp_d
 static double named_ms(const char *name, const pp_model_shape_t *s, pp_dtype_t dt,
                        const pp_gpu_t *gpu)
 {
-    const kpath_t path = uses_flash(s, dt) ? FUSED : UNFUSED;
     double t = 0;
     for (int k = 0; k < N_KERNELS; k++)
-        if (strcmp(kernels[k].name, name) == 0 &&
-            (kernels[k].path == ANY || kernels[k].path == path))
+        if (strcmp(kernels[k].name, name) == 0 && row_applies(&kernels[k], s, dt))
             t += row_work(&kernels[k], s, dt, gpu).ms;
     return t;
 }
@@ -167,10 +181,9 @@ pp_work_t cost_part(const pp_model_shape_t *s, pp_dtype_t dt, const pp_gpu_t *gp
                     pp_part_t part)
 {
     pp_work_t w = {0, 0, 0, 0};
-    const kpath_t path = uses_flash(s, dt) ? FUSED : UNFUSED;
     for (int k = 0; k < N_KERNELS; k++) {
         const kernel_row_t *r = &kernels[k];
-        if (r->pass != pass || r->part != part || (r->path != ANY && r->path != path)) continue;
+        if (r->pass != pass || r->part != part || !row_applies(r, s, dt)) continue;
         pp_work_t x = row_work(r, s, dt, gpu);
         w.flops += x.flops;
         w.bytes += x.bytes;

@@ -52,20 +52,21 @@ static void test_step_factor(void)
     for (int k = 0; k < 4; k++)
         EXPECT_NEAR(p.step_factor[k], f[k], 0, 1e-12);
     const double big = 4.0 * 1024 * 1024, small = 256.0 * 1024;
-    /* at the measured points, exactly; m 16 is the log midpoint of 8 and 32 */
+    /* the factor is the profiled micro-batch's (4 x 1024 tokens) at every size: exact at its m,
+     * m 16 the log midpoint of 8 and 32, flat outside */
     EXPECT_NEAR(profile_step_factor(&p, big, 8), 1.07, 0, 1e-12);
-    EXPECT_NEAR(profile_step_factor(&p, small, 32), 0.97, 0, 1e-12);
     EXPECT_NEAR(profile_step_factor(&p, big, 16), (1.07 + 1.10) / 2, 0, 1e-12);
-    /* flat outside the measured m and sizes */
     EXPECT_NEAR(profile_step_factor(&p, big, 1), 1.07, 0, 1e-12);
     EXPECT_NEAR(profile_step_factor(&p, big, 1024), 1.10, 0, 1e-12);
-    EXPECT_NEAR(profile_step_factor(&p, 64.0 * big, 8), 1.07, 0, 1e-12);
-    EXPECT_NEAR(profile_step_factor(&p, small / 64, 32), 0.97, 0, 1e-12);
-    /* 1 x 1024 tokens is the log midpoint of the two sizes (x4 each way): at m 8, the mean */
-    EXPECT_NEAR(profile_step_factor(&p, 1024.0 * 1024, 8), (1.07 + 0.95) / 2, 0, 1e-12);
-    /* a quarter of the way (x2 from the small one), at m 16: both means, then a quarter */
-    double lo = (0.95 + 0.97) / 2, hi = (1.07 + 1.10) / 2;
-    EXPECT_NEAR(profile_step_factor(&p, 2 * small, 16), lo + 0.25 * (hi - lo), 0, 1e-12);
+    /* the steps at other sizes are not interpolated */
+    EXPECT_NEAR(profile_step_factor(&p, small, 32), 1.10, 0, 1e-12);
+    EXPECT_NEAR(profile_step_factor(&p, small / 64, 8), 1.07, 0, 1e-12);
+    EXPECT_NEAR(profile_step_factor(&p, 64.0 * big, 16), (1.07 + 1.10) / 2, 0, 1e-12);
+    /* without a step at the profiled micro-batch: 1 */
+    pp_profile_t o = p;
+    o.steps[0].size.batch = o.steps[1].size.batch = 2;
+    profile_calibrate(&o);
+    EXPECT(profile_step_factor(&o, big, 8) == 1.0);
     /* no steps: 1 */
     pp_profile_t q;
     ts_profile_fake(&q, ones);
@@ -130,15 +131,14 @@ static void test_model_applies(void)
     char path[32];
     profile_with_runs(&p, f);
     REQUIRE(write_tmp(&p, path) == 0);
-    /* 1F1B on one device: m x (F + I + W) of the whole model, times the factor at m 16 and
-     * 2 x 1024 tokens (x2 below the big size: three quarters of the way up) */
+    /* 1F1B on one device: m x (F + I + W) of the whole model, times the profiled micro-batch's
+     * factor at m 16 (the log midpoint of its m 8 and 32), at 2 x 1024 tokens too */
     pp_run_t r;
     REQUIRE(sim_run(&r, "1f1b", path, NULL) == 0);
     pp_prof_size_t z = {2, 1024, 24, 16};
-    double lo = (0.95 + 0.97) / 2, hi = (1.07 + 1.10) / 2;
-    double want = (lo + 0.75 * (hi - lo)) * profile_step_predicted_ms(&p, &z);
+    double want = (1.07 + 1.10) / 2 * profile_step_predicted_ms(&p, &z);
     EXPECT_NEAR(r.predicted_ms, want, 0, 1e-5); /* the file keeps 6 digits */
-    EXPECT(strstr(r.cost_desc, "step factor 1.054 (its measured steps)"), "%s", r.cost_desc);
+    EXPECT(strstr(r.cost_desc, "step factor 1.085 (its measured steps)"), "%s", r.cost_desc);
     EXPECT(!strstr(r.cost_desc, "pair overlap"), "%s", r.cost_desc);
     run_free(&r);
     /* DualPipeV: the profile's overlap at 2 x 1024 tokens (0.05 + 0.75 x 0.4 down), unless set */
