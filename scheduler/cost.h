@@ -91,6 +91,15 @@ typedef struct pp_cost_calib {
     const char *overlap_from; /* "cost.overlap", "profile" or "<gpu> description" */
 } pp_cost_calib_t;
 
+/* The share of a block's F + I + W time (a priori, at shape s) above its kernels' launch floor:
+ * 0 when every kernel sits at the floor, 1 with no launch cost. */
+double cost_busy_share(const pp_model_shape_t *s, pp_dtype_t dt, const pp_gpu_t *gpu);
+
+/* A profile's step factor f (measured at its own micro-batch) at stage shape s: 1 + (f - 1) x
+ * min(1, s's busy share / the profiled shape's); f itself without a profile. */
+double cost_scaled_step_factor(double f, const pp_model_shape_t *s, pp_dtype_t dt,
+                               const pp_gpu_t *gpu, const struct pp_profile *prof);
+
 void cost_calib_for(pp_cost_calib_t *c, const pp_config_t *cfg, int m, const pp_gpu_t *gpu,
                     const struct pp_profile *prof);
 

@@ -124,6 +124,34 @@ static int sim_run(pp_run_t *r, const char *kind, const char *path, const char *
     return run_go(r, &o) == PP_OK ? 0 : -1;
 }
 
+/* The step factor's excess scales with the share of a block's time above the launch floor. */
+static void test_step_factor_scaling(void)
+{
+    pp_profile_t p;
+    ts_profile_fake(&p, ones);
+    profile_calibrate(&p);
+    pp_gpu_t g = *profile_gpu(&p);
+    pp_model_shape_t big = p.shape, tiny = p.shape;
+    big.hidden = 8192, big.heads = 64, big.batch = 16;
+    tiny.hidden = 64, tiny.heads = 1, tiny.seq_len = 64, tiny.batch = 1;
+    const double f = 1.1;
+    /* larger than the profiled shape: the whole factor, never more */
+    EXPECT_NEAR(cost_scaled_step_factor(f, &big, PP_DTYPE_BF16, &g, &p), f, 0, 1e-12);
+    EXPECT_NEAR(cost_scaled_step_factor(f, &p.shape, PP_DTYPE_BF16, &g, &p), f, 0, 1e-12);
+    /* a shape whose kernels all sit at the floor keeps (almost) nothing of it */
+    double share = cost_busy_share(&tiny, PP_DTYPE_BF16, &g);
+    EXPECT(share >= 0 && share < 0.05, "%g", share);
+    double own = cost_busy_share(&p.shape, PP_DTYPE_BF16, &g);
+    EXPECT_NEAR(cost_scaled_step_factor(f, &tiny, PP_DTYPE_BF16, &g, &p),
+                1.0 + (f - 1.0) * share / own, 0, 1e-12);
+    /* no launch cost: every kernel is above the floor, the whole factor everywhere */
+    g.launch_us = 0;
+    EXPECT_NEAR(cost_busy_share(&tiny, PP_DTYPE_BF16, &g), 1.0, 0, 1e-12);
+    EXPECT_NEAR(cost_scaled_step_factor(f, &tiny, PP_DTYPE_BF16, &g, &p), f, 0, 1e-12);
+    /* without a profile the factor is left as it is */
+    EXPECT(cost_scaled_step_factor(f, &tiny, PP_DTYPE_BF16, &g, NULL) == f);
+}
+
 static void test_model_applies(void)
 {
     const double f[4] = {1.07, 1.10, 0.95, 0.97};
@@ -136,9 +164,14 @@ static void test_model_applies(void)
     pp_run_t r;
     REQUIRE(sim_run(&r, "1f1b", path, NULL) == 0);
     pp_prof_size_t z = {2, 1024, 24, 16};
-    double want = (1.07 + 1.10) / 2 * profile_step_predicted_ms(&p, &z);
+    pp_model_shape_t sh = p.shape;
+    sh.batch = 2;
+    double k = cost_scaled_step_factor((1.07 + 1.10) / 2, &sh, PP_DTYPE_BF16, profile_gpu(&p), &p);
+    EXPECT(k > 1.0 && k < (1.07 + 1.10) / 2, "%g",
+           k); /* half the tokens: a little less above the floor */
+    double want = k * profile_step_predicted_ms(&p, &z);
     EXPECT_NEAR(r.predicted_ms, want, 0, 1e-5); /* the file keeps 6 digits */
-    EXPECT(strstr(r.cost_desc, "step factor 1.085 (its measured steps)"), "%s", r.cost_desc);
+    EXPECT(strstr(r.cost_desc, "step factor 1.085 (its measured steps, scaled"), "%s", r.cost_desc);
     EXPECT(!strstr(r.cost_desc, "pair overlap"), "%s", r.cost_desc);
     run_free(&r);
     /* DualPipeV: the profile's overlap at 2 x 1024 tokens (0.05 + 0.75 x 0.4 down), unless set */
@@ -351,6 +384,7 @@ int main(void)
     RUN(test_old_profile); /* first: the note is printed once a process */
     RUN(test_step_factor);
     RUN(test_overlap_curve);
+    RUN(test_step_factor_scaling);
     RUN(test_model_applies);
     RUN(test_round_trip);
     RUN(test_bad_rows);
