@@ -30,229 +30,9 @@
  * warp's own rows of the fixed tiles are held in registers as A operands. Shapes: d = 64 or 128,
  * T a multiple of 64, any B·H, bf16 only. The launchers allocate nothing and enqueue on `stream`.
  */
-#include "kernel_util.cuh"
+#include "flash_util.cuh"
 
 #include <limits.h>
-
-#define FA_TILE    PP_FLASH_TILE /* query rows and keys per tile */
-#define FA_WARPS   4             /* warps per CTA, 16 tile rows each */
-#define FA_THREADS (32 * FA_WARPS)
-#define FA_LOG2E   1.4426950408889634f
-#define FA_LN2     0.6931471805599453f
-
-/* 2^x through the MUFU instruction exp2f also ends in, without exp2f's rescaling for results
- * below 2^-126 (flushed to 0 here; they round to 0 in bf16 P anyway). 2^−inf = 0. */
-__device__ __forceinline__ float fa_exp2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-/* Shared-memory sizes (bytes). A [64,d] bf16 tile has leading dimension d + 8: its rows are 16
- * bytes apart modulo 128, so the 8 row addresses of an ldmatrix hit distinct banks. */
-template <int D> struct fa_smem {
-    static constexpr int LDH = D + 8;
-    static constexpr size_t tile = (size_t)FA_TILE * LDH * sizeof(bf16); /* Q, K, V or dO */
-    static constexpr size_t rows = 2 * FA_TILE * sizeof(float);          /* lse, dr of 64 rows */
-    static constexpr size_t fwd = 5 * tile;             /* Q; K, V in two buffers */
-    static constexpr size_t dkdv = 6 * tile + 2 * rows; /* K, V; Q, dO and rows in two buffers */
-    static constexpr size_t dq = 6 * tile + rows;       /* Q, dO; K, V in two buffers; rows */
-};
-
-/* ---- helpers --------------------------------------------------------------------------------- */
-
-__device__ __forceinline__ unsigned fa_smem_addr(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-/* Offset of row 0 of head h of batch b (bh = b·H + h) in a token-major [B·T, ld] matrix whose
- * head h fills columns h·D..h·D + D − 1. Row t of the head is ld elements further per t. */
-__device__ __forceinline__ size_t fa_head_offset(int bh, int H, int T, int ld, int D)
-{
-    return ((size_t)(bh / H) * T) * ld + (size_t)(bh % H) * D;
-}
-
-/* cp.async: 16 bytes (bypassing L1) or 4 bytes global → shared, completed by fa_cp_wait_all. */
-__device__ __forceinline__ void fa_cp16(void *dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(fa_smem_addr(dst)), "l"(src)
-                 : "memory");
-}
-
-__device__ __forceinline__ void fa_cp4(void *dst, const void *src)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(fa_smem_addr(dst)), "l"(src)
-                 : "memory");
-}
-
-__device__ __forceinline__ void fa_cp_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-/* Waits for this thread's copies; a __syncthreads after it makes every thread's copies visible. */
-__device__ __forceinline__ void fa_cp_wait_all()
-{
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-
-/* Copy 64 rows of D bf16 at src (row stride ld) into a shared tile (leading dimension D + 8)
- * through cp.async, 16 bytes per copy: issues the copies and returns (the caller commits and
- * waits). All threads of the CTA call this. */
-template <int D>
-__device__ __forceinline__ void fa_load_tile_async(bf16 *dst, const bf16 *src, int ld)
-{
-    constexpr int V = D / 8; /* 16-byte packs per row */
-    static_assert(FA_TILE * V % FA_THREADS == 0, "whole packs per thread");
-#pragma unroll
-    for (int i = 0; i < FA_TILE * V / FA_THREADS; i++) {
-        const int e = (int)threadIdx.x + i * FA_THREADS, r = e / V, c = (e % V) * 8;
-        fa_cp16(dst + r * fa_smem<D>::LDH + c, src + (size_t)r * ld + c);
-    }
-}
-
-/* K and V of key block kb (rows from in0 + kb·64·ld, row stride ld) into buffer kb & 1 of kv (K
- * at kv + 2b·tile, V one tile further), as one cp.async group. */
-template <int D>
-__device__ __forceinline__ void fa_issue_kv(bf16 *kv, const bf16 *k, const bf16 *v, size_t in0,
-                                            int kb, int ld)
-{
-    constexpr int TILE = FA_TILE * fa_smem<D>::LDH;
-    const int b = kb & 1;
-    const size_t off = in0 + (size_t)kb * FA_TILE * ld;
-    fa_load_tile_async<D>(kv + 2 * b * TILE, k + off, ld);
-    fa_load_tile_async<D>(kv + (2 * b + 1) * TILE, v + off, ld);
-    fa_cp_commit();
-}
-
-/* The 64 rows' lse and dr of a query block (fp32 [B,H,T] each, from row `first`) through
- * cp.async into rows_s[0..63] and rows_s[64..127]. */
-__device__ __forceinline__ void fa_load_rows_async(float *rows_s, const float *lse, const float *dr,
-                                                   size_t first)
-{
-    if (threadIdx.x < FA_TILE) {
-        fa_cp4(rows_s + threadIdx.x, lse + first + threadIdx.x);
-        fa_cp4(rows_s + FA_TILE + threadIdx.x, dr + first + threadIdx.x);
-    }
-}
-
-__device__ __forceinline__ void fa_ldsm4(unsigned r[4], const bf16 *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem_addr(p))
-                 : "memory");
-}
-
-__device__ __forceinline__ void fa_ldsm4_t(unsigned r[4], const bf16 *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem_addr(p))
-                 : "memory");
-}
-
-/* c += a·b on one 16×8×16 tile. */
-__device__ __forceinline__ void fa_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* Two floats as one register of bf16 (the first in the low half, as the operands expect). */
-__device__ __forceinline__ unsigned fa_pack(float lo, float hi)
-{
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<unsigned *>(&h);
-}
-
-/* The A operands of the warp's 16 rows (from row w16 of a shared tile) across D: a[c] covers
- * columns 16c..16c+15. */
-template <int D>
-__device__ __forceinline__ void fa_load_rows_a(unsigned a[][4], const bf16 *tile, int w16, int lane)
-{
-#pragma unroll
-    for (int c = 0; c < D / 16; c++)
-        fa_ldsm4(a[c], tile + (w16 + (lane & 15)) * fa_smem<D>::LDH + 16 * c + 8 * (lane >> 4));
-}
-
-/* acc[j] += A·Bᵀ for the 8 tiles j of 8 rows of a shared tile X (B = Xᵀ: X's rows are the
- * product's n, contiguous along its k = D): 16 rows × 64 columns. A is the warp's operands a[]
- * (fa_load_rows_a), or, where a is NULL, read from the warp's 16 rows of the shared tile
- * `a_tile` at each use (at d = 128 the registers to hold them are lacking). */
-template <int D>
-__device__ __forceinline__ void fa_mma_abt(float acc[8][4], const unsigned (*a)[4],
-                                           const bf16 *a_tile, int w16, const bf16 *X, int lane)
-{
-    constexpr int LDH = fa_smem<D>::LDH;
-#pragma unroll
-    for (int c = 0; c < D / 16; c += 2) {
-        unsigned a0[4], a1[4];
-        if (!a) {
-            fa_ldsm4(a0, a_tile + (w16 + (lane & 15)) * LDH + 16 * c + 8 * (lane >> 4));
-            fa_ldsm4(a1, a_tile + (w16 + (lane & 15)) * LDH + 16 * (c + 1) + 8 * (lane >> 4));
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            unsigned b[4];
-            fa_ldsm4(b, X + (8 * j + (lane & 7)) * LDH + 16 * c + 8 * (lane >> 3));
-            fa_mma(acc[j], a ? a[c] : a0, b[0], b[1]);
-            fa_mma(acc[j], a ? a[c + 1] : a1, b[2], b[3]);
-        }
-    }
-}
-
-/* acc[n] += P·X over the 64 rows of a shared tile X (the product's k; X as stored is B, row
- * major, so its operands come through ldmatrix.trans), with P (16 × 64) given as the
- * accumulators p[8][4] of fa_mma_abt, rounded to bf16. acc[n] covers columns 8n..8n+7 of D. */
-template <int D>
-__device__ __forceinline__ void fa_mma_px(float acc[][4], const float p[8][4], const bf16 *X,
-                                          int lane)
-{
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        unsigned pa[4];
-        pa[0] = fa_pack(p[2 * c][0], p[2 * c][1]);
-        pa[1] = fa_pack(p[2 * c][2], p[2 * c][3]);
-        pa[2] = fa_pack(p[2 * c + 1][0], p[2 * c + 1][1]);
-        pa[3] = fa_pack(p[2 * c + 1][2], p[2 * c + 1][3]);
-#pragma unroll
-        for (int n = 0; n < D / 8; n += 2) {
-            unsigned b[4];
-            fa_ldsm4_t(b, X + (16 * c + (lane & 7) + 8 * ((lane >> 3) & 1)) * fa_smem<D>::LDH +
-                              8 * n + 8 * (lane >> 4));
-            fa_mma(acc[n], pa, b[0], b[1]);
-            fa_mma(acc[n + 1], pa, b[2], b[3]);
-        }
-    }
-}
-
-/* Write the warp's accumulators acc[D/8] (16 rows × D), times row_scale (rows g, g + 8), as
- * bf16 into its 16 rows of a shared tile at `stage`, then copy them to dst (row stride ld) in
- * 16-byte stores. */
-template <int D>
-__device__ __forceinline__ void fa_store_acc(bf16 *dst, int ld, bf16 *stage, const float acc[][4],
-                                             float scale0, float scale1, int lane)
-{
-    constexpr int LDH = fa_smem<D>::LDH, V = D / 8;
-    const int g = lane >> 2, t4 = lane & 3;
-#pragma unroll
-    for (int n = 0; n < D / 8; n++) {
-        *reinterpret_cast<unsigned *>(stage + g * LDH + 8 * n + 2 * t4) =
-            fa_pack(acc[n][0] * scale0, acc[n][1] * scale0);
-        *reinterpret_cast<unsigned *>(stage + (g + 8) * LDH + 8 * n + 2 * t4) =
-            fa_pack(acc[n][2] * scale1, acc[n][3] * scale1);
-    }
-    __syncwarp();
-    for (int e = lane; e < 16 * V; e += 32) {
-        const int r = e / V, c = (e % V) * 8;
-        store128(dst + (size_t)r * ld + c, load128(stage + r * LDH + c));
-    }
-}
 
 /* ---- forward --------------------------------------------------------------------------------- */
 
@@ -595,14 +375,6 @@ static pp_status_t fa_check(const char *what, int B, int H, int T, int d, pp_dty
     return PP_OK;
 }
 
-/* Kernels above 48 KiB of dynamic shared memory must ask for it (per device, so every launch). */
-template <typename K> static pp_status_t fa_smem_allow(K kernel, size_t bytes)
-{
-    PP_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    return PP_OK;
-}
-
 /* Row strides: at least H·d and whole 16-byte packs, so every row of every head is aligned. */
 static pp_status_t fa_check_ld(const char *what, const char *name, int ld, int H, int d)
 {
@@ -668,6 +440,9 @@ pp_status_t attention_flash_fwd(void *o, int ld_o, float *lse, const void *q, co
     PP_CHECK(fa_check_ld(what, "ld_qkv", ld_qkv, H, d));
     if (!is_aligned16(o) || !is_aligned16(q) || !is_aligned16(k) || !is_aligned16(v))
         PP_FAIL(PP_ERR_INTERNAL, "%s: q, k, v and o must be 16-byte aligned", what);
+    if (d == 64 && flash_wide_enabled())
+        return flash_wide_fwd((bf16 *)o, ld_o, lse, (const bf16 *)q, (const bf16 *)k,
+                              (const bf16 *)v, ld_qkv, B * H, H, T, stream);
     if (d == 64) return fa_fwd_t<64>(o, ld_o, lse, q, k, v, ld_qkv, B * H, H, T, stream);
     return fa_fwd_t<128>(o, ld_o, lse, q, k, v, ld_qkv, B * H, H, T, stream);
 }

@@ -20,15 +20,20 @@ int stage_attention_fused(const pp_stage_cfg_t *cfg)
     return attention_flash_supported(cfg->seq_len, cfg->hidden / cfg->heads, cfg->dtype);
 }
 
-/* The environment switches of a stage: the variable, its default path, the other one. */
+/* The environment switches of a stage: the variable, its two values (the default path first, then
+ * the one before it) and what each selects. */
 typedef struct env_switch {
-    const char *var, *fused, *unfused;
+    const char *var;
+    const char *value[2], *what[2];
 } env_switch_t;
 
 static const env_switch_t ENV_SWITCHES[] = {
-    {"PPSCHED_ATTENTION", "fused (where supported, the default)", "unfused"},
-    {"PPSCHED_WGRAD", "fused (the default)", "unfused"},
-    {"PPSCHED_LAYERNORM", "fused (the default)", "unfused"},
+    {"PPSCHED_ATTENTION",
+     {"fused", "unfused"},
+     {"the default, where supported", "GEMMs + softmax"}},
+    {"PPSCHED_WGRAD", {"fused", "unfused"}, {"the default", "one reduction per GEMM"}},
+    {"PPSCHED_LAYERNORM", {"fused", "unfused"}, {"the default", "the three-pass forward"}},
+    {"PPSCHED_FLASH_TILE", {"128", "64"}, {"the default: 128 query rows a CTA", "64 rows a CTA"}},
 };
 
 pp_status_t stage_attention_env_check(void)
@@ -36,9 +41,9 @@ pp_status_t stage_attention_env_check(void)
     for (size_t i = 0; i < sizeof ENV_SWITCHES / sizeof ENV_SWITCHES[0]; i++) {
         const env_switch_t *e = &ENV_SWITCHES[i];
         const char *env = getenv(e->var);
-        if (env && strcmp(env, "fused") != 0 && strcmp(env, "unfused") != 0)
-            PP_FAIL(PP_ERR_INPUT, "stage: %s is '%s'; allowed: %s, %s", e->var, env, e->fused,
-                    e->unfused);
+        if (env && strcmp(env, e->value[0]) != 0 && strcmp(env, e->value[1]) != 0)
+            PP_FAIL(PP_ERR_INPUT, "stage: %s is '%s'; allowed: %s (%s), %s (%s)", e->var, env,
+                    e->value[0], e->what[0], e->value[1], e->what[1]);
     }
     return PP_OK;
 }

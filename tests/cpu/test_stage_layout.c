@@ -9,6 +9,7 @@
 #include "../../stages/stage_layout.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,8 +170,33 @@ static void test_every_layout(void)
     check_layout(1, 1, 0, PP_RECOMPUTE_NONE, 1); /* embedding straight into the head */
 }
 
+/* The environment switches: each takes its two values, anything else is an input error. */
+static void test_env_switches(void)
+{
+    static const char *const vars[] = {"PPSCHED_ATTENTION", "PPSCHED_WGRAD", "PPSCHED_LAYERNORM",
+                                       "PPSCHED_FLASH_TILE"};
+    static const char *const ok[][2] = {
+        {"fused", "unfused"}, {"fused", "unfused"}, {"fused", "unfused"}, {"128", "64"}};
+    static const char *const bad[] = {"flash", "", "32", "Fused"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        for (int v = 0; v < 2; v++) {
+            setenv(vars[i], ok[i][v], 1);
+            EXPECT(stage_attention_env_check() == PP_OK, "%s=%s refused", vars[i], ok[i][v]);
+        }
+        fprintf(stderr, "  (the next %zu errors are expected)\n", sizeof bad / sizeof bad[0]);
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+            setenv(vars[i], bad[b], 1);
+            EXPECT(stage_attention_env_check() == PP_ERR_INPUT, "%s='%s' accepted", vars[i],
+                   bad[b]);
+        }
+        unsetenv(vars[i]);
+    }
+    EXPECT(stage_attention_env_check() == PP_OK, "nothing set, refused");
+}
+
 int main(void)
 {
     RUN(test_every_layout);
+    RUN(test_env_switches);
     return check_summary("test_stage_layout");
 }

@@ -5,7 +5,9 @@
  *
  * Inputs q, k, v, dout ~ N(0,1), seeded and rounded to bf16 before the reference sees them; every
  * output buffer is poisoned with 0xFF bytes (NaN) first. Shapes (B,H,T,d): (1,2,64,64),
- * (2,3,192,64), (1,1,1024,64), (1,2,192,128). Tolerances, |got − want| ≤ atol + rtol·|want|:
+ * (2,2,128,64), (2,3,192,64), (1,3,1024,64), (1,2,192,128); each d = 64 case and the packed one
+ * run the 128-row kernels (the default) and the 64-row ones (PPSCHED_FLASH_TILE=64).
+ * Tolerances, |got − want| ≤ atol + rtol·|want|:
  *   o, dq, dk, dv against the reference  atol 2e-2, rtol 2e-2 (P and dS enter the products as
  *                                        bf16, outputs are bf16)
  *   lse against the reference            atol 1e-3, rtol 1e-4 (fp32 statistics)
@@ -350,6 +352,10 @@ static void test_shapes_and_sizes(void)
     fprintf(stderr, "  (the next error is expected)\n");
     EXPECT(stage_init(&st, &c) == PP_ERR_INPUT && st == NULL, "PPSCHED_ATTENTION=flash accepted");
     unsetenv("PPSCHED_ATTENTION");
+    setenv("PPSCHED_FLASH_TILE", "32", 1);
+    fprintf(stderr, "  (the next error is expected)\n");
+    EXPECT(stage_init(&st, &c) == PP_ERR_INPUT && st == NULL, "PPSCHED_FLASH_TILE=32 accepted");
+    unsetenv("PPSCHED_FLASH_TILE");
 }
 
 /* ---- fused kernels against the reference ----------------------------------------------------- */
@@ -392,9 +398,20 @@ static pp_status_t flash_run(flash_io_t *io)
     return PP_OK;
 }
 
-static void flash_case(int B, int H, int T, int d, uint64_t seed)
+/* PPSCHED_FLASH_TILE for the launches that follow: NULL unsets it (the default path). */
+static void set_tile(const char *tile)
 {
-    snprintf(g_ctx, sizeof g_ctx, "B=%d H=%d T=%d d=%d", B, H, T, d);
+    if (tile)
+        setenv("PPSCHED_FLASH_TILE", tile, 1);
+    else
+        unsetenv("PPSCHED_FLASH_TILE");
+}
+
+static void flash_case(int B, int H, int T, int d, uint64_t seed, const char *tile)
+{
+    snprintf(g_ctx, sizeof g_ctx, "B=%d H=%d T=%d d=%d tile %s", B, H, T, d,
+             tile ? tile : "default");
+    set_tile(tile);
     flash_io_t io;
     flash_io_make(&io, B, H, T, d, seed);
     const size_t n = io.n, rows = io.rows, BH = (size_t)B * H;
@@ -423,6 +440,7 @@ static void flash_case(int B, int H, int T, int d, uint64_t seed)
     for (int i = 0; i < 5; i++)
         EXPECT(memcmp(first[i], raw_get(outs[i], bytes[i]), bytes[i]) == 0,
                "%s [%s]: the second run differs bitwise", names[i], g_ctx);
+    set_tile(NULL);
     arena_free();
 }
 
@@ -433,18 +451,29 @@ static void flash_case(int B, int H, int T, int d, uint64_t seed)
         body;                                                                                      \
     }
 
-GPU_CASE(test_flash_b1_h2_t64_d64, flash_case(1, 2, 64, 64, 101))
-GPU_CASE(test_flash_b2_h3_t192_d64, flash_case(2, 3, 192, 64, 102))
+/* d = 64 on both tile paths: T = 64 (one 64-row block, warps 2, 3 of the 128-row CTA idle),
+ * T = 128 (one whole 128-row block), T = 192 (a whole block and a half one), T = 1024. */
+GPU_CASE(test_flash_b1_h2_t64_d64, flash_case(1, 2, 64, 64, 101, NULL);
+         flash_case(1, 2, 64, 64, 101, "64"))
+GPU_CASE(test_flash_b2_h2_t128_d64, flash_case(2, 2, 128, 64, 107, NULL);
+         flash_case(2, 2, 128, 64, 107, "64"))
+GPU_CASE(test_flash_b2_h3_t192_d64, flash_case(2, 3, 192, 64, 102, NULL);
+         flash_case(2, 3, 192, 64, 102, "64"))
 /* quick: T = 192 already wraps the double-buffered tiles; the 16-tile rows are left out */
-GPU_CASE(test_flash_b1_h1_t1024_d64, SKIP_IF_QUICK("T = 1024"); flash_case(1, 1, 1024, 64, 103))
-GPU_CASE(test_flash_b1_h2_t192_d128, flash_case(1, 2, 192, 128, 104))
+GPU_CASE(test_flash_b1_h3_t1024_d64, SKIP_IF_QUICK("T = 1024");
+         flash_case(1, 3, 1024, 64, 103, NULL); flash_case(1, 3, 1024, 64, 103, "64"))
+/* d = 128 has one path; the switch must not change it */
+GPU_CASE(test_flash_b1_h2_t192_d128, flash_case(1, 2, 192, 128, 104, NULL);
+         flash_case(1, 2, 192, 128, 104, "64"))
 
 /* The stage's layout: q, k, v side by side in one [B·T, 3C] matrix (the QKV matmul output), o and
  * dout [B·T, C], dq, dk, dv side by side in [B·T, 3C] (C = H·d). The same arithmetic on the same
  * values as the head layout, so the results match flash_case's bit for bit. */
-static void packed_case(int B, int H, int T, int d, uint64_t seed)
+static void packed_case(int B, int H, int T, int d, uint64_t seed, const char *tile)
 {
-    snprintf(g_ctx, sizeof g_ctx, "packed B=%d H=%d T=%d d=%d", B, H, T, d);
+    snprintf(g_ctx, sizeof g_ctx, "packed B=%d H=%d T=%d d=%d tile %s", B, H, T, d,
+             tile ? tile : "default");
+    set_tile(tile);
     flash_io_t io;
     flash_io_make(&io, B, H, T, d, seed);
     const size_t n = io.n, C = (size_t)H * d, N = (size_t)B * T;
@@ -500,11 +529,13 @@ static void packed_case(int B, int H, int T, int d, uint64_t seed)
     for (int i = 0; i < 4; i++)
         EXPECT(bad[i] == 0, "%s [%s]: %zu of %zu elements differ from the head layout's", names[i],
                g_ctx, bad[i], n);
+    set_tile(NULL);
     arena_free();
 }
 
-GPU_CASE(test_flash_packed_b2_h3_t192_d64, packed_case(2, 3, 192, 64, 105))
-GPU_CASE(test_flash_packed_b1_h2_t128_d128, packed_case(1, 2, 128, 128, 106))
+GPU_CASE(test_flash_packed_b2_h3_t192_d64, packed_case(2, 3, 192, 64, 105, NULL);
+         packed_case(2, 3, 192, 64, 105, "64"))
+GPU_CASE(test_flash_packed_b1_h2_t128_d128, packed_case(1, 2, 128, 128, 106, NULL))
 
 /* ---- fused against unfused ------------------------------------------------------------------- */
 
@@ -747,8 +778,9 @@ int main(void)
     RUN(test_reference);
     RUN(test_shapes_and_sizes);
     RUN(test_flash_b1_h2_t64_d64);
+    RUN(test_flash_b2_h2_t128_d64);
     RUN(test_flash_b2_h3_t192_d64);
-    RUN(test_flash_b1_h1_t1024_d64);
+    RUN(test_flash_b1_h3_t1024_d64);
     RUN(test_flash_b1_h2_t192_d128);
     RUN(test_flash_packed_b2_h3_t192_d64);
     RUN(test_flash_packed_b1_h2_t128_d128);

@@ -1,0 +1,232 @@
+/*
+ * flash_wide.cu — the fused causal attention at d = 64 with 32 query rows a warp: the forward
+ * (and, where built, dQ) of flash_attention.cu with two m16 tiles a warp, so every K and V
+ * fragment a warp loads from shared memory feeds twice the mma.sync of the 64-row kernels (half
+ * the shared-memory traffic per FLOP, which bounds those kernels). Same products, same fragment
+ * layouts (flash_attention.cu's header), same online softmax and outputs (O, lse).
+ *
+ * Tiles: 128 query rows a CTA of 4 warps, warp w the rows 32w..32w + 31 (tile m = 0, 1: rows
+ * 32w + 16m..); keys in steps of 64 through two cp.async buffers (one __syncthreads a step). A
+ * 128-row block q0.. meets two diagonal key blocks: warps 0, 1 (rows q0..q0 + 63) end at key block
+ * 2qb, warps 2, 3 at 2qb + 1; key j > row t is masked. T is a multiple of 64, so where T mod 128
+ * is 64 the last block holds 64 rows and its warps 2, 3 only join the barriers. Grid: BH · ⌈T/128⌉
+ * CTAs, the last query blocks (the most work) first. PPSCHED_FLASH_TILE=64 selects the 64-row
+ * kernels instead (flash_wide_enabled). Launchers allocate nothing and enqueue on `stream`.
+ */
+#include "flash_util.cuh"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FW_D    64                     /* the head size these kernels take */
+#define FW_ROWS (2 * FA_TILE)          /* query rows a CTA: 32 a warp */
+#define FW_TILE (FA_TILE * (FW_D + 8)) /* elements of a 64-row shared tile */
+
+/* s[m][j] += Q·Kᵀ for the warp's tiles m (A operands qa[m]) and the 8 key tiles j of a shared
+ * [64, 64] tile X (keys as rows): each ldmatrix.x4 of X feeds four mma. */
+__device__ __forceinline__ void fw_mma_abt(float s[2][8][4], const unsigned qa[2][FW_D / 16][4],
+                                           const bf16 *X, int lane)
+{
+    constexpr int LDH = FW_D + 8;
+#pragma unroll
+    for (int c = 0; c < FW_D / 16; c += 2)
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            unsigned b[4];
+            fa_ldsm4(b, X + (8 * j + (lane & 7)) * LDH + 16 * c + 8 * (lane >> 3));
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                fa_mma(s[m][j], qa[m][c], b[0], b[1]);
+                fa_mma(s[m][j], qa[m][c + 1], b[2], b[3]);
+            }
+        }
+}
+
+/* acc[m][n] += P_m·X over the 64 rows of a shared tile X (B row major: ldmatrix.trans), P_m the
+ * accumulators p[m] (16 × 64) rounded to bf16; each ldmatrix.x4 of X feeds four mma. */
+__device__ __forceinline__ void fw_mma_px(float acc[2][FW_D / 8][4], const float p[2][8][4],
+                                          const bf16 *X, int lane)
+{
+    constexpr int LDH = FW_D + 8;
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        unsigned pa[2][4];
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            pa[m][0] = fa_pack(p[m][2 * c][0], p[m][2 * c][1]);
+            pa[m][1] = fa_pack(p[m][2 * c][2], p[m][2 * c][3]);
+            pa[m][2] = fa_pack(p[m][2 * c + 1][0], p[m][2 * c + 1][1]);
+            pa[m][3] = fa_pack(p[m][2 * c + 1][2], p[m][2 * c + 1][3]);
+        }
+#pragma unroll
+        for (int n = 0; n < FW_D / 8; n += 2) {
+            unsigned b[4];
+            fa_ldsm4_t(b, X + (16 * c + (lane & 7) + 8 * ((lane >> 3) & 1)) * LDH + 8 * n +
+                              8 * (lane >> 4));
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                fa_mma(acc[m][n], pa[m], b[0], b[1]);
+                fa_mma(acc[m][n + 1], pa[m], b[2], b[3]);
+            }
+        }
+    }
+}
+
+/* The rows q0..q0 + 127 of a head (row stride ld) into a 128-row shared tile, the second 64 only
+ * where they exist (q0 + 64 < T). Issues the copies (the caller commits). */
+__device__ __forceinline__ void fw_load_rows128(bf16 *dst, const bf16 *src, int ld, int q0, int T)
+{
+    fa_load_tile_async<FW_D>(dst, src, ld);
+    if (q0 + FA_TILE < T) fa_load_tile_async<FW_D>(dst + FW_TILE, src + (size_t)FA_TILE * ld, ld);
+}
+
+/* ---- forward --------------------------------------------------------------------------------- */
+
+/* The online softmax of one step over the warp's two tiles, in place (s: scores in, P out), in
+ * base 2. koff = the first key's position minus the warp's first row's; `diag`: some key may
+ * exceed some row. Rescales acc by the change of the running max. */
+__device__ __forceinline__ void fw_softmax(float s[2][8][4], float acc[2][FW_D / 8][4],
+                                           float m_run[2][2], float l_run[2][2], float scale_log2,
+                                           bool diag, int koff, int lane)
+{
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int m = 0; m < 2; m++) {
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = koff + 8 * j + 2 * t4 + (e & 1), row = 16 * m + g + 8 * (e >> 1);
+                const float x = (diag && key > row) ? -INFINITY : s[m][j][e] * scale_log2;
+                s[m][j][e] = x;
+                mx[e >> 1] = fmaxf(mx[e >> 1], x);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            /* a row's first step holds key 0, never masked; no later step it computes is wholly
+             * masked: m_new is finite */
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+            const float m_new = fmaxf(m_run[m][h], mx[h]);
+            alpha[h] = fa_exp2(m_run[m][h] - m_new); /* 0 on the first step */
+            m_run[m][h] = m_new;
+            l_run[m][h] *= alpha[h];
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float p = fa_exp2(s[m][j][e] - m_run[m][e >> 1]); /* masked: 0 */
+                s[m][j][e] = p;
+                l_run[m][e >> 1] += p;
+            }
+#pragma unroll
+        for (int n = 0; n < FW_D / 8; n++) {
+            acc[m][n][0] *= alpha[0], acc[m][n][1] *= alpha[0];
+            acc[m][n][2] *= alpha[1], acc[m][n][3] *= alpha[1];
+        }
+    }
+}
+
+__global__ void __launch_bounds__(FA_THREADS)
+    flash_wide_fwd_kernel(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k,
+                          const bf16 *v, int ld_qkv, int BH, int H, int T, float scale_log2)
+{
+    extern __shared__ __align__(128) unsigned char fa_smem_raw[];
+    bf16 *Qs = (bf16 *)fa_smem_raw; /* 128 rows */
+    bf16 *KVb = Qs + 2 * FW_TILE;   /* buffer i: K at KVb + 2i·FW_TILE, V at + FW_TILE */
+
+    const int nq = (T + FW_ROWS - 1) / FW_ROWS;
+    const int qb = nq - 1 - (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w32 = 32 * warp;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int q0 = qb * FW_ROWS;
+    const size_t in0 = fa_head_offset(bh, H, T, ld_qkv, FW_D);
+    /* The CTA's last key block, and the warp's (−1: its rows are past T). */
+    const int kb_last = min(2 * qb + 1, T / FA_TILE - 1);
+    const int kb_warp = q0 + w32 < T ? 2 * qb + (warp >> 1) : -1;
+
+    fw_load_rows128(Qs, q + in0 + (size_t)q0 * ld_qkv, ld_qkv, q0, T);
+    fa_issue_kv<FW_D>(KVb, k, v, in0, 0, ld_qkv);
+
+    unsigned qa[2][FW_D / 16][4]; /* the warp's 32 query rows, loaded at the first step */
+    float acc[2][FW_D / 8][4];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < FW_D / 8; n++)
+            acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+    float m_run[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}}; /* rows g, g + 8 */
+    float l_run[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}; /* this lane's share of their sums */
+
+    for (int kb = 0; kb <= kb_last; kb++) {
+        /* Block kb has landed and every warp is done with block kb − 1, whose buffer the next
+         * copy overwrites. */
+        fa_cp_wait_all();
+        __syncthreads();
+        if (kb < kb_last) fa_issue_kv<FW_D>(KVb, k, v, in0, kb + 1, ld_qkv);
+        if (kb > kb_warp) continue; /* keys past the warp's rows (or no rows): barriers only */
+        if (kb == 0) {
+            fa_load_rows_a<FW_D>(qa[0], Qs, w32, lane);
+            fa_load_rows_a<FW_D>(qa[1], Qs, w32 + 16, lane);
+        }
+        const bf16 *Ks = KVb + 2 * (kb & 1) * FW_TILE, *Vs = Ks + FW_TILE;
+
+        float s[2][8][4];
+#pragma unroll
+        for (int m = 0; m < 2; m++)
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                s[m][j][0] = s[m][j][1] = s[m][j][2] = s[m][j][3] = 0.0f;
+        fw_mma_abt(s, qa, Ks, lane); /* S = Q·Kᵀ */
+        const int koff = FA_TILE * kb - q0 - w32;
+        fw_softmax(s, acc, m_run, l_run, scale_log2, koff + FA_TILE - 1 > 0, koff, lane);
+        fw_mma_px(acc, s, Vs, lane); /* O += P·V */
+    }
+    if (kb_warp < 0) return; /* no barrier follows */
+
+    /* O /= l and lse = (m + log2 l)·ln 2 per row; O staged in the warp's own rows of Qs, which
+     * only this warp read (the ldmatrix of the first step): the __syncwarp orders them. */
+    float inv[2][2];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float l = l_run[m][h];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            inv[m][h] = 1.0f / l;
+            if (t4 == 0)
+                lse[(size_t)bh * T + q0 + w32 + 16 * m + g + 8 * h] =
+                    (m_run[m][h] + log2f(l)) * FA_LN2;
+        }
+    __syncwarp();
+    bf16 *out = o + fa_head_offset(bh, H, T, ld_o, FW_D) + (size_t)(q0 + w32) * ld_o;
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+        fa_store_acc<FW_D>(out + (size_t)16 * m * ld_o, ld_o, Qs + (w32 + 16 * m) * (FW_D + 8),
+                           acc[m], inv[m][0], inv[m][1], lane);
+}
+
+/* ---- launchers ------------------------------------------------------------------------------- */
+
+int flash_wide_enabled(void)
+{
+    const char *env = getenv("PPSCHED_FLASH_TILE");
+    return !(env && strcmp(env, "64") == 0);
+}
+
+pp_status_t flash_wide_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k,
+                           const bf16 *v, int ld_qkv, int BH, int H, int T, cudaStream_t stream)
+{
+    const size_t smem = fa_smem<FW_D>::fwd_wide;
+    const float scale_log2 = FA_LOG2E / sqrtf((float)FW_D);
+    const unsigned grid = (unsigned)(BH * ((T + FW_ROWS - 1) / FW_ROWS));
+    PP_CHECK(fa_smem_allow(flash_wide_fwd_kernel, smem));
+    flash_wide_fwd_kernel<<<grid, FA_THREADS, smem, stream>>>(o, ld_o, lse, q, k, v, ld_qkv, BH, H,
+                                                              T, scale_log2);
+    PP_CUDA_LAUNCH_CHECK();
+    return PP_OK;
+}
