@@ -250,5 +250,9 @@ int flash_wide_enabled(void);
  * done by the caller (BH = B·H). */
 pp_status_t flash_wide_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k,
                            const bf16 *v, int ld_qkv, int BH, int H, int T, cudaStream_t stream);
+/* dQ at d = 64 with 128-row query blocks: attention_flash_bwd's dq from dr (flash_bwd_dot). */
+pp_status_t flash_wide_bwd_dq(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
+                              int ld_qkv, const bf16 *dout, int ld_o, const float *lse,
+                              const float *dr, int BH, int H, int T, cudaStream_t stream);
 
 #endif /* PP_FLASH_UTIL_CUH */

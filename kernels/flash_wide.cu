@@ -1,9 +1,10 @@
 /*
- * flash_wide.cu — the fused causal attention at d = 64 with 32 query rows a warp: the forward
- * (and, where built, dQ) of flash_attention.cu with two m16 tiles a warp, so every K and V
- * fragment a warp loads from shared memory feeds twice the mma.sync of the 64-row kernels (half
- * the shared-memory traffic per FLOP, which bounds those kernels). Same products, same fragment
- * layouts (flash_attention.cu's header), same online softmax and outputs (O, lse).
+ * flash_wide.cu — the fused causal attention at d = 64 with 32 query rows a warp: the forward and
+ * the dQ kernel of flash_attention.cu with two m16 tiles a warp, so every K and V fragment a warp
+ * loads from shared memory feeds twice the mma.sync of the 64-row kernels (less shared-memory
+ * traffic per FLOP, which bounds those kernels). Same products in the same order per element, same
+ * fragment layouts (flash_attention.cu's header), same online softmax and outputs (O, lse, dQ);
+ * dK/dV and the row dot stay in flash_attention.cu.
  *
  * Tiles: 128 query rows a CTA of 4 warps, warp w the rows 32w..32w + 31 (tile m = 0, 1: rows
  * 32w + 16m..); keys in steps of 64 through two cp.async buffers (one __syncthreads a step). A
@@ -210,6 +211,247 @@ __global__ void __launch_bounds__(FA_THREADS)
                            acc[m], inv[m][0], inv[m][1], lane);
 }
 
+/* ---- dQ -------------------------------------------------------------------------------------- */
+
+/* dQ's products address shared memory by 32-bit byte addresses: a lane's offset within a tile,
+ * one of three ldmatrix patterns, plus compile-time row and column offsets, so the addresses of
+ * the unrolled loops cost no registers (the kernel has none to spare). */
+#define FW_ROW_BYTES ((FW_D + 8) * 2) /* a shared tile's row */
+#define FW_SUB       32               /* keys a dQ sub-step */
+
+__device__ __forceinline__ void fw_ldsm4(unsigned r[4], unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+__device__ __forceinline__ void fw_ldsm4_t(unsigned r[4], unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+/* The lane's byte offsets of the three patterns (fa_load_rows_a's A operands, fa_mma_abt's B
+ * operands, fa_mma_px's transposed B operands), at row 0, column 0 of a tile. */
+__device__ __forceinline__ unsigned fw_off_a(int lane)
+{
+    return (unsigned)((lane & 15) * FW_ROW_BYTES + 16 * (lane >> 4));
+}
+__device__ __forceinline__ unsigned fw_off_b(int lane)
+{
+    return (unsigned)((lane & 7) * FW_ROW_BYTES + 16 * (lane >> 3));
+}
+__device__ __forceinline__ unsigned fw_off_t(int lane)
+{
+    return (unsigned)(((lane & 7) + 8 * ((lane >> 3) & 1)) * FW_ROW_BYTES + 16 * (lane >> 4));
+}
+
+/* K and V of key block kb into buffer kb & 1 (fa_issue_kv's copies by 32-bit shared addresses):
+ * src0 = this thread's first element of key block 0's K (v the same offset from V's), dst0 its
+ * byte address in buffer 0's K; a thread copies 16 bytes of every 16th row, 4 rows a tile. */
+__device__ __forceinline__ void fw_issue_kv(unsigned dst0, const bf16 *k0, const bf16 *v0, int kb,
+                                            int ld)
+{
+    static_assert(FA_TILE * FW_D / 8 == 4 * FA_THREADS, "4 copies a thread a tile");
+    const size_t step = (size_t)16 * ld;
+    const size_t off = (size_t)kb * FA_TILE * ld;
+    const unsigned dst = dst0 + (kb & 1) * 4 * FW_TILE; /* bytes: two tiles a buffer */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const unsigned d = dst + 16 * i * FW_ROW_BYTES;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d),
+                     "l"(k0 + off + i * step)
+                     : "memory");
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + 2 * FW_TILE),
+                     "l"(v0 + off + i * step)
+                     : "memory");
+    }
+    fa_cp_commit();
+}
+
+/* s[m][j] += A_m·Xᵀ for the NJ key tiles j (8 rows each) of X at x (plus fw_off_b), A_m the 16
+ * rows at a + 16m rows (a: the warp's first row plus fw_off_a), both read at each use; each
+ * ldmatrix.x4 of X feeds four mma (fw_mma_abt's order). */
+template <int NJ>
+__device__ __forceinline__ void fw_mma_abt_s(float (&s)[2][NJ][4], unsigned a, unsigned x)
+{
+#pragma unroll
+    for (int c = 0; c < FW_D / 16; c += 2) {
+        unsigned am[2][2][4];
+#pragma unroll
+        for (int m = 0; m < 2; m++)
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                fw_ldsm4(am[m][i], a + 16 * m * FW_ROW_BYTES + 32 * (c + i));
+#pragma unroll
+        for (int j = 0; j < NJ; j++) {
+            unsigned b[4];
+            fw_ldsm4(b, x + 8 * j * FW_ROW_BYTES + 32 * c);
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                fa_mma(s[m][j], am[m][0], b[0], b[1]);
+                fa_mma(s[m][j], am[m][1], b[2], b[3]);
+            }
+        }
+    }
+}
+
+/* acc[m][n] += A_m·X over 16·NC rows of X at x (plus fw_off_t; B row major: ldmatrix.trans), the
+ * A operands packed: a[m][c] covers rows 16c..16c + 15 of X (fa_mma_px's order). */
+template <int NC>
+__device__ __forceinline__ void fw_mma_ax(float (&acc)[2][FW_D / 8][4],
+                                          const unsigned (&a)[2][NC][4], unsigned x)
+{
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+#pragma unroll
+        for (int n = 0; n < FW_D / 8; n += 2) {
+            unsigned b[4];
+            fw_ldsm4_t(b, x + 16 * c * FW_ROW_BYTES + 16 * n);
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                fa_mma(acc[m][n], a[m][c], b[0], b[1]);
+                fa_mma(acc[m][n + 1], a[m][c], b[2], b[3]);
+            }
+        }
+}
+
+/* dQ of one 128-row query block (flash_bwd_dq_kernel's products with two tiles a warp). Each
+ * 64-key block goes in two sub-steps of 32 keys: S for the warp's 32 queries, P from it, dP =
+ * dO·Vᵀ, dS = scale·P∘(dP − Dr) packed to bf16, then dQ += dS·K, each K and V fragment feeding both
+ * tiles. The sub-step loop stays rolled: S, dP and dQ of 32 rows × 64 keys at once exceed the
+ * registers, and unrolled the compiler overlaps the sub-steps into the same excess. Q and dO are
+ * read from shared memory at each use, with the rows' lse, dr; K and V stream through two
+ * buffers. Same grid order and causal steps as flash_wide_fwd_kernel; each dQ element sums its
+ * keys in the 64-row kernel's order. */
+__global__ void __launch_bounds__(FA_THREADS)
+    flash_wide_bwd_dq_kernel(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
+                             int ld_qkv, const bf16 *dout, int ld_o, const float *lse,
+                             const float *dr, int BH, int H, int T, float scale, float scale_log2)
+{
+    extern __shared__ __align__(128) unsigned char fa_smem_raw[];
+    bf16 *Qs = (bf16 *)fa_smem_raw, *dOs = Qs + 2 * FW_TILE; /* 128 rows each */
+    bf16 *Kb = dOs + 2 * FW_TILE; /* buffer i: K at Kb + 2i·FW_TILE, V at + FW_TILE */
+    float *rows_s = (float *)(fa_smem_raw + 8 * fa_smem<FW_D>::tile); /* lse [0, 128), dr after */
+
+    const int nq = (T + FW_ROWS - 1) / FW_ROWS;
+    const int qb = nq - 1 - (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w32 = 32 * warp;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int q0 = qb * FW_ROWS;
+    const size_t in0 = fa_head_offset(bh, H, T, ld_qkv, FW_D);
+    const int kb_last = min(2 * qb + 1, T / FA_TILE - 1);
+    const int kb_warp = q0 + w32 < T ? 2 * qb + (warp >> 1) : -1;
+
+    fw_load_rows128(Qs, q + in0 + (size_t)q0 * ld_qkv, ld_qkv, q0, T);
+    fw_load_rows128(dOs, dout + fa_head_offset(bh, H, T, ld_o, FW_D) + (size_t)q0 * ld_o, ld_o, q0,
+                    T);
+    static_assert(FW_ROWS == FA_THREADS, "one row's lse and dr a thread");
+    if (q0 + (int)threadIdx.x < T) {
+        const size_t row = (size_t)bh * T + q0 + threadIdx.x;
+        fa_cp4(rows_s + threadIdx.x, lse + row);
+        fa_cp4(rows_s + FW_ROWS + threadIdx.x, dr + row);
+    }
+    /* this thread's share of each K, V copy: row tid / 8 (+ 16i), 16 bytes at column (tid % 8)·8 */
+    const size_t kv_src = in0 + (size_t)(threadIdx.x / 8) * ld_qkv + (threadIdx.x % 8) * 8;
+    const unsigned kv_dst =
+        fa_smem_addr(Kb) + (threadIdx.x / 8) * FW_ROW_BYTES + (threadIdx.x % 8) * 16;
+    fw_issue_kv(kv_dst, k + kv_src, v + kv_src, 0, ld_qkv);
+
+    float acc[2][FW_D / 8][4];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < FW_D / 8; n++)
+            acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+    float lse2[2][2], d_r[2][2]; /* rows g, g + 8 of each tile */
+    const unsigned q_at = fa_smem_addr(Qs) + w32 * FW_ROW_BYTES + fw_off_a(lane);
+    const unsigned do_at = fa_smem_addr(dOs) + w32 * FW_ROW_BYTES + fw_off_a(lane);
+    const unsigned kv_at = fa_smem_addr(Kb), off_b = fw_off_b(lane), off_t = fw_off_t(lane);
+
+    for (int kb = 0; kb <= kb_last; kb++) {
+        /* Block kb has landed and every warp is done with block kb − 1, whose buffer the next
+         * copy overwrites. */
+        fa_cp_wait_all();
+        __syncthreads();
+        if (kb < kb_last) fw_issue_kv(kv_dst, k + kv_src, v + kv_src, kb + 1, ld_qkv);
+        if (kb > kb_warp) continue; /* keys past the warp's rows (or no rows): barriers only */
+        if (kb == 0)
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int r = w32 + 16 * m + g + 8 * h;
+                    lse2[m][h] = rows_s[r] * FA_LOG2E;
+                    d_r[m][h] = rows_s[FW_ROWS + r];
+                }
+        const unsigned ks = kv_at + (kb & 1) * 4 * FW_TILE, vs = ks + 2 * FW_TILE; /* bytes */
+
+        const int koff = FA_TILE * kb - q0 - w32;
+        const bool diag = koff + FA_TILE - 1 > 0;
+#pragma unroll 1
+        for (int hf = 0; hf < FA_TILE / FW_SUB; hf++) {
+            constexpr int NJ = FW_SUB / 8; /* key tiles of 8 a sub-step */
+            const unsigned kx = ks + hf * FW_SUB * FW_ROW_BYTES,
+                           vx = vs + hf * FW_SUB * FW_ROW_BYTES;
+
+            /* P = exp(scale·S − lse) in place of S; key > query masked on the diagonal blocks. */
+            float sp[2][NJ][4];
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+                    sp[m][j][0] = sp[m][j][1] = sp[m][j][2] = sp[m][j][3] = 0.0f;
+            fw_mma_abt_s<NJ>(sp, q_at, kx + off_b); /* S = Q·Kᵀ */
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int key = koff + FW_SUB * hf + 8 * j + 2 * t4 + (e & 1), h = e >> 1;
+                        const float ex = fa_exp2(sp[m][j][e] * scale_log2 - lse2[m][h]);
+                        sp[m][j][e] = (diag && key > 16 * m + g + 8 * h) ? 0.0f : ex;
+                    }
+
+            float dp[2][NJ][4];
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+                    dp[m][j][0] = dp[m][j][1] = dp[m][j][2] = dp[m][j][3] = 0.0f;
+            fw_mma_abt_s<NJ>(dp, do_at, vx + off_b); /* dP = dO·Vᵀ */
+            /* dS = scale·P∘(dP − Dr), packed: ds[m][c] is the A operand of keys 16c.. of tile m */
+            unsigned ds[2][NJ / 2][4];
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int c = 0; c < NJ / 2; c++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int j = 2 * c + (i >> 1), e = 2 * (i & 1), h = i & 1;
+                        ds[m][c][i] =
+                            fa_pack(sp[m][j][e] * (dp[m][j][e] - d_r[m][h]) * scale,
+                                    sp[m][j][e + 1] * (dp[m][j][e + 1] - d_r[m][h]) * scale);
+                    }
+            fw_mma_ax<NJ / 2>(acc, ds, kx + off_t); /* dQ += dS·K */
+        }
+    }
+    if (kb_warp < 0) return; /* no barrier follows */
+
+    /* Stage dQ in the warp's own rows of Qs (every read of them was by this warp). */
+    __syncwarp();
+    bf16 *out = dq + fa_head_offset(bh, H, T, ld_d, FW_D) + (size_t)(q0 + w32) * ld_d;
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+        fa_store_acc<FW_D>(out + (size_t)16 * m * ld_d, ld_d, Qs + (w32 + 16 * m) * (FW_D + 8),
+                           acc[m], 1.0f, 1.0f, lane);
+}
+
 /* ---- launchers ------------------------------------------------------------------------------- */
 
 int flash_wide_enabled(void)
@@ -227,6 +469,20 @@ pp_status_t flash_wide_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const b
     PP_CHECK(fa_smem_allow(flash_wide_fwd_kernel, smem));
     flash_wide_fwd_kernel<<<grid, FA_THREADS, smem, stream>>>(o, ld_o, lse, q, k, v, ld_qkv, BH, H,
                                                               T, scale_log2);
+    PP_CUDA_LAUNCH_CHECK();
+    return PP_OK;
+}
+
+pp_status_t flash_wide_bwd_dq(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
+                              int ld_qkv, const bf16 *dout, int ld_o, const float *lse,
+                              const float *dr, int BH, int H, int T, cudaStream_t stream)
+{
+    const size_t smem = fa_smem<FW_D>::dq_wide;
+    const float scale = 1.0f / sqrtf((float)FW_D), scale_log2 = FA_LOG2E * scale;
+    const unsigned grid = (unsigned)(BH * ((T + FW_ROWS - 1) / FW_ROWS));
+    PP_CHECK(fa_smem_allow(flash_wide_bwd_dq_kernel, smem));
+    flash_wide_bwd_dq_kernel<<<grid, FA_THREADS, smem, stream>>>(
+        dq, ld_d, q, k, v, ld_qkv, dout, ld_o, lse, dr, BH, H, T, scale, scale_log2);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
