@@ -414,16 +414,20 @@ static pp_status_t fa_bwd_t(void *dq, void *dk, void *dv, int ld_d, const void *
         dr, (const bf16 *)dout, (const bf16 *)o, ld_o, H, T, rows);
     PP_CUDA_LAUNCH_CHECK();
 
+    if (D == 64 && flash_wide_enabled()) {
+        PP_CHECK(flash_wide_bwd_dkdv((bf16 *)dk, (bf16 *)dv, ld_d, (const bf16 *)q, (const bf16 *)k,
+                                     (const bf16 *)v, ld_qkv, (const bf16 *)dout, ld_o, lse, dr, BH,
+                                     H, T, stream));
+        return flash_wide_bwd_dq((bf16 *)dq, ld_d, (const bf16 *)q, (const bf16 *)k,
+                                 (const bf16 *)v, ld_qkv, (const bf16 *)dout, ld_o, lse, dr, BH, H,
+                                 T, stream);
+    }
     PP_CHECK(fa_smem_allow(flash_bwd_dkdv_kernel<D>, fa_smem<D>::dkdv));
     flash_bwd_dkdv_kernel<D><<<grid, FA_THREADS, fa_smem<D>::dkdv, stream>>>(
         (bf16 *)dk, (bf16 *)dv, ld_d, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_qkv,
         (const bf16 *)dout, ld_o, lse, dr, BH, H, T, scale, scale_log2);
     PP_CUDA_LAUNCH_CHECK();
 
-    if (D == 64 && flash_wide_enabled())
-        return flash_wide_bwd_dq((bf16 *)dq, ld_d, (const bf16 *)q, (const bf16 *)k,
-                                 (const bf16 *)v, ld_qkv, (const bf16 *)dout, ld_o, lse, dr, BH, H,
-                                 T, stream);
     PP_CHECK(fa_smem_allow(flash_bwd_dq_kernel<D>, fa_smem<D>::dq));
     flash_bwd_dq_kernel<D><<<grid, FA_THREADS, fa_smem<D>::dq, stream>>>(
         (bf16 *)dq, ld_d, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_qkv,

@@ -254,5 +254,10 @@ pp_status_t flash_wide_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const b
 pp_status_t flash_wide_bwd_dq(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
                               int ld_qkv, const bf16 *dout, int ld_o, const float *lse,
                               const float *dr, int BH, int H, int T, cudaStream_t stream);
+/* dK, dV at d = 64 with 128-row key blocks: attention_flash_bwd's dk, dv from dr. */
+pp_status_t flash_wide_bwd_dkdv(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
+                                const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o,
+                                const float *lse, const float *dr, int BH, int H, int T,
+                                cudaStream_t stream);
 
 #endif /* PP_FLASH_UTIL_CUH */

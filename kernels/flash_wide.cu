@@ -1,18 +1,19 @@
 /*
- * flash_wide.cu — the fused causal attention at d = 64 with 32 query rows a warp: the forward and
- * the dQ kernel of flash_attention.cu with two m16 tiles a warp, so every K and V fragment a warp
- * loads from shared memory feeds twice the mma.sync of the 64-row kernels (less shared-memory
+ * flash_wide.cu — the fused causal attention at d = 64 with 32 rows a warp: the forward, dQ and
+ * dK/dV kernels of flash_attention.cu with two m16 tiles a warp, so every fragment a warp loads
+ * from the streamed tiles feeds twice the mma.sync of the 64-row kernels (less shared-memory
  * traffic per FLOP, which bounds those kernels). Same products in the same order per element, same
- * fragment layouts (flash_attention.cu's header), same online softmax and outputs (O, lse, dQ);
- * dK/dV and the row dot stay in flash_attention.cu.
+ * fragment layouts (flash_attention.cu's header), same online softmax and outputs (O, lse, dQ, dK,
+ * dV); the row dot Dr stays there.
  *
- * Tiles: 128 query rows a CTA of 4 warps, warp w the rows 32w..32w + 31 (tile m = 0, 1: rows
- * 32w + 16m..); keys in steps of 64 through two cp.async buffers (one __syncthreads a step). A
- * 128-row block q0.. meets two diagonal key blocks: warps 0, 1 (rows q0..q0 + 63) end at key block
- * 2qb, warps 2, 3 at 2qb + 1; key j > row t is masked. T is a multiple of 64, so where T mod 128
- * is 64 the last block holds 64 rows and its warps 2, 3 only join the barriers. Grid: BH · ⌈T/128⌉
- * CTAs, the last query blocks (the most work) first. PPSCHED_FLASH_TILE=64 selects the 64-row
- * kernels instead (flash_wide_enabled). Launchers allocate nothing and enqueue on `stream`.
+ * Tiles: 128 rows a CTA of 4 warps, warp w the rows 32w..32w + 31 (tile m = 0, 1: rows
+ * 32w + 16m..), the other side in steps of 64 through two cp.async buffers (one __syncthreads a
+ * step). A 128-row query block q0.. meets two diagonal key blocks: warps 0, 1 (rows q0..q0 + 63)
+ * end at key block 2qb, warps 2, 3 at 2qb + 1; key j > row t is masked (dK/dV mirrors this over
+ * key blocks). T is a multiple of 64, so where T mod 128 is 64 the last block holds 64 rows and
+ * its warps 2, 3 only join the barriers. Grid: BH · ⌈T/128⌉ CTAs, the longest blocks first.
+ * PPSCHED_FLASH_TILE=64 selects the 64-row kernels instead (flash_wide_enabled). Launchers
+ * allocate nothing and enqueue on `stream`.
  */
 #include "flash_util.cuh"
 
@@ -250,24 +251,25 @@ __device__ __forceinline__ unsigned fw_off_t(int lane)
     return (unsigned)(((lane & 7) + 8 * ((lane >> 3) & 1)) * FW_ROW_BYTES + 16 * (lane >> 4));
 }
 
-/* K and V of key block kb into buffer kb & 1 (fa_issue_kv's copies by 32-bit shared addresses):
- * src0 = this thread's first element of key block 0's K (v the same offset from V's), dst0 its
- * byte address in buffer 0's K; a thread copies 16 bytes of every 16th row, 4 rows a tile. */
-__device__ __forceinline__ void fw_issue_kv(unsigned dst0, const bf16 *k0, const bf16 *v0, int kb,
-                                            int ld)
+/* Two 64-row tiles, rows blk·64.. of a and of b (row strides lda, ldb), into buffer buf (a at
+ * dst0 + buf·2 tiles, b one tile further), as one cp.async group with any copies the thread
+ * issued before (fa_issue_kv's copies by 32-bit shared addresses). a0, b0: this thread's first
+ * element of block 0, row tid / 8, column (tid % 8)·8; dst0 its byte address in buffer 0's a
+ * tile. A thread copies 16 bytes of every 16th row, 4 rows a tile. */
+__device__ __forceinline__ void fw_issue_pair(unsigned dst0, const bf16 *a0, int lda,
+                                              const bf16 *b0, int ldb, int blk, int buf)
 {
     static_assert(FA_TILE * FW_D / 8 == 4 * FA_THREADS, "4 copies a thread a tile");
-    const size_t step = (size_t)16 * ld;
-    const size_t off = (size_t)kb * FA_TILE * ld;
-    const unsigned dst = dst0 + (kb & 1) * 4 * FW_TILE; /* bytes: two tiles a buffer */
+    const bf16 *a = a0 + (size_t)blk * FA_TILE * lda, *b = b0 + (size_t)blk * FA_TILE * ldb;
+    const unsigned dst = dst0 + buf * 4 * FW_TILE; /* bytes: two tiles a buffer */
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const unsigned d = dst + 16 * i * FW_ROW_BYTES;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d),
-                     "l"(k0 + off + i * step)
+                     "l"(a + (size_t)16 * i * lda)
                      : "memory");
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + 2 * FW_TILE),
-                     "l"(v0 + off + i * step)
+                     "l"(b + (size_t)16 * i * ldb)
                      : "memory");
     }
     fa_cp_commit();
@@ -360,7 +362,7 @@ __global__ void __launch_bounds__(FA_THREADS)
     const size_t kv_src = in0 + (size_t)(threadIdx.x / 8) * ld_qkv + (threadIdx.x % 8) * 8;
     const unsigned kv_dst =
         fa_smem_addr(Kb) + (threadIdx.x / 8) * FW_ROW_BYTES + (threadIdx.x % 8) * 16;
-    fw_issue_kv(kv_dst, k + kv_src, v + kv_src, 0, ld_qkv);
+    fw_issue_pair(kv_dst, k + kv_src, ld_qkv, v + kv_src, ld_qkv, 0, 0);
 
     float acc[2][FW_D / 8][4];
 #pragma unroll
@@ -378,7 +380,8 @@ __global__ void __launch_bounds__(FA_THREADS)
          * copy overwrites. */
         fa_cp_wait_all();
         __syncthreads();
-        if (kb < kb_last) fw_issue_kv(kv_dst, k + kv_src, v + kv_src, kb + 1, ld_qkv);
+        if (kb < kb_last)
+            fw_issue_pair(kv_dst, k + kv_src, ld_qkv, v + kv_src, ld_qkv, kb + 1, (kb + 1) & 1);
         if (kb > kb_warp) continue; /* keys past the warp's rows (or no rows): barriers only */
         if (kb == 0)
 #pragma unroll
@@ -452,6 +455,168 @@ __global__ void __launch_bounds__(FA_THREADS)
                            acc[m], 1.0f, 1.0f, lane);
 }
 
+/* ---- dK, dV ---------------------------------------------------------------------------------- */
+
+/* dK, dV of one 128-key block (flash_bwd_dkdv_kernel's products with two key tiles a warp: warp w
+ * the keys 32w..32w + 31, tile m = 0, 1 the keys 32w + 16m..). Query blocks of 64 stream through
+ * two buffers from block 2kb on (with their rows' lse, dr); warps 2, 3 start one block later (no
+ * query of block 2kb reaches their keys), and a query before a key is masked. Each block goes in
+ * two sub-steps of 32 queries, in a rolled loop for the registers (dq's reason): Sᵀ = K·Qᵀ,
+ * dPᵀ = V·dOᵀ, Pᵀ and dSᵀ from them, then dV += Pᵀ·dO and dK += dSᵀ·Q, each Q and dO fragment
+ * feeding both tiles. K and V are read from shared memory at each use. Grid: BH · ⌈T/128⌉ CTAs,
+ * the first key blocks (the most work) first; each element sums its queries in the 64-row
+ * kernel's order. */
+__global__ void __launch_bounds__(FA_THREADS)
+    flash_wide_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
+                               const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o,
+                               const float *lse, const float *dr, int BH, int H, int T, float scale,
+                               float scale_log2)
+{
+    extern __shared__ __align__(128) unsigned char fa_smem_raw[];
+    bf16 *Ks = (bf16 *)fa_smem_raw, *Vs = Ks + 2 * FW_TILE; /* 128 rows each */
+    bf16 *Qb = Vs + 2 * FW_TILE; /* buffer i: Q at Qb + 2i·FW_TILE, dO at + FW_TILE */
+    float *rows_b = (float *)(fa_smem_raw + 8 * fa_smem<FW_D>::tile); /* buffer i: lse, dr at
+                                                                         + 128i, + 128i + 64 */
+
+    const int kb = (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, w32 = 32 * warp;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int k0 = kb * FW_ROWS;
+    const size_t in0 = fa_head_offset(bh, H, T, ld_qkv, FW_D), row0 = (size_t)bh * T;
+    /* Query blocks 2kb + it, it < nit; the warp's first (nit: its keys are past T). */
+    const int nit = T / FA_TILE - 2 * kb;
+    const int it_warp = k0 + w32 < T ? (warp >> 1) : nit;
+
+    fw_load_rows128(Ks, k + in0 + (size_t)k0 * ld_qkv, ld_qkv, k0, T);
+    fw_load_rows128(Vs, v + in0 + (size_t)k0 * ld_qkv, ld_qkv, k0, T);
+    /* this thread's share of the copies of query block 2kb: Q and dO row tid / 8 (+ 16i), 16
+     * bytes at column (tid % 8)·8; lse and dr of row tid (threads < 64) */
+    const size_t first = (size_t)2 * kb * FA_TILE + threadIdx.x / 8;
+    const bf16 *q_src = q + in0 + first * ld_qkv + (threadIdx.x % 8) * 8;
+    const bf16 *do_src =
+        dout + fa_head_offset(bh, H, T, ld_o, FW_D) + first * ld_o + (threadIdx.x % 8) * 8;
+    const float *lse_src = lse + row0 + 2 * kb * FA_TILE + threadIdx.x;
+    const float *dr_src = dr + row0 + 2 * kb * FA_TILE + threadIdx.x;
+    const unsigned qdo_dst =
+        fa_smem_addr(Qb) + (threadIdx.x / 8) * FW_ROW_BYTES + (threadIdx.x % 8) * 16;
+    /* Query block 2kb + it, its rows' lse and dr, into buffer it & 1. */
+    auto issue = [&](int it) {
+        const int b = it & 1;
+        if (threadIdx.x < FA_TILE) {
+            fa_cp4(rows_b + 2 * FA_TILE * b + threadIdx.x, lse_src + it * FA_TILE);
+            fa_cp4(rows_b + 2 * FA_TILE * b + FA_TILE + threadIdx.x, dr_src + it * FA_TILE);
+        }
+        fw_issue_pair(qdo_dst, q_src, ld_qkv, do_src, ld_o, it, b);
+    };
+    issue(0);
+
+    float acc_dk[2][FW_D / 8][4], acc_dv[2][FW_D / 8][4];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < FW_D / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc_dk[m][n][e] = acc_dv[m][n][e] = 0.0f;
+    const unsigned k_at = fa_smem_addr(Ks) + w32 * FW_ROW_BYTES + fw_off_a(lane);
+    const unsigned v_at = fa_smem_addr(Vs) + w32 * FW_ROW_BYTES + fw_off_a(lane);
+    const unsigned qb_at = fa_smem_addr(Qb), off_b = fw_off_b(lane), off_t = fw_off_t(lane);
+
+    for (int it = 0; it < nit; it++) {
+        /* Block it has landed and every warp is done with block it − 1, whose buffer the next
+         * copy overwrites. A thread sees its own completed copies before the barrier: the
+         * threads that copied the lse convert it to base 2. */
+        const int b = it & 1;
+        float *lse2_s = rows_b + 2 * FA_TILE * b;
+        const float *dr_s = lse2_s + FA_TILE;
+        fa_cp_wait_all();
+        if (threadIdx.x < FA_TILE) lse2_s[threadIdx.x] *= FA_LOG2E;
+        __syncthreads();
+        if (it + 1 < nit) issue(it + 1);
+        if (it < it_warp) continue; /* queries before the warp's keys (or no keys) */
+        const unsigned qs = qb_at + b * 4 * FW_TILE, ds_ = qs + 2 * FW_TILE; /* bytes */
+        /* the block's first query minus the warp's first key; some query before some key */
+        const int qoff = FA_TILE * (2 * kb + it) - k0 - w32;
+        const bool diag = qoff < 31;
+#pragma unroll 1
+        for (int hf = 0; hf < FA_TILE / FW_SUB; hf++) {
+            constexpr int NJ = FW_SUB / 8; /* query tiles of 8 a sub-step */
+            const unsigned qx = qs + hf * FW_SUB * FW_ROW_BYTES,
+                           dx = ds_ + hf * FW_SUB * FW_ROW_BYTES;
+            /* Pᵀ = exp(scale·Sᵀ − lse) in place of Sᵀ, and packed: pt[m][c] is the A operand of
+             * queries 16c.. of tile m; dV += Pᵀ·dO before dPᵀ takes the registers */
+            float st[2][NJ][4];
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+                    st[m][j][0] = st[m][j][1] = st[m][j][2] = st[m][j][3] = 0.0f;
+            fw_mma_abt_s<NJ>(st, k_at, qx + off_b); /* Sᵀ = K·Qᵀ */
+            unsigned pt[2][NJ / 2][4];
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            const int qry = FW_SUB * hf + 8 * j + 2 * t4 + e;
+                            const float ex =
+                                fa_exp2(st[m][j][2 * h + e] * scale_log2 - lse2_s[qry]);
+                            st[m][j][2 * h + e] =
+                                (diag && 16 * m + g + 8 * h > qoff + qry) ? 0.0f : ex;
+                        }
+                        pt[m][j >> 1][2 * (j & 1) + h] =
+                            fa_pack(st[m][j][2 * h], st[m][j][2 * h + 1]);
+                    }
+            fw_mma_ax<NJ / 2>(acc_dv, pt, dx + off_t); /* dV += Pᵀ·dO */
+
+            /* dSᵀ = scale·Pᵀ∘(dPᵀ − Dr), packed as pt */
+            float dpt[2][NJ][4];
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+                    dpt[m][j][0] = dpt[m][j][1] = dpt[m][j][2] = dpt[m][j][3] = 0.0f;
+            fw_mma_abt_s<NJ>(dpt, v_at, dx + off_b); /* dPᵀ = V·dOᵀ */
+            unsigned dst[2][NJ / 2][4];
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        float x[2];
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            const int qry = FW_SUB * hf + 8 * j + 2 * t4 + e;
+                            x[e] = st[m][j][2 * h + e] * (dpt[m][j][2 * h + e] - dr_s[qry]) * scale;
+                        }
+                        dst[m][j >> 1][2 * (j & 1) + h] = fa_pack(x[0], x[1]);
+                    }
+            fw_mma_ax<NJ / 2>(acc_dk, dst, qx + off_t); /* dK += dSᵀ·Q */
+        }
+    }
+    if (it_warp >= nit) return; /* no keys; no barrier follows */
+
+    /* Stage dK, dV in the warp's own rows of Ks, Vs (every read of them was by this warp). The
+     * block's place is worked out again from the CTA index, read afresh: kept from the start,
+     * it was the one value the registers could not hold through the loop. */
+    __syncwarp();
+    unsigned cta;
+    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cta));
+    const size_t out = fa_head_offset((int)(cta % BH), H, T, ld_d, FW_D) +
+                       ((size_t)(cta / BH) * FW_ROWS + w32) * ld_d;
+#pragma unroll
+    for (int m = 0; m < 2; m++) {
+        fa_store_acc<FW_D>(dk + out + (size_t)16 * m * ld_d, ld_d, Ks + (w32 + 16 * m) * (FW_D + 8),
+                           acc_dk[m], 1.0f, 1.0f, lane);
+        fa_store_acc<FW_D>(dv + out + (size_t)16 * m * ld_d, ld_d, Vs + (w32 + 16 * m) * (FW_D + 8),
+                           acc_dv[m], 1.0f, 1.0f, lane);
+    }
+}
+
 /* ---- launchers ------------------------------------------------------------------------------- */
 
 int flash_wide_enabled(void)
@@ -483,6 +648,21 @@ pp_status_t flash_wide_bwd_dq(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, 
     PP_CHECK(fa_smem_allow(flash_wide_bwd_dq_kernel, smem));
     flash_wide_bwd_dq_kernel<<<grid, FA_THREADS, smem, stream>>>(
         dq, ld_d, q, k, v, ld_qkv, dout, ld_o, lse, dr, BH, H, T, scale, scale_log2);
+    PP_CUDA_LAUNCH_CHECK();
+    return PP_OK;
+}
+
+pp_status_t flash_wide_bwd_dkdv(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
+                                const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o,
+                                const float *lse, const float *dr, int BH, int H, int T,
+                                cudaStream_t stream)
+{
+    const size_t smem = fa_smem<FW_D>::dq_wide; /* the same tiles: K, V; Q, dO and rows twice */
+    const float scale = 1.0f / sqrtf((float)FW_D), scale_log2 = FA_LOG2E * scale;
+    const unsigned grid = (unsigned)(BH * ((T + FW_ROWS - 1) / FW_ROWS));
+    PP_CHECK(fa_smem_allow(flash_wide_bwd_dkdv_kernel, smem));
+    flash_wide_bwd_dkdv_kernel<<<grid, FA_THREADS, smem, stream>>>(
+        dk, dv, ld_d, q, k, v, ld_qkv, dout, ld_o, lse, dr, BH, H, T, scale, scale_log2);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
