@@ -28,7 +28,9 @@
  * Streamed tiles (K, V in the forward and for dQ; Q, dO for dK/dV) go through two cp.async
  * buffers, the next block landing while the current one is used (one __syncthreads a step); the
  * warp's own rows of the fixed tiles are held in registers as A operands. Shapes: d = 64 or 128,
- * T a multiple of 64, any B·H, bf16 only. The launchers allocate nothing and enqueue on `stream`.
+ * T a multiple of 64, any B·H, bf16 only. The launchers allocate nothing and enqueue on `stream`;
+ * at d = 64 they take flash_wide.cu's kernels (128-row blocks, 32 rows a warp) instead of the
+ * forward, dK/dV and dQ kernels here unless PPSCHED_FLASH_TILE=64.
  */
 #include "flash_util.cuh"
 

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #define FW_D    64                     /* the head size these kernels take */
-#define FW_ROWS (2 * FA_TILE)          /* query rows a CTA: 32 a warp */
+#define FW_ROWS (2 * FA_TILE)          /* rows a CTA (queries; keys for dK/dV): 32 a warp */
 #define FW_TILE (FA_TILE * (FW_D + 8)) /* elements of a 64-row shared tile */
 
 /* s[m][j] += Q·Kᵀ for the warp's tiles m (A operands qa[m]) and the 8 key tiles j of a shared
@@ -132,6 +132,9 @@ __device__ __forceinline__ void fw_softmax(float s[2][8][4], float acc[2][FW_D /
     }
 }
 
+/* O and lse of one 128-row query block (flash_fwd_kernel's products with two tiles a warp): per
+ * key block S = Q·Kᵀ for the warp's 32 rows (Q held as A operands), the online softmax, then
+ * O += P·V, each K and V fragment feeding both tiles. */
 __global__ void __launch_bounds__(FA_THREADS)
     flash_wide_fwd_kernel(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k,
                           const bf16 *v, int ld_qkv, int BH, int H, int T, float scale_log2)

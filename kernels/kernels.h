@@ -235,7 +235,9 @@ pp_status_t softmax_causal_bwd(void *dS, const void *dP, const void *P, float sc
 
 /* ---- fused causal attention (flash_attention.cu) --------------------------------------------- */
 
-/* attention_flash_supported (kernel_sizes.h) says which shapes the fused kernels take. */
+/* attention_flash_supported (kernel_sizes.h) says which shapes the fused kernels take. At d = 64
+ * both launchers run 128-row blocks (flash_wide.cu) unless the environment sets
+ * PPSCHED_FLASH_TILE=64 (read at every call) for the 64-row kernels; d = 128 always takes those. */
 
 /* Layout of q, k, v, o and their gradients: element (b, h, t, i) of x is x[(b·T + t)·ld + h·d + i],
  * token-major rows with head h in columns h·d..h·d + d − 1 and a row stride `ld` ≥ H·d, a
