@@ -1,6 +1,6 @@
 /*
  * flash_util.cuh — the pieces the fused attention kernels share (flash_attention.cu, the 64-row
- * tiles; flash_wide.cu, 32 query rows a warp at d = 64), private to them: tile sizes and shared
+ * tiles; flash_wide.cu, 32 rows a warp at d = 64), private to them: tile sizes and shared
  * memory layouts, cp.async tile copies, ldmatrix, mma.sync m16n8k16 and the 16-row products whose
  * fragment layouts flash_attention.cu's header comment states. Device helpers only, plus the
  * host-side shared-memory opt-in and the wide path's launchers.
@@ -34,9 +34,11 @@ template <int D> struct fa_smem {
     static constexpr size_t fwd = 5 * tile;             /* Q; K, V in two buffers */
     static constexpr size_t dkdv = 6 * tile + 2 * rows; /* K, V; Q, dO and rows in two buffers */
     static constexpr size_t dq = 6 * tile + rows;       /* Q, dO; K, V in two buffers; rows */
-    /* flash_wide.cu (d = 64): the fixed tiles hold 128 rows (two tiles each) */
-    static constexpr size_t fwd_wide = 6 * tile;           /* Q (128 rows); K, V in two buffers */
-    static constexpr size_t dq_wide = 8 * tile + 2 * rows; /* Q, dO; K, V in two buffers; rows */
+    /* flash_wide.cu (d = 64): the fixed tiles hold 128 rows (two tiles each); 54 and 73 KiB */
+    static constexpr size_t fwd_wide = 6 * tile; /* Q (128 rows); K, V in two buffers */
+    /* dQ: Q, dO; K, V in two buffers; lse, dr of 128 rows. dK/dV the same bytes: K, V; Q, dO in
+     * two buffers; lse, dr of 64 rows in two buffers. */
+    static constexpr size_t dq_wide = 8 * tile + 2 * rows;
 };
 
 /* ---- helpers --------------------------------------------------------------------------------- */
