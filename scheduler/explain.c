@@ -421,6 +421,24 @@ pp_status_t explain_what_if(pp_what_if_t *w, const pp_plan_t *plan, const pp_cos
 
 /* ---- all of it ------------------------------------------------------------------------------- */
 
+/* *s = a copy of a. */
+static pp_status_t split_copy(pp_idle_split_t *s, const pp_idle_split_t *a)
+{
+    size_t p = (size_t)a->n_devices, g = (size_t)(a->n_gaps > 0 ? a->n_gaps : 1);
+    *s = *a;
+    s->idle_ms = malloc(sizeof *s->idle_ms * p);
+    s->by_device = malloc(sizeof *s->by_device * p * PP_IDLE_COUNT);
+    s->gaps = malloc(sizeof *s->gaps * g);
+    if (!s->idle_ms || !s->by_device || !s->gaps) {
+        explain_idle_split_free(s);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory copying an idle split of %d gaps", a->n_gaps);
+    }
+    memcpy(s->idle_ms, a->idle_ms, sizeof *s->idle_ms * p);
+    memcpy(s->by_device, a->by_device, sizeof *s->by_device * p * PP_IDLE_COUNT);
+    memcpy(s->gaps, a->gaps, sizeof *s->gaps * (size_t)a->n_gaps);
+    return PP_OK;
+}
+
 pp_status_t explain_build(pp_explain_t *ex, const pp_plan_t *plan, const pp_timeline_t *tl,
                           const pp_timeline_t *sim, const pp_cost_model_t *cm)
 {
@@ -433,7 +451,9 @@ pp_status_t explain_build(pp_explain_t *ex, const pp_plan_t *plan, const pp_time
     if (!tl->has_op_times) return PP_OK;
     PP_CHECK_GOTO(explain_idle_split(&ex->split, plan, tl), st, fail);
     PP_CHECK_GOTO(explain_critical_path(&ex->path, plan, tl), st, fail);
-    if (sim && sim->has_op_times)
+    if (sim == tl) /* a simulated run: the same timeline, split once */
+        PP_CHECK_GOTO(split_copy(&ex->split_sim, &ex->split), st, fail);
+    else if (sim && sim->has_op_times)
         PP_CHECK_GOTO(explain_idle_split(&ex->split_sim, plan, sim), st, fail);
     ex->known = 1;
     return PP_OK;

@@ -41,7 +41,9 @@ typedef struct order {
     int *saved;     /* [max stage ops * (LOWER_MAX_DEPS + 1)] slot deps before a reassignment */
     host_state_t H; /* host slots, [stage * n_mb + slot or mb] as offload.c indexes them */
     /* The dry run. */
-    int *head;        /* [n_chan] program id of the channel's next op, -1 none */
+    int *head; /* [n_chan] program id of the channel's next op, -1 none */
+    int *live; /* [n_live] the channels with ops, in the order a round visits them */
+    int n_live;
     char *done;       /* [n_ops] emitted */
     int *head_round;  /* [n_ops] round the op became its stream's head; INT_MAX not (yet) */
     int *round_start; /* [n_ops + 2] ops emitted before each round */
@@ -53,7 +55,7 @@ static void order_free(order_t *O)
     void *p[] = {O->cap,         O->used_cap, O->grown_from, O->st_begin, O->st_ops,
                  O->last,        O->slot,     O->last_role,  O->holder,   O->queue,
                  O->busy,        O->saved,    O->head,       O->done,     O->head_round,
-                 O->round_start, O->H.busy,   O->H.reader,   O->H.held};
+                 O->round_start, O->H.busy,   O->H.reader,   O->H.held,   O->live};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
     memset(O, 0, sizeof *O);
@@ -78,6 +80,22 @@ static int order_group(const lower_t *L, order_t *O)
     return most;
 }
 
+/* The channels a round visits, in its order: device by device, role by role (RECV channels move
+ * with their SENDs), peer by peer; empty channels left out (at p = 64 all but a few of a device's
+ * 64 send channels are). */
+static void order_live(const lower_t *L, order_t *O)
+{
+    O->n_live = 0;
+    for (int d = 0; d < L->n_dev; d++)
+        for (int r = 0; r < PP_ROLE_COUNT; r++) {
+            int n_peers = pp_role_row((pp_role_t)r)->per_peer ? L->n_dev : 1;
+            for (int q = 0; q < n_peers && r != PP_ROLE_RECV; q++) {
+                int c = pp_channel_of(L->n_dev, d, (pp_role_t)r, q);
+                if (L->chan_first[c] >= 0) O->live[O->n_live++] = c;
+            }
+        }
+}
+
 static pp_status_t order_init(order_t *O, const lower_t *L)
 {
     size_t n_ops = (size_t)(L->n_ops > 0 ? L->n_ops : 1), m = (size_t)L->n_mb;
@@ -97,6 +115,7 @@ static pp_status_t order_init(order_t *O, const lower_t *L)
     O->queue = malloc(m * sizeof *O->queue);
     O->busy = malloc(m);
     O->head = malloc((size_t)L->n_chan * sizeof *O->head);
+    O->live = malloc((size_t)L->n_chan * sizeof *O->live);
     O->done = calloc(n_ops, 1);
     O->head_round = malloc(n_ops * sizeof *O->head_round);
     O->round_start = malloc((n_ops + 2) * sizeof *O->round_start);
@@ -106,12 +125,14 @@ static pp_status_t order_init(order_t *O, const lower_t *L)
     }
     if (!O->cap || !O->used_cap || !O->grown_from || !O->st_begin || !O->st_ops || !O->last ||
         !O->slot || !O->last_role || !O->holder || !O->queue || !O->busy || !O->saved || !O->head ||
-        !O->done || !O->head_round || !O->round_start || !O->H.busy || !O->H.reader || !O->H.held) {
+        !O->done || !O->head_round || !O->round_start || !O->H.busy || !O->H.reader || !O->H.held ||
+        !O->live) {
         order_free(O);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory ordering a plan of %d ops", L->n_ops);
     }
     for (int id = 0; id < L->n_ops; id++)
         O->head_round[id] = INT_MAX;
+    order_live(L, O);
     return PP_OK;
 }
 
@@ -296,32 +317,22 @@ static void dry_rewind(const lower_t *L, order_t *O, int r)
     O->round = r;
 }
 
-/* One round of device d's channels of role r (a SEND with its RECV, one channel per peer for a
- * per-peer role); returns 1 when something was emitted. */
-static int dry_run_role(lower_t *L, order_t *O, int d, pp_role_t r)
-{
-    int moved = 0, n_peers = pp_role_row(r)->per_peer ? L->n_dev : 1;
-    for (int q = 0; q < n_peers; q++) {
-        int id = O->head[pp_channel_of(L->n_dev, d, r, q)];
-        if (id < 0 || !ready(L, O, id)) continue;
-        emit(L, O, id);
-        if (r == PP_ROLE_SEND) emit(L, O, L->ops[id].peer);
-        moved = 1;
-    }
-    return moved;
-}
-
-/* Lock-step rounds from O->round on: each channel emits at most its head per round, so the order
- * reads roughly as time. Returns 1 when every op was emitted, 0 when no stream can move. */
+/* Lock-step rounds from O->round on: each channel (order_live's, in its order) emits at most its
+ * head per round, a SEND with its RECV, so the order reads roughly as time. Returns 1 when every
+ * op was emitted, 0 when no stream can move. */
 static int dry_run(lower_t *L, order_t *O)
 {
     for (;;) {
         O->round_start[O->round] = O->n;
         if (O->n == L->n_ops) return 1;
         int moved = 0;
-        for (int d = 0; d < L->n_dev; d++)
-            for (int r = 0; r < PP_ROLE_COUNT; r++)
-                if (r != PP_ROLE_RECV) moved |= dry_run_role(L, O, d, (pp_role_t)r);
+        for (int i = 0; i < O->n_live; i++) {
+            int id = O->head[O->live[i]];
+            if (id < 0 || !ready(L, O, id)) continue;
+            emit(L, O, id);
+            if (L->ops[id].role == PP_ROLE_SEND) emit(L, O, L->ops[id].peer);
+            moved = 1;
+        }
         if (!moved) return 0;
         O->round++;
     }

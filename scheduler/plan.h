@@ -57,8 +57,15 @@ typedef struct pp_role_row {
     int computes;      /* 1: runs compute ops (F, B, I, W): busy time, the Gantt rows */
 } pp_role_row_t;
 
-/* The row of role r (the compute row for a value out of range). */
-const pp_role_row_t *pp_role_row(pp_role_t r);
+/* The role table (roles.c), in enum order. */
+extern const pp_role_row_t pp_role_rows[PP_ROLE_COUNT];
+
+/* The row of role r (the compute row for a value out of range). Inline: every pass over the ops
+ * asks it once or more per op. */
+static inline const pp_role_row_t *pp_role_row(pp_role_t r)
+{
+    return (int)r >= 0 && r < PP_ROLE_COUNT ? &pp_role_rows[r] : &pp_role_rows[PP_ROLE_COMPUTE];
+}
 
 /* The stream role an op of kind k runs on (roles.c: one table, by kind). */
 pp_role_t pp_role_of_kind(pp_action_kind_t k);

@@ -322,7 +322,9 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     r->bubble_ideal = sum_busy > 0.0 ? sum_idle / sum_busy : NAN;
     r->bubble_theory = report_bubble_theory(plan->kind, p, plan->n_mb, plan->chunks);
     r->step_ms_predicted = NAN;
-    if (sim)
+    if (sim == tl && tl->has_op_times) /* a simulated run: the figure above */
+        r->bubble_simulated = r->bubble;
+    else if (sim)
         PP_CHECK_GOTO(overall_bubble(plan, sim, &r->bubble_simulated), st, fail);
     else
         r->bubble_simulated = tl->mode == PP_MODE_SIMULATE ? r->bubble : NAN;

@@ -14,7 +14,7 @@
 #include "plan.h"
 
 /* clang-format off */
-static const pp_role_row_t rows[PP_ROLE_COUNT] = {
+const pp_role_row_t pp_role_rows[PP_ROLE_COUNT] = {
     /*                   name       prio  per_peer computes */
     [PP_ROLE_COMPUTE] = {"compute", 0,    0,       1},
     [PP_ROLE_SEND]    = {"send",    1,    1,       0},
@@ -37,9 +37,4 @@ static const pp_role_t kind_role[PP_ACT_COUNT] = {
 pp_role_t pp_role_of_kind(pp_action_kind_t k)
 {
     return (int)k >= 0 && k < PP_ACT_COUNT ? kind_role[k] : PP_ROLE_COMPUTE;
-}
-
-const pp_role_row_t *pp_role_row(pp_role_t r)
-{
-    return (int)r >= 0 && r < PP_ROLE_COUNT ? &rows[r] : &rows[PP_ROLE_COMPUTE];
 }
