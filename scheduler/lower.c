@@ -361,24 +361,26 @@ static void lower_data_deps(lower_t *L)
 
 /* ============================== Channels ==================================================== */
 
-/* Order of op `id` on its channel: program order, except that the SENDs lowering added run in
- * the order their receiver posts the RECVs (the RECV's program id), so both sides of a directed
- * pair agree and a sender never waits for a receive its peer posts later. */
-static int chan_key(const lower_t *L, int id)
+/* Order of ops on a channel: program order, except that the SENDs lowering added run in the
+ * order their receiver posts the RECVs (the RECV's program id), so both sides of a directed pair
+ * agree and a sender never waits for a receive its peer posts later. Each op has a key (its own
+ * program id; an added SEND its RECV's) and a channel runs its ops by key: appending the ops in
+ * key order (op v, then the added SEND whose RECV is v) to their channels builds every channel's
+ * list in one pass, with no sort. */
+static void lower_append(lower_t *L, int *tail, int id)
 {
-    return L->inserted[id] && L->ops[id].role == PP_ROLE_SEND ? L->ops[id].peer : id;
+    int c = L->chan[id];
+    if (tail[c] < 0)
+        L->chan_first[c] = id;
+    else
+        L->chan_next[tail[c]] = id;
+    tail[c] = id;
+    L->chan_next[id] = -1;
 }
 
-/* One op with its place in channel order, for sorting (qsort takes no context). */
-typedef struct chan_pos {
-    int chan, key, id;
-} chan_pos_t;
-
-static int by_channel_key(const void *a, const void *b)
+static int added_send(const lower_t *L, int id)
 {
-    const chan_pos_t *x = a, *y = b;
-    if (x->chan != y->chan) return x->chan < y->chan ? -1 : 1;
-    return x->key < y->key ? -1 : x->key > y->key;
+    return L->inserted[id] && L->ops[id].role == PP_ROLE_SEND;
 }
 
 /* Channels (plan.h) of every op and the next op on each channel, once the pairs are matched. */
@@ -389,26 +391,24 @@ static pp_status_t lower_channels(lower_t *L)
     L->chan = malloc(sizeof *L->chan * n_ops);
     L->chan_next = malloc(sizeof *L->chan_next * n_ops);
     L->chan_first = malloc(sizeof *L->chan_first * (size_t)L->n_chan);
-    chan_pos_t *pos = malloc(sizeof *pos * n_ops);
-    if (!L->chan || !L->chan_next || !L->chan_first || !pos) {
-        free(pos);
+    int *tail = malloc(sizeof *tail * (size_t)L->n_chan);
+    if (!L->chan || !L->chan_next || !L->chan_first || !tail) {
+        free(tail);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory ordering a plan of %d ops", L->n_ops);
     }
     for (int id = 0; id < L->n_ops; id++) {
         const pp_op_t *o = &L->ops[id];
         int peer_dev = pp_role_row(o->role)->per_peer ? L->ops[o->peer].device : 0;
         L->chan[id] = pp_channel_of(L->n_dev, o->device, o->role, peer_dev);
-        pos[id] = (chan_pos_t){L->chan[id], chan_key(L, id), id};
     }
-    qsort(pos, (size_t)L->n_ops, sizeof *pos, by_channel_key);
     for (int c = 0; c < L->n_chan; c++)
-        L->chan_first[c] = -1;
-    for (int j = 0; j < L->n_ops; j++) {
-        int same = j + 1 < L->n_ops && pos[j + 1].chan == pos[j].chan;
-        L->chan_next[pos[j].id] = same ? pos[j + 1].id : -1;
-        if (j == 0 || pos[j - 1].chan != pos[j].chan) L->chan_first[pos[j].chan] = pos[j].id;
+        L->chan_first[c] = tail[c] = -1;
+    for (int v = 0; v < L->n_ops; v++) {
+        if (!added_send(L, v)) lower_append(L, tail, v);
+        int s = L->ops[v].role == PP_ROLE_RECV ? L->ops[v].peer : -1;
+        if (s >= 0 && added_send(L, s)) lower_append(L, tail, s);
     }
-    free(pos);
+    free(tail);
     return PP_OK;
 }
 

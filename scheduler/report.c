@@ -75,100 +75,105 @@ static pp_status_t devices_busy(const pp_plan_t *plan, const pp_timeline_t *tl, 
 
 /* ---- in-flight micro-batches ----------------------------------------------------------------- */
 
-/* One compute op of a (stage, mb) pair, keyed so that a pair's ops sort together. */
-typedef struct pair_op {
-    long long key; /* stage * n_mb + mb */
-    int device;
-    int is_forward;
-    double start, end;
-} pair_op_t;
-
-static int pair_op_cmp(const void *a, const void *b)
-{
-    const pair_op_t *x = a, *y = b;
-    return (x->key > y->key) - (x->key < y->key);
-}
-
-/* An event of the sweep: +1 when a pair's F starts, -1 when its last backward op ends. */
-typedef struct flight_event {
-    int device;
-    double t;
-    int delta;
-} flight_event_t;
-
-static int flight_event_cmp(const void *a, const void *b)
-{
-    const flight_event_t *x = a, *y = b;
-    if (x->device != y->device) return x->device < y->device ? -1 : 1;
-    if (x->t != y->t) return x->t < y->t ? -1 : 1;
-    return x->delta - y->delta; /* ends (-1) before starts (+1) at equal times */
-}
-
-/* peak[d] = most (stage, mb) pairs of device d whose F has started and whose last backward op
- * has not ended, at any instant. A pair with no backward op stays in flight to the step's end. */
-static pp_status_t devices_peak_inflight(const pp_plan_t *plan, const pp_timeline_t *tl, int *peak)
-{
-    pp_status_t st = PP_OK;
-    size_t cap = (size_t)(plan->n_ops > 0 ? plan->n_ops : 1);
-    pair_op_t *po = malloc(sizeof *po * cap);
-    flight_event_t *ev = malloc(sizeof *ev * 2 * cap);
-    if (!po || !ev) {
-        st = PP_ERR_NOMEM;
-        fprintf(stderr, "%s:%d: out of host memory counting in-flight micro-batches\n", __FILE__,
-                __LINE__);
-        goto done;
-    }
-    double t_end = 0.0;
-    int n = 0;
-    for (int k = 0; k < plan->n_ops; k++) {
-        const pp_op_t *op = &plan->ops[k];
-        if (tl->t[k].end_ms > t_end) t_end = tl->t[k].end_ms;
-        if (!pp_action_is_compute(op->kind)) continue;
-        po[n++] = (pair_op_t){(long long)op->stage * plan->n_mb + op->mb, op->device,
-                              op->kind == PP_ACT_F, tl->t[k].start_ms, tl->t[k].end_ms};
-    }
-    qsort(po, (size_t)n, sizeof *po, pair_op_cmp);
-    int n_ev = 0;
-    for (int a = 0; a < n;) {
-        int b = a, f = -1, has_bwd = 0;
-        double bwd_end = 0.0;
-        for (; b < n && po[b].key == po[a].key; b++) {
-            if (po[b].is_forward) {
-                if (f < 0 || po[b].start < po[f].start) f = b;
-            } else if (!has_bwd || po[b].end > bwd_end) {
-                bwd_end = po[b].end;
-                has_bwd = 1;
-            }
-        }
-        if (f >= 0) {
-            ev[n_ev++] = (flight_event_t){po[f].device, po[f].start, +1};
-            ev[n_ev++] = (flight_event_t){po[f].device, has_bwd ? bwd_end : t_end, -1};
-        }
-        a = b;
-    }
-    qsort(ev, (size_t)n_ev, sizeof *ev, flight_event_cmp);
-    for (int d = 0; d < plan->n_devices; d++)
-        peak[d] = 0;
-    int cur = 0;
-    for (int e = 0; e < n_ev; e++) {
-        if (e == 0 || ev[e].device != ev[e - 1].device) cur = 0;
-        cur += ev[e].delta;
-        if (ev[e].device >= 0 && ev[e].device < plan->n_devices && cur > peak[ev[e].device])
-            peak[ev[e].device] = cur;
-    }
-done:
-    free(po);
-    free(ev);
-    return st;
-}
-
-/* ---- step-time percentiles ------------------------------------------------------------------- */
-
 static int double_cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
+
+/* v[0..n) in ascending order; a device's times arrive almost always sorted already. */
+static void sort_times(double *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        if (v[i - 1] > v[i]) {
+            qsort(v, (size_t)n, sizeof *v, double_cmp);
+            return;
+        }
+}
+
+/* The most pairs in flight over one device's sorted starts s[0..n) and ends e[0..n): a sweep that
+ * counts an end before a start at the same instant. */
+static int sweep_peak(const double *s, const double *e, int n)
+{
+    int cur = 0, peak = 0;
+    for (int i = 0, j = 0; i < n;) {
+        if (j < n && e[j] <= s[i]) {
+            cur--, j++;
+        } else if (++cur, ++i, cur > peak) {
+            peak = cur;
+        }
+    }
+    return peak;
+}
+
+/* Per (stage, mb) pair, key stage * n_mb + mb: fwd = its F that starts first, bwd = its backward
+ * op that ends last (-1: none). */
+static void inflight_pairs(const pp_plan_t *plan, const pp_timeline_t *tl, int *fwd, int *bwd)
+{
+    const pp_op_time_t *t = tl->t;
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        if (!pp_action_is_compute(op->kind)) continue;
+        size_t key = (size_t)op->stage * (size_t)plan->n_mb + (size_t)op->mb;
+        if (op->kind == PP_ACT_F) {
+            if (fwd[key] < 0 || t[k].start_ms < t[fwd[key]].start_ms) fwd[key] = k;
+        } else if (bwd[key] < 0 || t[k].end_ms > t[bwd[key]].end_ms) {
+            bwd[key] = k;
+        }
+    }
+}
+
+/* peak[d] = most (stage, mb) pairs of device d (its F's device) whose F has started and whose last
+ * backward op has not ended, at any instant. A pair with no backward op stays in flight to the
+ * step's end. Each device's starts and ends are gathered in plan order (sorted by time but for a
+ * pair that overlaps another), then swept. */
+static pp_status_t devices_peak_inflight(const pp_plan_t *plan, const pp_timeline_t *tl, int *peak)
+{
+    int p = plan->n_devices, begin[PP_MAX_DEVICES + 1] = {0}, at_s[PP_MAX_DEVICES],
+        at_e[PP_MAX_DEVICES];
+    size_t n_pairs = (size_t)plan->n_stages * (size_t)plan->n_mb;
+    int *fwd = malloc(sizeof *fwd * (n_pairs > 0 ? n_pairs : 1) * 2), *bwd = fwd + n_pairs;
+    double *s = malloc(sizeof *s * (n_pairs > 0 ? n_pairs : 1) * 2), *e = s + n_pairs;
+    if (!fwd || !s) {
+        free(fwd);
+        free(s);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory counting in-flight micro-batches");
+    }
+    for (size_t i = 0; i < 2 * n_pairs; i++)
+        fwd[i] = -1;
+    inflight_pairs(plan, tl, fwd, bwd);
+    double t_end = 0.0;
+    for (int k = 0; k < plan->n_ops; k++)
+        if (tl->t[k].end_ms > t_end) t_end = tl->t[k].end_ms;
+    for (size_t key = 0; key < n_pairs; key++) /* one start and one end per pair with an F */
+        if (fwd[key] >= 0) begin[plan->ops[fwd[key]].device + 1]++;
+    for (int d = 0; d < p; d++) {
+        begin[d + 1] += begin[d];
+        at_s[d] = at_e[d] = begin[d];
+    }
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        if (!pp_action_is_compute(op->kind)) continue;
+        size_t key = (size_t)op->stage * (size_t)plan->n_mb + (size_t)op->mb;
+        if (fwd[key] < 0) continue;
+        int d = plan->ops[fwd[key]].device;
+        if (fwd[key] == k) s[at_s[d]++] = tl->t[k].start_ms;
+        if (bwd[key] == k) e[at_e[d]++] = tl->t[k].end_ms;
+    }
+    for (size_t key = 0; key < n_pairs; key++) /* no backward: in flight to the end */
+        if (fwd[key] >= 0 && bwd[key] < 0) e[at_e[plan->ops[fwd[key]].device]++] = t_end;
+    for (int d = 0; d < p; d++) {
+        int n = begin[d + 1] - begin[d];
+        sort_times(s + begin[d], n);
+        sort_times(e + begin[d], n);
+        peak[d] = sweep_peak(s + begin[d], e + begin[d], n);
+    }
+    free(fwd);
+    free(s);
+    return PP_OK;
+}
+
+/* ---- step-time percentiles ------------------------------------------------------------------- */
 
 /* q-quantile (0..1) of sorted v[0..n) by linear interpolation between closest ranks. */
 static double quantile_sorted(const double *v, int n, double q)
@@ -219,10 +224,16 @@ static pp_status_t check_inputs(const pp_plan_t *plan, const pp_timeline_t *tl,
                 tl->n_ops, sim ? sim->n_ops : -1, plan->n_ops);
     if (plan->n_devices < 1)
         PP_FAIL(PP_ERR_INTERNAL, "report: plan has %d devices", plan->n_devices);
-    for (int k = 0; k < plan->n_ops; k++)
-        if (plan->ops[k].device < 0 || plan->ops[k].device >= plan->n_devices)
-            PP_FAIL(PP_ERR_INTERNAL, "report: op %d is on device %d of %d", k, plan->ops[k].device,
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        if (op->device < 0 || op->device >= plan->n_devices)
+            PP_FAIL(PP_ERR_INTERNAL, "report: op %d is on device %d of %d", k, op->device,
                     plan->n_devices);
+        if (pp_action_is_compute(op->kind) &&
+            (op->stage < 0 || op->stage >= plan->n_stages || op->mb < 0 || op->mb >= plan->n_mb))
+            PP_FAIL(PP_ERR_INTERNAL, "report: op %d is stage %d, micro-batch %d (of %d, %d)", k,
+                    op->stage, op->mb, plan->n_stages, plan->n_mb);
+    }
     return PP_OK;
 }
 
