@@ -405,18 +405,19 @@ static pp_status_t cost_variant(pp_cost_model_t *out, const pp_cost_model_t *cm,
 
 pp_status_t explain_what_if(pp_what_if_t *w, const pp_plan_t *plan, const pp_cost_model_t *cm)
 {
+    pp_cost_model_t v[PP_WHAT_IF_COUNT] = {{0}};
+    const pp_cost_model_t *vp[PP_WHAT_IF_COUNT];
+    pp_status_t st = PP_OK;
     memset(w, 0, sizeof *w);
-    for (int i = 0; i < PP_WHAT_IF_COUNT; i++) {
-        pp_cost_model_t v;
-        pp_timeline_t tl;
-        PP_CHECK(cost_variant(&v, cm, &pp_what_ifs[i]));
-        pp_status_t st = simulate_plan(&tl, plan, &v);
-        cost_model_free(&v);
-        PP_CHECK(st);
-        w->step_ms[i] = timeline_makespan(&tl);
-        timeline_free(&tl);
+    for (int i = 0; i < PP_WHAT_IF_COUNT && st == PP_OK; i++) {
+        st = cost_variant(&v[i], cm, &pp_what_ifs[i]);
+        vp[i] = &v[i];
     }
-    return PP_OK;
+    if (st == PP_OK) /* every case in one pass over the plan */
+        st = simulate_makespans(w->step_ms, plan, vp, PP_WHAT_IF_COUNT);
+    for (int i = 0; i < PP_WHAT_IF_COUNT; i++)
+        cost_model_free(&v[i]);
+    return st;
 }
 
 /* ---- all of it ------------------------------------------------------------------------------- */

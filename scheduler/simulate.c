@@ -10,6 +10,8 @@
  * or at once on a LOCAL link. Every other op (compute, and the host copies of run.offload on the
  * offload and load streams) takes the time the cost table by kind gives it; a copy moves its bytes
  * at the host link's bandwidth. The caller owns `tl`; the cost model owns its four arrays.
+ * simulate_makespans runs several cost models in the same pass ("lanes"): each lane does exactly
+ * the arithmetic simulate_plan does, so its makespan is the same to the bit.
  */
 #include "simulate.h"
 
@@ -93,8 +95,9 @@ static const op_cost_fn op_cost[PP_ACT_COUNT] = {
     [PP_ACT_W] = cost_w, [PP_ACT_OFFLOAD] = cost_copy, [PP_ACT_RELOAD] = cost_copy,
 };
 
-/* Checks the fields of op `k` that the simulation indexes with. */
-static pp_status_t check_op(const pp_plan_t *plan, const pp_cost_model_t *cm, int k)
+/* Checks the fields of op `k` that the simulation indexes with (n_stages: the fewest stages of
+ * the cost models). */
+static pp_status_t check_op(const pp_plan_t *plan, int n_stages, int k)
 {
     const pp_op_t *op = &plan->ops[k];
     if (op->device < 0 || op->device >= plan->n_devices)
@@ -104,114 +107,210 @@ static pp_status_t check_op(const pp_plan_t *plan, const pp_cost_model_t *cm, in
         PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d has stream role %d", k, (int)op->role);
     if ((int)op->kind < 0 || op->kind >= PP_ACT_COUNT)
         PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d has action kind %d", k, (int)op->kind);
-    if (op->stage < 0 || op->stage >= cm->n_stages)
+    if (op->stage < 0 || op->stage >= n_stages)
         PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d is on stage %d, the cost model has %d stages", k,
-                op->stage, cm->n_stages);
+                op->stage, n_stages);
     if (op->n_deps < 0 || op->dep_begin < 0 || op->dep_begin + op->n_deps > plan->n_deps_total)
         PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d has deps [%d, +%d) outside the pool of %d", k,
                 op->dep_begin, op->n_deps, plan->n_deps_total);
     return PP_OK;
 }
 
-/* Time op `k` may start as far as its own stream and dependencies go, leaving out a dependency on
- * op `skip` (its transfer partner). Fails when a dependency is not earlier in plan order. */
-static pp_status_t ready_time(const pp_plan_t *plan, const pp_timeline_t *tl,
-                              const double *stream_free, int k, int skip, double *out)
+/* ---- one pass, several cost models ("lanes") ------------------------------------------------- */
+
+/* The walk over the plan (channels, dependencies, pairs, the checks) is the same for every cost
+ * model, and reading the times of an op's dependencies is most of its cost, so the what-if
+ * models run side by side: lane l's time of op k sits next to the other lanes'. */
+#define SIM_MAX_LANES 8
+
+typedef struct lanes {
+    const pp_plan_t *plan;
+    int n;                            /* lanes */
+    const pp_cost_model_t *const *cm; /* [n] */
+    pp_op_time_t *t;                  /* n == 1: the timeline's start and end of every op */
+    double *end;                      /* t == NULL: [n_ops * n], op k's end in lane l at k*n+l */
+    double *stream_free;              /* [n_chan * n] when each channel is free again */
+    int last_compute[PP_MAX_DEVICES]; /* the device's latest op on its compute stream, -1 none */
+    double *last_start;               /* [n_devices * n] its start */
+    double t0[SIM_MAX_LANES];         /* earliest start of each lane */
+    double t1[SIM_MAX_LANES];         /* latest end of each lane */
+} lanes_t;
+
+static double end_of(const lanes_t *S, int k, int l)
 {
+    return S->t ? S->t[k].end_ms : S->end[(size_t)k * (size_t)S->n + (size_t)l];
+}
+
+static void set_times(lanes_t *S, int k, int l, double start, double end)
+{
+    const pp_op_t *op = &S->plan->ops[k];
+    if (S->t)
+        S->t[k] = (pp_op_time_t){start, end};
+    else
+        S->end[(size_t)k * (size_t)S->n + (size_t)l] = end;
+    S->stream_free[(size_t)pp_plan_channel(S->plan, k) * (size_t)S->n + (size_t)l] = end;
+    if (start < S->t0[l]) S->t0[l] = start;
+    if (end > S->t1[l]) S->t1[l] = end;
+    if (op->role == PP_ROLE_COMPUTE) {
+        S->last_compute[op->device] = k;
+        S->last_start[(size_t)op->device * (size_t)S->n + (size_t)l] = start;
+    }
+}
+
+/* Time op `k` may start in each lane as far as its own stream and dependencies go, leaving out a
+ * dependency on op `skip` (its transfer partner). Fails when a dependency is not earlier in plan
+ * order. */
+static pp_status_t ready_time(const lanes_t *S, int k, int skip, double *ready)
+{
+    const pp_plan_t *plan = S->plan;
     const pp_op_t *op = &plan->ops[k];
-    double t = stream_free[pp_plan_channel(plan, k)];
+    const double *sf = &S->stream_free[(size_t)pp_plan_channel(plan, k) * (size_t)S->n];
+    for (int l = 0; l < S->n; l++)
+        ready[l] = sf[l];
     for (int j = 0; j < op->n_deps; j++) {
         int d = plan->deps[op->dep_begin + j];
         if (d == skip) continue;
         if (d < 0 || d >= k)
             PP_FAIL(PP_ERR_INTERNAL,
                     "simulate: op %d depends on op %d, which is not earlier in plan order", k, d);
-        if (tl->t[d].end_ms > t) t = tl->t[d].end_ms;
+        for (int l = 0; l < S->n; l++) {
+            double e = end_of(S, d, l);
+            if (e > ready[l]) ready[l] = e;
+        }
     }
-    *out = t;
     return PP_OK;
 }
 
 /* The backward half k of an overlapped pair starts no earlier than (1 - overlap) into its forward
- * half: the compute op before it in its device's program, earlier in plan order (lower.c). */
-static pp_status_t pair_start(const pp_plan_t *plan, const pp_timeline_t *tl,
-                              const pp_cost_model_t *cm, int k, double *ready)
+ * half: the compute op before it in its device's program, earlier in plan order (lower.c), so
+ * the latest op of the device's compute stream when k is reached. */
+static pp_status_t pair_start(const lanes_t *S, int k, double *ready)
 {
+    const pp_plan_t *plan = S->plan;
     const pp_op_t *op = &plan->ops[k];
     const int *prog = plan->prog_ops + plan->prog_begin[op->device];
     for (int j = op->pos - 1; j >= 0; j--) {
         int f = prog[j];
         if (plan->ops[f].role != PP_ROLE_COMPUTE) continue;
-        if (f >= k)
+        if (f >= k || S->last_compute[op->device] != f)
             PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d comes before the forward half %d of its pair",
                     k, f);
-        double at = tl->t[f].start_ms + (1.0 - cm->overlap) * (tl->t[f].end_ms - tl->t[f].start_ms);
-        if (at > *ready) *ready = at;
+        for (int l = 0; l < S->n; l++) {
+            double fs = S->last_start[(size_t)op->device * (size_t)S->n + (size_t)l];
+            double at = fs + (1.0 - S->cm[l]->overlap) * (end_of(S, f, l) - fs);
+            if (at > ready[l]) ready[l] = at;
+        }
         return PP_OK;
     }
     PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d on the overlap stream has no forward half", k);
 }
 
+/* An op that runs alone on its stream: compute, or a host copy. */
+static pp_status_t sim_alone(lanes_t *S, int k)
+{
+    const pp_op_t *op = &S->plan->ops[k];
+    double ready[SIM_MAX_LANES];
+    PP_CHECK(ready_time(S, k, -1, ready));
+    if (op->role == PP_ROLE_OVERLAP) PP_CHECK(pair_start(S, k, ready));
+    for (int l = 0; l < S->n; l++)
+        set_times(S, k, l, ready[l], ready[l] + op_cost[op->kind](S->cm[l], op));
+    return PP_OK;
+}
+
+/* A SEND at k and its RECV right after it: one transfer. */
+static pp_status_t sim_pair(lanes_t *S, int k, int n_stages)
+{
+    const pp_plan_t *plan = S->plan;
+    const pp_op_t *op = &plan->ops[k];
+    int r = k + 1;
+    if (op->peer != r || r >= plan->n_ops || plan->ops[r].peer != k ||
+        (plan->ops[r].kind != PP_ACT_RECV_F && plan->ops[r].kind != PP_ACT_RECV_B))
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: SEND op %d (peer %d) is not followed by its RECV", k,
+                op->peer);
+    PP_CHECK(check_op(plan, n_stages, r));
+    double ready_s[SIM_MAX_LANES], ready_r[SIM_MAX_LANES];
+    PP_CHECK(ready_time(S, k, r, ready_s));
+    PP_CHECK(ready_time(S, r, k, ready_r));
+    int crosses = transport_row(op->link)->crosses_devices;
+    for (int l = 0; l < S->n; l++) {
+        double start = ready_s[l] > ready_r[l] ? ready_s[l] : ready_r[l];
+        double end = start + (crosses ? S->cm[l]->send : 0.0);
+        set_times(S, k, l, start, end);
+        set_times(S, r, l, start, end);
+    }
+    return PP_OK;
+}
+
+/* Every op of the plan in plan order, in every lane. */
+static pp_status_t sim_walk(lanes_t *S)
+{
+    const pp_plan_t *plan = S->plan;
+    int n_stages = S->cm[0]->n_stages;
+    for (int l = 1; l < S->n; l++)
+        if (S->cm[l]->n_stages < n_stages) n_stages = S->cm[l]->n_stages;
+    for (int d = 0; d < plan->n_devices; d++)
+        S->last_compute[d] = -1;
+    for (int l = 0; l < S->n; l++) {
+        S->t0[l] = INFINITY;
+        S->t1[l] = -INFINITY;
+    }
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        PP_CHECK(check_op(plan, n_stages, k));
+        if (op_cost[op->kind]) {
+            PP_CHECK(sim_alone(S, k));
+        } else if (op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) {
+            PP_CHECK(sim_pair(S, k, n_stages));
+            k++; /* the RECV is done too */
+        } else {
+            PP_FAIL(PP_ERR_INTERNAL, "simulate: RECV op %d does not sit right after its SEND (%d)",
+                    k, op->peer);
+        }
+    }
+    return PP_OK;
+}
+
+/* Run the walk with n lanes over `cm` (t: the one lane's times, else end[n_ops * n]); span[l]:
+ * lane l's makespan, as timeline_makespan gives it once the times are made relative to the
+ * earliest start (rounding keeps the order, so the latest end minus the earliest start). */
+static pp_status_t sim_run(const pp_plan_t *plan, const pp_cost_model_t *const *cm, int n,
+                           pp_op_time_t *t, double *end, double *span)
+{
+    for (int l = 0; l < n; l++)
+        if (cm[l]->n_stages < plan->n_stages)
+            PP_FAIL(PP_ERR_INTERNAL, "simulate: cost model has %d stages, the plan %d",
+                    cm[l]->n_stages, plan->n_stages);
+    if (plan->n_devices < 1 || plan->n_devices > PP_MAX_DEVICES || n < 1 || n > SIM_MAX_LANES)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: %d devices, %d cost models", plan->n_devices, n);
+    lanes_t S = {.plan = plan, .n = n, .cm = cm, .t = t, .end = end};
+    S.stream_free = calloc((size_t)pp_channel_count(plan->n_devices) * (size_t)n, sizeof(double));
+    S.last_start = calloc((size_t)plan->n_devices * (size_t)n, sizeof(double));
+    pp_status_t st = PP_ERR_NOMEM;
+    if (S.stream_free && S.last_start) {
+        st = sim_walk(&S);
+        for (int l = 0; l < n; l++)
+            span[l] = plan->n_ops > 0 ? S.t1[l] - S.t0[l] : 0.0;
+    } else
+        fprintf(stderr, "%s:%d: out of host memory simulating %d ops\n", __FILE__, __LINE__,
+                plan->n_ops);
+    free(S.stream_free);
+    free(S.last_start);
+    return st;
+}
+
 pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm)
 {
-    pp_status_t st;
-    double *stream_free = NULL;
-
     memset(tl, 0, sizeof *tl);
     if (cm->n_stages < plan->n_stages)
         PP_FAIL(PP_ERR_INTERNAL, "simulate: cost model has %d stages, the plan %d", cm->n_stages,
                 plan->n_stages);
     PP_CHECK(timeline_init(tl, PP_MODE_SIMULATE, plan->n_ops, plan->n_devices, 1));
-    stream_free = calloc((size_t)pp_channel_count(plan->n_devices), sizeof *stream_free);
-    if (!stream_free) {
-        st = PP_ERR_NOMEM;
-        fprintf(stderr, "%s:%d: out of host memory simulating %d ops\n", __FILE__, __LINE__,
-                plan->n_ops);
-        goto fail;
+    double span;
+    pp_status_t st = sim_run(plan, &cm, 1, tl->t, NULL, &span);
+    if (st != PP_OK) {
+        timeline_free(tl);
+        return st;
     }
-
-    for (int k = 0; k < plan->n_ops; k++) {
-        const pp_op_t *op = &plan->ops[k];
-        PP_CHECK_GOTO(check_op(plan, cm, k), st, fail);
-        int is_send = op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B;
-
-        if (op_cost[op->kind]) {
-            double ready;
-            PP_CHECK_GOTO(ready_time(plan, tl, stream_free, k, -1, &ready), st, fail);
-            if (op->role == PP_ROLE_OVERLAP)
-                PP_CHECK_GOTO(pair_start(plan, tl, cm, k, &ready), st, fail);
-            tl->t[k].start_ms = ready;
-            tl->t[k].end_ms = ready + op_cost[op->kind](cm, op);
-            stream_free[pp_plan_channel(plan, k)] = tl->t[k].end_ms;
-        } else if (is_send) {
-            int r = k + 1;
-            if (op->peer != r || r >= plan->n_ops || plan->ops[r].peer != k ||
-                (plan->ops[r].kind != PP_ACT_RECV_F && plan->ops[r].kind != PP_ACT_RECV_B)) {
-                st = PP_ERR_INTERNAL;
-                fprintf(stderr,
-                        "%s:%d: simulate: SEND op %d (peer %d) is not followed by its RECV\n",
-                        __FILE__, __LINE__, k, op->peer);
-                goto fail;
-            }
-            PP_CHECK_GOTO(check_op(plan, cm, r), st, fail);
-            double ready_s, ready_r;
-            PP_CHECK_GOTO(ready_time(plan, tl, stream_free, k, r, &ready_s), st, fail);
-            PP_CHECK_GOTO(ready_time(plan, tl, stream_free, r, k, &ready_r), st, fail);
-            double start = ready_s > ready_r ? ready_s : ready_r;
-            double end = start + (transport_row(op->link)->crosses_devices ? cm->send : 0.0);
-            tl->t[k] = (pp_op_time_t){start, end};
-            tl->t[r] = (pp_op_time_t){start, end};
-            stream_free[pp_plan_channel(plan, k)] = end;
-            stream_free[pp_plan_channel(plan, r)] = end;
-            k = r; /* the RECV is done too */
-        } else {
-            st = PP_ERR_INTERNAL;
-            fprintf(stderr, "%s:%d: simulate: RECV op %d does not sit right after its SEND (%d)\n",
-                    __FILE__, __LINE__, k, op->peer);
-            goto fail;
-        }
-    }
-
     /* Times relative to the earliest start. */
     double t0 = 0.0;
     for (int k = 0; k < plan->n_ops; k++)
@@ -223,11 +322,18 @@ pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cos
     tl->step_ms[0] = timeline_makespan(tl);
     tl->skew_ms = 0.0;
     tl->has_op_times = 1;
-    free(stream_free);
     return PP_OK;
+}
 
-fail:
-    free(stream_free);
-    timeline_free(tl);
+pp_status_t simulate_makespans(double *step_ms, const pp_plan_t *plan,
+                               const pp_cost_model_t *const *cm, int n)
+{
+    size_t n_ops = (size_t)(plan->n_ops > 0 ? plan->n_ops : 1);
+    if (n < 1 || n > SIM_MAX_LANES)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: %d cost models in one pass (1..%d)", n, SIM_MAX_LANES);
+    double *end = malloc(sizeof *end * n_ops * (size_t)n);
+    if (!end) PP_FAIL(PP_ERR_NOMEM, "out of host memory simulating %d ops", plan->n_ops);
+    pp_status_t st = sim_run(plan, cm, n, NULL, end, step_ms);
+    free(end);
     return st;
 }

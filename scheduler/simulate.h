@@ -40,6 +40,12 @@ void cost_model_free(pp_cost_model_t *cm);
 /* Simulate `plan`; fills `tl` (initialised here, mode SIMULATE, one step). */
 pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm);
 
+/* step_ms[l] = the makespan simulate_plan gives under cm[l], for n (1..8) cost models in one pass
+ * over the plan (each op's times under every model side by side: the walk and the reads of its
+ * dependencies are shared). */
+pp_status_t simulate_makespans(double *step_ms, const pp_plan_t *plan,
+                               const pp_cost_model_t *const *cm, int n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -696,6 +696,54 @@ static void test_closed_form_sweep(void)
     EXPECT(n_checked == 132, "%d combinations checked, want 132", n_checked);
 }
 
+/* simulate_makespans runs several cost models in one pass: each makespan is simulate_plan's to
+ * the bit, for random per-stage costs, with and without transfers, on overlapped pairs too. */
+static void test_makespans_one_pass(void)
+{
+    for (int c = 0; c < 4; c++) {
+        pp_plan_t pl;
+        pp_schedule_t s = {0};
+        if (c < 3) {
+            pp_sched_kind_t kind[3] = {PP_SCHED_1F1B, PP_SCHED_INTERLEAVED, PP_SCHED_ZBH1};
+            REQUIRE(ts_make_plan(&pl, kind[c], 4, 8, 2) == 0);
+        } else {
+            pp_config_t cf;
+            REQUIRE(generate_dualpipev(&s, 4, 8) == PP_OK);
+            ts_config_pipeline(&cf, PP_SCHED_DUALPIPEV, 4, 8, 8);
+            REQUIRE(plan_lower(&pl, &s, &cf) == PP_OK);
+        }
+        pp_cost_model_t cm[3];
+        const pp_cost_model_t *cp[3];
+        double one[3], all[3];
+        for (int l = 0; l < 3; l++) {
+            cm[l] = make_costs(pl.n_stages, 1.0, 1.0, 1.0, l == 1 ? 0.0 : ts_rand_uniform(0, 1));
+            for (int st = 0; st < pl.n_stages; st++) {
+                cm[l].f[st] = ts_rand_uniform(0.5, 2.0);
+                cm[l].b[st] = ts_rand_uniform(1.0, 4.0);
+                cm[l].i[st] = ts_rand_uniform(0.5, 2.0);
+                cm[l].w[st] = ts_rand_uniform(0.5, 2.0);
+            }
+            cm[l].overlap = ts_rand_uniform(0, 1);
+            cp[l] = &cm[l];
+            pp_timeline_t tl;
+            REQUIRE(simulate_plan(&tl, &pl, &cm[l]) == PP_OK);
+            one[l] = timeline_makespan(&tl);
+            timeline_free(&tl);
+        }
+        REQUIRE(simulate_makespans(all, &pl, cp, 3) == PP_OK);
+        for (int l = 0; l < 3; l++) {
+            EXPECT(all[l] == one[l], "case %d, model %d: %.17g in one pass, %.17g alone", c, l,
+                   all[l], one[l]);
+            cost_model_free(&cm[l]);
+        }
+        ts_capture_begin();
+        EXPECT(simulate_makespans(all, &pl, cp, 0) == PP_ERR_INTERNAL);
+        ts_capture_end();
+        plan_free(&pl);
+        schedule_free(&s);
+    }
+}
+
 int main(void)
 {
     ts_rng_seed(0x9e3779b97f4a7c15ull);
@@ -712,5 +760,6 @@ int main(void)
     RUN(test_closed_form_sweep);
     RUN(test_overlapped_pairs);
     RUN(test_overlapped_pairs_csv);
+    RUN(test_makespans_one_pass);
     return check_summary("test_simulate");
 }
