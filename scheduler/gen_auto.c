@@ -36,9 +36,10 @@ typedef struct auto_state {
     int warm_cap; /* 1: before its first I, stage s runs at most p - s forwards (ZB-H1's warm-up) */
     double w_gap; /* a W fills a wait at least w_gap times its own length */
     int limit_w;  /* 1: at the in-flight limit, after an I, a W goes before the next I */
-    auto_dev_t *dev; /* [p] */
-    double *f_end;   /* [p * m]: end of F(s, k), NAN until scheduled */
-    double *i_end;   /* [p * m]: end of I(s, k), NAN until scheduled */
+    auto_dev_t *dev;            /* [p] */
+    struct auto_choice *choice; /* [p]: what each device would do next (auto_fill) */
+    double *f_end;              /* [p * m]: end of F(s, k), NAN until scheduled */
+    double *i_end;              /* [p * m]: end of I(s, k), NAN until scheduled */
 } auto_state_t;
 
 /* What one device would do next, and when it would start. */
@@ -131,16 +132,20 @@ static int auto_force_w(const auto_state_t *a)
     return best;
 }
 
+/* Each step commits the device whose choice starts first (the lowest index on a tie). A choice of
+ * device s reads only s's state and its neighbours' (ready_f: s - 1, ready_i: s + 1), so after a
+ * commit on device b only b - 1, b and b + 1 choose again; the others' choices are kept. */
 static pp_status_t auto_fill(auto_state_t *a, pp_schedule_t *out)
 {
     long total = 3L * a->p * a->m;
+    for (int s = 0; s < a->p; s++)
+        a->choice[s] = auto_choose(a, s);
     for (long n = 0; n < total; n++) {
         int best = -1;
         auto_choice_t bc = {PP_ACT_W, INFINITY};
         for (int s = 0; s < a->p; s++) {
-            auto_choice_t ch = auto_choose(a, s);
-            if (ch.start < bc.start) {
-                bc = ch;
+            if (a->choice[s].start < bc.start) {
+                bc = a->choice[s];
                 best = s;
             }
         }
@@ -150,6 +155,8 @@ static pp_status_t auto_fill(auto_state_t *a, pp_schedule_t *out)
             bc = (auto_choice_t){PP_ACT_W, a->dev[best].clock};
         }
         PP_CHECK(auto_commit(a, out, best, bc));
+        for (int s = best > 0 ? best - 1 : 0; s <= best + 1 && s < a->p; s++)
+            a->choice[s] = auto_choose(a, s);
     }
     return PP_OK;
 }
@@ -223,15 +230,16 @@ pp_status_t generate_auto(pp_schedule_t *out, int p, int m, const pp_auto_costs_
                 PP_MAX_DEVICES, PP_MAX_MICRO_BATCHES, p, m, c->limit);
         return PP_ERR_INPUT;
     }
-    auto_state_t a = {p, m, c, 0, 1.0, 1, NULL, NULL, NULL};
+    auto_state_t a = {p, m, c, 0, 1.0, 1, NULL, NULL, NULL, NULL};
     pp_schedule_t cand;
     double best = INFINITY, span, score;
     pp_status_t st = PP_ERR_NOMEM;
     memset(&cand, 0, sizeof cand);
     a.dev = calloc((size_t)p, sizeof *a.dev);
+    a.choice = calloc((size_t)p, sizeof *a.choice);
     a.f_end = malloc(sizeof *a.f_end * (size_t)p * (size_t)m);
     a.i_end = malloc(sizeof *a.i_end * (size_t)p * (size_t)m);
-    if (!a.dev || !a.f_end || !a.i_end) goto fail;
+    if (!a.dev || !a.choice || !a.f_end || !a.i_end) goto fail;
     for (size_t v = 0; v < sizeof auto_variants / sizeof auto_variants[0]; v++) {
         a.warm_cap = auto_variants[v].warm_cap;
         a.w_gap = auto_variants[v].w_gap;
@@ -251,6 +259,7 @@ fail:
     schedule_free(&cand);
     if (st != PP_OK) schedule_free(out);
     free(a.dev);
+    free(a.choice);
     free(a.f_end);
     free(a.i_end);
     return st;

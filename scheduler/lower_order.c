@@ -44,6 +44,8 @@ typedef struct order {
     int *head; /* [n_chan] program id of the channel's next op, -1 none */
     int *live; /* [n_live] the channels with ops, in the order a round visits them */
     int n_live;
+    int *wait;        /* [2 * n_chan]: head wait[2c] of channel c waits for op wait[2c + 1] (-1: not
+                         known), so a stuck head costs one look a round until that op is emitted */
     char *done;       /* [n_ops] emitted */
     int *head_round;  /* [n_ops] round the op became its stream's head; INT_MAX not (yet) */
     int *round_start; /* [n_ops + 2] ops emitted before each round */
@@ -52,10 +54,10 @@ typedef struct order {
 
 static void order_free(order_t *O)
 {
-    void *p[] = {O->cap,         O->used_cap, O->grown_from, O->st_begin, O->st_ops,
-                 O->last,        O->slot,     O->last_role,  O->holder,   O->queue,
-                 O->busy,        O->saved,    O->head,       O->done,     O->head_round,
-                 O->round_start, O->H.busy,   O->H.reader,   O->H.held,   O->live};
+    void *p[] = {O->cap,    O->used_cap,  O->grown_from, O->st_begin,    O->st_ops, O->last,
+                 O->slot,   O->last_role, O->holder,     O->queue,       O->busy,   O->saved,
+                 O->head,   O->done,      O->head_round, O->round_start, O->H.busy, O->H.reader,
+                 O->H.held, O->live,      O->wait};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
     memset(O, 0, sizeof *O);
@@ -116,6 +118,7 @@ static pp_status_t order_init(order_t *O, const lower_t *L)
     O->busy = malloc(m);
     O->head = malloc((size_t)L->n_chan * sizeof *O->head);
     O->live = malloc((size_t)L->n_chan * sizeof *O->live);
+    O->wait = malloc(2 * (size_t)L->n_chan * sizeof *O->wait);
     O->done = calloc(n_ops, 1);
     O->head_round = malloc(n_ops * sizeof *O->head_round);
     O->round_start = malloc((n_ops + 2) * sizeof *O->round_start);
@@ -126,7 +129,7 @@ static pp_status_t order_init(order_t *O, const lower_t *L)
     if (!O->cap || !O->used_cap || !O->grown_from || !O->st_begin || !O->st_ops || !O->last ||
         !O->slot || !O->last_role || !O->holder || !O->queue || !O->busy || !O->saved || !O->head ||
         !O->done || !O->head_round || !O->round_start || !O->H.busy || !O->H.reader || !O->H.held ||
-        !O->live) {
+        !O->live || !O->wait) {
         order_free(O);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory ordering a plan of %d ops", L->n_ops);
     }
@@ -274,10 +277,11 @@ static void emit(lower_t *L, order_t *O, int id)
     if (*h >= 0) O->head_round[*h] = O->round;
 }
 
-/* Can the head `id` of its stream be emitted now (with its RECV, for a SEND)? */
-static int ready(const lower_t *L, order_t *O, int id)
+/* Can the head `id` of its stream be emitted now (with its RECV, for a SEND)? *on: the dependency
+ * of its own it still waits for, -1 none. */
+static int ready(const lower_t *L, order_t *O, int id, int *on)
 {
-    if (unmet_dep(L, O, id, -1) >= 0) return 0;
+    if ((*on = unmet_dep(L, O, id, -1)) >= 0) return 0;
     /* The backward half of a pair comes after its forward half in plan order (not in time). */
     if (L->ops[id].role == PP_ROLE_OVERLAP && L->partner[id] >= 0 && !O->done[L->partner[id]])
         return 0;
@@ -286,9 +290,17 @@ static int ready(const lower_t *L, order_t *O, int id)
     return *head_of(L, O, peer) == peer && unmet_dep(L, O, peer, id) < 0;
 }
 
+/* Forget what each channel's head waits for: a growth pass may have changed its dependencies. */
+static void dry_forget_waits(const lower_t *L, order_t *O)
+{
+    for (int c = 0; c < L->n_chan; c++)
+        O->wait[2 * c] = O->wait[2 * c + 1] = -1;
+}
+
 /* Every stream at its first op, nothing emitted. */
 static void dry_start(const lower_t *L, order_t *O)
 {
+    dry_forget_waits(L, O);
     memset(O->done, 0, (size_t)(L->n_ops > 0 ? L->n_ops : 1));
     for (int id = 0; id < L->n_ops; id++)
         O->head_round[id] = INT_MAX;
@@ -305,6 +317,7 @@ static void dry_start(const lower_t *L, order_t *O)
  * no longer one. */
 static void dry_rewind(const lower_t *L, order_t *O, int r)
 {
+    dry_forget_waits(L, O);
     int from = O->round_start[r];
     for (int t = O->n - 1; t >= from; t--) {
         int id = L->order[t];
@@ -327,8 +340,13 @@ static int dry_run(lower_t *L, order_t *O)
         if (O->n == L->n_ops) return 1;
         int moved = 0;
         for (int i = 0; i < O->n_live; i++) {
-            int id = O->head[O->live[i]];
-            if (id < 0 || !ready(L, O, id)) continue;
+            int c = O->live[i], id = O->head[c], on;
+            if (id < 0 || (O->wait[2 * c] == id && !O->done[O->wait[2 * c + 1]])) continue;
+            if (!ready(L, O, id, &on)) {
+                O->wait[2 * c] = on >= 0 ? id : -1;
+                O->wait[2 * c + 1] = on;
+                continue;
+            }
             emit(L, O, id);
             if (L->ops[id].role == PP_ROLE_SEND) emit(L, O, L->ops[id].peer);
             moved = 1;
