@@ -212,24 +212,23 @@ static void split_device(split_ctx_t *c, int d, op_start_t *ops, double t0, doub
     c->s->idle_ms[d] = (t1 - t0) - busy;
 }
 
-pp_status_t explain_idle_split(pp_idle_split_t *s, const pp_plan_t *plan, const pp_timeline_t *tl)
+/* The split of `tl` (checked by check_fit) with the plan's stream predecessors `pred`. */
+static pp_status_t idle_split(pp_idle_split_t *s, const pp_plan_t *plan, const pp_timeline_t *tl,
+                              const int *pred)
 {
     pp_status_t st = PP_ERR_NOMEM;
-    int *pred = NULL;
     op_start_t *ops = NULL;
     double *ready = NULL;
 
     memset(s, 0, sizeof *s);
-    PP_CHECK(check_fit(plan, tl));
     size_t n = (size_t)(plan->n_ops > 0 ? plan->n_ops : 1), p = (size_t)plan->n_devices;
-    pred = malloc(sizeof *pred * n);
     ops = malloc(sizeof *ops * n);
     ready = malloc(sizeof *ready * n);
     s->idle_ms = calloc(p, sizeof *s->idle_ms);
     s->by_device = calloc(p * PP_IDLE_COUNT, sizeof *s->by_device);
     split_ctx_t c = {plan, tl, s, pred, ready, 3 * (int)n + 2 * (int)p};
     s->gaps = malloc(sizeof *s->gaps * (size_t)c.cap_gaps);
-    if (!pred || !ops || !ready || !s->idle_ms || !s->by_device || !s->gaps) goto fail;
+    if (!ops || !ready || !s->idle_ms || !s->by_device || !s->gaps) goto fail;
     s->n_devices = plan->n_devices;
 
     double t0 = 0.0, t1 = 0.0;
@@ -238,24 +237,41 @@ pp_status_t explain_idle_split(pp_idle_split_t *s, const pp_plan_t *plan, const 
         if (k == 0 || tl->t[k].end_ms > t1) t1 = tl->t[k].end_ms;
     }
     s->span_ms = t1 - t0;
-    stream_preds(plan, pred);
     compute_ready(plan, tl, ready);
     for (int d = 0; d < plan->n_devices; d++)
         split_device(&c, d, ops, t0, t1);
     for (int d = 0; d < plan->n_devices; d++)
         for (int r = 0; r < PP_IDLE_COUNT; r++)
             s->total_ms[r] += s->by_device[d * PP_IDLE_COUNT + r];
-    free(pred);
     free(ops);
     free(ready);
     return PP_OK;
 
 fail:
-    free(pred);
     free(ops);
     free(ready);
     explain_idle_split_free(s);
     PP_FAIL(st, "out of host memory splitting the idle time of %d ops", plan->n_ops);
+}
+
+/* pred[] (stream_preds) of a plan whose timeline check_fit accepted, in *pred (owned). */
+static pp_status_t preds_new(const pp_plan_t *plan, int **pred)
+{
+    *pred = malloc(sizeof **pred * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1));
+    if (!*pred) PP_FAIL(PP_ERR_NOMEM, "out of host memory for the streams of %d ops", plan->n_ops);
+    stream_preds(plan, *pred);
+    return PP_OK;
+}
+
+pp_status_t explain_idle_split(pp_idle_split_t *s, const pp_plan_t *plan, const pp_timeline_t *tl)
+{
+    int *pred;
+    memset(s, 0, sizeof *s);
+    PP_CHECK(check_fit(plan, tl));
+    PP_CHECK(preds_new(plan, &pred));
+    pp_status_t st = idle_split(s, plan, tl, pred);
+    free(pred);
+    return st;
 }
 
 void explain_idle_split_free(pp_idle_split_t *s)
@@ -303,19 +319,16 @@ static void constraints_of(const pp_plan_t *plan, const pp_timeline_t *tl, const
     }
 }
 
-pp_status_t explain_critical_path(pp_critical_path_t *cp, const pp_plan_t *plan,
-                                  const pp_timeline_t *tl)
+/* The critical path of `tl` (checked by check_fit) with the plan's stream predecessors. */
+static pp_status_t critical_path(pp_critical_path_t *cp, const pp_plan_t *plan,
+                                 const pp_timeline_t *tl, const int *pred)
 {
     pp_status_t st = PP_ERR_NOMEM;
-    int *pred = NULL;
 
     memset(cp, 0, sizeof *cp);
-    PP_CHECK(check_fit(plan, tl));
     if (plan->n_ops == 0) return PP_OK;
-    pred = malloc(sizeof *pred * (size_t)plan->n_ops);
     cp->links = malloc(sizeof *cp->links * (size_t)plan->n_ops);
-    if (!pred || !cp->links) goto fail;
-    stream_preds(plan, pred);
+    if (!cp->links) goto fail;
 
     int last = 0;
     double t0 = tl->t[0].start_ms;
@@ -362,14 +375,24 @@ pp_status_t explain_critical_path(pp_critical_path_t *cp, const pp_plan_t *plan,
         prev_end = tl->t[k].end_ms;
     }
     cp->span_ms = prev_end - t0;
-    free(pred);
     return PP_OK;
 
 fail:
-    free(pred);
     explain_critical_path_free(cp);
     if (st == PP_ERR_NOMEM)
         PP_FAIL(st, "out of host memory for the critical path of %d ops", plan->n_ops);
+    return st;
+}
+
+pp_status_t explain_critical_path(pp_critical_path_t *cp, const pp_plan_t *plan,
+                                  const pp_timeline_t *tl)
+{
+    int *pred;
+    memset(cp, 0, sizeof *cp);
+    PP_CHECK(check_fit(plan, tl));
+    PP_CHECK(preds_new(plan, &pred));
+    pp_status_t st = critical_path(cp, plan, tl, pred);
+    free(pred);
     return st;
 }
 
@@ -444,22 +467,30 @@ pp_status_t explain_build(pp_explain_t *ex, const pp_plan_t *plan, const pp_time
                           const pp_timeline_t *sim, const pp_cost_model_t *cm)
 {
     pp_status_t st;
+    int *pred = NULL;
     memset(ex, 0, sizeof *ex);
     if (cm) {
         PP_CHECK_GOTO(explain_what_if(&ex->what_if, plan, cm), st, fail);
         ex->have_what_if = 1;
     }
     if (!tl->has_op_times) return PP_OK;
-    PP_CHECK_GOTO(explain_idle_split(&ex->split, plan, tl), st, fail);
-    PP_CHECK_GOTO(explain_critical_path(&ex->path, plan, tl), st, fail);
-    if (sim == tl) /* a simulated run: the same timeline, split once */
+    /* One check and one set of stream predecessors for every walk below. */
+    PP_CHECK_GOTO(check_fit(plan, tl), st, fail);
+    PP_CHECK_GOTO(preds_new(plan, &pred), st, fail);
+    PP_CHECK_GOTO(idle_split(&ex->split, plan, tl, pred), st, fail);
+    PP_CHECK_GOTO(critical_path(&ex->path, plan, tl, pred), st, fail);
+    if (sim == tl) { /* a simulated run: the same timeline, split once */
         PP_CHECK_GOTO(split_copy(&ex->split_sim, &ex->split), st, fail);
-    else if (sim && sim->has_op_times)
-        PP_CHECK_GOTO(explain_idle_split(&ex->split_sim, plan, sim), st, fail);
+    } else if (sim && sim->has_op_times) {
+        PP_CHECK_GOTO(check_fit(plan, sim), st, fail);
+        PP_CHECK_GOTO(idle_split(&ex->split_sim, plan, sim, pred), st, fail);
+    }
+    free(pred);
     ex->known = 1;
     return PP_OK;
 
 fail:
+    free(pred);
     explain_free(ex);
     return st;
 }

@@ -414,27 +414,55 @@ static pp_status_t lower_channels(lower_t *L)
 
 /* ============================== plan_lower ==================================================== */
 
-/* Move the program-id arrays into the plan, renumbered in enqueue order. */
-static pp_status_t lower_emit_plan(pp_plan_t *plan, const lower_t *L)
+/* ops[t] = the op of program id order[t], for every t: the permutation applied in place, cycle by
+ * cycle (placed[] marks the positions already filled), so no second array of ops is made. */
+static void permute_ops(pp_op_t *ops, const int *order, char *placed, int n)
+{
+    memset(placed, 0, (size_t)n);
+    for (int t = 0; t < n; t++) {
+        if (placed[t]) continue;
+        pp_op_t first = ops[t];
+        int j = t;
+        for (;;) {
+            placed[j] = 1;
+            int k = order[j];
+            if (k == t) {
+                ops[j] = first;
+                break;
+            }
+            ops[j] = ops[k];
+            j = k;
+        }
+    }
+}
+
+/* Move the program-id arrays into the plan, renumbered in enqueue order. The plan takes L->ops
+ * itself, permuted. */
+static pp_status_t lower_emit_plan(pp_plan_t *plan, lower_t *L)
 {
     int n_deps = 0;
     for (int id = 0; id < L->n_ops; id++)
         n_deps += L->n_dep[id];
     plan->n_ops = L->n_ops;
     plan->n_deps_total = n_deps;
-    plan->ops = malloc(sizeof *plan->ops * (size_t)(L->n_ops > 0 ? L->n_ops : 1));
     plan->deps = malloc(sizeof *plan->deps * (size_t)(n_deps > 0 ? n_deps : 1));
     plan->prog_ops = malloc(sizeof *plan->prog_ops * (size_t)(L->n_ops > 0 ? L->n_ops : 1));
     plan->prog_begin = malloc(sizeof *plan->prog_begin * (size_t)(L->n_dev + 1));
-    if (!plan->ops || !plan->deps || !plan->prog_ops || !plan->prog_begin)
+    char *placed = malloc((size_t)(L->n_ops > 0 ? L->n_ops : 1));
+    if (!plan->deps || !plan->prog_ops || !plan->prog_begin || !placed) {
+        free(placed);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory storing a plan of %d ops", L->n_ops);
+    }
     for (int t = 0; t < L->n_ops; t++)
         L->where[L->order[t]] = t;
+    permute_ops(L->ops, L->order, placed, L->n_ops);
+    free(placed);
+    plan->ops = L->ops;
+    L->ops = NULL;
     int nd = 0;
     for (int t = 0; t < L->n_ops; t++) {
         int id = L->order[t];
         pp_op_t *o = &plan->ops[t];
-        *o = L->ops[id];
         if (o->peer >= 0) o->peer = L->where[o->peer];
         o->dep_begin = nd;
         o->n_deps = L->n_dep[id];

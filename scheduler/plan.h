@@ -80,11 +80,11 @@ typedef struct pp_op {
     int pos;             /* position in its device's program (for messages), 0-based */
     int peer;            /* SEND: index of the matching RECV op; RECV: of the SEND; else -1 */
     pp_transport_t link; /* SEND/RECV: a row of p2p/transport.h; NONE for compute */
-    size_t bytes;        /* SEND/RECV, OFFLOAD/RELOAD: bytes moved */
     int host;            /* OFFLOAD/RELOAD: pinned host slot of (stage, mb); else -1 */
+    size_t bytes;        /* SEND/RECV, OFFLOAD/RELOAD: bytes moved */
     int dep_begin;       /* deps of this op are plan.deps[dep_begin .. dep_begin + n_deps) */
     int n_deps;
-} pp_op_t;
+} pp_op_t; /* 56 bytes, no padding: every pass over a plan reads them all */
 
 typedef struct pp_plan {
     int n_devices;              /* p */
