@@ -414,55 +414,27 @@ static pp_status_t lower_channels(lower_t *L)
 
 /* ============================== plan_lower ==================================================== */
 
-/* ops[t] = the op of program id order[t], for every t: the permutation applied in place, cycle by
- * cycle (placed[] marks the positions already filled), so no second array of ops is made. */
-static void permute_ops(pp_op_t *ops, const int *order, char *placed, int n)
-{
-    memset(placed, 0, (size_t)n);
-    for (int t = 0; t < n; t++) {
-        if (placed[t]) continue;
-        pp_op_t first = ops[t];
-        int j = t;
-        for (;;) {
-            placed[j] = 1;
-            int k = order[j];
-            if (k == t) {
-                ops[j] = first;
-                break;
-            }
-            ops[j] = ops[k];
-            j = k;
-        }
-    }
-}
-
-/* Move the program-id arrays into the plan, renumbered in enqueue order. The plan takes L->ops
- * itself, permuted. */
-static pp_status_t lower_emit_plan(pp_plan_t *plan, lower_t *L)
+/* Move the program-id arrays into the plan, renumbered in enqueue order. */
+static pp_status_t lower_emit_plan(pp_plan_t *plan, const lower_t *L)
 {
     int n_deps = 0;
     for (int id = 0; id < L->n_ops; id++)
         n_deps += L->n_dep[id];
     plan->n_ops = L->n_ops;
     plan->n_deps_total = n_deps;
+    plan->ops = malloc(sizeof *plan->ops * (size_t)(L->n_ops > 0 ? L->n_ops : 1));
     plan->deps = malloc(sizeof *plan->deps * (size_t)(n_deps > 0 ? n_deps : 1));
     plan->prog_ops = malloc(sizeof *plan->prog_ops * (size_t)(L->n_ops > 0 ? L->n_ops : 1));
     plan->prog_begin = malloc(sizeof *plan->prog_begin * (size_t)(L->n_dev + 1));
-    char *placed = malloc((size_t)(L->n_ops > 0 ? L->n_ops : 1));
-    if (!plan->deps || !plan->prog_ops || !plan->prog_begin || !placed) {
-        free(placed);
+    if (!plan->ops || !plan->deps || !plan->prog_ops || !plan->prog_begin)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory storing a plan of %d ops", L->n_ops);
-    }
     for (int t = 0; t < L->n_ops; t++)
         L->where[L->order[t]] = t;
-    permute_ops(L->ops, L->order, placed, L->n_ops);
-    free(placed);
-    plan->ops = L->ops;
-    L->ops = NULL;
     int nd = 0;
     for (int t = 0; t < L->n_ops; t++) {
         int id = L->order[t];
         pp_op_t *o = &plan->ops[t];
+        *o = L->ops[id];
         if (o->peer >= 0) o->peer = L->where[o->peer];
         o->dep_begin = nd;
         o->n_deps = L->n_dep[id];
@@ -494,6 +466,27 @@ static pp_status_t lower_wgrad_slots(pp_plan_t *plan)
     }
     free(now);
     return PP_OK;
+}
+
+/* Free what only the slots and the order needed before the plan's arrays are made: the emit is
+ * the lowering's largest moment. */
+static void lower_drop_scratch(lower_t *L)
+{
+    free(L->idx);
+    free(L->step);
+    free(L->inserted);
+    free(L->n_data);
+    free(L->partner);
+    free(L->chan);
+    free(L->chan_next);
+    free(L->chan_first);
+    free(L->off_after);
+    free(L->rel_before);
+    free(L->copy_head);
+    free(L->copy_next);
+    L->idx = L->step = L->n_data = L->partner = L->chan = L->chan_next = L->chan_first = NULL;
+    L->off_after = L->rel_before = L->copy_head = L->copy_next = NULL;
+    L->inserted = NULL;
 }
 
 static void lower_free(lower_t *L)
@@ -569,6 +562,7 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
     lower_data_deps(&L);
     PP_CHECK_GOTO(lower_channels(&L), st, fail);
     PP_CHECK_GOTO(lower_order_slots(&L, plan->slots_per_stage), st, fail);
+    lower_drop_scratch(&L);
     PP_CHECK_GOTO(lower_emit_plan(plan, &L), st, fail);
     PP_CHECK_GOTO(lower_wgrad_slots(plan), st, fail);
     if (plan->offload)
