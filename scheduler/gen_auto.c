@@ -36,16 +36,21 @@ typedef struct auto_state {
     int warm_cap; /* 1: before its first I, stage s runs at most p - s forwards (ZB-H1's warm-up) */
     double w_gap; /* a W fills a wait at least w_gap times its own length */
     int limit_w;  /* 1: at the in-flight limit, after an I, a W goes before the next I */
-    auto_dev_t *dev;            /* [p] */
+    int limit_used;  /* 1 once that rule made a choice in this variant (else limit_w was moot) */
+    auto_dev_t *dev; /* [p] */
     struct auto_choice *choice; /* [p]: what each device would do next (auto_fill) */
-    double *f_end;              /* [p * m]: end of F(s, k), NAN until scheduled */
-    double *i_end;              /* [p * m]: end of I(s, k), NAN until scheduled */
+    int tsize;                  /* leaves of the tournament: the power of two >= p */
+    int *tree;     /* [2 * tsize]: tree[i] = the winner below node i (auto_first), -1 none; the
+                      leaves tsize + s hold device s */
+    double *f_end; /* [p * m]: end of F(s, k), NAN until scheduled */
+    double *i_end; /* [p * m]: end of I(s, k), NAN until scheduled */
 } auto_state_t;
 
 /* What one device would do next, and when it would start. */
 typedef struct auto_choice {
     pp_action_kind_t kind;
     double start; /* INFINITY: it cannot go before another device does something */
+    int by_limit; /* 1: the in-flight rule of limit_w made it */
 } auto_choice_t;
 
 /* When the input of the next F of device s arrives (*known 0: a lower bound from its producer). */
@@ -75,7 +80,7 @@ static double ready_i(const auto_state_t *a, int s, int *known)
 static auto_choice_t auto_choose(const auto_state_t *a, int s)
 {
     const auto_dev_t *d = &a->dev[s];
-    auto_choice_t none = {PP_ACT_W, INFINITY};
+    auto_choice_t none = {PP_ACT_W, INFINITY, 0};
     int can_i = d->ni < d->nf, can_f = d->nf < a->m && d->nf - d->nw < a->c->limit;
     if (a->warm_cap && d->ni == 0 && d->nf >= a->p - s) can_f = 0;
     int can_w = d->nw < d->ni, ki = 0, kf = 0;
@@ -84,17 +89,17 @@ static auto_choice_t auto_choose(const auto_state_t *a, int s)
     int i_now = can_i && ki && ti <= d->clock, f_now = can_f && kf && tf <= d->clock;
     /* At the in-flight limit, after an I, a W frees the memory the next F needs. */
     if (a->limit_w && can_w && d->nf < a->m && d->nf - d->nw >= a->c->limit && d->last_i)
-        return (auto_choice_t){PP_ACT_W, d->clock};
-    if (f_now && (d->last_i || !i_now)) return (auto_choice_t){PP_ACT_F, d->clock};
-    if (i_now) return (auto_choice_t){PP_ACT_I, d->clock};
+        return (auto_choice_t){PP_ACT_W, d->clock, 1};
+    if (f_now && (d->last_i || !i_now)) return (auto_choice_t){PP_ACT_F, d->clock, 0};
+    if (i_now) return (auto_choice_t){PP_ACT_I, d->clock, 0};
     double next = fmin(ti, tf); /* known or a lower bound */
     if (can_w && next - d->clock >= a->w_gap * a->c->w[s])
-        return (auto_choice_t){PP_ACT_W, d->clock};
+        return (auto_choice_t){PP_ACT_W, d->clock, 0};
     if (can_w && !can_f && !ki && d->nf - d->nw >= a->c->limit)
-        return (auto_choice_t){PP_ACT_W, d->clock};
-    if (can_i && ki && (!kf || ti <= tf)) return (auto_choice_t){PP_ACT_I, ti};
-    if (can_f && kf) return (auto_choice_t){PP_ACT_F, fmax(tf, d->clock)};
-    if (can_w && !can_i && !can_f) return (auto_choice_t){PP_ACT_W, d->clock};
+        return (auto_choice_t){PP_ACT_W, d->clock, 0};
+    if (can_i && ki && (!kf || ti <= tf)) return (auto_choice_t){PP_ACT_I, ti, 0};
+    if (can_f && kf) return (auto_choice_t){PP_ACT_F, fmax(tf, d->clock), 0};
+    if (can_w && !can_i && !can_f) return (auto_choice_t){PP_ACT_W, d->clock, 0};
     return none;
 }
 
@@ -132,31 +137,48 @@ static int auto_force_w(const auto_state_t *a)
     return best;
 }
 
-/* Each step commits the device whose choice starts first (the lowest index on a tie). A choice of
- * device s reads only s's state and its neighbours' (ready_f: s - 1, ready_i: s + 1), so after a
- * commit on device b only b - 1, b and b + 1 choose again; the others' choices are kept. */
+/* The device of a and b whose choice starts first, the lower index on a tie; -1 for neither (a
+ * choice that cannot start, INFINITY or NAN, never wins). */
+static int auto_first(const auto_state_t *a, int x, int y)
+{
+    double sx = x >= 0 ? a->choice[x].start : INFINITY, sy = y >= 0 ? a->choice[y].start : INFINITY;
+    int okx = sx < INFINITY, oky = sy < INFINITY;
+    if (!okx || !oky) return okx ? x : oky ? y : -1;
+    if (sx != sy) return sx < sy ? x : y;
+    return x < y ? x : y;
+}
+
+/* Device s chooses again; the tournament above its leaf is replayed. */
+static void auto_rechoose(auto_state_t *a, int s)
+{
+    a->choice[s] = auto_choose(a, s);
+    a->limit_used |= a->choice[s].by_limit;
+    for (int i = (a->tsize + s) / 2; i >= 1; i /= 2)
+        a->tree[i] = auto_first(a, a->tree[2 * i], a->tree[2 * i + 1]);
+}
+
+/* Each step commits the device whose choice starts first (the lowest index on a tie): the winner
+ * of a tournament over the devices' choices. A choice of device s reads only s's state and its
+ * neighbours' (ready_f: s - 1, ready_i: s + 1), so after a commit on device b only b - 1, b and
+ * b + 1 choose again and only their paths up the tournament are replayed. */
 static pp_status_t auto_fill(auto_state_t *a, pp_schedule_t *out)
 {
     long total = 3L * a->p * a->m;
+    for (int i = 0; i < 2 * a->tsize; i++)
+        a->tree[i] = i >= a->tsize && i - a->tsize < a->p ? i - a->tsize : -1;
     for (int s = 0; s < a->p; s++)
-        a->choice[s] = auto_choose(a, s);
+        auto_rechoose(a, s);
     for (long n = 0; n < total; n++) {
-        int best = -1;
-        auto_choice_t bc = {PP_ACT_W, INFINITY};
-        for (int s = 0; s < a->p; s++) {
-            if (a->choice[s].start < bc.start) {
-                bc = a->choice[s];
-                best = s;
-            }
-        }
+        int best = auto_first(a, a->tree[1], -1); /* -1 also when a lone device cannot start */
+        auto_choice_t bc = best >= 0 ? a->choice[best] : (auto_choice_t){PP_ACT_W, INFINITY, 0};
         if (best < 0) {
             best = auto_force_w(a);
             if (best < 0) PP_FAIL(PP_ERR_INTERNAL, "auto: no device can make progress");
-            bc = (auto_choice_t){PP_ACT_W, a->dev[best].clock};
+            bc = (auto_choice_t){PP_ACT_W, a->dev[best].clock, 0};
         }
         PP_CHECK(auto_commit(a, out, best, bc));
         for (int s = best > 0 ? best - 1 : 0; s <= best + 1 && s < a->p; s++)
-            a->choice[s] = auto_choose(a, s);
+            auto_rechoose(a, s);
     }
     return PP_OK;
 }
@@ -165,6 +187,7 @@ static pp_status_t auto_fill(auto_state_t *a, pp_schedule_t *out)
 static pp_status_t auto_variant(auto_state_t *a, pp_schedule_t *out, double *makespan)
 {
     memset(a->dev, 0, sizeof *a->dev * (size_t)a->p);
+    a->limit_used = 0;
     for (long k = 0; k < (long)a->p * a->m; k++)
         a->f_end[k] = a->i_end[k] = NAN;
     PP_CHECK(schedule_init(out, a->p, a->p, a->m));
@@ -185,6 +208,19 @@ static const struct {
     int limit_w;
 } auto_variants[] = {{0, 1.0, 1}, {1, 1.0, 1}, {0, 2.0, 1}, {1, 2.0, 1},
                      {0, 1.0, 0}, {1, 1.0, 0}, {0, 2.0, 0}, {1, 2.0, 0}};
+#define AUTO_VARIANTS ((int)(sizeof auto_variants / sizeof auto_variants[0]))
+
+/* The earlier row that differs from row v only by limit_w on, or -1. When that row's run never
+ * used the rule, row v builds the very same order (every choice was made without it), so it
+ * would score the same and cannot win: it is skipped. */
+static int auto_twin(int v)
+{
+    for (int u = 0; u < v && !auto_variants[v].limit_w; u++)
+        if (auto_variants[u].limit_w && auto_variants[u].warm_cap == auto_variants[v].warm_cap &&
+            auto_variants[u].w_gap == auto_variants[v].w_gap)
+            return u;
+    return -1;
+}
 
 /* The simulated step of order `s` when `cfg` is given (lowered with it, priced by c), else the
  * greedy's own estimate `span`. */
@@ -230,21 +266,27 @@ pp_status_t generate_auto(pp_schedule_t *out, int p, int m, const pp_auto_costs_
                 PP_MAX_DEVICES, PP_MAX_MICRO_BATCHES, p, m, c->limit);
         return PP_ERR_INPUT;
     }
-    auto_state_t a = {p, m, c, 0, 1.0, 1, NULL, NULL, NULL, NULL};
+    auto_state_t a = {p, m, c, 0, 1.0, 1, 0, NULL, NULL, 1, NULL, NULL, NULL};
+    int used[AUTO_VARIANTS] = {0}; /* limit_used of each row's run */
     pp_schedule_t cand;
     double best = INFINITY, span, score;
     pp_status_t st = PP_ERR_NOMEM;
     memset(&cand, 0, sizeof cand);
     a.dev = calloc((size_t)p, sizeof *a.dev);
     a.choice = calloc((size_t)p, sizeof *a.choice);
+    while (a.tsize < p)
+        a.tsize *= 2;
+    a.tree = malloc(sizeof *a.tree * 2 * (size_t)a.tsize);
     a.f_end = malloc(sizeof *a.f_end * (size_t)p * (size_t)m);
     a.i_end = malloc(sizeof *a.i_end * (size_t)p * (size_t)m);
-    if (!a.dev || !a.choice || !a.f_end || !a.i_end) goto fail;
-    for (size_t v = 0; v < sizeof auto_variants / sizeof auto_variants[0]; v++) {
+    if (!a.dev || !a.choice || !a.tree || !a.f_end || !a.i_end) goto fail;
+    for (int v = 0; v < AUTO_VARIANTS; v++) {
+        if (auto_twin(v) >= 0 && !used[auto_twin(v)]) continue;
         a.warm_cap = auto_variants[v].warm_cap;
         a.w_gap = auto_variants[v].w_gap;
         a.limit_w = auto_variants[v].limit_w;
         if ((st = auto_variant(&a, &cand, &span)) != PP_OK) goto fail;
+        used[v] = a.limit_used;
         if ((st = auto_score(&cand, c, cfg, span, &score)) != PP_OK) goto fail;
         if (score < best - 1e-9) {
             best = score;
@@ -260,6 +302,7 @@ fail:
     if (st != PP_OK) schedule_free(out);
     free(a.dev);
     free(a.choice);
+    free(a.tree);
     free(a.f_end);
     free(a.i_end);
     return st;
