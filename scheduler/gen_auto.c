@@ -231,11 +231,10 @@ static pp_status_t auto_score(const pp_schedule_t *s, const pp_auto_costs_t *c,
     if (!cfg) return PP_OK;
     pp_plan_t plan;
     pp_cost_model_t cm;
-    pp_timeline_t tl;
+    const pp_cost_model_t *cp = &cm;
     pp_cost_cfg_t zero = {0};
     memset(&plan, 0, sizeof plan);
     memset(&cm, 0, sizeof cm);
-    memset(&tl, 0, sizeof tl);
     pp_status_t st = plan_lower(&plan, s, cfg);
     if (st == PP_OK) st = cost_model_uniform(&cm, s->n_stages, &zero);
     if (st == PP_OK) {
@@ -246,10 +245,8 @@ static pp_status_t auto_score(const pp_schedule_t *s, const pp_auto_costs_t *c,
             cm.b[k] = c->i[k] + c->w[k];
         }
         cm.send = c->send;
-        st = simulate_plan(&tl, &plan, &cm);
+        st = simulate_makespans(score, &plan, &cp, 1); /* simulate_plan's step, no timeline */
     }
-    if (st == PP_OK) *score = tl.step_ms[0];
-    timeline_free(&tl);
     cost_model_free(&cm);
     plan_free(&plan);
     return st;

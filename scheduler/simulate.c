@@ -141,14 +141,15 @@ static double end_of(const lanes_t *S, int k, int l)
     return S->t ? S->t[k].end_ms : S->end[(size_t)k * (size_t)S->n + (size_t)l];
 }
 
-static void set_times(lanes_t *S, int k, int l, double start, double end)
+/* Op k (on channel `chan`) runs from start to end in lane l. */
+static void set_times(lanes_t *S, int k, int chan, int l, double start, double end)
 {
     const pp_op_t *op = &S->plan->ops[k];
     if (S->t)
         S->t[k] = (pp_op_time_t){start, end};
     else
         S->end[(size_t)k * (size_t)S->n + (size_t)l] = end;
-    S->stream_free[(size_t)pp_plan_channel(S->plan, k) * (size_t)S->n + (size_t)l] = end;
+    S->stream_free[(size_t)chan * (size_t)S->n + (size_t)l] = end;
     if (start < S->t0[l]) S->t0[l] = start;
     if (end > S->t1[l]) S->t1[l] = end;
     if (op->role == PP_ROLE_COMPUTE) {
@@ -160,11 +161,11 @@ static void set_times(lanes_t *S, int k, int l, double start, double end)
 /* Time op `k` may start in each lane as far as its own stream and dependencies go, leaving out a
  * dependency on op `skip` (its transfer partner). Fails when a dependency is not earlier in plan
  * order. */
-static pp_status_t ready_time(const lanes_t *S, int k, int skip, double *ready)
+static pp_status_t ready_time(const lanes_t *S, int k, int chan, int skip, double *ready)
 {
     const pp_plan_t *plan = S->plan;
     const pp_op_t *op = &plan->ops[k];
-    const double *sf = &S->stream_free[(size_t)pp_plan_channel(plan, k) * (size_t)S->n];
+    const double *sf = &S->stream_free[(size_t)chan * (size_t)S->n];
     for (int l = 0; l < S->n; l++)
         ready[l] = sf[l];
     for (int j = 0; j < op->n_deps; j++) {
@@ -210,10 +211,11 @@ static pp_status_t sim_alone(lanes_t *S, int k)
 {
     const pp_op_t *op = &S->plan->ops[k];
     double ready[SIM_MAX_LANES];
-    PP_CHECK(ready_time(S, k, -1, ready));
+    int chan = pp_plan_channel(S->plan, k);
+    PP_CHECK(ready_time(S, k, chan, -1, ready));
     if (op->role == PP_ROLE_OVERLAP) PP_CHECK(pair_start(S, k, ready));
     for (int l = 0; l < S->n; l++)
-        set_times(S, k, l, ready[l], ready[l] + op_cost[op->kind](S->cm[l], op));
+        set_times(S, k, chan, l, ready[l], ready[l] + op_cost[op->kind](S->cm[l], op));
     return PP_OK;
 }
 
@@ -229,14 +231,15 @@ static pp_status_t sim_pair(lanes_t *S, int k, int n_stages)
                 op->peer);
     PP_CHECK(check_op(plan, n_stages, r));
     double ready_s[SIM_MAX_LANES], ready_r[SIM_MAX_LANES];
-    PP_CHECK(ready_time(S, k, r, ready_s));
-    PP_CHECK(ready_time(S, r, k, ready_r));
+    int chan_s = pp_plan_channel(plan, k), chan_r = pp_plan_channel(plan, r);
+    PP_CHECK(ready_time(S, k, chan_s, r, ready_s));
+    PP_CHECK(ready_time(S, r, chan_r, k, ready_r));
     int crosses = transport_row(op->link)->crosses_devices;
     for (int l = 0; l < S->n; l++) {
         double start = ready_s[l] > ready_r[l] ? ready_s[l] : ready_r[l];
         double end = start + (crosses ? S->cm[l]->send : 0.0);
-        set_times(S, k, l, start, end);
-        set_times(S, r, l, start, end);
+        set_times(S, k, chan_s, l, start, end);
+        set_times(S, r, chan_r, l, start, end);
     }
     return PP_OK;
 }
