@@ -51,8 +51,7 @@ static pp_status_t check_fit(const pp_plan_t *plan, const pp_timeline_t *tl)
         PP_FAIL(PP_ERR_INTERNAL, "explain: plan has %d devices", plan->n_devices);
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
-        if (op->device < 0 || op->device >= plan->n_devices || (int)op->role < 0 ||
-            op->role >= PP_ROLE_COUNT)
+        if (op->device < 0 || op->device >= plan->n_devices || op->role >= PP_ROLE_COUNT)
             PP_FAIL(PP_ERR_INTERNAL, "explain: op %d is on device %d, stream %d", k, op->device,
                     (int)op->role);
         if (op->n_deps < 0 || op->dep_begin < 0 || op->dep_begin + op->n_deps > plan->n_deps_total)

@@ -70,21 +70,23 @@ static inline const pp_role_row_t *pp_role_row(pp_role_t r)
 /* The stream role an op of kind k runs on (roles.c: one table, by kind). */
 pp_role_t pp_role_of_kind(pp_action_kind_t k);
 
+/* 48 bytes: every pass over a plan reads every op, so the three small enums share one word
+ * (8-bit fields: every value of each enum fits). */
 typedef struct pp_op {
-    int device;     /* pipeline device index 0..n_devices-1 */
-    pp_role_t role; /* stream the op runs on */
-    pp_action_kind_t kind;
-    int stage;           /* the stage the action belongs to (for SEND/RECV: the local stage) */
-    int mb;              /* micro-batch */
-    int slot;            /* activation slot of (stage, mb) on this device */
-    int pos;             /* position in its device's program (for messages), 0-based */
-    int peer;            /* SEND: index of the matching RECV op; RECV: of the SEND; else -1 */
-    pp_transport_t link; /* SEND/RECV: a row of p2p/transport.h; NONE for compute */
-    int host;            /* OFFLOAD/RELOAD: pinned host slot of (stage, mb); else -1 */
-    size_t bytes;        /* SEND/RECV, OFFLOAD/RELOAD: bytes moved */
-    int dep_begin;       /* deps of this op are plan.deps[dep_begin .. dep_begin + n_deps) */
+    int device;                /* pipeline device index 0..n_devices-1 */
+    pp_role_t role : 8;        /* stream the op runs on */
+    pp_action_kind_t kind : 8; /* what it does */
+    pp_transport_t link : 8;   /* SEND/RECV: a row of p2p/transport.h; NONE for compute */
+    int stage;     /* the stage the action belongs to (for SEND/RECV: the local stage) */
+    int mb;        /* micro-batch */
+    int slot;      /* activation slot of (stage, mb) on this device */
+    int pos;       /* position in its device's program (for messages), 0-based */
+    int peer;      /* SEND: index of the matching RECV op; RECV: of the SEND; else -1 */
+    int host;      /* OFFLOAD/RELOAD: pinned host slot of (stage, mb); else -1 */
+    size_t bytes;  /* SEND/RECV, OFFLOAD/RELOAD: bytes moved */
+    int dep_begin; /* deps of this op are plan.deps[dep_begin .. dep_begin + n_deps) */
     int n_deps;
-} pp_op_t; /* 56 bytes, no padding: every pass over a plan reads them all */
+} pp_op_t;
 
 typedef struct pp_plan {
     int n_devices;              /* p */

@@ -42,8 +42,7 @@ static void trace_tracks(pp_out_t *o, const pp_plan_t *plan, const pp_timeline_t
     memset(used, 0, sizeof used);
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
-        if (op->device >= 0 && op->device < PP_MAX_DEVICES && (int)op->role >= 0 &&
-            op->role < PP_ROLE_COUNT)
+        if (op->device >= 0 && op->device < PP_MAX_DEVICES && op->role < PP_ROLE_COUNT)
             used[op->device][op->role] = 1;
     }
     for (int g = 0; g < s->n_gaps; g++)

@@ -103,9 +103,9 @@ static pp_status_t check_op(const pp_plan_t *plan, int n_stages, int k)
     if (op->device < 0 || op->device >= plan->n_devices)
         PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d has device %d (plan has %d)", k, op->device,
                 plan->n_devices);
-    if ((int)op->role < 0 || op->role >= PP_ROLE_COUNT)
+    if (op->role >= PP_ROLE_COUNT) /* an 8-bit field: never negative */
         PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d has stream role %d", k, (int)op->role);
-    if ((int)op->kind < 0 || op->kind >= PP_ACT_COUNT)
+    if (op->kind >= PP_ACT_COUNT)
         PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d has action kind %d", k, (int)op->kind);
     if (op->stage < 0 || op->stage >= n_stages)
         PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d is on stage %d, the cost model has %d stages", k,
