@@ -209,6 +209,7 @@ static void split_device(split_ctx_t *c, int d, op_start_t *ops, double t0, doub
     else
         add_gap(c, d, PP_IDLE_COOLDOWN, fmin(hi, t1), t1, -1);
     c->s->idle_ms[d] = (t1 - t0) - busy;
+    c->s->busy_ms[d] = busy;
 }
 
 /* The split of `tl` (checked by check_fit) with the plan's stream predecessors `pred`. */
@@ -224,10 +225,11 @@ static pp_status_t idle_split(pp_idle_split_t *s, const pp_plan_t *plan, const p
     ops = malloc(sizeof *ops * n);
     ready = malloc(sizeof *ready * n);
     s->idle_ms = calloc(p, sizeof *s->idle_ms);
+    s->busy_ms = calloc(p, sizeof *s->busy_ms);
     s->by_device = calloc(p * PP_IDLE_COUNT, sizeof *s->by_device);
     split_ctx_t c = {plan, tl, s, pred, ready, 3 * (int)n + 2 * (int)p};
     s->gaps = malloc(sizeof *s->gaps * (size_t)c.cap_gaps);
-    if (!ops || !ready || !s->idle_ms || !s->by_device || !s->gaps) goto fail;
+    if (!ops || !ready || !s->idle_ms || !s->busy_ms || !s->by_device || !s->gaps) goto fail;
     s->n_devices = plan->n_devices;
 
     double t0 = 0.0, t1 = 0.0;
@@ -277,6 +279,7 @@ void explain_idle_split_free(pp_idle_split_t *s)
 {
     if (!s) return;
     free(s->idle_ms);
+    free(s->busy_ms);
     free(s->by_device);
     free(s->gaps);
     memset(s, 0, sizeof *s);
@@ -450,13 +453,15 @@ static pp_status_t split_copy(pp_idle_split_t *s, const pp_idle_split_t *a)
     size_t p = (size_t)a->n_devices, g = (size_t)(a->n_gaps > 0 ? a->n_gaps : 1);
     *s = *a;
     s->idle_ms = malloc(sizeof *s->idle_ms * p);
+    s->busy_ms = malloc(sizeof *s->busy_ms * p);
     s->by_device = malloc(sizeof *s->by_device * p * PP_IDLE_COUNT);
     s->gaps = malloc(sizeof *s->gaps * g);
-    if (!s->idle_ms || !s->by_device || !s->gaps) {
+    if (!s->idle_ms || !s->busy_ms || !s->by_device || !s->gaps) {
         explain_idle_split_free(s);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory copying an idle split of %d gaps", a->n_gaps);
     }
     memcpy(s->idle_ms, a->idle_ms, sizeof *s->idle_ms * p);
+    memcpy(s->busy_ms, a->busy_ms, sizeof *s->busy_ms * p);
     memcpy(s->by_device, a->by_device, sizeof *s->by_device * p * PP_IDLE_COUNT);
     memcpy(s->gaps, a->gaps, sizeof *s->gaps * (size_t)a->n_gaps);
     return PP_OK;

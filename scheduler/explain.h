@@ -81,6 +81,8 @@ typedef struct pp_idle_split {
     int n_devices;
     double span_ms;                 /* makespan T1 - T0 */
     double *idle_ms;                /* [n_devices]: span - busy, as report.c computes it */
+    double *busy_ms;                /* [n_devices]: busy, the union of the device's compute-op
+                                       intervals summed piece by piece as report.c does */
     double *by_device;              /* [n_devices * PP_IDLE_COUNT]: ms per device and reason */
     double total_ms[PP_IDLE_COUNT]; /* sum over devices */
     int n_gaps;

@@ -192,12 +192,18 @@ double report_bubble_theory(pp_sched_kind_t kind, int p, int m, int v)
     return sched_kind_bubble(kind, p, m, v);
 }
 
-/* Overall idle/makespan of `tl`: 1 - sum busy / (p * makespan). */
-static pp_status_t overall_bubble(const pp_plan_t *plan, const pp_timeline_t *tl, double *out)
+/* Overall idle/makespan of `tl`: 1 - sum busy / (p * makespan); busy from `known` (the idle
+ * split's of tl) when given, else summed here. */
+static pp_status_t overall_bubble(const pp_plan_t *plan, const pp_timeline_t *tl,
+                                  const double *known, double *out)
 {
     double *busy = malloc(sizeof *busy * (size_t)plan->n_devices);
     PP_ALLOC_CHECK(busy);
-    pp_status_t st = devices_busy(plan, tl, busy);
+    pp_status_t st = PP_OK;
+    if (known)
+        memcpy(busy, known, sizeof *busy * (size_t)plan->n_devices);
+    else
+        st = devices_busy(plan, tl, busy);
     if (st == PP_OK) {
         double sum = 0.0, span = timeline_makespan(tl);
         for (int d = 0; d < plan->n_devices; d++)
@@ -319,7 +325,13 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
         fprintf(stderr, "%s:%d: out of host memory building a report\n", __FILE__, __LINE__);
         goto fail;
     }
-    PP_CHECK_GOTO(devices_busy(plan, tl, busy), st, fail);
+    PP_CHECK_GOTO(explain_build(&r->explain, plan, tl,
+                                sim ? sim : (tl->mode == PP_MODE_SIMULATE ? tl : NULL), NULL),
+                  st, fail);
+    if (r->explain.known) /* the idle split summed the same union, piece by piece */
+        memcpy(busy, r->explain.split.busy_ms, sizeof *busy * (size_t)p);
+    else
+        PP_CHECK_GOTO(devices_busy(plan, tl, busy), st, fail);
     PP_CHECK_GOTO(devices_peak_inflight(plan, tl, peak), st, fail);
     if (!tl->has_op_times) /* step times only: per-op figures are unknown */
         for (int d = 0; d < p; d++) {
@@ -336,13 +348,14 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     if (sim == tl && tl->has_op_times) /* a simulated run: the figure above */
         r->bubble_simulated = r->bubble;
     else if (sim)
-        PP_CHECK_GOTO(overall_bubble(plan, sim, &r->bubble_simulated), st, fail);
+        PP_CHECK_GOTO(overall_bubble(
+                          plan, sim,
+                          r->explain.split_sim.n_devices == p ? r->explain.split_sim.busy_ms : NULL,
+                          &r->bubble_simulated),
+                      st, fail);
     else
         r->bubble_simulated = tl->mode == PP_MODE_SIMULATE ? r->bubble : NAN;
     fill_step_times(r, cfg, plan, tl, span, steps);
-    PP_CHECK_GOTO(explain_build(&r->explain, plan, tl,
-                                sim ? sim : (tl->mode == PP_MODE_SIMULATE ? tl : NULL), NULL),
-                  st, fail);
 fail:
     free(busy);
     free(peak);

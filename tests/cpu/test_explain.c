@@ -27,8 +27,46 @@ static pp_cost_model_t make_costs(int n_stages, double f, double bi, double bw, 
     return cm;
 }
 
+/* A compute-op interval, for ref_busy. */
+typedef struct ref_iv {
+    double start, end;
+} ref_iv_t;
+
+static int ref_iv_cmp(const void *a, const void *b)
+{
+    const ref_iv_t *x = a, *y = b;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
+}
+
+/* Device d's busy time from scratch: its compute-op intervals sorted by start, their union summed
+ * piece by piece (what the split's busy_ms and the report's busy must both give, to the bit). */
+static double ref_busy(const pp_plan_t *plan, const pp_timeline_t *tl, int d)
+{
+    ref_iv_t *iv = malloc(sizeof *iv * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1));
+    int n = 0;
+    for (int k = 0; iv && k < plan->n_ops; k++)
+        if (plan->ops[k].device == d && pp_role_row(plan->ops[k].role)->computes)
+            iv[n++] = (ref_iv_t){tl->t[k].start_ms, tl->t[k].end_ms};
+    if (!iv) return NAN;
+    qsort(iv, (size_t)n, sizeof *iv, ref_iv_cmp);
+    double busy = 0.0, lo = n ? iv[0].start : 0.0, hi = n ? iv[0].end : 0.0;
+    for (int i = 1; i < n; i++) {
+        if (iv[i].start > hi) {
+            busy += hi - lo;
+            lo = iv[i].start;
+            hi = iv[i].end;
+        } else if (iv[i].end > hi) {
+            hi = iv[i].end;
+        }
+    }
+    free(iv);
+    return n ? busy + (hi - lo) : 0.0;
+}
+
 /* Every device's reasons add up to report.c's idle time and none is negative; the gaps lie in
- * the makespan window and add up per device too. */
+ * the makespan window and add up per device too; the busy time is the union of the device's
+ * compute intervals, to the bit. */
 static void expect_split_sums(const pp_plan_t *plan, const pp_timeline_t *tl,
                               const pp_idle_split_t *s, const char *what)
 {
@@ -58,6 +96,10 @@ static void expect_split_sums(const pp_plan_t *plan, const pp_timeline_t *tl,
         }
         EXPECT(s->idle_ms[d] == r.per_device[d].idle_ms, "%s: device %d idle %.17g vs %.17g", what,
                d, s->idle_ms[d], r.per_device[d].idle_ms);
+        double busy = ref_busy(plan, tl, d);
+        EXPECT(s->busy_ms[d] == busy && r.per_device[d].busy_ms == busy,
+               "%s: device %d busy %.17g (report %.17g), from scratch %.17g", what, d,
+               s->busy_ms[d], r.per_device[d].busy_ms, busy);
         EXPECT_NEAR(sum, r.per_device[d].idle_ms, tol, 0);
         EXPECT_NEAR(gap_sum[d], r.per_device[d].idle_ms, tol, 0);
     }
