@@ -428,21 +428,29 @@ static pp_status_t cost_variant(pp_cost_model_t *out, const pp_cost_model_t *cm,
     return PP_OK;
 }
 
-pp_status_t explain_what_if(pp_what_if_t *w, const pp_plan_t *plan, const pp_cost_model_t *cm)
+pp_status_t explain_what_if_sim(pp_what_if_t *w, pp_timeline_t *tl, const pp_plan_t *plan,
+                                const pp_cost_model_t *cm)
 {
     pp_cost_model_t v[PP_WHAT_IF_COUNT] = {{0}};
-    const pp_cost_model_t *vp[PP_WHAT_IF_COUNT];
+    const pp_cost_model_t *vp[1 + PP_WHAT_IF_COUNT] = {cm};
     pp_status_t st = PP_OK;
     memset(w, 0, sizeof *w);
     for (int i = 0; i < PP_WHAT_IF_COUNT && st == PP_OK; i++) {
         st = cost_variant(&v[i], cm, &pp_what_ifs[i]);
-        vp[i] = &v[i];
+        vp[1 + i] = &v[i];
     }
-    if (st == PP_OK) /* every case in one pass over the plan */
-        st = simulate_makespans(w->step_ms, plan, vp, PP_WHAT_IF_COUNT);
+    if (st == PP_OK && tl) /* the plan as modelled and every case in one pass */
+        st = simulate_plan_and(tl, w->step_ms, plan, vp, 1 + PP_WHAT_IF_COUNT);
+    else if (st == PP_OK) /* every case in one pass over the plan */
+        st = simulate_makespans(w->step_ms, plan, vp + 1, PP_WHAT_IF_COUNT);
     for (int i = 0; i < PP_WHAT_IF_COUNT; i++)
         cost_model_free(&v[i]);
     return st;
+}
+
+pp_status_t explain_what_if(pp_what_if_t *w, const pp_plan_t *plan, const pp_cost_model_t *cm)
+{
+    return explain_what_if_sim(w, NULL, plan, cm);
 }
 
 /* ---- all of it ------------------------------------------------------------------------------- */

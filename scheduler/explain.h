@@ -160,8 +160,13 @@ typedef struct pp_what_if {
     double step_ms[PP_WHAT_IF_COUNT]; /* the simulator's makespan in each case */
 } pp_what_if_t;
 
-/* Simulates `plan` once per row of pp_what_ifs under a changed copy of `cm`. */
+/* Simulates `plan` once per row of pp_what_ifs under a changed copy of `cm` (one pass). */
 pp_status_t explain_what_if(pp_what_if_t *w, const pp_plan_t *plan, const pp_cost_model_t *cm);
+
+/* The same, and (tl not NULL) simulate_plan(tl, plan, cm) in that pass: a simulated run gets its
+ * timeline and its what-if figures for one walk of the plan. */
+pp_status_t explain_what_if_sim(pp_what_if_t *w, pp_timeline_t *tl, const pp_plan_t *plan,
+                                const pp_cost_model_t *cm);
 
 /* ---- all of it ------------------------------------------------------------------------------ */
 

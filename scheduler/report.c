@@ -371,6 +371,12 @@ pp_status_t report_what_if(pp_report_t *r, const pp_plan_t *plan, const pp_cost_
     return PP_OK;
 }
 
+void report_set_what_if(pp_report_t *r, const pp_what_if_t *w)
+{
+    r->explain.what_if = *w;
+    r->explain.have_what_if = 1;
+}
+
 void report_free(pp_report_t *r)
 {
     if (!r) return;

@@ -64,6 +64,9 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
                          const pp_timeline_t *tl, const pp_timeline_t *sim);
 /* Adds the what-if step times: `plan` simulated under variants of `cm` (explain_what_if). */
 pp_status_t report_what_if(pp_report_t *r, const pp_plan_t *plan, const pp_cost_model_t *cm);
+
+/* The what-if figures already simulated (explain_what_if_sim) for the report's cost model. */
+void report_set_what_if(pp_report_t *r, const pp_what_if_t *w);
 void report_free(pp_report_t *r);
 
 /* Attach what the model predicted before running: the step (ms), each device's peak memory and

@@ -102,7 +102,9 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
     return cost_model_build(cm, cfg, plan, present, prof, NULL);
 }
 
-pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present)
+/* run_predict; with `what_if`, the what-if figures of the cost model too, in the simulation's
+ * own pass (r->have_what_if). */
+static pp_status_t predict(pp_run_t *r, const pp_gpu_t *present, int what_if)
 {
     if (r->cfg.cost_src.profile && !r->have_prof) {
         PP_CHECK(profile_load(&r->prof, r->cfg.cost_src.profile));
@@ -114,7 +116,12 @@ pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present)
     cost_model_free(&r->cost);
     timeline_free(&r->sim);
     PP_CHECK(cost_model_build(&r->cost, &r->cfg, &r->plan, present, prof, &source));
-    PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
+    r->have_what_if = 0;
+    if (what_if)
+        PP_CHECK(explain_what_if_sim(&r->what_if, &r->sim, &r->plan, &r->cost));
+    else
+        PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
+    r->have_what_if = what_if;
     r->predicted_ms = r->sim.step_ms[0];
     const pp_gpu_t *gpu = cost_gpu_for(&r->cfg, present, prof);
     cost_model_describe(r->cost_desc, sizeof r->cost_desc, &r->cost, &r->cfg, &r->plan, source, gpu,
@@ -122,6 +129,11 @@ pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present)
     PP_CHECK(memory_predict(&r->mem, &r->cfg, &r->plan, gpu, prof));
     r->predicted = 1;
     return PP_OK;
+}
+
+pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present)
+{
+    return predict(r, present, 0);
 }
 
 pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o)
@@ -150,17 +162,21 @@ pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o)
 pp_status_t run_finish(pp_run_t *r)
 {
     if (!r->predicted) PP_CHECK(run_predict(r, r->present));
-    if (r->measured && r->meas.has_op_times) {
+    if (r->measured && r->meas.has_op_times) { /* the measured costs, simulated with the what-if */
         cost_model_free(&r->cost);
         timeline_free(&r->sim);
+        r->have_what_if = 0;
         PP_CHECK(run_cost_model(&r->cost, &r->plan, &r->cfg, &r->meas, NULL, NULL));
-        PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
+        PP_CHECK(explain_what_if_sim(&r->what_if, &r->sim, &r->plan, &r->cost));
+        r->have_what_if = 1;
     }
     PP_CHECK(report_build(&r->report, &r->cfg, &r->plan, run_timeline(r), &r->sim));
     r->have_report = 1;
     /* What-if from the run's own op costs; a measured run without op times has none (its cost
      * model is the config's). */
-    if (!r->measured || r->meas.has_op_times)
+    if (r->have_what_if && (!r->measured || r->meas.has_op_times))
+        report_set_what_if(&r->report, &r->what_if);
+    else if (!r->measured || r->meas.has_op_times)
         PP_CHECK(report_what_if(&r->report, &r->plan, &r->cost));
     size_t mem[PP_MAX_DEVICES];
     double mb[PP_MAX_DEVICES];
@@ -179,7 +195,7 @@ pp_status_t run_finish(pp_run_t *r)
 
 pp_status_t run_go(pp_run_t *r, const pp_run_opts_t *o)
 {
-    PP_CHECK(run_predict(r, o->gpu));
+    PP_CHECK(predict(r, o->gpu, !o->measure)); /* a simulated run's what-if comes along */
     if (o->measure) PP_CHECK(run_execute(r, o));
     return run_finish(r);
 }

@@ -46,6 +46,8 @@ typedef struct pp_run {
     int have_prof;           /* 1 when prof holds a profile */
     const pp_gpu_t *present; /* the GPU a measured run runs on (when the table knows it) */
     int predicted;           /* 1 once run_predict ran */
+    pp_what_if_t what_if;    /* the what-if figures of `cost`, simulated in sim's pass */
+    int have_what_if;        /* 1 when what_if holds them */
     double predicted_ms;     /* the step the cost model predicts before running */
     char cost_desc[512];     /* where the predicted costs came from, for the report */
     pp_mem_pred_t mem;       /* the memory predicted per device, and the fit check */

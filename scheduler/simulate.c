@@ -127,8 +127,9 @@ typedef struct lanes {
     const pp_plan_t *plan;
     int n;                            /* lanes */
     const pp_cost_model_t *const *cm; /* [n] */
-    pp_op_time_t *t;                  /* n == 1: the timeline's start and end of every op */
-    double *end;                      /* t == NULL: [n_ops * n], op k's end in lane l at k*n+l */
+    pp_op_time_t *t;                  /* lane 0's start and end of every op (a timeline), or NULL */
+    int off;                          /* 1 with t, else 0: the lanes from off on keep ends only */
+    double *end;                      /* [n_ops * (n - off)]: op k's end in lane l >= off */
     double *stream_free;              /* [n_chan * n] when each channel is free again */
     int last_compute[PP_MAX_DEVICES]; /* the device's latest op on its compute stream, -1 none */
     double *last_start;               /* [n_devices * n] its start */
@@ -136,19 +137,24 @@ typedef struct lanes {
     double t1[SIM_MAX_LANES];         /* latest end of each lane */
 } lanes_t;
 
+static double *end_at(const lanes_t *S, int k, int l)
+{
+    return &S->end[(size_t)k * (size_t)(S->n - S->off) + (size_t)(l - S->off)];
+}
+
 static double end_of(const lanes_t *S, int k, int l)
 {
-    return S->t ? S->t[k].end_ms : S->end[(size_t)k * (size_t)S->n + (size_t)l];
+    return l < S->off ? S->t[k].end_ms : *end_at(S, k, l);
 }
 
 /* Op k (on channel `chan`) runs from start to end in lane l. */
 static void set_times(lanes_t *S, int k, int chan, int l, double start, double end)
 {
     const pp_op_t *op = &S->plan->ops[k];
-    if (S->t)
+    if (l < S->off)
         S->t[k] = (pp_op_time_t){start, end};
     else
-        S->end[(size_t)k * (size_t)S->n + (size_t)l] = end;
+        *end_at(S, k, l) = end;
     S->stream_free[(size_t)chan * (size_t)S->n + (size_t)l] = end;
     if (start < S->t0[l]) S->t0[l] = start;
     if (end > S->t1[l]) S->t1[l] = end;
@@ -273,7 +279,7 @@ static pp_status_t sim_walk(lanes_t *S)
     return PP_OK;
 }
 
-/* Run the walk with n lanes over `cm` (t: the one lane's times, else end[n_ops * n]); span[l]:
+/* Run the walk with n lanes over `cm` (t: lane 0's times; end: the other lanes'); span[l]:
  * lane l's makespan, as timeline_makespan gives it once the times are made relative to the
  * earliest start (rounding keeps the order, so the latest end minus the earliest start). */
 static pp_status_t sim_run(const pp_plan_t *plan, const pp_cost_model_t *const *cm, int n,
@@ -285,7 +291,7 @@ static pp_status_t sim_run(const pp_plan_t *plan, const pp_cost_model_t *const *
                     cm[l]->n_stages, plan->n_stages);
     if (plan->n_devices < 1 || plan->n_devices > PP_MAX_DEVICES || n < 1 || n > SIM_MAX_LANES)
         PP_FAIL(PP_ERR_INTERNAL, "simulate: %d devices, %d cost models", plan->n_devices, n);
-    lanes_t S = {.plan = plan, .n = n, .cm = cm, .t = t, .end = end};
+    lanes_t S = {.plan = plan, .n = n, .cm = cm, .t = t, .off = t ? 1 : 0, .end = end};
     S.stream_free = calloc((size_t)pp_channel_count(plan->n_devices) * (size_t)n, sizeof(double));
     S.last_start = calloc((size_t)plan->n_devices * (size_t)n, sizeof(double));
     pp_status_t st = PP_ERR_NOMEM;
@@ -301,19 +307,32 @@ static pp_status_t sim_run(const pp_plan_t *plan, const pp_cost_model_t *const *
     return st;
 }
 
-pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm)
+pp_status_t simulate_plan_and(pp_timeline_t *tl, double *step_ms, const pp_plan_t *plan,
+                              const pp_cost_model_t *const *cm, int n)
 {
     memset(tl, 0, sizeof *tl);
-    if (cm->n_stages < plan->n_stages)
-        PP_FAIL(PP_ERR_INTERNAL, "simulate: cost model has %d stages, the plan %d", cm->n_stages,
+    if (n < 1 || n > SIM_MAX_LANES)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: %d cost models in one pass (1..%d)", n, SIM_MAX_LANES);
+    if (cm[0]->n_stages < plan->n_stages)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: cost model has %d stages, the plan %d", cm[0]->n_stages,
                 plan->n_stages);
     PP_CHECK(timeline_init(tl, PP_MODE_SIMULATE, plan->n_ops, plan->n_devices, 1));
-    double span;
-    pp_status_t st = sim_run(plan, &cm, 1, tl->t, NULL, &span);
+    double span[SIM_MAX_LANES], *end = NULL;
+    if (n > 1) {
+        end = malloc(sizeof *end * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1) * (size_t)(n - 1));
+        if (!end) {
+            timeline_free(tl);
+            PP_FAIL(PP_ERR_NOMEM, "out of host memory simulating %d ops", plan->n_ops);
+        }
+    }
+    pp_status_t st = sim_run(plan, cm, n, tl->t, end, span);
+    free(end);
     if (st != PP_OK) {
         timeline_free(tl);
         return st;
     }
+    for (int l = 1; l < n; l++)
+        step_ms[l - 1] = span[l];
     /* Times relative to the earliest start. */
     double t0 = 0.0;
     for (int k = 0; k < plan->n_ops; k++)
@@ -326,6 +345,11 @@ pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cos
     tl->skew_ms = 0.0;
     tl->has_op_times = 1;
     return PP_OK;
+}
+
+pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm)
+{
+    return simulate_plan_and(tl, NULL, plan, &cm, 1);
 }
 
 pp_status_t simulate_makespans(double *step_ms, const pp_plan_t *plan,

@@ -40,6 +40,11 @@ void cost_model_free(pp_cost_model_t *cm);
 /* Simulate `plan`; fills `tl` (initialised here, mode SIMULATE, one step). */
 pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm);
 
+/* simulate_plan under cm[0] into tl, and step_ms[l - 1] = the makespan simulate_plan gives under
+ * cm[l] for l = 1 .. n - 1 (n 1..8), in the same pass over the plan. */
+pp_status_t simulate_plan_and(pp_timeline_t *tl, double *step_ms, const pp_plan_t *plan,
+                              const pp_cost_model_t *const *cm, int n);
+
 /* step_ms[l] = the makespan simulate_plan gives under cm[l], for n (1..8) cost models in one pass
  * over the plan (each op's times under every model side by side: the walk and the reads of its
  * dependencies are shared). */

@@ -131,6 +131,38 @@ static pp_status_t fake_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp_
     return PP_OK;
 }
 
+/* The what-if figures the chain simulated in its own pass are explain_what_if's, to the bit, and
+ * its timeline is simulate_plan's. */
+static void expect_what_if_alone(const pp_run_t *r, const char *what)
+{
+    pp_what_if_t w;
+    pp_timeline_t tl;
+    REQUIRE(r->report.explain.have_what_if);
+    REQUIRE(explain_what_if(&w, &r->plan, &r->cost) == PP_OK);
+    for (int i = 0; i < PP_WHAT_IF_COUNT; i++)
+        EXPECT(r->report.explain.what_if.step_ms[i] == w.step_ms[i], "%s: %s %.17g, alone %.17g",
+               what, pp_what_ifs[i].name, r->report.explain.what_if.step_ms[i], w.step_ms[i]);
+    REQUIRE(simulate_plan(&tl, &r->plan, &r->cost) == PP_OK);
+    EXPECT(tl.n_ops == r->sim.n_ops && !memcmp(tl.t, r->sim.t, sizeof *tl.t * (size_t)tl.n_ops) &&
+               tl.step_ms[0] == r->sim.step_ms[0],
+           "%s: the timeline simulated with the what-if differs from simulate_plan's", what);
+    timeline_free(&tl);
+}
+
+/* A simulated run: its what-if comes from the prediction's pass. */
+static void test_simulated_what_if(void)
+{
+    pp_run_t r;
+    pp_run_opts_t ro = {0};
+    const char *kinds[] = {"1f1b", "zb-h1", "dualpipe-v"}, *two[] = {"pipeline.chunks=2"};
+    for (int i = 0; i < 3; i++) {
+        REQUIRE(run_load(&r, "t.yaml", yaml_of(kinds[i], 4, 8), two, i == 2, 0) == PP_OK);
+        REQUIRE(run_go(&r, &ro) == PP_OK);
+        expect_what_if_alone(&r, kinds[i]);
+        run_free(&r);
+    }
+}
+
 static void test_measured(void)
 {
     int p = ts_rand_int(2, 4);
@@ -145,6 +177,7 @@ static void test_measured(void)
         EXPECT(r.cost.f[s] == 1.0 + s, "stage %d: f %g", s, r.cost.f[s]);
     EXPECT_NEAR(r.report.bubble_simulated, r.report.bubble, 1e-12, 1e-12);
     EXPECT(strstr(table_of(&r), "# predicted before running: step "), "%s", table_of(&r));
+    expect_what_if_alone(&r, "measured");
     run_free(&r);
     /* Pipeline devices sharing a GPU: the prediction is for separate GPUs, and not compared. */
     const char *shared[] = {"pipeline.devices=[0, 0]"};
@@ -188,6 +221,7 @@ int main(void)
     RUN(test_cost_model_uniform);
     RUN(test_uneven_split);
     RUN(test_measured);
+    RUN(test_simulated_what_if);
     RUN(test_input_errors);
     return check_summary("test_run");
 }
