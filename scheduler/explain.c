@@ -7,7 +7,8 @@
  * load stream, or its send or recv channel with one peer device, pp_channel_of). A broken promise
  * is a bug in lowering and returns PP_ERR_INTERNAL. Times are never trusted to be consistent (a
  * measured timeline carries clock skew): every cut point is clamped into its stretch, so the
- * reasons of a device always add up to its idle time and none is negative.
+ * reasons of a device always add up to its idle time and none is negative. The what-if figures
+ * are explain_what_if.c's.
  */
 #include "explain.h"
 
@@ -26,13 +27,6 @@ const pp_idle_reason_info_t pp_idle_reasons[PP_IDLE_COUNT] = {
                         "#8c6d31"},
     [PP_IDLE_COOLDOWN] = {"cooldown", "cool", "after the device's last compute op", "white",
                           "#dedede"},
-};
-
-const pp_what_if_info_t pp_what_ifs[PP_WHAT_IF_COUNT] = {
-    [PP_WHAT_IF_NO_LAUNCH] = {"no_launch_gaps", "no launch gaps", 0, 0},
-    [PP_WHAT_IF_FREE_COMM] = {"free_transfers", "free transfers", 1, 0},
-    [PP_WHAT_IF_EVEN_STAGES] = {"even_stages", "even stages", 0, 1},
-    [PP_WHAT_IF_ALL] = {"all", "all three", 1, 1},
 };
 
 static double clamp(double x, double lo, double hi)
@@ -403,54 +397,6 @@ void explain_critical_path_free(pp_critical_path_t *cp)
     if (!cp) return;
     free(cp->links);
     memset(cp, 0, sizeof *cp);
-}
-
-/* ---- what-if --------------------------------------------------------------------------------- */
-
-/* A copy of `cm` changed as row `w` says. */
-static pp_status_t cost_variant(pp_cost_model_t *out, const pp_cost_model_t *cm,
-                                const pp_what_if_info_t *w)
-{
-    pp_cost_cfg_t zero = {0};
-    int n = cm->n_stages;
-    PP_CHECK(cost_model_uniform(out, n, &zero));
-    double *dst[4] = {out->f, out->b, out->i, out->w};
-    const double *src[4] = {cm->f, cm->b, cm->i, cm->w};
-    for (int kind = 0; kind < 4; kind++) {
-        double mean = 0.0;
-        for (int s = 0; s < n; s++)
-            mean += src[kind][s] / n;
-        for (int s = 0; s < n; s++)
-            dst[kind][s] = w->even_stages ? mean : src[kind][s];
-    }
-    out->send = w->free_comm ? 0.0 : cm->send;
-    out->overlap = cm->overlap;
-    return PP_OK;
-}
-
-pp_status_t explain_what_if_sim(pp_what_if_t *w, pp_timeline_t *tl, const pp_plan_t *plan,
-                                const pp_cost_model_t *cm)
-{
-    pp_cost_model_t v[PP_WHAT_IF_COUNT] = {{0}};
-    const pp_cost_model_t *vp[1 + PP_WHAT_IF_COUNT] = {cm};
-    pp_status_t st = PP_OK;
-    memset(w, 0, sizeof *w);
-    for (int i = 0; i < PP_WHAT_IF_COUNT && st == PP_OK; i++) {
-        st = cost_variant(&v[i], cm, &pp_what_ifs[i]);
-        vp[1 + i] = &v[i];
-    }
-    if (st == PP_OK && tl) /* the plan as modelled and every case in one pass */
-        st = simulate_plan_and(tl, w->step_ms, plan, vp, 1 + PP_WHAT_IF_COUNT);
-    else if (st == PP_OK) /* every case in one pass over the plan */
-        st = simulate_makespans(w->step_ms, plan, vp + 1, PP_WHAT_IF_COUNT);
-    for (int i = 0; i < PP_WHAT_IF_COUNT; i++)
-        cost_model_free(&v[i]);
-    return st;
-}
-
-pp_status_t explain_what_if(pp_what_if_t *w, const pp_plan_t *plan, const pp_cost_model_t *cm)
-{
-    return explain_what_if_sim(w, NULL, plan, cm);
 }
 
 /* ---- all of it ------------------------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /*
- * report.c — metrics of one run (report_build) and the fixed-width table. The JSON of
- * docs/architecture.md is in report_json.c, the Chrome trace and the SVG chart in report_trace.c
- * and report_svg.c.
+ * report.c — metrics of one run (report_build) and the fixed-width table. The in-flight peaks are
+ * in report_inflight.c, the JSON of docs/architecture.md in report_json.c, the Chrome trace and
+ * the SVG chart in report_trace.c and report_svg.c.
  *
  * Invariants: busy time is the union of a device's compute-stream intervals (overlaps count once);
  * every ratio whose denominator is zero or unknown is NAN, and NAN prints as "-" in the table and
@@ -73,107 +73,13 @@ static pp_status_t devices_busy(const pp_plan_t *plan, const pp_timeline_t *tl, 
     return PP_OK;
 }
 
-/* ---- in-flight micro-batches ----------------------------------------------------------------- */
+/* ---- step-time percentiles ------------------------------------------------------------------- */
 
 static int double_cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
-
-/* v[0..n) in ascending order; a device's times arrive almost always sorted already. */
-static void sort_times(double *v, int n)
-{
-    for (int i = 1; i < n; i++)
-        if (v[i - 1] > v[i]) {
-            qsort(v, (size_t)n, sizeof *v, double_cmp);
-            return;
-        }
-}
-
-/* The most pairs in flight over one device's sorted starts s[0..n) and ends e[0..n): a sweep that
- * counts an end before a start at the same instant. */
-static int sweep_peak(const double *s, const double *e, int n)
-{
-    int cur = 0, peak = 0;
-    for (int i = 0, j = 0; i < n;) {
-        if (j < n && e[j] <= s[i]) {
-            cur--, j++;
-        } else if (++cur, ++i, cur > peak) {
-            peak = cur;
-        }
-    }
-    return peak;
-}
-
-/* Per (stage, mb) pair, key stage * n_mb + mb: fwd = its F that starts first, bwd = its backward
- * op that ends last (-1: none). */
-static void inflight_pairs(const pp_plan_t *plan, const pp_timeline_t *tl, int *fwd, int *bwd)
-{
-    const pp_op_time_t *t = tl->t;
-    for (int k = 0; k < plan->n_ops; k++) {
-        const pp_op_t *op = &plan->ops[k];
-        if (!pp_action_is_compute(op->kind)) continue;
-        size_t key = (size_t)op->stage * (size_t)plan->n_mb + (size_t)op->mb;
-        if (op->kind == PP_ACT_F) {
-            if (fwd[key] < 0 || t[k].start_ms < t[fwd[key]].start_ms) fwd[key] = k;
-        } else if (bwd[key] < 0 || t[k].end_ms > t[bwd[key]].end_ms) {
-            bwd[key] = k;
-        }
-    }
-}
-
-/* peak[d] = most (stage, mb) pairs of device d (its F's device) whose F has started and whose last
- * backward op has not ended, at any instant. A pair with no backward op stays in flight to the
- * step's end. Each device's starts and ends are gathered in plan order (sorted by time but for a
- * pair that overlaps another), then swept. */
-static pp_status_t devices_peak_inflight(const pp_plan_t *plan, const pp_timeline_t *tl, int *peak)
-{
-    int p = plan->n_devices, begin[PP_MAX_DEVICES + 1] = {0}, at_s[PP_MAX_DEVICES],
-        at_e[PP_MAX_DEVICES];
-    size_t n_pairs = (size_t)plan->n_stages * (size_t)plan->n_mb;
-    int *fwd = malloc(sizeof *fwd * (n_pairs > 0 ? n_pairs : 1) * 2), *bwd = fwd + n_pairs;
-    double *s = malloc(sizeof *s * (n_pairs > 0 ? n_pairs : 1) * 2), *e = s + n_pairs;
-    if (!fwd || !s) {
-        free(fwd);
-        free(s);
-        PP_FAIL(PP_ERR_NOMEM, "out of host memory counting in-flight micro-batches");
-    }
-    for (size_t i = 0; i < 2 * n_pairs; i++)
-        fwd[i] = -1;
-    inflight_pairs(plan, tl, fwd, bwd);
-    double t_end = 0.0;
-    for (int k = 0; k < plan->n_ops; k++)
-        if (tl->t[k].end_ms > t_end) t_end = tl->t[k].end_ms;
-    for (size_t key = 0; key < n_pairs; key++) /* one start and one end per pair with an F */
-        if (fwd[key] >= 0) begin[plan->ops[fwd[key]].device + 1]++;
-    for (int d = 0; d < p; d++) {
-        begin[d + 1] += begin[d];
-        at_s[d] = at_e[d] = begin[d];
-    }
-    for (int k = 0; k < plan->n_ops; k++) {
-        const pp_op_t *op = &plan->ops[k];
-        if (!pp_action_is_compute(op->kind)) continue;
-        size_t key = (size_t)op->stage * (size_t)plan->n_mb + (size_t)op->mb;
-        if (fwd[key] < 0) continue;
-        int d = plan->ops[fwd[key]].device;
-        if (fwd[key] == k) s[at_s[d]++] = tl->t[k].start_ms;
-        if (bwd[key] == k) e[at_e[d]++] = tl->t[k].end_ms;
-    }
-    for (size_t key = 0; key < n_pairs; key++) /* no backward: in flight to the end */
-        if (fwd[key] >= 0 && bwd[key] < 0) e[at_e[plan->ops[fwd[key]].device]++] = t_end;
-    for (int d = 0; d < p; d++) {
-        int n = begin[d + 1] - begin[d];
-        sort_times(s + begin[d], n);
-        sort_times(e + begin[d], n);
-        peak[d] = sweep_peak(s + begin[d], e + begin[d], n);
-    }
-    free(fwd);
-    free(s);
-    return PP_OK;
-}
-
-/* ---- step-time percentiles ------------------------------------------------------------------- */
 
 /* q-quantile (0..1) of sorted v[0..n) by linear interpolation between closest ranks. */
 static double quantile_sorted(const double *v, int n, double q)
@@ -332,7 +238,7 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
         memcpy(busy, r->explain.split.busy_ms, sizeof *busy * (size_t)p);
     else
         PP_CHECK_GOTO(devices_busy(plan, tl, busy), st, fail);
-    PP_CHECK_GOTO(devices_peak_inflight(plan, tl, peak), st, fail);
+    PP_CHECK_GOTO(report_peak_inflight(plan, tl, peak), st, fail);
     if (!tl->has_op_times) /* step times only: per-op figures are unknown */
         for (int d = 0; d < p; d++) {
             busy[d] = NAN;

@@ -62,6 +62,10 @@ typedef struct pp_report {
  * and critical path of `tl` and the idle split of `sim` (of `tl` when that is simulated). */
 pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
                          const pp_timeline_t *tl, const pp_timeline_t *sim);
+/* peak[d] = most (stage, mb) pairs of device d in flight at once: F started, last backward op
+ * not ended (report_inflight.c). Stages and micro-batches of compute ops must be in range. */
+pp_status_t report_peak_inflight(const pp_plan_t *plan, const pp_timeline_t *tl, int *peak);
+
 /* Adds the what-if step times: `plan` simulated under variants of `cm` (explain_what_if). */
 pp_status_t report_what_if(pp_report_t *r, const pp_plan_t *plan, const pp_cost_model_t *cm);
 
