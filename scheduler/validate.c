@@ -350,8 +350,9 @@ static void plan_at(const pp_plan_t *plan, int i)
 }
 
 /* The arrays hang together: devices in range, prog_ops a grouping of all ops by device with
- * matching positions. */
-static pp_status_t plan_check_shape(const pp_plan_t *plan)
+ * matching positions. acts[j] gets the action of prog_ops[j] (the programs as the plan runs them,
+ * read in the same walk). */
+static pp_status_t plan_check_shape(const pp_plan_t *plan, pp_action_t *acts)
 {
     if (plan->n_devices < 1 || plan->n_stages < 1 || plan->n_mb < 1 || plan->n_ops < 0 ||
         (plan->n_ops > 0 && (!plan->ops || !plan->prog_ops)) || !plan->prog_begin ||
@@ -385,6 +386,7 @@ static pp_status_t plan_check_shape(const pp_plan_t *plan)
                 return PP_ERR_INPUT;
             }
             listed[i] = 1;
+            acts[j] = (pp_action_t){plan->ops[i].kind, plan->ops[i].stage, plan->ops[i].mb, 0};
         }
     }
     free(listed);
@@ -558,25 +560,22 @@ pp_status_t plan_validate(const pp_plan_t *plan)
         fprintf(stderr, "plan: none to check\n");
         return PP_ERR_INPUT;
     }
-    PP_CHECK(plan_check_shape(plan));
     /* The rules on the programs, as the plan runs them (transfers included). */
-    pp_program_t *prog = calloc((size_t)plan->n_devices, sizeof *prog);
+    pp_program_t *prog = calloc((size_t)(plan->n_devices > 0 ? plan->n_devices : 1), sizeof *prog);
     pp_action_t *acts = malloc(sizeof *acts * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1));
     if (!prog || !acts) {
         free(prog);
         free(acts);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory validating a plan");
     }
-    for (int d = 0; d < plan->n_devices; d++) {
+    pp_status_t st = plan_check_shape(plan, acts);
+    for (int d = 0; st == PP_OK && d < plan->n_devices; d++) {
         prog[d].a = acts + plan->prog_begin[d];
         prog[d].n = prog[d].cap = plan->prog_begin[d + 1] - plan->prog_begin[d];
-        for (int j = 0; j < prog[d].n; j++) {
-            const pp_op_t *o = &plan->ops[plan->prog_ops[plan->prog_begin[d] + j]];
-            prog[d].a[j] = (pp_action_t){o->kind, o->stage, o->mb, 0};
-        }
     }
-    pp_status_t st =
-        check_programs(prog, plan->n_devices, plan->n_stages, plan->n_mb, plan->stage_device, 1);
+    if (st == PP_OK)
+        st = check_programs(prog, plan->n_devices, plan->n_stages, plan->n_mb, plan->stage_device,
+                            1);
     free(prog);
     free(acts);
     PP_CHECK(st);
