@@ -55,6 +55,7 @@ typedef struct opts {
     int n_sweep;
     char gpu_set[64];   /* --gpu NAME, as the override cost.gpu=NAME */
     const char *output; /* -o FILE (profile) */
+    pp_group_t *group;  /* the processes of an MPI launch; rank 0 prints */
 } opts_t;
 
 static const char *prog = "ppsched";
@@ -365,8 +366,9 @@ static pp_run_opts_t run_opts(const opts_t *o, int measure)
     pp_run_opts_t ro = {.measure = measure,
                         .exec = execute_plan,
                         .sync = o->sync,
-                        .verbose = !o->quiet && !o->json,
-                        .gpu = measure ? present_gpu() : NULL};
+                        .verbose = !o->quiet && !o->json && o->group->rank == 0,
+                        .gpu = measure ? present_gpu() : NULL,
+                        .group = o->group};
     return ro;
 }
 
@@ -380,7 +382,7 @@ static int want_measure(const opts_t *o, int n_visible)
  * an input error comes first and alone. */
 static void note_simulating(const opts_t *o, int n_visible)
 {
-    if (o->simulate || n_visible > 0 || o->quiet) return;
+    if (o->simulate || n_visible > 0 || o->quiet || o->group->rank != 0) return;
     fprintf(stderr,
             "# %s: simulating with the cost model (pass --simulate to ask for this "
             "explicitly)%s\n",
@@ -392,18 +394,28 @@ static void note_simulating(const opts_t *o, int n_visible)
  * Commands
  * ------------------------------------------------------------------------------------------- */
 
+/* Load the run on every process and agree: a failure on any one (its own message printed) is
+ * every process's; then check the split over the processes. A bad output path of rank 0's is
+ * found now, not after the whole measurement. */
+static pp_status_t load_agreed(pp_run_t *j, const char *path, const opts_t *o, int n_visible)
+{
+    pp_status_t st = run_load(j, path, NULL, o->sets, o->n_sets, n_visible);
+    if (st == PP_OK && o->group->rank == 0 && o->trace) st = out_probe(o->trace, "the trace");
+    if (st == PP_OK && o->group->rank == 0 && o->svg) st = out_probe(o->svg, "the SVG chart");
+    PP_CHECK(group_agree(o->group, st));
+    return run_check_processes(j, o->group);
+}
+
 static pp_status_t cmd_run(const char *path, const opts_t *o)
 {
     pp_run_t j = {0};
     pp_status_t st;
     int n_visible = o->simulate ? 0 : execute_device_count();
     pp_run_opts_t ro = run_opts(o, want_measure(o, n_visible));
-    PP_CHECK_GOTO(run_load(&j, path, NULL, o->sets, o->n_sets, n_visible), st, done);
+    PP_CHECK_GOTO(load_agreed(&j, path, o, n_visible), st, done);
     note_simulating(o, n_visible);
-    /* A bad output path is found now, not after the whole measurement. */
-    if (o->trace) PP_CHECK_GOTO(out_probe(o->trace, "the trace"), st, done);
-    if (o->svg) PP_CHECK_GOTO(out_probe(o->svg, "the SVG chart"), st, done);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
+    if (o->group->rank != 0) goto done; /* rank 0 prints the one report */
     if (o->json)
         st = report_print_json(&j.report, stdout);
     else
@@ -710,9 +722,17 @@ static int finish_stdout(int rc)
     return failed && rc == 0 ? 1 : rc;
 }
 
-int main(int argc, char **argv)
+static int run_command(int argc, char **argv, pp_group_t *group)
 {
     cmd_t cmd = CMD_RUN;
+    static const char *const others[] = {"compare", "show", "check", "profile", "plan", "help"};
+    for (size_t k = 0; group->size > 1 && argc >= 2 && k < sizeof others / sizeof others[0]; k++)
+        if (strcmp(argv[1], others[k]) == 0) {
+            fprintf(stderr,
+                    "%s: under mpirun only `ppsched FILE.yaml` runs, not %s (%d processes)\n", prog,
+                    others[k], group->size);
+            return 2;
+        }
     if (argc >= 2) {
         if (strcmp(argv[1], "compare") == 0)
             cmd = CMD_COMPARE;
@@ -730,7 +750,7 @@ int main(int argc, char **argv)
         }
     }
     int shift = cmd == CMD_RUN ? 0 : 1;
-    opts_t o = {0};
+    opts_t o = {.group = group};
     int r = parse_opts(cmd, argc - shift, argv + shift, &o);
     if (r > 0) return finish_stdout(0);
     if (r < 0) return 2;
@@ -751,4 +771,12 @@ int main(int argc, char **argv)
     default: st = cmd_run(args[0], &o); break;
     }
     return finish_stdout(pp_status_exit_code(st));
+}
+
+/* Every process of an MPI launch (pp_group.h) leaves with the same code: the worst of them. */
+int main(int argc, char **argv)
+{
+    pp_group_t group;
+    if (group_init(&group, group_mpi_ops(), &argc, &argv) != PP_OK) return 2;
+    return group_finish(&group, run_command(argc, argv, &group));
 }

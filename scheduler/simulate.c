@@ -152,10 +152,127 @@ static pp_status_t pair_start(const pp_plan_t *plan, const pp_timeline_t *tl,
     PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d on the overlap stream has no forward half", k);
 }
 
-pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm)
+/* 1 when this process simulates device d (always without a part). */
+static int owns(const pp_sim_part_t *part, int d)
 {
-    pp_status_t st;
-    double *stream_free = NULL;
+    return !part || part->rank_of[d] == part->group->rank;
+}
+
+/* Under a part, a dependency on a device of another process other than the transfer partner
+ * cannot be known here: lowering never makes one (plan.h), so it is a bug. */
+static pp_status_t check_owned_deps(const pp_plan_t *plan, const pp_sim_part_t *part, int k,
+                                    int skip)
+{
+    const pp_op_t *op = &plan->ops[k];
+    for (int j = 0; part && j < op->n_deps; j++) {
+        int d = plan->deps[op->dep_begin + j];
+        if (d != skip && d >= 0 && d < plan->n_ops && !owns(part, plan->ops[d].device))
+            PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d depends on op %d of another process", k, d);
+    }
+    return PP_OK;
+}
+
+/* The pending end of a transfer across processes: which op waits for which rank. */
+static void print_pending(const pp_plan_t *plan, const pp_sim_part_t *part, int mine, int theirs,
+                          double timeout_s)
+{
+    char a[32], b[32];
+    const pp_op_t *m = &plan->ops[mine], *t = &plan->ops[theirs];
+    pp_action_t am = {m->kind, m->stage, m->mb, 0}, at = {t->kind, t->stage, t->mb, 0};
+    fprintf(stderr,
+            "ppsched: rank %d: op %d (device %d, step %d, action %s) still pending after %.3g s: "
+            "waiting for rank %d to post its end, op %d (device %d, step %d, action %s)\n",
+            part->group->rank, mine, m->device, m->pos, action_format(&am, a, sizeof a), timeout_s,
+            part->rank_of[t->device], theirs, t->device, t->pos, action_format(&at, b, sizeof b));
+}
+
+/* The ready time of the other end of transfer (mine, theirs), from the process that owns it; ours
+ * goes to it first (from `keep`, which lives until the group's flush). */
+static pp_status_t meet(const pp_plan_t *plan, const pp_sim_part_t *part, int mine, int theirs,
+                        double *keep, double *out)
+{
+    pp_group_t *g = part->group;
+    const int peer = part->rank_of[plan->ops[theirs].device];
+    const int send = plan->ops[mine].role == PP_ROLE_SEND ? mine : theirs;
+    const int tag = send & 0x7fff; /* both sides meet in plan order: the tag only guards */
+    if (mine != part->drop_send) PP_CHECK(g->ops->post_send(g, keep, peer, tag));
+    pp_status_t st = g->ops->recv(g, out, peer, tag, part->deadline);
+    if (st == PP_ERR_TIMEOUT) print_pending(plan, part, mine, theirs, part->timeout_s);
+    return st;
+}
+
+/* Transfer SEND k / RECV r: both start when both sides are ready, end `send` later (at once on a
+ * link within a device). Under a part, only the owned ends are timed; an end on another process
+ * sends its ready time and receives the other's. */
+static pp_status_t sim_transfer(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm,
+                                double *stream_free, const pp_sim_part_t *part, double *keep, int k)
+{
+    const pp_op_t *op = &plan->ops[k];
+    const int r = k + 1;
+    if (op->peer != r || r >= plan->n_ops || plan->ops[r].peer != k ||
+        (plan->ops[r].kind != PP_ACT_RECV_F && plan->ops[r].kind != PP_ACT_RECV_B))
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: SEND op %d (peer %d) is not followed by its RECV", k,
+                op->peer);
+    PP_CHECK(check_op(plan, cm, r));
+    const int own_s = owns(part, op->device), own_r = owns(part, plan->ops[r].device);
+    double ready_s = 0, ready_r = 0;
+    if (own_s) PP_CHECK(check_owned_deps(plan, part, k, r));
+    if (own_s) PP_CHECK(ready_time(plan, tl, stream_free, k, r, &ready_s));
+    if (own_r) PP_CHECK(check_owned_deps(plan, part, r, k));
+    if (own_r) PP_CHECK(ready_time(plan, tl, stream_free, r, k, &ready_r));
+    if (!own_s && !own_r) return PP_OK;
+    if (own_s && !own_r) {
+        keep[k] = ready_s;
+        PP_CHECK(meet(plan, part, k, r, &keep[k], &ready_r));
+    } else if (own_r && !own_s) {
+        keep[r] = ready_r;
+        PP_CHECK(meet(plan, part, r, k, &keep[r], &ready_s));
+    }
+    double start = ready_s > ready_r ? ready_s : ready_r;
+    double end = start + (transport_row(op->link)->crosses_devices ? cm->send : 0.0);
+    if (own_s) {
+        tl->t[k] = (pp_op_time_t){start, end};
+        stream_free[pp_plan_channel(plan, k)] = end;
+    }
+    if (own_r) {
+        tl->t[r] = (pp_op_time_t){start, end};
+        stream_free[pp_plan_channel(plan, r)] = end;
+    }
+    return PP_OK;
+}
+
+/* Every op of the owned devices in plan order. */
+static pp_status_t sim_ops(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm,
+                           double *stream_free, const pp_sim_part_t *part, double *keep)
+{
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        PP_CHECK(check_op(plan, cm, k));
+        if (op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) {
+            PP_CHECK(sim_transfer(tl, plan, cm, stream_free, part, keep, k));
+            k++; /* the RECV is done too */
+            continue;
+        }
+        if (!op_cost[op->kind])
+            PP_FAIL(PP_ERR_INTERNAL, "simulate: RECV op %d does not sit right after its SEND (%d)",
+                    k, op->peer);
+        if (!owns(part, op->device)) continue;
+        double ready;
+        PP_CHECK(check_owned_deps(plan, part, k, -1));
+        PP_CHECK(ready_time(plan, tl, stream_free, k, -1, &ready));
+        if (op->role == PP_ROLE_OVERLAP) PP_CHECK(pair_start(plan, tl, cm, k, &ready));
+        tl->t[k].start_ms = ready;
+        tl->t[k].end_ms = ready + op_cost[op->kind](cm, op);
+        stream_free[pp_plan_channel(plan, k)] = tl->t[k].end_ms;
+    }
+    return PP_OK;
+}
+
+pp_status_t simulate_plan_part(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm,
+                               const pp_sim_part_t *part)
+{
+    pp_status_t st = PP_OK;
+    double *stream_free = NULL, *keep = NULL;
 
     memset(tl, 0, sizeof *tl);
     if (cm->n_stages < plan->n_stages)
@@ -163,71 +280,43 @@ pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cos
                 plan->n_stages);
     PP_CHECK(timeline_init(tl, PP_MODE_SIMULATE, plan->n_ops, plan->n_devices, 1));
     stream_free = calloc((size_t)pp_channel_count(plan->n_devices), sizeof *stream_free);
-    if (!stream_free) {
+    keep = part ? calloc(plan->n_ops > 0 ? (size_t)plan->n_ops : 1, sizeof *keep) : NULL;
+    if (!stream_free || (part && !keep)) {
         st = PP_ERR_NOMEM;
         fprintf(stderr, "%s:%d: out of host memory simulating %d ops\n", __FILE__, __LINE__,
                 plan->n_ops);
         goto fail;
     }
-
-    for (int k = 0; k < plan->n_ops; k++) {
-        const pp_op_t *op = &plan->ops[k];
-        PP_CHECK_GOTO(check_op(plan, cm, k), st, fail);
-        int is_send = op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B;
-
-        if (op_cost[op->kind]) {
-            double ready;
-            PP_CHECK_GOTO(ready_time(plan, tl, stream_free, k, -1, &ready), st, fail);
-            if (op->role == PP_ROLE_OVERLAP)
-                PP_CHECK_GOTO(pair_start(plan, tl, cm, k, &ready), st, fail);
-            tl->t[k].start_ms = ready;
-            tl->t[k].end_ms = ready + op_cost[op->kind](cm, op);
-            stream_free[pp_plan_channel(plan, k)] = tl->t[k].end_ms;
-        } else if (is_send) {
-            int r = k + 1;
-            if (op->peer != r || r >= plan->n_ops || plan->ops[r].peer != k ||
-                (plan->ops[r].kind != PP_ACT_RECV_F && plan->ops[r].kind != PP_ACT_RECV_B)) {
-                st = PP_ERR_INTERNAL;
-                fprintf(stderr,
-                        "%s:%d: simulate: SEND op %d (peer %d) is not followed by its RECV\n",
-                        __FILE__, __LINE__, k, op->peer);
-                goto fail;
-            }
-            PP_CHECK_GOTO(check_op(plan, cm, r), st, fail);
-            double ready_s, ready_r;
-            PP_CHECK_GOTO(ready_time(plan, tl, stream_free, k, r, &ready_s), st, fail);
-            PP_CHECK_GOTO(ready_time(plan, tl, stream_free, r, k, &ready_r), st, fail);
-            double start = ready_s > ready_r ? ready_s : ready_r;
-            double end = start + (transport_row(op->link)->crosses_devices ? cm->send : 0.0);
-            tl->t[k] = (pp_op_time_t){start, end};
-            tl->t[r] = (pp_op_time_t){start, end};
-            stream_free[pp_plan_channel(plan, k)] = end;
-            stream_free[pp_plan_channel(plan, r)] = end;
-            k = r; /* the RECV is done too */
-        } else {
-            st = PP_ERR_INTERNAL;
-            fprintf(stderr, "%s:%d: simulate: RECV op %d does not sit right after its SEND (%d)\n",
-                    __FILE__, __LINE__, k, op->peer);
-            goto fail;
+    st = sim_ops(tl, plan, cm, stream_free, part, keep);
+    if (part) { /* the sends still in flight read keep[] */
+        pp_status_t fl = part->group->ops->flush(part->group, part->deadline);
+        if (st == PP_OK) st = fl;
+    }
+    if (st != PP_OK) goto fail;
+    if (!part) { /* times relative to the earliest start (timeline_merge does it for parts) */
+        double t0 = 0.0;
+        for (int k = 0; k < plan->n_ops; k++)
+            if (k == 0 || tl->t[k].start_ms < t0) t0 = tl->t[k].start_ms;
+        for (int k = 0; k < plan->n_ops; k++) {
+            tl->t[k].start_ms -= t0;
+            tl->t[k].end_ms -= t0;
         }
+        tl->step_ms[0] = timeline_makespan(tl);
     }
-
-    /* Times relative to the earliest start. */
-    double t0 = 0.0;
-    for (int k = 0; k < plan->n_ops; k++)
-        if (k == 0 || tl->t[k].start_ms < t0) t0 = tl->t[k].start_ms;
-    for (int k = 0; k < plan->n_ops; k++) {
-        tl->t[k].start_ms -= t0;
-        tl->t[k].end_ms -= t0;
-    }
-    tl->step_ms[0] = timeline_makespan(tl);
     tl->skew_ms = 0.0;
     tl->has_op_times = 1;
     free(stream_free);
+    free(keep);
     return PP_OK;
 
 fail:
     free(stream_free);
+    free(keep);
     timeline_free(tl);
     return st;
+}
+
+pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm)
+{
+    return simulate_plan_part(tl, plan, cm, NULL);
 }
