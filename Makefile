@@ -166,13 +166,15 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(GPU_TEST_LIB) $(MPI_OBJ) $
 
 test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
 	@PP_BUILD=$(BUILD) PP_MPI=$(MPI) PP_MPIRUN=$(MPIRUN) sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) \
-	    tests/check_install.sh tests/check_cli.sh tests/check_mpi.sh -- $(GPU_TESTS)
+	    tests/check_install.sh tests/check_cli.sh tests/check_mpi.sh -- $(GPU_TESTS) \
+	    $(if $(GPU_TESTS),tests/check_mpi_gpu.sh)
 
 test-cpu: $(CPU_TESTS)
 	@sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) --
 
 test-gpu: $(BUILD)/ppsched $(GPU_TESTS)
-	@sh tests/run_tests.sh $(BUILD) -- $(GPU_TESTS)
+	@PP_BUILD=$(BUILD) PP_MPI=$(MPI) PP_MPIRUN=$(MPIRUN) sh tests/run_tests.sh $(BUILD) -- \
+	    $(GPU_TESTS) tests/check_mpi_gpu.sh
 
 # The CPU tests again, built with AddressSanitizer and UBSan into their own tree.
 test-asan: $(BUILD)/config.mk

@@ -132,12 +132,10 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-pp_status_t exec_keep_median(pp_timeline_t *tl, const double *step_ms, int steps,
-                             const pp_op_time_t *times, int n_ops)
+int exec_median_step(const double *step_ms, int steps)
 {
-    memcpy(tl->step_ms, step_ms, sizeof(double) * (size_t)steps);
     double *sorted = malloc(sizeof(double) * (size_t)steps);
-    PP_ALLOC_CHECK(sorted);
+    if (!sorted) return 0; /* any step will do */
     memcpy(sorted, step_ms, sizeof(double) * (size_t)steps);
     qsort(sorted, (size_t)steps, sizeof(double), cmp_double);
     double med = sorted[(steps - 1) / 2];
@@ -145,10 +143,18 @@ pp_status_t exec_keep_median(pp_timeline_t *tl, const double *step_ms, int steps
     int pick = 0;
     for (int k = 0; k < steps; k++)
         if (step_ms[k] == med) pick = k;
+    return pick;
+}
+
+pp_status_t exec_keep_median(pp_timeline_t *tl, const double *step_ms, int steps,
+                             const pp_op_time_t *times, int n_ops, int pick, int to_zero)
+{
+    memcpy(tl->step_ms, step_ms, sizeof(double) * (size_t)steps);
+    if (pick < 0 || pick >= steps) pick = exec_median_step(step_ms, steps);
     if (!times) return PP_OK;
     const pp_op_time_t *t = &times[(size_t)pick * n_ops];
-    double t0 = INFINITY;
-    for (int i = 0; i < n_ops; i++)
+    double t0 = to_zero ? INFINITY : 0;
+    for (int i = 0; to_zero && i < n_ops; i++)
         t0 = fmin(t0, t[i].start_ms);
     for (int i = 0; i < n_ops; i++) {
         tl->t[i].start_ms = t[i].start_ms - t0;

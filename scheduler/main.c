@@ -411,6 +411,11 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     pp_run_t j = {0};
     pp_status_t st;
     int n_visible = o->simulate ? 0 : execute_device_count();
+    /* Under mpirun every process measures, or every one simulates (one without a GPU decides). */
+    int no_gpu = !want_measure(o, n_visible);
+    if (o->group->size > 1 && o->group->ops->max_int(o->group, &no_gpu) != PP_OK)
+        return PP_ERR_INTERNAL;
+    if (no_gpu) n_visible = 0;
     pp_run_opts_t ro = run_opts(o, want_measure(o, n_visible));
     PP_CHECK_GOTO(load_agreed(&j, path, o, n_visible), st, done);
     note_simulating(o, n_visible);
