@@ -51,8 +51,11 @@ void exec_report_pending(exec_t *x, int step, double timeout_s)
 {
     const pp_plan_t *plan = x->plan;
     char txt[32];
-    fprintf(stderr, "ppsched: step %d did not finish within %g s; still pending:\n", step,
-            timeout_s);
+    if (exec_in_group(x)) /* every rank names its own pending ops */
+        fprintf(stderr, "ppsched: rank %d: ", x->opts.group->rank);
+    else
+        fprintf(stderr, "ppsched: ");
+    fprintf(stderr, "step %d did not finish within %g s; still pending:\n", step, timeout_s);
     if (x->gexec && !x->opts.timing)
         fprintf(stderr, "  (a replayed graph with timing off cannot name its ops: rerun with "
                         "--set run.graph=off or run.timing=on)\n");

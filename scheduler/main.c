@@ -406,6 +406,24 @@ static pp_status_t load_agreed(pp_run_t *j, const char *path, const opts_t *o, i
     return run_check_processes(j, o->group);
 }
 
+/* On rank 0 of an MPI launch: which devices each process owns (stderr, with the banner). */
+static void note_processes(const pp_run_t *j, const opts_t *o)
+{
+    const pp_group_t *g = o->group;
+    int rank_of[PP_MAX_DEVICES];
+    if (g->size <= 1 || g->rank != 0 || o->quiet || o->json) return;
+    run_rank_of(j, g, rank_of);
+    fprintf(stderr, "# processes: %d (MPI):", g->size);
+    for (int d = 0, first = 0; d < j->plan.n_devices; d++) {
+        if (d + 1 < j->plan.n_devices && rank_of[d + 1] == rank_of[d]) continue;
+        fprintf(stderr, "%s rank %d device%s %d", first ? "," : "", rank_of[d],
+                d > first ? "s" : "", first);
+        if (d > first) fprintf(stderr, "-%d", d);
+        first = d + 1;
+    }
+    fputc('\n', stderr);
+}
+
 static pp_status_t cmd_run(const char *path, const opts_t *o)
 {
     pp_run_t j = {0};
@@ -417,8 +435,13 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
         return PP_ERR_INTERNAL;
     if (no_gpu) n_visible = 0;
     pp_run_opts_t ro = run_opts(o, want_measure(o, n_visible));
-    PP_CHECK_GOTO(load_agreed(&j, path, o, n_visible), st, done);
+    /* Across hosts pipeline.devices counts every host's GPUs: no one host can check the ids (the
+     * executor checks each process's own). */
+    const int spans_hosts = o->group->local_size < o->group->size;
+    PP_CHECK_GOTO(load_agreed(&j, path, o, spans_hosts && n_visible > 0 ? -1 : n_visible), st,
+                  done);
     note_simulating(o, n_visible);
+    note_processes(&j, o);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
     if (o->group->rank != 0) goto done; /* rank 0 prints the one report */
     if (o->json)
