@@ -109,26 +109,36 @@ pp_status_t group_init(pp_group_t *g, const pp_group_ops_t *mpi, int *argc, char
     return st;
 }
 
+/* Rank 0 names the ranks that failed, up to this many processes (every one names itself). */
+enum { AGREE_NAMED = 256 };
+
+/* Nothing allocated, so that no process can fail to take part: the statuses gathered on rank 0
+ * into a fixed board (while the processes fit), the lowest failing rank's status broadcast. */
 pp_status_t group_agree(pp_group_t *g, pp_status_t st)
 {
     if (g->size <= 1) return st;
-    int mine = (int)st, *all = NULL;
-    if (g->rank == 0) {
-        all = calloc((size_t)g->size, sizeof *all);
-        PP_ALLOC_CHECK(all); /* rank 0 out of memory: the run is lost anyway */
+    int board[AGREE_NAMED], mine = (int)st, first = PP_OK;
+    if (g->size <= AGREE_NAMED) {
+        PP_CHECK(g->ops->gather(g, &mine, g->rank == 0 ? board : NULL, sizeof mine, 0));
+        for (int r = 0; g->rank == 0 && r < g->size; r++) {
+            if (board[r] == PP_OK) continue;
+            if (first == PP_OK) first = board[r];
+            if (r != 0)
+                fprintf(stderr, "ppsched: rank %d of %d failed: %s (that rank says why)\n", r,
+                        g->size, pp_status_str((pp_status_t)board[r]));
+        }
+        PP_CHECK(g->ops->bcast(g, &first, sizeof first, 0));
+        return (pp_status_t)first;
     }
-    pp_status_t e = g->ops->gather(g, &mine, all, sizeof mine, 0);
-    int first = PP_OK;
-    for (int r = 0; e == PP_OK && all && r < g->size; r++) {
-        if (all[r] == PP_OK) continue;
-        if (first == PP_OK) first = all[r];
-        if (r != 0)
-            fprintf(stderr, "ppsched: rank %d of %d failed: %s (its message is above)\n", r,
-                    g->size, pp_status_str((pp_status_t)all[r]));
-    }
-    free(all);
-    if (e == PP_OK) e = g->ops->bcast(g, &first, sizeof first, 0);
-    return e != PP_OK ? e : (pp_status_t)first;
+    int key = st != PP_OK ? g->size - g->rank : 0; /* the lowest failing rank, then its status */
+    PP_CHECK(g->ops->max_int(g, &key));
+    if (key == 0) return PP_OK;
+    first = g->rank == g->size - key ? (int)st : 0;
+    PP_CHECK(g->ops->max_int(g, &first));
+    if (g->rank == 0 && key != g->size)
+        fprintf(stderr, "ppsched: rank %d of %d failed: %s (that rank says why)\n", g->size - key,
+                g->size, pp_status_str((pp_status_t)first));
+    return (pp_status_t)first;
 }
 
 int group_finish(pp_group_t *g, int rc)

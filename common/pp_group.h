@@ -69,8 +69,8 @@ void group_single(pp_group_t *g);
  * pipeline alone). */
 pp_status_t group_init(pp_group_t *g, const pp_group_ops_t *mpi, int *argc, char ***argv);
 
-/* The first failure among every process's `st` (the lowest rank's), the same on every process;
- * rank 0 names each other rank that failed. Collective. */
+/* The first failure among every process's `st` (the lowest failing rank's), the same on every
+ * process; rank 0 names every other rank that failed. Collective; allocates nothing. */
 pp_status_t group_agree(pp_group_t *g, pp_status_t st);
 
 /* The exit code every process leaves with (the largest of every rank's `rc`); leaves the group. */

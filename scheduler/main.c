@@ -805,6 +805,7 @@ static int run_command(int argc, char **argv, pp_group_t *group)
 int main(int argc, char **argv)
 {
     pp_group_t group;
-    if (group_init(&group, group_mpi_ops(), &argc, &argv) != PP_OK) return 2;
+    pp_status_t st = group_init(&group, group_mpi_ops(), &argc, &argv);
+    if (st != PP_OK) return pp_status_exit_code(st);
     return group_finish(&group, run_command(argc, argv, &group));
 }
