@@ -295,6 +295,7 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
         used |= 1u << plan->ops[i].link;
     PP_CHECK_GOTO(p2p_init(&x->p2p, x->w.p, x->w.cuda, x->w.owned, g, used), st, fail);
     st = exec_stages(x);
+    if (g) st = group_agree(g, st); /* then every process measures its clock, or none */
     if (g && st == PP_OK) st = g->ops->clock_offset(g, &x->clock_offset_ms, &x->clock_residual_ms);
     if (g) st = group_agree(g, st);
     if (st != PP_OK) goto fail;
