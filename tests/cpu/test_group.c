@@ -6,7 +6,9 @@
  * tests/check_mpi.sh checks under mpirun: 2 and 4 processes give bitwise the single process's
  * timeline for gpipe, 1f1b, interleaved-1f1b and zb-h1 at seeded random costs; a send never
  * posted times out on the rank that waits, naming the op and the rank; group_agree gives every
- * rank the first failure.
+ * rank the first failure; and a measured run's merge moves each process's times by its origin's
+ * shift, takes each device's peak memory from its owner, spans each step from the earliest
+ * origin to the latest end and keeps the largest skew.
  */
 #include "../../common/pp_group.h"
 #include "../../scheduler/simulate.h"
@@ -284,10 +286,102 @@ static void test_missing_send_times_out(void)
     plan_free(&plan);
 }
 
+/* A measured run's merge: each process's op times are on its own origin, which lies shift_r
+ * after rank 0's; merged, every op is back where one clock would put it, each device's peak
+ * memory is its owner's, each step runs from the earliest origin to the latest end, and the skew
+ * is the largest a process gave. */
+typedef struct measured {
+    pp_group_t g;
+    const pp_plan_t *plan;
+    const pp_timeline_t *whole;
+    int rank_of[PP_MAX_DEVICES];
+    double shift;
+    pp_status_t st;
+    pp_timeline_t tl;
+} measured_t;
+
+enum { MEASURED_STEPS = 3 };
+
+static void *measured_main(void *arg)
+{
+    measured_t *m = arg;
+    const pp_plan_t *plan = m->plan;
+    m->st = timeline_init(&m->tl, PP_MODE_MEASURE, plan->n_ops, plan->n_devices, MEASURED_STEPS);
+    if (m->st != PP_OK) return NULL;
+    double end = 0;
+    for (int i = 0; i < plan->n_ops; i++) {
+        if (m->rank_of[plan->ops[i].device] != m->g.rank) continue;
+        m->tl.t[i].start_ms = m->whole->t[i].start_ms - m->shift;
+        m->tl.t[i].end_ms = m->whole->t[i].end_ms - m->shift;
+        if (m->tl.t[i].end_ms > end) end = m->tl.t[i].end_ms;
+    }
+    for (int k = 0; k < MEASURED_STEPS; k++)
+        m->tl.step_ms[k] = end + 0.25 * k;
+    for (int d = 0; d < plan->n_devices; d++)
+        if (m->rank_of[d] == m->g.rank) m->tl.peak_mem_bytes[d] = 1000u * (unsigned)(d + 1);
+    m->tl.skew_ms = 0.01 * (m->g.rank + 1);
+    m->tl.has_op_times = 1;
+    m->st = timeline_merge(&m->tl, plan, m->rank_of, &m->g, m->shift);
+    return NULL;
+}
+
+static void test_measured_merge(void)
+{
+    pp_plan_t plan;
+    REQUIRE(ts_make_plan(&plan, PP_SCHED_ZBH1, 4, 8, 1) == 0);
+    pp_cost_model_t cm = random_costs(plan.n_stages);
+    pp_timeline_t whole;
+    REQUIRE(simulate_plan(&whole, &plan, &cm) == PP_OK);
+    board_t b;
+    memset(&b, 0, sizeof b);
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cv, NULL);
+    b.size = 2;
+    measured_t ms[2];
+    pthread_t th[2];
+    double lo = 0;
+    for (int r = 0; r < 2; r++) {
+        memset(&ms[r], 0, sizeof ms[r]);
+        ms[r].g = (pp_group_t){&thread_ops, r, 2, r, 2, &b};
+        ms[r].plan = &plan;
+        ms[r].whole = &whole;
+        ms[r].shift = r == 0 ? 0 : ts_rand_uniform(-0.5, 0.5); /* rank 1 starts before or after */
+        if (ms[r].shift < lo) lo = ms[r].shift;
+        group_split_devices(&ms[r].g, plan.n_devices, 0, ms[r].rank_of);
+        pthread_create(&th[r], NULL, measured_main, &ms[r]);
+    }
+    for (int r = 0; r < 2; r++)
+        pthread_join(th[r], NULL);
+    double span = timeline_makespan(&whole);
+    for (int r = 0; r < 2; r++) {
+        const pp_timeline_t *t = &ms[r].tl;
+        EXPECT(ms[r].st == PP_OK, "rank %d: %s", r, pp_status_str(ms[r].st));
+        if (ms[r].st != PP_OK) continue;
+        for (int i = 0; i < plan.n_ops; i++) {
+            EXPECT_NEAR(t->t[i].start_ms, whole.t[i].start_ms, 1e-12, 1e-12);
+            EXPECT_NEAR(t->t[i].end_ms, whole.t[i].end_ms, 1e-12, 1e-12);
+        }
+        for (int k = 0; k < MEASURED_STEPS; k++)
+            EXPECT_NEAR(t->step_ms[k], span + 0.25 * k - lo, 1e-12, 1e-12);
+        for (int d = 0; d < plan.n_devices; d++)
+            EXPECT(t->peak_mem_bytes[d] == 1000u * (unsigned)(d + 1), "rank %d device %d: %zu", r,
+                   d, t->peak_mem_bytes[d]);
+        EXPECT(t->skew_ms == 0.02, "rank %d: skew %g", r, t->skew_ms);
+    }
+    for (int r = 0; r < 2; r++)
+        timeline_free(&ms[r].tl);
+    pthread_cond_destroy(&b.cv);
+    pthread_mutex_destroy(&b.mu);
+    timeline_free(&whole);
+    cost_model_free(&cm);
+    plan_free(&plan);
+}
+
 int main(void)
 {
     ts_rng_seed(13);
     RUN(test_split_equals_whole);
     RUN(test_missing_send_times_out);
+    RUN(test_measured_merge);
     return check_summary("test_group");
 }
