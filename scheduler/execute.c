@@ -433,16 +433,20 @@ static pp_status_t keep_grads(exec_t *x, pp_exec_result_t *res)
     const pp_plan_t *plan = x->plan;
     size_t n = 0;
     for (int s = 0; s < plan->n_stages; s++)
-        if (x->stages[s]) n += stage_n_params(x->stages[s]);
+        n += stage_param_count(&x->scfg[s]);
     res->n_params = n;
-    res->grads = malloc(sizeof(float) * n);
+    res->grads = calloc(n ? n : 1, sizeof(float));
     PP_ALLOC_CHECK(res->grads);
     size_t off = 0;
     for (int s = 0; s < plan->n_stages; s++) {
-        if (!x->stages[s]) continue;
-        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[plan->stage_device[s]]));
-        PP_CHECK(stage_grads_to_host(x->stages[s], res->grads + off));
-        off += stage_n_params(x->stages[s]);
+        if (x->stages[s]) { /* an owned stage; another process's comes from it (execute_group.c) */
+            if (stage_n_params(x->stages[s]) != stage_param_count(&x->scfg[s]))
+                PP_FAIL(PP_ERR_INTERNAL, "stage %d holds %zu parameters, its size %zu", s,
+                        stage_n_params(x->stages[s]), stage_param_count(&x->scfg[s]));
+            PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[plan->stage_device[s]]));
+            PP_CHECK(stage_grads_to_host(x->stages[s], res->grads + off));
+        }
+        off += stage_param_count(&x->scfg[s]);
     }
     return PP_OK;
 }
@@ -499,7 +503,10 @@ pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan
         st = exec_group_merge(&x, tl, res, log.step_ms, log.times);
     else if (st == PP_OK)
         st = exec_keep_median(tl, log.step_ms, steps, log.times, plan->n_ops, -1, 1);
-    if (st == PP_OK && res && opts->check_grads) st = keep_grads(&x, res);
+    if (st == PP_OK && res && opts->check_grads) {
+        st = keep_grads(&x, res);
+        if (exec_in_group(&x)) st = exec_group_grads(&x, res, st);
+    }
     free(log.step_ms);
     free(log.times);
     exec_free(&x);

@@ -11,6 +11,7 @@
  * own device clock; the merge moves them onto rank 0's by the difference of the host times the
  * representative step was launched at, corrected by the clock offset measured with ping-pongs.
  * The residual skew reported is the offset's error bound plus this process's own device skew.
+ * The loss and, when asked, the gradients come from the processes that own their stages.
  */
 #include "execute_internal.h"
 
@@ -72,4 +73,19 @@ pp_status_t exec_group_merge(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *res
     if (!res || !res->loss) return PP_OK;
     const int last = x->plan->stage_device[x->plan->n_stages - 1];
     return g->ops->bcast(g, res->loss, sizeof *res->loss * (size_t)res->n_steps, x->rank_of[last]);
+}
+
+pp_status_t exec_group_grads(exec_t *x, pp_exec_result_t *res, pp_status_t st)
+{
+    pp_group_t *g = x->opts.group;
+    const pp_plan_t *plan = x->plan;
+    PP_CHECK(group_agree(g, st));
+    size_t off = 0;
+    for (int s = 0; s < plan->n_stages; s++) {
+        size_t n = stage_param_count(&x->scfg[s]);
+        PP_CHECK(g->ops->bcast(g, res->grads + off, n * sizeof(float),
+                               x->rank_of[plan->stage_device[s]]));
+        off += n;
+    }
+    return PP_OK;
 }

@@ -175,4 +175,9 @@ pp_status_t exec_step_agree(exec_t *x, pp_status_t st, int step);
 pp_status_t exec_group_merge(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *res,
                              const double *step_ms, const pp_op_time_t *times);
 
+/* check_grads: after every process kept the gradients of its own stages in place (res->grads in
+ * stage order, `st` its status), each stage's from the process that owns it, so every process
+ * holds the whole model's. Collective. */
+pp_status_t exec_group_grads(exec_t *x, pp_exec_result_t *res, pp_status_t st);
+
 #endif /* PP_EXECUTE_INTERNAL_H */

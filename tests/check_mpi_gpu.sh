@@ -5,7 +5,8 @@
 #   1 GPU and more: mpirun -np 1 gives the loss of the run without mpirun (the MPI group of one
 #     process, four pipeline devices on GPU 0), and -np 2 --simulate the single process's report;
 #   2 GPUs and more: -np 2 (a GPU each) gives bitwise the loss of one process over the same two
-#     GPUs, for gpipe, 1f1b, interleaved-1f1b and zb-h1;
+#     GPUs, for gpipe, 1f1b, interleaved-1f1b and zb-h1 (the report's loss), and tests/gpu/test_mpi
+#     under mpirun -np 2 the same loss and gradients, bitwise;
 #   4 GPUs and more: the same with -np 2 (two GPUs each) and -np 4 over four GPUs.
 # The step times of each pair are printed side by side, never asserted. Prints the summary line
 # tests/run_tests.sh reads.
@@ -63,6 +64,25 @@ if cmp -s "$tmp/a" "$tmp/b"; then passed=$((passed + 1)); else
     echo "  FAIL -np 2 --simulate: the report differs from one process's"
 fi
 
+# grads NPROC: tests/gpu/test_mpi under mpirun (loss and gradients, bitwise); its counts are ours.
+T=${PP_BUILD:-build}/tests/gpu/test_mpi
+grads() {
+    mpi -np "$1" "$T" >"$tmp/t" 2>"$tmp/err"
+    rc=$?
+    sed 's/^/  /' "$tmp/err" | grep -v '^  *$' | grep -v '^  --' | head -20
+    line=$(grep -E '^test_mpi: [0-9]+ passed' "$tmp/t" | tail -n 1)
+    if [ -z "$line" ]; then
+        failed=$((failed + 1))
+        echo "  FAIL test_mpi -np $1: no summary (exit $rc)"
+        return
+    fi
+    echo "  (-np $1) $line"
+    passed=$((passed + $(echo "$line" | sed 's/.*: \([0-9]*\) passed.*/\1/')))
+    failed=$((failed + $(echo "$line" | sed 's/.* \([0-9]*\) failed.*/\1/')))
+    skipped=$((skipped + $(echo "$line" | sed 's/.* \([0-9]*\) skipped.*/\1/')))
+    [ "$rc" -eq 0 ] || { failed=$((failed + 1)); echo "  FAIL test_mpi -np $1: exit $rc"; }
+}
+
 # pairs NPROC DEVICES: each kind, one process against NPROC over the same GPUs.
 pairs() {
     for k in gpipe 1f1b interleaved zb-h1; do
@@ -74,9 +94,14 @@ pairs() {
         same_loss "$k $2: -np $1 vs one process" "$tmp/a" "$tmp/b"
     done
 }
-if [ "$n_gpu" -ge 2 ]; then pairs 2 '[0,1]'; else skip "2 processes x 1 GPU: $n_gpu GPU present"; fi
+if [ "$n_gpu" -ge 2 ]; then
+    pairs 2 '[0,1]'
+    [ "$n_gpu" -ge 4 ] || grads 2
+else skip "2 processes x 1 GPU: $n_gpu GPU present"; fi
 if [ "$n_gpu" -ge 4 ]; then
     pairs 2 '[0,1,2,3]'
     pairs 4 '[0,1,2,3]'
+    grads 2
+    grads 4
 else skip "2 processes x 2 GPUs and 4 x 1: $n_gpu GPUs present"; fi
 finish
