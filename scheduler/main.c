@@ -11,9 +11,11 @@
  * This file parses arguments and dispatches commands; every command goes through the one chain of
  * run.h (config → schedule → plan → execute | simulate → report), compare's outputs are in
  * report_compare.c. Exit codes: 0 ok, 2 usage or input error, 1 runtime failure. Only this file
- * exits. About 740 lines: a sixth are the five commands' usage texts, and compare's sweeps and
+ * exits. About 790 lines: a sixth are the five commands' usage texts, and compare's sweeps and
  * failed rows a sixth more; they share the option table and the run options with the other
- * commands, which is why they have not moved to a file of their own.
+ * commands, which is why they have not moved to a file of their own. Under mpirun (pp_group.h)
+ * main starts the process group, only the run command runs, every process agrees on loading and
+ * on measuring or simulating, only rank 0 prints, and every process exits with the same code.
  */
 #include "execute.h"
 #include "main_plan.h"
@@ -406,24 +408,6 @@ static pp_status_t load_agreed(pp_run_t *j, const char *path, const opts_t *o, i
     return run_check_processes(j, o->group);
 }
 
-/* On rank 0 of an MPI launch: which devices each process owns (stderr, with the banner). */
-static void note_processes(const pp_run_t *j, const opts_t *o)
-{
-    const pp_group_t *g = o->group;
-    int rank_of[PP_MAX_DEVICES];
-    if (g->size <= 1 || g->rank != 0 || o->quiet || o->json) return;
-    run_rank_of(j, g, rank_of);
-    fprintf(stderr, "# processes: %d (MPI):", g->size);
-    for (int d = 0, first = 0; d < j->plan.n_devices; d++) {
-        if (d + 1 < j->plan.n_devices && rank_of[d + 1] == rank_of[d]) continue;
-        fprintf(stderr, "%s rank %d device%s %d", first ? "," : "", rank_of[d],
-                d > first ? "s" : "", first);
-        if (d > first) fprintf(stderr, "-%d", d);
-        first = d + 1;
-    }
-    fputc('\n', stderr);
-}
-
 static pp_status_t cmd_run(const char *path, const opts_t *o)
 {
     pp_run_t j = {0};
@@ -441,7 +425,7 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     PP_CHECK_GOTO(load_agreed(&j, path, o, spans_hosts && n_visible > 0 ? -1 : n_visible), st,
                   done);
     note_simulating(o, n_visible);
-    note_processes(&j, o);
+    if (!o->quiet && !o->json) run_note_processes(&j, o->group, stderr);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
     if (o->group->rank != 0) goto done; /* rank 0 prints the one report */
     if (o->json)

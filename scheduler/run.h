@@ -88,6 +88,14 @@ pp_status_t run_check_processes(pp_run_t *r, pp_group_t *g);
  * or an even split), into rank_of[plan.n_devices]. */
 void run_rank_of(const pp_run_t *r, const pp_group_t *g, int *rank_of);
 
+/* Under several processes (r->group): each simulates the ops of its own devices with r->cost
+ * (simulate_plan_part, within run.timeout), and the parts are merged into r->sim on every process.
+ * run_predict calls it. */
+pp_status_t run_simulate_split(pp_run_t *r);
+
+/* On rank 0 of several processes: one line saying which devices each rank owns. */
+void run_note_processes(const pp_run_t *r, const pp_group_t *g, FILE *f);
+
 /* The cost model of a plan: with a measured timeline (per-op times), per stage the mean duration
  * of each compute kind and the mean cross-device transfer; otherwise cost_model_build (cost.h):
  * the hand-set `cost:` values when given, else the stage's FLOPs and bytes on the GPU description
