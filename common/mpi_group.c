@@ -66,14 +66,20 @@ static pp_status_t m_init(pp_group_t *g, int *argc, char ***argv)
     return PP_OK;
 }
 
+/* In pieces of at most 1 GiB: MPI counts are ints (a stage's gradients may be larger). */
 static pp_status_t m_bcast(pp_group_t *g, void *buf, size_t bytes, int root)
 {
-    MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD));
+    const size_t piece = (size_t)1 << 30;
+    for (size_t at = 0; at < bytes; at += piece) {
+        int n = (int)(bytes - at < piece ? bytes - at : piece);
+        MPI_CHECK(MPI_Bcast((char *)buf + at, n, MPI_BYTE, root, MPI_COMM_WORLD));
+    }
     return PP_OK;
 }
 
 static pp_status_t m_gather(pp_group_t *g, const void *mine, void *all, size_t bytes, int root)
 {
+    if (bytes > (size_t)1 << 30) PP_FAIL(PP_ERR_INTERNAL, "gather of %zu bytes a process", bytes);
     MPI_CHECK(
         MPI_Gather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD));
     return PP_OK;
