@@ -3,14 +3,14 @@
 # each process simulates the ops of its own devices in plan order and meets its peers at every
 # transfer between processes; rank 0 merges the parts. The merged report (table and JSON) and
 # timeline (the Chrome trace: every op's start and end) must equal the single-process
-# simulation's, byte for byte, for gpipe, 1f1b, interleaved-1f1b and zb-h1. A failure on one
-# rank (a bad file only rank 1 reads, a plan that differs, a boundary peer cannot carry, a split
-# that does not divide, a command other than a run) ends every rank with the same exit code and
-# rank 0 names the rank; a transfer whose sender never posts (an injected fault) times out on
-# the rank that waits, naming its pending op and the rank it waits for. Every mpirun is bounded
-# (timeout), so a deadlock fails here instead of hanging. Without MPI (PP_MPI is not `on`, or no
-# mpirun) only the refusal of a launch the build cannot serve is checked, and the rest is
-# reported skipped. Prints the summary line tests/run_tests.sh reads.
+# simulation's, byte for byte, for gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v (V placement) and
+# dualpipe-v (overlapped pairs). A failure on one rank (a bad file only rank 1 reads, a plan that
+# differs, a boundary peer cannot carry, a split that does not divide, a command other than a
+# run) ends every rank with the same exit code and rank 0 names the rank; a transfer whose sender
+# never posts (an injected fault) times out on the rank that waits, naming its pending op and the
+# rank it waits for. Every mpirun is bounded (timeout), so a deadlock fails here, not hangs.
+# Without MPI (PP_MPI is not `on`, or no mpirun) only the refusal of a launch the build cannot
+# serve is checked, and the rest is reported skipped. Prints the summary line run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
 MPIRUN=${PP_MPIRUN:-$(command -v mpirun 2>/dev/null)}
 tmp=$(mktemp -d)
@@ -75,7 +75,7 @@ expect_err() {
 }
 
 # --- the merged run equals the single process ---------------------------------------------------
-for s in gpipe 1f1b interleaved zb-h1; do
+for s in gpipe 1f1b interleaved zb-h1 zb-v dualpipe-v; do
     f=schedules/$s.yaml
     "$P" --simulate --quiet $NCCL "$f" >"$tmp/one.txt" 2>"$tmp/err" &&
         "$P" --simulate --json $NCCL --trace "$tmp/one.trace" "$f" >"$tmp/one.json" 2>>"$tmp/err" ||
