@@ -42,6 +42,7 @@ pp_status_t exec_poll_event(cudaEvent_t ev, double deadline)
 static int op_done(exec_t *x, int i)
 {
     int src = x->done_op[i];
+    if (!world_owns(&x->w, x->plan->ops[src].device)) return 0; /* another process's: unknown */
     cudaEvent_t ev = x->opts.timing ? x->ev_end[src] : x->ev_dep[src];
     return cudaEventQuery(ev) == cudaSuccess;
 }
@@ -76,6 +77,8 @@ void exec_report_pending(exec_t *x, int step, double timeout_s)
                 pp_action_t b = {o2->kind, o2->stage, o2->mb, 0};
                 fprintf(stderr, ", waiting for %s on device %d", action_format(&b, txt, sizeof txt),
                         o2->device);
+                if (exec_in_group(x) && !world_owns(&x->w, o2->device))
+                    fprintf(stderr, " (rank %d)", x->rank_of[o2->device]);
                 break;
             }
             fputc('\n', stderr);
