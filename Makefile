@@ -2,7 +2,8 @@
 #
 #   make            build build/ppsched (probes CUDA, cuBLAS, NCCL and libyaml first)
 #   make run        build, then run schedules/1f1b.yaml (measured on the GPUs, simulated without)
-#   make test       CPU tests always; GPU tests where a device is present (skipped with the reason)
+#   make test       CPU tests always (with MPI, mpirun -np 2 and 4 on CPU: tests/check_mpi.sh);
+#                   GPU tests where a device is present (skipped with the reason)
 #   make test-asan  the CPU tests under AddressSanitizer + UBSan, then make fuzz
 #   make fuzz       the config and CSV readers under a bounded fuzz run (FUZZ_SECONDS=, per target)
 #   make sanitize   the GPU tests (quick cases) under compute-sanitizer memcheck and racecheck
@@ -11,15 +12,19 @@
 #                   bench-overlap, bench-peer
 #   make install PREFIX=/usr/local
 #
-# Options: CUDA_HOME=, NCCL_HOME=, SM=90 (GPU architecture), DEBUG=1 (no optimisation),
-# CI=true (warnings are errors), CUDA=off (the CPU-only ppsched even where CUDA is installed; use
-# its own BUILD=, e.g. make CUDA=off BUILD=build/nocuda). Without nvcc the build is CPU-only.
+# Options: CUDA_HOME=, NCCL_HOME=, MPI_HOME= (the MPI whose mpicc to use; MPI=off builds without
+# MPI), SM=90 (GPU architecture), DEBUG=1 (no optimisation), CI=true (warnings are errors),
+# CUDA=off (the CPU-only ppsched even where CUDA is installed; use its own BUILD=, e.g. make
+# CUDA=off BUILD=build/nocuda). Without nvcc the build is CPU-only; without mpicc, single-process.
 
 BUILD ?= build
 SM ?= 90
 PREFIX ?= /usr/local
 
 -include $(BUILD)/config.mk
+
+# MPI=off on the command line reaches the probe; config.mk's MPI (what the probe found) does not.
+MPI_ASK := $(if $(filter command line,$(origin MPI)),$(MPI))
 
 OPT := -O2
 NVOPT := -O3
@@ -46,9 +51,9 @@ LIBS := $(YAML_LIBS) -lm
 # The scheduler core is plain C (no CUDA headers); execute*.c/cu, nocuda.c (the CPU-only build's
 # executor), main.c and main_plan.c (the command line) are not part of it.
 # Plain-C files outside scheduler/ that belong to the core too: the transport table's properties
-# (p2p/transport.c) and the stage's memory layout (stages/stage_layout.c), so the core sizes memory
-# with the functions the stage allocates with.
-CORE_EXTRA_SRC := p2p/transport.c stages/stage_layout.c
+# (p2p/transport.c), the stage's memory layout (stages/stage_layout.c), so the core sizes memory
+# with the functions the stage allocates with, and the process group (common/group.c).
+CORE_EXTRA_SRC := p2p/transport.c stages/stage_layout.c common/group.c
 CORE_SRC := $(filter-out scheduler/main.c scheduler/main_plan.c scheduler/nocuda.c scheduler/execute%, $(wildcard scheduler/*.c)) \
             $(CORE_EXTRA_SRC)
 GPU_C_SRC := $(filter-out $(CORE_EXTRA_SRC), $(wildcard kernels/*.c stages/*.c p2p/*.c \
@@ -56,6 +61,16 @@ GPU_C_SRC := $(filter-out $(CORE_EXTRA_SRC), $(wildcard kernels/*.c stages/*.c p
 GPU_CU_SRC := $(wildcard kernels/*.cu stages/*.cu p2p/*.cu scheduler/execute*.cu)
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+
+# The MPI row of the process group (common/pp_group.h): mpi_group.c where mpicc was found, else
+# mpi_none.c. Linked into ppsched, the GPU tests and the benchmarks, never into the core.
+ifeq ($(MPI),on)
+MPI_OBJ := $(BUILD)/obj/common/mpi_group.o
+LIBS_MPI := $(MPI_LIBS) -Wl,-rpath,$(patsubst -L%,%,$(filter -L%,$(MPI_LIBS)))
+else
+MPI_OBJ := $(BUILD)/obj/common/mpi_none.o
+LIBS_MPI :=
+endif
 GPU_OBJ := $(GPU_C_SRC:%.c=$(BUILD)/obj/%.o) $(GPU_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 
 CPU_TESTS := $(patsubst tests/cpu/%.c,$(BUILD)/tests/cpu/%,$(wildcard tests/cpu/test_*.c))
@@ -92,10 +107,10 @@ endif
 all: $(BUILD)/ppsched
 
 $(BUILD)/config.mk: mk/probe.sh
-	@CUDA=$(CUDA) sh mk/probe.sh $@
+	@CUDA=$(CUDA) MPI=$(MPI_ASK) sh mk/probe.sh $@
 
 probe:
-	@rm -f $(BUILD)/config.mk && CUDA=$(CUDA) sh mk/probe.sh $(BUILD)/config.mk
+	@rm -f $(BUILD)/config.mk && CUDA=$(CUDA) MPI=$(MPI_ASK) sh mk/probe.sh $(BUILD)/config.mk
 
 $(BUILD)/libppcore.a: $(CORE_OBJ)
 	@mkdir -p $(@D)
@@ -109,6 +124,10 @@ $(BUILD)/libppgpu.a: $(GPU_OBJ)
 $(CORE_OBJ): $(BUILD)/obj/%.o: %.c $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_CORE) -c $< -o $@
+
+$(BUILD)/obj/common/mpi_%.o: common/mpi_%.c $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CORE) $(MPI_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/tests/ref/%.o: tests/ref/%.c $(BUILD)/config.mk
 	@mkdir -p $(@D)
@@ -126,8 +145,8 @@ $(BUILD)/obj/%.cu.o: %.cu $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-$(BUILD)/ppsched: $(BUILD)/obj/scheduler/main.o $(BUILD)/obj/scheduler/main_plan.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
-	$(LINK) -o $@ $^ $(LIBS_CUDA) $(LIBS)
+$(BUILD)/ppsched: $(BUILD)/obj/scheduler/main.o $(BUILD)/obj/scheduler/main_plan.o $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
+	$(LINK) -o $@ $^ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
 
 run: $(BUILD)/ppsched
 	$(BUILD)/ppsched schedules/1f1b.yaml
@@ -137,22 +156,25 @@ $(BUILD)/tests/cpu/%: tests/cpu/%.c $(CPU_TEST_LIB) $(BUILD)/libppcore.a $(BUILD
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_CORE) -Ischeduler $< $(CPU_TEST_LIB) $(BUILD)/libppcore.a -o $@ $(LIBS)
 
-$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(GPU_TEST_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	@mkdir -p $(@D)
-	$(CXX_LINK) $< $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
+	$(CXX_LINK) $< $(GPU_TEST_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
 
-$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(GPU_TEST_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	@mkdir -p $(@D)
-	$(CXX_LINK) $< $(GPU_TEST_LIB) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
+	$(CXX_LINK) $< $(GPU_TEST_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
 
 test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
-	@PP_BUILD=$(BUILD) sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) tests/check_install.sh tests/check_cli.sh -- $(GPU_TESTS)
+	@PP_BUILD=$(BUILD) PP_MPI=$(MPI) PP_MPIRUN=$(MPIRUN) sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) \
+	    tests/check_install.sh tests/check_cli.sh tests/check_mpi.sh -- $(GPU_TESTS) \
+	    $(if $(GPU_TESTS),tests/check_mpi_gpu.sh)
 
 test-cpu: $(CPU_TESTS)
 	@sh tests/run_tests.sh $(BUILD) $(CPU_TESTS) --
 
 test-gpu: $(BUILD)/ppsched $(GPU_TESTS)
-	@sh tests/run_tests.sh $(BUILD) -- $(GPU_TESTS)
+	@PP_BUILD=$(BUILD) PP_MPI=$(MPI) PP_MPIRUN=$(MPIRUN) sh tests/run_tests.sh $(BUILD) -- \
+	    $(GPU_TESTS) tests/check_mpi_gpu.sh
 
 # The CPU tests again, built with AddressSanitizer and UBSan into their own tree.
 test-asan: $(BUILD)/config.mk
@@ -212,13 +234,13 @@ fuzz: $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_csv
 	@sh tests/fuzz/run_fuzz.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
 
 # --- benchmarks --------------------------------------------------------------------------------
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	@mkdir -p $(@D)
-	$(CXX_LINK) $< $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
+	$(CXX_LINK) $< $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.cu.o $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.cu.o $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	@mkdir -p $(@D)
-	$(CXX_LINK) $< $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS)
+	$(CXX_LINK) $< $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
 
 bench-stage: $(BUILD)/bench/bench_stage
 	$(BUILD)/bench/bench_stage

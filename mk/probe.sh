@@ -2,6 +2,9 @@
 # probe.sh OUT.mk — find the CUDA toolkit, cuBLAS, NCCL and libyaml by compiling a tiny program
 # against each, print what was found, and write the make variables to OUT.mk.
 #
+# MPI is optional: where `mpicc` is found (MPI_HOME=/path/to/mpi names one, MPI=off turns it off)
+# ppsched is built to run under mpirun, each process driving its share of the pipeline devices;
+# as root with apt-get, a missing MPI is installed (libopenmpi-dev, openmpi-bin) as libyaml is.
 # Honours CUDA_HOME and NCCL_HOME, and CUDA=off (build the CPU-only ppsched even where CUDA is
 # installed). Without nvcc the build goes on CPU-only: simulate, show, check and compare work, the
 # GPU commands say ppsched was built without CUDA. With nvcc, cuBLAS and NCCL are required.
@@ -103,6 +106,55 @@ if ! try_link yaml "$yaml_cflags" "$yaml_libs"; then
 fi
 yaml_ver=$(pkg-config --modversion yaml-0.1 2>/dev/null || echo "found")
 
+# --- MPI (optional) ----------------------------------------------------------------------------
+# mpicc --showme (OpenMPI) or -show (MPICH) gives the flags; a test program must link with them.
+mpi_flags() { # mpi_flags MPICC compile|link
+    "$1" --showme:"$2" 2>/dev/null && return 0
+    "$1" -show 2>/dev/null | tr ' ' '\n' |
+        if [ "$2" = compile ]; then grep '^-I'; else grep -E '^-(L|l|Wl)'; fi | tr '\n' ' '
+}
+find_mpicc() {
+    if [ -n "${MPI_HOME:-}" ]; then
+        [ -x "$MPI_HOME/bin/mpicc" ] && echo "$MPI_HOME/bin/mpicc"
+    else
+        command -v mpicc 2>/dev/null
+    fi
+}
+cat >"$tmp/mpi.c" <<'EOF'
+#include <mpi.h>
+int main(void) { int v = 0, s = 0; MPI_Get_version(&v, &s); return v < 1; }
+EOF
+mpi=off
+mpi_why=""
+if [ "${MPI:-}" = off ]; then
+    mpi_why="MPI=off"
+else
+    mpicc=$(find_mpicc)
+    if [ -z "$mpicc" ] && [ -z "${MPI_HOME:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "ppsched: mpicc not found; installing libopenmpi-dev and openmpi-bin with apt-get" >&2
+        { apt-get install -y -q libopenmpi-dev openmpi-bin ||
+            { apt-get update -q && apt-get install -y -q libopenmpi-dev openmpi-bin; }; } >"$tmp/apt-mpi.log" 2>&1 ||
+            echo "ppsched: apt-get install libopenmpi-dev openmpi-bin failed; building without MPI" >&2
+        mpicc=$(find_mpicc)
+    fi
+    if [ -z "$mpicc" ]; then
+        mpi_why="mpicc not found (install libopenmpi-dev and openmpi-bin, or set MPI_HOME=/path/to/mpi)"
+    else
+        mpi_cflags=$(mpi_flags "$mpicc" compile)
+        mpi_libs=$(mpi_flags "$mpicc" link)
+        if try_link mpi "$mpi_cflags" "$mpi_libs"; then
+            mpi=on
+            mpi_run=$(dirname "$mpicc")/mpirun
+            [ -x "$mpi_run" ] || mpi_run=$(command -v mpirun 2>/dev/null || echo "")
+            mpi_ver=$("$mpi_run" --version 2>/dev/null | head -n 1)
+        else
+            mpi_why="$mpicc does not link a test program"
+            mpi_cflags=""
+            mpi_libs=""
+        fi
+    fi
+fi
+
 echo "ppsched build configuration"
 if [ "$cuda" = on ]; then
     printf '  %-8s %s (CUDA %s)\n' nvcc "$nvcc" "$nvcc_ver"
@@ -113,6 +165,12 @@ else
     echo "  building the CPU-only ppsched (simulate, show, check, compare; no GPU runs)"
 fi
 printf '  %-8s %s\n' libyaml "$yaml_ver $yaml_libs"
+if [ "$mpi" = on ]; then
+    printf '  %-8s %s (%s): runs under mpirun, one process per share of the devices\n' MPI \
+        "$mpicc" "${mpi_ver:-version unknown}"
+else
+    printf '  %-8s off: %s; ppsched runs as one process\n' MPI "$mpi_why"
+fi
 
 mkdir -p "$(dirname "$out")"
 cat >"$out" <<EOF
@@ -126,4 +184,8 @@ NCCL_INC := ${nccl_inc:-}
 NCCL_LIB := ${nccl_lib:-}
 YAML_CFLAGS := $yaml_cflags
 YAML_LIBS := $yaml_libs
+MPI := $mpi
+MPI_CFLAGS := ${mpi_cflags:-}
+MPI_LIBS := ${mpi_libs:-}
+MPIRUN := ${mpi_run:-}
 EOF

@@ -3,8 +3,10 @@
  * the transport table (transport.c), in the same order.
  *
  * Peer access is enabled once, at init, for every ordered pair that reports it; a pair already
- * enabled (another object did it) is not an error. NCCL communicators are created with
- * ncclCommInitAll, which needs no launcher since this one process drives every device.
+ * enabled (another object did it) is not an error, and only between devices this process owns.
+ * NCCL communicators are created with ncclCommInitAll when this one process drives every device,
+ * and with ncclCommInitRank over the group's processes (pp_group.h) under an MPI launch: one
+ * communicator over every GPU, rank = pipeline device index.
  * The object owns the communicators; p2p_free destroys them.
  */
 #ifndef PP_WITH_NCCL
@@ -25,61 +27,92 @@ struct pp_p2p {
     int aborted;
 };
 
-pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, unsigned used)
+/* Peer access between every ordered pair of owned devices that reports it. */
+static pp_status_t enable_peers(pp_p2p_t *p, const unsigned char *owned)
 {
-    pp_status_t st = PP_OK;
-    *out = NULL;
-    if (n < 1 || n > PP_MAX_DEVICES) PP_FAIL(PP_ERR_INTERNAL, "p2p_init: %d devices", n);
-    pp_p2p_t *p = calloc(1, sizeof *p);
-    PP_ALLOC_CHECK(p);
-    p->n = n;
-    memcpy(p->cuda_ids, cuda_ids, sizeof(int) * (size_t)n);
-    for (int a = 0; a < n; a++) {
-        PP_CUDA_CHECK_GOTO(cudaSetDevice(cuda_ids[a]), st, fail);
-        for (int b = 0; b < n; b++) {
-            if (a == b || cuda_ids[a] == cuda_ids[b]) continue;
+    for (int a = 0; a < p->n; a++) {
+        if (!owned[a]) continue;
+        PP_CUDA_CHECK(cudaSetDevice(p->cuda_ids[a]));
+        for (int b = 0; b < p->n; b++) {
+            if (a == b || !owned[b] || p->cuda_ids[a] == p->cuda_ids[b]) continue;
             int ok = 0;
-            PP_CUDA_CHECK_GOTO(cudaDeviceCanAccessPeer(&ok, cuda_ids[a], cuda_ids[b]), st, fail);
+            PP_CUDA_CHECK(cudaDeviceCanAccessPeer(&ok, p->cuda_ids[a], p->cuda_ids[b]));
             if (!ok) continue;
-            cudaError_t e = cudaDeviceEnablePeerAccess(cuda_ids[b], 0);
+            cudaError_t e = cudaDeviceEnablePeerAccess(p->cuda_ids[b], 0);
             if (e == cudaErrorPeerAccessAlreadyEnabled) {
                 (void)cudaGetLastError(); /* clear the sticky-free error */
             } else if (e != cudaSuccess) {
                 fprintf(stderr, "%s:%d: cudaDeviceEnablePeerAccess(%d -> %d) failed: %s\n",
-                        __FILE__, __LINE__, cuda_ids[a], cuda_ids[b], cudaGetErrorString(e));
-                st = PP_ERR_CUDA;
-                goto fail;
+                        __FILE__, __LINE__, p->cuda_ids[a], p->cuda_ids[b], cudaGetErrorString(e));
+                return PP_ERR_CUDA;
             }
             p->can[a][b] = 1;
         }
     }
-    if (used & (1u << PP_TRANSPORT_NCCL)) {
-        for (int a = 0; a < n; a++)
-            for (int b = 0; b < a; b++)
-                if (cuda_ids[a] == cuda_ids[b]) {
-                    st = PP_ERR_INPUT;
-                    fprintf(stderr,
-                            "nccl needs a CUDA device per pipeline device, but pipeline devices %d "
-                            "and %d are both CUDA device %d\n",
-                            b, a, cuda_ids[a]);
-                    goto fail;
-                }
-        p->comms = calloc((size_t)n, sizeof(ncclComm_t));
-        if (!p->comms) {
-            st = PP_ERR_NOMEM;
-            fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
-            goto fail;
-        }
-        ncclResult_t r = ncclCommInitAll(p->comms, n, cuda_ids);
-        if (r != ncclSuccess) {
-            fprintf(stderr, "%s:%d: ncclCommInitAll over %d devices failed: %s\n", __FILE__,
-                    __LINE__, n, ncclGetErrorString(r));
-            free(p->comms);
-            p->comms = NULL;
-            st = PP_ERR_NCCL;
-            goto fail;
-        }
+    return PP_OK;
+}
+
+/* The communicators of the owned devices, rank d for pipeline device d: with ncclCommInitAll when
+ * this process owns every device, else with ncclCommInitRank over one unique id that rank 0 of
+ * the group makes and broadcasts (one group call: this thread drives several devices). */
+static pp_status_t init_nccl(pp_p2p_t *p, const unsigned char *owned, pp_group_t *g)
+{
+    for (int a = 0; a < p->n; a++)
+        for (int b = 0; b < a; b++)
+            if (owned[a] && owned[b] && p->cuda_ids[a] == p->cuda_ids[b]) {
+                fprintf(stderr,
+                        "nccl needs a CUDA device per pipeline device, but pipeline devices %d "
+                        "and %d are both CUDA device %d\n",
+                        b, a, p->cuda_ids[a]);
+                return PP_ERR_INPUT;
+            }
+    p->comms = calloc((size_t)p->n, sizeof(ncclComm_t));
+    PP_ALLOC_CHECK(p->comms);
+    if (!g || g->size <= 1) {
+        PP_NCCL_CHECK(ncclCommInitAll(p->comms, p->n, p->cuda_ids));
+        return PP_OK;
     }
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (g->rank == 0) PP_NCCL_CHECK(ncclGetUniqueId(&id));
+    PP_CHECK(g->ops->bcast(g, &id, sizeof id, 0));
+    PP_NCCL_CHECK(ncclGroupStart());
+    ncclResult_t r = ncclSuccess;
+    for (int d = 0; d < p->n && r == ncclSuccess; d++) {
+        if (!owned[d]) continue;
+        if (cudaSetDevice(p->cuda_ids[d]) != cudaSuccess) r = ncclUnhandledCudaError;
+        if (r == ncclSuccess) r = ncclCommInitRank(&p->comms[d], p->n, id, d);
+    }
+    ncclResult_t end = ncclGroupEnd();
+    if (r != ncclSuccess || end != ncclSuccess) {
+        fprintf(stderr, "%s:%d: ncclCommInitRank over %d devices (rank %d of %d) failed: %s\n",
+                __FILE__, __LINE__, p->n, g->rank, g->size,
+                ncclGetErrorString(r != ncclSuccess ? r : end));
+        return PP_ERR_NCCL;
+    }
+    return PP_OK;
+}
+
+pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, const unsigned char *owned,
+                     pp_group_t *g, unsigned used)
+{
+    pp_status_t st = PP_OK;
+    unsigned char all[PP_MAX_DEVICES];
+    *out = NULL;
+    if (n < 1 || n > PP_MAX_DEVICES) PP_FAIL(PP_ERR_INTERNAL, "p2p_init: %d devices", n);
+    if (!owned) memset(all, 1, sizeof all);
+    pp_p2p_t *p = calloc(1, sizeof *p);
+    PP_ALLOC_CHECK(p);
+    p->n = n;
+    memcpy(p->cuda_ids, cuda_ids, sizeof(int) * (size_t)n);
+    st = enable_peers(p, owned ? owned : all);
+    /* Every process learns of a failure before the collective set-up of the communicators. */
+    if (g) st = group_agree(g, st);
+    if (st == PP_OK && (used & (1u << PP_TRANSPORT_NCCL))) {
+        st = init_nccl(p, owned ? owned : all, g);
+        if (g) st = group_agree(g, st);
+    }
+    if (st != PP_OK) goto fail;
     *out = p;
     return PP_OK;
 fail:

@@ -3,19 +3,22 @@
  *
  * One object covers every device of the pipeline; the transports are the rows of transport.h and
  * each posts a transfer as two halves, the send half on the sender's stream and the receive half
- * on the receiver's, so that a process owning one end posts only that end. `peer`: peer access is
- * enabled between every pair that allows it; the send half is one copy into the receiver's buffer
- * (cudaMemcpyAsync over unified addresses, or cudaMemcpyPeerAsync staged by the driver where peer
- * access is impossible) and the receive half posts nothing. `local`: both ends on one device, the
- * same copy; `shared`: two pipeline devices on one CUDA device, the same copy. `nccl`: one
- * communicator per device from ncclCommInitAll (rank = pipeline device index); the halves are
- * ncclSend and ncclRecv, and one thread posting both brackets them with p2p_pair_begin/end (one
- * ncclGroupStart/End). Nothing here knows of stages or schedules. Every call enqueues only; none
- * synchronizes.
+ * on the receiver's, so that a process owning one end posts only that end: under an MPI launch
+ * (pp_group.h) a process drives its share of the devices and a boundary between processes is
+ * an ncclSend on one and an ncclRecv on the other, on one communicator over every GPU. `peer`: peer
+ * access is enabled between every pair that allows it; the send half is one copy into the
+ * receiver's buffer (cudaMemcpyAsync over unified addresses, or cudaMemcpyPeerAsync staged by the
+ * driver where peer access is impossible) and the receive half posts nothing. `local`: both ends on
+ * one device, the same copy; `shared`: two pipeline devices on one CUDA device, the same copy.
+ * `nccl`: one communicator per device from ncclCommInitAll (rank = pipeline device index); the
+ * halves are ncclSend and ncclRecv, and one thread posting both brackets them with
+ * p2p_pair_begin/end (one ncclGroupStart/End). Nothing here knows of stages or schedules. Every
+ * call enqueues only; none synchronizes.
  */
 #ifndef PP_P2P_H
 #define PP_P2P_H
 
+#include "../common/pp_group.h"
 #include "../common/pp_status.h"
 #include "transport.h"
 
@@ -29,9 +32,12 @@ extern "C" {
 
 typedef struct pp_p2p pp_p2p_t;
 
-/* Enable peer access among the n devices (CUDA ordinals `cuda_ids`) and set up what the
- * transports in `used` need (bit 1u << t for each pp_transport_t t): the communicators for nccl. */
-pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, unsigned used);
+/* Enable peer access among the devices this process owns of the n (CUDA ordinals `cuda_ids`;
+ * owned[d], NULL: every one) and set up what the transports in `used` need (bit 1u << t for each
+ * pp_transport_t t): the communicators for nccl, over every process of `g` (NULL: this one owns
+ * every device). Collective over g: every process calls it, and a failure on one is every one's. */
+pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, const unsigned char *owned,
+                     pp_group_t *g, unsigned used);
 void p2p_free(pp_p2p_t *p); /* accepts NULL; destroys (or, after p2p_abort, frees) communicators */
 
 /* 1 when device a can read/write device b's memory directly (pipeline indices). */

@@ -44,6 +44,7 @@ const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     [PP_CFG_PROFILE] = "cost.profile",
     [PP_CFG_TRANSPORT] = "pipeline.transport",
     [PP_CFG_OVERLAP] = "cost.overlap",
+    [PP_CFG_DEVICES_PER_PROCESS] = "pipeline.devices_per_process",
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -395,6 +396,24 @@ pp_status_t config_resolve(pp_config_t *cfg, int n_visible)
     PP_CHECK(check_kind(cfg));
     PP_CHECK(check_placement(cfg));
     return check_plan_size(cfg);
+}
+
+pp_status_t config_check_processes(const pp_config_t *cfg, int n_procs)
+{
+    const int p = cfg->pipeline.n_devices, k = cfg->pipeline.devices_per_process;
+    if (k > 0 && (long)k * n_procs != p)
+        return cfg_err_at(cfg, PP_CFG_DEVICES_PER_PROCESS,
+                          "%d devices per process x %d process%s = %ld, but the pipeline has %d "
+                          "devices (allowed: %s)",
+                          k, n_procs, n_procs == 1 ? "" : "es", (long)k * n_procs, p,
+                          p % n_procs == 0 ? "p / processes, or 0 for an even split"
+                                           : "p / processes with p a multiple of the processes");
+    if (k == 0 && p % n_procs != 0)
+        return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_DEVICES, PP_CFG_DEVICES, -1),
+                          "%d devices do not split evenly over %d processes (allowed: a multiple "
+                          "of %d devices, or pipeline.devices_per_process)",
+                          p, n_procs, n_procs);
+    return PP_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -63,6 +63,8 @@ typedef struct pp_pipeline_cfg {
     pp_transport_t transport;       /* a selectable row of p2p/transport.h, for stage boundaries
                                        across devices */
     pp_split_t split;               /* even | balanced (unless model.layers_per_stage is given) */
+    int devices_per_process;        /* under mpirun: consecutive pipeline devices each process
+                                       drives (0: the devices split evenly over the processes) */
 } pp_pipeline_cfg_t;
 
 /* One action of `schedule.steps` as written: its text and its place. */
@@ -144,6 +146,7 @@ typedef enum pp_config_key {
     PP_CFG_PROFILE,
     PP_CFG_TRANSPORT,
     PP_CFG_OVERLAP,
+    PP_CFG_DEVICES_PER_PROCESS,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 
@@ -200,6 +203,12 @@ int config_is_set(const pp_config_t *cfg, pp_config_key_t k);
  * layers % stages, chunks integral, the kind's preconditions (sched_kind_check), ids < n_visible
  * (skipped when n_visible < 0, i.e. unknown). Prints the problem and returns PP_ERR_INPUT. */
 pp_status_t config_resolve(pp_config_t *cfg, int n_visible);
+
+/* Under a launch of n_procs processes (pp_group.h): the pipeline devices must split into
+ * pipeline.devices_per_process each (or evenly, when it is 0) over exactly n_procs processes.
+ * Prints the problem at the key's place and returns PP_ERR_INPUT. With one process only
+ * devices_per_process, when set, must equal the device count. */
+pp_status_t config_check_processes(const pp_config_t *cfg, int n_procs);
 
 /* 1 when two pipeline devices share a CUDA device (`pipeline.devices: [0, 0]`): the first such
  * pair is *a < *b (either pointer may be NULL). Timings measured so are not those of separate

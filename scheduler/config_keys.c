@@ -308,6 +308,8 @@ static const key_spec_t pipeline_keys[] = {
     FN_KEY("transport", set_transport, PP_CFG_TRANSPORT),
     {"split", VAL_ENUM, OFF(pipeline.split), 0, 0, 0, split_names, split_values, NULL,
      PP_CFG_SPLIT},
+    INT_KEY("devices_per_process", pipeline.devices_per_process, 0, PP_MAX_DEVICES,
+            PP_CFG_DEVICES_PER_PROCESS),
 };
 
 static const key_spec_t schedule_keys[] = {

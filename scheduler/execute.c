@@ -74,6 +74,7 @@ static void exec_free(exec_t *x)
     free(x->ev_start);
     free(x->ev_dep);
     free(x->done_op);
+    free(x->launch_s);
     world_free(&x->w);
     if (x->stages) {
         for (int s = 0; s < x->plan->n_stages; s++) {
@@ -138,7 +139,8 @@ static pp_status_t check_fit(exec_t *x)
     return PP_ERR_DEVICE;
 }
 
-/* The devices of the plan, checked against those visible, all owned by this process. */
+/* The devices of the plan, checked against those visible: all owned by this process, or its
+ * share of them under an MPI launch (execute_group.c). */
 static pp_status_t exec_devices(exec_t *x)
 {
     int cuda[PP_MAX_DEVICES];
@@ -147,11 +149,14 @@ static pp_status_t exec_devices(exec_t *x)
         PP_FAIL(PP_ERR_DEVICE, "no CUDA device is visible: nothing to run on (use --simulate)");
     for (int d = 0; d < x->plan->n_devices; d++) {
         cuda[d] = x->cfg->pipeline.device_ids[d];
-        if (cuda[d] < 0 || cuda[d] >= n_vis)
+        if (!exec_in_group(x) && (cuda[d] < 0 || cuda[d] >= n_vis))
             PP_FAIL(PP_ERR_DEVICE, "pipeline device %d is CUDA device %d, but only %d are visible",
                     d, cuda[d], n_vis);
     }
-    world_own_all(&x->w, x->plan->n_devices, cuda);
+    if (exec_in_group(x))
+        PP_CHECK(exec_share_devices(x, cuda, n_vis));
+    else
+        world_own_all(&x->w, x->plan->n_devices, cuda);
     for (int i = 0; i < x->plan->n_ops; i++) { /* the directed pairs that get channels */
         const pp_op_t *op = &x->plan->ops[i];
         if (op->role == PP_ROLE_SEND) world_talk(&x->w, op->device, x->plan->ops[op->peer].device);
@@ -255,6 +260,24 @@ static pp_status_t exec_stages(exec_t *x)
     return PP_OK;
 }
 
+/* What this process sets up alone, before the transports (which an MPI launch sets up together). */
+static pp_status_t exec_init_local(exec_t *x)
+{
+    const pp_plan_t *plan = x->plan;
+    const pp_config_t *cfg = x->cfg;
+    PP_CHECK(exec_devices(x));
+    if (cfg->model.n_layers_per_stage != plan->n_stages && cfg->model.layers % plan->n_stages != 0)
+        PP_FAIL(PP_ERR_INTERNAL, "%d layers do not split into %d stages", cfg->model.layers,
+                plan->n_stages);
+    PP_CHECK(exec_alloc(x));
+    PP_CHECK(check_fit(x));
+    PP_CHECK(world_create(&x->w));
+    PP_CHECK(exec_host_slots(x));
+    return exec_op_events(x);
+}
+
+/* Under an MPI launch every process learns of a failure of any before the communicators are made
+ * (a collective a failed process would never join) and after the stages are. */
 static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t *cfg,
                              const pp_exec_opts_t *opts)
 {
@@ -263,20 +286,19 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t
     x->plan = plan;
     x->cfg = cfg;
     x->opts = *opts;
-    PP_CHECK(exec_devices(x));
-    if (cfg->model.n_layers_per_stage != plan->n_stages && cfg->model.layers % plan->n_stages != 0)
-        PP_FAIL(PP_ERR_INTERNAL, "%d layers do not split into %d stages", cfg->model.layers,
-                plan->n_stages);
-    PP_CHECK_GOTO(exec_alloc(x), st, fail);
-    PP_CHECK_GOTO(check_fit(x), st, fail);
-    PP_CHECK_GOTO(world_create(&x->w), st, fail);
-    PP_CHECK_GOTO(exec_host_slots(x), st, fail);
-    PP_CHECK_GOTO(exec_op_events(x), st, fail);
+    pp_group_t *g = exec_in_group(x) ? opts->group : NULL;
+    st = exec_init_local(x);
+    if (g) st = group_agree(g, st);
+    if (st != PP_OK) goto fail;
     unsigned used = 0;
     for (int i = 0; i < plan->n_ops; i++)
         used |= 1u << plan->ops[i].link;
-    PP_CHECK_GOTO(p2p_init(&x->p2p, x->w.p, x->w.cuda, used), st, fail);
-    PP_CHECK_GOTO(exec_stages(x), st, fail);
+    PP_CHECK_GOTO(p2p_init(&x->p2p, x->w.p, x->w.cuda, x->w.owned, g, used), st, fail);
+    st = exec_stages(x);
+    if (g) st = group_agree(g, st); /* then every process measures its clock, or none */
+    if (g && st == PP_OK) st = g->ops->clock_offset(g, &x->clock_offset_ms, &x->clock_residual_ms);
+    if (g) st = group_agree(g, st);
+    if (st != PP_OK) goto fail;
     return PP_OK;
 fail:
     exec_free(x);
@@ -364,34 +386,45 @@ static pp_status_t after_step(exec_t *x, int step, pp_timeline_t *tl, pp_exec_re
     return PP_OK;
 }
 
-/* Every step: eager, or (graph mode) step 1 captured and every later step replayed. */
-static pp_status_t run_steps(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *res, run_log_t *log)
+/* One step: eager, or (graph mode) step 1 captured and every later step replayed. */
+static pp_status_t run_step(exec_t *x, int step, pp_timeline_t *tl, pp_exec_result_t *res,
+                            run_log_t *log)
 {
     const int total = x->cfg->run.warmup + x->cfg->run.steps;
     const int want_graph = x->opts.graph && !x->opts.sync && total >= 2;
     const int o = x->w.origin;
-    for (int step = 0; step < total; step++) {
-        double deadline = exec_now_s() + x->opts.timeout_s;
-        x->w.counters_host[0] = step * x->plan->n_mb; /* data index of micro-batch k: step*m+k */
-        x->w.counters_host[1] = step + 1;             /* AdamW step count */
-        if (want_graph && step == 1) {
-            PP_CHECK(exec_capture_step(x, step, deadline));
-            if (x->opts.verbose && x->gexec)
-                fprintf(stderr,
-                        "# step captured as one CUDA graph over %d device%s; replaying it\n",
-                        x->w.p, x->w.p == 1 ? "" : "s");
-        }
-        if (x->gexec) {
-            PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[o]));
-            PP_CUDA_CHECK(cudaGraphLaunch(x->gexec, x->w.stream[o][PP_ROLE_COMPUTE]));
-            if (res) res->graph_steps++;
-        } else {
-            PP_CHECK(exec_enqueue_step(x, step, deadline));
-        }
-        PP_CHECK(exec_finish_step(x, step, deadline));
-        PP_CHECK(after_step(x, step, tl, res, log));
+    double deadline = exec_now_s() + x->opts.timeout_s;
+    x->w.counters_host[0] = step * x->plan->n_mb; /* data index of micro-batch k: step*m+k */
+    x->w.counters_host[1] = step + 1;             /* AdamW step count */
+    if (want_graph && step == 1) {
+        PP_CHECK(exec_capture_step(x, step, deadline));
+        if (x->opts.verbose && x->gexec)
+            fprintf(stderr, "# step captured as one CUDA graph over %d device%s; replaying it\n",
+                    x->w.p, x->w.p == 1 ? "" : "s");
     }
-    return PP_OK;
+    if (x->gexec) {
+        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[o]));
+        PP_CUDA_CHECK(cudaGraphLaunch(x->gexec, x->w.stream[o][PP_ROLE_COMPUTE]));
+        if (res) res->graph_steps++;
+    } else {
+        PP_CHECK(exec_enqueue_step(x, step, deadline));
+    }
+    PP_CHECK(exec_finish_step(x, step, deadline));
+    return after_step(x, step, tl, res, log);
+}
+
+/* Every step, unless `st` (set-up) failed. Under an MPI launch the processes agree before each
+ * step and after the last, so a failure in one process's step k ends every process at the same
+ * agreement. */
+static pp_status_t run_steps(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *res, run_log_t *log,
+                             pp_status_t st)
+{
+    const int total = x->cfg->run.warmup + x->cfg->run.steps;
+    for (int step = 0; step < total; step++) {
+        PP_CHECK(exec_step_agree(x, st, step));
+        st = run_step(x, step, tl, res, log);
+    }
+    return exec_step_agree(x, st, total);
 }
 
 /* The gradients of the last step, in stage order (check_grads). */
@@ -400,16 +433,50 @@ static pp_status_t keep_grads(exec_t *x, pp_exec_result_t *res)
     const pp_plan_t *plan = x->plan;
     size_t n = 0;
     for (int s = 0; s < plan->n_stages; s++)
-        if (x->stages[s]) n += stage_n_params(x->stages[s]);
+        n += stage_param_count(&x->scfg[s]);
     res->n_params = n;
-    res->grads = malloc(sizeof(float) * n);
+    res->grads = calloc(n ? n : 1, sizeof(float));
     PP_ALLOC_CHECK(res->grads);
     size_t off = 0;
     for (int s = 0; s < plan->n_stages; s++) {
-        if (!x->stages[s]) continue;
-        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[plan->stage_device[s]]));
-        PP_CHECK(stage_grads_to_host(x->stages[s], res->grads + off));
-        off += stage_n_params(x->stages[s]);
+        if (x->stages[s]) { /* an owned stage; another process's comes from it (execute_group.c) */
+            if (stage_n_params(x->stages[s]) != stage_param_count(&x->scfg[s]))
+                PP_FAIL(PP_ERR_INTERNAL, "stage %d holds %zu parameters, its size %zu", s,
+                        stage_n_params(x->stages[s]), stage_param_count(&x->scfg[s]));
+            PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[plan->stage_device[s]]));
+            PP_CHECK(stage_grads_to_host(x->stages[s], res->grads + off));
+        }
+        off += stage_param_count(&x->scfg[s]);
+    }
+    return PP_OK;
+}
+
+/* Before the first step: the timeline, the skew of the owned devices' origins, the per-step
+ * logs and the losses. */
+static pp_status_t prepare_run(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *res, run_log_t *log)
+{
+    const pp_plan_t *plan = x->plan;
+    const int steps = x->cfg->run.steps, total = x->cfg->run.warmup + steps;
+    PP_CHECK(timeline_init(tl, PP_MODE_MEASURE, plan->n_ops, plan->n_devices, steps));
+    PP_CHECK(world_measure_skew(&x->w, &tl->skew_ms));
+    if (x->opts.verbose && x->w.p > 1)
+        fprintf(
+            stderr,
+            "# time axis: device origins aligned within %.1f us (cross-device signal round trip)\n",
+            tl->skew_ms * 1000);
+    if (x->opts.verbose && exec_in_group(x))
+        fprintf(stderr, "# processes: %d, clocks aligned to rank 0's within %.1f us (ping-pong)\n",
+                x->opts.group->size, x->clock_residual_ms * 1000);
+    log->step_ms = calloc((size_t)steps, sizeof *log->step_ms);
+    PP_ALLOC_CHECK(log->step_ms);
+    if (x->opts.timing) {
+        log->times = calloc((size_t)steps * (size_t)plan->n_ops, sizeof *log->times);
+        PP_ALLOC_CHECK(log->times);
+    }
+    if (res) {
+        res->n_steps = total;
+        res->loss = calloc((size_t)total, sizeof *res->loss);
+        PP_ALLOC_CHECK(res->loss);
     }
     return PP_OK;
 }
@@ -418,8 +485,7 @@ pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan
                          const pp_config_t *cfg, const pp_exec_opts_t *opts)
 {
     exec_t x;
-    pp_status_t st;
-    const int steps = cfg->run.steps, total = cfg->run.warmup + steps;
+    const int steps = cfg->run.steps;
     run_log_t log = {NULL, NULL};
     memset(tl, 0, sizeof *tl);
     if (res) memset(res, 0, sizeof *res);
@@ -427,36 +493,20 @@ pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan
 
     PP_CHECK(exec_init(&x, plan, cfg, opts));
     if (opts->verbose) print_banner(&x);
-    PP_CHECK_GOTO(timeline_init(tl, PP_MODE_MEASURE, plan->n_ops, plan->n_devices, steps), st,
-                  done);
-    PP_CHECK_GOTO(world_measure_skew(&x.w, &tl->skew_ms), st, done);
-    if (opts->verbose && x.w.p > 1)
-        fprintf(
-            stderr,
-            "# time axis: device origins aligned within %.1f us (cross-device signal round trip)\n",
-            tl->skew_ms * 1000);
-    log.step_ms = calloc((size_t)steps, sizeof *log.step_ms);
-    log.times =
-        opts->timing ? calloc((size_t)steps * (size_t)plan->n_ops, sizeof *log.times) : NULL;
-    if (!log.step_ms || (opts->timing && !log.times)) {
-        fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
-        st = PP_ERR_NOMEM;
-        goto done;
+    /* Under an MPI launch a failure here reaches the other processes at the first step's
+     * agreement, and every step's at the next one's. */
+    pp_status_t st = prepare_run(&x, tl, res, &log);
+    st = run_steps(&x, tl, res, &log, st);
+    /* The representative step is the median one; op times are shifted so the step starts at 0
+     * (under an MPI launch: rank 0's median step, every process's times on rank 0's clock). */
+    if (st == PP_OK && exec_in_group(&x))
+        st = exec_group_merge(&x, tl, res, log.step_ms, log.times);
+    else if (st == PP_OK)
+        st = exec_keep_median(tl, log.step_ms, steps, log.times, plan->n_ops, -1, 1);
+    if (st == PP_OK && res && opts->check_grads) {
+        st = keep_grads(&x, res);
+        if (exec_in_group(&x)) st = exec_group_grads(&x, res, st);
     }
-    if (res) {
-        res->n_steps = total;
-        res->loss = calloc((size_t)total, sizeof *res->loss);
-        if (!res->loss) {
-            st = PP_ERR_NOMEM;
-            goto done;
-        }
-    }
-    PP_CHECK_GOTO(run_steps(&x, tl, res, &log), st, done);
-    /* The representative step is the median one; op times are shifted so the step starts at 0. */
-    PP_CHECK_GOTO(exec_keep_median(tl, log.step_ms, steps, log.times, plan->n_ops), st, done);
-    if (res && opts->check_grads) PP_CHECK_GOTO(keep_grads(&x, res), st, done);
-    st = PP_OK;
-done:
     free(log.step_ms);
     free(log.times);
     exec_free(&x);

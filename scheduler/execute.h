@@ -16,6 +16,7 @@
 #ifndef PP_EXECUTE_H
 #define PP_EXECUTE_H
 
+#include "../common/pp_group.h"
 #include "../common/pp_status.h"
 #include "config.h"
 #include "plan.h"
@@ -27,14 +28,16 @@ extern "C" {
 #endif
 
 typedef struct pp_exec_opts {
-    int sync;         /* 1: host-synchronize after every op, all on one stream (naive baseline) */
-    int graph;        /* 1: capture the second step as one CUDA graph and replay it after */
-    int timing;       /* 1: per-op device timestamps (otherwise step times only) */
-    double timeout_s; /* longest wait for a step before reporting the pending op */
-    int verbose;      /* 1: startup banner (peer matrix, links, memory) to stderr */
-    int check_grads;  /* 1: also keep the gradients of the last step for a caller's comparison */
-    int serial_pairs; /* 1: the second half of an overlapped pair (DualPipeV) runs on the compute
-                         stream after its first, not beside it (`ppsched profile` times both) */
+    int sync;          /* 1: host-synchronize after every op, all on one stream (naive baseline) */
+    int graph;         /* 1: capture the second step as one CUDA graph and replay it after */
+    int timing;        /* 1: per-op device timestamps (otherwise step times only) */
+    double timeout_s;  /* longest wait for a step before reporting the pending op */
+    int verbose;       /* 1: startup banner (peer matrix, links, memory) to stderr */
+    int check_grads;   /* 1: also keep the gradients of the last step for a caller's comparison */
+    int serial_pairs;  /* 1: the second half of an overlapped pair (DualPipeV) runs on the compute
+                          stream after its first, not beside it (`ppsched profile` times both) */
+    pp_group_t *group; /* the processes of an MPI launch (pp_group.h): this one runs the devices
+                          its rank owns; NULL: this one runs every device */
 } pp_exec_opts_t;
 
 typedef struct pp_exec_result {

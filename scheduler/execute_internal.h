@@ -10,6 +10,9 @@
  *   timing (execute_timing.c): waiting with a timeout, naming pending ops, reading step and op
  *                              times.
  *   execute.c:                 set-up (stages, op events, transports), the banner, the run loop.
+ *   group  (execute_group.c):  an MPI launch (pp_group.h): this process's share of the devices,
+ *                              agreeing on failures step by step, the clock offsets and the
+ *                              merge of every process's timeline on rank 0's time axis.
  *
  * Device numbers are global pipeline indices everywhere; world_owns(w, d) says whether this
  * process drives device d. The step enqueuer asks it and nothing else about processes.
@@ -69,6 +72,11 @@ typedef struct exec {
     int capturing;         /* 1 while a step is being captured */
     cudaGraph_t graph;     /* the captured step (graph mode) */
     cudaGraphExec_t gexec;
+    /* Under an MPI launch (opts.group of several processes, execute_group.c): */
+    int rank_of[PP_MAX_DEVICES]; /* the process that owns each pipeline device */
+    double *launch_s;            /* [warmup + steps]: host time each step was launched */
+    double clock_offset_ms;      /* this process's clock minus rank 0's */
+    double clock_residual_ms;    /* the bound on that offset's error */
 } exec_t;
 
 /* ---- world (execute_world.c) ---- */
@@ -76,6 +84,11 @@ typedef struct exec {
 /* Zero w and own every one of the p devices (CUDA ordinals cuda[d]): one process drives them all.
  * A launch that gives each process its share of the devices sets owned[] and origin instead. */
 void world_own_all(pp_world_t *w, int p, const int *cuda);
+
+/* Own the devices whose rank_of[d] is `rank` (an MPI launch's share, pp_group.h); the origin is
+ * the first of them. Each process starts and joins its own steps; a dependency on a device of
+ * another process is carried by the transport (NCCL). */
+void world_own_share(pp_world_t *w, int p, const int *cuda, const int *rank_of, int rank);
 
 /* Device d sends to device q in the plan (d == q: between two stages of d): both get the streams
  * of per-peer roles for each other. Called for every transfer before world_create. */
@@ -129,9 +142,42 @@ pp_status_t exec_finish_step(exec_t *x, int step, double deadline);
 pp_status_t exec_read_step_ms(exec_t *x, double *out);
 pp_status_t exec_read_op_times(exec_t *x, pp_op_time_t *t);
 
-/* Fill tl->step_ms from step_ms[steps] and tl->t from the median step's op times (times may be
- * NULL: timing off), shifted so the step starts at 0. */
+/* The index of the median of step_ms[steps] (the latest of equal ones). */
+int exec_median_step(const double *step_ms, int steps);
+
+/* Fill tl->step_ms from step_ms[steps] and tl->t from step `pick`'s op times (times may be
+ * NULL: timing off; pick < 0: the median step), shifted so the step starts at 0 when
+ * `to_zero` (a process of an MPI launch leaves that to the merge). */
 pp_status_t exec_keep_median(pp_timeline_t *tl, const double *step_ms, int steps,
-                             const pp_op_time_t *times, int n_ops);
+                             const pp_op_time_t *times, int n_ops, int pick, int to_zero);
+
+/* ---- group (execute_group.c): one process of an MPI launch -------------------------------- */
+
+/* 1 when this executor is one of several processes. */
+static inline int exec_in_group(const exec_t *x)
+{
+    return x->opts.group && x->opts.group->size > 1;
+}
+
+/* This process's share of the p devices (pipeline.devices_per_process, or an even split): owned
+ * devices get their CUDA ordinal (cuda[], in: pipeline.devices; on several hosts, out: the
+ * local rank's run of the host's GPUs), checked against the n_vis visible ones. */
+pp_status_t exec_share_devices(exec_t *x, int *cuda, int n_vis);
+
+/* Before step `step` (and after the last, step = warmup + steps): every process learns of a
+ * failure of any (st), and the step's launch time is kept. Collective, once per step on every
+ * process, so a failure in step k ends every process after the same call. */
+pp_status_t exec_step_agree(exec_t *x, pp_status_t st, int step);
+
+/* After the run: the same representative step on every process (rank 0's median), its op times
+ * moved onto rank 0's clock (launch times and the measured clock offsets), every timeline merged
+ * (timeline_merge) and the loss from the process that owns the last stage. Collective. */
+pp_status_t exec_group_merge(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *res,
+                             const double *step_ms, const pp_op_time_t *times);
+
+/* check_grads: after every process kept the gradients of its own stages in place (res->grads in
+ * stage order, `st` its status), each stage's from the process that owns it, so every process
+ * holds the whole model's. Collective. */
+pp_status_t exec_group_grads(exec_t *x, pp_exec_result_t *res, pp_status_t st);
 
 #endif /* PP_EXECUTE_INTERNAL_H */

@@ -42,6 +42,7 @@ pp_status_t exec_poll_event(cudaEvent_t ev, double deadline)
 static int op_done(exec_t *x, int i)
 {
     int src = x->done_op[i];
+    if (!world_owns(&x->w, x->plan->ops[src].device)) return 0; /* another process's: unknown */
     cudaEvent_t ev = x->opts.timing ? x->ev_end[src] : x->ev_dep[src];
     return cudaEventQuery(ev) == cudaSuccess;
 }
@@ -51,8 +52,11 @@ void exec_report_pending(exec_t *x, int step, double timeout_s)
 {
     const pp_plan_t *plan = x->plan;
     char txt[32];
-    fprintf(stderr, "ppsched: step %d did not finish within %g s; still pending:\n", step,
-            timeout_s);
+    if (exec_in_group(x)) /* every rank names its own pending ops */
+        fprintf(stderr, "ppsched: rank %d: ", x->opts.group->rank);
+    else
+        fprintf(stderr, "ppsched: ");
+    fprintf(stderr, "step %d did not finish within %g s; still pending:\n", step, timeout_s);
     if (x->gexec && !x->opts.timing)
         fprintf(stderr, "  (a replayed graph with timing off cannot name its ops: rerun with "
                         "--set run.graph=off or run.timing=on)\n");
@@ -73,6 +77,8 @@ void exec_report_pending(exec_t *x, int step, double timeout_s)
                 pp_action_t b = {o2->kind, o2->stage, o2->mb, 0};
                 fprintf(stderr, ", waiting for %s on device %d", action_format(&b, txt, sizeof txt),
                         o2->device);
+                if (exec_in_group(x) && !world_owns(&x->w, o2->device))
+                    fprintf(stderr, " (rank %d)", x->rank_of[o2->device]);
                 break;
             }
             fputc('\n', stderr);
@@ -132,12 +138,10 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-pp_status_t exec_keep_median(pp_timeline_t *tl, const double *step_ms, int steps,
-                             const pp_op_time_t *times, int n_ops)
+int exec_median_step(const double *step_ms, int steps)
 {
-    memcpy(tl->step_ms, step_ms, sizeof(double) * (size_t)steps);
     double *sorted = malloc(sizeof(double) * (size_t)steps);
-    PP_ALLOC_CHECK(sorted);
+    if (!sorted) return 0; /* any step will do */
     memcpy(sorted, step_ms, sizeof(double) * (size_t)steps);
     qsort(sorted, (size_t)steps, sizeof(double), cmp_double);
     double med = sorted[(steps - 1) / 2];
@@ -145,10 +149,18 @@ pp_status_t exec_keep_median(pp_timeline_t *tl, const double *step_ms, int steps
     int pick = 0;
     for (int k = 0; k < steps; k++)
         if (step_ms[k] == med) pick = k;
+    return pick;
+}
+
+pp_status_t exec_keep_median(pp_timeline_t *tl, const double *step_ms, int steps,
+                             const pp_op_time_t *times, int n_ops, int pick, int to_zero)
+{
+    memcpy(tl->step_ms, step_ms, sizeof(double) * (size_t)steps);
+    if (pick < 0 || pick >= steps) pick = exec_median_step(step_ms, steps);
     if (!times) return PP_OK;
     const pp_op_time_t *t = &times[(size_t)pick * n_ops];
-    double t0 = INFINITY;
-    for (int i = 0; i < n_ops; i++)
+    double t0 = to_zero ? INFINITY : 0;
+    for (int i = 0; to_zero && i < n_ops; i++)
         t0 = fmin(t0, t[i].start_ms);
     for (int i = 0; i < n_ops; i++) {
         tl->t[i].start_ms = t[i].start_ms - t0;

@@ -25,6 +25,17 @@ void world_own_all(pp_world_t *w, int p, const int *cuda)
     }
 }
 
+void world_own_share(pp_world_t *w, int p, const int *cuda, const int *rank_of, int rank)
+{
+    world_own_all(w, p, cuda);
+    w->origin = -1;
+    for (int d = 0; d < p; d++) {
+        w->owned[d] = rank_of[d] == rank;
+        if (w->owned[d] && w->origin < 0) w->origin = d;
+    }
+    if (w->origin < 0) w->origin = 0; /* config_check_processes gives every rank a device */
+}
+
 /* Where the per-peer stream of role r on device d towards q lives in peer_stream / peer_tail. */
 static size_t peer_index(const pp_world_t *w, int d, pp_role_t r, int q)
 {

@@ -11,9 +11,11 @@
  * This file parses arguments and dispatches commands; every command goes through the one chain of
  * run.h (config → schedule → plan → execute | simulate → report), compare's outputs are in
  * report_compare.c. Exit codes: 0 ok, 2 usage or input error, 1 runtime failure. Only this file
- * exits. About 740 lines: a sixth are the five commands' usage texts, and compare's sweeps and
+ * exits. About 790 lines: a sixth are the five commands' usage texts, and compare's sweeps and
  * failed rows a sixth more; they share the option table and the run options with the other
- * commands, which is why they have not moved to a file of their own.
+ * commands, which is why they have not moved to a file of their own. Under mpirun (pp_group.h)
+ * main starts the process group, only the run command runs, every process agrees on loading and
+ * on measuring or simulating, only rank 0 prints, and every process exits with the same code.
  */
 #include "execute.h"
 #include "main_plan.h"
@@ -55,6 +57,7 @@ typedef struct opts {
     int n_sweep;
     char gpu_set[64];   /* --gpu NAME, as the override cost.gpu=NAME */
     const char *output; /* -o FILE (profile) */
+    pp_group_t *group;  /* the processes of an MPI launch; rank 0 prints */
 } opts_t;
 
 static const char *prog = "ppsched";
@@ -365,8 +368,9 @@ static pp_run_opts_t run_opts(const opts_t *o, int measure)
     pp_run_opts_t ro = {.measure = measure,
                         .exec = execute_plan,
                         .sync = o->sync,
-                        .verbose = !o->quiet && !o->json,
-                        .gpu = measure ? present_gpu() : NULL};
+                        .verbose = !o->quiet && !o->json && o->group->rank == 0,
+                        .gpu = measure ? present_gpu() : NULL,
+                        .group = o->group};
     return ro;
 }
 
@@ -380,7 +384,7 @@ static int want_measure(const opts_t *o, int n_visible)
  * an input error comes first and alone. */
 static void note_simulating(const opts_t *o, int n_visible)
 {
-    if (o->simulate || n_visible > 0 || o->quiet) return;
+    if (o->simulate || n_visible > 0 || o->quiet || o->group->rank != 0) return;
     fprintf(stderr,
             "# %s: simulating with the cost model (pass --simulate to ask for this "
             "explicitly)%s\n",
@@ -392,18 +396,38 @@ static void note_simulating(const opts_t *o, int n_visible)
  * Commands
  * ------------------------------------------------------------------------------------------- */
 
+/* Load the run on every process and agree: a failure on any one (its own message printed) is
+ * every process's; then check the split over the processes. A bad output path of rank 0's is
+ * found now, not after the whole measurement. */
+static pp_status_t load_agreed(pp_run_t *j, const char *path, const opts_t *o, int n_visible)
+{
+    pp_status_t st = run_load(j, path, NULL, o->sets, o->n_sets, n_visible);
+    if (st == PP_OK && o->group->rank == 0 && o->trace) st = out_probe(o->trace, "the trace");
+    if (st == PP_OK && o->group->rank == 0 && o->svg) st = out_probe(o->svg, "the SVG chart");
+    PP_CHECK(group_agree(o->group, st));
+    return run_check_processes(j, o->group);
+}
+
 static pp_status_t cmd_run(const char *path, const opts_t *o)
 {
     pp_run_t j = {0};
     pp_status_t st;
     int n_visible = o->simulate ? 0 : execute_device_count();
+    /* Under mpirun every process measures, or every one simulates (one without a GPU decides). */
+    int no_gpu = !want_measure(o, n_visible);
+    if (o->group->size > 1 && o->group->ops->max_int(o->group, &no_gpu) != PP_OK)
+        return PP_ERR_INTERNAL;
+    if (no_gpu) n_visible = 0;
     pp_run_opts_t ro = run_opts(o, want_measure(o, n_visible));
-    PP_CHECK_GOTO(run_load(&j, path, NULL, o->sets, o->n_sets, n_visible), st, done);
+    /* Across hosts pipeline.devices counts every host's GPUs: no one host can check the ids (the
+     * executor checks each process's own). */
+    const int spans_hosts = o->group->local_size < o->group->size;
+    PP_CHECK_GOTO(load_agreed(&j, path, o, spans_hosts && n_visible > 0 ? -1 : n_visible), st,
+                  done);
     note_simulating(o, n_visible);
-    /* A bad output path is found now, not after the whole measurement. */
-    if (o->trace) PP_CHECK_GOTO(out_probe(o->trace, "the trace"), st, done);
-    if (o->svg) PP_CHECK_GOTO(out_probe(o->svg, "the SVG chart"), st, done);
+    if (!o->quiet && !o->json) run_note_processes(&j, o->group, stderr);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
+    if (o->group->rank != 0) goto done; /* rank 0 prints the one report */
     if (o->json)
         st = report_print_json(&j.report, stdout);
     else
@@ -710,9 +734,17 @@ static int finish_stdout(int rc)
     return failed && rc == 0 ? 1 : rc;
 }
 
-int main(int argc, char **argv)
+static int run_command(int argc, char **argv, pp_group_t *group)
 {
     cmd_t cmd = CMD_RUN;
+    static const char *const others[] = {"compare", "show", "check", "profile", "plan", "help"};
+    for (size_t k = 0; group->size > 1 && argc >= 2 && k < sizeof others / sizeof others[0]; k++)
+        if (strcmp(argv[1], others[k]) == 0) {
+            fprintf(stderr,
+                    "%s: under mpirun only `ppsched FILE.yaml` runs, not %s (%d processes)\n", prog,
+                    others[k], group->size);
+            return 2;
+        }
     if (argc >= 2) {
         if (strcmp(argv[1], "compare") == 0)
             cmd = CMD_COMPARE;
@@ -730,7 +762,7 @@ int main(int argc, char **argv)
         }
     }
     int shift = cmd == CMD_RUN ? 0 : 1;
-    opts_t o = {0};
+    opts_t o = {.group = group};
     int r = parse_opts(cmd, argc - shift, argv + shift, &o);
     if (r > 0) return finish_stdout(0);
     if (r < 0) return 2;
@@ -751,4 +783,13 @@ int main(int argc, char **argv)
     default: st = cmd_run(args[0], &o); break;
     }
     return finish_stdout(pp_status_exit_code(st));
+}
+
+/* Every process of an MPI launch (pp_group.h) leaves with the same code: the worst of them. */
+int main(int argc, char **argv)
+{
+    pp_group_t group;
+    pp_status_t st = group_init(&group, group_mpi_ops(), &argc, &argv);
+    if (st != PP_OK) return pp_status_exit_code(st);
+    return group_finish(&group, run_command(argc, argv, &group));
 }

@@ -7,6 +7,12 @@
  * cost model leaves out (launch gaps, contention, the order the GPU really ran things in). A
  * simulated run predicts, and that is its result. The plan is lowered once;
  * schedule_validate checks the programs and plan_lower's dry run finds deadlocks.
+ *
+ * Under several processes (pp_group.h) every process loads, plans and predicts the whole run;
+ * the one simulation that is the run's result is split: each process simulates its own devices
+ * and the parts are merged (timeline_merge, run_group.c), so every process holds the same timeline
+ * and report and rank 0 prints it. Every step that can fail on one process alone is followed by
+ * group_agree, so the others never wait for it.
  */
 #include "run.h"
 
@@ -102,26 +108,39 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
     return cost_model_build(cm, cfg, plan, present, prof, NULL);
 }
 
-/* run_predict; with `what_if`, the what-if figures of the cost model too, in the simulation's
- * own pass (r->have_what_if). */
-static pp_status_t predict(pp_run_t *r, const pp_gpu_t *present, int what_if)
+/* The predicted cost model: cost.profile read once, the model built on `present`. */
+static pp_status_t predict_cost(pp_run_t *r, const pp_gpu_t *present, pp_cost_source_t *source)
 {
     if (r->cfg.cost_src.profile && !r->have_prof) {
         PP_CHECK(profile_load(&r->prof, r->cfg.cost_src.profile));
         r->have_prof = 1;
     }
-    const pp_profile_t *prof = r->have_prof ? &r->prof : NULL;
-    pp_cost_source_t source;
     r->present = present;
     cost_model_free(&r->cost);
     timeline_free(&r->sim);
-    PP_CHECK(cost_model_build(&r->cost, &r->cfg, &r->plan, present, prof, &source));
+    return cost_model_build(&r->cost, &r->cfg, &r->plan, present, r->have_prof ? &r->prof : NULL,
+                            source);
+}
+
+/* run_predict; with `what_if` (on one process), the what-if figures of the cost model too, in the
+ * simulation's own pass (r->have_what_if). */
+static pp_status_t predict(pp_run_t *r, const pp_gpu_t *present, int what_if)
+{
+    pp_cost_source_t source;
+    pp_status_t st = predict_cost(r, present, &source);
     r->have_what_if = 0;
-    if (what_if)
+    if (r->group && r->group->size > 1) {
+        PP_CHECK(group_agree(r->group, st)); /* a profile only one process cannot read */
+        PP_CHECK(run_simulate_split(r));
+    } else if (what_if) {
+        PP_CHECK(st);
         PP_CHECK(explain_what_if_sim(&r->what_if, &r->sim, &r->plan, &r->cost));
-    else
+        r->have_what_if = 1;
+    } else {
+        PP_CHECK(st);
         PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
-    r->have_what_if = what_if;
+    }
+    const pp_profile_t *prof = r->have_prof ? &r->prof : NULL;
     r->predicted_ms = r->sim.step_ms[0];
     const pp_gpu_t *gpu = cost_gpu_for(&r->cfg, present, prof);
     cost_model_describe(r->cost_desc, sizeof r->cost_desc, &r->cost, &r->cfg, &r->plan, source, gpu,
@@ -146,6 +165,7 @@ pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o)
         .verbose = o->verbose,
         .check_grads = o->check_grads,
         .serial_pairs = o->serial_pairs,
+        .group = o->group,
     };
     return eo;
 }
@@ -195,6 +215,7 @@ pp_status_t run_finish(pp_run_t *r)
 
 pp_status_t run_go(pp_run_t *r, const pp_run_opts_t *o)
 {
+    r->group = o->group;
     PP_CHECK(predict(r, o->gpu, !o->measure)); /* a simulated run's what-if comes along */
     if (o->measure) PP_CHECK(run_execute(r, o));
     return run_finish(r);

@@ -53,6 +53,7 @@ typedef struct pp_run {
     pp_mem_pred_t mem;       /* the memory predicted per device, and the fit check */
     int measured;            /* 1 when meas and exec hold a run */
     int have_report;         /* 1 once report is built */
+    pp_group_t *group;       /* the processes of the run (run_go sets it); NULL: this one alone */
 } pp_run_t;
 
 /* What a caller asks of a run beyond its config. */
@@ -65,6 +66,7 @@ typedef struct pp_run_opts {
     int check_grads;     /* keep the last step's gradients in r->exec */
     const pp_gpu_t *gpu; /* the GPU present (gpu_match_device of its name), or NULL */
     int serial_pairs;    /* overlapped pairs on one stream (pp_exec_opts_t) */
+    pp_group_t *group;   /* the processes of an MPI launch (pp_group.h); NULL: this one alone */
 } pp_run_opts_t;
 
 /* Load `path` (or, when yaml is not NULL, that text named `path`) with the overrides; for a
@@ -78,6 +80,24 @@ pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char
  * "<path>: the <kind> schedule above is not valid" after an input problem. */
 pp_status_t run_plan(pp_run_t *r);
 
+/* Under several processes (g->size > 1), after run_load: the devices split over them
+ * (config_check_processes), every transfer between two processes goes over a transport that
+ * crosses processes, and every process holds the same plan (a bad config one rank alone sees, a
+ * different file or --set). The result is agreed: every process returns the first failure. */
+pp_status_t run_check_processes(pp_run_t *r, pp_group_t *g);
+
+/* The process that owns each pipeline device of r's plan under `g` (pipeline.devices_per_process,
+ * or an even split), into rank_of[plan.n_devices]. */
+void run_rank_of(const pp_run_t *r, const pp_group_t *g, int *rank_of);
+
+/* Under several processes (r->group): each simulates the ops of its own devices with r->cost
+ * (simulate_plan_part, within run.timeout), and the parts are merged into r->sim on every process.
+ * run_predict calls it. */
+pp_status_t run_simulate_split(pp_run_t *r);
+
+/* On rank 0 of several processes: one line saying which devices each rank owns. */
+void run_note_processes(const pp_run_t *r, const pp_group_t *g, FILE *f);
+
 /* The cost model of a plan: with a measured timeline (per-op times), per stage the mean duration
  * of each compute kind and the mean cross-device transfer; otherwise cost_model_build (cost.h):
  * the hand-set `cost:` values when given, else the stage's FLOPs and bytes on the GPU description
@@ -87,7 +107,8 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
                            const pp_timeline_t *measured, const pp_gpu_t *present,
                            const pp_profile_t *prof);
 
-/* Before running: read cost.profile (once), build the cost model with `present`, simulate, and
+/* Before running: read cost.profile (once), build the cost model with `present`, simulate (under
+ * several processes, each its own devices, the parts merged: simulate_plan_part), and
  * keep the predicted step (r->predicted_ms), the cost model's description and the memory each
  * device will take (r->mem, checked against the same GPU description). */
 pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present);

@@ -11,7 +11,9 @@
  * offload and load streams) takes the time the cost table by kind gives it; a copy moves its bytes
  * at the host link's bandwidth. The caller owns `tl`; the cost model owns its four arrays.
  * simulate_makespans runs several cost models in the same pass ("lanes"): each lane does exactly
- * the arithmetic simulate_plan does, so its makespan is the same to the bit.
+ * the arithmetic simulate_plan does, so its makespan is the same to the bit. Under a part
+ * (simulate_plan_part: one process of several, one lane) only the owned devices' ops are timed,
+ * and a transfer across processes exchanges its two ends' ready times.
  */
 #include "simulate.h"
 
@@ -133,6 +135,8 @@ typedef struct lanes {
     double *stream_free;              /* [n_chan * n] when each channel is free again */
     int last_compute[PP_MAX_DEVICES]; /* the device's latest op on its compute stream, -1 none */
     double *last_start;               /* [n_devices * n] its start */
+    const pp_sim_part_t *part;        /* NULL, or (one lane) the devices this process owns */
+    double *keep;                     /* part: [n_ops] ready times sent to other processes */
     double t0[SIM_MAX_LANES];         /* earliest start of each lane */
     double t1[SIM_MAX_LANES];         /* latest end of each lane */
 } lanes_t;
@@ -212,6 +216,55 @@ static pp_status_t pair_start(const lanes_t *S, int k, double *ready)
     PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d on the overlap stream has no forward half", k);
 }
 
+/* 1 when this process simulates device d (always without a part). */
+static int owns(const pp_sim_part_t *part, int d)
+{
+    return !part || part->rank_of[d] == part->group->rank;
+}
+
+/* Under a part, a dependency on a device of another process other than the transfer partner
+ * cannot be known here: lowering never makes one (plan.h), so it is a bug. */
+static pp_status_t check_owned_deps(const pp_plan_t *plan, const pp_sim_part_t *part, int k,
+                                    int skip)
+{
+    const pp_op_t *op = &plan->ops[k];
+    for (int j = 0; part && j < op->n_deps; j++) {
+        int d = plan->deps[op->dep_begin + j];
+        if (d != skip && d >= 0 && d < plan->n_ops && !owns(part, plan->ops[d].device))
+            PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d depends on op %d of another process", k, d);
+    }
+    return PP_OK;
+}
+
+/* The pending end of a transfer across processes: which op waits for which rank. */
+static void print_pending(const pp_plan_t *plan, const pp_sim_part_t *part, int mine, int theirs,
+                          double timeout_s)
+{
+    char a[32], b[32];
+    const pp_op_t *m = &plan->ops[mine], *t = &plan->ops[theirs];
+    pp_action_t am = {m->kind, m->stage, m->mb, 0}, at = {t->kind, t->stage, t->mb, 0};
+    fprintf(stderr,
+            "ppsched: rank %d: op %d (device %d, step %d, action %s) still pending after %.3g s: "
+            "waiting for rank %d to post its end, op %d (device %d, step %d, action %s)\n",
+            part->group->rank, mine, m->device, m->pos, action_format(&am, a, sizeof a), timeout_s,
+            part->rank_of[t->device], theirs, t->device, t->pos, action_format(&at, b, sizeof b));
+}
+
+/* The ready time of the other end of transfer (mine, theirs), from the process that owns it; ours
+ * goes to it first (from `keep`, which lives until the group's flush). */
+static pp_status_t meet(const pp_plan_t *plan, const pp_sim_part_t *part, int mine, int theirs,
+                        double *keep, double *out)
+{
+    pp_group_t *g = part->group;
+    const int peer = part->rank_of[plan->ops[theirs].device];
+    const int send = plan->ops[mine].role == PP_ROLE_SEND ? mine : theirs;
+    const int tag = send & 0x7fff; /* both sides meet in plan order: the tag only guards */
+    if (mine != part->drop_send) PP_CHECK(g->ops->post_send(g, keep, peer, tag));
+    pp_status_t st = g->ops->recv(g, out, peer, tag, part->deadline);
+    if (st == PP_ERR_TIMEOUT) print_pending(plan, part, mine, theirs, part->timeout_s);
+    return st;
+}
+
 /* An op that runs alone on its stream: compute, or a host copy. */
 static pp_status_t sim_alone(lanes_t *S, int k)
 {
@@ -225,27 +278,41 @@ static pp_status_t sim_alone(lanes_t *S, int k)
     return PP_OK;
 }
 
-/* A SEND at k and its RECV right after it: one transfer. */
+/* A SEND at k and its RECV right after it: one transfer, both ends starting when both are ready,
+ * `send` later (at once on a link within a device). Under a part only the owned ends are timed;
+ * an end on another process sends its ready time and receives the other's. */
 static pp_status_t sim_pair(lanes_t *S, int k, int n_stages)
 {
     const pp_plan_t *plan = S->plan;
     const pp_op_t *op = &plan->ops[k];
+    const pp_sim_part_t *part = S->part;
     int r = k + 1;
     if (op->peer != r || r >= plan->n_ops || plan->ops[r].peer != k ||
         (plan->ops[r].kind != PP_ACT_RECV_F && plan->ops[r].kind != PP_ACT_RECV_B))
         PP_FAIL(PP_ERR_INTERNAL, "simulate: SEND op %d (peer %d) is not followed by its RECV", k,
                 op->peer);
     PP_CHECK(check_op(plan, n_stages, r));
-    double ready_s[SIM_MAX_LANES], ready_r[SIM_MAX_LANES];
+    double ready_s[SIM_MAX_LANES] = {0}, ready_r[SIM_MAX_LANES] = {0};
     int chan_s = pp_plan_channel(plan, k), chan_r = pp_plan_channel(plan, r);
-    PP_CHECK(ready_time(S, k, chan_s, r, ready_s));
-    PP_CHECK(ready_time(S, r, chan_r, k, ready_r));
+    const int own_s = owns(part, op->device), own_r = owns(part, plan->ops[r].device);
+    if (own_s) PP_CHECK(check_owned_deps(plan, part, k, r));
+    if (own_s) PP_CHECK(ready_time(S, k, chan_s, r, ready_s));
+    if (own_r) PP_CHECK(check_owned_deps(plan, part, r, k));
+    if (own_r) PP_CHECK(ready_time(S, r, chan_r, k, ready_r));
+    if (!own_s && !own_r) return PP_OK;
+    if (own_s && !own_r) { /* one lane under a part (sim_run) */
+        S->keep[k] = ready_s[0];
+        PP_CHECK(meet(plan, part, k, r, &S->keep[k], &ready_r[0]));
+    } else if (own_r && !own_s) {
+        S->keep[r] = ready_r[0];
+        PP_CHECK(meet(plan, part, r, k, &S->keep[r], &ready_s[0]));
+    }
     int crosses = transport_row(op->link)->crosses_devices;
     for (int l = 0; l < S->n; l++) {
         double start = ready_s[l] > ready_r[l] ? ready_s[l] : ready_r[l];
         double end = start + (crosses ? S->cm[l]->send : 0.0);
-        set_times(S, k, chan_s, l, start, end);
-        set_times(S, r, chan_r, l, start, end);
+        if (own_s) set_times(S, k, chan_s, l, start, end);
+        if (own_r) set_times(S, r, chan_r, l, start, end);
     }
     return PP_OK;
 }
@@ -266,49 +333,64 @@ static pp_status_t sim_walk(lanes_t *S)
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         PP_CHECK(check_op(plan, n_stages, k));
-        if (op_cost[op->kind]) {
-            PP_CHECK(sim_alone(S, k));
-        } else if (op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) {
+        if (op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) {
             PP_CHECK(sim_pair(S, k, n_stages));
             k++; /* the RECV is done too */
-        } else {
+            continue;
+        }
+        if (!op_cost[op->kind])
             PP_FAIL(PP_ERR_INTERNAL, "simulate: RECV op %d does not sit right after its SEND (%d)",
                     k, op->peer);
-        }
+        if (!owns(S->part, op->device)) continue;
+        PP_CHECK(check_owned_deps(plan, S->part, k, -1));
+        PP_CHECK(sim_alone(S, k));
     }
     return PP_OK;
 }
 
-/* Run the walk with n lanes over `cm` (t: lane 0's times; end: the other lanes'); span[l]:
- * lane l's makespan, as timeline_makespan gives it once the times are made relative to the
- * earliest start (rounding keeps the order, so the latest end minus the earliest start). */
+/* Run the walk with n lanes over `cm` (t: lane 0's times; end: the other lanes'), under `part`
+ * (one lane) or for every device; span[l]: lane l's makespan, as timeline_makespan gives it once
+ * the times are made relative to the earliest start (rounding keeps the order, so the latest end
+ * minus the earliest start). */
 static pp_status_t sim_run(const pp_plan_t *plan, const pp_cost_model_t *const *cm, int n,
-                           pp_op_time_t *t, double *end, double *span)
+                           const pp_sim_part_t *part, pp_op_time_t *t, double *end, double *span)
 {
     for (int l = 0; l < n; l++)
         if (cm[l]->n_stages < plan->n_stages)
             PP_FAIL(PP_ERR_INTERNAL, "simulate: cost model has %d stages, the plan %d",
                     cm[l]->n_stages, plan->n_stages);
-    if (plan->n_devices < 1 || plan->n_devices > PP_MAX_DEVICES || n < 1 || n > SIM_MAX_LANES)
-        PP_FAIL(PP_ERR_INTERNAL, "simulate: %d devices, %d cost models", plan->n_devices, n);
-    lanes_t S = {.plan = plan, .n = n, .cm = cm, .t = t, .off = t ? 1 : 0, .end = end};
+    if (plan->n_devices < 1 || plan->n_devices > PP_MAX_DEVICES || n < 1 || n > SIM_MAX_LANES ||
+        (part && (n != 1 || !t)))
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: %d devices, %d cost models%s", plan->n_devices, n,
+                part ? " under a part" : "");
+    lanes_t S = {
+        .plan = plan, .n = n, .cm = cm, .t = t, .off = t ? 1 : 0, .end = end, .part = part};
     S.stream_free = calloc((size_t)pp_channel_count(plan->n_devices) * (size_t)n, sizeof(double));
     S.last_start = calloc((size_t)plan->n_devices * (size_t)n, sizeof(double));
+    S.keep = part ? calloc((size_t)(plan->n_ops > 0 ? plan->n_ops : 1), sizeof *S.keep) : NULL;
     pp_status_t st = PP_ERR_NOMEM;
-    if (S.stream_free && S.last_start) {
+    if (S.stream_free && S.last_start && (!part || S.keep)) {
         st = sim_walk(&S);
+        if (part) { /* the sends still in flight read keep[] */
+            pp_status_t fl = part->group->ops->flush(part->group, part->deadline);
+            if (st == PP_OK) st = fl;
+        }
         for (int l = 0; l < n; l++)
             span[l] = plan->n_ops > 0 ? S.t1[l] - S.t0[l] : 0.0;
-    } else
+    } else {
         fprintf(stderr, "%s:%d: out of host memory simulating %d ops\n", __FILE__, __LINE__,
                 plan->n_ops);
+    }
     free(S.stream_free);
     free(S.last_start);
+    free(S.keep);
     return st;
 }
 
-pp_status_t simulate_plan_and(pp_timeline_t *tl, double *step_ms, const pp_plan_t *plan,
-                              const pp_cost_model_t *const *cm, int n)
+/* The timeline of cm[0] into tl (its owned devices only under a part, on the unshifted axis:
+ * timeline_merge shifts the merged whole) and the makespans of cm[1..n) into step_ms. */
+static pp_status_t sim_timeline(pp_timeline_t *tl, double *step_ms, const pp_plan_t *plan,
+                                const pp_cost_model_t *const *cm, int n, const pp_sim_part_t *part)
 {
     memset(tl, 0, sizeof *tl);
     if (n < 1 || n > SIM_MAX_LANES)
@@ -325,7 +407,7 @@ pp_status_t simulate_plan_and(pp_timeline_t *tl, double *step_ms, const pp_plan_
             PP_FAIL(PP_ERR_NOMEM, "out of host memory simulating %d ops", plan->n_ops);
         }
     }
-    pp_status_t st = sim_run(plan, cm, n, tl->t, end, span);
+    pp_status_t st = sim_run(plan, cm, n, part, tl->t, end, span);
     free(end);
     if (st != PP_OK) {
         timeline_free(tl);
@@ -333,23 +415,36 @@ pp_status_t simulate_plan_and(pp_timeline_t *tl, double *step_ms, const pp_plan_
     }
     for (int l = 1; l < n; l++)
         step_ms[l - 1] = span[l];
-    /* Times relative to the earliest start. */
-    double t0 = 0.0;
-    for (int k = 0; k < plan->n_ops; k++)
-        if (k == 0 || tl->t[k].start_ms < t0) t0 = tl->t[k].start_ms;
-    for (int k = 0; k < plan->n_ops; k++) {
-        tl->t[k].start_ms -= t0;
-        tl->t[k].end_ms -= t0;
+    if (!part) { /* times relative to the earliest start */
+        double t0 = 0.0;
+        for (int k = 0; k < plan->n_ops; k++)
+            if (k == 0 || tl->t[k].start_ms < t0) t0 = tl->t[k].start_ms;
+        for (int k = 0; k < plan->n_ops; k++) {
+            tl->t[k].start_ms -= t0;
+            tl->t[k].end_ms -= t0;
+        }
+        tl->step_ms[0] = timeline_makespan(tl);
     }
-    tl->step_ms[0] = timeline_makespan(tl);
     tl->skew_ms = 0.0;
     tl->has_op_times = 1;
     return PP_OK;
 }
 
+pp_status_t simulate_plan_and(pp_timeline_t *tl, double *step_ms, const pp_plan_t *plan,
+                              const pp_cost_model_t *const *cm, int n)
+{
+    return sim_timeline(tl, step_ms, plan, cm, n, NULL);
+}
+
+pp_status_t simulate_plan_part(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm,
+                               const pp_sim_part_t *part)
+{
+    return sim_timeline(tl, NULL, plan, &cm, 1, part);
+}
+
 pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm)
 {
-    return simulate_plan_and(tl, NULL, plan, &cm, 1);
+    return sim_timeline(tl, NULL, plan, &cm, 1, NULL);
 }
 
 pp_status_t simulate_makespans(double *step_ms, const pp_plan_t *plan,
@@ -360,7 +455,7 @@ pp_status_t simulate_makespans(double *step_ms, const pp_plan_t *plan,
         PP_FAIL(PP_ERR_INTERNAL, "simulate: %d cost models in one pass (1..%d)", n, SIM_MAX_LANES);
     double *end = malloc(sizeof *end * n_ops * (size_t)n);
     if (!end) PP_FAIL(PP_ERR_NOMEM, "out of host memory simulating %d ops", plan->n_ops);
-    pp_status_t st = sim_run(plan, cm, n, NULL, end, step_ms);
+    pp_status_t st = sim_run(plan, cm, n, NULL, NULL, end, step_ms);
     free(end);
     return st;
 }

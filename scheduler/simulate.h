@@ -11,10 +11,17 @@
  * (offload, load) and take bytes / host_link_gbps. The backward half of an overlapped pair (its
  * second compute stream, overlap) starts once (1 - overlap) of its forward half has run: with
  * overlap 0 the pair runs as one after the other (the closed forms hold), with 1 at once.
+ *
+ * Under several processes (pp_group.h) each simulates only the ops of the devices it owns, in the
+ * same plan order, and the two ends of a transfer across processes meet by message: each side
+ * sends the other its ready time and both start the transfer at the later one. So a process that
+ * posts in another order, or never posts, leaves its peer waiting, and the wait ends at a
+ * deadline with the pending op named. timeline_merge (timeline.h) puts the parts together.
  */
 #ifndef PP_SIMULATE_H
 #define PP_SIMULATE_H
 
+#include "../common/pp_group.h"
 #include "config.h"
 #include "plan.h"
 #include "timeline.h"
@@ -50,6 +57,22 @@ pp_status_t simulate_plan_and(pp_timeline_t *tl, double *step_ms, const pp_plan_
  * dependencies are shared). */
 pp_status_t simulate_makespans(double *step_ms, const pp_plan_t *plan,
                                const pp_cost_model_t *const *cm, int n);
+
+/* One process's share of a simulation over several processes. */
+typedef struct pp_sim_part {
+    pp_group_t *group;  /* the processes; this one is group->rank */
+    const int *rank_of; /* [plan->n_devices]: the process that owns each device */
+    double deadline;    /* group_now_s() by which every exchange must have completed */
+    double timeout_s;   /* the wait that deadline stands for, for the message */
+    int drop_send;      /* a test's injected fault: the SEND op whose ready time this process
+                           never sends (-1: none) */
+} pp_sim_part_t;
+
+/* Simulate the ops of the devices part->group->rank owns (others stay 0), on the same time axis
+ * as simulate_plan's before its shift to 0 (timeline_merge shifts the merged whole). On a
+ * deadline: the pending transfer and the rank it waits for are printed; PP_ERR_TIMEOUT. */
+pp_status_t simulate_plan_part(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm,
+                               const pp_sim_part_t *part);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #ifndef PP_TIMELINE_H
 #define PP_TIMELINE_H
 
+#include "../common/pp_group.h"
 #include "../common/pp_status.h"
 #include "plan.h"
 
@@ -40,6 +41,16 @@ void timeline_free(pp_timeline_t *tl);
 
 /* Makespan of the representative step: latest end - earliest start. */
 double timeline_makespan(const pp_timeline_t *tl);
+
+/* Put together, on every process of `g`, the timelines each filled for the devices it owns
+ * (rank_of[d]: the owner of pipeline device d). Each op's times and each device's peak memory
+ * come from the owner of its device, moved by the owner's shift_ms (its time origin on rank 0's
+ * clock: 0 for a simulation); step k of a measured run lasts from the earliest moved origin to
+ * the latest moved end; skew_ms is the largest any process gives (its own, plus the error of its
+ * shift). Then the ops are shifted so the step starts at 0 and a simulation's step is its
+ * makespan, as one process would have it. Collective; rank 0 merges and sends the whole back. */
+pp_status_t timeline_merge(pp_timeline_t *tl, const pp_plan_t *plan, const int *rank_of,
+                           pp_group_t *g, double shift_ms);
 
 #ifdef __cplusplus
 }

@@ -153,6 +153,8 @@ static void test_every_key(void)
     EXPECT(cfg.pipeline.placement == PP_PLACEMENT_V);
     EXPECT(cfg.pipeline.micro_batches == 12 && cfg.pipeline.micro_batch_size == 2);
     EXPECT(cfg.pipeline.transport == PP_TRANSPORT_NCCL);
+    EXPECT(cfg.pipeline.devices_per_process == 3);
+    EXPECT(config_check_processes(&cfg, 1) == PP_OK);
     EXPECT(cfg.schedule.kind == PP_SCHED_INTERLEAVED);
     EXPECT(cfg.run.steps == 25 && cfg.run.warmup == 5);
     EXPECT(cfg.run.seed == UINT64_MAX, "seed %llu", (unsigned long long)cfg.run.seed);
@@ -268,7 +270,7 @@ static void test_unknown_keys(void)
         st, e,
         "tests/data/unknown_key.yaml:5:3: unknown key 'microbatch_size' in pipeline "
         "(allowed: devices, stages, chunks, placement, micro_batches, micro_batch_size, "
-        "transport, split)");
+        "transport, split, devices_per_process)");
     EXPECT_LOAD_ERROR("model:\n  layers: 24\nmdoel:\n  hidden: 8\n",
                       "t.yaml:3:1: unknown section 'mdoel' (allowed: name, model, pipeline, "
                       "schedule, run, cost)");
@@ -1120,6 +1122,48 @@ static void test_kind_table(void)
 }
 
 /* A failure after the steps were built leaves a config that frees cleanly (ASan checks). */
+/* pipeline.devices_per_process: its range at its place, and the split over the processes of a
+ * launch (config_check_processes), blamed on the key that decides it. */
+static void test_processes(void)
+{
+    EXPECT_LOAD_ERROR("pipeline:\n  devices_per_process: -1\n",
+                      "t.yaml:2:24: pipeline.devices_per_process: -1 is out of range (allowed: an "
+                      "integer 0..64)");
+    static const struct {
+        const char *yaml;
+        int procs;
+        const char *want; /* NULL: accepted */
+    } cases[] = {
+        {"pipeline:\n  devices: 4\n", 2, NULL},
+        {"pipeline:\n  devices: 4\n", 4, NULL},
+        {"pipeline:\n  devices: 4\n  devices_per_process: 2\n", 2, NULL},
+        {"pipeline:\n  devices: 4\n", 3,
+         "t.yaml:2:12: pipeline.devices: 4 devices do not split evenly over 3 processes (allowed: "
+         "a multiple of 3 devices, or pipeline.devices_per_process)\n"},
+        {"pipeline:\n  devices: 4\n  devices_per_process: 1\n", 2,
+         "t.yaml:3:24: pipeline.devices_per_process: 1 devices per process x 2 processes = 2, "
+         "but the pipeline has 4 devices (allowed: p / processes, or 0 for an even split)\n"},
+        {"pipeline:\n  devices: 4\n  devices_per_process: 2\n", 1,
+         "t.yaml:3:24: pipeline.devices_per_process: 2 devices per process x 1 process = 2, but "
+         "the pipeline has 4 devices (allowed: p / processes, or 0 for an even split)\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_config_t cfg;
+        REQUIRE(config_load_string(&cfg, "t.yaml", cases[i].yaml, NULL, 0) == PP_OK);
+        REQUIRE(config_resolve(&cfg, 0) == PP_OK);
+        ts_capture_begin();
+        pp_status_t st = config_check_processes(&cfg, cases[i].procs);
+        const char *e = ts_capture_end();
+        if (cases[i].want)
+            EXPECT(st == PP_ERR_INPUT && !strcmp(e, cases[i].want),
+                   "case %zu: %s\n    got:  %s    want: %s", i, pp_status_str(st), e,
+                   cases[i].want);
+        else
+            EXPECT(st == PP_OK, "case %zu: %s", i, e);
+        config_free(&cfg);
+    }
+}
+
 static void test_free_after_failure(void)
 {
     pp_config_t c;
@@ -1156,6 +1200,7 @@ int main(void)
     RUN(test_shipped_schedules);
     RUN(test_counts);
     RUN(test_free_after_failure);
+    RUN(test_processes);
     RUN(test_kind_table);
     RUN(test_role_table);
     RUN(test_transport_table);

@@ -744,6 +744,59 @@ static void test_makespans_one_pass(void)
     }
 }
 
+/* One process's part over every device, merged through the single-process group, is the whole
+ * simulation, bitwise: the part keeps the unshifted axis and the merge shifts it as
+ * simulate_plan does. (mpirun -np 2 and 4 are tests/check_mpi.sh.) */
+static void test_part_of_one_process(void)
+{
+    static const pp_sched_kind_t kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_INTERLEAVED,
+                                            PP_SCHED_ZBH1};
+    pp_group_t g;
+    group_single(&g);
+    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+        pp_plan_t plan;
+        int v = kinds[ki] == PP_SCHED_INTERLEAVED ? 2 : 1, rank_of[PP_MAX_DEVICES] = {0};
+        REQUIRE(ts_make_plan(&plan, kinds[ki], 4, 8, v) == 0);
+        pp_cost_model_t cm =
+            make_costs(plan.n_stages, ts_rand_uniform(0.5, 2), ts_rand_uniform(0.5, 2),
+                       ts_rand_uniform(0.1, 1), ts_rand_uniform(0.01, 0.2));
+        group_split_devices(&g, plan.n_devices, 0, rank_of);
+        for (int d = 0; d < plan.n_devices; d++)
+            EXPECT(rank_of[d] == 0, "device %d on rank %d of a single process", d, rank_of[d]);
+        pp_sim_part_t part = {&g, rank_of, group_now_s() + 10, 10, -1};
+        pp_timeline_t whole, merged;
+        REQUIRE(simulate_plan(&whole, &plan, &cm) == PP_OK);
+        REQUIRE(simulate_plan_part(&merged, &plan, &cm, &part) == PP_OK);
+        REQUIRE(timeline_merge(&merged, &plan, rank_of, &g, 0.0) == PP_OK);
+        int same = whole.step_ms[0] == merged.step_ms[0] && merged.has_op_times;
+        for (int i = 0; i < plan.n_ops; i++)
+            same &= whole.t[i].start_ms == merged.t[i].start_ms &&
+                    whole.t[i].end_ms == merged.t[i].end_ms;
+        EXPECT(same, "%s: the merged part differs from the whole (step %.17g vs %.17g)",
+               sched_kind_name(kinds[ki]), merged.step_ms[0], whole.step_ms[0]);
+        timeline_free(&whole);
+        timeline_free(&merged);
+        cost_model_free(&cm);
+        plan_free(&plan);
+    }
+}
+
+/* The devices split over processes: consecutive runs, evenly or devices_per_process each. */
+static void test_split_devices(void)
+{
+    pp_group_t g;
+    group_single(&g);
+    g.size = 4;
+    int rank_of[8];
+    group_split_devices(&g, 8, 0, rank_of);
+    for (int d = 0; d < 8; d++)
+        EXPECT(rank_of[d] == d / 2, "even: device %d on rank %d", d, rank_of[d]);
+    g.size = 2;
+    group_split_devices(&g, 8, 4, rank_of);
+    for (int d = 0; d < 8; d++)
+        EXPECT(rank_of[d] == d / 4, "4 a process: device %d on rank %d", d, rank_of[d]);
+}
+
 int main(void)
 {
     ts_rng_seed(0x9e3779b97f4a7c15ull);
@@ -761,5 +814,7 @@ int main(void)
     RUN(test_overlapped_pairs);
     RUN(test_overlapped_pairs_csv);
     RUN(test_makespans_one_pass);
+    RUN(test_part_of_one_process);
+    RUN(test_split_devices);
     return check_summary("test_simulate");
 }

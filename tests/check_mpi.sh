@@ -1,0 +1,147 @@
+#!/bin/sh
+# check_mpi.sh — ppsched under mpirun, on CPU (a simulated run per process): with -np 2 and -np 4
+# each process simulates the ops of its own devices in plan order and meets its peers at every
+# transfer between processes; rank 0 merges the parts. The merged report (table and JSON) and
+# timeline (the Chrome trace: every op's start and end) must equal the single-process
+# simulation's, byte for byte, for gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v (V placement) and
+# dualpipe-v (overlapped pairs). A failure on one rank (a bad file only rank 1 reads, a plan that
+# differs, a boundary peer cannot carry, a split that does not divide, a command other than a
+# run) ends every rank with the same exit code and rank 0 names the rank; a transfer whose sender
+# never posts (an injected fault) times out on the rank that waits, naming its pending op and the
+# rank it waits for. Every mpirun is bounded (timeout), so a deadlock fails here, not hangs.
+# Without MPI (PP_MPI is not `on`, or no mpirun) only the refusal of a launch the build cannot
+# serve is checked, and the rest is reported skipped. Prints the summary line run_tests.sh reads.
+P=${PP_BUILD:-build}/ppsched
+MPIRUN=${PP_MPIRUN:-$(command -v mpirun 2>/dev/null)}
+tmp=$(mktemp -d)
+passed=0 failed=0 skipped=0
+NCCL="--set pipeline.transport=nccl"
+
+ok() { passed=$((passed + 1)); }
+bad() {
+    failed=$((failed + 1))
+    echo "  FAIL $*"
+}
+
+# Without MPI: a launcher's environment with several processes is refused (exit 2), not run
+# as several whole pipelines.
+if [ "${PP_MPI:-}" != on ]; then
+    OMPI_COMM_WORLD_SIZE=2 "$P" --simulate --quiet schedules/1f1b.yaml >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -q "built without MPI" "$tmp/err"; then ok; else
+        bad "a 2-process launch of a build without MPI: exit $rc"
+        sed 's/^/    /' "$tmp/err" | head -3
+    fi
+    echo "  SKIP mpirun runs: ppsched was built without MPI (no mpicc found, or MPI=off)"
+    rm -rf "$tmp"
+    echo "check_mpi: $passed passed, $failed failed, 1 skipped"
+    [ "$failed" -eq 0 ]
+    exit
+fi
+if [ -z "$MPIRUN" ] || [ ! -x "$MPIRUN" ]; then
+    echo "  SKIP mpirun runs: no mpirun found"
+    rm -rf "$tmp"
+    echo "check_mpi: 0 passed, 0 failed, 1 skipped"
+    exit 0
+fi
+
+# Open MPI: more processes than cores, and as root in containers; every launch bounded.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_rmaps_base_oversubscribe=1
+LIMIT=${PP_MPI_TIMEOUT:-120}
+mpi() { timeout "$LIMIT" "$MPIRUN" "$@"; }
+
+# Each rank's exit code into $tmp/rc.RANK (the wrapper itself exits 0, so mpirun does not abort
+# the other ranks before they have written theirs).
+WRAP='"$0" "$@"; echo $? >"'"$tmp"'/rc.${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-x}}"; exit 0'
+
+# same_rc N WANT WHAT: every one of N ranks left with WANT.
+same_rc() {
+    n=$1 want=$2 what=$3 codes=""
+    for r in $(seq 0 $((n - 1))); do codes="$codes $(cat "$tmp/rc.$r" 2>/dev/null || echo none)"; done
+    if [ "$codes" = "$(printf " $want%.0s" $(seq 1 "$n"))" ]; then ok; else
+        bad "$what: rank exit codes$codes (want $want on every rank)"
+        sed 's/^/    /' "$tmp/err" | grep -v '^    -\|^    $' | head -6
+    fi
+    rm -f "$tmp"/rc.*
+}
+
+# expect_err PATTERN WHAT: a line of the launch's stderr.
+expect_err() {
+    if grep -q -- "$1" "$tmp/err"; then ok; else
+        bad "$2: no '$1' on stderr"
+        sed 's/^/    /' "$tmp/err" | head -6
+    fi
+}
+
+# --- the merged run equals the single process ---------------------------------------------------
+for s in gpipe 1f1b interleaved zb-h1 zb-v dualpipe-v; do
+    f=schedules/$s.yaml
+    "$P" --simulate --quiet $NCCL "$f" >"$tmp/one.txt" 2>"$tmp/err" &&
+        "$P" --simulate --json $NCCL --trace "$tmp/one.trace" "$f" >"$tmp/one.json" 2>>"$tmp/err" ||
+        { bad "$s: the single-process run failed"; continue; }
+    for n in 2 4; do
+        mpi -np $n "$P" --simulate --quiet $NCCL "$f" >"$tmp/n.txt" 2>"$tmp/err" &&
+            mpi -np $n "$P" --simulate --json $NCCL --trace "$tmp/n.trace" "$f" \
+                >"$tmp/n.json" 2>>"$tmp/err"
+        rc=$?
+        if [ "$rc" -ne 0 ]; then
+            bad "$s -np $n: exit $rc"
+            sed 's/^/    /' "$tmp/err" | head -6
+            continue
+        fi
+        for part in txt json trace; do
+            if cmp -s "$tmp/one.$part" "$tmp/n.$part"; then ok; else
+                bad "$s -np $n: the merged $part differs from the single process's"
+                diff "$tmp/one.$part" "$tmp/n.$part" | head -6 | sed 's/^/    /'
+            fi
+        done
+    done
+done
+
+# An explicit split: two devices a process, as the even split of 4 over 2 gives.
+mpi -np 2 "$P" --simulate --json $NCCL --set pipeline.devices_per_process=2 schedules/zb-h1.yaml \
+    >"$tmp/n.json" 2>"$tmp/err"
+"$P" --simulate --json $NCCL schedules/zb-h1.yaml >"$tmp/one.json" 2>/dev/null
+cmp -s "$tmp/one.json" "$tmp/n.json" && ok || bad "devices_per_process=2: the report differs"
+
+# --- failures reach every rank ------------------------------------------------------------------
+S=schedules/1f1b.yaml
+mpi -np 1 sh -c "$WRAP" "$P" --simulate --quiet $NCCL $S : \
+    -np 1 sh -c "$WRAP" "$P" --simulate --quiet $NCCL tests/data/bad_syntax.yaml \
+    >/dev/null 2>"$tmp/err"
+same_rc 2 2 "a bad file only rank 1 reads"
+expect_err "ppsched: rank 1 of 2 failed: input error" "a bad file only rank 1 reads"
+expect_err "bad_syntax.yaml:3:2: invalid YAML" "a bad file only rank 1 reads"
+
+mpi -np 1 sh -c "$WRAP" "$P" --simulate --quiet $NCCL $S : \
+    -np 1 sh -c "$WRAP" "$P" --simulate --quiet $NCCL --set pipeline.micro_batches=16 $S \
+    >/dev/null 2>"$tmp/err"
+same_rc 2 2 "a plan only rank 1 has"
+expect_err "rank 1: the plan differs from rank 0's" "a plan only rank 1 has"
+
+mpi -np 2 sh -c "$WRAP" "$P" --simulate --quiet $S >/dev/null 2>"$tmp/err"
+same_rc 2 2 "peer between processes"
+expect_err "pipeline.transport: the boundary from device 1 (rank 0) to device 2 (rank 1) goes over peer, which cannot cross processes" \
+    "peer between processes"
+
+mpi -np 3 sh -c "$WRAP" "$P" --simulate --quiet $NCCL $S >/dev/null 2>"$tmp/err"
+same_rc 3 2 "4 devices over 3 processes"
+expect_err "pipeline.devices: 4 devices do not split evenly over 3 processes" "4 devices over 3 processes"
+
+mpi -np 2 sh -c "$WRAP" "$P" show $S >/dev/null 2>"$tmp/err"
+same_rc 2 2 "show under mpirun"
+expect_err "only \`ppsched FILE.yaml\` runs, not show" "show under mpirun"
+
+# The sender of the first transfer between processes never posts: the receiver's rank times out
+# naming its pending op and the rank it waits for; every rank leaves with 1.
+mpi -x PPSCHED_TEST_DROP_SEND=0 -np 2 sh -c "$WRAP" "$P" --simulate --quiet $NCCL --timeout 2 $S \
+    >/dev/null 2>"$tmp/err"
+same_rc 2 1 "a transfer never posted"
+expect_err "rank 1: op 5 (device 2, step 0, action 2RECV_F0) still pending after 2 s: waiting for rank 0 to post its end, op 4 (device 1, step 2, action 1SEND_F0)" \
+    "a transfer never posted"
+expect_err "ppsched: rank 1 of 2 failed: timeout" "a transfer never posted"
+
+rm -rf "$tmp"
+echo "check_mpi: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
