@@ -27,6 +27,9 @@
 
 #include <errno.h>
 #include <getopt.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -786,8 +789,21 @@ static int run_command(int argc, char **argv, pp_group_t *group)
 }
 
 /* Every process of an MPI launch (pp_group.h) leaves with the same code: the worst of them. */
+/* Planning a large schedule allocates and frees arrays of every op in turn (generate, lower,
+ * simulate, explain, report): keeping freed memory in the process for the next instead of handing
+ * it back to the kernel saves their page faults (bench/NOTES.md, "Planning at scale"). glibc's
+ * largest mmap threshold is 32 MiB: larger arrays are still mapped and unmapped. */
+static void heap_keep_freed(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+}
+
 int main(int argc, char **argv)
 {
+    heap_keep_freed();
     pp_group_t group;
     pp_status_t st = group_init(&group, group_mpi_ops(), &argc, &argv);
     if (st != PP_OK) return pp_status_exit_code(st);
