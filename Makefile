@@ -39,14 +39,14 @@ WARN += -Werror
 endif
 
 CC ?= cc
-CFLAGS_CORE := -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -MMD -MP $(YAML_CFLAGS)
+CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -pthread $(OPT) -g $(WARN) -MMD -MP $(YAML_CFLAGS)
 CFLAGS_CUDA := $(CFLAGS_CORE) -Wno-strict-prototypes -I$(CUDA_INC) -I$(NCCL_INC) -DPP_WITH_NCCL
 NVFLAGS := $(NVOPT) -g -lineinfo -std=c++17 -MMD -MP -I$(NCCL_INC) -DPP_WITH_NCCL \
            -gencode arch=compute_$(SM),code=[sm_$(SM),compute_$(SM)] \
            -Xcompiler -Wall,-Wno-unused-parameter --expt-relaxed-constexpr
 LIBS_CUDA := -L$(CUDA_LIB) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(NCCL_LIB) \
              -lcublasLt -lcublas -lnccl -lcudart
-LIBS := $(YAML_LIBS) -lm
+LIBS := $(YAML_LIBS) -lm -pthread
 
 # The scheduler core is plain C (no CUDA headers); execute*.c/cu, nocuda.c (the CPU-only build's
 # executor), main.c and main_plan.c (the command line) are not part of it.
@@ -225,10 +225,10 @@ $(BUILD)/fuzz/obj/%.o: %.c $(BUILD)/config.mk
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
 $(BUILD)/fuzz/fuzz_config: tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LINK) tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ) -o $@ $(YAML_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LINK) tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ) -o $@ $(YAML_LIBS) -lm -pthread
 
 $(BUILD)/fuzz/fuzz_csv: tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LINK) -DFUZZ_CSV tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ) -o $@ $(YAML_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LINK) -DFUZZ_CSV tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ) -o $@ $(YAML_LIBS) -lm -pthread
 
 fuzz: $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_csv
 	@sh tests/fuzz/run_fuzz.sh $(BUILD)/fuzz $(FUZZ_SECONDS)

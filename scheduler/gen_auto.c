@@ -11,12 +11,16 @@
  * left at the end close the step. Among the devices, the one that can start earliest goes first.
  * The result is compute-only (plan_lower adds the communication) and is validated and lowered
  * like any other schedule; the simulator, not this estimate, gives its step time.
+ * Each row of the variants table builds its order in memory of its own (auto_build), so rows can
+ * be built at once on several threads; gen_auto_pick.c ranks them and keeps the best.
  */
 #include "cost.h"
+#include "gen_auto.h"
 #include "generate.h"
 #include "plan.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,7 +187,7 @@ static pp_status_t auto_fill(auto_state_t *a, pp_schedule_t *out)
     return PP_OK;
 }
 
-/* One variant of the order into `out` (initialised here); *makespan: when its last op ends. */
+/* One row's order into `out` (initialised here); *makespan: when its last op ends. */
 static pp_status_t auto_variant(auto_state_t *a, pp_schedule_t *out, double *makespan)
 {
     memset(a->dev, 0, sizeof *a->dev * (size_t)a->p);
@@ -206,14 +210,10 @@ static const struct {
     int warm_cap;
     double w_gap;
     int limit_w;
-} auto_variants[] = {{0, 1.0, 1}, {1, 1.0, 1}, {0, 2.0, 1}, {1, 2.0, 1},
-                     {0, 1.0, 0}, {1, 1.0, 0}, {0, 2.0, 0}, {1, 2.0, 0}};
-#define AUTO_VARIANTS ((int)(sizeof auto_variants / sizeof auto_variants[0]))
+} auto_variants[AUTO_ROWS] = {{0, 1.0, 1}, {1, 1.0, 1}, {0, 2.0, 1}, {1, 2.0, 1},
+                              {0, 1.0, 0}, {1, 1.0, 0}, {0, 2.0, 0}, {1, 2.0, 0}};
 
-/* The earlier row that differs from row v only by limit_w on, or -1. When that row's run never
- * used the rule, row v builds the very same order (every choice was made without it), so it
- * would score the same and cannot win: it is skipped. */
-static int auto_twin(int v)
+int auto_twin(int v)
 {
     for (int u = 0; u < v && !auto_variants[v].limit_w; u++)
         if (auto_variants[u].limit_w && auto_variants[u].warm_cap == auto_variants[v].warm_cap &&
@@ -222,53 +222,13 @@ static int auto_twin(int v)
     return -1;
 }
 
-/* The simulated step of order `s` when `cfg` is given (lowered with it, priced by c), else the
- * greedy's own estimate `span`. */
-static pp_status_t auto_score(const pp_schedule_t *s, const pp_auto_costs_t *c,
-                              const pp_config_t *cfg, double span, double *score)
+pp_status_t auto_build(pp_auto_cand_t *k, int row, int p, int m, const pp_auto_costs_t *c)
 {
-    *score = span;
-    if (!cfg) return PP_OK;
-    pp_plan_t plan;
-    pp_cost_model_t cm;
-    const pp_cost_model_t *cp = &cm;
-    pp_cost_cfg_t zero = {0};
-    memset(&plan, 0, sizeof plan);
-    memset(&cm, 0, sizeof cm);
-    pp_status_t st = plan_lower(&plan, s, cfg);
-    if (st == PP_OK) st = cost_model_uniform(&cm, s->n_stages, &zero);
-    if (st == PP_OK) {
-        for (int k = 0; k < s->n_stages; k++) {
-            cm.f[k] = c->f[k];
-            cm.i[k] = c->i[k];
-            cm.w[k] = c->w[k];
-            cm.b[k] = c->i[k] + c->w[k];
-        }
-        cm.send = c->send;
-        st = simulate_makespans(score, &plan, &cp, 1); /* simulate_plan's step, no timeline */
-    }
-    cost_model_free(&cm);
-    plan_free(&plan);
-    return st;
-}
-
-pp_status_t generate_auto(pp_schedule_t *out, int p, int m, const pp_auto_costs_t *c,
-                          const pp_config_t *cfg)
-{
-    memset(out, 0, sizeof *out);
-    if (p < 1 || p > PP_MAX_DEVICES || m < 1 || m > PP_MAX_MICRO_BATCHES || c->limit < 1) {
-        fprintf(stderr,
-                "auto: needs 1..%d devices, 1..%d micro-batches and an in-flight limit of "
-                "1 or more (got %d devices, %d micro-batches, limit %d)\n",
-                PP_MAX_DEVICES, PP_MAX_MICRO_BATCHES, p, m, c->limit);
-        return PP_ERR_INPUT;
-    }
     auto_state_t a = {p, m, c, 0, 1.0, 1, 0, NULL, NULL, 1, NULL, NULL, NULL};
-    int used[AUTO_VARIANTS] = {0}; /* limit_used of each row's run */
-    pp_schedule_t cand;
-    double best = INFINITY, span, score;
     pp_status_t st = PP_ERR_NOMEM;
-    memset(&cand, 0, sizeof cand);
+    a.warm_cap = auto_variants[row].warm_cap;
+    a.w_gap = auto_variants[row].w_gap;
+    a.limit_w = auto_variants[row].limit_w;
     a.dev = calloc((size_t)p, sizeof *a.dev);
     a.choice = calloc((size_t)p, sizeof *a.choice);
     while (a.tsize < p)
@@ -276,27 +236,14 @@ pp_status_t generate_auto(pp_schedule_t *out, int p, int m, const pp_auto_costs_
     a.tree = malloc(sizeof *a.tree * 2 * (size_t)a.tsize);
     a.f_end = malloc(sizeof *a.f_end * (size_t)p * (size_t)m);
     a.i_end = malloc(sizeof *a.i_end * (size_t)p * (size_t)m);
-    if (!a.dev || !a.choice || !a.tree || !a.f_end || !a.i_end) goto fail;
-    for (int v = 0; v < AUTO_VARIANTS; v++) {
-        if (auto_twin(v) >= 0 && !used[auto_twin(v)]) continue;
-        a.warm_cap = auto_variants[v].warm_cap;
-        a.w_gap = auto_variants[v].w_gap;
-        a.limit_w = auto_variants[v].limit_w;
-        if ((st = auto_variant(&a, &cand, &span)) != PP_OK) goto fail;
-        used[v] = a.limit_used;
-        if ((st = auto_score(&cand, c, cfg, span, &score)) != PP_OK) goto fail;
-        if (score < best - 1e-9) {
-            best = score;
-            schedule_free(out);
-            *out = cand;
-        } else {
-            schedule_free(&cand);
-        }
-        memset(&cand, 0, sizeof cand);
+    if (!a.dev || !a.choice || !a.tree || !a.f_end || !a.i_end) {
+        fprintf(stderr, "auto: out of host memory building an order of %d x %d\n", p, m);
+        goto fail;
     }
+    st = auto_variant(&a, &k->order, &k->span);
+    k->limit_used = a.limit_used;
 fail:
-    schedule_free(&cand);
-    if (st != PP_OK) schedule_free(out);
+    if (st != PP_OK) schedule_free(&k->order);
     free(a.dev);
     free(a.choice);
     free(a.tree);

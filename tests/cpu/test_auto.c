@@ -3,14 +3,17 @@
  * lowers without deadlock and keeps at most `limit` micro-batches in flight per stage; with
  * uniform costs it matches ZB-H1's makespan; under non-uniform costs (last stage 20% slower, W
  * half of B) the simulator runs it no slower than ZB-H1 and the difference is printed (the figure
- * docs/schedule-format.md quotes). Costs are hand-set arrays; no model is involved.
+ * docs/schedule-format.md quotes); the pick among the rows is the serial one, with any number of
+ * threads. Costs are hand-set arrays; no model is involved.
  */
 #include "../check.h"
+#include "gen_auto.h"
 #include "generate.h"
 #include "simulate.h"
 #include "support.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Simulated step of `s` (p devices = stages) under per-stage costs; -1 on any failure. */
 static double step_of(const pp_schedule_t *s, int p, int m, const double *f, const double *i,
@@ -129,11 +132,66 @@ static void test_auto_against_zbh1(void)
     }
 }
 
+/* 1 when a and b hold the same programs, action for action. */
+static int same_order(const pp_schedule_t *a, const pp_schedule_t *b)
+{
+    for (int d = 0; d < a->n_devices; d++) {
+        if (a->prog[d].n != b->prog[d].n) return 0;
+        for (int j = 0; j < a->prog[d].n; j++)
+            if (a->prog[d].a[j].kind != b->prog[d].a[j].kind ||
+                a->prog[d].a[j].mb != b->prog[d].a[j].mb)
+                return 0;
+    }
+    return a->n_devices == b->n_devices;
+}
+
+/* The choice generate_auto makes, with 1, 2 and 8 threads, is the one of scoring every row in
+ * full in row order (replace the best when lower by more than 1e-9); every row's greedy span is
+ * at most its simulated step (the bound that lets rows go unscored). */
+static void test_auto_choice(void)
+{
+    for (int t = 0; t < 40; t++) {
+        int p = ts_rand_int(1, 8), m = ts_rand_int(1, 24);
+        double f[8], i[8], w[8], best = INFINITY;
+        for (int k = 0; k < p; k++) {
+            f[k] = ts_rand_uniform(0.5, 2);
+            i[k] = ts_rand_uniform(0.5, 2);
+            w[k] = ts_rand_uniform(0.2, 2);
+        }
+        pp_auto_costs_t c = {f, i, w, ts_rand_uniform(0, 0.3), ts_rand_int(1, p + 2)};
+        pp_config_t cfg;
+        ts_config_pipeline(&cfg, PP_SCHED_AUTO, p, p, m);
+        cfg.pipeline.transport = PP_TRANSPORT_PEER;
+        pp_auto_cand_t k[AUTO_ROWS], *win = NULL;
+        for (int v = 0; v < AUTO_ROWS; v++) {
+            memset(&k[v], 0, sizeof k[v]);
+            REQUIRE(auto_build(&k[v], v, p, m, &c) == PP_OK, "row %d", v);
+            k[v].score = step_of(&k[v].order, p, m, f, i, w, c.send);
+            EXPECT(k[v].score > 0 && k[v].span <= k[v].score,
+                   "p %d m %d row %d: span %.17g > %.17g", p, m, v, k[v].span, k[v].score);
+            if (k[v].score < best - 1e-9) best = k[v].score, win = &k[v];
+        }
+        for (int x = 0; x < 3; x++) {
+            const char *env = x == 0 ? "1" : x == 1 ? "2" : "8";
+            setenv("PPSCHED_THREADS", env, 1);
+            pp_schedule_t a;
+            REQUIRE(generate_auto(&a, p, m, &c, &cfg) == PP_OK);
+            EXPECT(same_order(&a, &win->order), "p %d m %d, %s threads: not the serial choice", p,
+                   m, env);
+            schedule_free(&a);
+        }
+        unsetenv("PPSCHED_THREADS");
+        for (int v = 0; v < AUTO_ROWS; v++)
+            schedule_free(&k[v].order);
+    }
+}
+
 int main(void)
 {
     ts_rng_seed(11);
     RUN(test_auto_valid);
     RUN(test_auto_uniform);
     RUN(test_auto_against_zbh1);
+    RUN(test_auto_choice);
     return check_summary("test_auto");
 }
