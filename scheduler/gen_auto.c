@@ -152,13 +152,18 @@ static int auto_first(const auto_state_t *a, int x, int y)
     return x < y ? x : y;
 }
 
-/* Device s chooses again; the tournament above its leaf is replayed. */
-static void auto_rechoose(auto_state_t *a, int s)
+/* Devices lo..hi (consecutive) choose again; the tournament above their leaves is replayed once,
+ * level by level (a node's winner depends only on its children's, so the tree is the same as
+ * after one replay per device). */
+static void auto_rechoose(auto_state_t *a, int lo, int hi)
 {
-    a->choice[s] = auto_choose(a, s);
-    a->limit_used |= a->choice[s].by_limit;
-    for (int i = (a->tsize + s) / 2; i >= 1; i /= 2)
-        a->tree[i] = auto_first(a, a->tree[2 * i], a->tree[2 * i + 1]);
+    for (int s = lo; s <= hi; s++) {
+        a->choice[s] = auto_choose(a, s);
+        a->limit_used |= a->choice[s].by_limit;
+    }
+    for (int i = (a->tsize + lo) / 2, j = (a->tsize + hi) / 2; i >= 1; i /= 2, j /= 2)
+        for (int n = i; n <= j; n++)
+            a->tree[n] = auto_first(a, a->tree[2 * n], a->tree[2 * n + 1]);
 }
 
 /* Each step commits the device whose choice starts first (the lowest index on a tie): the winner
@@ -170,8 +175,7 @@ static pp_status_t auto_fill(auto_state_t *a, pp_schedule_t *out)
     long total = 3L * a->p * a->m;
     for (int i = 0; i < 2 * a->tsize; i++)
         a->tree[i] = i >= a->tsize && i - a->tsize < a->p ? i - a->tsize : -1;
-    for (int s = 0; s < a->p; s++)
-        auto_rechoose(a, s);
+    auto_rechoose(a, 0, a->p - 1);
     for (long n = 0; n < total; n++) {
         int best = auto_first(a, a->tree[1], -1); /* -1 also when a lone device cannot start */
         auto_choice_t bc = best >= 0 ? a->choice[best] : (auto_choice_t){PP_ACT_W, INFINITY, 0};
@@ -181,8 +185,7 @@ static pp_status_t auto_fill(auto_state_t *a, pp_schedule_t *out)
             bc = (auto_choice_t){PP_ACT_W, a->dev[best].clock, 0};
         }
         PP_CHECK(auto_commit(a, out, best, bc));
-        for (int s = best > 0 ? best - 1 : 0; s <= best + 1 && s < a->p; s++)
-            auto_rechoose(a, s);
+        auto_rechoose(a, best > 0 ? best - 1 : 0, best + 1 < a->p ? best + 1 : a->p - 1);
     }
     return PP_OK;
 }
