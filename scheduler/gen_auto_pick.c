@@ -167,7 +167,10 @@ static void *auto_worker(void *arg)
         pthread_mutex_lock(&J->mu);
         J->running--;
         J->k[v].state = scoring ? AUTO_SCORED : AUTO_BUILT;
-        if (st != PP_OK) J->st[v] = st, J->failed = 1;
+        if (st != PP_OK) {
+            J->st[v] = st;
+            J->failed = 1;
+        }
         pthread_cond_broadcast(&J->cv);
     }
     pthread_cond_broadcast(&J->cv);

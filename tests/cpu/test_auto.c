@@ -186,6 +186,20 @@ static void test_auto_choice(void)
     }
 }
 
+/* PPSCHED_THREADS that is not a whole number of 1 or more is refused, the value named. */
+static void test_auto_threads_env(void)
+{
+    double one[2] = {1, 1};
+    pp_auto_costs_t c = {one, one, one, 0, 2};
+    const char *bad[] = {"0", "2x"};
+    for (int x = 0; x < 2; x++) {
+        pp_schedule_t s;
+        setenv("PPSCHED_THREADS", bad[x], 1);
+        EXPECT(generate_auto(&s, 2, 4, &c, NULL) == PP_ERR_INPUT, "PPSCHED_THREADS=%s", bad[x]);
+    }
+    unsetenv("PPSCHED_THREADS");
+}
+
 int main(void)
 {
     ts_rng_seed(11);
@@ -193,5 +207,6 @@ int main(void)
     RUN(test_auto_uniform);
     RUN(test_auto_against_zbh1);
     RUN(test_auto_choice);
+    RUN(test_auto_threads_env);
     return check_summary("test_auto");
 }
