@@ -6,9 +6,9 @@
  * The choice is the serial one, whatever the threads or their timing: rows in table order, a row
  * replaces the best when its score is below it by more than 1e-9. Work that cannot change it is
  * left out, each case a proof, not a guess:
- *  - a row whose twin never used the limit_w rule, or whose order equals an earlier row's op for
- *    op, scores the same as that row, so it never replaces the best (the best at its turn is at
- *    most that score + 1e-9): it is dropped without scoring;
+ *  - a row whose twin never used the limit_w rule (it is not built), or whose order equals an
+ *    earlier row's op for op, scores the same as that row, so it never replaces the best (the best
+ *    at its turn is at most that score + 1e-9): it is dropped without scoring;
  *  - the greedy's span is a lower bound of the simulated step: the simulator times the same ops
  *    in the same order per device with the same costs, adds transfers that take `send` (every
  *    boundary of auto crosses devices) and more dependencies, and takes the latest end minus the
