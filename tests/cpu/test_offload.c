@@ -6,6 +6,7 @@
  * multi-chunk kind lowering, validating and simulating with it on an uneven split (DualPipeV's
  * overlapped pairs on their second compute stream beside the copies).
  */
+#include "../../scheduler/explain.h"
 #include "../../scheduler/generate.h"
 #include "../../scheduler/plan.h"
 #include "../../scheduler/run.h"
@@ -223,6 +224,14 @@ static void test_simulate_host_link(void)
         else
             EXPECT(tl.step_ms[0] >= 1.0 + (m + 1) * copy_ms + 2.0 - 1e-9, "slow link: step %g",
                    tl.step_ms[0]);
+        /* the what-if rows price the copies as the model does: "no launch gaps" is the model as
+         * it is, and freeing the pipeline's transfers (none on one device) frees no copy */
+        pp_what_if_t w;
+        REQUIRE(explain_what_if(&w, &pl, &cm) == PP_OK);
+        EXPECT(w.step_ms[PP_WHAT_IF_NO_LAUNCH] == timeline_makespan(&tl), "%g against %g",
+               w.step_ms[PP_WHAT_IF_NO_LAUNCH], timeline_makespan(&tl));
+        EXPECT(w.step_ms[PP_WHAT_IF_FREE_COMM] == timeline_makespan(&tl), "%g against %g",
+               w.step_ms[PP_WHAT_IF_FREE_COMM], timeline_makespan(&tl));
         timeline_free(&tl);
         cost_model_free(&cm);
     }
