@@ -108,12 +108,9 @@ static void plan_json_cand(pp_out_t *o, const pp_candidate_t *c, int rank)
     out_printf(o,
                ",\"chunks\":%d,\"placement\":\"%s\",\"micro_batches\":%d,\"micro_batch_size\":%d",
                c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop", c->m, c->mbs);
-    out_printf(o, ",\"step_ms\":");
-    out_json_num(o, c->step_ms);
-    out_printf(o, ",\"tokens_per_s\":");
-    out_json_num(o, c->tokens_per_s);
-    out_printf(o, ",\"bubble\":");
-    out_json_num(o, c->bubble);
+    out_json_key_num(o, "step_ms", c->step_ms);
+    out_json_key_num(o, "tokens_per_s", c->tokens_per_s);
+    out_json_key_num(o, "bubble", c->bubble);
     out_printf(o, ",\"peak_mem_bytes\":%.0f,\"fullest_device\":%d,", c->peak_bytes, c->fullest);
     out_printf(o, "\"activation_microbatch_equivalents\":");
     out_json_num(o, c->mb_equiv);

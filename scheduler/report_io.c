@@ -169,6 +169,14 @@ void out_json_num(pp_out_t *o, double x)
     out_puts(o, buf);
 }
 
+void out_json_key_num(pp_out_t *o, const char *key, double x)
+{
+    out_puts(o, ",\"");
+    out_puts(o, key);
+    out_puts(o, "\":");
+    out_json_num(o, x);
+}
+
 void out_xml(pp_out_t *o, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {

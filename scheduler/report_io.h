@@ -64,6 +64,9 @@ void out_json_str(pp_out_t *o, const char *s);
 /* A JSON number that reads back as the same double (shortest of %.15g/%.16g/%.17g), or null. */
 void out_json_num(pp_out_t *o, double x);
 
+/* `,"key":` then out_json_num(x): one more member of an object already opened. */
+void out_json_key_num(pp_out_t *o, const char *key, double x);
+
 /* Text for XML character data or an attribute value (& < > " ' escaped, control characters other
  * than tab and newline left out: XML 1.0 does not allow them). */
 void out_xml(pp_out_t *o, const char *s);

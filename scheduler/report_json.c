@@ -46,10 +46,8 @@ static void json_critical_path(pp_out_t *o, const pp_explain_t *ex)
     }
     out_printf(o, "{\"ops\":%d,\"compute_ms\":", ex->path.n);
     out_json_num(o, ex->path.compute_ms);
-    out_puts(o, ",\"comm_ms\":");
-    out_json_num(o, ex->path.comm_ms);
-    out_puts(o, ",\"wait_ms\":");
-    out_json_num(o, ex->path.wait_ms);
+    out_json_key_num(o, "comm_ms", ex->path.comm_ms);
+    out_json_key_num(o, "wait_ms", ex->path.wait_ms);
     out_puts(o, ",\"chain\":[");
     for (int i = 0; i < ex->path.n; i++) {
         char name[48];
@@ -99,39 +97,28 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
     out_json_str(o, report_mode_name(r->mode));
     out_printf(o, ",\"devices\":%d,\"stages\":%d,\"micro_batches\":%d", r->devices, r->stages,
                r->micro_batches);
-    out_puts(o, ",\"step_ms\":");
-    out_json_num(o, r->step_ms);
-    out_puts(o, ",\"step_ms_p10\":");
-    out_json_num(o, r->step_ms_p10);
-    out_puts(o, ",\"step_ms_p90\":");
-    out_json_num(o, r->step_ms_p90);
-    out_puts(o, ",\"tokens_per_s\":");
-    out_json_num(o, r->tokens_per_s);
-    out_puts(o, ",\"tflops\":");
-    out_json_num(o, r->tflops);
-    out_puts(o, ",\"bubble\":");
-    out_json_num(o, r->bubble);
-    out_puts(o, ",\"bubble_theory\":");
-    out_json_num(o, r->bubble_theory);
-    out_puts(o, ",\"bubble_simulated\":");
-    out_json_num(o, r->bubble_simulated);
+    out_json_key_num(o, "step_ms", r->step_ms);
+    out_json_key_num(o, "step_ms_p10", r->step_ms_p10);
+    out_json_key_num(o, "step_ms_p90", r->step_ms_p90);
+    out_json_key_num(o, "tokens_per_s", r->tokens_per_s);
+    out_json_key_num(o, "tflops", r->tflops);
+    out_json_key_num(o, "bubble", r->bubble);
+    out_json_key_num(o, "bubble_theory", r->bubble_theory);
+    out_json_key_num(o, "bubble_simulated", r->bubble_simulated);
     out_puts(o, ",\"loss\":");
     if (isfinite(r->loss))
         out_printf(o, "%.9g", r->loss);
     else
         out_puts(o, "null");
-    out_puts(o, ",\"step_ms_predicted\":");
-    out_json_num(o, r->step_ms_predicted);
+    out_json_key_num(o, "step_ms_predicted", r->step_ms_predicted);
     out_printf(o, ",\"shared_gpus\":%s", r->shared_gpus ? "true" : "false");
     out_puts(o, ",\n \"per_device\":[");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
         out_printf(o, "%s\n  {\"device\":%d,\"busy_ms\":", i ? "," : "", ds->device);
         out_json_num(o, ds->busy_ms);
-        out_puts(o, ",\"idle_ms\":");
-        out_json_num(o, ds->idle_ms);
-        out_puts(o, ",\"bubble\":");
-        out_json_num(o, ds->bubble);
+        out_json_key_num(o, "idle_ms", ds->idle_ms);
+        out_json_key_num(o, "bubble", ds->bubble);
         out_puts(o, ",\"peak_mem_bytes\":");
         if (ds->peak_mem_bytes > 0)
             out_printf(o, "%zu", ds->peak_mem_bytes);
@@ -142,8 +129,7 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
             out_printf(o, "%zu", ds->peak_mem_predicted);
         else
             out_puts(o, "null"); /* not predicted */
-        out_puts(o, ",\"activation_microbatch_equivalents\":");
-        out_json_num(o, ds->act_mb_equiv);
+        out_json_key_num(o, "activation_microbatch_equivalents", ds->act_mb_equiv);
         out_puts(o, ",\"peak_inflight_microbatches\":");
         if (ds->peak_inflight >= 0)
             out_printf(o, "%d", ds->peak_inflight);
