@@ -329,9 +329,12 @@ static void print_config(FILE *f, const cublasLtMatmulAlgo_t *a, int json)
 {
     long long v[N_CFG];
     algo_config(a, v);
-    for (int i = 0; i < N_CFG; i++)
-        fprintf(f, json ? ",\"%s\":%lld" : "%s%s=%lld", json || i == 0 ? "" : " ",
-                CFG_ATTRS[i].name, v[i]);
+    for (int i = 0; i < N_CFG; i++) {
+        if (json)
+            fprintf(f, ",\"%s\":%lld", CFG_ATTRS[i].name, v[i]);
+        else
+            fprintf(f, "%s%s=%lld", i ? " " : "", CFG_ATTRS[i].name, v[i]);
+    }
 }
 
 /* ---- checks ---------------------------------------------------------------------------------- */
