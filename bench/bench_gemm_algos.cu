@@ -321,7 +321,8 @@ static void algo_config(const cublasLtMatmulAlgo_t *a, long long v[N_CFG])
         void *p = CFG_ATTRS[i].size == 2 ? (void *)&u16 : (void *)&u32;
         cublasStatus_t s = cublasLtMatmulAlgoConfigGetAttribute(a, CFG_ATTRS[i].attr, p,
                                                                 CFG_ATTRS[i].size, &written);
-        v[i] = s != CUBLAS_STATUS_SUCCESS ? -1 : CFG_ATTRS[i].size == 2 ? u16 : u32;
+        const long long got = CFG_ATTRS[i].size == 2 ? (long long)u16 : (long long)u32;
+        v[i] = s == CUBLAS_STATUS_SUCCESS ? got : -1;
     }
 }
 
