@@ -4,13 +4,15 @@
  * Row-major tensors are handed to column-major cuBLAS as their transposes. Compute is fp32
  * (CUBLAS_COMPUTE_32F, never TF32), split-K partials too. Bias, residual add, GELU and the GELU
  * gradient go into cuBLASLt epilogues when the heuristic offers an algorithm for the key (GEMM,
- * epilogue, shape, alignments; plans cached in pp_gemm_plans); otherwise, or with
- * gemm->no_epilogue, the plain GEMM and the separate kernels run with the same meaning. The bias
- * gradient is one column-sum kernel after the weight GEMM: chunk partials in gemm->workspace, added
- * in a fixed order by the last block of each strip (integer tickets in plans->counters, 0 at rest).
+ * epilogue, shape, alignments; descriptors built by matmul_lt.cu, plans cached in
+ * pp_gemm_plans); otherwise, or with gemm->no_epilogue, the plain GEMM and the separate kernels
+ * run with the same meaning. The bias gradient is one column-sum kernel after the weight GEMM:
+ * chunk partials in gemm->workspace, added in a fixed order by the last block of each strip
+ * (integer tickets in plans->counters, 0 at rest).
  * cuBLAS is bitwise reproducible on one stream with a user workspace, which gemm_bind keeps set.
  */
 #include "kernel_util.cuh"
+#include "matmul_lt.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,28 +28,11 @@ static cudaDataType_t cuda_type(pp_dtype_t t)
  * of host time (heuristic query), so pp_gemm_t keeps the last PLAN_SLOTS. */
 #define PLAN_SLOTS 32
 
-/* The two GEMMs that take epilogues, in the column-major view cuBLAS sees (W stored [OC,IC] is
- * IC×OC with leading dimension IC in both):
- *   LT_FWD        outᵀ (OC×N) = Wᵀ · inpᵀ (IC×N)            A = W (op T), B = inp (op N)
- *   LT_BWD_INPUT  dinpᵀ (IC×N) = W · doutᵀ (OC×N)           A = W (op N), B = dout (op N) */
-enum { LT_FWD = 0, LT_BWD_INPUT = 1 };
-
-/* Everything the descriptors and the algorithm depend on. Only 4-byte fields: no padding, so keys
- * compare with memcmp. */
-typedef struct lt_key {
-    int gemm;     /* LT_FWD or LT_BWD_INPUT */
-    int epilogue; /* cublasLtEpilogue_t */
-    int N, IC, OC;
-    int dtype;                                        /* pp_dtype_t of A, B, C, D, bias and aux */
-    uint32_t al_a, al_b, al_c, al_d, al_bias, al_aux; /* pointer alignments (bytes) chosen for */
-} lt_key_t;
-
 typedef struct lt_plan {
     int used;
-    lt_key_t key;
+    pp_lt_key_t key;
     int found; /* 0: no algorithm, the caller falls back */
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t la, lb, lc; /* lc serves C and D (same shape and type; C may be D) */
+    pp_lt_desc_t d;
     cublasLtMatmulAlgo_t algo;
 } lt_plan_t;
 
@@ -63,154 +48,30 @@ struct pp_gemm_plans {
 
 static void lt_plan_release(lt_plan_t *p)
 {
-    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
-    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
-    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
-    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    gemm_lt_desc_free(&p->d);
     memset(p, 0, sizeof(*p));
 }
 
-/* Largest power of two (≤ 256) that divides the address. */
-static uint32_t ptr_alignment(const void *p)
-{
-    uint32_t a = 256;
-    while (a > 1 && ((uintptr_t)p % a) != 0)
-        a >>= 1;
-    return a;
-}
-
-static int epilogue_has_bias(int e)
-{
-    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-}
-
-static int epilogue_has_aux(int e)
-{
-    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
-           e == CUBLASLT_EPILOGUE_DGELU;
-}
-
-/* Rows of D in the column-major view: the aux matrix (GELU input) has this leading dimension,
- * which cuBLASLt requires to be a multiple of 8. */
-static int lt_rows_d(int gemm, int IC, int OC)
-{
-    return gemm == LT_FWD ? OC : IC;
-}
-
-/* The key of one call. c is the C matrix (D itself when beta = 0). */
-static lt_key_t lt_key_make(int gemm, int epilogue, int N, int IC, int OC, pp_dtype_t dtype,
-                            const void *a, const void *b, const void *c, const void *d,
-                            const void *bias, const void *aux)
-{
-    lt_key_t k;
-    memset(&k, 0, sizeof(k));
-    k.gemm = gemm;
-    k.epilogue = epilogue;
-    k.N = N;
-    k.IC = IC;
-    k.OC = OC;
-    k.dtype = (int)dtype;
-    k.al_a = ptr_alignment(a);
-    k.al_b = ptr_alignment(b);
-    k.al_c = ptr_alignment(c);
-    k.al_d = ptr_alignment(d);
-    k.al_bias = ptr_alignment(bias);
-    k.al_aux = ptr_alignment(aux);
-    return k;
-}
-
-/* Fills `p` (zeroed, key set) with descriptors and the heuristic's first algorithm for its key.
- * bias and aux are the call's pointers: cuBLASLt reads their alignment from the descriptor.
- * p->found stays 0 when the heuristic has none. */
+/* Fills `p` (zeroed, key set) with descriptors (matmul_lt.cu) and the heuristic's first algorithm
+ * for its key. p->found stays 0 when the heuristic has none. */
 static pp_status_t lt_plan_build(lt_plan_t *p, cublasLtHandle_t lt, const void *bias,
                                  const void *aux, size_t workspace_bytes)
 {
-    pp_status_t st = PP_OK;
-    cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
-    const lt_key_t *k = &p->key;
-    const cudaDataType_t t = cuda_type((pp_dtype_t)k->dtype);
-    const int32_t aux_type = (int32_t)t;
-    const cublasOperation_t opa = k->gemm == LT_FWD ? CUBLAS_OP_T : CUBLAS_OP_N, opb = CUBLAS_OP_N;
-    const cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k->epilogue;
-    const int rows_b = k->gemm == LT_FWD ? k->IC : k->OC, rows_d = lt_rows_d(k->gemm, k->IC, k->OC);
-    const int64_t aux_ld = rows_d;
-    const uint64_t ws = workspace_bytes;
-    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE; /* fp32 split-K partials */
-
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), st,
-                         done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), st,
-        done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), st,
-        done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
-        st, done);
-    if (epilogue_has_bias(k->epilogue))
-        PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(
-                                 p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
-                             st, done);
-    if (epilogue_has_aux(k->epilogue)) {
-        PP_CUBLAS_CHECK_GOTO(
-            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
-                                           sizeof(aux)),
-            st, done);
-        PP_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(p->desc,
-                                                            CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                                            &aux_ld, sizeof(aux_ld)),
-                             st, done);
-        PP_CUBLAS_CHECK_GOTO(
-            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
-                                           &aux_type, sizeof(aux_type)),
-            st, done);
-    }
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->la, t, k->IC, k->OC, k->IC), st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->lb, t, rows_b, k->N, rows_b), st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatrixLayoutCreate(&p->lc, t, rows_d, k->N, rows_d), st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceCreate(&pref), st, done);
-    PP_CUBLAS_CHECK_GOTO(cublasLtMatmulPreferenceSetAttribute(
-                             pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-                         st, done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                             &reduction, sizeof(reduction)),
-        st, done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                             &k->al_a, sizeof(k->al_a)),
-        st, done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                             &k->al_b, sizeof(k->al_b)),
-        st, done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                             &k->al_c, sizeof(k->al_c)),
-        st, done);
-    PP_CUBLAS_CHECK_GOTO(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                             &k->al_d, sizeof(k->al_d)),
-        st, done);
-    /* no algorithm is not an error: the caller falls back to the unfused kernels */
-    if (cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
-                                       &found) == CUBLAS_STATUS_SUCCESS &&
-        found > 0) {
+    PP_CHECK(gemm_lt_desc_init(&p->d, &p->key, bias, aux));
+    PP_CHECK(gemm_lt_heuristic(lt, &p->d, &p->key, workspace_bytes, 1, &heur, &found));
+    if (found > 0) {
         p->algo = heur.algo;
         p->found = 1;
     }
-done:
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    return st;
+    return PP_OK;
 }
 
 /* D = A·B (+ beta·C) through the epilogue of `key`, with the plan for it (built on first use).
  * c may equal d (in place); with beta = 0 pass c = d. Sets *ran = 1 when it ran; leaves 0 (and
  * returns PP_OK) when cuBLASLt has no algorithm for the key. */
-static pp_status_t lt_matmul(int *ran, pp_gemm_t *g, const lt_key_t *key, const void *a,
+static pp_status_t lt_matmul(int *ran, pp_gemm_t *g, const pp_lt_key_t *key, const void *a,
                              const void *b, float beta, const void *c, void *d, const void *bias,
                              const void *aux, cudaStream_t stream)
 {
@@ -241,14 +102,10 @@ static pp_status_t lt_matmul(int *ran, pp_gemm_t *g, const lt_key_t *key, const 
         p->used = 1;
     }
     if (!p->found) return PP_OK;
-    if (epilogue_has_bias(key->epilogue))
-        PP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &bias, sizeof(bias)));
-    if (epilogue_has_aux(key->epilogue))
-        PP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-            p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-    PP_CUBLAS_CHECK(cublasLtMatmul(g->lt, p->desc, &one, a, p->la, b, p->lb, &beta, c, p->lc, d,
-                                   p->lc, &p->algo, g->workspace, g->workspace_bytes, stream));
+    PP_CHECK(gemm_lt_desc_point(&p->d, key, bias, aux));
+    PP_CUBLAS_CHECK(cublasLtMatmul(g->lt, p->d.desc, &one, a, p->d.la, b, p->d.lb, &beta, c,
+                                   p->d.lc, d, p->d.lc, &p->algo, g->workspace, g->workspace_bytes,
+                                   stream));
     *ran = 1;
     return PP_OK;
 }
@@ -437,11 +294,11 @@ static pp_status_t matmul_fwd_any(const char *what, void *out, const void *inp, 
     const int epi = pre_gelu ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
                              : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
     const bool want_lt = (bias || residual || pre_gelu) && !gemm->no_epilogue &&
-                         (!pre_gelu || lt_rows_d(LT_FWD, IC, OC) % 8 == 0);
+                         (!pre_gelu || gemm_lt_rows_d(PP_LT_FWD, IC, OC) % 8 == 0);
     if (want_lt) {
         const void *c = residual ? residual : out;
-        const lt_key_t key =
-            lt_key_make(LT_FWD, epi, N, IC, OC, dtype, weight, inp, c, out, bias, pre_gelu);
+        const pp_lt_key_t key =
+            gemm_lt_key(PP_LT_FWD, epi, N, IC, OC, dtype, weight, inp, c, out, bias, pre_gelu);
         int ran = 0;
         PP_CHECK(lt_matmul(&ran, gemm, &key, weight, inp, residual ? 1.0f : 0.0f, c, out, bias,
                            pre_gelu, stream));
@@ -511,9 +368,9 @@ pp_status_t matmul_bwd_input_dgelu(void *dinp, const void *dout, const void *wei
         PP_FAIL(PP_ERR_INTERNAL, "matmul_bwd_input_dgelu: NULL pointer");
     if (dinp == dout || dinp == weight || dinp == pre_gelu)
         PP_FAIL(PP_ERR_INTERNAL, "matmul_bwd_input_dgelu: dinp must not alias an input");
-    if (!gemm->no_epilogue && lt_rows_d(LT_BWD_INPUT, IC, OC) % 8 == 0) {
-        const lt_key_t key = lt_key_make(LT_BWD_INPUT, CUBLASLT_EPILOGUE_DGELU, N, IC, OC, dtype,
-                                         weight, dout, dinp, dinp, NULL, pre_gelu);
+    if (!gemm->no_epilogue && gemm_lt_rows_d(PP_LT_BWD_INPUT, IC, OC) % 8 == 0) {
+        const pp_lt_key_t key = gemm_lt_key(PP_LT_BWD_INPUT, CUBLASLT_EPILOGUE_DGELU, N, IC, OC,
+                                            dtype, weight, dout, dinp, dinp, NULL, pre_gelu);
         int ran = 0;
         PP_CHECK(
             lt_matmul(&ran, gemm, &key, weight, dout, 0.0f, dinp, dinp, NULL, pre_gelu, stream));
