@@ -15,6 +15,9 @@
  * Prints a `#` preamble, a fixed-width table and one JSON line per shape. Exit 1 on a CUDA or
  * cuBLAS error, 2 on bad usage.
  */
+#define BENCH_NAME "bench_bgrad"
+#include "bench_util.h"
+
 #include "../common/pp_cuda.h"
 #include "../kernels/kernels.h"
 
@@ -55,52 +58,13 @@ typedef struct result {
     float us_plain, us_colsum, us_bgrad;
 } result_t;
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "bench_bgrad: %s: %s\n", #call, cudaGetErrorString(e_));               \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
-#define CKB(call)                                                                                  \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "bench_bgrad: %s: cuBLAS status %d\n", #call, (int)s_);                \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
-
 /* ---- inputs ---------------------------------------------------------------------------------- */
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
 
-static float rnd(void)
-{
-    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-    return (float)((double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 static int upload_random(void *dst, size_t n, int bf16)
 {
-    std::vector<uint32_t> h(n);
-    for (size_t i = 0; i < n; i++) {
-        float f = rnd();
-        if (bf16)
-            ((uint16_t *)h.data())[i] = to_bf16(f);
-        else
-            memcpy(&h[i], &f, 4);
-    }
-    CK(cudaMemcpy(dst, h.data(), n * (bf16 ? 2 : 4), cudaMemcpyHostToDevice));
-    return 0;
+    return bench_upload_random(&g_rng, dst, n, bf16);
 }
 
 static int bufs_init(bufs_t *b, const wshape_t *s)

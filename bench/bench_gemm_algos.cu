@@ -19,6 +19,9 @@
  * prints every algorithm's time and configuration. Prints a `#` preamble, a fixed-width table and
  * one JSON line per GEMM and per pass. Exit 1 on a CUDA or cuBLAS error, 2 on bad usage.
  */
+#define BENCH_NAME "bench_gemm_algos"
+#include "bench_util.h"
+
 #include "../common/pp_cuda.h"
 #include "../kernels/kernels.h"
 #include "../kernels/matmul_lt.h"
@@ -35,22 +38,6 @@
 #define WARMUP    5
 #define RUNS      3 /* for the bitwise check */
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "bench_gemm_algos: %s: %s\n", #call, cudaGetErrorString(e_));          \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
-#define CKB(call)                                                                                  \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "bench_gemm_algos: %s: %s\n", #call, cublasGetStatusString(s_));       \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
 #define CKP(call)                                                                                  \
     do {                                                                                           \
         if ((call) != PP_OK) return -1;                                                            \
@@ -111,34 +98,11 @@ typedef struct bufs {
 
 /* ---- inputs ---------------------------------------------------------------------------------- */
 
-static uint64_t g_rng;
-
-/* Uniform in [-1, 1), never all zeros (xorshift64). */
-static float rnd(void)
-{
-    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-    return (float)((double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
+static uint64_t g_rng; /* seeded per shape from --seed */
 
 static int upload_random(void *dst, size_t n, int bf16)
 {
-    std::vector<uint32_t> h(n);
-    for (size_t i = 0; i < n; i++) {
-        float f = rnd();
-        if (bf16)
-            ((uint16_t *)h.data())[i] = to_bf16(f);
-        else
-            memcpy(&h[i], &f, 4);
-    }
-    CK(cudaMemcpy(dst, h.data(), n * (bf16 ? 2 : 4), cudaMemcpyHostToDevice));
-    return 0;
+    return bench_upload_random(&g_rng, dst, n, bf16);
 }
 
 static void bufs_free(bufs_t *b)
