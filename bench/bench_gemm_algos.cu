@@ -392,6 +392,40 @@ static int run_role(const role_t *r, bufs_t *b, pp_gemm_t *g, int iters, cudaStr
     return 0;
 }
 
+/* Rank 0's algorithm with split-K forced to 2..4 (fp32 partials reduced in a fixed order), where
+ * cuBLASLt accepts it: what a tile-starved GEMM (few output tiles for the SMs, long k) would gain.
+ * One `# splitk` line per GEMM; -1 where the configuration is refused. */
+static int run_splitk(const lt_call_t *l, const role_t *r, bufs_t *b, pp_gemm_t *g, int iters,
+                      cudaStream_t st)
+{
+    if (l->found < 1) return 0;
+    float us[3] = {-1.0f, -1.0f, -1.0f};
+    for (int s = 2; s <= 4; s++) {
+        lt_call_t one = *l;
+        const int32_t k = s;
+        const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+        cublasLtMatmulAlgo_t *a = &one.heur[0].algo;
+        cublasLtMatmulHeuristicResult_t chk;
+        if (cublasLtMatmulAlgoConfigSetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k,
+                                                 sizeof k) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoConfigSetAttribute(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                 sizeof scheme) != CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoCheck(g->lt, l->d.desc, l->d.la, l->d.lb, l->d.lc, l->d.lc, a,
+                                    &chk) != CUBLAS_STATUS_SUCCESS ||
+            chk.workspaceSize > g->workspace_bytes ||
+            lt_run(&one, 0, b, g, st) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        auto run = [&]() -> int {
+            CKB(lt_run(&one, 0, b, g, st));
+            return 0;
+        };
+        if (time_us(run, iters, st, &us[s - 2])) return -1;
+    }
+    printf("# splitk %s %-5s rank0 %8.2f us | splitk 2 %8.2f | 3 %8.2f | 4 %8.2f\n", r->pass,
+           r->name, l->us[0], us[0], us[1], us[2]);
+    return 0;
+}
+
 /* The fc2 input gradient's other ways: DGELU_BGRAD (bias of D's type, then fp32), the plain
  * GEMM + GELU-gradient kernel (matmul.cu's fallback), and the plain GEMM alone. */
 typedef struct extras {
@@ -549,6 +583,7 @@ static int run_shape(const shape_t *s, int iters, int all, pp_gemm_t *g, cudaStr
         bufs_t *b = &bs[(size_t)i];
         bad = bufs_init(b, &ROLES[i], s) || run_role(&ROLES[i], b, g, iters, st, &o[(size_t)i]);
         if (!bad) print_row(&ROLES[i], b, &o[(size_t)i], all);
+        if (!bad) bad = run_splitk(&o[(size_t)i].l, &ROLES[i], b, g, iters, st);
         if (!bad && ROLES[i].epilogue == CUBLASLT_EPILOGUE_DGELU) {
             bad = run_extras(&ROLES[i], b, g, iters, st, &x);
             if (!bad) print_extras(s, &o[(size_t)i], &x);
