@@ -22,9 +22,7 @@
 #define CP_Y       8
 #define CP_THREADS (CP_X * CP_Y)
 /* Rows of a chunk at least (the chunk count is capped by CP_MAX_CHUNKS and the scratch). */
-#ifndef CP_MIN_ROWS
-#define CP_MIN_ROWS 64
-#endif
+#define CP_MIN_ROWS   64
 #define CP_MAX_CHUNKS 256
 /* Launch 2: CF_X columns × CF_Y chunk lanes. */
 #define CF_X 32
