@@ -84,6 +84,8 @@ GPU_TEST_LIB := $(REF_LIB) $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out tests/gp
 
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/bench_*.c)) \
              $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/bench_*.cu))
+# Benchmark support code: bench/*.c that are not bench_* (linked into every benchmark).
+BENCH_LIB := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out bench/bench_%,$(wildcard bench/*.c)))
 
 # Everything links with the C++ driver (nvcc-built objects need libstdc++ and cudart).
 CXX_LINK ?= g++
@@ -234,13 +236,13 @@ fuzz: $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_csv
 	@sh tests/fuzz/run_fuzz.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
 
 # --- benchmarks --------------------------------------------------------------------------------
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BENCH_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	@mkdir -p $(@D)
-	$(CXX_LINK) $< $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
+	$(CXX_LINK) $< $(BENCH_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.cu.o $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.cu.o $(BENCH_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	@mkdir -p $(@D)
-	$(CXX_LINK) $< $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
+	$(CXX_LINK) $< $(BENCH_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
 
 bench-stage: $(BUILD)/bench/bench_stage
 	$(BUILD)/bench/bench_stage

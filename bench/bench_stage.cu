@@ -1,55 +1,66 @@
 /*
  * bench_stage.cu — forward and backward of one micro-batch on one middle stage, timed with CUDA
- * events, next to cuBLAS's bf16 GEMM rate at the stage's own GEMM shapes measured in the same run.
+ * events, launched eagerly and replayed from a CUDA graph, next to cuBLAS's bf16 GEMM rate at the
+ * stage's own GEMM shapes measured in the same run.
  *
  *   bench_stage [--shape reference|small|both] [--iters N] [--warmup N] [--dtype bf16|fp32]
+ *               [--eager-only]
  *
  * Shapes: reference = hidden 1024, 16 heads, seq 1024, micro-batch 4, 6 blocks; small = hidden
- * 512, 8 heads, seq 256, micro-batch 2, 4 blocks. Each shape runs one stage per run.recompute
- * setting (none, selective, full), side by side: each iteration enqueues, for every setting in
- * turn, F then B and F then I then W on one stream with events between; nothing synchronizes
- * until all iterations are enqueued. Prints the slot, I->W buffer (MiB per block) and workspace
- * of each setting, and whether the slot meets its goal. Model FLOPs count the matmuls only
- * (2·N·12·C² per block forward plus 4·N·T·C for attention, causal counted in full), fwd + bwd = 3 ×
- * fwd. Prints a `#` preamble, a fixed-width table and one JSON line per shape. Exit 1 on a CUDA
- * error, 2 on bad usage.
+ * 512, 8 heads, seq 256, micro-batch 2, 4 blocks; one stage per run.recompute setting, side by
+ * side, on one non-blocking stream, timed two ways (LAUNCHES). Eager: each iteration enqueues, for
+ * every setting in turn, F then B and F then I then W with events between, and nothing waits until
+ * all are enqueued, so the times hold whatever the host's launches leave the GPU waiting. Graph:
+ * then (cuBLAS picked its algorithms outside capture) one such iteration per setting is captured
+ * into one graph with external event records between the passes and replayed --iters times, one
+ * wait per round. That is how the executor replays a step, so a pass's time is its kernels and
+ * the graph's gaps between them; one graph per pass with plain events between the launches would
+ * add a graph launch's start on the GPU to every pass, which a step does not pay. The waits fall
+ * between rounds, outside the timed passes. Model FLOPs count the matmuls only (2·N·12·C² per
+ * block forward plus 4·N·T·C for attention, causal counted in full), fwd + bwd = 3 × fwd.
+ * stage_report.c prints the results. Exit 1 on a CUDA error, 2 on bad usage.
  */
 #include "../common/pp_cuda.h"
 #include "../kernels/kernels.h"
 #include "../stages/rng.h"
 #include "../stages/stage.h"
+#include "stage_report.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct bench_shape {
-    const char *name;
-    int hidden, heads, seq_len, batch, blocks;
-} bench_shape_t;
+typedef stage_report_shape_t bench_shape_t;
+typedef stage_report_stats_t stats_t;
+typedef stage_report_times_t times_t;
+typedef stage_report_result_t result_t;
 
 static const bench_shape_t SHAPES[] = {
     {"reference", 1024, 16, 1024, 4, 6},
     {"small", 512, 8, 256, 2, 4},
 };
 
-typedef struct stats {
-    double median, p10, p90;
-} stats_t;
+#define N_MODES  STAGE_REPORT_MODES /* one stage per run.recompute setting, timed side by side */
+#define N_PASSES 5                  /* samples an iteration: F, B, I, W, F + B */
 
-typedef struct result {
-    const bench_shape_t *shape;
-    pp_recompute_t recompute;
-    stats_t fwd, bwd, bwd_i, bwd_w, total;
-    double flops;       /* model FLOPs of fwd + bwd */
-    double tflops;      /* at the median total time */
-    double gemm_tflops; /* cuBLAS at the four forward GEMM shapes, time-weighted */
-    double gemm_shape_tflops[4];
-    size_t slot_bytes, state_bytes, wgrad_bytes, work_bytes;
-} result_t;
+/* Times every setting's stage, samples into t: [N_MODES][N_PASSES][iters]. */
+typedef pp_status_t (*launch_fn)(pp_stage_t **stages, cudaStream_t s, int iters, double *t);
 
-#define N_MODES PP_RECOMPUTE_COUNT /* one stage per run.recompute setting, timed side by side */
+static pp_status_t time_eager(pp_stage_t **stages, cudaStream_t s, int iters, double *t);
+static pp_status_t time_graph(pp_stage_t **stages, cudaStream_t s, int iters, double *t);
+
+/* The ways of launching a stage's passes, eager first (--eager-only runs that row alone). */
+static const struct launch_desc {
+    const char *name; /* the table's `launch` column */
+    const char *key;  /* infix of its JSON keys: fwd<key>_ms, ratio<key> */
+    launch_fn time;
+} LAUNCHES[] = {
+    {"eager", "", time_eager},
+    {"graph", "_graph", time_graph},
+};
+#define N_LAUNCHES ((int)(sizeof LAUNCHES / sizeof LAUNCHES[0]))
+static_assert(N_LAUNCHES == STAGE_REPORT_LAUNCHES, "stage_report.h sizes run[] by LAUNCHES");
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -171,135 +182,226 @@ done:
     return st;
 }
 
-/* One iteration of one stage: F, B, F, I, W with events e[0..5] around them. */
-static pp_status_t bench_iteration(pp_stage_t *stage, int i, cudaEvent_t *e, cudaStream_t s)
+/* ---- timing ------------------------------------------------------------------------------- */
+
+/* One iteration of one stage: F, B, F, I, W with events e[0..5] around them, recorded with
+ * `flags` (cudaEventRecordExternal inside a capture: a plain record there only orders the capture
+ * and records nothing on replay). */
+static pp_status_t bench_iteration(pp_stage_t *stage, int i, cudaEvent_t *e, unsigned flags,
+                                   cudaStream_t s)
 {
-    PP_CUDA_CHECK(cudaEventRecord(e[0], s));
+    PP_CUDA_CHECK(cudaEventRecordWithFlags(e[0], s, flags));
     PP_CHECK(stage_forward(stage, 0, i, s));
-    PP_CUDA_CHECK(cudaEventRecord(e[1], s));
+    PP_CUDA_CHECK(cudaEventRecordWithFlags(e[1], s, flags));
     PP_CHECK(stage_backward(stage, 0, i, s));
-    PP_CUDA_CHECK(cudaEventRecord(e[2], s));
+    PP_CUDA_CHECK(cudaEventRecordWithFlags(e[2], s, flags));
     PP_CHECK(stage_forward(stage, 0, i, s));
-    PP_CUDA_CHECK(cudaEventRecord(e[3], s));
+    PP_CUDA_CHECK(cudaEventRecordWithFlags(e[3], s, flags));
     PP_CHECK(stage_backward_input(stage, 0, i, s));
-    PP_CUDA_CHECK(cudaEventRecord(e[4], s));
+    PP_CUDA_CHECK(cudaEventRecordWithFlags(e[4], s, flags));
     PP_CHECK(stage_backward_weight(stage, 0, i, s));
-    PP_CUDA_CHECK(cudaEventRecord(e[5], s));
+    PP_CUDA_CHECK(cudaEventRecordWithFlags(e[5], s, flags));
     return PP_OK;
 }
 
-/* Medians and spreads of mode k's iterations from its events. */
-static pp_status_t bench_collect(cudaEvent_t *ev, int k, int iters, double *t, result_t *r)
+/* Sample i of setting k, from its six events, into t ([N_MODES][N_PASSES][iters]). */
+static pp_status_t read_sample(const cudaEvent_t *e, int k, int i, int iters, double *t)
 {
-    double *t_f = t, *t_b = t + iters, *t_i = t + 2 * iters, *t_w = t + 3 * iters;
-    double *t_t = t + 4 * iters;
-    for (int i = 0; i < iters; i++) {
-        cudaEvent_t *e = ev + 6 * (i * N_MODES + k);
-        float f, b, ii, w;
-        PP_CUDA_CHECK(cudaEventElapsedTime(&f, e[0], e[1]));
-        PP_CUDA_CHECK(cudaEventElapsedTime(&b, e[1], e[2]));
-        PP_CUDA_CHECK(cudaEventElapsedTime(&ii, e[3], e[4]));
-        PP_CUDA_CHECK(cudaEventElapsedTime(&w, e[4], e[5]));
-        t_f[i] = f, t_b[i] = b, t_i[i] = ii, t_w[i] = w, t_t[i] = (double)f + b;
-    }
-    r->fwd = stats_of(t_f, iters);
-    r->bwd = stats_of(t_b, iters);
-    r->bwd_i = stats_of(t_i, iters);
-    r->bwd_w = stats_of(t_w, iters);
-    r->total = stats_of(t_t, iters);
-    r->tflops = r->flops / (r->total.median * 1e-3) / 1e12;
+    double *tk = t + (size_t)N_PASSES * iters * k;
+    float f, b, ii, w;
+    PP_CUDA_CHECK(cudaEventElapsedTime(&f, e[0], e[1]));
+    PP_CUDA_CHECK(cudaEventElapsedTime(&b, e[1], e[2]));
+    PP_CUDA_CHECK(cudaEventElapsedTime(&ii, e[3], e[4]));
+    PP_CUDA_CHECK(cudaEventElapsedTime(&w, e[4], e[5]));
+    tk[i] = f, tk[iters + i] = b, tk[2 * iters + i] = ii, tk[3 * iters + i] = w;
+    tk[4 * iters + i] = (double)f + b;
     return PP_OK;
 }
 
-/* The shape under every recompute setting, one stage each, iterations interleaved (mode by mode
- * inside each iteration) so that drift of the clock or the machine touches all alike. */
+/* Medians and spreads of one setting's samples tk ([N_PASSES][iters]; sorted in place). */
+static times_t times_of(double *tk, int iters, double flops, int l)
+{
+    times_t r;
+    r.launch = LAUNCHES[l].name, r.key = LAUNCHES[l].key;
+    r.fwd = stats_of(tk, iters);
+    r.bwd = stats_of(tk + iters, iters);
+    r.bwd_i = stats_of(tk + 2 * iters, iters);
+    r.bwd_w = stats_of(tk + 3 * iters, iters);
+    r.total = stats_of(tk + 4 * iters, iters);
+    r.tflops = flops / (r.total.median * 1e-3) / 1e12;
+    return r;
+}
+
+/* Eager: iterations interleaved (setting by setting inside each) so that drift of the clock or the
+ * machine touches all alike, every one enqueued before the one wait. */
+static pp_status_t time_eager(pp_stage_t **stages, cudaStream_t s, int iters, double *t)
+{
+    const int n_ev = 6 * iters * N_MODES;
+    cudaEvent_t *ev = (cudaEvent_t *)calloc((size_t)n_ev, sizeof *ev);
+    pp_status_t st = PP_OK;
+    PP_ALLOC_CHECK(ev);
+    for (int i = 0; i < n_ev; i++)
+        PP_CUDA_CHECK_GOTO(cudaEventCreate(&ev[i]), st, done);
+    for (int i = 0; i < iters; i++)
+        for (int k = 0; k < N_MODES; k++)
+            PP_CHECK_GOTO(bench_iteration(stages[k], i, ev + 6 * (i * N_MODES + k),
+                                          cudaEventRecordDefault, s),
+                          st, done);
+    PP_CUDA_CHECK_GOTO(cudaStreamSynchronize(s), st, done);
+    for (int i = 0; i < iters; i++)
+        for (int k = 0; k < N_MODES; k++)
+            PP_CHECK_GOTO(read_sample(ev + 6 * (i * N_MODES + k), k, i, iters, t), st, done);
+done:
+    for (int i = 0; i < n_ev; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    free(ev);
+    return st;
+}
+
+/* One iteration of `stage` captured from `s` into *g, events e[0..5] as external records. The
+ * capture is ended on every path: an error leaves `s` out of capture and *g NULL. */
+static pp_status_t capture_iteration(pp_stage_t *stage, cudaEvent_t *e, cudaStream_t s,
+                                     cudaGraph_t *g)
+{
+    *g = NULL;
+    PP_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    pp_status_t st = bench_iteration(stage, 0, e, cudaEventRecordExternal, s);
+    cudaError_t ce = cudaStreamEndCapture(s, g);
+    if (st != PP_OK) {
+        if (ce == cudaSuccess && *g) cudaGraphDestroy(*g);
+        *g = NULL;
+        (void)cudaGetLastError(); /* the capture's own error, if it was invalidated */
+        return st;
+    }
+    PP_CUDA_CHECK(ce);
+    return PP_OK;
+}
+
+/* Graph: each setting's iteration captured once and replayed; per round every setting's graph
+ * once, then a wait and the round's events read (round -1 is a warm-up that uploads the graphs). */
+static pp_status_t time_graph(pp_stage_t **stages, cudaStream_t s, int iters, double *t)
+{
+    cudaEvent_t ev[N_MODES][6];
+    cudaGraph_t g[N_MODES];
+    cudaGraphExec_t ge[N_MODES];
+    pp_status_t st = PP_OK;
+    memset(ev, 0, sizeof ev), memset(g, 0, sizeof g), memset(ge, 0, sizeof ge);
+    for (int k = 0; k < N_MODES; k++) {
+        for (int j = 0; j < 6; j++)
+            PP_CUDA_CHECK_GOTO(cudaEventCreate(&ev[k][j]), st, done);
+        PP_CHECK_GOTO(capture_iteration(stages[k], ev[k], s, &g[k]), st, done);
+        PP_CUDA_CHECK_GOTO(cudaGraphInstantiate(&ge[k], g[k], 0), st, done);
+    }
+    for (int i = -1; i < iters; i++) {
+        for (int k = 0; k < N_MODES; k++)
+            PP_CUDA_CHECK_GOTO(cudaGraphLaunch(ge[k], s), st, done);
+        PP_CUDA_CHECK_GOTO(cudaStreamSynchronize(s), st, done);
+        for (int k = 0; i >= 0 && k < N_MODES; k++)
+            PP_CHECK_GOTO(read_sample(ev[k], k, i, iters, t), st, done);
+    }
+done:
+    if (st != PP_OK) (void)cudaStreamSynchronize(s); /* no replay in flight past this point */
+    for (int k = 0; k < N_MODES; k++) {
+        if (ge[k]) cudaGraphExecDestroy(ge[k]);
+        if (g[k]) cudaGraphDestroy(g[k]);
+        for (int j = 0; j < 6; j++)
+            if (ev[k][j]) cudaEventDestroy(ev[k][j]);
+    }
+    return st;
+}
+
+/* Set up setting k of shape sh: its figures in r, its stage built, its inputs filled, warm-up
+ * iterations run on s. */
+static pp_status_t bench_setup(const bench_shape_t *sh, pp_dtype_t dt, int k, int warmup,
+                               cudaStream_t s, result_t *r, pp_stage_t **stage)
+{
+    pp_stage_cfg_t c = bench_cfg(sh, dt, (pp_recompute_t)k);
+    const int N = sh->batch * sh->seq_len, C = sh->hidden, T = sh->seq_len;
+    const double fwd = sh->blocks * (2.0 * N * 12.0 * C * C + 4.0 * N * T * C);
+    r->shape = sh, r->recompute = c.recompute, r->flops = 3.0 * fwd;
+    r->slot_bytes = stage_slot_bytes(&c), r->state_bytes = stage_state_bytes(&c);
+    r->wgrad_bytes = stage_wgrad_slot_bytes(&c), r->work_bytes = stage_workspace_bytes(&c);
+    PP_CHECK(stage_init(stage, &c));
+    PP_CHECK(fill_device(stage_slot_x(*stage, 0), (size_t)N * C, 21, 1.0f, dt));
+    PP_CHECK(fill_device(stage_slot_dy(*stage, 0), (size_t)N * C, 22, 1e-2f, dt));
+    for (int i = 0; i < warmup; i++) {
+        PP_CHECK(stage_forward(*stage, 0, i, s));
+        PP_CHECK(stage_backward(*stage, 0, i, s));
+    }
+    return PP_OK;
+}
+
+/* The shape under every recompute setting, one stage each, timed by the first n_launch rows of
+ * LAUNCHES in turn. */
 static pp_status_t bench_one(const bench_shape_t *sh, pp_dtype_t dt, int iters, int warmup,
-                             result_t *r /* [N_MODES] */)
+                             int n_launch, result_t *r /* [N_MODES] */)
 {
     pp_status_t st = PP_OK;
     pp_stage_t *stages[N_MODES] = {NULL};
     cudaStream_t s = NULL;
-    cudaEvent_t *ev = NULL;
     double *t = NULL;
-    const int N = sh->batch * sh->seq_len, C = sh->hidden, T = sh->seq_len;
-    const double fwd = sh->blocks * (2.0 * N * 12.0 * C * C + 4.0 * N * T * C);
-    const int n_ev = 6 * iters * N_MODES;
     memset(r, 0, N_MODES * sizeof *r);
-    t = (double *)malloc(sizeof(double) * 5 * iters);
-    ev = (cudaEvent_t *)calloc((size_t)n_ev, sizeof *ev);
-    if (!t || !ev) {
+    t = (double *)malloc(sizeof(double) * N_PASSES * N_MODES * (size_t)iters);
+    if (!t) {
         fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
         st = PP_ERR_NOMEM;
         goto done;
     }
     PP_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), st, done);
-    for (int i = 0; i < n_ev; i++)
-        PP_CUDA_CHECK_GOTO(cudaEventCreate(&ev[i]), st, done);
     PP_CHECK_GOTO(gemm_ceiling(sh, dt, s, &r[0]), st, done);
     for (int k = 0; k < N_MODES; k++) {
-        pp_stage_cfg_t c = bench_cfg(sh, dt, (pp_recompute_t)k);
         memcpy(r[k].gemm_shape_tflops, r[0].gemm_shape_tflops, sizeof r[0].gemm_shape_tflops);
         r[k].gemm_tflops = r[0].gemm_tflops;
-        r[k].shape = sh, r[k].recompute = c.recompute, r[k].flops = 3.0 * fwd;
-        r[k].slot_bytes = stage_slot_bytes(&c), r[k].state_bytes = stage_state_bytes(&c);
-        r[k].wgrad_bytes = stage_wgrad_slot_bytes(&c), r[k].work_bytes = stage_workspace_bytes(&c);
-        PP_CHECK_GOTO(stage_init(&stages[k], &c), st, done);
-        PP_CHECK_GOTO(fill_device(stage_slot_x(stages[k], 0), (size_t)N * C, 21, 1.0f, dt), st,
-                      done);
-        PP_CHECK_GOTO(fill_device(stage_slot_dy(stages[k], 0), (size_t)N * C, 22, 1e-2f, dt), st,
-                      done);
-        for (int i = 0; i < warmup; i++) {
-            PP_CHECK_GOTO(stage_forward(stages[k], 0, i, s), st, done);
-            PP_CHECK_GOTO(stage_backward(stages[k], 0, i, s), st, done);
+        PP_CHECK_GOTO(bench_setup(sh, dt, k, warmup, s, &r[k], &stages[k]), st, done);
+    }
+    for (int l = 0; l < n_launch; l++) {
+        PP_CHECK_GOTO(LAUNCHES[l].time(stages, s, iters, t), st, done);
+        for (int k = 0; k < N_MODES; k++) {
+            r[k].run[l] = times_of(t + (size_t)N_PASSES * iters * k, iters, r[k].flops, l);
+            r[k].n_run = l + 1;
         }
     }
-    /* All enqueued before the one wait. */
-    for (int i = 0; i < iters; i++)
-        for (int k = 0; k < N_MODES; k++)
-            PP_CHECK_GOTO(bench_iteration(stages[k], i, ev + 6 * (i * N_MODES + k), s), st, done);
-    PP_CUDA_CHECK_GOTO(cudaStreamSynchronize(s), st, done);
-    for (int k = 0; k < N_MODES; k++)
-        PP_CHECK_GOTO(bench_collect(ev, k, iters, t, &r[k]), st, done);
 done:
     for (int k = 0; k < N_MODES; k++)
         stage_free(stages[k]);
-    if (ev)
-        for (int i = 0; i < n_ev; i++)
-            if (ev[i]) cudaEventDestroy(ev[i]);
     if (s) cudaStreamDestroy(s);
-    free(ev), free(t);
+    free(t);
     return st;
 }
+
+/* ---- command line ------------------------------------------------------------------------- */
+
+typedef stage_report_opts_t opts_t;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench_stage [--shape reference|small|both] [--iters N (>= 20)] "
-               "[--warmup N] [--dtype bf16|fp32]\n");
+               "[--warmup N] [--dtype bf16|fp32] [--eager-only]\n");
 }
 
-int main(int argc, char **argv)
+/* The options into o; returns -1 to go on, or the exit code. */
+static int parse_args(int argc, char **argv, opts_t *o)
 {
     const char *shape = "both";
-    int iters = 30, warmup = 5;
-    pp_dtype_t dt = PP_DTYPE_BF16;
+    memset(o, 0, sizeof *o);
+    o->iters = 30, o->warmup = 5, o->n_launch = N_LAUNCHES, o->dt = PP_DTYPE_BF16;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--shape") && v)
             shape = v, i++;
         else if (!strcmp(argv[i], "--iters") && v)
-            iters = atoi(v), i++;
+            o->iters = atoi(v), i++;
         else if (!strcmp(argv[i], "--warmup") && v)
-            warmup = atoi(v), i++;
+            o->warmup = atoi(v), i++;
+        else if (!strcmp(argv[i], "--eager-only"))
+            o->n_launch = 1;
+        else if (!strcmp(argv[i], "--dtype") && v && !strcmp(v, "bf16"))
+            o->dt = PP_DTYPE_BF16, i++;
+        else if (!strcmp(argv[i], "--dtype") && v && !strcmp(v, "fp32"))
+            o->dt = PP_DTYPE_FP32, i++;
         else if (!strcmp(argv[i], "--dtype") && v) {
-            if (!strcmp(v, "bf16"))
-                dt = PP_DTYPE_BF16;
-            else if (!strcmp(v, "fp32"))
-                dt = PP_DTYPE_FP32;
-            else {
-                fprintf(stderr, "bench_stage: --dtype %s (allowed: bf16, fp32)\n", v);
-                return 2;
-            }
-            i++;
+            fprintf(stderr, "bench_stage: --dtype %s (allowed: bf16, fp32)\n", v);
+            return 2;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
@@ -309,16 +411,24 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (iters < 20 || warmup < 0) {
-        fprintf(stderr, "bench_stage: --iters must be >= 20 (got %d), --warmup >= 0\n", iters);
+    if (o->iters < 20 || o->warmup < 0) {
+        fprintf(stderr, "bench_stage: --iters must be >= 20 (got %d), --warmup >= 0\n", o->iters);
         return 2;
     }
-    int use[2] = {!strcmp(shape, "reference") || !strcmp(shape, "both"),
-                  !strcmp(shape, "small") || !strcmp(shape, "both")};
-    if (!use[0] && !use[1]) {
+    o->use[0] = !strcmp(shape, "reference") || !strcmp(shape, "both");
+    o->use[1] = !strcmp(shape, "small") || !strcmp(shape, "both");
+    if (!o->use[0] && !o->use[1]) {
         fprintf(stderr, "bench_stage: --shape %s (allowed: reference, small, both)\n", shape);
         return 2;
     }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0) return rc;
     int n_dev = 0;
     if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
         fprintf(stderr, "bench_stage: no CUDA device\n");
@@ -330,95 +440,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_stage: cudaGetDeviceProperties: %s\n", cudaGetErrorString(e));
         return 1;
     }
-    printf("# bench_stage: one middle stage, forward + backward of one micro-batch\n");
-    printf("# device 0: %s, %.1f GiB, %d SMs\n", prop.name, prop.totalGlobalMem / 1073741824.0,
-           prop.multiProcessorCount);
-    printf(
-        "# dtype %s, warm-up %d, iterations %d (median, p10..p90), vocab unused (middle stage)\n",
-        pp_dtype_name(dt), warmup, iters);
-
+    stage_report_preamble(&prop, &o);
     result_t res[2 * N_MODES];
     int n = 0;
     for (int k = 0; k < 2; k++) {
-        if (!use[k]) continue;
-        pp_status_t st = bench_one(&SHAPES[k], dt, iters, warmup, &res[n]);
+        if (!o.use[k]) continue;
+        pp_status_t st = bench_one(&SHAPES[k], o.dt, o.iters, o.warmup, o.n_launch, &res[n]);
         if (st != PP_OK) {
             fprintf(stderr, "bench_stage: %s shape failed: %s\n", SHAPES[k].name,
                     pp_status_str(st));
             return pp_status_exit_code(st);
         }
-        const bench_shape_t *sh = &SHAPES[k];
-        int N = sh->batch * sh->seq_len;
-        printf("# %s: C %d, H %d, T %d, B %d, %d blocks; state %.2f GiB; cuBLAS "
-               "GEMM N=%d: %dx%d %.0f, %dx%d %.0f, %dx%d %.0f, %dx%d %.0f TFLOP/s\n",
-               sh->name, sh->hidden, sh->heads, sh->seq_len, sh->batch, sh->blocks,
-               res[n].state_bytes / 1073741824.0, N, 3 * sh->hidden, sh->hidden,
-               res[n].gemm_shape_tflops[0], sh->hidden, sh->hidden, res[n].gemm_shape_tflops[1],
-               4 * sh->hidden, sh->hidden, res[n].gemm_shape_tflops[2], sh->hidden, 4 * sh->hidden,
-               res[n].gemm_shape_tflops[3]);
+        stage_report_shape(&res[n]);
         n += N_MODES;
     }
-
-    printf("%-10s %-9s %17s %17s %8s %8s %8s %8s %6s %8s %8s %8s\n", "shape", "recompute", "fwd",
-           "bwd", "bwd_I", "bwd_W", "total", "model", "ratio", "slot", "I->W", "work");
-    printf("%-10s %-9s %17s %17s %8s %8s %8s %8s %6s %8s %8s %8s\n", "", "", "ms (p10..p90)",
-           "ms (p10..p90)", "ms", "ms", "ms", "TFLOP/s", "%", "MiB/blk", "MiB/blk", "MiB");
-    for (int i = 0; i < n; i++) {
-        const result_t *r = &res[i];
-        const double blocks = r->shape->blocks > 0 ? r->shape->blocks : 1;
-        char f[32], b[32];
-        snprintf(f, sizeof f, "%.3f (%.3f..%.3f)", r->fwd.median, r->fwd.p10, r->fwd.p90);
-        snprintf(b, sizeof b, "%.3f (%.3f..%.3f)", r->bwd.median, r->bwd.p10, r->bwd.p90);
-        printf("%-10s %-9s %17s %17s %8.3f %8.3f %8.3f %8.1f %6.1f %8.2f %8.2f %8.1f\n",
-               r->shape->name, stage_recompute_name(r->recompute), f, b, r->bwd_i.median,
-               r->bwd_w.median, r->total.median, r->tflops, 100.0 * r->tflops / r->gemm_tflops,
-               r->slot_bytes / blocks / 1048576.0, r->wgrad_bytes / blocks / 1048576.0,
-               r->work_bytes / 1048576.0);
-    }
-    /* The goals: the slot at most PyTorch's per block (134 MiB reference, 8.4 MiB small), and
-     * 60 % of the GEMM rate at the reference shape; the recompute settings' cost against none. */
-    for (int i = 0; i < n; i += N_MODES) {
-        const result_t *r = &res[i];
-        const int ref = !strcmp(r->shape->name, "reference");
-        const double per_block = r->slot_bytes / (double)r->shape->blocks / 1048576.0;
-        const double goal = ref ? 134.0 : 8.4;
-        printf("# verdict: %s slot %.2f MiB a block (goal <= %.1f, PyTorch's): %s\n",
-               r->shape->name, per_block, goal, per_block <= goal ? "met" : "not met");
-        if (ref) {
-            double ratio = r->tflops / r->gemm_tflops;
-            printf("# verdict: reference shape at %.1f%% of the cuBLAS GEMM rate (target 60%%): "
-                   "%s\n",
-                   100.0 * ratio, ratio >= 0.6 ? "met" : "not met");
-        }
-        /* The backward before this layout was I then W over the whole stage, with the same
-         * kernels: the split columns time exactly that order. */
-        const double split = r->fwd.median + r->bwd_i.median + r->bwd_w.median;
-        printf("# %s, none: F + B %.3f ms, F + I + W (the previous B's order) %.3f ms: %+.1f%% "
-               "(goal: within 3%%)\n",
-               r->shape->name, r->total.median, split, 100.0 * (r->total.median / split - 1.0));
-        for (int k = 1; k < N_MODES; k++)
-            printf("# %s, recompute %s: total %+.1f%% against none, slot %.1f%% of none's\n",
-                   r->shape->name, stage_recompute_name(r[k].recompute),
-                   100.0 * (r[k].total.median / r->total.median - 1.0),
-                   100.0 * r[k].slot_bytes / r->slot_bytes);
-    }
-    for (int i = 0; i < n; i++) {
-        const result_t *r = &res[i];
-        const bench_shape_t *sh = r->shape;
-        printf("{\"bench\":\"stage\",\"device\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\","
-               "\"recompute\":\"%s\",\"hidden\":%d,\"heads\":%d,\"seq_len\":%d,"
-               "\"micro_batch_size\":%d,\"blocks\":%d,"
-               "\"iters\":%d,\"fwd_ms\":%.4f,\"fwd_ms_p10\":%.4f,\"fwd_ms_p90\":%.4f,"
-               "\"bwd_ms\":%.4f,\"bwd_ms_p10\":%.4f,\"bwd_ms_p90\":%.4f,\"bwd_input_ms\":%.4f,"
-               "\"bwd_weight_ms\":%.4f,\"total_ms\":%.4f,\"model_tflops\":%.2f,"
-               "\"gemm_tflops\":%.2f,\"ratio\":%.4f,\"slot_bytes\":%zu,\"state_bytes\":%zu,"
-               "\"wgrad_slot_bytes\":%zu,\"workspace_bytes\":%zu}\n",
-               prop.name, sh->name, pp_dtype_name(dt), stage_recompute_name(r->recompute),
-               sh->hidden, sh->heads, sh->seq_len, sh->batch, sh->blocks, iters, r->fwd.median,
-               r->fwd.p10, r->fwd.p90, r->bwd.median, r->bwd.p10, r->bwd.p90, r->bwd_i.median,
-               r->bwd_w.median, r->total.median, r->tflops, r->gemm_tflops,
-               r->tflops / r->gemm_tflops, r->slot_bytes, r->state_bytes, r->wgrad_bytes,
-               r->work_bytes);
-    }
+    stage_report_table(res, n);
+    for (int i = 0; i < n; i += N_MODES)
+        stage_report_verdicts(&res[i]);
+    for (int i = 0; i < n; i++)
+        stage_report_json(prop.name, &o, &res[i]);
     return 0;
 }
