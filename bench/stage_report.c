@@ -54,17 +54,17 @@ static void table_row(const result_t *r, int l)
     if (l == 0)
         snprintf(mem, sizeof mem, " %8.2f %8.2f %8.1f", r->slot_bytes / blocks / 1048576.0,
                  r->wgrad_bytes / blocks / 1048576.0, r->work_bytes / 1048576.0);
-    printf("%-10s %-9s %-6s %17s %17s %8.3f %8.3f %8.3f %8.1f %6.1f%s\n", r->shape->name,
+    printf("%-10s %-9s %-6s %20s %20s %8.3f %8.3f %8.3f %8.1f %6.1f%s\n", r->shape->name,
            stage_recompute_name(r->recompute), m->launch, f, b, m->bwd_i.median, m->bwd_w.median,
            m->total.median, m->tflops, 100.0 * m->tflops / r->gemm_tflops, mem);
 }
 
 void stage_report_table(const result_t *res, int n)
 {
-    printf("%-10s %-9s %-6s %17s %17s %8s %8s %8s %8s %6s %8s %8s %8s\n", "shape", "recompute",
+    printf("%-10s %-9s %-6s %20s %20s %8s %8s %8s %8s %6s %8s %8s %8s\n", "shape", "recompute",
            "launch", "fwd", "bwd", "bwd_I", "bwd_W", "total", "model", "ratio", "slot", "I->W",
            "work");
-    printf("%-10s %-9s %-6s %17s %17s %8s %8s %8s %8s %6s %8s %8s %8s\n", "", "", "",
+    printf("%-10s %-9s %-6s %20s %20s %8s %8s %8s %8s %6s %8s %8s %8s\n", "", "", "",
            "ms (p10..p90)", "ms (p10..p90)", "ms", "ms", "ms", "TFLOP/s", "%", "MiB/blk", "MiB/blk",
            "MiB");
     for (int i = 0; i < n; i++)
