@@ -9,9 +9,11 @@
  * res where the task has them), sums the rows of each thread in order, adds the thread row lanes in
  * order through shared memory and writes one partial per (quantity, chunk, column) to the scratch.
  * Launch 2 (colsum_finish_kernel): per output column, the chunks are added in a fixed order (chunk
- * lanes, then the lanes in order) and the total is added (+=) to the gradient. No atomics: the
- * result depends only on N, the widths and the scratch size, never on timing. Both launches enqueue
- * on the caller's stream; the scratch is free again when the second ends.
+ * lanes, then the lanes in order) and the total is added (+=) to the gradient; a task of partial
+ * sums (column sums made elsewhere, e.g. by the flash backward) has no launch-1 part: launch 2
+ * adds its rows as chunks. No atomics: the result depends only on N, the widths, the partial
+ * tasks' rows and the scratch size, never on timing. Both launches enqueue on the caller's
+ * stream; the scratch is free again when the second ends.
  */
 #include "kernel_util.cuh"
 
@@ -33,7 +35,7 @@ enum { Q_SUM = 0, Q_XHAT = 1, Q_RES = 2, N_Q = 3 };
 
 /* Everything launch 1 needs, passed by value (kernel parameter space). */
 typedef struct colsum_args {
-    pp_colsum_task_t task[PP_COLSUM_MAX_TASKS];
+    pp_colsum_task_t task[PP_COLSUM_MAX_TASKS]; /* the tensor tasks, in the caller's order */
     int n_tasks;
     int strip_end[PP_COLSUM_MAX_TASKS];      /* prefix sums of each task's strips (blockIdx.x) */
     long long off[PP_COLSUM_MAX_TASKS][N_Q]; /* float offset of a quantity's partials, or -1 */
@@ -45,10 +47,11 @@ typedef struct colsum_args {
 #define CF_MAX_OUT (PP_COLSUM_MAX_TASKS * N_Q)
 typedef struct colsum_finish_args {
     float *dst[CF_MAX_OUT];
-    const float *src[CF_MAX_OUT]; /* [chunks][n] */
+    const float *src[CF_MAX_OUT]; /* [chunks[o]][n] */
     int n[CF_MAX_OUT];
+    int chunks[CF_MAX_OUT];    /* a tensor task's chunks, or a partial task's n_partial */
     int block_end[CF_MAX_OUT]; /* prefix sums of each output's blocks */
-    int n_out, chunks;
+    int n_out;
 } colsum_finish_args_t;
 
 /* ---- launch 1: partial sums ------------------------------------------------------------------ */
@@ -145,11 +148,11 @@ __global__ void __launch_bounds__(CF_X *CF_Y) colsum_finish_kernel(const colsum_
     while (oi < a.n_out - 1 && (int)blockIdx.x >= a.block_end[oi])
         oi++;
     const int first = oi ? a.block_end[oi - 1] : 0;
-    const int n = a.n[oi], lane = threadIdx.x % CF_X, y = threadIdx.x / CF_X;
+    const int n = a.n[oi], chunks = a.chunks[oi], lane = threadIdx.x % CF_X, y = threadIdx.x / CF_X;
     const int col = ((int)blockIdx.x - first) * CF_X + lane;
     float s = 0.0f;
     if (col < n)
-        for (int k = y; k < a.chunks; k += CF_Y)
+        for (int k = y; k < chunks; k += CF_Y)
             s += a.src[oi][(size_t)k * n + col];
     sh[y][lane] = s;
     __syncthreads();
@@ -166,7 +169,18 @@ __global__ void __launch_bounds__(CF_X *CF_Y) colsum_finish_kernel(const colsum_
 static pp_status_t task_check(const pp_colsum_task_t *t, int i)
 {
     if (t->C <= 0) PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: task %d has C = %d", i, t->C);
-    if (!t->dy || !t->d_sum) PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: task %d lacks dy or d_sum", i);
+    if (!t->d_sum) PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: task %d lacks d_sum", i);
+    if (t->partial) {
+        if (t->dy || t->x || t->res || t->n_partial < 1)
+            PP_FAIL(PP_ERR_INTERNAL,
+                    "colsum_bwd: task %d of partial sums needs dy, x, res NULL and n_partial >= 1 "
+                    "(%d)",
+                    i, t->n_partial);
+        if (((uintptr_t)t->partial % sizeof(float)) != 0)
+            PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: task %d: partial not 4-byte aligned", i);
+        return PP_OK;
+    }
+    if (!t->dy) PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: task %d lacks dy (or partial)", i);
     if (t->x && (!t->mean || !t->rstd || !t->d_xhat))
         PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: task %d has x without mean, rstd or d_xhat", i);
     if (t->res && !t->d_res)
@@ -185,27 +199,41 @@ static int colsum_vec_ok(const pp_colsum_task_t *tasks, int n_tasks, int P)
     return 1;
 }
 
-/* Fills the partials' layout of `a` and the outputs of `f` for `chunks` chunks: output o, the
- * (task, quantity) pairs in order, owns [chunks][C] floats right after output o − 1. Returns the
- * floats of one chunk (all outputs' columns). */
-static size_t colsum_plan(colsum_args_t *a, colsum_finish_args_t *f, size_t chunks)
+/* Output f->n_out: dst[0..n) += the sum of the `chunks` rows of src ([chunks][n]). */
+static void colsum_out(colsum_finish_args_t *f, float *dst, const float *src, int n, int chunks)
+{
+    const int o = f->n_out++;
+    f->dst[o] = dst;
+    f->src[o] = src;
+    f->n[o] = n;
+    f->chunks[o] = chunks;
+    f->block_end[o] = (o ? f->block_end[o - 1] : 0) + (n + CF_X - 1) / CF_X;
+}
+
+/* Fills the partials' layout of `a` (its tensor tasks) and the outputs of `f` for `chunks` chunks,
+ * in the order of `tasks`: a tensor task's (task, quantity) pairs own [chunks][C] floats of the
+ * scratch each, right after the previous pair's; a partial task's output reads its own array.
+ * Returns the scratch floats of one chunk (all tensor outputs' columns). */
+static size_t colsum_plan(colsum_args_t *a, colsum_finish_args_t *f, const pp_colsum_task_t *tasks,
+                          int n_tasks, size_t chunks)
 {
     size_t at = 0;
     f->n_out = 0;
-    f->chunks = (int)chunks;
-    for (int i = 0; i < a->n_tasks; i++) {
-        const pp_colsum_task_t *t = &a->task[i];
+    for (int i = 0, ti = 0; i < n_tasks; i++) {
+        const pp_colsum_task_t *t = &tasks[i];
+        if (t->partial) {
+            colsum_out(f, t->d_sum, t->partial, t->C, t->n_partial);
+            continue;
+        }
+        if (ti == a->n_tasks) continue; /* a tensor task left out (N = 0) */
         float *dst[N_Q] = {t->d_sum, t->x ? t->d_xhat : NULL, t->res ? t->d_res : NULL};
         for (int q = 0; q < N_Q; q++) {
-            a->off[i][q] = dst[q] ? (long long)(at * chunks) : -1;
+            a->off[ti][q] = dst[q] ? (long long)(at * chunks) : -1;
             if (!dst[q]) continue;
-            const int o = f->n_out++;
-            f->dst[o] = dst[q];
-            f->src[o] = a->partial + at * chunks;
-            f->n[o] = t->C;
-            f->block_end[o] = (o ? f->block_end[o - 1] : 0) + (t->C + CF_X - 1) / CF_X;
+            colsum_out(f, dst[q], a->partial + at * chunks, t->C, (int)chunks);
             at += (size_t)t->C;
         }
+        ti++;
     }
     return at;
 }
@@ -244,38 +272,43 @@ pp_status_t colsum_bwd(const pp_colsum_task_t *tasks, int n_tasks, int N, void *
                 PP_COLSUM_MAX_TASKS, N);
     for (int i = 0; i < n_tasks; i++)
         PP_CHECK(task_check(&tasks[i], i));
-    if (N == 0) return PP_OK;
-    if (!scratch || ((uintptr_t)scratch % sizeof(float)) != 0)
-        PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: scratch NULL or not 4-byte aligned");
     colsum_args_t a;
     colsum_finish_args_t f;
     memset(&a, 0, sizeof a);
     memset(&f, 0, sizeof f);
-    memcpy(a.task, tasks, (size_t)n_tasks * sizeof *tasks);
-    a.n_tasks = n_tasks;
+    for (int i = 0; i < n_tasks && N > 0; i++) /* the tensor tasks; over no rows they add 0 */
+        if (!tasks[i].partial) a.task[a.n_tasks++] = tasks[i];
     a.N = N;
     a.partial = (float *)scratch;
-    const size_t per_chunk = colsum_plan(&a, &f, 1);
-    const size_t chunks = colsum_chunks(N, per_chunk, scratch_bytes, &a.rows_per_chunk);
-    if (chunks < 1)
-        PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: scratch of %zu bytes too small for %zu columns",
-                scratch_bytes, per_chunk);
-    colsum_plan(&a, &f, chunks);
-
-    const int P = 4;
-    const int vec = colsum_vec_ok(tasks, n_tasks, P), c = (int)chunks;
-    if (dtype == PP_DTYPE_BF16) {
-        if (vec)
-            colsum_launch<bf16, 4>(a, c, stream);
-        else
-            colsum_launch<bf16, 1>(a, c, stream);
-    } else {
-        if (vec)
-            colsum_launch<float, 4>(a, c, stream);
-        else
-            colsum_launch<float, 1>(a, c, stream);
+    size_t chunks = 1;
+    if (a.n_tasks > 0) {
+        if (!scratch || ((uintptr_t)scratch % sizeof(float)) != 0)
+            PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: scratch NULL or not 4-byte aligned");
+        const size_t per_chunk = colsum_plan(&a, &f, tasks, n_tasks, 1);
+        chunks = colsum_chunks(N, per_chunk, scratch_bytes, &a.rows_per_chunk);
+        if (chunks < 1)
+            PP_FAIL(PP_ERR_INTERNAL, "colsum_bwd: scratch of %zu bytes too small for %zu columns",
+                    scratch_bytes, per_chunk);
     }
-    PP_CUDA_LAUNCH_CHECK();
+    colsum_plan(&a, &f, tasks, n_tasks, chunks);
+    if (f.n_out == 0) return PP_OK;
+
+    if (a.n_tasks > 0) {
+        const int P = 4;
+        const int vec = colsum_vec_ok(a.task, a.n_tasks, P), c = (int)chunks;
+        if (dtype == PP_DTYPE_BF16) {
+            if (vec)
+                colsum_launch<bf16, 4>(a, c, stream);
+            else
+                colsum_launch<bf16, 1>(a, c, stream);
+        } else {
+            if (vec)
+                colsum_launch<float, 4>(a, c, stream);
+            else
+                colsum_launch<float, 1>(a, c, stream);
+        }
+        PP_CUDA_LAUNCH_CHECK();
+    }
     colsum_finish_kernel<<<f.block_end[f.n_out - 1], CF_X * CF_Y, 0, stream>>>(f);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;

@@ -20,7 +20,8 @@
  * base 2 (running max m, running sum l, both fp32), O = α·O + P·V with P rounded to bf16. At the
  * end O /= l and LSE = (m + log2 l)·ln 2 (natural log, fp32 [B,H,T]) is saved for the backward.
  * Backward, three kernels, no atomics (bitwise deterministic):
- *   flash_bwd_dot_kernel   Dr[row] = Σ_i dO·O (fp32, in the caller's scratch);
+ *   flash_bwd_dot_kernel   Dr[row] = Σ_i dO·O (fp32, in the caller's scratch; at d = 64 the wide
+ *                          dQ kernel computes it instead, with the same bits, and runs first);
  *   flash_bwd_dkdv_kernel  per key block, over query blocks qb ≥ kb: Pᵀ = exp(scale·Sᵀ − LSE)
  *                          recomputed, dPᵀ = V·dOᵀ, dSᵀ = scale·Pᵀ∘(dPᵀ − Dr), dV += Pᵀ·dO,
  *                          dK += dSᵀ·Q;
@@ -155,15 +156,9 @@ __global__ void flash_bwd_dot_kernel(float *dr, const bf16 *dout, const bf16 *o,
     if (row < rows) {
         const size_t at =
             fa_head_offset((int)(row / T), H, T, ld_o, D) + (size_t)(row % T) * ld_o + part * 8;
-        const pack128<bf16> a = load128(dout + at);
-        const pack128<bf16> b = load128(o + at);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            acc += to_f32(a.v[j]) * to_f32(b.v[j]);
+        acc = fa_dot8(load128(dout + at), load128(o + at));
     }
-#pragma unroll
-    for (int off = LPR / 2; off > 0; off >>= 1)
-        acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    acc = fa_lanes_sum<LPR>(acc);
     if (row < rows && part == 0) dr[row] = acc;
 }
 
@@ -404,7 +399,8 @@ static pp_status_t fa_fwd_t(void *o, int ld_o, float *lse, const void *q, const 
 template <int D>
 static pp_status_t fa_bwd_t(void *dq, void *dk, void *dv, int ld_d, const void *dout, const void *q,
                             const void *k, const void *v, int ld_qkv, const void *o, int ld_o,
-                            const float *lse, float *dr, int BH, int H, int T, cudaStream_t stream)
+                            const float *lse, float *dr, float *cs, int BH, int H, int T,
+                            cudaStream_t stream)
 {
     const float scale = 1.0f / sqrtf((float)D), scale_log2 = FA_LOG2E * scale;
     const unsigned grid = (unsigned)(BH * (T / FA_TILE));
@@ -412,18 +408,19 @@ static pp_status_t fa_bwd_t(void *dq, void *dk, void *dv, int ld_d, const void *
     const int dot_threads = 256;
     const size_t dot_blocks = (rows * (D / 8) + dot_threads - 1) / dot_threads;
 
+    if (D == 64 && flash_wide_enabled()) { /* dQ writes dr, which dK/dV reads: dQ first */
+        const int C = H * D; /* the column sums: dq's, dk's, dv's side by side, as d_qkv */
+        PP_CHECK(flash_wide_bwd_dq((bf16 *)dq, ld_d, (const bf16 *)q, (const bf16 *)k,
+                                   (const bf16 *)v, ld_qkv, (const bf16 *)dout, (const bf16 *)o,
+                                   ld_o, lse, dr, cs, 3 * C, BH, H, T, stream));
+        return flash_wide_bwd_dkdv((bf16 *)dk, (bf16 *)dv, ld_d, (const bf16 *)q, (const bf16 *)k,
+                                   (const bf16 *)v, ld_qkv, (const bf16 *)dout, ld_o, lse, dr,
+                                   cs ? cs + C : NULL, cs ? cs + 2 * C : NULL, 3 * C, BH, H, T,
+                                   stream);
+    }
     flash_bwd_dot_kernel<D><<<(unsigned)dot_blocks, dot_threads, 0, stream>>>(
         dr, (const bf16 *)dout, (const bf16 *)o, ld_o, H, T, rows);
     PP_CUDA_LAUNCH_CHECK();
-
-    if (D == 64 && flash_wide_enabled()) {
-        PP_CHECK(flash_wide_bwd_dkdv((bf16 *)dk, (bf16 *)dv, ld_d, (const bf16 *)q, (const bf16 *)k,
-                                     (const bf16 *)v, ld_qkv, (const bf16 *)dout, ld_o, lse, dr, BH,
-                                     H, T, stream));
-        return flash_wide_bwd_dq((bf16 *)dq, ld_d, (const bf16 *)q, (const bf16 *)k,
-                                 (const bf16 *)v, ld_qkv, (const bf16 *)dout, ld_o, lse, dr, BH, H,
-                                 T, stream);
-    }
     PP_CHECK(fa_smem_allow(flash_bwd_dkdv_kernel<D>, fa_smem<D>::dkdv));
     flash_bwd_dkdv_kernel<D><<<grid, FA_THREADS, fa_smem<D>::dkdv, stream>>>(
         (bf16 *)dk, (bf16 *)dv, ld_d, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_qkv,
@@ -457,10 +454,34 @@ pp_status_t attention_flash_fwd(void *o, int ld_o, float *lse, const void *q, co
     return fa_fwd_t<128>(o, ld_o, lse, q, k, v, ld_qkv, B * H, H, T, stream);
 }
 
+int attention_flash_bwd_colsum_ok(int d)
+{
+    return d == 64 && flash_wide_enabled();
+}
+
+/* A colsum needs the kernels that write it and dq, dk, dv side by side in one [B·T, 3·H·d]. */
+static pp_status_t fa_check_colsum(const char *what, const void *dq, const void *dk, const void *dv,
+                                   int ld_d, const float *colsum, int H, int d)
+{
+    if (!colsum) return PP_OK;
+    const size_t C = (size_t)H * d * sizeof(bf16);
+    if (!attention_flash_bwd_colsum_ok(d))
+        PP_FAIL(PP_ERR_INTERNAL, "%s: no column sums at d = %d%s", what, d,
+                d == 64 ? " with PPSCHED_FLASH_TILE=64" : "");
+    if ((const char *)dk != (const char *)dq + C || (const char *)dv != (const char *)dk + C ||
+        ld_d != 3 * H * d)
+        PP_FAIL(PP_ERR_INTERNAL, "%s: column sums need dq, dk, dv side by side (ld_d = 3·H·d)",
+                what);
+    if (((uintptr_t)colsum & 3u) != 0)
+        PP_FAIL(PP_ERR_INTERNAL, "%s: colsum must be 4-byte aligned", what);
+    return PP_OK;
+}
+
 pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, int ld_d, const void *dout,
                                 const void *q, const void *k, const void *v, int ld_qkv,
-                                const void *o, int ld_o, const float *lse, void *scratch, int B,
-                                int H, int T, int d, pp_dtype_t dtype, cudaStream_t stream)
+                                const void *o, int ld_o, const float *lse, void *scratch,
+                                float *colsum, int B, int H, int T, int d, pp_dtype_t dtype,
+                                cudaStream_t stream)
 {
     static const char *what = "attention_flash_bwd";
     PP_CHECK(fa_check(what, B, H, T, d, dtype));
@@ -476,9 +497,10 @@ pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, int ld_d, const vo
                 what);
     if (((uintptr_t)scratch & 3u) != 0)
         PP_FAIL(PP_ERR_INTERNAL, "%s: scratch must be 4-byte aligned", what);
+    PP_CHECK(fa_check_colsum(what, dq, dk, dv, ld_d, colsum, H, d));
     if (d == 64)
         return fa_bwd_t<64>(dq, dk, dv, ld_d, dout, q, k, v, ld_qkv, o, ld_o, lse, (float *)scratch,
-                            B * H, H, T, stream);
+                            colsum, B * H, H, T, stream);
     return fa_bwd_t<128>(dq, dk, dv, ld_d, dout, q, k, v, ld_qkv, o, ld_o, lse, (float *)scratch,
-                         B * H, H, T, stream);
+                         NULL, B * H, H, T, stream);
 }

@@ -119,6 +119,28 @@ __device__ __forceinline__ void fa_load_rows_async(float *rows_s, const float *l
     }
 }
 
+/* Σ_j a[j]·b[j] over one 8-element pack, added in j order from 0: a lane's share of a row's
+ * dO·O (Dr). flash_bwd_dot_kernel and flash_wide_bwd_dq_kernel both take it, with fa_lanes_sum,
+ * so that Dr has the same bits on both paths. */
+__device__ __forceinline__ float fa_dot8(const pack128<bf16> &a, const pack128<bf16> &b)
+{
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        acc += to_f32(a.v[j]) * to_f32(b.v[j]);
+    return acc;
+}
+
+/* The sum of x over LPR consecutive lanes of a warp (a power of two ≤ 32), by xor shuffles
+ * LPR/2, ..., 1; every one of the lanes gets the same bits. */
+template <int LPR> __device__ __forceinline__ float fa_lanes_sum(float x)
+{
+#pragma unroll
+    for (int off = LPR / 2; off > 0; off >>= 1)
+        x += __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+}
+
 __device__ __forceinline__ void fa_ldsm4(unsigned r[4], const bf16 *p)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -252,14 +274,19 @@ int flash_wide_enabled(void);
  * done by the caller (BH = B·H). */
 pp_status_t flash_wide_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k,
                            const bf16 *v, int ld_qkv, int BH, int H, int T, cudaStream_t stream);
-/* dQ at d = 64 with 128-row query blocks: attention_flash_bwd's dq from dr (flash_bwd_dot). */
+/* dQ at d = 64 with 128-row query blocks: attention_flash_bwd's dq, and dr (= Σ dout·o per row,
+ * flash_bwd_dot_kernel's bits) written for flash_wide_bwd_dkdv, enqueued after it. cs: NULL, or
+ * the column sums of dq as stored, row block b·⌈T/128⌉ + i at cs + (b·⌈T/128⌉ + i)·ld_cs, head
+ * h's columns from h·64 (attention_flash_bwd's colsum, its q part). */
 pp_status_t flash_wide_bwd_dq(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
-                              int ld_qkv, const bf16 *dout, int ld_o, const float *lse,
-                              const float *dr, int BH, int H, int T, cudaStream_t stream);
-/* dK, dV at d = 64 with 128-row key blocks: attention_flash_bwd's dk, dv from dr. */
+                              int ld_qkv, const bf16 *dout, const bf16 *o, int ld_o,
+                              const float *lse, float *dr, float *cs, int ld_cs, int BH, int H,
+                              int T, cudaStream_t stream);
+/* dK, dV at d = 64 with 128-row key blocks: attention_flash_bwd's dk, dv from dr; cs_k, cs_v
+ * (both NULL or both set) their column sums as flash_wide_bwd_dq's cs. */
 pp_status_t flash_wide_bwd_dkdv(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
                                 const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o,
-                                const float *lse, const float *dr, int BH, int H, int T,
-                                cudaStream_t stream);
+                                const float *lse, const float *dr, float *cs_k, float *cs_v,
+                                int ld_cs, int BH, int H, int T, cudaStream_t stream);
 
 #endif /* PP_FLASH_UTIL_CUH */

@@ -4,7 +4,10 @@
  * from the streamed tiles feeds twice the mma.sync of the 64-row kernels (less shared-memory
  * traffic per FLOP, which bounds those kernels). Same products in the same order per element, same
  * fragment layouts (flash_attention.cu's header), same online softmax and outputs (O, lse, dQ, dK,
- * dV); the row dot Dr stays there.
+ * dV). The dQ kernel also computes the row dot Dr (flash_bwd_dot_kernel's sum, the same bits) for
+ * its rows and runs first: the dK/dV kernel reads Dr of every query block. Given a buffer, the dQ
+ * and dK/dV kernels also write each CTA's column sums of the gradients they store (the QKV bias
+ * gradient's partial sums, one fp32 per block and column, one thread each, a fixed order).
  *
  * Tiles: 128 rows a CTA of 4 warps, warp w the rows 32w..32w + 31 (tile m = 0, 1: rows
  * 32w + 16m..), the other side in steps of 64 through two cp.async buffers (one __syncthreads a
@@ -23,6 +26,7 @@
 #define FW_D    64                     /* the head size these kernels take */
 #define FW_ROWS (2 * FA_TILE)          /* rows a CTA (queries; keys for dK/dV): 32 a warp */
 #define FW_TILE (FA_TILE * (FW_D + 8)) /* elements of a 64-row shared tile */
+static_assert(FW_ROWS == PP_FLASH_WIDE_ROWS, "kernel_sizes.h sizes the column sums by it");
 
 /* s[m][j] += Q·Kᵀ for the warp's tiles m (A operands qa[m]) and the 8 key tiles j of a shared
  * [64, 64] tile X (keys as rows): each ldmatrix.x4 of X feeds four mma. */
@@ -215,6 +219,62 @@ __global__ void __launch_bounds__(FA_THREADS)
                            acc[m], inv[m][0], inv[m][1], lane);
 }
 
+/* ---- column sums of the stored gradients ----------------------------------------------------- */
+
+/* x as stored: rounded to bf16 (fa_store_acc's rounding), back in fp32. */
+__device__ __forceinline__ float fw_stored(float x)
+{
+    return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+/* The sums over the warp's 32 rows of its accumulators acc[m][n] (lane (g, t4): rows g, g + 8 of
+ * tile m, columns 8n + 2t4, + 1) as stored, into red[0..63]: a lane adds its four rows of a column
+ * in the order (m, h), then the 8 row groups g are added by xor shuffles 4, 8, 16 (every lane gets
+ * the same bits); lanes g = 0 write. */
+__device__ __forceinline__ void fw_colsum_warp(float *red, const float (&acc)[2][FW_D / 8][4],
+                                               int lane)
+{
+#pragma unroll
+    for (int n = 0; n < FW_D / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float s = fw_stored(acc[0][n][e]);
+            s += fw_stored(acc[0][n][e + 2]);
+            s += fw_stored(acc[1][n][e]);
+            s += fw_stored(acc[1][n][e + 2]);
+            s += __shfl_xor_sync(0xffffffffu, s, 4);
+            s += __shfl_xor_sync(0xffffffffu, s, 8);
+            s += __shfl_xor_sync(0xffffffffu, s, 16);
+            if (lane < 4) red[8 * n + 2 * lane + e] = s;
+        }
+}
+
+/* The CTA's column sums of one gradient as stored (warp w's rows from acc; a warp without rows,
+ * `has_rows` 0, adds zeros) into cs[0..63], one thread a column: the warps' sums
+ * (fw_colsum_warp) added in warp order through red (4 × 64 floats of shared memory that no warp
+ * reads after the loop). Every thread of the CTA calls it: two barriers. */
+__device__ __forceinline__ void fw_colsum_cta(float *cs, float *red,
+                                              const float (&acc)[2][FW_D / 8][4], bool has_rows,
+                                              int warp, int lane)
+{
+    static_assert(FA_WARPS == 4 && FW_D <= FA_THREADS, "a column a thread, four warps");
+    __syncthreads(); /* every warp is past its last read of red (and of the previous sums) */
+    if (has_rows)
+        fw_colsum_warp(red + FW_D * warp, acc, lane);
+    else
+        for (int c = lane; c < FW_D; c += 32)
+            red[FW_D * warp + c] = 0.0f;
+    __syncthreads();
+    const int c = (int)threadIdx.x;
+    if (c < FW_D) {
+        float s = red[c];
+        s += red[FW_D + c];
+        s += red[2 * FW_D + c];
+        s += red[3 * FW_D + c];
+        cs[c] = s;
+    }
+}
+
 /* ---- dQ -------------------------------------------------------------------------------------- */
 
 /* dQ's products address shared memory by 32-bit byte addresses: a lane's offset within a tile,
@@ -325,18 +385,36 @@ __device__ __forceinline__ void fw_mma_ax(float (&acc)[2][FW_D / 8][4],
         }
 }
 
+/* Dr = Σ_i dO·O of the warp's 32 rows (from row w32 of the shared 128-row tiles dOs, Os) into
+ * dr_s[row] and dr[row] (row in the block): flash_bwd_dot_kernel's sum, 8 lanes a row (a 16-byte
+ * pack each, fa_dot8) added by fa_lanes_sum<8>, so the same bits. */
+__device__ __forceinline__ void fw_row_dots(float *dr, float *dr_s, const bf16 *dOs, const bf16 *Os,
+                                            int w32, int lane)
+{
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int r = w32 + 4 * i + lane / 8, at = r * (FW_D + 8) + (lane % 8) * 8;
+        const float x = fa_lanes_sum<8>(fa_dot8(load128(dOs + at), load128(Os + at)));
+        if (lane % 8 == 0) dr_s[r] = dr[r] = x;
+    }
+}
+
 /* dQ of one 128-row query block (flash_bwd_dq_kernel's products with two tiles a warp). Each
  * 64-key block goes in two sub-steps of 32 keys: S for the warp's 32 queries, P from it, dP =
  * dO·Vᵀ, dS = scale·P∘(dP − Dr) packed to bf16, then dQ += dS·K, each K and V fragment feeding both
  * tiles. The sub-step loop stays rolled: S, dP and dQ of 32 rows × 64 keys at once exceed the
  * registers, and unrolled the compiler overlaps the sub-steps into the same excess. Q and dO are
- * read from shared memory at each use, with the rows' lse, dr; K and V stream through two
- * buffers. Same grid order and causal steps as flash_wide_fwd_kernel; each dQ element sums its
- * keys in the 64-row kernel's order. */
+ * read from shared memory at each use, with the rows' lse; K and V stream through two buffers.
+ * Before the first step the block's O lands in buffer 1 and the rows' Dr = Σ dO·O are computed
+ * from it (fw_row_dots) and written to `dr` for the dK/dV kernel, which runs after this one.
+ * Same grid order and causal steps as flash_wide_fwd_kernel; each dQ element sums its keys in the
+ * 64-row kernel's order. With cs, the block's column sums of dQ as stored follow the stores
+ * (fw_colsum_cta, in the idle K, V buffers). */
 __global__ void __launch_bounds__(FA_THREADS)
     flash_wide_bwd_dq_kernel(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
-                             int ld_qkv, const bf16 *dout, int ld_o, const float *lse,
-                             const float *dr, int BH, int H, int T, float scale, float scale_log2)
+                             int ld_qkv, const bf16 *dout, const bf16 *o, int ld_o,
+                             const float *lse, float *dr, int BH, int H, int T, float scale,
+                             float scale_log2, float *cs, int ld_cs)
 {
     extern __shared__ __align__(128) unsigned char fa_smem_raw[];
     bf16 *Qs = (bf16 *)fa_smem_raw, *dOs = Qs + 2 * FW_TILE; /* 128 rows each */
@@ -352,20 +430,22 @@ __global__ void __launch_bounds__(FA_THREADS)
     const int kb_last = min(2 * qb + 1, T / FA_TILE - 1);
     const int kb_warp = q0 + w32 < T ? 2 * qb + (warp >> 1) : -1;
 
+    const size_t o0 = fa_head_offset(bh, H, T, ld_o, FW_D) + (size_t)q0 * ld_o;
     fw_load_rows128(Qs, q + in0 + (size_t)q0 * ld_qkv, ld_qkv, q0, T);
-    fw_load_rows128(dOs, dout + fa_head_offset(bh, H, T, ld_o, FW_D) + (size_t)q0 * ld_o, ld_o, q0,
-                    T);
-    static_assert(FW_ROWS == FA_THREADS, "one row's lse and dr a thread");
-    if (q0 + (int)threadIdx.x < T) {
-        const size_t row = (size_t)bh * T + q0 + threadIdx.x;
-        fa_cp4(rows_s + threadIdx.x, lse + row);
-        fa_cp4(rows_s + FW_ROWS + threadIdx.x, dr + row);
-    }
+    fw_load_rows128(dOs, dout + o0, ld_o, q0, T);
+    fw_load_rows128(Kb + 2 * FW_TILE, o + o0, ld_o, q0, T); /* O in buffer 1, free until step 0 */
+    static_assert(FW_ROWS == FA_THREADS, "one row's lse a thread");
+    if (q0 + (int)threadIdx.x < T)
+        fa_cp4(rows_s + threadIdx.x, lse + (size_t)bh * T + q0 + threadIdx.x);
     /* this thread's share of each K, V copy: row tid / 8 (+ 16i), 16 bytes at column (tid % 8)·8 */
     const size_t kv_src = in0 + (size_t)(threadIdx.x / 8) * ld_qkv + (threadIdx.x % 8) * 8;
     const unsigned kv_dst =
         fa_smem_addr(Kb) + (threadIdx.x / 8) * FW_ROW_BYTES + (threadIdx.x % 8) * 16;
     fw_issue_pair(kv_dst, k + kv_src, ld_qkv, v + kv_src, ld_qkv, 0, 0);
+    fa_cp_wait_all();
+    __syncthreads();
+    if (kb_warp >= 0)
+        fw_row_dots(dr + (size_t)bh * T + q0, rows_s + FW_ROWS, dOs, Kb + 2 * FW_TILE, w32, lane);
 
     float acc[2][FW_D / 8][4];
 #pragma unroll
@@ -447,15 +527,19 @@ __global__ void __launch_bounds__(FA_THREADS)
             fw_mma_ax<NJ / 2>(acc, ds, kx + off_t); /* dQ += dS·K */
         }
     }
-    if (kb_warp < 0) return; /* no barrier follows */
-
-    /* Stage dQ in the warp's own rows of Qs (every read of them was by this warp). */
-    __syncwarp();
-    bf16 *out = dq + fa_head_offset(bh, H, T, ld_d, FW_D) + (size_t)(q0 + w32) * ld_d;
+    if (kb_warp >= 0) {
+        /* Stage dQ in the warp's own rows of Qs (every read of them was by this warp). */
+        __syncwarp();
+        bf16 *out = dq + fa_head_offset(bh, H, T, ld_d, FW_D) + (size_t)(q0 + w32) * ld_d;
 #pragma unroll
-    for (int m = 0; m < 2; m++)
-        fa_store_acc<FW_D>(out + (size_t)16 * m * ld_d, ld_d, Qs + (w32 + 16 * m) * (FW_D + 8),
-                           acc[m], 1.0f, 1.0f, lane);
+        for (int m = 0; m < 2; m++)
+            fa_store_acc<FW_D>(out + (size_t)16 * m * ld_d, ld_d, Qs + (w32 + 16 * m) * (FW_D + 8),
+                               acc[m], 1.0f, 1.0f, lane);
+    }
+    if (!cs) return; /* uniform: no barrier follows */
+    /* Row block b·nq + qb of the column sums, the head's columns; the K, V buffers hold them. */
+    cs += ((size_t)(bh / H) * nq + qb) * ld_cs + (size_t)(bh % H) * FW_D;
+    fw_colsum_cta(cs, (float *)Kb, acc, kb_warp >= 0, warp, lane);
 }
 
 /* ---- dK, dV ---------------------------------------------------------------------------------- */
@@ -468,12 +552,14 @@ __global__ void __launch_bounds__(FA_THREADS)
  * dPᵀ = V·dOᵀ, Pᵀ and dSᵀ from them, then dV += Pᵀ·dO and dK += dSᵀ·Q, each Q and dO fragment
  * feeding both tiles. K and V are read from shared memory at each use. Grid: BH · ⌈T/128⌉ CTAs,
  * the first key blocks (the most work) first; each element sums its queries in the 64-row
- * kernel's order. */
+ * kernel's order. With cs_k, cs_v, the block's column sums of dK and dV as stored follow the
+ * stores (fw_colsum_cta, in the idle Q, dO buffers). The column sums' parameters come last:
+ * placed before BH, they moved the parameters the loop reads and ptxas spilled 8 bytes. */
 __global__ void __launch_bounds__(FA_THREADS)
     flash_wide_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
                                const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o,
                                const float *lse, const float *dr, int BH, int H, int T, float scale,
-                               float scale_log2)
+                               float scale_log2, float *cs_k, float *cs_v, int ld_cs)
 {
     extern __shared__ __align__(128) unsigned char fa_smem_raw[];
     bf16 *Ks = (bf16 *)fa_smem_raw, *Vs = Ks + 2 * FW_TILE; /* 128 rows each */
@@ -601,23 +687,31 @@ __global__ void __launch_bounds__(FA_THREADS)
             fw_mma_ax<NJ / 2>(acc_dk, dst, qx + off_t); /* dK += dSᵀ·Q */
         }
     }
-    if (it_warp >= nit) return; /* no keys; no barrier follows */
-
-    /* Stage dK, dV in the warp's own rows of Ks, Vs (every read of them was by this warp). The
-     * block's place is worked out again from the CTA index, read afresh: kept from the start,
-     * it was the one value the registers could not hold through the loop. */
-    __syncwarp();
+    /* The block's place is worked out again from the CTA index, read afresh: kept from the
+     * start, it was the one value the registers could not hold through the loop. */
     unsigned cta;
     asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cta));
-    const size_t out = fa_head_offset((int)(cta % BH), H, T, ld_d, FW_D) +
-                       ((size_t)(cta / BH) * FW_ROWS + w32) * ld_d;
+    const bool has_keys = it_warp < nit;
+    if (has_keys) {
+        /* Stage dK, dV in the warp's own rows of Ks, Vs (every read of them was by this warp). */
+        __syncwarp();
+        const size_t out = fa_head_offset((int)(cta % BH), H, T, ld_d, FW_D) +
+                           ((size_t)(cta / BH) * FW_ROWS + w32) * ld_d;
 #pragma unroll
-    for (int m = 0; m < 2; m++) {
-        fa_store_acc<FW_D>(dk + out + (size_t)16 * m * ld_d, ld_d, Ks + (w32 + 16 * m) * (FW_D + 8),
-                           acc_dk[m], 1.0f, 1.0f, lane);
-        fa_store_acc<FW_D>(dv + out + (size_t)16 * m * ld_d, ld_d, Vs + (w32 + 16 * m) * (FW_D + 8),
-                           acc_dv[m], 1.0f, 1.0f, lane);
+        for (int m = 0; m < 2; m++) {
+            fa_store_acc<FW_D>(dk + out + (size_t)16 * m * ld_d, ld_d,
+                               Ks + (w32 + 16 * m) * (FW_D + 8), acc_dk[m], 1.0f, 1.0f, lane);
+            fa_store_acc<FW_D>(dv + out + (size_t)16 * m * ld_d, ld_d,
+                               Vs + (w32 + 16 * m) * (FW_D + 8), acc_dv[m], 1.0f, 1.0f, lane);
+        }
     }
+    if (!cs_k) return; /* uniform: no barrier follows */
+    /* Row block b·nq + kb of the column sums, the head's columns; the Q, dO buffers hold them. */
+    const size_t at =
+        ((size_t)((int)(cta % BH) / H) * ((T + FW_ROWS - 1) / FW_ROWS) + cta / BH) * ld_cs +
+        (size_t)((int)(cta % BH) % H) * FW_D;
+    fw_colsum_cta(cs_k + at, (float *)Qb, acc_dk, has_keys, warp, lane);
+    fw_colsum_cta(cs_v + at, (float *)Qb, acc_dv, has_keys, warp, lane);
 }
 
 /* ---- launchers ------------------------------------------------------------------------------- */
@@ -642,30 +736,32 @@ pp_status_t flash_wide_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const b
 }
 
 pp_status_t flash_wide_bwd_dq(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
-                              int ld_qkv, const bf16 *dout, int ld_o, const float *lse,
-                              const float *dr, int BH, int H, int T, cudaStream_t stream)
+                              int ld_qkv, const bf16 *dout, const bf16 *o, int ld_o,
+                              const float *lse, float *dr, float *cs, int ld_cs, int BH, int H,
+                              int T, cudaStream_t stream)
 {
     const size_t smem = fa_smem<FW_D>::dq_wide;
     const float scale = 1.0f / sqrtf((float)FW_D), scale_log2 = FA_LOG2E * scale;
     const unsigned grid = (unsigned)(BH * ((T + FW_ROWS - 1) / FW_ROWS));
     PP_CHECK(fa_smem_allow(flash_wide_bwd_dq_kernel, smem));
     flash_wide_bwd_dq_kernel<<<grid, FA_THREADS, smem, stream>>>(
-        dq, ld_d, q, k, v, ld_qkv, dout, ld_o, lse, dr, BH, H, T, scale, scale_log2);
+        dq, ld_d, q, k, v, ld_qkv, dout, o, ld_o, lse, dr, BH, H, T, scale, scale_log2, cs, ld_cs);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }
 
 pp_status_t flash_wide_bwd_dkdv(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
                                 const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o,
-                                const float *lse, const float *dr, int BH, int H, int T,
-                                cudaStream_t stream)
+                                const float *lse, const float *dr, float *cs_k, float *cs_v,
+                                int ld_cs, int BH, int H, int T, cudaStream_t stream)
 {
     const size_t smem = fa_smem<FW_D>::dq_wide; /* the same tiles: K, V; Q, dO and rows twice */
     const float scale = 1.0f / sqrtf((float)FW_D), scale_log2 = FA_LOG2E * scale;
     const unsigned grid = (unsigned)(BH * ((T + FW_ROWS - 1) / FW_ROWS));
     PP_CHECK(fa_smem_allow(flash_wide_bwd_dkdv_kernel, smem));
     flash_wide_bwd_dkdv_kernel<<<grid, FA_THREADS, smem, stream>>>(
-        dk, dv, ld_d, q, k, v, ld_qkv, dout, ld_o, lse, dr, BH, H, T, scale, scale_log2);
+        dk, dv, ld_d, q, k, v, ld_qkv, dout, ld_o, lse, dr, BH, H, T, scale, scale_log2, cs_k, cs_v,
+        ld_cs);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;
 }

@@ -82,4 +82,25 @@ static inline size_t attention_flash_bwd_scratch_bytes(int B, int H, int T)
     return (size_t)B * H * T * sizeof(float);
 }
 
+/* Rows of a sequence in one block of the d = 64 flash kernels (flash_wide.cu): the row blocks of
+ * attention_flash_bwd's column sums. */
+#define PP_FLASH_WIDE_ROWS 128
+
+/* attention_flash_bwd's column sums of dq, dk, dv (its `colsum`): B·⌈T/128⌉ row blocks (_rows) of
+ * 3·H·d floats where the kernels can write them (d = 64), 0 bytes otherwise. Whether a call writes
+ * them also depends on PPSCHED_FLASH_TILE (attention_flash_bwd_colsum_ok); the size does not, so
+ * memory plans never depend on the environment. */
+static inline int attention_flash_bwd_colsum_rows(int B, int T)
+{
+    if (B <= 0 || T <= 0) return 0;
+    return B * ((T + PP_FLASH_WIDE_ROWS - 1) / PP_FLASH_WIDE_ROWS);
+}
+
+static inline size_t attention_flash_bwd_colsum_bytes(int B, int H, int T, int d)
+{
+    if (H <= 0 || d != 64) return 0;
+    return (size_t)attention_flash_bwd_colsum_rows(B, T) * 3 * (size_t)H * (size_t)d *
+           sizeof(float);
+}
+
 #endif /* PP_KERNEL_SIZES_H */

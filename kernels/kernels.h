@@ -112,16 +112,22 @@ pp_status_t matmul_bwd_weight(float *dweight, float *dbias, const void *dout, co
  * joins the residual stream there are {dy = the gradient at the LN output, d_sum = db, x = the LN
  * input, mean, rstd = its statistics, d_xhat = dw, res = that output gradient, d_res = its
  * dbias}: the same sums as matmul_bwd_weight's dbias and layernorm_bwd_weight. The gradients are
- * fp32; dy, x and res are stored as the call's dtype. */
+ * fp32; dy, x and res are stored as the call's dtype.
+ * A task of partial sums instead has dy NULL and `partial` set: column sums made elsewhere, e.g.
+ * per row block by attention_flash_bwd (its colsum), fp32 [n_partial, C] (row stride C):
+ *   d_sum[c] += Σ_r partial[r, c]   (no x, no res)
+ * added by the second launch in the order of the chunks of a tensor task. */
 typedef struct pp_colsum_task {
     int C;
-    const void *dy;
+    const void *dy; /* NULL for a task of partial sums */
     float *d_sum;
     const void *x; /* NULL: no d_xhat */
     const float *mean, *rstd;
     float *d_xhat;
     const void *res; /* NULL: no d_res */
     float *d_res;
+    const float *partial; /* a task of partial sums: [n_partial, C] fp32; NULL otherwise */
+    int n_partial;
 } pp_colsum_task_t;
 
 #define PP_COLSUM_MAX_TASKS 4
@@ -129,9 +135,10 @@ typedef struct pp_colsum_task {
 /* The sums of 1..PP_COLSUM_MAX_TASKS tasks over the same N rows, in two launches whatever the
  * count: partial sums per chunk of rows into `scratch` (scratch_bytes, 4-byte aligned; any device
  * memory free until the second launch ends, e.g. the GEMM workspace between GEMMs), then the
- * chunks added in a fixed order and += to the gradients. Deterministic (no atomics; the order
- * depends on N, the widths and scratch_bytes only). PP_ERR_INTERNAL when the scratch cannot hold
- * one chunk's partials (4 bytes per output column). */
+ * chunks added in a fixed order and += to the gradients. Tasks of partial sums skip the first
+ * launch: the second adds their rows as it adds chunks. Deterministic (no atomics; the order
+ * depends on N, the widths, n_partial and scratch_bytes only). PP_ERR_INTERNAL when the scratch
+ * cannot hold one chunk's partials (4 bytes per output column of the tensor tasks). */
 pp_status_t colsum_bwd(const pp_colsum_task_t *tasks, int n_tasks, int N, void *scratch,
                        size_t scratch_bytes, pp_dtype_t dtype, cudaStream_t stream);
 
@@ -257,11 +264,23 @@ pp_status_t attention_flash_fwd(void *o, int ld_o, float *lse, const void *q, co
  * ld_o, like o), the forward's inputs, its output o and lse. P is recomputed from q, k and lse;
  * dS = scale · P ∘ (dP − rowsum(dout∘o)). `scratch` is attention_flash_bwd_scratch_bytes(B, H, T)
  * bytes of device memory (4-byte aligned). Deterministic: dk, dv per key block and dq per query
- * block, each written by one thread. The outputs must not overlap each other or an input. */
+ * block, each written by one thread. The outputs must not overlap each other or an input.
+ *
+ * colsum: NULL, or (only where attention_flash_bwd_colsum_ok(d), and with dq, dk, dv side by
+ * side in one [B·T, 3C] matrix G, C = H·d: dk = dq + C, dv = dk + C elements, ld_d = 3C) the
+ * column sums of G as stored, per block of 128 rows of a sequence: colsum[(b·⌈T/128⌉ + i)·3C + j]
+ * (fp32, = Σ over t in 128i..min(128i + 127, T − 1) of G[b·T + t, j] in bf16, added in a fixed
+ * order; attention_flash_bwd_colsum_bytes(B, H, T, d) bytes, 4-byte aligned), each element
+ * written by one thread, all of them by the call. The sum over i of a column is the bias gradient
+ * of the QKV matmul (colsum_bwd's partial task). PP_ERR_INTERNAL where the call cannot. */
 pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, int ld_d, const void *dout,
                                 const void *q, const void *k, const void *v, int ld_qkv,
-                                const void *o, int ld_o, const float *lse, void *scratch, int B,
-                                int H, int T, int d, pp_dtype_t dtype, cudaStream_t stream);
+                                const void *o, int ld_o, const float *lse, void *scratch,
+                                float *colsum, int B, int H, int T, int d, pp_dtype_t dtype,
+                                cudaStream_t stream);
+/* 1 when attention_flash_bwd at head size d takes a colsum: d = 64 on the 128-row kernels (not
+ * under PPSCHED_FLASH_TILE=64, read now). */
+int attention_flash_bwd_colsum_ok(int d);
 
 /* ---- cross-entropy (crossentropy.cu) --------------------------------------------------------- */
 

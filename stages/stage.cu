@@ -189,6 +189,8 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
     st->shape = stage_shape_of(cfg);
     st->fused_attention = stage_attention_fused(cfg);
     st->fused_wgrad = stage_wgrad_fused();
+    st->qkv_sums = st->fused_attention && st->fused_wgrad && cfg->n_layers > 0 &&
+                   attention_flash_bwd_colsum_ok(cfg->hidden / cfg->heads);
     st->n_slots = cfg->n_slots;
     st->n_wgrad = cfg->n_wgrad_slots;
     st->wgrad_bytes = stage_layout_wgrad(cfg, st->fused_attention, NULL, NULL);

@@ -28,8 +28,11 @@ struct pp_stage {
     /* the attention path, fixed at init (stage_attention_fused) */
     int fused_attention;
     int fused_wgrad; /* the weight pass's column sums, fixed at init (stage_wgrad_fused) */
-    char *work_mem;  /* the workspace beside cuBLAS's (stage_layout_workspace) */
-    workspace_t ws;  /* its pieces */
+    /* I's flash backward writes the QKV bias gradient's partial sums (d_qkv_sum) and W adds them:
+     * fused attention and column sums at d = 64 on the 128-row kernels, fixed at init */
+    int qkv_sums;
+    char *work_mem; /* the workspace beside cuBLAS's (stage_layout_workspace) */
+    workspace_t ws; /* its pieces */
     int n_slots;
     slot_t *slots;        /* [n_slots] */
     size_t offload_bytes; /* the first bytes of a slot, which its backward reads */

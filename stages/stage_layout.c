@@ -56,8 +56,9 @@ int stage_wgrad_fused(void)
 
 /* ---- the parts of a block -------------------------------------------------------------- */
 
-/* The size of a part, from the shape. */
-typedef enum part_size { SZ_NC, SZ_3NC, SZ_4NC, SZ_ROWS, SZ_LSE, SZ_TT } part_size_t;
+/* The size of a part, from the shape. SZ_QKV_SUM is 0 bytes where the flash backward writes no
+ * column sums (d != 64): such a part is not carved and its pointer stays NULL. */
+typedef enum part_size { SZ_NC, SZ_3NC, SZ_4NC, SZ_ROWS, SZ_LSE, SZ_TT, SZ_QKV_SUM } part_size_t;
 
 /* Which attention path has the part. */
 enum { ON_FUSED = 1, ON_UNFUSED = 2, ON_BOTH = 3 };
@@ -88,11 +89,13 @@ static const block_part_t SAVED_PARTS[] = {
     {PART(fc), SZ_4NC, ON_BOTH, {0, 0, 1}},        {PART(gelu), SZ_4NC, ON_BOTH, {0, 1, 1}},
 };
 
-/* What I writes for W, in the order of an I→W buffer. */
+/* What I writes for W, in the order of an I→W buffer. d_qkv_sum: the QKV bias gradient's partial
+ * sums, written by the flash backward of I at d = 64 (reserved whether or not
+ * PPSCHED_FLASH_TILE=64 leaves it unwritten, so sizes never depend on the environment). */
 static const block_part_t GRAD_PARTS[] = {
     {PART(d_fc), SZ_4NC, ON_BOTH, {0}}, {PART(d_ln2), SZ_NC, ON_BOTH, {0}},
     {PART(d_x2), SZ_NC, ON_BOTH, {0}},  {PART(d_qkv), SZ_3NC, ON_BOTH, {0}},
-    {PART(d_ln1), SZ_NC, ON_BOTH, {0}},
+    {PART(d_ln1), SZ_NC, ON_BOTH, {0}}, {PART(d_qkv_sum), SZ_QKV_SUM, ON_FUSED, {0}},
 };
 
 #define N_SAVED (sizeof SAVED_PARTS / sizeof SAVED_PARTS[0])
@@ -103,18 +106,22 @@ static size_t part_bytes(const pp_stage_cfg_t *cfg, part_size_t sz)
     size_t es = pp_dtype_size(cfg->dtype);
     size_t B = (size_t)cfg->micro_batch_size, T = (size_t)cfg->seq_len, C = (size_t)cfg->hidden;
     size_t H = (size_t)cfg->heads, N = B * T;
-    const size_t bytes[] = {N * C * es,
-                            3 * N * C * es,
-                            4 * N * C * es,
-                            N * sizeof(float),
-                            B * H * T * sizeof(float),
-                            B * H * T * T * es};
+    const int d = cfg->heads > 0 ? cfg->hidden / cfg->heads : 0;
+    const size_t bytes[] = {
+        N * C * es,
+        3 * N * C * es,
+        4 * N * C * es,
+        N * sizeof(float),
+        B * H * T * sizeof(float),
+        B * H * T * T * es,
+        attention_flash_bwd_colsum_bytes(cfg->micro_batch_size, cfg->heads, cfg->seq_len, d)};
     return bytes[sz];
 }
 
-static int part_on(const block_part_t *p, int fused)
+/* On the attention path `fused`, with bytes to carve at this shape. */
+static int part_on(const pp_stage_cfg_t *cfg, const block_part_t *p, int fused)
 {
-    return (p->paths & (fused ? ON_FUSED : ON_UNFUSED)) != 0;
+    return (p->paths & (fused ? ON_FUSED : ON_UNFUSED)) != 0 && part_bytes(cfg, p->size) > 0;
 }
 
 static void **part_ptr(block_bufs_t *b, const block_part_t *p)
@@ -129,7 +136,7 @@ static void carve_parts(carver_t *c, const pp_stage_cfg_t *cfg, int fused,
 {
     for (size_t i = 0; i < n; i++) {
         const block_part_t *p = &parts[i];
-        if (!part_on(p, fused)) continue;
+        if (!part_on(cfg, p, fused)) continue;
         if (rebuilt >= 0 && p->rebuilt[cfg->recompute] != rebuilt) continue;
         void *at = carve(c, part_bytes(cfg, p->size));
         if (b) *part_ptr(b, p) = at;
@@ -142,7 +149,7 @@ void stage_layout_view(const pp_stage_cfg_t *cfg, int fused, const block_bufs_t 
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < N_SAVED; i++) {
         const block_part_t *p = &SAVED_PARTS[i];
-        if (!part_on(p, fused)) continue;
+        if (!part_on(cfg, p, fused)) continue;
         const block_bufs_t *from = p->rebuilt[cfg->recompute] ? rebuilt : kept;
         *part_ptr(out, p) = *part_ptr((block_bufs_t *)from, p);
     }
@@ -362,7 +369,7 @@ static int part_rebuilt(const pp_stage_cfg_t *cfg, int fused, const char *name)
 {
     for (size_t i = 0; i < N_SAVED; i++)
         if (strcmp(SAVED_PARTS[i].name, name) == 0)
-            return part_on(&SAVED_PARTS[i], fused) && SAVED_PARTS[i].rebuilt[cfg->recompute];
+            return part_on(cfg, &SAVED_PARTS[i], fused) && SAVED_PARTS[i].rebuilt[cfg->recompute];
     return 0;
 }
 
@@ -402,7 +409,8 @@ static void print_parts(const pp_stage_cfg_t *cfg, int fused, const block_part_t
 {
     for (size_t i = 0; i < n; i++) {
         const block_part_t *p = &parts[i];
-        if (!part_on(p, fused) || (rebuilt >= 0 && p->rebuilt[cfg->recompute] != rebuilt)) continue;
+        if (!part_on(cfg, p, fused) || (rebuilt >= 0 && p->rebuilt[cfg->recompute] != rebuilt))
+            continue;
         fprintf(f, "  %-10s %-9s %12zu\n", where, p->name, part_bytes(cfg, p->size));
     }
 }

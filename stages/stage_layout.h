@@ -43,8 +43,8 @@ static inline size_t carved_bytes(const carver_t *c)
 /* The buffers of one block as a forward or a backward call sees them. stage_layout_view builds it
  * from three places: the slot (what F keeps), the workspace's rebuild area (what the backward
  * rebuilds under run.recompute), and an I→W buffer (what I writes for W). Every pointer is NULL
- * when the attention path does not use it. Statistics and lse are fp32, the rest the storage
- * dtype. All fields are pointers, in the order of the tables of stage_layout.c. */
+ * when the attention path does not use it. Statistics, lse and column sums are fp32, the rest
+ * the storage dtype. All fields are pointers, in the order of the tables of stage_layout.c. */
 typedef struct block_bufs {
     /* saved by F */
     void *ln1;                 /* LN1 output [N,C] (input of the QKV matmul) */
@@ -60,11 +60,13 @@ typedef struct block_bufs {
     void *fc;                  /* fc output before GELU [N,4C] */
     void *gelu;                /* GELU output [N,4C] (input of fc2) */
     /* written by I for W */
-    void *d_fc;  /* gradient at the fc output [N,4C] (dout of fc) */
-    void *d_ln2; /* gradient at the LN2 output [N,C] */
-    void *d_x2;  /* gradient of x2 [N,C] (dout of proj) */
-    void *d_qkv; /* gradient at the QKV output [N,3C] */
-    void *d_ln1; /* gradient at the LN1 output [N,C] */
+    void *d_fc;      /* gradient at the fc output [N,4C] (dout of fc) */
+    void *d_ln2;     /* gradient at the LN2 output [N,C] */
+    void *d_x2;      /* gradient of x2 [N,C] (dout of proj) */
+    void *d_qkv;     /* gradient at the QKV output [N,3C] */
+    void *d_ln1;     /* gradient at the LN1 output [N,C] */
+    void *d_qkv_sum; /* fused attention at d = 64: d_qkv's column sums per 128-row block of a
+                        sequence, [B·⌈T/128⌉, 3C] fp32 (attention_flash_bwd's colsum) */
 } block_bufs_t;
 
 /* One activation slot: what F keeps until the backward. res[0] is the stage input x (the

@@ -12,7 +12,10 @@
  * tensor gets one addition per micro-batch from the same kernels on the same inputs whether B or
  * I then W ran, so the two give the same bits. W's bias and LayerNorm parameter gradients come
  * from one column-sum call per block after its weight GEMMs (PPSCHED_WGRAD=unfused: one reduction
- * after each GEMM and per LayerNorm). Every call enqueues on `stream`, never syncs.
+ * after each GEMM and per LayerNorm); the QKV bias gradient's column sums come, at d = 64, from
+ * partial sums the flash backward of I writes into the I→W parts (d_qkv_sum), added by W's
+ * column-sum call: once per block and micro-batch under every recompute setting (rebuilds write
+ * only saved parts, never the I→W parts). Every call enqueues on `stream`, never syncs.
  */
 #include "stage_impl.h"
 
@@ -204,9 +207,11 @@ static pp_status_t block_backward_input(pp_stage_t *st, const block_bufs_t *b, i
          * by side in d_qkv, the layout of the QKV matmul output. */
         const char *qkv = (const char *)b->qkv;
         char *dqkv = (char *)b->d_qkv;
+        float *sums = st->qkv_sums ? (float *)b->d_qkv_sum : NULL; /* for W's QKV bias */
         PP_CHECK(attention_flash_bwd(dqkv, dqkv + C * es, dqkv + 2 * C * es, 3 * C, w->d_atty, qkv,
                                      qkv + C * es, qkv + 2 * C * es, 3 * C, b->atty, C,
-                                     (const float *)b->lse, w->d_flash, B, H, T, d, dt, stream));
+                                     (const float *)b->lse, w->d_flash, sums, B, H, T, d, dt,
+                                     stream));
     } else {
         PP_CHECK(attention_permute_dout(w->d_attn, w->d_atty, B, T, H, d, dt, stream));
         /* dP = dO V^T; dV = P^T dO; dS = softmax backward (in place over dP); dQ = dS K;
@@ -244,13 +249,15 @@ static pp_status_t head_backward_input(pp_stage_t *st, slot_t *s, void *d_lnf, c
 
 /* The column sums of block l's W in one colsum_bwd (two launches) after its four weight GEMMs:
  * LN2's dw, db with fc2's bias gradient (dout joins the residual stream at LN2's input gradient),
- * fc's, LN1's with proj's (d_x2), QKV's. Partial sums in the GEMM workspace, idle by then. */
+ * fc's, LN1's with proj's (d_x2), QKV's: from d_qkv, or (st->qkv_sums) from the partial sums I's
+ * flash backward left in d_qkv_sum, which only the second launch reads. Partial sums in the GEMM
+ * workspace, idle by then. */
 static pp_status_t block_colsums(pp_stage_t *st, const block_bufs_t *b, int l, const void *x,
                                  const void *dout, cudaStream_t stream)
 {
     const pp_stage_cfg_t *c = &st->cfg;
     const int N = c->micro_batch_size * c->seq_len, C = c->hidden;
-    const pp_colsum_task_t tasks[4] = {
+    pp_colsum_task_t tasks[4] = {
         {C, b->d_ln2, G_(st, PP_PARAM_LN2_B, l), b->x2, (const float *)b->ln2_mean,
          (const float *)b->ln2_rstd, G_(st, PP_PARAM_LN2_W, l), dout, G_(st, PP_PARAM_FC2_B, l)},
         {4 * C, b->d_fc, G_(st, PP_PARAM_FC_B, l), NULL, NULL, NULL, NULL, NULL, NULL},
@@ -259,6 +266,11 @@ static pp_status_t block_colsums(pp_stage_t *st, const block_bufs_t *b, int l, c
          G_(st, PP_PARAM_PROJ_B, l)},
         {3 * C, b->d_qkv, G_(st, PP_PARAM_QKV_B, l), NULL, NULL, NULL, NULL, NULL, NULL},
     };
+    if (st->qkv_sums) {
+        tasks[3].dy = NULL;
+        tasks[3].partial = (const float *)b->d_qkv_sum;
+        tasks[3].n_partial = attention_flash_bwd_colsum_rows(c->micro_batch_size, c->seq_len);
+    }
     return colsum_bwd(tasks, 4, N, st->gemm.workspace, st->gemm.workspace_bytes, c->dtype, stream);
 }
 

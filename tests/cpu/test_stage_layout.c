@@ -41,14 +41,32 @@ static size_t part_size(const pp_stage_cfg_t *c, size_t field)
     const size_t N = (size_t)c->micro_batch_size * c->seq_len, C = (size_t)c->hidden;
     const size_t es = pp_dtype_size(c->dtype), f = sizeof(float);
     const size_t B = (size_t)c->micro_batch_size, H = (size_t)c->heads, T = (size_t)c->seq_len;
-    /* ln1 mean rstd qkv lse q k v att atty x2 ln2 mean rstd fc gelu d_fc d_ln2 d_x2 d_qkv d_ln1 */
-    const size_t bytes[] = {N * C * es,     N * f,          N * f,
-                            3 * N * C * es, B * H * T * f,  N * C * es,
-                            N * C * es,     N * C * es,     B * H * T * T * es,
-                            N * C * es,     N * C * es,     N * C * es,
-                            N * f,          N * f,          4 * N * C * es,
-                            4 * N * C * es, 4 * N * C * es, N * C * es,
-                            N * C * es,     3 * N * C * es, N * C * es};
+    const size_t blocks = B * ((T + 127) / 128); /* d_qkv_sum's rows (d = 64) */
+    /* ln1 mean rstd qkv lse q k v att atty x2 ln2 mean rstd fc gelu d_fc d_ln2 d_x2 d_qkv d_ln1
+     * d_qkv_sum */
+    const size_t bytes[] = {N * C * es,
+                            N * f,
+                            N * f,
+                            3 * N * C * es,
+                            B * H * T * f,
+                            N * C * es,
+                            N * C * es,
+                            N * C * es,
+                            B * H * T * T * es,
+                            N * C * es,
+                            N * C * es,
+                            N * C * es,
+                            N * f,
+                            N * f,
+                            4 * N * C * es,
+                            4 * N * C * es,
+                            4 * N * C * es,
+                            N * C * es,
+                            N * C * es,
+                            3 * N * C * es,
+                            N * C * es,
+                            blocks * 3 * C * f};
+    _Static_assert(sizeof bytes / sizeof bytes[0] == N_PTRS, "a size for every part");
     return bytes[field];
 }
 
@@ -64,10 +82,11 @@ static int check_view(const pp_stage_cfg_t *c, int fused, const block_bufs_t *v,
                       int n_a, const char *what)
 {
     void *const *p = (void *const *)v;
-    /* fields of the path: 3 qkv, 4 lse (fused); 5, 6, 7 q k v, 8 att (unfused) */
+    /* fields of the path: 3 qkv, 4 lse, 21 d_qkv_sum (fused; d = 64 here); 5, 6, 7 q k v, 8 att
+     * (unfused) */
     int bad = 0;
     for (size_t i = 0; i < N_PTRS; i++) {
-        const int fused_only = i == 3 || i == 4, unfused_only = i >= 5 && i <= 8;
+        const int fused_only = i == 3 || i == 4 || i == 21, unfused_only = i >= 5 && i <= 8;
         const int wanted = fused ? !unfused_only : !fused_only;
         if (!wanted) {
             bad += p[i] != NULL;

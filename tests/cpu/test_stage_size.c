@@ -195,6 +195,43 @@ static void test_attention_path(void)
     EXPECT(!attention_flash_supported(1024, 64, PP_DTYPE_FP32));
 }
 
+/* The I→W buffer of the fused path at d = 64 holds, per block, d_qkv's column sums per 128-row
+ * block of a sequence (written by the flash backward for W's QKV bias gradient), whatever
+ * PPSCHED_FLASH_TILE says; at d = 128 and on the unfused path there are none. */
+static void test_qkv_sums_bytes(void)
+{
+    pp_stage_cfg_t c = ref_cfg(6);
+    const size_t B = 4, T = 1024, C = 1024, L = 6, N = B * T;
+    unsetenv("PPSCHED_ATTENTION");
+    const size_t fused = stage_wgrad_slot_bytes(&c);
+    setenv("PPSCHED_FLASH_TILE", "64", 1);
+    EXPECT(stage_wgrad_slot_bytes(&c) == fused, "the sizes depend on PPSCHED_FLASH_TILE");
+    unsetenv("PPSCHED_FLASH_TILE");
+    setenv("PPSCHED_ATTENTION", "unfused", 1);
+    const size_t unfused = stage_wgrad_slot_bytes(&c);
+    unsetenv("PPSCHED_ATTENTION");
+    const size_t sums = a256(B * (T / 128) * 3 * C * sizeof(float)); /* 192 KiB */
+    EXPECT(attention_flash_bwd_colsum_bytes(4, 16, 1024, 64) == B * (T / 128) * 3 * C * 4);
+    EXPECT(fused - unfused == L * sums, "I->W %zu (fused) - %zu (unfused) != %zu", fused, unfused,
+           L * sums);
+    /* by hand: the gradient between blocks, then per block d_fc, d_ln2, d_x2, d_qkv, d_ln1, sums */
+    const size_t nc = a256(N * C * 2);
+    EXPECT(fused == (L - 1) * nc + L * (a256(4 * N * C * 2) + 3 * nc + a256(3 * N * C * 2) + sums),
+           "I->W %zu bytes", fused);
+    c.seq_len = 192; /* a whole 128-row block and a half one a sequence */
+    const size_t with_half = stage_wgrad_slot_bytes(&c);
+    setenv("PPSCHED_ATTENTION", "unfused", 1);
+    EXPECT(with_half - stage_wgrad_slot_bytes(&c) == L * a256(B * 2 * 3 * C * sizeof(float)),
+           "T = 192: two row blocks a sequence");
+    unsetenv("PPSCHED_ATTENTION");
+    c.seq_len = 1024;
+    c.heads = 8; /* d = 128: the 64-row kernels, no column sums */
+    const size_t d128 = stage_wgrad_slot_bytes(&c);
+    setenv("PPSCHED_ATTENTION", "unfused", 1);
+    EXPECT(d128 == stage_wgrad_slot_bytes(&c), "d = 128 keeps no column sums");
+    unsetenv("PPSCHED_ATTENTION");
+}
+
 static void test_state_bytes(void)
 {
     pp_stage_cfg_t c = tiny_cfg(1);
@@ -230,6 +267,7 @@ int main(void)
     RUN(test_recompute_work);
     RUN(test_slot_grows);
     RUN(test_attention_path);
+    RUN(test_qkv_sums_bytes);
     RUN(test_state_bytes);
     RUN(test_workspace_bytes);
     return check_summary("test_stage_size");

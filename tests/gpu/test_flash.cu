@@ -313,20 +313,21 @@ static void test_shapes_and_sizes(void)
            PP_ERR_INTERNAL);
     EXPECT(attention_flash_fwd(p, 64, (float *)p, p, p, p, 64, 1, 1, 64, 64, PP_DTYPE_FP32, 0) ==
            PP_ERR_INTERNAL);
-    EXPECT(attention_flash_bwd(p, p, p, 64, p, p, p, p, 64, p, 64, (float *)p, NULL, 1, 1, 64, 64,
-                               bf, 0) == PP_ERR_INTERNAL);
+    EXPECT(attention_flash_bwd(p, p, p, 64, p, p, p, p, 64, p, 64, (float *)p, NULL, NULL, 1, 1, 64,
+                               64, bf, 0) == PP_ERR_INTERNAL);
     EXPECT(attention_flash_fwd(p, 64, (float *)p, p, p, p, 96, 1, 2, 64, 64, bf, 0) ==
                PP_ERR_INTERNAL,
            "ld_qkv = 96 < H·d = 128 accepted");
-    EXPECT(attention_flash_bwd(p, p, p, 68, p, p, p, p, 64, p, 64, (float *)p, p, 1, 1, 64, 64, bf,
-                               0) == PP_ERR_INTERNAL,
+    EXPECT(attention_flash_bwd(p, p, p, 68, p, p, p, p, 64, p, 64, (float *)p, p, NULL, 1, 1, 64,
+                               64, bf, 0) == PP_ERR_INTERNAL,
            "ld_d = 68 (not a multiple of 8) accepted");
     EXPECT(attention_flash_fwd(NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 2, 64, 64, bf, 0) == PP_OK,
            "B = 0 is an empty launch");
 
     /* Per block the fused slot keeps the QKV output [N,3C] (as large as q, k, v) and lse [B,H,T]
      * instead of P [B,H,T,T]; its workspace has no permuted copies (d_attn, dq, dk, dv), no dP
-     * and no QKV scratch, but the lse-sized bwd scratch. */
+     * and no QKV scratch, but the lse-sized bwd scratch and, in a plain B's I→W parts, d_qkv's
+     * column sums per 128-row block. */
     pp_stage_cfg_t c = reference_stage_cfg();
     const size_t B = 4, H = 16, T = 1024, C = 1024, L = 6;
     unsetenv("PPSCHED_ATTENTION");
@@ -337,8 +338,10 @@ static void test_shapes_and_sizes(void)
     const size_t per_block = round256(B * H * T * T * 2) - round256(B * H * T * sizeof(float));
     EXPECT(unfused - fused == L * per_block, "slot %zu (unfused) - %zu (fused) != %zu", unfused,
            fused, L * per_block);
+    const size_t sums = round256(B * (T / 128) * 3 * C * sizeof(float));
+    EXPECT(attention_flash_bwd_colsum_bytes(4, 16, 1024, 64) == B * (T / 128) * 3 * C * 4);
     EXPECT(unfused_ws - fused_ws == 4 * round256(B * T * C * 2) + round256(B * H * T * T * 2) -
-                                        round256(B * H * T * sizeof(float)),
+                                        round256(B * H * T * sizeof(float)) - sums,
            "workspace %zu (unfused) vs %zu (fused)", unfused_ws, fused_ws);
     c.dtype = PP_DTYPE_FP32; /* fp32: unfused whatever the environment */
     const size_t f32 = stage_slot_bytes(&c);
@@ -392,8 +395,8 @@ static pp_status_t flash_run(flash_io_t *io)
     PP_CHECK(attention_flash_fwd(io->d_o, d, io->d_lse, io->d_q, io->d_k, io->d_v, d, BH, 1, io->T,
                                  d, PP_DTYPE_BF16, g_stream));
     PP_CHECK(attention_flash_bwd(io->d_dq, io->d_dk, io->d_dv, d, io->d_dout, io->d_q, io->d_k,
-                                 io->d_v, d, io->d_o, d, io->d_lse, io->d_scratch, BH, 1, io->T, d,
-                                 PP_DTYPE_BF16, g_stream));
+                                 io->d_v, d, io->d_o, d, io->d_lse, io->d_scratch, NULL, BH, 1,
+                                 io->T, d, PP_DTYPE_BF16, g_stream));
     PP_CUDA_CHECK(cudaStreamSynchronize(g_stream));
     return PP_OK;
 }
@@ -512,7 +515,7 @@ static void packed_case(int B, int H, int T, int d, uint64_t seed, const char *t
     KOK(attention_flash_fwd(d_o, ld1, d_lse, pq, pq + C * 2, pq + 2 * C * 2, ld3, B, H, T, d,
                             PP_DTYPE_BF16, g_stream));
     KOK(attention_flash_bwd(pd, pd + C * 2, pd + 2 * C * 2, ld3, d_dout, pq, pq + C * 2,
-                            pq + 2 * C * 2, ld3, d_o, ld1, d_lse, io.d_scratch, B, H, T, d,
+                            pq + 2 * C * 2, ld3, d_o, ld1, d_lse, io.d_scratch, NULL, B, H, T, d,
                             PP_DTYPE_BF16, g_stream));
     const uint16_t *po = (const uint16_t *)raw_get(d_o, N * C * 2);
     const uint16_t *pdqkv = (const uint16_t *)raw_get(d_dqkv, N * 3 * C * 2);
