@@ -3,7 +3,9 @@
  * gradients, against a double-precision CPU sum on fresh seeded random inputs, in fp32 and bf16:
  * the block's four tasks at the reference widths (1024, 4096, 1024, 3072) and small ones, odd
  * widths and unaligned pointers (the scalar path), one row, rows not a multiple of a chunk, a
- * scratch that holds only a few chunks, and a single task. The gradients start from random
+ * scratch that holds only a few chunks, a single task, and tasks of ready partial sums (fp32
+ * rows, as the flash backward writes for the QKV bias) beside tensor tasks, alone and with no
+ * rows for the tensor tasks. The gradients start from random
  * values (the sums are added, +=); every call runs twice from the same start and must give the
  * same bits. Tolerance per column: |got − want| ≤ 1e-4 + 4e-6·Σ|terms| (fp32 accumulation over
  * up to a few thousand rows; a missing or doubled row is off by about one term). Without a GPU
@@ -110,18 +112,26 @@ typedef struct host_task {
     float *start[3], *dev_out[3];       /* host start values, device gradients */
 } host_task_t;
 
-/* Inputs of task k, uploaded into *t (device side) and kept in *h; the reference sums. */
-static void make_task(ref_rng_t *rng, int N, int C, int has_x, int has_res, pp_dtype_t dt,
-                      size_t off, host_task_t *h, pp_colsum_task_t *t)
+/* Inputs of task k, uploaded into *t (device side) and kept in *h; the reference sums. A task of
+ * n_partial > 0 partial sums has those rows of fp32 values as its input instead of N rows of dy
+ * (no x, no res). */
+static void make_task(ref_rng_t *rng, int N, int C, int has_x, int has_res, int n_partial,
+                      pp_dtype_t dt, size_t off, host_task_t *h, pp_colsum_task_t *t)
 {
-    const size_t n = (size_t)N * C;
     memset(h, 0, sizeof *h);
     memset(t, 0, sizeof *t);
+    if (n_partial > 0) N = n_partial, has_x = has_res = 0;
+    const size_t n = (size_t)N * C;
     h->C = t->C = C;
     h->has_x = has_x;
     h->has_res = has_res;
     h->dy = hrand(rng, n);
-    t->dy = dev_of(h->dy, n, dt, off);
+    if (n_partial > 0) {
+        t->partial = (const float *)dev_of(h->dy, n, PP_DTYPE_FP32, 0);
+        t->n_partial = n_partial;
+    } else {
+        t->dy = dev_of(h->dy, n, dt, off);
+    }
     if (has_x) {
         h->x = hrand(rng, n);
         h->mean = (double *)hmem((size_t)N * sizeof(double));
@@ -199,20 +209,23 @@ static void reset_outputs(const host_task_t *h, int n_tasks)
                           cudaMemcpyHostToDevice);
 }
 
-/* The tasks of widths C[k] (x and res where the flags say) over N rows; scratch_cols limits the
- * scratch to that many floats (0: 32 MiB, the GEMM workspace's size). */
+/* The tasks of widths C[k] (x and res where the flags say) over N rows, task k of partial sums
+ * where partial[k] > 0 (partial NULL: none); scratch_cols limits the scratch to that many floats
+ * (0: 32 MiB, the GEMM workspace's size). */
 static void colsum_case(pp_dtype_t dt, int N, int n_tasks, const int *C, const int *has_x,
-                        const int *has_res, int misalign, size_t scratch_cols)
+                        const int *has_res, const int *partial, int misalign, size_t scratch_cols)
 {
     ref_rng_t rng;
     ref_rng_seed(&rng, 7000u + (uint64_t)N * 3 + (uint64_t)C[0] * 5 + n_tasks * 7 + dt * 11 +
-                           misalign * 13 + scratch_cols);
-    snprintf(g_ctx, sizeof g_ctx, "%s N=%d C0=%d tasks=%d%s%s", pp_dtype_name(dt), N, C[0], n_tasks,
-             misalign ? " unaligned" : "", scratch_cols ? " small scratch" : "");
+                           misalign * 13 + scratch_cols + (partial ? 17 : 0));
+    snprintf(g_ctx, sizeof g_ctx, "%s N=%d C0=%d tasks=%d%s%s%s", pp_dtype_name(dt), N, C[0],
+             n_tasks, misalign ? " unaligned" : "", scratch_cols ? " small scratch" : "",
+             partial ? " partial sums" : "");
     host_task_t h[PP_COLSUM_MAX_TASKS];
     pp_colsum_task_t t[PP_COLSUM_MAX_TASKS];
     for (int k = 0; k < n_tasks; k++)
-        make_task(&rng, N, C[k], has_x[k], has_res[k], dt, misalign ? 1 : 0, &h[k], &t[k]);
+        make_task(&rng, N, C[k], has_x[k], has_res[k], partial ? partial[k] : 0, dt,
+                  misalign ? 1 : 0, &h[k], &t[k]);
     const size_t sbytes = scratch_cols ? scratch_cols * sizeof(float) : (size_t)32 << 20;
     void *scratch = dmem(sbytes, 0);
     float *first[PP_COLSUM_MAX_TASKS][3];
@@ -247,10 +260,10 @@ static void test_block_shapes(void)
     const int ref[4] = {1024, 4096, 1024, 3072}, small[4] = {64, 256, 64, 192};
     for (int i = 0; i < 2; i++) {
         /* quick (make sanitize): fewer rows at the reference widths */
-        colsum_case(dtypes[i], check_quick() ? 130 : 1500, 4, ref, BLOCK_X, BLOCK_RES, 0, 0);
-        colsum_case(dtypes[i], 512, 4, small, BLOCK_X, BLOCK_RES, 0, 0);
-        colsum_case(dtypes[i], 37, 4, small, BLOCK_X, BLOCK_RES, 0, 0);
-        colsum_case(dtypes[i], 1, 4, small, BLOCK_X, BLOCK_RES, 0, 0);
+        colsum_case(dtypes[i], check_quick() ? 130 : 1500, 4, ref, BLOCK_X, BLOCK_RES, NULL, 0, 0);
+        colsum_case(dtypes[i], 512, 4, small, BLOCK_X, BLOCK_RES, NULL, 0, 0);
+        colsum_case(dtypes[i], 37, 4, small, BLOCK_X, BLOCK_RES, NULL, 0, 0);
+        colsum_case(dtypes[i], 1, 4, small, BLOCK_X, BLOCK_RES, NULL, 0, 0);
         release_all();
     }
 }
@@ -259,8 +272,8 @@ static void test_odd_and_unaligned(void)
 {
     const int odd[4] = {67, 33, 67, 5}, even[4] = {96, 384, 96, 288};
     for (int i = 0; i < 2; i++) {
-        colsum_case(dtypes[i], 300, 4, odd, BLOCK_X, BLOCK_RES, 0, 0);
-        colsum_case(dtypes[i], 300, 4, even, BLOCK_X, BLOCK_RES, 1, 0);
+        colsum_case(dtypes[i], 300, 4, odd, BLOCK_X, BLOCK_RES, NULL, 0, 0);
+        colsum_case(dtypes[i], 300, 4, even, BLOCK_X, BLOCK_RES, NULL, 1, 0);
         release_all();
     }
 }
@@ -270,8 +283,25 @@ static void test_small_scratch_and_one_task(void)
     const int small[4] = {64, 256, 64, 192}, one[1] = {320}, zero[1] = {0};
     /* 3·64 + 256 + 3·64 + 192 = 832 columns: room for 3 chunks of 700 rows */
     for (int i = 0; i < 2; i++) {
-        colsum_case(dtypes[i], 700, 4, small, BLOCK_X, BLOCK_RES, 0, 3 * 832 + 100);
-        colsum_case(dtypes[i], 2000, 1, one, zero, zero, 0, 0);
+        colsum_case(dtypes[i], 700, 4, small, BLOCK_X, BLOCK_RES, NULL, 0, 3 * 832 + 100);
+        colsum_case(dtypes[i], 2000, 1, one, zero, zero, NULL, 0, 0);
+        release_all();
+    }
+}
+
+/* The block's tasks with QKV's as partial sums (the flash backward's column sums: B·⌈T/128⌉
+ * rows), alone, and with no rows for the tensor tasks (N = 0: only the partial sums are added). */
+static void test_partial_sums(void)
+{
+    const int ref[4] = {1024, 4096, 1024, 3072}, small[4] = {64, 256, 64, 192};
+    const int qkv_sums[4] = {0, 0, 0, 32}, one[1] = {3072}, ones[1] = {24}, zero[1] = {0};
+    const int odd[2] = {67, 5}, odd_sums[2] = {0, 3}, no[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        colsum_case(dtypes[i], check_quick() ? 130 : 1500, 4, ref, BLOCK_X, BLOCK_RES, qkv_sums, 0,
+                    0);
+        colsum_case(dtypes[i], 300, 4, small, BLOCK_X, BLOCK_RES, qkv_sums, 1, 0);
+        colsum_case(dtypes[i], 300, 2, odd, no, no, odd_sums, 0, 0);
+        colsum_case(dtypes[i], 0, 1, one, zero, zero, ones, 0, 0);
         release_all();
     }
 }
@@ -293,6 +323,14 @@ static void test_errors(void)
            "x without mean, rstd and d_xhat is refused");
     t.x = NULL;
     EXPECT(colsum_bwd(&t, 1, 0, NULL, 0, PP_DTYPE_FP32, g_stream) == PP_OK, "N = 0 does nothing");
+    t.partial = d;
+    t.n_partial = 2;
+    EXPECT(colsum_bwd(&t, 1, 4, d, 1024, PP_DTYPE_FP32, g_stream) == PP_ERR_INTERNAL,
+           "a task with both dy and partial is refused");
+    t.dy = NULL;
+    t.n_partial = 0;
+    EXPECT(colsum_bwd(&t, 1, 4, d, 1024, PP_DTYPE_FP32, g_stream) == PP_ERR_INTERNAL,
+           "a task of no partial sums is refused");
     release_all();
 }
 
@@ -312,6 +350,7 @@ int main(void)
     RUN(test_block_shapes);
     RUN(test_odd_and_unaligned);
     RUN(test_small_scratch_and_one_task);
+    RUN(test_partial_sums);
     RUN(test_errors);
     release_all();
     cudaStreamDestroy(g_stream);

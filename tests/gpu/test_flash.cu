@@ -6,15 +6,22 @@
  * Inputs q, k, v, dout ~ N(0,1), seeded and rounded to bf16 before the reference sees them; every
  * output buffer is poisoned with 0xFF bytes (NaN) first. Shapes (B,H,T,d): (1,2,64,64),
  * (2,2,128,64), (2,3,192,64), (1,3,1024,64), (1,2,192,128); each d = 64 case and the packed one
- * run the 128-row kernels (the default) and the 64-row ones (PPSCHED_FLASH_TILE=64).
+ * run the 128-row kernels (the default) and the 64-row ones (PPSCHED_FLASH_TILE=64); packed
+ * (3,2,64,64) and (2,4,512,64) on the default path only.
  * Tolerances, |got − want| ≤ atol + rtol·|want|:
  *   o, dq, dk, dv against the reference  atol 2e-2, rtol 2e-2 (P and dS enter the products as
  *                                        bf16, outputs are bf16)
  *   lse against the reference            atol 1e-3, rtol 1e-4 (fp32 statistics)
  *   fused against unfused                atol 4e-2, rtol 4e-2 (each within 2e-2 of the reference)
- * A second run gives the same bits. The stage case runs a bf16 middle stage with d = 64, T = 64 on
- * both paths (PPSCHED_ATTENTION=unfused for the old one) against the CPU stage, with the relative
- * L2 tolerances of test_stage.cu. Without a GPU only the CPU cases run; the others are skipped.
+ * and, as fp32 sums against double sums of the same values, |got − want| ≤ rel·Σ|terms|:
+ *   Dr (the scratch) against Σ dout·o    rel 1e-5 (64 terms)
+ *   column sums of the packed dq, dk, dv rel 2e-5 (128 terms)
+ * A second run gives the same bits (Dr and the column sums included); Dr of the 128-row dQ kernel
+ * equals flash_bwd_dot_kernel's bit for bit. The stage case runs a bf16 middle stage with d = 64,
+ * T = 64 on both paths (PPSCHED_ATTENTION=unfused for the old one) against the CPU stage, with the
+ * relative L2 tolerances of test_stage.cu; another at T = 192 checks the QKV bias gradient from
+ * the flash backward's column sums (B against I then W bitwise, against the separate reduction
+ * within 1e-4 relative L2). Without a GPU only the CPU cases run; the others are skipped.
  * PPSCHED_TEST_QUICK=1 (check.h) leaves out T = 1024.
  */
 #include "../../common/pp_cuda.h"
@@ -323,6 +330,24 @@ static void test_shapes_and_sizes(void)
            "ld_d = 68 (not a multiple of 8) accepted");
     EXPECT(attention_flash_fwd(NULL, 0, NULL, NULL, NULL, NULL, 0, 0, 2, 64, 64, bf, 0) == PP_OK,
            "B = 0 is an empty launch");
+    /* Column sums: d = 64 on the 128-row kernels only, with dq, dk, dv side by side. */
+    static char packed[1024] __attribute__((aligned(16))); /* room for dq, dk, dv side by side */
+    char *g = packed;
+    float *cs = (float *)p;
+    EXPECT(attention_flash_bwd_colsum_ok(64) && !attention_flash_bwd_colsum_ok(128));
+    fprintf(stderr, "  (the next three errors are expected)\n");
+    EXPECT(attention_flash_bwd(p, p, p, 64, p, p, p, p, 64, p, 64, (float *)p, p, cs, 1, 1, 64, 64,
+                               bf, 0) == PP_ERR_INTERNAL,
+           "column sums of dq, dk, dv apart accepted");
+    EXPECT(attention_flash_bwd(g, g + 2 * 128, g + 4 * 128, 3 * 128, p, p, p, p, 128, p, 128,
+                               (float *)p, p, cs, 1, 1, 64, 128, bf, 0) == PP_ERR_INTERNAL,
+           "column sums at d = 128 accepted");
+    setenv("PPSCHED_FLASH_TILE", "64", 1);
+    EXPECT(!attention_flash_bwd_colsum_ok(64));
+    EXPECT(attention_flash_bwd(g, g + 2 * 64, g + 4 * 64, 3 * 64, p, p, p, p, 64, p, 64, (float *)p,
+                               p, cs, 1, 1, 64, 64, bf, 0) == PP_ERR_INTERNAL,
+           "column sums under PPSCHED_FLASH_TILE=64 accepted");
+    unsetenv("PPSCHED_FLASH_TILE");
 
     /* Per block the fused slot keeps the QKV output [N,3C] (as large as q, k, v) and lse [B,H,T]
      * instead of P [B,H,T,T]; its workspace has no permuted copies (d_attn, dq, dk, dv), no dP
@@ -388,17 +413,56 @@ static void flash_io_make(flash_io_t *io, int B, int H, int T, int d, uint64_t s
     io->d_scratch = dbuf(attention_flash_bwd_scratch_bytes(B, H, T));
 }
 
-/* In the head layout [B,H,T,d]: B·H batches of one head, row stride d. */
-static pp_status_t flash_run(flash_io_t *io)
+/* The backward in the head layout [B,H,T,d]: B·H batches of one head, row stride d. */
+static pp_status_t flash_bwd(flash_io_t *io)
 {
     const int BH = io->B * io->H, d = io->d;
-    PP_CHECK(attention_flash_fwd(io->d_o, d, io->d_lse, io->d_q, io->d_k, io->d_v, d, BH, 1, io->T,
-                                 d, PP_DTYPE_BF16, g_stream));
     PP_CHECK(attention_flash_bwd(io->d_dq, io->d_dk, io->d_dv, d, io->d_dout, io->d_q, io->d_k,
                                  io->d_v, d, io->d_o, d, io->d_lse, io->d_scratch, NULL, BH, 1,
                                  io->T, d, PP_DTYPE_BF16, g_stream));
     PP_CUDA_CHECK(cudaStreamSynchronize(g_stream));
     return PP_OK;
+}
+
+/* Forward and backward in the head layout. */
+static pp_status_t flash_run(flash_io_t *io)
+{
+    const int BH = io->B * io->H, d = io->d;
+    PP_CHECK(attention_flash_fwd(io->d_o, d, io->d_lse, io->d_q, io->d_k, io->d_v, d, BH, 1, io->T,
+                                 d, PP_DTYPE_BF16, g_stream));
+    return flash_bwd(io);
+}
+
+/* Every |got − want| ≤ rel·mag (mag: the sum of the terms' magnitudes; fp32 sums of n terms err
+ * by at most about n·2⁻²⁴·mag). */
+static int compare_sums(const char *what, const double *got, const double *want, const double *mag,
+                        size_t n, double rel)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= rel * mag[i] + 1e-30)) {
+            if (!bad) first = i;
+            bad++;
+        }
+    EXPECT(bad == 0,
+           "%s [%s]: %zu of %zu outside %g of the terms' magnitude; first [%zu] got %.9g "
+           "want %.9g",
+           what, g_ctx, bad, n, rel, first, bad ? got[first] : 0.0, bad ? want[first] : 0.0);
+    return bad == 0;
+}
+
+/* Dr (the scratch after the backward) against Σ_i dout·o per row in double, o as returned. */
+static void check_dr(const flash_io_t *io)
+{
+    const size_t rows = io->rows, d = (size_t)io->d;
+    const double *o = download(io->d_o, io->n, 0), *dr = download(io->d_scratch, rows, 1);
+    double *want = hbuf(rows), *mag = hbuf(rows);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < d; i++) {
+            want[r] += io->dout[r * d + i] * o[r * d + i];
+            mag[r] += fabs(io->dout[r * d + i] * o[r * d + i]);
+        }
+    compare_sums("dr", dr, want, mag, rows, 1e-5);
 }
 
 /* PPSCHED_FLASH_TILE for the launches that follow: NULL unsets it (the default path). */
@@ -429,20 +493,30 @@ static void flash_case(int B, int H, int T, int d, uint64_t seed, const char *ti
     compare("dq", download(io.d_dq, n, 0), dq, n, TOL_OUT);
     compare("dk", download(io.d_dk, n, 0), dk, n, TOL_OUT);
     compare("dv", download(io.d_dv, n, 0), dv, n, TOL_OUT);
+    check_dr(&io);
 
     /* A second run into re-poisoned buffers gives the same bits. */
-    void *outs[5] = {io.d_o, io.d_lse, io.d_dq, io.d_dk, io.d_dv};
-    const size_t bytes[5] = {n * 2, rows * sizeof(float), n * 2, n * 2, n * 2};
-    const char *names[5] = {"o", "lse", "dq", "dk", "dv"};
-    void *first[5];
-    for (int i = 0; i < 5; i++) {
+    void *outs[6] = {io.d_o, io.d_lse, io.d_dq, io.d_dk, io.d_dv, io.d_scratch};
+    const size_t bytes[6] = {n * 2, rows * sizeof(float), n * 2, n * 2, n * 2, rows * 4};
+    const char *names[6] = {"o", "lse", "dq", "dk", "dv", "dr"};
+    void *first[6];
+    for (int i = 0; i < 6; i++) {
         first[i] = raw_get(outs[i], bytes[i]);
         poison(outs[i], bytes[i]);
     }
     KOK(flash_run(&io));
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         EXPECT(memcmp(first[i], raw_get(outs[i], bytes[i]), bytes[i]) == 0,
                "%s [%s]: the second run differs bitwise", names[i], g_ctx);
+    if (!tile && d == 64) {
+        /* The wide dQ kernel's Dr against flash_bwd_dot_kernel's (the 64-row backward's) on the
+         * same o: the same bits. */
+        set_tile("64");
+        poison(io.d_scratch, rows * 4);
+        KOK(flash_bwd(&io));
+        EXPECT(memcmp(first[5], raw_get(io.d_scratch, rows * 4), rows * 4) == 0,
+               "dr [%s]: differs from flash_bwd_dot_kernel's", g_ctx);
+    }
     set_tile(NULL);
     arena_free();
 }
@@ -469,9 +543,31 @@ GPU_CASE(test_flash_b1_h3_t1024_d64, SKIP_IF_QUICK("T = 1024");
 GPU_CASE(test_flash_b1_h2_t192_d128, flash_case(1, 2, 192, 128, 104, NULL);
          flash_case(1, 2, 192, 128, 104, "64"))
 
+/* The column sums the backward wrote (sums: [B·⌈T/128⌉, 3C] fp32) against the CPU's sums of the
+ * returned [B·T, 3C] gradient g (bf16) per block of 128 rows of a sequence: fp32 sums of at most
+ * 128 values. */
+static void check_colsum(const uint16_t *g, const float *sums, int B, int T, size_t C)
+{
+    const size_t W = 3 * C, nb = (size_t)(T + 127) / 128, n = (size_t)B * nb * W;
+    REQUIRE(n * sizeof(float) == attention_flash_bwd_colsum_bytes(B, (int)C / 64, T, 64));
+    const double *got = download(sums, n, 1);
+    double *want = hbuf(n), *mag = hbuf(n);
+    for (size_t b = 0; b < (size_t)B; b++)
+        for (size_t t = 0; t < (size_t)T; t++)
+            for (size_t j = 0; j < W; j++) {
+                const double x = ref_bf16_to_f32(g[(b * T + t) * W + j]);
+                const size_t at = (b * nb + t / 128) * W + j;
+                want[at] += x;
+                mag[at] += fabs(x);
+            }
+    compare_sums("colsum", got, want, mag, n, 2e-5);
+}
+
 /* The stage's layout: q, k, v side by side in one [B·T, 3C] matrix (the QKV matmul output), o and
  * dout [B·T, C], dq, dk, dv side by side in [B·T, 3C] (C = H·d). The same arithmetic on the same
- * values as the head layout, so the results match flash_case's bit for bit. */
+ * values as the head layout, so the results match flash_case's bit for bit; where the kernels
+ * write them (d = 64, the 128-row path), with the column sums of the gradient (check_colsum),
+ * twice into re-poisoned buffers: the same bits. */
 static void packed_case(int B, int H, int T, int d, uint64_t seed, const char *tile)
 {
     snprintf(g_ctx, sizeof g_ctx, "packed B=%d H=%d T=%d d=%d tile %s", B, H, T, d,
@@ -514,11 +610,22 @@ static void packed_case(int B, int H, int T, int d, uint64_t seed, const char *t
     const int ld3 = (int)(3 * C), ld1 = (int)C;
     KOK(attention_flash_fwd(d_o, ld1, d_lse, pq, pq + C * 2, pq + 2 * C * 2, ld3, B, H, T, d,
                             PP_DTYPE_BF16, g_stream));
-    KOK(attention_flash_bwd(pd, pd + C * 2, pd + 2 * C * 2, ld3, d_dout, pq, pq + C * 2,
-                            pq + 2 * C * 2, ld3, d_o, ld1, d_lse, io.d_scratch, NULL, B, H, T, d,
-                            PP_DTYPE_BF16, g_stream));
+    /* with the column sums where the kernels write them: dq, dk, dv keep their bits */
+    const size_t sums_bytes = attention_flash_bwd_colsum_bytes(B, H, T, d);
+    float *sums = attention_flash_bwd_colsum_ok(d) ? (float *)dbuf(sums_bytes) : NULL;
+    for (int run = 0; run < (sums ? 2 : 1); run++) {
+        const void *first = run ? raw_get(sums, sums_bytes) : NULL;
+        if (sums) poison(sums, sums_bytes);
+        KOK(attention_flash_bwd(pd, pd + C * 2, pd + 2 * C * 2, ld3, d_dout, pq, pq + C * 2,
+                                pq + 2 * C * 2, ld3, d_o, ld1, d_lse, io.d_scratch, sums, B, H, T,
+                                d, PP_DTYPE_BF16, g_stream));
+        if (run)
+            EXPECT(memcmp(first, raw_get(sums, sums_bytes), sums_bytes) == 0,
+                   "colsum [%s]: the second run differs bitwise", g_ctx);
+    }
     const uint16_t *po = (const uint16_t *)raw_get(d_o, N * C * 2);
     const uint16_t *pdqkv = (const uint16_t *)raw_get(d_dqkv, N * 3 * C * 2);
+    if (sums) check_colsum(pdqkv, sums, B, T, C);
     EXPECT(memcmp(lse, raw_get(d_lse, io.rows * sizeof(float)), io.rows * sizeof(float)) == 0,
            "lse [%s]: differs from the head layout's", g_ctx);
     size_t bad[4] = {0, 0, 0, 0};
@@ -538,6 +645,9 @@ static void packed_case(int B, int H, int T, int d, uint64_t seed, const char *t
 
 GPU_CASE(test_flash_packed_b2_h3_t192_d64, packed_case(2, 3, 192, 64, 105, NULL);
          packed_case(2, 3, 192, 64, 105, "64"))
+/* T = 64: one half block a sequence (warps 2, 3 add zeros to the column sums); T = 512: four */
+GPU_CASE(test_flash_packed_b3_h2_t64_d64, packed_case(3, 2, 64, 64, 107, NULL))
+GPU_CASE(test_flash_packed_b2_h4_t512_d64, packed_case(2, 4, 512, 64, 108, NULL))
 GPU_CASE(test_flash_packed_b1_h2_t128_d128, packed_case(1, 2, 128, 128, 106, NULL))
 
 /* ---- fused against unfused ------------------------------------------------------------------- */
@@ -768,6 +878,89 @@ static void test_stage_recompute_fused(void)
     arena_free();
 }
 
+/* ---- the QKV bias gradient from the flash backward's column sums ----------------------------- */
+
+/* A fresh stage built under the environment as it is, x and dy into slot 0, then F and B (split 0)
+ * or F, I and W (split 1); its gradients into g (packed order). Returns 1 when all went well. */
+static int stage_grads(const pp_stage_cfg_t *cfg, const void *xin, const void *dyin, int split,
+                       float *g)
+{
+    const size_t bytes = stage_boundary_bytes(cfg);
+    const cudaMemcpyKind d2d = cudaMemcpyDeviceToDevice;
+    pp_stage_t *st = NULL;
+    if (stage_init(&st, cfg) != PP_OK) return 0;
+    int ok = cudaMemcpyAsync(stage_slot_x(st, 0), xin, bytes, d2d, g_stream) == cudaSuccess &&
+             cudaMemcpyAsync(stage_slot_dy(st, 0), dyin, bytes, d2d, g_stream) == cudaSuccess &&
+             stage_zero_grads(st, g_stream) == PP_OK &&
+             stage_forward(st, 0, STAGE_MB, g_stream) == PP_OK;
+    if (split)
+        ok = ok && stage_backward_input(st, 0, STAGE_MB, g_stream) == PP_OK &&
+             stage_backward_weight(st, 0, STAGE_MB, g_stream) == PP_OK;
+    else
+        ok = ok && stage_backward(st, 0, STAGE_MB, g_stream) == PP_OK;
+    ok =
+        ok && cudaStreamSynchronize(g_stream) == cudaSuccess && stage_grads_to_host(st, g) == PP_OK;
+    stage_free(st);
+    return ok;
+}
+
+/* A middle stage at d = 64, T = 192 (a whole and a half 128-row block a sequence): B and I then W
+ * give the same bits with the QKV bias gradient from the column sums; that gradient matches the
+ * one summed from d_qkv by the separate reductions (PPSCHED_WGRAD=unfused: the same dq, dk, dv,
+ * another order), and the 64-row kernels' stage (PPSCHED_FLASH_TILE=64 at init and run: no column
+ * sums) is within the CPU stage's tolerance of the default everywhere. */
+static void test_stage_qkv_bias_sums(void)
+{
+    if (!g_gpu) SKIP("%s", g_no_gpu);
+    pp_stage_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.hidden = 128, c.heads = 2, c.seq_len = 192, c.vocab = 128, c.micro_batch_size = 2;
+    c.n_layers = 2, c.first_layer = 2, c.total_layers = 6;
+    c.dtype = PP_DTYPE_BF16, c.seed = 0x5eed5eedULL, c.n_slots = 1, c.grad_scale = 1.0f;
+    c.n_wgrad_slots = 1;
+    const size_t NC = (size_t)c.micro_batch_size * c.seq_len * c.hidden;
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 303);
+    void *x = dev_bf16(hrand(&rng, NC, 1.0), NC), *dy = dev_bf16(hrand(&rng, NC, 1e-2), NC);
+    pp_model_shape_t shape;
+    memset(&shape, 0, sizeof shape);
+    shape.hidden = c.hidden, shape.heads = c.heads, shape.seq_len = c.seq_len;
+    shape.vocab = c.vocab, shape.batch = c.micro_batch_size, shape.n_layers = c.n_layers;
+    shape.first_layer = c.first_layer, shape.total_layers = c.total_layers;
+    const int nt = model_tensor_count(&shape);
+    pp_param_tensor_t *tensors = (pp_param_tensor_t *)hmem((size_t)nt * sizeof *tensors);
+    size_t n = 0;
+    model_tensors(&shape, tensors, &n);
+    float *g[4];
+    for (int i = 0; i < 4; i++)
+        g[i] = (float *)hmem(n * sizeof(float));
+    /* 0: B, 1: I then W, 2: PPSCHED_WGRAD=unfused, 3: PPSCHED_FLASH_TILE=64 */
+    const char *vars[4] = {NULL, NULL, "PPSCHED_WGRAD", "PPSCHED_FLASH_TILE"};
+    const char *vals[4] = {NULL, NULL, "unfused", "64"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(g_ctx, sizeof g_ctx, "stage, QKV bias sums, run %d %s=%s", i,
+                 vars[i] ? vars[i] : "-", vals[i] ? vals[i] : "-");
+        if (vars[i]) setenv(vars[i], vals[i], 1);
+        const int ok = stage_grads(&c, x, dy, i == 1, g[i]);
+        if (vars[i]) unsetenv(vars[i]);
+        REQUIRE(ok, "stage run failed [%s]", g_ctx);
+    }
+    snprintf(g_ctx, sizeof g_ctx, "stage, QKV bias sums");
+    EXPECT(memcmp(g[0], g[1], n * sizeof(float)) == 0, "I then W differs from B [%s]", g_ctx);
+    double *a = hbuf(n), *b = hbuf(n), *e = hbuf(n);
+    for (size_t i = 0; i < n; i++)
+        a[i] = g[0][i], b[i] = g[2][i], e[i] = g[3][i];
+    char what[96];
+    for (int t = 0; t < nt; t++) {
+        const pp_param_tensor_t *tt = &tensors[t];
+        if (tt->kind != PP_PARAM_QKV_B) continue;
+        snprintf(what, sizeof what, "dqkv_b[layer %d] vs the separate reduction", tt->layer);
+        compare_l2(what, a + tt->packed, b + tt->packed, tt->numel, 1e-4);
+    }
+    compare_l2("gradients vs the 64-row kernels", a, e, n, STAGE_RTOL_BWD);
+    arena_free();
+}
+
 int main(void)
 {
     g_no_gpu = gpu_skip_reason();
@@ -786,11 +979,14 @@ int main(void)
     RUN(test_flash_b1_h3_t1024_d64);
     RUN(test_flash_b1_h2_t192_d128);
     RUN(test_flash_packed_b2_h3_t192_d64);
+    RUN(test_flash_packed_b3_h2_t64_d64);
+    RUN(test_flash_packed_b2_h4_t512_d64);
     RUN(test_flash_packed_b1_h2_t128_d128);
     RUN(test_fused_vs_unfused_d64);
     RUN(test_fused_vs_unfused_d128);
     RUN(test_stage_paths);
     RUN(test_stage_recompute_fused);
+    RUN(test_stage_qkv_bias_sums);
     if (g_gpu) {
         gemm_free(&g_gemm);
         cudaStreamDestroy(g_stream);
