@@ -410,9 +410,16 @@ static pp_status_t fa_bwd_t(void *dq, void *dk, void *dv, int ld_d, const void *
 
     if (D == 64 && flash_wide_enabled()) { /* dQ writes dr, which dK/dV reads: dQ first */
         const int C = H * D; /* the column sums: dq's, dk's, dv's side by side, as d_qkv */
+        const int fused = flash_wide_bwd_fused();
+        if (!fused) { /* PPSCHED_FLASH_BWD=unfused: the dot kernel, then dQ reads dr */
+            flash_bwd_dot_kernel<D><<<(unsigned)dot_blocks, dot_threads, 0, stream>>>(
+                dr, (const bf16 *)dout, (const bf16 *)o, ld_o, H, T, rows);
+            PP_CUDA_LAUNCH_CHECK();
+        }
         PP_CHECK(flash_wide_bwd_dq((bf16 *)dq, ld_d, (const bf16 *)q, (const bf16 *)k,
-                                   (const bf16 *)v, ld_qkv, (const bf16 *)dout, (const bf16 *)o,
-                                   ld_o, lse, dr, cs, 3 * C, BH, H, T, stream));
+                                   (const bf16 *)v, ld_qkv, (const bf16 *)dout,
+                                   fused ? (const bf16 *)o : NULL, ld_o, lse, dr, cs, 3 * C, BH, H,
+                                   T, stream));
         return flash_wide_bwd_dkdv((bf16 *)dk, (bf16 *)dv, ld_d, (const bf16 *)q, (const bf16 *)k,
                                    (const bf16 *)v, ld_qkv, (const bf16 *)dout, ld_o, lse, dr,
                                    cs ? cs + C : NULL, cs ? cs + 2 * C : NULL, 3 * C, BH, H, T,
@@ -456,7 +463,7 @@ pp_status_t attention_flash_fwd(void *o, int ld_o, float *lse, const void *q, co
 
 int attention_flash_bwd_colsum_ok(int d)
 {
-    return d == 64 && flash_wide_enabled();
+    return d == 64 && flash_wide_enabled() && flash_wide_bwd_fused();
 }
 
 /* A colsum needs the kernels that write it and dq, dk, dv side by side in one [B·T, 3·H·d]. */
@@ -467,7 +474,7 @@ static pp_status_t fa_check_colsum(const char *what, const void *dq, const void 
     const size_t C = (size_t)H * d * sizeof(bf16);
     if (!attention_flash_bwd_colsum_ok(d))
         PP_FAIL(PP_ERR_INTERNAL, "%s: no column sums at d = %d%s", what, d,
-                d == 64 ? " with PPSCHED_FLASH_TILE=64" : "");
+                d == 64 ? " under PPSCHED_FLASH_TILE=64 or PPSCHED_FLASH_BWD=unfused" : "");
     if ((const char *)dk != (const char *)dq + C || (const char *)dv != (const char *)dk + C ||
         ld_d != 3 * H * d)
         PP_FAIL(PP_ERR_INTERNAL, "%s: column sums need dq, dk, dv side by side (ld_d = 3·H·d)",

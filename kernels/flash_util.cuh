@@ -270,12 +270,17 @@ template <typename K> static pp_status_t fa_smem_allow(K kernel, size_t bytes)
 /* flash_wide.cu: 1 unless PPSCHED_FLASH_TILE=64 asks for the 64-row kernels at d = 64 too (read at
  * every call; the stage refuses other values than 64 and 128 when it is built). */
 int flash_wide_enabled(void);
+/* flash_wide.cu: 1 unless PPSCHED_FLASH_BWD=unfused asks the 128-row backward for the path before
+ * Dr and the QKV column sums moved into its kernels (flash_bwd_dot_kernel first, no column sums),
+ * to compare the two in one run (read at every call, like PPSCHED_FLASH_TILE). */
+int flash_wide_bwd_fused(void);
 /* The forward at d = 64 with 128-row query blocks: attention_flash_fwd's contract, its checks
  * done by the caller (BH = B·H). */
 pp_status_t flash_wide_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k,
                            const bf16 *v, int ld_qkv, int BH, int H, int T, cudaStream_t stream);
 /* dQ at d = 64 with 128-row query blocks: attention_flash_bwd's dq, and dr (= Σ dout·o per row,
- * flash_bwd_dot_kernel's bits) written for flash_wide_bwd_dkdv, enqueued after it. cs: NULL, or
+ * flash_bwd_dot_kernel's bits) written for flash_wide_bwd_dkdv, enqueued after it; with o NULL,
+ * dq from the dr flash_bwd_dot_kernel wrote (PPSCHED_FLASH_BWD=unfused). cs: NULL, or
  * the column sums of dq as stored, row block b·⌈T/128⌉ + i at cs + (b·⌈T/128⌉ + i)·ld_cs, head
  * h's columns from h·64 (attention_flash_bwd's colsum, its q part). */
 pp_status_t flash_wide_bwd_dq(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,

@@ -15,8 +15,9 @@
  * end at key block 2qb, warps 2, 3 at 2qb + 1; key j > row t is masked (dK/dV mirrors this over
  * key blocks). T is a multiple of 64, so where T mod 128 is 64 the last block holds 64 rows and
  * its warps 2, 3 only join the barriers. Grid: BH · ⌈T/128⌉ CTAs, the longest blocks first.
- * PPSCHED_FLASH_TILE=64 selects the 64-row kernels instead (flash_wide_enabled). Launchers
- * allocate nothing and enqueue on `stream`.
+ * PPSCHED_FLASH_TILE=64 selects the 64-row kernels instead (flash_wide_enabled);
+ * PPSCHED_FLASH_BWD=unfused (flash_wide_bwd_fused) the dQ kernel that reads the dot kernel's Dr and
+ * no column sums, to compare. Launchers allocate nothing and enqueue on `stream`.
  */
 #include "flash_util.cuh"
 
@@ -405,11 +406,13 @@ __device__ __forceinline__ void fw_row_dots(float *dr, float *dr_s, const bf16 *
  * tiles. The sub-step loop stays rolled: S, dP and dQ of 32 rows × 64 keys at once exceed the
  * registers, and unrolled the compiler overlaps the sub-steps into the same excess. Q and dO are
  * read from shared memory at each use, with the rows' lse; K and V stream through two buffers.
- * Before the first step the block's O lands in buffer 1 and the rows' Dr = Σ dO·O are computed
- * from it (fw_row_dots) and written to `dr` for the dK/dV kernel, which runs after this one.
+ * DOT: before the first step the block's O lands in buffer 1 and the rows' Dr = Σ dO·O are
+ * computed from it (fw_row_dots) and written to `dr` for the dK/dV kernel, which runs after this
+ * one; otherwise (PPSCHED_FLASH_BWD=unfused) Dr is read from `dr` with the lse.
  * Same grid order and causal steps as flash_wide_fwd_kernel; each dQ element sums its keys in the
  * 64-row kernel's order. With cs, the block's column sums of dQ as stored follow the stores
  * (fw_colsum_cta, in the idle K, V buffers). */
+template <bool DOT>
 __global__ void __launch_bounds__(FA_THREADS)
     flash_wide_bwd_dq_kernel(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
                              int ld_qkv, const bf16 *dout, const bf16 *o, int ld_o,
@@ -433,19 +436,26 @@ __global__ void __launch_bounds__(FA_THREADS)
     const size_t o0 = fa_head_offset(bh, H, T, ld_o, FW_D) + (size_t)q0 * ld_o;
     fw_load_rows128(Qs, q + in0 + (size_t)q0 * ld_qkv, ld_qkv, q0, T);
     fw_load_rows128(dOs, dout + o0, ld_o, q0, T);
-    fw_load_rows128(Kb + 2 * FW_TILE, o + o0, ld_o, q0, T); /* O in buffer 1, free until step 0 */
-    static_assert(FW_ROWS == FA_THREADS, "one row's lse a thread");
-    if (q0 + (int)threadIdx.x < T)
-        fa_cp4(rows_s + threadIdx.x, lse + (size_t)bh * T + q0 + threadIdx.x);
+    if constexpr (DOT) /* O in buffer 1, free until step 0 */
+        fw_load_rows128(Kb + 2 * FW_TILE, o + o0, ld_o, q0, T);
+    static_assert(FW_ROWS == FA_THREADS, "one row's lse (and dr) a thread");
+    if (q0 + (int)threadIdx.x < T) {
+        const size_t row = (size_t)bh * T + q0 + threadIdx.x;
+        fa_cp4(rows_s + threadIdx.x, lse + row);
+        if constexpr (!DOT) fa_cp4(rows_s + FW_ROWS + threadIdx.x, dr + row);
+    }
     /* this thread's share of each K, V copy: row tid / 8 (+ 16i), 16 bytes at column (tid % 8)·8 */
     const size_t kv_src = in0 + (size_t)(threadIdx.x / 8) * ld_qkv + (threadIdx.x % 8) * 8;
     const unsigned kv_dst =
         fa_smem_addr(Kb) + (threadIdx.x / 8) * FW_ROW_BYTES + (threadIdx.x % 8) * 16;
     fw_issue_pair(kv_dst, k + kv_src, ld_qkv, v + kv_src, ld_qkv, 0, 0);
-    fa_cp_wait_all();
-    __syncthreads();
-    if (kb_warp >= 0)
-        fw_row_dots(dr + (size_t)bh * T + q0, rows_s + FW_ROWS, dOs, Kb + 2 * FW_TILE, w32, lane);
+    if constexpr (DOT) {
+        fa_cp_wait_all();
+        __syncthreads();
+        if (kb_warp >= 0)
+            fw_row_dots(dr + (size_t)bh * T + q0, rows_s + FW_ROWS, dOs, Kb + 2 * FW_TILE, w32,
+                        lane);
+    }
 
     float acc[2][FW_D / 8][4];
 #pragma unroll
@@ -722,6 +732,12 @@ int flash_wide_enabled(void)
     return !(env && strcmp(env, "64") == 0);
 }
 
+int flash_wide_bwd_fused(void)
+{
+    const char *env = getenv("PPSCHED_FLASH_BWD");
+    return !(env && strcmp(env, "unfused") == 0);
+}
+
 pp_status_t flash_wide_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k,
                            const bf16 *v, int ld_qkv, int BH, int H, int T, cudaStream_t stream)
 {
@@ -743,8 +759,16 @@ pp_status_t flash_wide_bwd_dq(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, 
     const size_t smem = fa_smem<FW_D>::dq_wide;
     const float scale = 1.0f / sqrtf((float)FW_D), scale_log2 = FA_LOG2E * scale;
     const unsigned grid = (unsigned)(BH * ((T + FW_ROWS - 1) / FW_ROWS));
-    PP_CHECK(fa_smem_allow(flash_wide_bwd_dq_kernel, smem));
-    flash_wide_bwd_dq_kernel<<<grid, FA_THREADS, smem, stream>>>(
+    if (!o) { /* dr given (flash_bwd_dot_kernel's) */
+        PP_CHECK(fa_smem_allow(flash_wide_bwd_dq_kernel<false>, smem));
+        flash_wide_bwd_dq_kernel<false>
+            <<<grid, FA_THREADS, smem, stream>>>(dq, ld_d, q, k, v, ld_qkv, dout, o, ld_o, lse, dr,
+                                                 BH, H, T, scale, scale_log2, cs, ld_cs);
+        PP_CUDA_LAUNCH_CHECK();
+        return PP_OK;
+    }
+    PP_CHECK(fa_smem_allow(flash_wide_bwd_dq_kernel<true>, smem));
+    flash_wide_bwd_dq_kernel<true><<<grid, FA_THREADS, smem, stream>>>(
         dq, ld_d, q, k, v, ld_qkv, dout, o, ld_o, lse, dr, BH, H, T, scale, scale_log2, cs, ld_cs);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;

@@ -244,7 +244,9 @@ pp_status_t softmax_causal_bwd(void *dS, const void *dP, const void *P, float sc
 
 /* attention_flash_supported (kernel_sizes.h) says which shapes the fused kernels take. At d = 64
  * both launchers run 128-row blocks (flash_wide.cu) unless the environment sets
- * PPSCHED_FLASH_TILE=64 (read at every call) for the 64-row kernels; d = 128 always takes those. */
+ * PPSCHED_FLASH_TILE=64 (read at every call) for the 64-row kernels; d = 128 always takes those.
+ * PPSCHED_FLASH_BWD=unfused (read at every call) runs the 128-row backward as before Dr and the
+ * column sums moved into it: flash_bwd_dot_kernel first, no colsum. */
 
 /* Layout of q, k, v, o and their gradients: element (b, h, t, i) of x is x[(b·T + t)·ld + h·d + i],
  * token-major rows with head h in columns h·d..h·d + d − 1 and a row stride `ld` ≥ H·d, a
@@ -278,8 +280,9 @@ pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, int ld_d, const vo
                                 const void *o, int ld_o, const float *lse, void *scratch,
                                 float *colsum, int B, int H, int T, int d, pp_dtype_t dtype,
                                 cudaStream_t stream);
-/* 1 when attention_flash_bwd at head size d takes a colsum: d = 64 on the 128-row kernels (not
- * under PPSCHED_FLASH_TILE=64, read now). */
+/* 1 when attention_flash_bwd at head size d takes a colsum: d = 64 on the 128-row kernels with
+ * Dr and the column sums inside (not under PPSCHED_FLASH_TILE=64 or PPSCHED_FLASH_BWD=unfused,
+ * read now). */
 int attention_flash_bwd_colsum_ok(int d);
 
 /* ---- cross-entropy (crossentropy.cu) --------------------------------------------------------- */

@@ -29,7 +29,8 @@ struct pp_stage {
     int fused_attention;
     int fused_wgrad; /* the weight pass's column sums, fixed at init (stage_wgrad_fused) */
     /* I's flash backward writes the QKV bias gradient's partial sums (d_qkv_sum) and W adds them:
-     * fused attention and column sums at d = 64 on the 128-row kernels, fixed at init */
+     * fused attention and column sums at d = 64 on the 128-row kernels (not under
+     * PPSCHED_FLASH_TILE=64 or PPSCHED_FLASH_BWD=unfused), fixed at init */
     int qkv_sums;
     char *work_mem; /* the workspace beside cuBLAS's (stage_layout_workspace) */
     workspace_t ws; /* its pieces */

@@ -34,6 +34,10 @@ static const env_switch_t ENV_SWITCHES[] = {
     {"PPSCHED_WGRAD", {"fused", "unfused"}, {"the default", "one reduction per GEMM"}},
     {"PPSCHED_LAYERNORM", {"fused", "unfused"}, {"the default", "the three-pass forward"}},
     {"PPSCHED_FLASH_TILE", {"128", "64"}, {"the default: 128 query rows a CTA", "64 rows a CTA"}},
+    {"PPSCHED_FLASH_BWD",
+     {"fused", "unfused"},
+     {"the default: Dr and the QKV column sums in the 128-row backward",
+      "the dot kernel first; W sums d_qkv"}},
 };
 
 pp_status_t stage_attention_env_check(void)

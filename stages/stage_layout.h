@@ -117,9 +117,9 @@ typedef struct scratch {
  * the environment sets PPSCHED_ATTENTION=unfused (to compare the two). stage_init fixes the
  * choice for the stage's lifetime; the *_bytes functions ask again. */
 int stage_attention_fused(const pp_stage_cfg_t *cfg);
-/* PPSCHED_ATTENTION, PPSCHED_WGRAD and PPSCHED_LAYERNORM (read by layernorm_fwd), when set,
- * must name a path (fused or unfused), PPSCHED_FLASH_TILE (read by attention_flash_fwd) 128 or 64:
- * PP_ERR_INPUT otherwise. */
+/* PPSCHED_ATTENTION, PPSCHED_WGRAD, PPSCHED_LAYERNORM (read by layernorm_fwd) and
+ * PPSCHED_FLASH_BWD (read by attention_flash_bwd), when set, must name a path (fused or unfused),
+ * PPSCHED_FLASH_TILE (read by attention_flash_fwd) 128 or 64: PP_ERR_INPUT otherwise. */
 pp_status_t stage_attention_env_check(void);
 /* The weight pass's column sums (bias and LayerNorm parameter gradients): 1 for one colsum_bwd
  * per block after its weight GEMMs, 0 for one reduction after each GEMM and per LayerNorm when

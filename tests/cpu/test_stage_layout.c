@@ -193,9 +193,12 @@ static void test_every_layout(void)
 static void test_env_switches(void)
 {
     static const char *const vars[] = {"PPSCHED_ATTENTION", "PPSCHED_WGRAD", "PPSCHED_LAYERNORM",
-                                       "PPSCHED_FLASH_TILE"};
-    static const char *const ok[][2] = {
-        {"fused", "unfused"}, {"fused", "unfused"}, {"fused", "unfused"}, {"128", "64"}};
+                                       "PPSCHED_FLASH_TILE", "PPSCHED_FLASH_BWD"};
+    static const char *const ok[][2] = {{"fused", "unfused"},
+                                        {"fused", "unfused"},
+                                        {"fused", "unfused"},
+                                        {"128", "64"},
+                                        {"fused", "unfused"}};
     static const char *const bad[] = {"flash", "", "32", "Fused"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         for (int v = 0; v < 2; v++) {

@@ -17,11 +17,12 @@
  *   Dr (the scratch) against Σ dout·o    rel 1e-5 (64 terms)
  *   column sums of the packed dq, dk, dv rel 2e-5 (128 terms)
  * A second run gives the same bits (Dr and the column sums included); Dr of the 128-row dQ kernel
- * equals flash_bwd_dot_kernel's bit for bit. The stage case runs a bf16 middle stage with d = 64,
+ * equals flash_bwd_dot_kernel's bit for bit, and PPSCHED_FLASH_BWD=unfused (the dot kernel first)
+ * gives the same Dr, dq, dk, dv. The stage case runs a bf16 middle stage with d = 64,
  * T = 64 on both paths (PPSCHED_ATTENTION=unfused for the old one) against the CPU stage, with the
  * relative L2 tolerances of test_stage.cu; another at T = 192 checks the QKV bias gradient from
- * the flash backward's column sums (B against I then W bitwise, against the separate reduction
- * within 1e-4 relative L2). Without a GPU only the CPU cases run; the others are skipped.
+ * the flash backward's column sums (B against I then W bitwise, against the sums of d_qkv within
+ * 1e-4 relative L2). Without a GPU only the CPU cases run; the others are skipped.
  * PPSCHED_TEST_QUICK=1 (check.h) leaves out T = 1024.
  */
 #include "../../common/pp_cuda.h"
@@ -335,7 +336,7 @@ static void test_shapes_and_sizes(void)
     char *g = packed;
     float *cs = (float *)p;
     EXPECT(attention_flash_bwd_colsum_ok(64) && !attention_flash_bwd_colsum_ok(128));
-    fprintf(stderr, "  (the next three errors are expected)\n");
+    fprintf(stderr, "  (the next four errors are expected)\n");
     EXPECT(attention_flash_bwd(p, p, p, 64, p, p, p, p, 64, p, 64, (float *)p, p, cs, 1, 1, 64, 64,
                                bf, 0) == PP_ERR_INTERNAL,
            "column sums of dq, dk, dv apart accepted");
@@ -348,6 +349,12 @@ static void test_shapes_and_sizes(void)
                                p, cs, 1, 1, 64, 64, bf, 0) == PP_ERR_INTERNAL,
            "column sums under PPSCHED_FLASH_TILE=64 accepted");
     unsetenv("PPSCHED_FLASH_TILE");
+    setenv("PPSCHED_FLASH_BWD", "unfused", 1);
+    EXPECT(!attention_flash_bwd_colsum_ok(64));
+    EXPECT(attention_flash_bwd(g, g + 2 * 64, g + 4 * 64, 3 * 64, p, p, p, p, 64, p, 64, (float *)p,
+                               p, cs, 1, 1, 64, 64, bf, 0) == PP_ERR_INTERNAL,
+           "column sums under PPSCHED_FLASH_BWD=unfused accepted");
+    unsetenv("PPSCHED_FLASH_BWD");
 
     /* Per block the fused slot keeps the QKV output [N,3C] (as large as q, k, v) and lse [B,H,T]
      * instead of P [B,H,T,T]; its workspace has no permuted copies (d_attn, dq, dk, dv), no dP
@@ -509,13 +516,21 @@ static void flash_case(int B, int H, int T, int d, uint64_t seed, const char *ti
         EXPECT(memcmp(first[i], raw_get(outs[i], bytes[i]), bytes[i]) == 0,
                "%s [%s]: the second run differs bitwise", names[i], g_ctx);
     if (!tile && d == 64) {
-        /* The wide dQ kernel's Dr against flash_bwd_dot_kernel's (the 64-row backward's) on the
-         * same o: the same bits. */
+        /* PPSCHED_FLASH_BWD=unfused (flash_bwd_dot_kernel's Dr, then the same 128-row kernels):
+         * Dr, dq, dk, dv the same bits; then Dr of the 64-row backward on the same o too. */
+        setenv("PPSCHED_FLASH_BWD", "unfused", 1);
+        for (int i = 2; i < 6; i++)
+            poison(outs[i], bytes[i]);
+        KOK(flash_bwd(&io));
+        unsetenv("PPSCHED_FLASH_BWD");
+        for (int i = 2; i < 6; i++)
+            EXPECT(memcmp(first[i], raw_get(outs[i], bytes[i]), bytes[i]) == 0,
+                   "%s [%s]: PPSCHED_FLASH_BWD=unfused differs bitwise", names[i], g_ctx);
         set_tile("64");
         poison(io.d_scratch, rows * 4);
         KOK(flash_bwd(&io));
         EXPECT(memcmp(first[5], raw_get(io.d_scratch, rows * 4), rows * 4) == 0,
-               "dr [%s]: differs from flash_bwd_dot_kernel's", g_ctx);
+               "dr [%s]: differs from the 64-row backward's", g_ctx);
     }
     set_tile(NULL);
     arena_free();
@@ -905,10 +920,11 @@ static int stage_grads(const pp_stage_cfg_t *cfg, const void *xin, const void *d
 }
 
 /* A middle stage at d = 64, T = 192 (a whole and a half 128-row block a sequence): B and I then W
- * give the same bits with the QKV bias gradient from the column sums; that gradient matches the
- * one summed from d_qkv by the separate reductions (PPSCHED_WGRAD=unfused: the same dq, dk, dv,
- * another order), and the 64-row kernels' stage (PPSCHED_FLASH_TILE=64 at init and run: no column
- * sums) is within the CPU stage's tolerance of the default everywhere. */
+ * give the same bits with the QKV bias gradient from the column sums; PPSCHED_FLASH_BWD=unfused
+ * (the dot kernel, W sums d_qkv) gives every other gradient's bits and that one within 1e-4
+ * (relative L2: the same values summed in another order), and so do the separate reductions
+ * (PPSCHED_WGRAD=unfused) for that one; the 64-row kernels' stage (PPSCHED_FLASH_TILE=64: no
+ * column sums) is within the CPU stage's tolerance of the default everywhere. */
 static void test_stage_qkv_bias_sums(void)
 {
     if (!g_gpu) SKIP("%s", g_no_gpu);
@@ -931,31 +947,39 @@ static void test_stage_qkv_bias_sums(void)
     pp_param_tensor_t *tensors = (pp_param_tensor_t *)hmem((size_t)nt * sizeof *tensors);
     size_t n = 0;
     model_tensors(&shape, tensors, &n);
-    float *g[4];
-    for (int i = 0; i < 4; i++)
+    float *g[5];
+    for (int i = 0; i < 5; i++)
         g[i] = (float *)hmem(n * sizeof(float));
-    /* 0: B, 1: I then W, 2: PPSCHED_WGRAD=unfused, 3: PPSCHED_FLASH_TILE=64 */
-    const char *vars[4] = {NULL, NULL, "PPSCHED_WGRAD", "PPSCHED_FLASH_TILE"};
-    const char *vals[4] = {NULL, NULL, "unfused", "64"};
-    for (int i = 0; i < 4; i++) {
+    /* 0: B, 1: I then W, 2: PPSCHED_WGRAD=unfused, 3: PPSCHED_FLASH_TILE=64, 4: I then W under
+     * PPSCHED_FLASH_BWD=unfused */
+    const char *vars[5] = {NULL, NULL, "PPSCHED_WGRAD", "PPSCHED_FLASH_TILE", "PPSCHED_FLASH_BWD"};
+    const char *vals[5] = {NULL, NULL, "unfused", "64", "unfused"};
+    for (int i = 0; i < 5; i++) {
         snprintf(g_ctx, sizeof g_ctx, "stage, QKV bias sums, run %d %s=%s", i,
                  vars[i] ? vars[i] : "-", vals[i] ? vals[i] : "-");
         if (vars[i]) setenv(vars[i], vals[i], 1);
-        const int ok = stage_grads(&c, x, dy, i == 1, g[i]);
+        const int ok = stage_grads(&c, x, dy, i == 1 || i == 4, g[i]);
         if (vars[i]) unsetenv(vars[i]);
         REQUIRE(ok, "stage run failed [%s]", g_ctx);
     }
     snprintf(g_ctx, sizeof g_ctx, "stage, QKV bias sums");
     EXPECT(memcmp(g[0], g[1], n * sizeof(float)) == 0, "I then W differs from B [%s]", g_ctx);
-    double *a = hbuf(n), *b = hbuf(n), *e = hbuf(n);
+    double *a = hbuf(n), *b = hbuf(n), *e = hbuf(n), *u = hbuf(n);
     for (size_t i = 0; i < n; i++)
-        a[i] = g[0][i], b[i] = g[2][i], e[i] = g[3][i];
+        a[i] = g[0][i], b[i] = g[2][i], e[i] = g[3][i], u[i] = g[4][i];
     char what[96];
     for (int t = 0; t < nt; t++) {
         const pp_param_tensor_t *tt = &tensors[t];
-        if (tt->kind != PP_PARAM_QKV_B) continue;
+        if (tt->kind != PP_PARAM_QKV_B) {
+            EXPECT(memcmp(a + tt->packed, u + tt->packed, tt->numel * sizeof(double)) == 0,
+                   "d%s[layer %d] [%s]: PPSCHED_FLASH_BWD=unfused differs bitwise",
+                   model_param_name(tt->kind), tt->layer, g_ctx);
+            continue;
+        }
         snprintf(what, sizeof what, "dqkv_b[layer %d] vs the separate reduction", tt->layer);
         compare_l2(what, a + tt->packed, b + tt->packed, tt->numel, 1e-4);
+        snprintf(what, sizeof what, "dqkv_b[layer %d] vs PPSCHED_FLASH_BWD=unfused", tt->layer);
+        compare_l2(what, a + tt->packed, u + tt->packed, tt->numel, 1e-4);
     }
     compare_l2("gradients vs the 64-row kernels", a, e, n, STAGE_RTOL_BWD);
     arena_free();
