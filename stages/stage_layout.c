@@ -94,8 +94,9 @@ static const block_part_t SAVED_PARTS[] = {
 };
 
 /* What I writes for W, in the order of an I→W buffer. d_qkv_sum: the QKV bias gradient's partial
- * sums, written by the flash backward of I at d = 64 (reserved whether or not
- * PPSCHED_FLASH_TILE=64 leaves it unwritten, so sizes never depend on the environment). */
+ * sums, written by the flash backward of I at d = 64 (reserved too where PPSCHED_FLASH_TILE=64,
+ * PPSCHED_FLASH_BWD=unfused or PPSCHED_WGRAD=unfused leave it unwritten, so that sizes never
+ * depend on the environment). */
 static const block_part_t GRAD_PARTS[] = {
     {PART(d_fc), SZ_4NC, ON_BOTH, {0}}, {PART(d_ln2), SZ_NC, ON_BOTH, {0}},
     {PART(d_x2), SZ_NC, ON_BOTH, {0}},  {PART(d_qkv), SZ_3NC, ON_BOTH, {0}},
