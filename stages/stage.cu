@@ -27,7 +27,7 @@
  *   I->W       one allocation per I->W buffer (n_wgrad_slots): what I leaves for W when the two
  *              run apart (d_fc 32, d_ln2 8, d_x2 8, d_qkv 24, d_ln1 8, the gradient between
  *              blocks 8 MiB a block at the reference shape; fused attention at d = 64: d_qkv's
- *              column sums, 0.19 MiB); taken by I, released by W.
+ *              column sums, 0.38 MiB); taken by I, released by W.
  *   workspace  the cuBLAS workspace (pp_gemm_t) and one area carved by stage_layout_workspace:
  *              the rebuild area, a plain B's one-block I->W parts, and the scratch (forward,
  *              backward-input and backward-weight groups, which never run at once, overlap).

@@ -210,7 +210,7 @@ static void test_qkv_sums_bytes(void)
     setenv("PPSCHED_ATTENTION", "unfused", 1);
     const size_t unfused = stage_wgrad_slot_bytes(&c);
     unsetenv("PPSCHED_ATTENTION");
-    const size_t sums = a256(B * (T / 128) * 3 * C * sizeof(float)); /* 192 KiB */
+    const size_t sums = a256(B * (T / 128) * 3 * C * sizeof(float)); /* 384 KiB */
     EXPECT(attention_flash_bwd_colsum_bytes(4, 16, 1024, 64) == B * (T / 128) * 3 * C * 4);
     EXPECT(fused - unfused == L * sums, "I->W %zu (fused) - %zu (unfused) != %zu", fused, unfused,
            L * sums);
