@@ -68,6 +68,40 @@ static inline size_t layernorm_bwd_weight_scratch_bytes(int N, int C)
            (size_t)layernorm_bwd_strips(C) * sizeof(unsigned int);
 }
 
+/* LayerNorm input gradient with column sums (layernorm_bwd_input_add's colsum): the rows in
+ * chunks of at least PP_LN_COLSUM_MIN_ROWS rows (all N rows in one chunk when fewer) and at most
+ * PP_LN_COLSUM_MAX_ROWS, up to PP_LN_COLSUM_CHUNKS chunks where the row bounds allow; no chunk is
+ * empty. One block a chunk (layernorm_input.cu). */
+#define PP_LN_COLSUM_MIN_ROWS 32
+#define PP_LN_COLSUM_MAX_ROWS 1024
+#define PP_LN_COLSUM_CHUNKS   256
+
+/* Rows of N in one chunk (0 for N <= 0): chunk i holds rows i·that and on, the last may be short. */
+static inline int layernorm_colsum_chunk_rows(int N)
+{
+    if (N <= 0) return 0;
+    int chunks = N / PP_LN_COLSUM_MIN_ROWS;
+    if (chunks < 1) chunks = 1;
+    if (chunks > PP_LN_COLSUM_CHUNKS) chunks = PP_LN_COLSUM_CHUNKS;
+    const int least = (N + PP_LN_COLSUM_MAX_ROWS - 1) / PP_LN_COLSUM_MAX_ROWS;
+    if (chunks < least) chunks = least;
+    return (N + chunks - 1) / chunks;
+}
+
+/* The chunks of N rows: the rows of each quantity's partial sums. */
+static inline int layernorm_bwd_input_colsum_rows(int N)
+{
+    const int rows = layernorm_colsum_chunk_rows(N);
+    return rows > 0 ? (N + rows - 1) / rows : 0;
+}
+
+/* layernorm_bwd_input_add's colsum: 3 quantities × the chunks of N × C floats. */
+static inline size_t layernorm_bwd_input_colsum_bytes(int N, int C)
+{
+    if (N <= 0 || C <= 0) return 0;
+    return (size_t)3 * (size_t)layernorm_bwd_input_colsum_rows(N) * (size_t)C * sizeof(float);
+}
+
 /* 1 when the fused attention kernels take this shape: bf16 storage, d = 64 or 128, T a positive
  * multiple of PP_FLASH_TILE (any B·H). Otherwise use the GEMMs + softmax_causal path. */
 static inline int attention_flash_supported(int T, int d, pp_dtype_t dtype)

@@ -188,10 +188,24 @@ pp_status_t layernorm_bwd_input(void *dinp, const void *dout, const void *inp, c
 /* dinp[N,C] = dres[N,C] + the input gradient of layernorm_fwd (the formula of
  * layernorm_bwd_input), in one pass: the residual stream's gradient joined with the branch's.
  * dinp may be dres itself (in place; then it is layernorm_bwd_input with accumulate = 1) or must
- * not overlap it; dinp must not alias dout or inp. */
-pp_status_t layernorm_bwd_input_add(void *dinp, const void *dres, const void *dout, const void *inp,
-                                    const void *w, const float *mean, const float *rstd, int N,
-                                    int C, pp_dtype_t dtype, cudaStream_t stream);
+ * not overlap it; dinp must not alias dout or inp.
+ *
+ * colsum: NULL, or where the call also writes the column sums of its inputs over chunks of rows
+ * (fp32, layernorm_bwd_input_colsum_bytes(N, C) bytes, 4-byte aligned, not overlapping a tensor):
+ * with R = layernorm_bwd_input_colsum_rows(N) chunks of layernorm_colsum_chunk_rows(N) rows
+ * (kernel_sizes.h; the last may be shorter), for chunk i, column c and q = 0, 1, 2
+ *   colsum[(q·R + i)·C + c] = Σ over the rows n of chunk i of  dout[n,c]            (q = 0)
+ *                                                              dout[n,c] · x̂[n,c]   (q = 1)
+ *                                                              dres[n,c]            (q = 2)
+ * with x̂ = (inp − mean) · rstd as colsum_bwd computes it and dres as it is before dinp replaces
+ * it: each quantity an [R, C] array, whose rows added up are the LayerNorm's db, dw and the
+ * residual branch's bias gradient (colsum_bwd's d_sum, d_xhat, d_res). Every element is written by
+ * one thread, all of them by the call, in an order that depends only on N, C and whether the
+ * pointers allow 16-byte loads: deterministic. dinp has the bits it has with colsum NULL. */
+pp_status_t layernorm_bwd_input_add(void *dinp, float *colsum, const void *dres, const void *dout,
+                                    const void *inp, const void *w, const float *mean,
+                                    const float *rstd, int N, int C, pp_dtype_t dtype,
+                                    cudaStream_t stream);
 
 /* dw[C] (fp32) += Σ_rows dout · x̂; db[C] (fp32) += Σ_rows dout. Deterministic: per-chunk partial
  * sums in `scratch` (layernorm_bwd_weight_scratch_bytes(N, C) bytes), then an ordered sum. */

@@ -1,13 +1,12 @@
 /*
  * layernorm.cu — LayerNorm over the last dimension (eps PP_LAYERNORM_EPS): forward (saving mean and
- * rstd, fp32 per row, for both backward halves), input gradient, and parameter gradients.
+ * rstd, fp32 per row, for both backward halves) and parameter gradients; the input gradient is in
+ * layernorm_input.cu.
  *
- * Forward and input gradient: one warp per row, fp32 math; rows of a C that is a multiple of the
- * 128-bit pack (and 16-byte aligned pointers) are read as packs, others element by element. The
- * forward of a packed row up to 32·8 packs wide reads it once into registers (all its loads in
- * flight at once) and gives the bits of the three-pass kernel, which PPSCHED_LAYERNORM=unfused
- * selects instead. The input gradient may add a residual gradient dres in the same pass (dres may
- * be dinp).
+ * Forward: one warp per row, fp32 math; rows of a C that is a multiple of the 128-bit pack (and
+ * 16-byte aligned pointers) are read as packs, others element by element. The forward of a packed
+ * row up to 32·8 packs wide reads it once into registers (all its loads in flight at once) and
+ * gives the bits of the three-pass kernel, which PPSCHED_LAYERNORM=unfused selects instead.
  * Parameter gradients: one kernel writes per-row-chunk partial sums to the caller's scratch, and
  * the last block of each column strip (elected with an integer ticket, zeroed in the scratch
  * before the launch) sums the chunks in a fixed order into dw/db (+=) — no float atomics, so the
@@ -124,62 +123,6 @@ __global__ void layernorm_fwd_rows_kernel(T *out, float *mean, float *rstd, cons
         if (lane == 0) {
             if (mean) mean[row] = mu;
             if (rstd) rstd[row] = rs;
-        }
-    }
-}
-
-/* ---- input gradient -------------------------------------------------------------------------- */
-
-/* dinp = dres + the LayerNorm input gradient (dres NULL: just the gradient). Each element of dres
- * is read by the thread that then writes that element of dinp, so dres may be dinp. */
-template <typename T, bool VEC>
-__global__ void layernorm_bwd_input_kernel(T *dinp, const T *dres, const T *dout, const T *inp,
-                                           const T *w, const float *mean, const float *rstd, int N,
-                                           int C)
-{
-    const int P = VEC ? pack128<T>::n : 1;
-    const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    for (int row = blockIdx.x * warps + threadIdx.x / 32; row < N; row += gridDim.x * warps) {
-        const T *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
-        T *dx = dinp + (size_t)row * C;
-        const T *dr = dres ? dres + (size_t)row * C : NULL;
-        const float mu = mean[row], rs = rstd[row];
-        /* g = w·dy; sums of g and of g·x̂ over the row */
-        float sg = 0.0f, sgx = 0.0f;
-        for (int c = lane * P; c < C; c += 32 * P) {
-            if (VEC) {
-                pack128<T> xp = load128(x + c), dp = load128(dy + c), wp = load128(w + c);
-                for (int j = 0; j < P; j++) {
-                    float g = to_f32(wp.v[j]) * to_f32(dp.v[j]);
-                    sg += g;
-                    sgx += g * (to_f32(xp.v[j]) - mu) * rs;
-                }
-            } else {
-                float g = to_f32(w[c]) * to_f32(dy[c]);
-                sg += g;
-                sgx += g * (to_f32(x[c]) - mu) * rs;
-            }
-        }
-        const float mg = warp_sum(sg) / (float)C, mgx = warp_sum(sgx) / (float)C;
-        for (int c = lane * P; c < C; c += 32 * P) {
-            if (VEC) {
-                pack128<T> xp = load128(x + c), dp = load128(dy + c), wp = load128(w + c), o;
-                if (dr) o = load128(dr + c);
-                for (int j = 0; j < P; j++) {
-                    float g = to_f32(wp.v[j]) * to_f32(dp.v[j]);
-                    float xh = (to_f32(xp.v[j]) - mu) * rs;
-                    float r = rs * (g - mg - xh * mgx);
-                    if (dr) r += to_f32(o.v[j]);
-                    o.v[j] = from_f32<T>(r);
-                }
-                store128(dx + c, o);
-            } else {
-                float g = to_f32(w[c]) * to_f32(dy[c]);
-                float xh = (to_f32(x[c]) - mu) * rs;
-                float r = rs * (g - mg - xh * mgx);
-                if (dr) r += to_f32(dr[c]);
-                dx[c] = from_f32<T>(r);
-            }
         }
     }
 }
@@ -333,57 +276,6 @@ pp_status_t layernorm_fwd(void *out, float *mean, float *rstd, const void *inp, 
     if (!out || !inp || !w || !b) PP_FAIL(PP_ERR_INTERNAL, "layernorm_fwd: NULL pointer");
     if (dtype == PP_DTYPE_BF16) return ln_fwd_t<bf16>(out, mean, rstd, inp, w, b, N, C, stream);
     return ln_fwd_t<float>(out, mean, rstd, inp, w, b, N, C, stream);
-}
-
-template <typename T>
-static pp_status_t ln_bwd_input_t(void *dinp, const void *dres, const void *dout, const void *inp,
-                                  const void *w, const float *mean, const float *rstd, int N, int C,
-                                  cudaStream_t stream)
-{
-    unsigned grid = grid_for((size_t)N * 32, ln_threads);
-    const T *dr = (const T *)dres, *dy = (const T *)dout, *x = (const T *)inp, *wt = (const T *)w;
-    if (ln_vec_ok<T>(C, dinp, dout, inp, w) && is_aligned16(dres))
-        layernorm_bwd_input_kernel<T, true>
-            <<<grid, ln_threads, 0, stream>>>((T *)dinp, dr, dy, x, wt, mean, rstd, N, C);
-    else
-        layernorm_bwd_input_kernel<T, false>
-            <<<grid, ln_threads, 0, stream>>>((T *)dinp, dr, dy, x, wt, mean, rstd, N, C);
-    PP_CUDA_LAUNCH_CHECK();
-    return PP_OK;
-}
-
-/* Both input-gradient launchers: dres is NULL (overwrite) or the gradient to add. */
-static pp_status_t ln_bwd_input(const char *what, void *dinp, const void *dres, const void *dout,
-                                const void *inp, const void *w, const float *mean,
-                                const float *rstd, int N, int C, pp_dtype_t dtype,
-                                cudaStream_t stream)
-{
-    PP_CHECK(ln_check(what, N, C, dtype));
-    if (N == 0) return PP_OK;
-    if (!dinp || !dout || !inp || !w || !mean || !rstd)
-        PP_FAIL(PP_ERR_INTERNAL, "%s: NULL pointer", what);
-    if (dinp == dout || dinp == inp)
-        PP_FAIL(PP_ERR_INTERNAL, "%s: dinp must not alias dout or inp", what);
-    if (dtype == PP_DTYPE_BF16)
-        return ln_bwd_input_t<bf16>(dinp, dres, dout, inp, w, mean, rstd, N, C, stream);
-    return ln_bwd_input_t<float>(dinp, dres, dout, inp, w, mean, rstd, N, C, stream);
-}
-
-pp_status_t layernorm_bwd_input(void *dinp, const void *dout, const void *inp, const void *w,
-                                const float *mean, const float *rstd, int N, int C, int accumulate,
-                                pp_dtype_t dtype, cudaStream_t stream)
-{
-    return ln_bwd_input("layernorm_bwd_input", dinp, accumulate ? dinp : NULL, dout, inp, w, mean,
-                        rstd, N, C, dtype, stream);
-}
-
-pp_status_t layernorm_bwd_input_add(void *dinp, const void *dres, const void *dout, const void *inp,
-                                    const void *w, const float *mean, const float *rstd, int N,
-                                    int C, pp_dtype_t dtype, cudaStream_t stream)
-{
-    if (N > 0 && !dres) PP_FAIL(PP_ERR_INTERNAL, "layernorm_bwd_input_add: NULL dres");
-    return ln_bwd_input("layernorm_bwd_input_add", dinp, dres, dout, inp, w, mean, rstd, N, C,
-                        dtype, stream);
 }
 
 template <typename T>

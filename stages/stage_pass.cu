@@ -196,8 +196,9 @@ static pp_status_t block_backward_input(pp_stage_t *st, const block_bufs_t *b, i
     PP_CHECK(matmul_bwd_input(b->d_ln2, b->d_fc, P_(st, PP_PARAM_FC_W, l), N, C, 4 * C, 0, dt, g,
                               stream));
     /* d_x2 = dout (the residual path) + LN2's input gradient */
-    PP_CHECK(layernorm_bwd_input_add(b->d_x2, dout, b->d_ln2, b->x2, P_(st, PP_PARAM_LN2_W, l),
-                                     (float *)b->ln2_mean, (float *)b->ln2_rstd, N, C, dt, stream));
+    PP_CHECK(layernorm_bwd_input_add(b->d_x2, NULL, dout, b->d_ln2, b->x2,
+                                     P_(st, PP_PARAM_LN2_W, l), (float *)b->ln2_mean,
+                                     (float *)b->ln2_rstd, N, C, dt, stream));
 
     /* Attention: x2 = x + proj(attention(qkv(ln1(x)))). */
     PP_CHECK(matmul_bwd_input(w->d_atty, b->d_x2, P_(st, PP_PARAM_PROJ_W, l), N, C, C, 0, dt, g,
@@ -230,7 +231,7 @@ static pp_status_t block_backward_input(pp_stage_t *st, const block_bufs_t *b, i
     }
     PP_CHECK(matmul_bwd_input(b->d_ln1, b->d_qkv, P_(st, PP_PARAM_QKV_W, l), N, C, 3 * C, 0, dt, g,
                               stream));
-    return layernorm_bwd_input_add(din, b->d_x2, b->d_ln1, x, P_(st, PP_PARAM_LN1_W, l),
+    return layernorm_bwd_input_add(din, NULL, b->d_x2, b->d_ln1, x, P_(st, PP_PARAM_LN1_W, l),
                                    (float *)b->ln1_mean, (float *)b->ln1_rstd, N, C, dt, stream);
 }
 

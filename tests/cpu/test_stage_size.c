@@ -258,6 +258,27 @@ static void test_workspace_bytes(void)
     EXPECT(attention_flash_bwd_scratch_bytes(2, 3, 192) == (size_t)2 * 3 * 192 * 4);
 }
 
+/* The LayerNorm input gradient's column-sum chunks: every row in exactly one chunk, none empty,
+ * within the row bounds; the bytes are 3 quantities of [chunks, C] floats. */
+static void test_layernorm_colsum_chunks(void)
+{
+    const int ns[] = {1, 31, 32, 33, 4096, 8192, 8193, 9000, 262144, 262145, 300000, 1 << 22};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        const int N = ns[i], rows = layernorm_colsum_chunk_rows(N);
+        const int chunks = layernorm_bwd_input_colsum_rows(N);
+        EXPECT(rows >= 1 && rows <= PP_LN_COLSUM_MAX_ROWS, "N %d: %d rows a chunk", N, rows);
+        EXPECT(rows >= PP_LN_COLSUM_MIN_ROWS || chunks == 1, "N %d: %d rows a chunk", N, rows);
+        EXPECT((long long)chunks * rows >= N && (long long)(chunks - 1) * rows < N,
+               "N %d: %d chunks of %d rows", N, chunks, rows);
+        EXPECT(chunks <= PP_LN_COLSUM_CHUNKS || (long long)(chunks - 1) * PP_LN_COLSUM_MAX_ROWS < N,
+               "N %d: %d chunks", N, chunks);
+        EXPECT(layernorm_bwd_input_colsum_bytes(N, 1024) == (size_t)3 * chunks * 1024 * 4);
+    }
+    EXPECT(layernorm_colsum_chunk_rows(4096) == 32 && layernorm_bwd_input_colsum_rows(4096) == 128);
+    EXPECT(layernorm_bwd_input_colsum_rows(0) == 0 && layernorm_bwd_input_colsum_bytes(0, 8) == 0);
+    EXPECT(layernorm_bwd_input_colsum_bytes(8, 0) == 0);
+}
+
 int main(void)
 {
     RUN(test_boundary_and_params);
@@ -270,5 +291,6 @@ int main(void)
     RUN(test_qkv_sums_bytes);
     RUN(test_state_bytes);
     RUN(test_workspace_bytes);
+    RUN(test_layernorm_colsum_chunks);
     return check_summary("test_stage_size");
 }

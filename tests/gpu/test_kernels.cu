@@ -613,16 +613,16 @@ static void layernorm_case(pp_dtype_t t, int N, int C)
     memcpy(sum, dres, n * sizeof(double));
     ref_layernorm_bwd_input(sum, dout, inp, w, mean, rstd, N, C, 1);
     void *d_dres = dev_of(dres, n, t), *d_sum = dbuf(bytes);
-    KOK(layernorm_bwd_input_add(d_sum, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
+    KOK(layernorm_bwd_input_add(d_sum, NULL, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
                                 g_stream));
     void *sum1 = raw_get(d_sum, bytes);
     compare("layernorm_bwd_input_add", download(d_sum, n, t), sum, n, tol_sum_of(t));
     compare("layernorm_bwd_input_add dres unchanged", download(d_dres, n, t), dres, n, TOL_EXACT);
     poison(d_sum, bytes);
-    KOK(layernorm_bwd_input_add(d_sum, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
+    KOK(layernorm_bwd_input_add(d_sum, NULL, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
                                 g_stream));
     expect_same_bytes("layernorm_bwd_input_add", sum1, raw_get(d_sum, bytes), bytes);
-    KOK(layernorm_bwd_input_add(d_dres, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
+    KOK(layernorm_bwd_input_add(d_dres, NULL, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
                                 g_stream));
     expect_same_bytes("layernorm_bwd_input_add in place", sum1, raw_get(d_dres, bytes), bytes);
 
@@ -994,7 +994,7 @@ static void test_bad_arguments(void)
                          &g_gemm, g_stream);
     s[9] = matmul_bwd_input_dgelu(c, c + 128, c + 256, NULL, 2, 4, 4, PP_DTYPE_BF16, &g_gemm,
                                   g_stream);
-    s[10] = layernorm_bwd_input_add(c, c + 128, c, c + 256, c + 384, (const float *)(c + 512),
+    s[10] = layernorm_bwd_input_add(c, NULL, c + 128, c, c + 256, c + 384, (const float *)(c + 512),
                                     (const float *)(c + 640), 4, 4, PP_DTYPE_FP32, g_stream);
     fflush(stderr);
     if (saved >= 0 && devnull >= 0) dup2(saved, 2);
