@@ -10,10 +10,10 @@
  * order through shared memory and writes one partial per (quantity, chunk, column) to the scratch.
  * Launch 2 (colsum_finish_kernel): per output column, the chunks are added in a fixed order (chunk
  * lanes, then the lanes in order) and the total is added (+=) to the gradient; a task of partial
- * sums (column sums made elsewhere, e.g. by the flash backward) has no launch-1 part: launch 2
- * adds its rows as chunks. No atomics: the result depends only on N, the widths, the partial
- * tasks' rows and the scratch size, never on timing. Both launches enqueue on the caller's
- * stream; the scratch is free again when the second ends.
+ * sums (column sums made elsewhere: by the flash backward, by the LayerNorm input gradient) has
+ * no launch-1 part: launch 2 adds its rows as chunks. No atomics: the result depends only on N, the
+ * widths, the partial tasks' rows and the scratch size, never on timing. Both launches enqueue on
+ * the caller's stream; the scratch is free again when the second ends.
  */
 #include "kernel_util.cuh"
 
@@ -212,7 +212,7 @@ static void colsum_out(colsum_finish_args_t *f, float *dst, const float *src, in
 
 /* Fills the partials' layout of `a` (its tensor tasks) and the outputs of `f` for `chunks` chunks,
  * in the order of `tasks`: a tensor task's (task, quantity) pairs own [chunks][C] floats of the
- * scratch each, right after the previous pair's; a partial task's output reads its own array.
+ * scratch each, right after the previous pair's; a partial task's outputs read its own array.
  * Returns the scratch floats of one chunk (all tensor outputs' columns). */
 static size_t colsum_plan(colsum_args_t *a, colsum_finish_args_t *f, const pp_colsum_task_t *tasks,
                           int n_tasks, size_t chunks)
@@ -221,8 +221,12 @@ static size_t colsum_plan(colsum_args_t *a, colsum_finish_args_t *f, const pp_co
     f->n_out = 0;
     for (int i = 0, ti = 0; i < n_tasks; i++) {
         const pp_colsum_task_t *t = &tasks[i];
-        if (t->partial) {
-            colsum_out(f, t->d_sum, t->partial, t->C, t->n_partial);
+        if (t->partial) { /* quantity q's rows at partial + q·n_partial·C, where wanted */
+            float *dst[N_Q] = {t->d_sum, t->d_xhat, t->d_res};
+            for (int q = 0; q < N_Q; q++)
+                if (dst[q])
+                    colsum_out(f, dst[q], t->partial + (size_t)q * t->n_partial * t->C, t->C,
+                               t->n_partial);
             continue;
         }
         if (ti == a->n_tasks) continue; /* a tensor task left out (N = 0) */

@@ -114,9 +114,13 @@ pp_status_t matmul_bwd_weight(float *dweight, float *dbias, const void *dout, co
  * dbias}: the same sums as matmul_bwd_weight's dbias and layernorm_bwd_weight. The gradients are
  * fp32; dy, x and res are stored as the call's dtype.
  * A task of partial sums instead has dy NULL and `partial` set: column sums made elsewhere, e.g.
- * per row block by attention_flash_bwd (its colsum), fp32 [n_partial, C] (row stride C):
- *   d_sum[c] += Σ_r partial[r, c]   (no x, no res)
- * added by the second launch in the order of the chunks of a tensor task. */
+ * per row block by attention_flash_bwd (its colsum) or per chunk of rows by
+ * layernorm_bwd_input_add (its colsum), fp32, quantity q an [n_partial, C] array (row stride C)
+ * at partial + q·n_partial·C:
+ *   d_sum[c]  += Σ_r partial[r, c]                     (q = 0)
+ *   d_xhat[c] += Σ_r partial[n_partial + r, c]         (q = 1, when d_xhat is not NULL)
+ *   d_res[c]  += Σ_r partial[2·n_partial + r, c]       (q = 2, when d_res is not NULL)
+ * (x and res NULL), added by the second launch in the order of the chunks of a tensor task. */
 typedef struct pp_colsum_task {
     int C;
     const void *dy; /* NULL for a task of partial sums */
@@ -126,7 +130,7 @@ typedef struct pp_colsum_task {
     float *d_xhat;
     const void *res; /* NULL: no d_res */
     float *d_res;
-    const float *partial; /* a task of partial sums: [n_partial, C] fp32; NULL otherwise */
+    const float *partial; /* a task of partial sums: [quantity][n_partial, C] fp32; else NULL */
     int n_partial;
 } pp_colsum_task_t;
 
@@ -199,7 +203,8 @@ pp_status_t layernorm_bwd_input(void *dinp, const void *dout, const void *inp, c
  *                                                              dres[n,c]            (q = 2)
  * with x̂ = (inp − mean) · rstd as colsum_bwd computes it and dres as it is before dinp replaces
  * it: each quantity an [R, C] array, whose rows added up are the LayerNorm's db, dw and the
- * residual branch's bias gradient (colsum_bwd's d_sum, d_xhat, d_res). Every element is written by
+ * residual branch's bias gradient (colsum_bwd takes the array as it is: a task of partial sums
+ * with n_partial = R and d_sum, d_xhat, d_res). Every element is written by
  * one thread, all of them by the call, in an order that depends only on N, C and whether the
  * pointers allow 16-byte loads: deterministic. dinp has the bits it has with colsum NULL. */
 pp_status_t layernorm_bwd_input_add(void *dinp, float *colsum, const void *dres, const void *dout,

@@ -4,8 +4,9 @@
  * the block's four tasks at the reference widths (1024, 4096, 1024, 3072) and small ones, odd
  * widths and unaligned pointers (the scalar path), one row, rows not a multiple of a chunk, a
  * scratch that holds only a few chunks, a single task, and tasks of ready partial sums (fp32
- * rows, as the flash backward writes for the QKV bias) beside tensor tasks, alone and with no
- * rows for the tensor tasks. The gradients start from random
+ * rows, as the flash backward writes for the QKV bias; three quantities, as the LayerNorm input
+ * gradients write for the LayerNorm and residual-bias gradients) beside tensor tasks, alone and
+ * with no rows for the tensor tasks. The gradients start from random
  * values (the sums are added, +=); every call runs twice from the same start and must give the
  * same bits. Tolerance per column: |got − want| ≤ 1e-4 + 4e-6·Σ|terms| (fp32 accumulation over
  * up to a few thousand rows; a missing or doubled row is off by about one term). Without a GPU
@@ -112,26 +113,63 @@ typedef struct host_task {
     float *start[3], *dev_out[3];       /* host start values, device gradients */
 } host_task_t;
 
+/* The outputs of a task: for each quantity on, random start values on the device and in *h. */
+static void make_outputs(ref_rng_t *rng, int C, const int on[3], host_task_t *h,
+                         pp_colsum_task_t *t)
+{
+    float **outs[3] = {&t->d_sum, &t->d_xhat, &t->d_res};
+    for (int q = 0; q < 3; q++) {
+        if (!on[q]) continue;
+        double *start = hrand(rng, (size_t)C);
+        h->want[q] = (double *)hmem((size_t)C * sizeof(double));
+        h->mag[q] = (double *)hmem((size_t)C * sizeof(double));
+        *outs[q] = h->dev_out[q] = (float *)dev_of(start, (size_t)C, PP_DTYPE_FP32, 0);
+        h->start[q] = (float *)hmem((size_t)C * sizeof(float));
+        for (int c = 0; c < C; c++) {
+            h->start[q][c] = (float)start[c];
+            h->want[q][c] = start[c];
+        }
+    }
+}
+
+/* A task of n partial sums: fp32 [3][n][C] (quantity q's rows at q·n·C, the layout of
+ * layernorm_bwd_input_add's colsum), d_sum always, d_xhat and d_res where the flags say. */
+static void make_partial_task(ref_rng_t *rng, int n, int C, int has_x, int has_res, host_task_t *h,
+                              pp_colsum_task_t *t)
+{
+    const size_t rows = (size_t)n * C;
+    const int on[3] = {1, has_x, has_res};
+    h->C = t->C = C;
+    h->dy = hrand(rng, 3 * rows);
+    t->partial = (const float *)dev_of(h->dy, 3 * rows, PP_DTYPE_FP32, 0);
+    t->n_partial = n;
+    make_outputs(rng, C, on, h, t);
+    for (int q = 0; q < 3; q++)
+        for (size_t i = 0; on[q] && i < rows; i++) {
+            h->want[q][i % C] += h->dy[q * rows + i];
+            h->mag[q][i % C] += fabs(h->dy[q * rows + i]);
+        }
+}
+
 /* Inputs of task k, uploaded into *t (device side) and kept in *h; the reference sums. A task of
- * n_partial > 0 partial sums has those rows of fp32 values as its input instead of N rows of dy
- * (no x, no res). */
+ * n_partial > 0 partial sums has those rows of fp32 values for each of its quantities as its input
+ * instead of N rows of dy, x and res. */
 static void make_task(ref_rng_t *rng, int N, int C, int has_x, int has_res, int n_partial,
                       pp_dtype_t dt, size_t off, host_task_t *h, pp_colsum_task_t *t)
 {
     memset(h, 0, sizeof *h);
     memset(t, 0, sizeof *t);
-    if (n_partial > 0) N = n_partial, has_x = has_res = 0;
+    if (n_partial > 0) {
+        make_partial_task(rng, n_partial, C, has_x, has_res, h, t);
+        return;
+    }
     const size_t n = (size_t)N * C;
+    const int on[3] = {1, has_x, has_res};
     h->C = t->C = C;
     h->has_x = has_x;
     h->has_res = has_res;
     h->dy = hrand(rng, n);
-    if (n_partial > 0) {
-        t->partial = (const float *)dev_of(h->dy, n, PP_DTYPE_FP32, 0);
-        t->n_partial = n_partial;
-    } else {
-        t->dy = dev_of(h->dy, n, dt, off);
-    }
+    t->dy = dev_of(h->dy, n, dt, off);
     if (has_x) {
         h->x = hrand(rng, n);
         h->mean = (double *)hmem((size_t)N * sizeof(double));
@@ -148,20 +186,7 @@ static void make_task(ref_rng_t *rng, int N, int C, int has_x, int has_res, int 
         h->res = hrand(rng, n);
         t->res = dev_of(h->res, n, dt, off);
     }
-    float **outs[3] = {&t->d_sum, &t->d_xhat, &t->d_res};
-    const int on[3] = {1, has_x, has_res};
-    for (int q = 0; q < 3; q++) {
-        if (!on[q]) continue;
-        double *start = hrand(rng, (size_t)C);
-        h->want[q] = (double *)hmem((size_t)C * sizeof(double));
-        h->mag[q] = (double *)hmem((size_t)C * sizeof(double));
-        *outs[q] = h->dev_out[q] = (float *)dev_of(start, (size_t)C, PP_DTYPE_FP32, 0);
-        h->start[q] = (float *)hmem((size_t)C * sizeof(float));
-        for (int c = 0; c < C; c++) {
-            h->start[q][c] = (float)start[c];
-            h->want[q][c] = start[c];
-        }
-    }
+    make_outputs(rng, C, on, h, t);
     for (int r = 0; r < N; r++)
         for (int c = 0; c < C; c++) {
             const size_t i = (size_t)r * C + c;
@@ -290,18 +315,27 @@ static void test_small_scratch_and_one_task(void)
 }
 
 /* The block's tasks with QKV's as partial sums (the flash backward's column sums: B·⌈T/128⌉
- * rows), alone, and with no rows for the tensor tasks (N = 0: only the partial sums are added). */
+ * rows), alone, and with no rows for the tensor tasks (N = 0: only the partial sums are added);
+ * with the LayerNorm tasks' three quantities as partial sums too (the LayerNorm input gradients'
+ * chunks: 128 at N 4096), the fc task the only tensor one, and partial tasks of d_sum and d_res
+ * only (the layout keeps quantity 2 at 2·n rows). */
 static void test_partial_sums(void)
 {
     const int ref[4] = {1024, 4096, 1024, 3072}, small[4] = {64, 256, 64, 192};
     const int qkv_sums[4] = {0, 0, 0, 32}, one[1] = {3072}, ones[1] = {24}, zero[1] = {0};
     const int odd[2] = {67, 5}, odd_sums[2] = {0, 3}, no[2] = {0, 0};
+    const int all_sums[4] = {128, 0, 128, 32}, few_sums[4] = {9, 0, 9, 3};
+    const int res_only[2] = {0, 1}, two_sums[2] = {0, 5};
     for (int i = 0; i < 2; i++) {
         colsum_case(dtypes[i], check_quick() ? 130 : 1500, 4, ref, BLOCK_X, BLOCK_RES, qkv_sums, 0,
                     0);
         colsum_case(dtypes[i], 300, 4, small, BLOCK_X, BLOCK_RES, qkv_sums, 1, 0);
         colsum_case(dtypes[i], 300, 2, odd, no, no, odd_sums, 0, 0);
         colsum_case(dtypes[i], 0, 1, one, zero, zero, ones, 0, 0);
+        colsum_case(dtypes[i], check_quick() ? 130 : 1500, 4, ref, BLOCK_X, BLOCK_RES, all_sums, 0,
+                    0);
+        colsum_case(dtypes[i], 300, 4, small, BLOCK_X, BLOCK_RES, few_sums, 1, 0);
+        colsum_case(dtypes[i], 77, 2, odd, no, res_only, two_sums, 0, 0);
         release_all();
     }
 }
