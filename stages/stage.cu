@@ -27,7 +27,8 @@
  *   I->W       one allocation per I->W buffer (n_wgrad_slots): what I leaves for W when the two
  *              run apart (d_fc 32, d_ln2 8, d_x2 8, d_qkv 24, d_ln1 8, the gradient between
  *              blocks 8 MiB a block at the reference shape; fused attention at d = 64: d_qkv's
- *              column sums, 0.38 MiB); taken by I, released by W.
+ *              column sums, 0.38 MiB; the LayerNorm input gradients' column sums, 2 × 1.5 MiB);
+ *              taken by I, released by W.
  *   workspace  the cuBLAS workspace (pp_gemm_t) and one area carved by stage_layout_workspace:
  *              the rebuild area, a plain B's one-block I->W parts, and the scratch (forward,
  *              backward-input and backward-weight groups, which never run at once, overlap).
@@ -192,6 +193,7 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
     st->fused_wgrad = stage_wgrad_fused();
     st->qkv_sums = st->fused_attention && st->fused_wgrad && cfg->n_layers > 0 &&
                    attention_flash_bwd_colsum_ok(cfg->hidden / cfg->heads);
+    st->ln_sums = stage_layernorm_sums() && cfg->n_layers > 0;
     st->n_slots = cfg->n_slots;
     st->n_wgrad = cfg->n_wgrad_slots;
     st->wgrad_bytes = stage_layout_wgrad(cfg, st->fused_attention, NULL, NULL);

@@ -32,6 +32,9 @@ struct pp_stage {
      * fused attention and column sums at d = 64 on the 128-row kernels (not under
      * PPSCHED_FLASH_TILE=64 or PPSCHED_FLASH_BWD=unfused), fixed at init */
     int qkv_sums;
+    /* I's LayerNorm input gradients write the LayerNorm and fc2 / proj bias gradients' partial
+     * sums (d_ln2_sum, d_ln1_sum) and W adds them: stage_layernorm_sums, fixed at init */
+    int ln_sums;
     char *work_mem; /* the workspace beside cuBLAS's (stage_layout_workspace) */
     workspace_t ws; /* its pieces */
     int n_slots;

@@ -38,6 +38,10 @@ static const env_switch_t ENV_SWITCHES[] = {
      {"fused", "unfused"},
      {"the default: Dr and the QKV column sums in the 128-row backward",
       "the dot kernel first; W sums d_qkv"}},
+    {"PPSCHED_LAYERNORM_BWD",
+     {"fused", "unfused"},
+     {"the default: the LayerNorm and residual-bias column sums in I's input gradient",
+      "W sums d_ln2, d_ln1 and their inputs"}},
 };
 
 pp_status_t stage_attention_env_check(void)
@@ -58,11 +62,27 @@ int stage_wgrad_fused(void)
     return !(env && strcmp(env, "unfused") == 0);
 }
 
+int stage_layernorm_sums(void)
+{
+    const char *env = getenv("PPSCHED_LAYERNORM_BWD");
+    return stage_wgrad_fused() && !(env && strcmp(env, "unfused") == 0);
+}
+
 /* ---- the parts of a block -------------------------------------------------------------- */
 
 /* The size of a part, from the shape. SZ_QKV_SUM is 0 bytes where the flash backward writes no
- * column sums (d != 64): such a part is not carved and its pointer stays NULL. */
-typedef enum part_size { SZ_NC, SZ_3NC, SZ_4NC, SZ_ROWS, SZ_LSE, SZ_TT, SZ_QKV_SUM } part_size_t;
+ * column sums (d != 64): such a part is not carved and its pointer stays NULL. SZ_LN_SUM: a
+ * LayerNorm input gradient's column sums (layernorm_bwd_input_colsum_bytes). */
+typedef enum part_size {
+    SZ_NC,
+    SZ_3NC,
+    SZ_4NC,
+    SZ_ROWS,
+    SZ_LSE,
+    SZ_TT,
+    SZ_QKV_SUM,
+    SZ_LN_SUM
+} part_size_t;
 
 /* Which attention path has the part. */
 enum { ON_FUSED = 1, ON_UNFUSED = 2, ON_BOTH = 3 };
@@ -96,11 +116,14 @@ static const block_part_t SAVED_PARTS[] = {
 /* What I writes for W, in the order of an I→W buffer. d_qkv_sum: the QKV bias gradient's partial
  * sums, written by the flash backward of I at d = 64 (reserved too where PPSCHED_FLASH_TILE=64,
  * PPSCHED_FLASH_BWD=unfused or PPSCHED_WGRAD=unfused leave it unwritten, so that sizes never
- * depend on the environment). */
+ * depend on the environment). d_ln2_sum, d_ln1_sum: the LayerNorm input gradients' column sums
+ * (LN2's with fc2's bias gradient, LN1's with proj's), reserved too where PPSCHED_WGRAD=unfused
+ * or PPSCHED_LAYERNORM_BWD=unfused leave them unwritten. */
 static const block_part_t GRAD_PARTS[] = {
-    {PART(d_fc), SZ_4NC, ON_BOTH, {0}}, {PART(d_ln2), SZ_NC, ON_BOTH, {0}},
-    {PART(d_x2), SZ_NC, ON_BOTH, {0}},  {PART(d_qkv), SZ_3NC, ON_BOTH, {0}},
-    {PART(d_ln1), SZ_NC, ON_BOTH, {0}}, {PART(d_qkv_sum), SZ_QKV_SUM, ON_FUSED, {0}},
+    {PART(d_fc), SZ_4NC, ON_BOTH, {0}},         {PART(d_ln2), SZ_NC, ON_BOTH, {0}},
+    {PART(d_x2), SZ_NC, ON_BOTH, {0}},          {PART(d_qkv), SZ_3NC, ON_BOTH, {0}},
+    {PART(d_ln1), SZ_NC, ON_BOTH, {0}},         {PART(d_qkv_sum), SZ_QKV_SUM, ON_FUSED, {0}},
+    {PART(d_ln2_sum), SZ_LN_SUM, ON_BOTH, {0}}, {PART(d_ln1_sum), SZ_LN_SUM, ON_BOTH, {0}},
 };
 
 #define N_SAVED (sizeof SAVED_PARTS / sizeof SAVED_PARTS[0])
@@ -119,7 +142,8 @@ static size_t part_bytes(const pp_stage_cfg_t *cfg, part_size_t sz)
         N * sizeof(float),
         B * H * T * sizeof(float),
         B * H * T * T * es,
-        attention_flash_bwd_colsum_bytes(cfg->micro_batch_size, cfg->heads, cfg->seq_len, d)};
+        attention_flash_bwd_colsum_bytes(cfg->micro_batch_size, cfg->heads, cfg->seq_len, d),
+        layernorm_bwd_input_colsum_bytes((int)N, cfg->hidden)};
     return bytes[sz];
 }
 

@@ -67,6 +67,9 @@ typedef struct block_bufs {
     void *d_ln1;     /* gradient at the LN1 output [N,C] */
     void *d_qkv_sum; /* fused attention at d = 64: d_qkv's column sums per 128-row block of a
                         sequence, [B·⌈T/128⌉, 3C] fp32 (attention_flash_bwd's colsum) */
+    void *d_ln2_sum; /* LN2's input gradient's column sums of d_ln2, d_ln2·x̂ and dout per chunk
+                        of rows, [3, chunks, C] fp32 (layernorm_bwd_input_add's colsum) */
+    void *d_ln1_sum; /* LN1's: of d_ln1, d_ln1·x̂ and d_x2 */
 } block_bufs_t;
 
 /* One activation slot: what F keeps until the backward. res[0] is the stage input x (the
@@ -117,14 +120,21 @@ typedef struct scratch {
  * the environment sets PPSCHED_ATTENTION=unfused (to compare the two). stage_init fixes the
  * choice for the stage's lifetime; the *_bytes functions ask again. */
 int stage_attention_fused(const pp_stage_cfg_t *cfg);
-/* PPSCHED_ATTENTION, PPSCHED_WGRAD, PPSCHED_LAYERNORM (read by layernorm_fwd) and
- * PPSCHED_FLASH_BWD (read by attention_flash_bwd), when set, must name a path (fused or unfused),
- * PPSCHED_FLASH_TILE (read by attention_flash_fwd) 128 or 64: PP_ERR_INPUT otherwise. */
+/* PPSCHED_ATTENTION, PPSCHED_WGRAD, PPSCHED_LAYERNORM (read by layernorm_fwd),
+ * PPSCHED_FLASH_BWD (read by attention_flash_bwd) and PPSCHED_LAYERNORM_BWD, when set, must name
+ * a path (fused or unfused), PPSCHED_FLASH_TILE (read by attention_flash_fwd) 128 or 64:
+ * PP_ERR_INPUT otherwise. */
 pp_status_t stage_attention_env_check(void);
 /* The weight pass's column sums (bias and LayerNorm parameter gradients): 1 for one colsum_bwd
  * per block after its weight GEMMs, 0 for one reduction after each GEMM and per LayerNorm when
  * the environment sets PPSCHED_WGRAD=unfused (to compare the two). Sizes do not depend on it. */
 int stage_wgrad_fused(void);
+/* Where the LayerNorm parameter gradients and the fc2 and proj bias gradients are summed: 1 in
+ * the LayerNorm input gradients of I (partial sums per chunk of rows in the I→W parts, added by
+ * W's colsum_bwd); 0, W reads d_ln2, d_ln1 and their inputs again, when the environment sets
+ * PPSCHED_LAYERNORM_BWD=unfused (to compare the two) or PPSCHED_WGRAD=unfused. Sizes do not
+ * depend on it. */
+int stage_layernorm_sums(void);
 
 /* Carve a slot out of `base` (NULL: measure only; then s may be NULL) for the attention path
  * `fused`. s->res, s->dres and s->blocks must hold n_layers + 1 entries. Returns its bytes. */

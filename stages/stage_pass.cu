@@ -13,9 +13,12 @@
  * I then W ran, so the two give the same bits. W's bias and LayerNorm parameter gradients come
  * from one column-sum call per block after its weight GEMMs (PPSCHED_WGRAD=unfused: one reduction
  * after each GEMM and per LayerNorm); the QKV bias gradient's column sums come, at d = 64, from
- * partial sums the flash backward of I writes into the I→W parts (d_qkv_sum), added by W's
- * column-sum call: once per block and micro-batch under every recompute setting (rebuilds write
- * only saved parts, never the I→W parts). Every call enqueues on `stream`, never syncs.
+ * partial sums the flash backward of I writes into the I→W parts (d_qkv_sum), and the LayerNorm
+ * parameter gradients' and the fc2 and proj bias gradients' from partial sums I's two LayerNorm
+ * input gradients write there (d_ln2_sum, d_ln1_sum; not under PPSCHED_LAYERNORM_BWD=unfused),
+ * added by W's column-sum call: once per block and micro-batch under every recompute setting
+ * (rebuilds write only saved parts, never the I→W parts). Every call enqueues on `stream`, never
+ * syncs.
  */
 #include "stage_impl.h"
 
@@ -195,10 +198,11 @@ static pp_status_t block_backward_input(pp_stage_t *st, const block_bufs_t *b, i
                                     dt, g, stream));
     PP_CHECK(matmul_bwd_input(b->d_ln2, b->d_fc, P_(st, PP_PARAM_FC_W, l), N, C, 4 * C, 0, dt, g,
                               stream));
-    /* d_x2 = dout (the residual path) + LN2's input gradient */
-    PP_CHECK(layernorm_bwd_input_add(b->d_x2, NULL, dout, b->d_ln2, b->x2,
-                                     P_(st, PP_PARAM_LN2_W, l), (float *)b->ln2_mean,
-                                     (float *)b->ln2_rstd, N, C, dt, stream));
+    /* d_x2 = dout (the residual path) + LN2's input gradient; with st->ln_sums also the partial
+     * sums of LN2's dw, db and fc2's bias gradient, for W */
+    PP_CHECK(layernorm_bwd_input_add(b->d_x2, st->ln_sums ? (float *)b->d_ln2_sum : NULL, dout,
+                                     b->d_ln2, b->x2, P_(st, PP_PARAM_LN2_W, l),
+                                     (float *)b->ln2_mean, (float *)b->ln2_rstd, N, C, dt, stream));
 
     /* Attention: x2 = x + proj(attention(qkv(ln1(x)))). */
     PP_CHECK(matmul_bwd_input(w->d_atty, b->d_x2, P_(st, PP_PARAM_PROJ_W, l), N, C, C, 0, dt, g,
@@ -231,8 +235,9 @@ static pp_status_t block_backward_input(pp_stage_t *st, const block_bufs_t *b, i
     }
     PP_CHECK(matmul_bwd_input(b->d_ln1, b->d_qkv, P_(st, PP_PARAM_QKV_W, l), N, C, 3 * C, 0, dt, g,
                               stream));
-    return layernorm_bwd_input_add(din, NULL, b->d_x2, b->d_ln1, x, P_(st, PP_PARAM_LN1_W, l),
-                                   (float *)b->ln1_mean, (float *)b->ln1_rstd, N, C, dt, stream);
+    return layernorm_bwd_input_add(din, st->ln_sums ? (float *)b->d_ln1_sum : NULL, b->d_x2,
+                                   b->d_ln1, x, P_(st, PP_PARAM_LN1_W, l), (float *)b->ln1_mean,
+                                   (float *)b->ln1_rstd, N, C, dt, stream);
 }
 
 /* Last stage: dlogits (from the forward) -> d(final LN out) -> the gradient at the last block. */
@@ -248,10 +253,22 @@ static pp_status_t head_backward_input(pp_stage_t *st, slot_t *s, void *d_lnf, c
 
 /* ---- backward: weight gradients -------------------------------------------------------- */
 
+/* A LayerNorm's task of block_colsums (its dw, db and the bias gradient of the branch that joins
+ * the residual stream there) reading the partial sums that I's input gradient left at `sums`. */
+static void ln_sums_task(pp_colsum_task_t *t, const void *sums, int N)
+{
+    t->dy = t->x = t->res = NULL;
+    t->mean = t->rstd = NULL;
+    t->partial = (const float *)sums;
+    t->n_partial = layernorm_bwd_input_colsum_rows(N);
+}
+
 /* The column sums of block l's W in one colsum_bwd (two launches) after its four weight GEMMs:
  * LN2's dw, db with fc2's bias gradient (dout joins the residual stream at LN2's input gradient),
- * fc's, LN1's with proj's (d_x2), QKV's: from d_qkv, or (st->qkv_sums) from the partial sums I's
- * flash backward left in d_qkv_sum, which only the second launch reads. Partial sums in the GEMM
+ * fc's, LN1's with proj's (d_x2), QKV's. The LayerNorm tasks read d_ln2, x2, dout and d_ln1, x,
+ * d_x2, or (st->ln_sums) the partial sums I's LayerNorm input gradients left in d_ln2_sum and
+ * d_ln1_sum; QKV's reads d_qkv, or (st->qkv_sums) the partial sums I's flash backward left in
+ * d_qkv_sum. Partial sums are read only by the second launch; the first one's go to the GEMM
  * workspace, idle by then. */
 static pp_status_t block_colsums(pp_stage_t *st, const block_bufs_t *b, int l, const void *x,
                                  const void *dout, cudaStream_t stream)
@@ -271,6 +288,10 @@ static pp_status_t block_colsums(pp_stage_t *st, const block_bufs_t *b, int l, c
         tasks[3].dy = NULL;
         tasks[3].partial = (const float *)b->d_qkv_sum;
         tasks[3].n_partial = attention_flash_bwd_colsum_rows(c->micro_batch_size, c->seq_len);
+    }
+    if (st->ln_sums) {
+        ln_sums_task(&tasks[0], b->d_ln2_sum, N);
+        ln_sums_task(&tasks[2], b->d_ln1_sum, N);
     }
     return colsum_bwd(tasks, 4, N, st->gemm.workspace, st->gemm.workspace_bytes, c->dtype, stream);
 }

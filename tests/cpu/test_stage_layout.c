@@ -6,6 +6,7 @@
  * boundary buffers outside it.
  */
 #include "../check.h"
+#include "../../kernels/kernel_sizes.h"
 #include "../../stages/stage_layout.h"
 
 #include <stdint.h>
@@ -42,8 +43,9 @@ static size_t part_size(const pp_stage_cfg_t *c, size_t field)
     const size_t es = pp_dtype_size(c->dtype), f = sizeof(float);
     const size_t B = (size_t)c->micro_batch_size, H = (size_t)c->heads, T = (size_t)c->seq_len;
     const size_t blocks = B * ((T + 127) / 128); /* d_qkv_sum's rows (d = 64) */
+    const size_t chunks = (size_t)layernorm_bwd_input_colsum_rows((int)N); /* d_ln*_sum's */
     /* ln1 mean rstd qkv lse q k v att atty x2 ln2 mean rstd fc gelu d_fc d_ln2 d_x2 d_qkv d_ln1
-     * d_qkv_sum */
+     * d_qkv_sum d_ln2_sum d_ln1_sum */
     const size_t bytes[] = {N * C * es,
                             N * f,
                             N * f,
@@ -65,7 +67,9 @@ static size_t part_size(const pp_stage_cfg_t *c, size_t field)
                             N * C * es,
                             3 * N * C * es,
                             N * C * es,
-                            blocks * 3 * C * f};
+                            blocks * 3 * C * f,
+                            3 * chunks * C * f,
+                            3 * chunks * C * f};
     _Static_assert(sizeof bytes / sizeof bytes[0] == N_PTRS, "a size for every part");
     return bytes[field];
 }
@@ -192,13 +196,12 @@ static void test_every_layout(void)
 /* The environment switches: each takes its two values, anything else is an input error. */
 static void test_env_switches(void)
 {
-    static const char *const vars[] = {"PPSCHED_ATTENTION", "PPSCHED_WGRAD", "PPSCHED_LAYERNORM",
-                                       "PPSCHED_FLASH_TILE", "PPSCHED_FLASH_BWD"};
-    static const char *const ok[][2] = {{"fused", "unfused"},
-                                        {"fused", "unfused"},
-                                        {"fused", "unfused"},
-                                        {"128", "64"},
-                                        {"fused", "unfused"}};
+    static const char *const vars[] = {"PPSCHED_ATTENTION", "PPSCHED_WGRAD",
+                                       "PPSCHED_LAYERNORM", "PPSCHED_FLASH_TILE",
+                                       "PPSCHED_FLASH_BWD", "PPSCHED_LAYERNORM_BWD"};
+    static const char *const ok[][2] = {{"fused", "unfused"}, {"fused", "unfused"},
+                                        {"fused", "unfused"}, {"128", "64"},
+                                        {"fused", "unfused"}, {"fused", "unfused"}};
     static const char *const bad[] = {"flash", "", "32", "Fused"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         for (int v = 0; v < 2; v++) {

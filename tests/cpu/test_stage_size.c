@@ -73,11 +73,12 @@ static void test_slot_by_hand(void)
     const size_t selective = none - nc - tt - nc - nc4; /* no ln1, P, ln2, gelu */
     EXPECT(stage_slot_bytes(&c) == bounds + none, "slot %zu bytes, by hand %zu",
            stage_slot_bytes(&c), bounds + none);
-    /* I→W: d_fc, d_ln2, d_x2, d_qkv, d_ln1 (no gradient between blocks with one block) */
+    /* I→W: d_fc, d_ln2, d_x2, d_qkv, d_ln1, the two LayerNorm input gradients' column sums (one
+     * chunk of 16 rows: 3 × 16 floats each; no gradient between blocks with one block) */
     /* what an offload copies: the block's input and its saved parts; not y, dx, dy */
     EXPECT(stage_offload_bytes(&c) == nc + none, "offload %zu, by hand %zu",
            stage_offload_bytes(&c), nc + none);
-    const size_t iw = nc4 + nc + nc + nc3 + nc;
+    const size_t iw = nc4 + nc + nc + nc3 + nc + 2 * a256(3 * C * f);
     EXPECT(stage_wgrad_slot_bytes(&c) == iw, "%zu, by hand %zu", stage_wgrad_slot_bytes(&c), iw);
     c.n_layers = 2;
     EXPECT(stage_wgrad_slot_bytes(&c) == 2 * iw + nc, "two blocks and the gradient between them");
@@ -214,9 +215,11 @@ static void test_qkv_sums_bytes(void)
     EXPECT(attention_flash_bwd_colsum_bytes(4, 16, 1024, 64) == B * (T / 128) * 3 * C * 4);
     EXPECT(fused - unfused == L * sums, "I->W %zu (fused) - %zu (unfused) != %zu", fused, unfused,
            L * sums);
-    /* by hand: the gradient between blocks, then per block d_fc, d_ln2, d_x2, d_qkv, d_ln1, sums */
-    const size_t nc = a256(N * C * 2);
-    EXPECT(fused == (L - 1) * nc + L * (a256(4 * N * C * 2) + 3 * nc + a256(3 * N * C * 2) + sums),
+    /* by hand: the gradient between blocks, then per block d_fc, d_ln2, d_x2, d_qkv, d_ln1, sums
+     * and the LayerNorm input gradients' column sums (128 chunks of 32 rows, 3 quantities each) */
+    const size_t nc = a256(N * C * 2), ln_sums = 2 * a256(3 * 128 * C * sizeof(float));
+    EXPECT(fused == (L - 1) * nc +
+                        L * (a256(4 * N * C * 2) + 3 * nc + a256(3 * N * C * 2) + sums + ln_sums),
            "I->W %zu bytes", fused);
     c.seq_len = 192; /* a whole 128-row block and a half one a sequence */
     const size_t with_half = stage_wgrad_slot_bytes(&c);
@@ -230,6 +233,31 @@ static void test_qkv_sums_bytes(void)
     setenv("PPSCHED_ATTENTION", "unfused", 1);
     EXPECT(d128 == stage_wgrad_slot_bytes(&c), "d = 128 keeps no column sums");
     unsetenv("PPSCHED_ATTENTION");
+}
+
+/* The LayerNorm input gradients' column sums in the I→W buffer (and a plain B's workspace): 3
+ * quantities × the chunks of N × C floats for each LayerNorm of a block, on both attention paths,
+ * whatever PPSCHED_WGRAD and PPSCHED_LAYERNORM_BWD say. */
+static void test_ln_sums_bytes(void)
+{
+    pp_stage_cfg_t c = ref_cfg(6);
+    EXPECT(layernorm_bwd_input_colsum_bytes(4096, 1024) == (size_t)3 * 128 * 1024 * 4, "1.5 MiB");
+    const size_t iw = stage_wgrad_slot_bytes(&c), ws = stage_workspace_bytes(&c);
+    static const char *const vars[2] = {"PPSCHED_WGRAD", "PPSCHED_LAYERNORM_BWD"};
+    for (int i = 0; i < 2; i++) {
+        setenv(vars[i], "unfused", 1);
+        EXPECT(stage_wgrad_slot_bytes(&c) == iw, "the I->W bytes depend on %s", vars[i]);
+        EXPECT(stage_workspace_bytes(&c) == ws, "the workspace depends on %s", vars[i]);
+        unsetenv(vars[i]);
+    }
+    /* one more block: its I->W parts (the five gradients, d_qkv's sums, the two LayerNorm sums)
+     * and the gradient between blocks */
+    const size_t N = 4096, C = 1024, nc = a256(N * C * 2);
+    const size_t block = a256(4 * N * C * 2) + 3 * nc + a256(3 * N * C * 2) +
+                         a256(32 * 3 * C * sizeof(float)) + 2 * a256(3 * 128 * C * sizeof(float));
+    c.n_layers = 7;
+    EXPECT(stage_wgrad_slot_bytes(&c) - iw == block + nc, "a block's I->W parts: %zu, by hand %zu",
+           stage_wgrad_slot_bytes(&c) - iw - nc, block);
 }
 
 static void test_state_bytes(void)
@@ -289,6 +317,7 @@ int main(void)
     RUN(test_slot_grows);
     RUN(test_attention_path);
     RUN(test_qkv_sums_bytes);
+    RUN(test_ln_sums_bytes);
     RUN(test_state_bytes);
     RUN(test_workspace_bytes);
     RUN(test_layernorm_colsum_chunks);

@@ -8,7 +8,9 @@
  * element of each tensor, TF32 off; bf16: relative L2 error per tensor <= BF16_RTOL_* below);
  * I then W gives B's bits; a second run and a second stage object give the same bits; two
  * micro-batches in two slots accumulate to the sum; two AdamW steps match a CPU AdamW, and the
- * updated parameters reach the forward. Each run.recompute setting gives none's bits (selective:
+ * updated parameters reach the forward. The column sums as the weight pass's separate reductions
+ * (PPSCHED_WGRAD=unfused) and with the LayerNorm sums read back in W (PPSCHED_LAYERNORM_BWD=
+ * unfused) match the same reference. Each run.recompute setting gives none's bits (selective:
  * except fc2's weight gradient, within the reference's tolerance), with I then W equal to B. Inputs
  * x and dy are fresh seeded random values, the output buffers are poisoned with 0xFF first. Without
  * a GPU every case is skipped. PPSCHED_TEST_QUICK=1 (check.h) leaves out the first and the last
@@ -698,6 +700,20 @@ CASE(CASE_HEADS, PP_DTYPE_FP32, test_no_blocks_fp32)
 WGRAD_CASE(CASE_MIDDLE, PP_DTYPE_FP32, test_wgrad_unfused_middle_fp32)
 WGRAD_CASE(CASE_SINGLE, PP_DTYPE_BF16, test_wgrad_unfused_single_bf16)
 
+/* The LayerNorm and residual-bias column sums read back in W (PPSCHED_LAYERNORM_BWD=unfused: I's
+ * LayerNorm input gradients write no partial sums) against the same reference. */
+#define LN_SUMS_CASE(kind, dt, name)                                                               \
+    static void name(void)                                                                         \
+    {                                                                                              \
+        if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());                                      \
+        if (dt == PP_DTYPE_FP32) SKIP_IF_QUICK("one case with the sums in W");                     \
+        setenv("PPSCHED_LAYERNORM_BWD", "unfused", 1);                                             \
+        run_case(kind, dt);                                                                        \
+        unsetenv("PPSCHED_LAYERNORM_BWD");                                                         \
+    }
+LN_SUMS_CASE(CASE_SINGLE, PP_DTYPE_FP32, test_layernorm_sums_in_w_single_fp32)
+LN_SUMS_CASE(CASE_MIDDLE, PP_DTYPE_BF16, test_layernorm_sums_in_w_middle_bf16)
+
 /* Quick: the single stage in bf16 and the middle one in fp32 (each setting in each dtype once). */
 #define RECOMPUTE_CASE(kind, dt, name)                                                             \
     static void name(void)                                                                         \
@@ -789,6 +805,8 @@ int main(void)
     RUN(test_no_blocks_fp32);
     RUN(test_wgrad_unfused_middle_fp32);
     RUN(test_wgrad_unfused_single_bf16);
+    RUN(test_layernorm_sums_in_w_single_fp32);
+    RUN(test_layernorm_sums_in_w_middle_bf16);
     RUN(test_recompute_single_fp32);
     RUN(test_recompute_middle_fp32);
     RUN(test_recompute_single_bf16);
