@@ -76,7 +76,7 @@ static inline size_t layernorm_bwd_weight_scratch_bytes(int N, int C)
 #define PP_LN_COLSUM_MAX_ROWS 1024
 #define PP_LN_COLSUM_CHUNKS   256
 
-/* Rows of N in one chunk (0 for N <= 0): chunk i holds rows i·that and on, the last may be short. */
+/* Rows of N in one chunk (0 for N <= 0): chunk i starts at row i·that; the last may be short. */
 static inline int layernorm_colsum_chunk_rows(int N)
 {
     if (N <= 0) return 0;
