@@ -228,13 +228,33 @@ __device__ __forceinline__ float fw_stored(float x)
     return __bfloat162float(__float2bfloat16_rn(x));
 }
 
-/* The sums over the warp's 32 rows of its accumulators acc[m][n] (lane (g, t4): rows g, g + 8 of
- * tile m, columns 8n + 2t4, + 1) as stored, into red[0..63]: a lane adds its four rows of a column
- * in the order (m, h), then the 8 row groups g are added by xor shuffles 4, 8, 16 (every lane gets
- * the same bits); lanes g = 0 write. */
-__device__ __forceinline__ void fw_colsum_warp(float *red, const float (&acc)[2][FW_D / 8][4],
-                                               int lane)
+/* One step of a reduce-scatter across lanes `off` apart (the lane's bit `hi` = lane & off): of
+ * each pair of columns (v[2p], v[2p + 1]) the lane keeps the one its bit selects, adds the other
+ * lane's copy of it and sends the partner the one it drops, so out[p] holds half the columns with
+ * the sums of twice the rows. own + partner's, as the xor-shuffle tree adds them; the partner adds
+ * the same two values the other way round, the same bits (fp addition commutes). */
+template <int N>
+__device__ __forceinline__ void fw_halve(float (&out)[N / 2][2], const float (&v)[N][2], bool hi,
+                                         int off)
 {
+#pragma unroll
+    for (int p = 0; p < N / 2; p++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const float keep = hi ? v[2 * p + 1][e] : v[2 * p][e];
+            const float send = hi ? v[2 * p][e] : v[2 * p + 1][e];
+            out[p][e] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+        }
+}
+
+/* The sums over the warp's 32 rows of its accumulators acc[m][n] (lane (g, t4): rows g, g + 8 of
+ * tile m, columns 8n + 2t4, + 1) as stored: a lane adds its four rows of a column in the order
+ * (m, h), then the 8 row groups g are added across lanes 4, 8, 16 apart — the tree of xor
+ * shuffles 4, 8, 16, taken as a reduce-scatter (fw_halve): 14 shuffles instead of 48, and lane
+ * (g, t4) ends with the columns of n = g, that is 2·lane and 2·lane + 1 (returned as x, y). */
+__device__ __forceinline__ float2 fw_colsum_warp(const float (&acc)[2][FW_D / 8][4], int lane)
+{
+    float s8[8][2], s4[4][2], s2[2][2], s1[1][2];
 #pragma unroll
     for (int n = 0; n < FW_D / 8; n++)
 #pragma unroll
@@ -243,37 +263,45 @@ __device__ __forceinline__ void fw_colsum_warp(float *red, const float (&acc)[2]
             s += fw_stored(acc[0][n][e + 2]);
             s += fw_stored(acc[1][n][e]);
             s += fw_stored(acc[1][n][e + 2]);
-            s += __shfl_xor_sync(0xffffffffu, s, 4);
-            s += __shfl_xor_sync(0xffffffffu, s, 8);
-            s += __shfl_xor_sync(0xffffffffu, s, 16);
-            if (lane < 4) red[8 * n + 2 * lane + e] = s;
+            s8[n][e] = s;
         }
+    fw_halve<8>(s4, s8, lane & 4, 4);   /* g bit 0: s4[p] is n = 2p + g0 */
+    fw_halve<4>(s2, s4, lane & 8, 8);   /* g bit 1: s2[q] is n = 4q + 2g1 + g0 */
+    fw_halve<2>(s1, s2, lane & 16, 16); /* g bit 2: n = g */
+    return make_float2(s1[0][0], s1[0][1]);
 }
 
-/* The CTA's column sums of one gradient as stored (warp w's rows from acc; a warp without rows,
- * `has_rows` 0, adds zeros) into cs[0..63], one thread a column: the warps' sums
- * (fw_colsum_warp) added in warp order through red (4 × 64 floats of shared memory that no warp
- * reads after the loop). Every thread of the CTA calls it: two barriers. */
-__device__ __forceinline__ void fw_colsum_cta(float *cs, float *red,
-                                              const float (&acc)[2][FW_D / 8][4], bool has_rows,
-                                              int warp, int lane)
+/* The named barrier (0 is __syncthreads') over which the warps hand their column sums to the
+ * warps that add them: the others arrive and leave, the adders wait (FA_THREADS arrivals in all).
+ * The arrival orders the arriving thread's earlier shared-memory writes before the waiters'
+ * reads (PTX: barrier.arrive). */
+#define FW_BAR_COLSUM 1
+
+__device__ __forceinline__ void fw_colsum_arrive()
 {
-    static_assert(FA_WARPS == 4 && FW_D <= FA_THREADS, "a column a thread, four warps");
-    __syncthreads(); /* every warp is past its last read of red (and of the previous sums) */
-    if (has_rows)
-        fw_colsum_warp(red + FW_D * warp, acc, lane);
-    else
-        for (int c = lane; c < FW_D; c += 32)
-            red[FW_D * warp + c] = 0.0f;
-    __syncthreads();
-    const int c = (int)threadIdx.x;
-    if (c < FW_D) {
-        float s = red[c];
-        s += red[FW_D + c];
-        s += red[2 * FW_D + c];
-        s += red[3 * FW_D + c];
-        cs[c] = s;
+    asm volatile("bar.arrive %0, %1;\n" ::"n"(FW_BAR_COLSUM), "n"(FA_THREADS) : "memory");
+}
+
+__device__ __forceinline__ void fw_colsum_wait()
+{
+    asm volatile("bar.sync %0, %1;\n" ::"n"(FW_BAR_COLSUM), "n"(FA_THREADS) : "memory");
+}
+
+/* One warp's share of the CTA's column sums: warp w's row red[32w + lane] (fw_colsum_warp's
+ * columns 2·lane, + 1), the 4 rows added in warp order, into cs[2·lane], cs[2·lane + 1]. A warp
+ * without rows wrote zeros, which it adds as before. */
+__device__ __forceinline__ void fw_colsum_add(float *cs, const float2 *red, int lane)
+{
+    static_assert(FA_WARPS == 4 && FW_D == 64, "four warps, two columns a lane");
+    float2 s = red[lane];
+#pragma unroll
+    for (int w = 1; w < FA_WARPS; w++) {
+        const float2 r = red[32 * w + lane];
+        s.x += r.x;
+        s.y += r.y;
     }
+    cs[2 * lane] = s.x;
+    cs[2 * lane + 1] = s.y;
 }
 
 /* ---- dQ -------------------------------------------------------------------------------------- */
@@ -386,15 +414,39 @@ __device__ __forceinline__ void fw_mma_ax(float (&acc)[2][FW_D / 8][4],
         }
 }
 
-/* Dr = Σ_i dO·O of the warp's 32 rows (from row w32 of the shared 128-row tiles dOs, Os) into
- * dr_s[row] and dr[row] (row in the block): flash_bwd_dot_kernel's sum, 8 lanes a row (a 16-byte
- * pack each, fa_dot8) added by fa_lanes_sum<8>, so the same bits. */
+/* Waits for this thread's copies but its last group (cp.async.wait_group 1). */
+__device__ __forceinline__ void fw_cp_wait_first()
+{
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
+/* Lane l's 16-byte packs of the warp's 32 rows: row 4i + l / 8 (i < 8), column (l % 8)·8. */
+__device__ __forceinline__ int fw_warp_pack(int i, int lane, int ld)
+{
+    return (4 * i + lane / 8) * ld + (lane % 8) * 8;
+}
+
+/* The warp's 32 rows of a head (row stride ld, from src) into its 32 rows of a shared tile at
+ * dst through cp.async, each lane the packs of fw_warp_pack: the ones it reads in fw_row_dots,
+ * so that its own wait makes them visible to it, without a barrier. Issues the copies. */
+__device__ __forceinline__ void fw_load_warp_rows(bf16 *dst, const bf16 *src, int ld, int lane)
+{
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        fa_cp16(dst + fw_warp_pack(i, lane, FW_D + 8), src + fw_warp_pack(i, lane, ld));
+}
+
+/* Dr = Σ_i dO·O of the warp's 32 rows (from row w32 of the shared 128-row tiles dOs, Os, the
+ * packs this lane copied: fw_load_warp_rows) into dr_s[row] and dr[row] (row in the block):
+ * flash_bwd_dot_kernel's sum, 8 lanes a row (a 16-byte pack each, fa_dot8) added by
+ * fa_lanes_sum<8>, so the same bits. */
 __device__ __forceinline__ void fw_row_dots(float *dr, float *dr_s, const bf16 *dOs, const bf16 *Os,
                                             int w32, int lane)
 {
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        const int r = w32 + 4 * i + lane / 8, at = r * (FW_D + 8) + (lane % 8) * 8;
+        const int r = w32 + 4 * i + lane / 8,
+                  at = w32 * (FW_D + 8) + fw_warp_pack(i, lane, FW_D + 8);
         const float x = fa_lanes_sum<8>(fa_dot8(load128(dOs + at), load128(Os + at)));
         if (lane % 8 == 0) dr_s[r] = dr[r] = x;
     }
@@ -406,12 +458,14 @@ __device__ __forceinline__ void fw_row_dots(float *dr, float *dr_s, const bf16 *
  * tiles. The sub-step loop stays rolled: S, dP and dQ of 32 rows × 64 keys at once exceed the
  * registers, and unrolled the compiler overlaps the sub-steps into the same excess. Q and dO are
  * read from shared memory at each use, with the rows' lse; K and V stream through two buffers.
- * DOT: before the first step the block's O lands in buffer 1 and the rows' Dr = Σ dO·O are
- * computed from it (fw_row_dots) and written to `dr` for the dK/dV kernel, which runs after this
- * one; otherwise (PPSCHED_FLASH_BWD=unfused) Dr is read from `dr` with the lse.
+ * DOT: each warp copies its own rows of O (into buffer 1) and dO first, as a cp.async group of
+ * their own, waits for that group only and computes its rows' Dr = Σ dO·O (fw_row_dots) while
+ * Q, K and V land, with no barrier (a lane reads only the bytes it copied); Dr goes to `dr` for the
+ * dK/dV kernel, which runs after this one. Otherwise (PPSCHED_FLASH_BWD=unfused) Dr is read from
+ * `dr` with the lse.
  * Same grid order and causal steps as flash_wide_fwd_kernel; each dQ element sums its keys in the
  * 64-row kernel's order. With cs, the block's column sums of dQ as stored follow the stores
- * (fw_colsum_cta, in the idle K, V buffers). */
+ * (fw_colsum_warp, fw_colsum_add: one named barrier, which only warp 0 waits at). */
 template <bool DOT>
 __global__ void __launch_bounds__(FA_THREADS)
     flash_wide_bwd_dq_kernel(bf16 *dq, int ld_d, const bf16 *q, const bf16 *k, const bf16 *v,
@@ -434,10 +488,18 @@ __global__ void __launch_bounds__(FA_THREADS)
     const int kb_warp = q0 + w32 < T ? 2 * qb + (warp >> 1) : -1;
 
     const size_t o0 = fa_head_offset(bh, H, T, ld_o, FW_D) + (size_t)q0 * ld_o;
+    if constexpr (DOT) {
+        /* First, as a group of their own: the warp's rows of O (in buffer 1, free until step 0)
+         * and of dO, from which it takes its rows' Dr while Q, K and V are still landing. */
+        if (kb_warp >= 0) {
+            const size_t at = o0 + (size_t)w32 * ld_o;
+            fw_load_warp_rows(Kb + 2 * FW_TILE + w32 * (FW_D + 8), o + at, ld_o, lane);
+            fw_load_warp_rows(dOs + w32 * (FW_D + 8), dout + at, ld_o, lane);
+        }
+        fa_cp_commit();
+    }
     fw_load_rows128(Qs, q + in0 + (size_t)q0 * ld_qkv, ld_qkv, q0, T);
-    fw_load_rows128(dOs, dout + o0, ld_o, q0, T);
-    if constexpr (DOT) /* O in buffer 1, free until step 0 */
-        fw_load_rows128(Kb + 2 * FW_TILE, o + o0, ld_o, q0, T);
+    if constexpr (!DOT) fw_load_rows128(dOs, dout + o0, ld_o, q0, T);
     static_assert(FW_ROWS == FA_THREADS, "one row's lse (and dr) a thread");
     if (q0 + (int)threadIdx.x < T) {
         const size_t row = (size_t)bh * T + q0 + threadIdx.x;
@@ -450,8 +512,7 @@ __global__ void __launch_bounds__(FA_THREADS)
         fa_smem_addr(Kb) + (threadIdx.x / 8) * FW_ROW_BYTES + (threadIdx.x % 8) * 16;
     fw_issue_pair(kv_dst, k + kv_src, ld_qkv, v + kv_src, ld_qkv, 0, 0);
     if constexpr (DOT) {
-        fa_cp_wait_all();
-        __syncthreads();
+        fw_cp_wait_first(); /* this lane's packs of O and dO, all it reads in fw_row_dots */
         if (kb_warp >= 0)
             fw_row_dots(dr + (size_t)bh * T + q0, rows_s + FW_ROWS, dOs, Kb + 2 * FW_TILE, w32,
                         lane);
@@ -546,10 +607,18 @@ __global__ void __launch_bounds__(FA_THREADS)
             fa_store_acc<FW_D>(out + (size_t)16 * m * ld_d, ld_d, Qs + (w32 + 16 * m) * (FW_D + 8),
                                acc[m], 1.0f, 1.0f, lane);
     }
-    if (!cs) return; /* uniform: no barrier follows */
-    /* Row block b·nq + qb of the column sums, the head's columns; the K, V buffers hold them. */
-    cs += ((size_t)(bh / H) * nq + qb) * ld_cs + (size_t)(bh % H) * FW_D;
-    fw_colsum_cta(cs, (float *)Kb, acc, kb_warp >= 0, warp, lane);
+    if (!cs) return; /* uniform */
+    /* The column sums: each warp's row of them in K, V buffer (kb_last + 1) & 1, which no warp
+     * reads or fills after the last step's barrier; warp 0 (done a step before warps 2, 3) adds
+     * the four rows into row block b·nq + qb, the head's columns; the others arrive and leave. */
+    float2 *red = (float2 *)(Kb + 2 * ((kb_last + 1) & 1) * FW_TILE);
+    red[32 * warp + lane] = kb_warp >= 0 ? fw_colsum_warp(acc, lane) : make_float2(0.0f, 0.0f);
+    if (warp != 0) {
+        fw_colsum_arrive();
+        return;
+    }
+    fw_colsum_wait();
+    fw_colsum_add(cs + ((size_t)(bh / H) * nq + qb) * ld_cs + (size_t)(bh % H) * FW_D, red, lane);
 }
 
 /* ---- dK, dV ---------------------------------------------------------------------------------- */
@@ -563,8 +632,9 @@ __global__ void __launch_bounds__(FA_THREADS)
  * feeding both tiles. K and V are read from shared memory at each use. Grid: BH · ⌈T/128⌉ CTAs,
  * the first key blocks (the most work) first; each element sums its queries in the 64-row
  * kernel's order. With cs_k, cs_v, the block's column sums of dK and dV as stored follow the
- * stores (fw_colsum_cta, in the idle Q, dO buffers). The column sums' parameters come last:
- * placed before BH, they moved the parameters the loop reads and ptxas spilled 8 bytes. */
+ * stores (fw_colsum_warp, fw_colsum_add: one named barrier, which only warps 2, 3 wait at). The
+ * column sums' parameters come last: placed before BH, they moved the parameters the loop reads
+ * and ptxas spilled 8 bytes. */
 __global__ void __launch_bounds__(FA_THREADS)
     flash_wide_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
                                const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o,
@@ -715,13 +785,25 @@ __global__ void __launch_bounds__(FA_THREADS)
                                Vs + (w32 + 16 * m) * (FW_D + 8), acc_dv[m], 1.0f, 1.0f, lane);
         }
     }
-    if (!cs_k) return; /* uniform: no barrier follows */
-    /* Row block b·nq + kb of the column sums, the head's columns; the Q, dO buffers hold them. */
+    if (!cs_k) return; /* uniform */
+    /* The column sums: each warp's rows of them (dK's, then FA_THREADS float2 further dV's) in
+     * Q, dO buffer nit & 1, which no warp reads or fills after the last step's barrier; warps 2
+     * and 3 add the four rows of dK and of dV into row block b·nq + kb, the head's columns, and
+     * warps 0, 1 arrive and leave (all four end at the same step; where T mod 128 is 64 the last
+     * block's keys are warps 0 and 1's, and warps 2, 3 wait for them anyway). */
+    float2 *red = (float2 *)(Qb + 2 * (nit & 1) * FW_TILE);
+    const float2 zero = make_float2(0.0f, 0.0f);
+    red[32 * warp + lane] = has_keys ? fw_colsum_warp(acc_dk, lane) : zero;
+    red[FA_THREADS + 32 * warp + lane] = has_keys ? fw_colsum_warp(acc_dv, lane) : zero;
+    if (warp < 2) {
+        fw_colsum_arrive();
+        return;
+    }
+    fw_colsum_wait();
     const size_t at =
         ((size_t)((int)(cta % BH) / H) * ((T + FW_ROWS - 1) / FW_ROWS) + cta / BH) * ld_cs +
         (size_t)((int)(cta % BH) % H) * FW_D;
-    fw_colsum_cta(cs_k + at, (float *)Qb, acc_dk, has_keys, warp, lane);
-    fw_colsum_cta(cs_v + at, (float *)Qb, acc_dv, has_keys, warp, lane);
+    fw_colsum_add((warp == 2 ? cs_k : cs_v) + at, red + FA_THREADS * (warp - 2), lane);
 }
 
 /* ---- launchers ------------------------------------------------------------------------------- */
