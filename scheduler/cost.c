@@ -7,11 +7,17 @@
  * attention computes about half of each T x T product). Bytes = es (nc N C + nv N V + nth N T H +
  * cc C^2 + vc V C + tc T C) + 4 (n N + gnc N C + gcc C^2 + gvc V C + gtc T C), es the storage
  * dtype's size; the fp32 terms are statistics, token ids and gradient accumulators (read and
- * written: 2 per element). The fused attention rows apply where the stage takes the flash kernels
- * (stage_attention_fused: bf16, head size 64 or 128, T a multiple of 64), the unfused elsewhere.
+ * written: 2 per element); + qs and ls times the partial column sums I writes for W (the flash
+ * backward's, attention_flash_bwd_colsum_bytes; a LayerNorm input gradient's,
+ * layernorm_bwd_input_colsum_bytes). Each row belongs to one path of the stage (PATHS: which of
+ * the stage's choices must hold and which must not), and the choices are made by the functions
+ * stage_init makes them with, environment switches included (stage_layout.h): the fused attention
+ * rows where the stage takes the flash kernels (bf16, head size 64 or 128, T a multiple of 64),
+ * the two-kernel flash backward at d = 64, the column sums in I's kernels or in W's.
  */
 #include "cost.h"
 
+#include "../kernels/kernel_sizes.h"
 #include "../stages/stage_layout.h"
 #include "profile.h"
 #include "stage_cfg.h"
@@ -21,9 +27,53 @@
 #include <string.h>
 
 typedef enum kclass { K_GEMM, K_ATTN, K_MEM } kclass_t;
-/* Which stage path a row belongs to: ANY always; FUSED / UNFUSED the attention path
- * (stage_attention_fused), COLSUM / SEPARATE the weight pass's column sums (stage_wgrad_fused). */
-typedef enum kpath { ANY = 0, FUSED, UNFUSED, COLSUM, SEPARATE } kpath_t;
+
+/* The stage's choices at a shape, as bits (stage_choices). */
+enum {
+    S_FLASH = 1 << 0,    /* the fused attention (stage_attention_fused) */
+    S_FLASH2 = 1 << 1,   /* its backward in two kernels, Dr in dQ (stage_flash_bwd_fused) */
+    S_COLSUM = 1 << 2,   /* W's column sums in one colsum_bwd (stage_wgrad_fused) */
+    S_QKV_SUMS = 1 << 3, /* the QKV bias's partial sums from I's flash backward: both above */
+    S_LN_SUMS = 1 << 4,  /* the LayerNorm ones from I's LayerNorm input gradients
+                            (stage_layernorm_sums) */
+};
+
+/* The path a row belongs to: it runs where every choice of `need` holds and none of `deny`. */
+typedef enum kpath {
+    ANY = 0,
+    FUSED,       /* the flash kernels */
+    UNFUSED,     /* GEMMs + softmax */
+    FLASH3,      /* the flash backward's dot, dK/dV and dQ kernels: d = 128, PPSCHED_FLASH_TILE=64,
+                    PPSCHED_FLASH_BWD=unfused */
+    FLASH2,      /* dQ with Dr, then dK/dV, no column sums (PPSCHED_WGRAD=unfused at d = 64) */
+    FLASH2_SUMS, /* the same writing d_qkv's partial sums (d = 64) */
+    LN_PLAIN,    /* LayerNorm input gradients without column sums */
+    LN_SUMS,     /* with the partial sums of Σdy, Σdy·x̂, Σdres */
+    SEPARATE,    /* W: one reduction per bias and per LayerNorm (PPSCHED_WGRAD=unfused) */
+    CS_TENSORS,  /* W: one colsum_bwd reading every gradient tensor */
+    CS_QKV,      /* ... with the QKV bias from I's flash partial sums */
+    CS_LN,       /* ... with the LayerNorm tasks from I's LayerNorm partial sums */
+    CS_BOTH,     /* ... with both: d_fc the only tensor read */
+    KPATH_COUNT
+} kpath_t;
+
+static const struct {
+    unsigned need, deny;
+} PATHS[KPATH_COUNT] = {
+    [ANY] = {0, 0},
+    [FUSED] = {S_FLASH, 0},
+    [UNFUSED] = {0, S_FLASH},
+    [FLASH3] = {S_FLASH, S_FLASH2},
+    [FLASH2] = {S_FLASH2, S_QKV_SUMS},
+    [FLASH2_SUMS] = {S_QKV_SUMS, 0},
+    [LN_PLAIN] = {0, S_LN_SUMS},
+    [LN_SUMS] = {S_LN_SUMS, 0},
+    [SEPARATE] = {0, S_COLSUM},
+    [CS_TENSORS] = {S_COLSUM, S_QKV_SUMS | S_LN_SUMS},
+    [CS_QKV] = {S_COLSUM | S_QKV_SUMS, S_LN_SUMS},
+    [CS_LN] = {S_COLSUM | S_LN_SUMS, S_QKV_SUMS},
+    [CS_BOTH] = {S_COLSUM | S_QKV_SUMS | S_LN_SUMS, 0},
+};
 
 typedef struct kernel_row {
     const char *name;
@@ -35,6 +85,7 @@ typedef struct kernel_row {
     double f_ncc, f_ntc, f_nvc;     /* FLOPs */
     double nc, nv, nth, cc, vc, tc; /* elements of the storage dtype */
     double n, gnc, gcc, gvc, gtc;   /* 4-byte elements */
+    double qs, ls;                  /* column-sum partials: flash backward's, a LayerNorm's */
 } kernel_row_t;
 
 #define F    PP_PASS_F
@@ -46,64 +97,75 @@ typedef struct kernel_row {
 
 /* clang-format off */
 static const kernel_row_t kernels[] = {
-    /* name              pass part cls   path    k  f_ncc f_ntc f_nvc  nc  nv nth cc vc tc   n gnc gcc gvc gtc */
-    {"ln1",               F, BLK, K_MEM,  ANY,    1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
-    {"qkv",               F, BLK, K_GEMM, ANY,    1, 6, 0, 0,          4, 0, 0, 3, 0, 0,    0, 0, 0, 0, 0},
-    {"flash_fwd",         F, BLK, K_ATTN, FUSED,  1, 0, 2, 0,          4, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"permute_qkv",       F, BLK, K_MEM,  UNFUSED,1, 0, 0, 0,          6, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"scores",            F, BLK, K_GEMM, UNFUSED,1, 0, 2, 0,          2, 0, 1, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"softmax",           F, BLK, K_MEM,  UNFUSED,1, 0, 0, 0,          0, 0, 2, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"attn_v",            F, BLK, K_GEMM, UNFUSED,1, 0, 2, 0,          2, 0, 1, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"unpermute_out",     F, BLK, K_MEM,  UNFUSED,1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"proj+residual",     F, BLK, K_GEMM, ANY,    1, 2, 0, 0,          3, 0, 0, 1, 0, 0,    0, 0, 0, 0, 0},
-    {"ln2",               F, BLK, K_MEM,  ANY,    1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
-    {"fc+gelu",           F, BLK, K_GEMM, ANY,    1, 8, 0, 0,          9, 0, 0, 4, 0, 0,    0, 0, 0, 0, 0},
-    {"fc2+residual",      F, BLK, K_GEMM, ANY,    1, 8, 0, 0,          6, 0, 0, 4, 0, 0,    0, 0, 0, 0, 0},
+    /* name               pass part cls     path         k  f_ncc ntc nvc nc nv nth cc vc  tc  n gnc  gcc gvc gtc qs ls */
+    {"ln1",               F,  BLK,  K_MEM,  ANY,         1, 0, 0, 0,   2,  0,  0,  0,  0,  0,  2, 0, 0, 0, 0,  0, 0},
+    {"qkv",               F,  BLK,  K_GEMM, ANY,         1, 6, 0, 0,   4,  0,  0,  3,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"flash_fwd",         F,  BLK,  K_ATTN, FUSED,       1, 0, 2, 0,   4,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"permute_qkv",       F,  BLK,  K_MEM,  UNFUSED,     1, 0, 0, 0,   6,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"scores",            F,  BLK,  K_GEMM, UNFUSED,     1, 0, 2, 0,   2,  0,  1,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"softmax",           F,  BLK,  K_MEM,  UNFUSED,     1, 0, 0, 0,   0,  0,  2,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"attn_v",            F,  BLK,  K_GEMM, UNFUSED,     1, 0, 2, 0,   2,  0,  1,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"unpermute_out",     F,  BLK,  K_MEM,  UNFUSED,     1, 0, 0, 0,   2,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"proj+residual",     F,  BLK,  K_GEMM, ANY,         1, 2, 0, 0,   3,  0,  0,  1,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"ln2",               F,  BLK,  K_MEM,  ANY,         1, 0, 0, 0,   2,  0,  0,  0,  0,  0,  2, 0, 0, 0, 0,  0, 0},
+    {"fc+gelu",           F,  BLK,  K_GEMM, ANY,         1, 8, 0, 0,   9,  0,  0,  4,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"fc2+residual",      F,  BLK,  K_GEMM, ANY,         1, 8, 0, 0,   6,  0,  0,  4,  0,  0,  0, 0, 0, 0, 0,  0, 0},
 
-    {"fc2_dgrad+dgelu",   I, BLK, K_GEMM, ANY,    1, 8, 0, 0,          9, 0, 0, 4, 0, 0,    0, 0, 0, 0, 0},
-    {"fc_dgrad",          I, BLK, K_GEMM, ANY,    1, 8, 0, 0,          5, 0, 0, 4, 0, 0,    0, 0, 0, 0, 0},
-    {"ln2_bwd+residual",  I, BLK, K_MEM,  ANY,    1, 0, 0, 0,          4, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
-    {"proj_dgrad",        I, BLK, K_GEMM, ANY,    1, 2, 0, 0,          2, 0, 0, 1, 0, 0,    0, 0, 0, 0, 0},
-    {"flash_bwd",         I, BLK, K_ATTN, FUSED,  3, 0, 7, 0,          8, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"permute_dout",      I, BLK, K_MEM,  UNFUSED,1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"d_scores",          I, BLK, K_GEMM, UNFUSED,1, 0, 2, 0,          2, 0, 1, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"d_v",               I, BLK, K_GEMM, UNFUSED,1, 0, 2, 0,          2, 0, 1, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"softmax_bwd",       I, BLK, K_MEM,  UNFUSED,1, 0, 0, 0,          0, 0, 3, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"d_q",               I, BLK, K_GEMM, UNFUSED,1, 0, 2, 0,          2, 0, 1, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"d_k",               I, BLK, K_GEMM, UNFUSED,1, 0, 2, 0,          2, 0, 1, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"unpermute_dqkv",    I, BLK, K_MEM,  UNFUSED,1, 0, 0, 0,          6, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"qkv_dgrad",         I, BLK, K_GEMM, ANY,    1, 6, 0, 0,          4, 0, 0, 3, 0, 0,    0, 0, 0, 0, 0},
-    {"ln1_bwd+residual",  I, BLK, K_MEM,  ANY,    1, 0, 0, 0,          4, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
+    {"fc2_dgrad+dgelu",   I,  BLK,  K_GEMM, ANY,         1, 8, 0, 0,   9,  0,  0,  4,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"fc_dgrad",          I,  BLK,  K_GEMM, ANY,         1, 8, 0, 0,   5,  0,  0,  4,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"ln2_bwd+residual",  I,  BLK,  K_MEM,  LN_PLAIN,    1, 0, 0, 0,   4,  0,  0,  0,  0,  0,  2, 0, 0, 0, 0,  0, 0},
+    {"ln2_bwd+sums",      I,  BLK,  K_MEM,  LN_SUMS,     1, 0, 0, 0,   4,  0,  0,  0,  0,  0,  2, 0, 0, 0, 0,  0, 1},
+    {"proj_dgrad",        I,  BLK,  K_GEMM, ANY,         1, 2, 0, 0,   2,  0,  0,  1,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    /* q, k, v, dO, O read, dq, dk, dv written: by the dot, dK/dV and dQ kernels, or by dQ (with
+     * Dr, reading O) and dK/dV, which at d = 64 also write d_qkv's partial sums for W */
+    {"flash_bwd",         I,  BLK,  K_ATTN, FLASH3,      3, 0, 7, 0,   8,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"flash_bwd",         I,  BLK,  K_ATTN, FLASH2,      2, 0, 7, 0,   8,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"flash_bwd+sums",    I,  BLK,  K_ATTN, FLASH2_SUMS, 2, 0, 7, 0,   8,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  1, 0},
+    {"permute_dout",      I,  BLK,  K_MEM,  UNFUSED,     1, 0, 0, 0,   2,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"d_scores",          I,  BLK,  K_GEMM, UNFUSED,     1, 0, 2, 0,   2,  0,  1,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"d_v",               I,  BLK,  K_GEMM, UNFUSED,     1, 0, 2, 0,   2,  0,  1,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"softmax_bwd",       I,  BLK,  K_MEM,  UNFUSED,     1, 0, 0, 0,   0,  0,  3,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"d_q",               I,  BLK,  K_GEMM, UNFUSED,     1, 0, 2, 0,   2,  0,  1,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"d_k",               I,  BLK,  K_GEMM, UNFUSED,     1, 0, 2, 0,   2,  0,  1,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"unpermute_dqkv",    I,  BLK,  K_MEM,  UNFUSED,     1, 0, 0, 0,   6,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"qkv_dgrad",         I,  BLK,  K_GEMM, ANY,         1, 6, 0, 0,   4,  0,  0,  3,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"ln1_bwd+residual",  I,  BLK,  K_MEM,  LN_PLAIN,    1, 0, 0, 0,   4,  0,  0,  0,  0,  0,  2, 0, 0, 0, 0,  0, 0},
+    {"ln1_bwd+sums",      I,  BLK,  K_MEM,  LN_SUMS,     1, 0, 0, 0,   4,  0,  0,  0,  0,  0,  2, 0, 0, 0, 0,  0, 1},
 
-    {"fc2_wgrad",         W, BLK, K_GEMM, ANY,    1, 8, 0, 0,          5, 0, 0, 0, 0, 0,    0, 0, 8, 0, 0},
-    {"fc2_bias",          W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          1, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"fc_wgrad",          W, BLK, K_GEMM, ANY,    1, 8, 0, 0,          5, 0, 0, 0, 0, 0,    0, 0, 8, 0, 0},
-    {"fc_bias",           W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          4, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"ln2_wgrad",         W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
-    {"proj_wgrad",        W, BLK, K_GEMM, ANY,    1, 2, 0, 0,          2, 0, 0, 0, 0, 0,    0, 0, 2, 0, 0},
-    {"proj_bias",         W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          1, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"qkv_wgrad",         W, BLK, K_GEMM, ANY,    1, 6, 0, 0,          4, 0, 0, 0, 0, 0,    0, 0, 6, 0, 0},
-    {"qkv_bias",          W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          3, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
-    {"ln1_wgrad",         W, BLK, K_MEM,  SEPARATE,1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
-    /* the same six column sums in one colsum_bwd: a partial-sum launch and a finishing one */
-    {"colsums",           W, BLK, K_MEM,  COLSUM, 2, 0, 0, 0,         13, 0, 0, 0, 0, 0,    4, 0, 0, 0, 0},
+    {"fc2_wgrad",         W,  BLK,  K_GEMM, ANY,         1, 8, 0, 0,   5,  0,  0,  0,  0,  0,  0, 0, 8, 0, 0,  0, 0},
+    {"fc2_bias",          W,  BLK,  K_MEM,  SEPARATE,    1, 0, 0, 0,   1,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"fc_wgrad",          W,  BLK,  K_GEMM, ANY,         1, 8, 0, 0,   5,  0,  0,  0,  0,  0,  0, 0, 8, 0, 0,  0, 0},
+    {"fc_bias",           W,  BLK,  K_MEM,  SEPARATE,    1, 0, 0, 0,   4,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"ln2_wgrad",         W,  BLK,  K_MEM,  SEPARATE,    1, 0, 0, 0,   2,  0,  0,  0,  0,  0,  2, 0, 0, 0, 0,  0, 0},
+    {"proj_wgrad",        W,  BLK,  K_GEMM, ANY,         1, 2, 0, 0,   2,  0,  0,  0,  0,  0,  0, 0, 2, 0, 0,  0, 0},
+    {"proj_bias",         W,  BLK,  K_MEM,  SEPARATE,    1, 0, 0, 0,   1,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"qkv_wgrad",         W,  BLK,  K_GEMM, ANY,         1, 6, 0, 0,   4,  0,  0,  0,  0,  0,  0, 0, 6, 0, 0,  0, 0},
+    {"qkv_bias",          W,  BLK,  K_MEM,  SEPARATE,    1, 0, 0, 0,   3,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"ln1_wgrad",         W,  BLK,  K_MEM,  SEPARATE,    1, 0, 0, 0,   2,  0,  0,  0,  0,  0,  2, 0, 0, 0, 0,  0, 0},
+    /* the same six column sums in one colsum_bwd: a partial-sum launch and a finishing one, which
+     * alone reads the partial sums I wrote. Tensors read: LN2's d_ln2, x2, dout (+ 2 statistics),
+     * fc's d_fc (4), LN1's d_ln1, x, d_x2 (+ 2), QKV's d_qkv (3) */
+    {"colsums",           W,  BLK,  K_MEM,  CS_TENSORS,  2, 0, 0, 0,  13,  0,  0,  0,  0,  0,  4, 0, 0, 0, 0,  0, 0},
+    {"colsums",           W,  BLK,  K_MEM,  CS_QKV,      2, 0, 0, 0,  10,  0,  0,  0,  0,  0,  4, 0, 0, 0, 0,  1, 0},
+    {"colsums",           W,  BLK,  K_MEM,  CS_LN,       2, 0, 0, 0,   7,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 2},
+    {"colsums",           W,  BLK,  K_MEM,  CS_BOTH,     2, 0, 0, 0,   4,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  1, 2},
 
-    {"make_tokens",       F, EMB, K_MEM,  ANY,    1, 0, 0, 0,          0, 0, 0, 0, 0, 0,    1, 0, 0, 0, 0},
-    {"encoder_fwd",       F, EMB, K_MEM,  ANY,    1, 0, 0, 0,          2, 0, 0, 0, 0, 1,    1, 0, 0, 0, 0},
-    {"encoder_bwd",       W, EMB, K_MEM,  ANY,    3, 0, 0, 0,          1, 0, 0, 0, 0, 0,    4, 2, 0, 0, 2},
+    {"make_tokens",       F,  EMB,  K_MEM,  ANY,         1, 0, 0, 0,   0,  0,  0,  0,  0,  0,  1, 0, 0, 0, 0,  0, 0},
+    {"encoder_fwd",       F,  EMB,  K_MEM,  ANY,         1, 0, 0, 0,   2,  0,  0,  0,  0,  1,  1, 0, 0, 0, 0,  0, 0},
+    {"encoder_bwd",       W,  EMB,  K_MEM,  ANY,         3, 0, 0, 0,   1,  0,  0,  0,  0,  0,  4, 2, 0, 0, 2,  0, 0},
 
-    {"lnf",               F, HEAD, K_MEM, ANY,    1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
-    {"lm_head",           F, HEAD, K_GEMM,ANY,    1, 0, 0, 2,          1, 1, 0, 0, 1, 0,    0, 0, 0, 0, 0},
-    {"make_targets",      F, HEAD, K_MEM, ANY,    1, 0, 0, 0,          0, 0, 0, 0, 0, 0,    1, 0, 0, 0, 0},
-    {"cross_entropy",     F, HEAD, K_MEM, ANY,    1, 0, 0, 0,          0, 2, 0, 0, 0, 0,    3, 0, 0, 0, 0},
-    {"loss_mean",         F, HEAD, K_MEM, ANY,    1, 0, 0, 0,          0, 0, 0, 0, 0, 0,    1, 0, 0, 0, 0},
-    {"lm_dgrad",          I, HEAD, K_GEMM,ANY,    1, 0, 0, 2,          1, 1, 0, 0, 1, 0,    0, 0, 0, 0, 0},
-    {"lnf_bwd",           I, HEAD, K_MEM, ANY,    1, 0, 0, 0,          3, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
-    {"lm_wgrad",          W, HEAD, K_GEMM,ANY,    1, 0, 0, 2,          1, 1, 0, 0, 0, 0,    0, 0, 0, 2, 0},
-    {"lnf_wgrad",         W, HEAD, K_MEM, ANY,    1, 0, 0, 0,          2, 0, 0, 0, 0, 0,    2, 0, 0, 0, 0},
+    {"lnf",               F,  HEAD, K_MEM,  ANY,         1, 0, 0, 0,   2,  0,  0,  0,  0,  0,  2, 0, 0, 0, 0,  0, 0},
+    {"lm_head",           F,  HEAD, K_GEMM, ANY,         1, 0, 0, 2,   1,  1,  0,  0,  1,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"make_targets",      F,  HEAD, K_MEM,  ANY,         1, 0, 0, 0,   0,  0,  0,  0,  0,  0,  1, 0, 0, 0, 0,  0, 0},
+    {"cross_entropy",     F,  HEAD, K_MEM,  ANY,         1, 0, 0, 0,   0,  2,  0,  0,  0,  0,  3, 0, 0, 0, 0,  0, 0},
+    {"loss_mean",         F,  HEAD, K_MEM,  ANY,         1, 0, 0, 0,   0,  0,  0,  0,  0,  0,  1, 0, 0, 0, 0,  0, 0},
+    {"lm_dgrad",          I,  HEAD, K_GEMM, ANY,         1, 0, 0, 2,   1,  1,  0,  0,  1,  0,  0, 0, 0, 0, 0,  0, 0},
+    {"lnf_bwd",           I,  HEAD, K_MEM,  ANY,         1, 0, 0, 0,   3,  0,  0,  0,  0,  0,  2, 0, 0, 0, 0,  0, 0},
+    {"lm_wgrad",          W,  HEAD, K_GEMM, ANY,         1, 0, 0, 2,   1,  1,  0,  0,  0,  0,  0, 0, 0, 2, 0,  0, 0},
+    {"lnf_wgrad",         W,  HEAD, K_MEM,  ANY,         1, 0, 0, 0,   2,  0,  0,  0,  0,  0,  2, 0, 0, 0, 0,  0, 0},
 
     /* Rebuilt under run.recompute only (stage_recompute_work says how many): priced by name. */
-    {"gelu_rebuild",      PP_PASS_COUNT, BLK, K_MEM, ANY, 1, 0, 0, 0,  8, 0, 0, 0, 0, 0,    0, 0, 0, 0, 0},
+    {"gelu_rebuild",      PP_PASS_COUNT, BLK,  K_MEM,  ANY,         1, 0, 0, 0,   8,  0,  0,  0,  0,  0,  0, 0, 0, 0, 0,  0, 0},
 };
 /* clang-format on */
 
@@ -113,8 +175,9 @@ static const kernel_row_t kernels[] = {
 
 #define N_KERNELS ((int)(sizeof(kernels) / sizeof(kernels[0])))
 
-/* The stage's attention path, decided where the stage decides it (stages/stage_layout.h). */
-static int uses_flash(const pp_model_shape_t *s, pp_dtype_t dt)
+/* The stage's choices at shape s (stage.cu's stage_init: fused_attention, fused_wgrad, qkv_sums,
+ * ln_sums), from the functions it decides with, so the environment switches count here too. */
+static unsigned stage_choices(const pp_model_shape_t *s, pp_dtype_t dt)
 {
     pp_stage_cfg_t c;
     memset(&c, 0, sizeof c);
@@ -122,19 +185,17 @@ static int uses_flash(const pp_model_shape_t *s, pp_dtype_t dt)
     c.heads = s->heads;
     c.seq_len = s->seq_len;
     c.dtype = dt;
-    return stage_attention_fused(&c);
+    unsigned ch = (stage_attention_fused(&c) ? S_FLASH : 0u) |
+                  (stage_flash_bwd_fused(&c) ? S_FLASH2 : 0u) |
+                  (stage_wgrad_fused() ? S_COLSUM : 0u) | (stage_layernorm_sums() ? S_LN_SUMS : 0u);
+    if ((ch & S_FLASH2) && (ch & S_COLSUM)) ch |= S_QKV_SUMS;
+    return ch;
 }
 
-/* Whether row r runs on the stage's paths at shape s. */
-static int row_applies(const kernel_row_t *r, const pp_model_shape_t *s, pp_dtype_t dt)
+/* Whether row r runs where the stage made the choices ch. */
+static int row_applies(const kernel_row_t *r, unsigned ch)
 {
-    switch (r->path) {
-    case FUSED:
-    case UNFUSED: return r->path == (uses_flash(s, dt) ? FUSED : UNFUSED);
-    case COLSUM:
-    case SEPARATE: return r->path == (stage_wgrad_fused() ? COLSUM : SEPARATE);
-    default: return 1;
-    }
+    return (ch & PATHS[r->path].need) == PATHS[r->path].need && (ch & PATHS[r->path].deny) == 0;
 }
 
 /* Time of one kernel row, ms. */
@@ -156,23 +217,28 @@ static pp_work_t row_work(const kernel_row_t *r, const pp_model_shape_t *s, pp_d
 {
     const double N = (double)s->batch * s->seq_len, C = s->hidden, T = s->seq_len;
     const double V = s->vocab, H = s->heads, es = (double)pp_dtype_size(dt);
+    const int d = s->heads > 0 ? s->hidden / s->heads : 0;
+    const double qs = (double)attention_flash_bwd_colsum_bytes(s->batch, s->heads, s->seq_len, d);
+    const double ls = (double)layernorm_bwd_input_colsum_bytes(s->batch * s->seq_len, s->hidden);
     pp_work_t w;
     w.flops = r->f_ncc * N * C * C + r->f_ntc * N * T * C + r->f_nvc * N * V * C;
     w.bytes = es * (r->nc * N * C + r->nv * N * V + r->nth * N * T * H + r->cc * C * C +
                     r->vc * V * C + r->tc * T * C) +
-              4.0 * (r->n * N + r->gnc * N * C + r->gcc * C * C + r->gvc * V * C + r->gtc * T * C);
+              4.0 * (r->n * N + r->gnc * N * C + r->gcc * C * C + r->gvc * V * C + r->gtc * T * C) +
+              r->qs * qs + r->ls * ls;
     w.kernels = r->launches;
     w.ms = kernel_ms(gpu, dt, r->cls, r->launches, w.flops, w.bytes);
     return w;
 }
 
-/* The time of the rows called `name` on the stage's attention path, ms (0 when none). */
+/* The time of the rows called `name` on the stage's paths, ms (0 when none). */
 static double named_ms(const char *name, const pp_model_shape_t *s, pp_dtype_t dt,
                        const pp_gpu_t *gpu)
 {
+    const unsigned ch = stage_choices(s, dt);
     double t = 0;
     for (int k = 0; k < N_KERNELS; k++)
-        if (strcmp(kernels[k].name, name) == 0 && row_applies(&kernels[k], s, dt))
+        if (strcmp(kernels[k].name, name) == 0 && row_applies(&kernels[k], ch))
             t += row_work(&kernels[k], s, dt, gpu).ms;
     return t;
 }
@@ -180,10 +246,11 @@ static double named_ms(const char *name, const pp_model_shape_t *s, pp_dtype_t d
 pp_work_t cost_part(const pp_model_shape_t *s, pp_dtype_t dt, const pp_gpu_t *gpu, pp_pass_t pass,
                     pp_part_t part)
 {
+    const unsigned ch = stage_choices(s, dt);
     pp_work_t w = {0, 0, 0, 0};
     for (int k = 0; k < N_KERNELS; k++) {
         const kernel_row_t *r = &kernels[k];
-        if (r->pass != pass || r->part != part || !row_applies(r, s, dt)) continue;
+        if (r->pass != pass || r->part != part || !row_applies(r, ch)) continue;
         pp_work_t x = row_work(r, s, dt, gpu);
         w.flops += x.flops;
         w.bytes += x.bytes;

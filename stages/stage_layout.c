@@ -68,6 +68,13 @@ int stage_layernorm_sums(void)
     return stage_wgrad_fused() && !(env && strcmp(env, "unfused") == 0);
 }
 
+int stage_flash_bwd_fused(const pp_stage_cfg_t *cfg)
+{
+    const char *tile = getenv("PPSCHED_FLASH_TILE"), *bwd = getenv("PPSCHED_FLASH_BWD");
+    if (!stage_attention_fused(cfg) || cfg->hidden / cfg->heads != 64) return 0;
+    return !(tile && strcmp(tile, "64") == 0) && !(bwd && strcmp(bwd, "unfused") == 0);
+}
+
 /* ---- the parts of a block -------------------------------------------------------------- */
 
 /* The size of a part, from the shape. SZ_QKV_SUM is 0 bytes where the flash backward writes no

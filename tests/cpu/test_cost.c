@@ -8,6 +8,7 @@
  * Monotonicity: more layers, width, sequence, vocabulary or micro-batch never costs less.
  */
 #include "../../scheduler/cost.h"
+#include "../../kernels/kernel_sizes.h"
 #include "../../scheduler/generate.h"
 #include "../../scheduler/gpu.h"
 #include "../../scheduler/profile.h"
@@ -28,6 +29,19 @@ static pp_gpu_t gpu_flops_only(void)
     g.gemm_eff = ts_rand_uniform(0.3, 0.9);
     g.attn_eff = ts_rand_uniform(0.1, 0.5);
     return g;
+}
+
+/* The partial column sums I leaves for W, bytes: the flash backward's (d = 64), one fp32 per
+ * 128-row block of a sequence and column of d_qkv; a LayerNorm input gradient's, Σdy, Σdy·x̂ and
+ * Σdres per chunk of rows and column. */
+static double qkv_sum_bytes(const pp_model_shape_t *s)
+{
+    return 4.0 * s->batch * ((s->seq_len + 127) / 128) * 3 * s->hidden;
+}
+
+static double ln_sum_bytes(const pp_model_shape_t *s)
+{
+    return 4.0 * 3 * layernorm_bwd_input_colsum_rows(s->batch * s->seq_len) * s->hidden;
 }
 
 /* A shape the fused attention takes: head size 64, T a multiple of 64. */
@@ -62,13 +76,17 @@ static void test_block_flops_and_bytes(void)
         /* bf16 activations: LN1 2, QKV 4, flash 4, proj 3, LN2 2, fc 9, fc2 6 = 30 NC; weights
          * 3 + 1 + 4 + 4 = 12 C^2; LayerNorm statistics 4 floats a token. */
         EXPECT_NEAR(f.bytes, 2 * (30 * N * C + 12 * C * C) + 4 * 4 * N, 0, 1e-12);
-        /* weight gradients: fp32 accumulators read and written, 12 C^2 of them */
-        EXPECT_NEAR(w.bytes,
-                    2 * (5 + 1 + 5 + 4 + 2 + 2 + 1 + 4 + 3 + 2) * N * C + 8 * 12 * C * C +
-                        4 * 4 * N,
-                    0, 1e-12);
-        /* W: the four weight GEMMs and colsum_bwd's two launches for the six column sums */
-        EXPECT(f.kernels == 7 && i.kernels == 9 && w.kernels == 6, "%d %d %d", f.kernels, i.kernels,
+        /* I: fc2 9, fc 5, LN2 4, proj 2, flash 8 (q, k, v, dO, O; dq, dk, dv), QKV 4, LN1 4 NC;
+         * the same 12 C^2 of weights; the two LayerNorms' statistics; the partial sums written
+         * for W: the flash backward's of d_qkv, each LayerNorm input gradient's */
+        const double qs = qkv_sum_bytes(&s), ls = ln_sum_bytes(&s);
+        EXPECT_NEAR(i.bytes, 2 * (36 * N * C + 12 * C * C) + 4 * 4 * N + qs + 2 * ls, 0, 1e-12);
+        /* weight gradients: fp32 accumulators read and written, 12 C^2 of them; the GEMMs read
+         * 5 + 5 + 2 + 4 NC, the column sums d_fc (4 NC) and I's partial sums */
+        EXPECT_NEAR(w.bytes, 2 * (16 + 4) * N * C + 8 * 12 * C * C + qs + 2 * ls, 0, 1e-12);
+        /* I: the flash backward in two kernels (dQ with Dr, dK/dV); W: the four weight GEMMs and
+         * colsum_bwd's two launches for the six column sums */
+        EXPECT(f.kernels == 7 && i.kernels == 8 && w.kernels == 6, "%d %d %d", f.kernels, i.kernels,
                w.kernels);
         double P = g.bf16_tflops * 1e12;
         EXPECT_NEAR(f.ms,
@@ -104,7 +122,7 @@ static void test_launch_floor(void)
     g.launch_us = ts_rand_uniform(1, 20);
     pp_model_shape_t s = random_shape();
     /* kernels per pass and part, counted in stage.cu */
-    int want[PP_PASS_COUNT][PP_PART_COUNT] = {{7, 2, 5}, {9, 0, 2}, {6, 3, 2}};
+    int want[PP_PASS_COUNT][PP_PART_COUNT] = {{7, 2, 5}, {8, 0, 2}, {6, 3, 2}};
     for (int p = 0; p < PP_PASS_COUNT; p++)
         for (int q = 0; q < PP_PART_COUNT; q++) {
             pp_work_t w = cost_part(&s, PP_DTYPE_BF16, &g, (pp_pass_t)p, (pp_part_t)q);
@@ -117,6 +135,81 @@ static void test_launch_floor(void)
     unsetenv("PPSCHED_WGRAD");
     EXPECT(w.kernels == 10, "%d kernels", w.kernels);
     EXPECT(cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_W, PP_PART_BLOCK).kernels == 6);
+    /* d = 128: the dot kernel, dK/dV and dQ */
+    s.hidden = 128 * s.heads;
+    pp_work_t i = cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_I, PP_PART_BLOCK);
+    EXPECT(i.kernels == 9, "%d kernels", i.kernels);
+    EXPECT_NEAR(i.ms, 9 * g.launch_us * 1e-3, 1e-12, 1e-9);
+}
+
+/* The work of one block's pass at shape s under one environment switch (NULL: none). */
+static pp_work_t block_with(const pp_model_shape_t *s, pp_pass_t pass, const char *var,
+                            const char *value)
+{
+    if (var) setenv(var, value, 1);
+    pp_work_t w = cost_part(s, PP_DTYPE_BF16, gpu_find("h100"), pass, PP_PART_BLOCK);
+    if (var) unsetenv(var);
+    return w;
+}
+
+/* The column sums at the reference shape (C 1024, 16 heads, T 1024, B 4), path by path as
+ * stage.cu chooses them: what I writes for W, what W's colsum_bwd reads, the launches. */
+static void test_column_sums(void)
+{
+    pp_model_shape_t s;
+    memset(&s, 0, sizeof s);
+    s.hidden = 1024, s.heads = 16, s.seq_len = 1024, s.batch = 4, s.vocab = 50257;
+    s.n_layers = 1, s.total_layers = 6;
+    const double N = 4096, C = 1024, MiB = 1 << 20;
+    /* the weight GEMMs: bf16 activations 16 NC, fp32 accumulators 12 C^2 read and written */
+    const double gemms = 2 * 16 * N * C + 8 * 12 * C * C;
+    /* the partials: 4 x 8 row blocks of 3072 columns; 128 chunks of 32 rows, 3 x 1024 columns */
+    const double qs = 384 * 1024, ls = 1.5 * MiB;
+    EXPECT_NEAR(qkv_sum_bytes(&s), qs, 0, 0);
+    EXPECT_NEAR(ln_sum_bytes(&s), ls, 0, 0);
+    pp_work_t i0 = block_with(&s, PP_PASS_I, NULL, NULL);
+    pp_work_t w0 = block_with(&s, PP_PASS_W, NULL, NULL);
+    /* the default: d_fc (32 MiB) and the three partial sums */
+    EXPECT_NEAR(w0.bytes - gemms, 32 * MiB + qs + 2 * ls, 0, 1e-12);
+    EXPECT(i0.kernels == 8 && w0.kernels == 6, "%d %d", i0.kernels, w0.kernels);
+    /* PPSCHED_LAYERNORM_BWD=unfused: W reads d_ln2, x2, dout, d_ln1, x, d_x2 and 4 statistics */
+    pp_work_t i = block_with(&s, PP_PASS_I, "PPSCHED_LAYERNORM_BWD", "unfused");
+    pp_work_t w = block_with(&s, PP_PASS_W, "PPSCHED_LAYERNORM_BWD", "unfused");
+    EXPECT_NEAR(i.bytes, i0.bytes - 2 * ls, 0, 1e-12);
+    EXPECT_NEAR(w.bytes - gemms, 2 * 10 * N * C + 4 * 4 * N + qs, 0, 1e-12);
+    EXPECT(i.kernels == 8 && w.kernels == 6, "%d %d", i.kernels, w.kernels);
+    /* PPSCHED_FLASH_BWD=unfused or PPSCHED_FLASH_TILE=64: the dot kernel again, W reads d_qkv */
+    const char *flash[2][2] = {{"PPSCHED_FLASH_BWD", "unfused"}, {"PPSCHED_FLASH_TILE", "64"}};
+    for (int k = 0; k < 2; k++) {
+        i = block_with(&s, PP_PASS_I, flash[k][0], flash[k][1]);
+        w = block_with(&s, PP_PASS_W, flash[k][0], flash[k][1]);
+        EXPECT_NEAR(i.bytes, i0.bytes - qs, 0, 1e-12);
+        EXPECT_NEAR(w.bytes - gemms, 2 * 7 * N * C + 2 * ls, 0, 1e-12);
+        EXPECT(i.kernels == 9 && w.kernels == 6, "%s: %d %d", flash[k][0], i.kernels, w.kernels);
+    }
+    /* PPSCHED_WGRAD=unfused: two flash kernels, no partial sums written; six reductions */
+    i = block_with(&s, PP_PASS_I, "PPSCHED_WGRAD", "unfused");
+    w = block_with(&s, PP_PASS_W, "PPSCHED_WGRAD", "unfused");
+    EXPECT_NEAR(i.bytes, i0.bytes - qs - 2 * ls, 0, 1e-12);
+    EXPECT_NEAR(w.bytes - gemms, 2 * (1 + 4 + 2 + 1 + 3 + 2) * N * C + 4 * 4 * N, 0, 1e-12);
+    EXPECT(i.kernels == 8 && w.kernels == 10, "%d %d", i.kernels, w.kernels);
+    /* both sums back in W: every gradient tensor read again */
+    setenv("PPSCHED_FLASH_BWD", "unfused", 1);
+    w = block_with(&s, PP_PASS_W, "PPSCHED_LAYERNORM_BWD", "unfused");
+    unsetenv("PPSCHED_FLASH_BWD");
+    EXPECT_NEAR(w.bytes - gemms, 2 * 13 * N * C + 4 * 4 * N, 0, 1e-12);
+    /* d = 128 (8 heads): no flash column sums, three flash kernels */
+    s.heads = 8;
+    i = block_with(&s, PP_PASS_I, NULL, NULL);
+    w = block_with(&s, PP_PASS_W, NULL, NULL);
+    EXPECT_NEAR(i.bytes, i0.bytes - qs, 0, 1e-12);
+    EXPECT_NEAR(w.bytes - gemms, 2 * 7 * N * C + 2 * ls, 0, 1e-12);
+    EXPECT(i.kernels == 9 && w.kernels == 6, "%d %d", i.kernels, w.kernels);
+    /* the unfused attention: 13 kernels, the LayerNorm sums still taken in I */
+    i = block_with(&s, PP_PASS_I, "PPSCHED_ATTENTION", "unfused");
+    w = block_with(&s, PP_PASS_W, "PPSCHED_ATTENTION", "unfused");
+    EXPECT_NEAR(w.bytes - gemms, 2 * 7 * N * C + 2 * ls, 0, 1e-12);
+    EXPECT(i.kernels == 13 && w.kernels == 6, "%d %d", i.kernels, w.kernels);
 }
 
 static void test_stage_composition(void)
@@ -404,6 +497,7 @@ int main(void)
     RUN(test_block_flops_and_bytes);
     RUN(test_unfused_fp32);
     RUN(test_launch_floor);
+    RUN(test_column_sums);
     RUN(test_stage_composition);
     RUN(test_monotonic);
     RUN(test_recompute);
