@@ -461,11 +461,6 @@ pp_status_t attention_flash_fwd(void *o, int ld_o, float *lse, const void *q, co
     return fa_fwd_t<128>(o, ld_o, lse, q, k, v, ld_qkv, B * H, H, T, stream);
 }
 
-int attention_flash_bwd_colsum_ok(int d)
-{
-    return d == 64 && flash_wide_enabled() && flash_wide_bwd_fused();
-}
-
 /* A colsum needs the kernels that write it and dq, dk, dv side by side in one [B·T, 3·H·d]. */
 static pp_status_t fa_check_colsum(const char *what, const void *dq, const void *dk, const void *dv,
                                    int ld_d, const float *colsum, int H, int d)

@@ -267,13 +267,8 @@ template <typename K> static pp_status_t fa_smem_allow(K kernel, size_t bytes)
     return PP_OK;
 }
 
-/* flash_wide.cu: 1 unless PPSCHED_FLASH_TILE=64 asks for the 64-row kernels at d = 64 too (read at
- * every call; the stage refuses other values than 64 and 128 when it is built). */
-int flash_wide_enabled(void);
-/* flash_wide.cu: 1 unless PPSCHED_FLASH_BWD=unfused asks the 128-row backward for the path before
- * Dr and the QKV column sums moved into its kernels (flash_bwd_dot_kernel first, no column sums),
- * to compare the two in one run (read at every call, like PPSCHED_FLASH_TILE). */
-int flash_wide_bwd_fused(void);
+/* flash_wide_enabled() and flash_wide_bwd_fused() (kernel_sizes.h): the 128-row kernels at
+ * d = 64, and Dr and the QKV column sums inside their backward (read at every call). */
 /* The forward at d = 64 with 128-row query blocks: attention_flash_fwd's contract, its checks
  * done by the caller (BH = B·H). */
 pp_status_t flash_wide_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k,

@@ -808,18 +808,6 @@ __global__ void __launch_bounds__(FA_THREADS)
 
 /* ---- launchers ------------------------------------------------------------------------------- */
 
-int flash_wide_enabled(void)
-{
-    const char *env = getenv("PPSCHED_FLASH_TILE");
-    return !(env && strcmp(env, "64") == 0);
-}
-
-int flash_wide_bwd_fused(void)
-{
-    const char *env = getenv("PPSCHED_FLASH_BWD");
-    return !(env && strcmp(env, "unfused") == 0);
-}
-
 pp_status_t flash_wide_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k,
                            const bf16 *v, int ld_qkv, int BH, int H, int T, cudaStream_t stream)
 {

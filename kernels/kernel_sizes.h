@@ -11,6 +11,8 @@
 #include "../common/pp_status.h"
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Default cuBLAS / cuBLASLt workspace (the size NVIDIA recommends for Hopper). */
 #define PP_GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -135,6 +137,29 @@ static inline size_t attention_flash_bwd_colsum_bytes(int B, int H, int T, int d
     if (H <= 0 || d != 64) return 0;
     return (size_t)attention_flash_bwd_colsum_rows(B, T) * 3 * (size_t)H * (size_t)d *
            sizeof(float);
+}
+
+/* ---- the flash kernels' path at d = 64 (read from the environment at every call) ------------- */
+
+/* 1 unless PPSCHED_FLASH_TILE=64: the 128-row (32 rows a warp) kernels at d = 64. */
+static inline int flash_wide_enabled(void)
+{
+    const char *env = getenv("PPSCHED_FLASH_TILE");
+    return !(env && strcmp(env, "64") == 0);
+}
+
+/* 1 unless PPSCHED_FLASH_BWD=unfused: the 128-row backward takes Dr and the column sums inside. */
+static inline int flash_wide_bwd_fused(void)
+{
+    const char *env = getenv("PPSCHED_FLASH_BWD");
+    return !(env && strcmp(env, "unfused") == 0);
+}
+
+/* 1 when attention_flash_bwd at head size d takes a colsum: d = 64 on the 128-row kernels with
+ * Dr and the column sums inside. The stage and the cost model decide with this one function. */
+static inline int attention_flash_bwd_colsum_ok(int d)
+{
+    return d == 64 && flash_wide_enabled() && flash_wide_bwd_fused();
 }
 
 #endif /* PP_KERNEL_SIZES_H */

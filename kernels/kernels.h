@@ -299,10 +299,8 @@ pp_status_t attention_flash_bwd(void *dq, void *dk, void *dv, int ld_d, const vo
                                 const void *o, int ld_o, const float *lse, void *scratch,
                                 float *colsum, int B, int H, int T, int d, pp_dtype_t dtype,
                                 cudaStream_t stream);
-/* 1 when attention_flash_bwd at head size d takes a colsum: d = 64 on the 128-row kernels with
- * Dr and the column sums inside (not under PPSCHED_FLASH_TILE=64 or PPSCHED_FLASH_BWD=unfused,
- * read now). */
-int attention_flash_bwd_colsum_ok(int d);
+/* attention_flash_bwd_colsum_ok(d) (kernel_sizes.h): whether a call at head size d takes a colsum.
+ */
 
 /* ---- cross-entropy (crossentropy.cu) --------------------------------------------------------- */
 

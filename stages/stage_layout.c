@@ -70,9 +70,7 @@ int stage_layernorm_sums(void)
 
 int stage_flash_bwd_fused(const pp_stage_cfg_t *cfg)
 {
-    const char *tile = getenv("PPSCHED_FLASH_TILE"), *bwd = getenv("PPSCHED_FLASH_BWD");
-    if (!stage_attention_fused(cfg) || cfg->hidden / cfg->heads != 64) return 0;
-    return !(tile && strcmp(tile, "64") == 0) && !(bwd && strcmp(bwd, "unfused") == 0);
+    return stage_attention_fused(cfg) && attention_flash_bwd_colsum_ok(cfg->hidden / cfg->heads);
 }
 
 /* ---- the parts of a block -------------------------------------------------------------- */

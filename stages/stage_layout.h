@@ -138,8 +138,8 @@ int stage_layernorm_sums(void);
 /* 1 where I's flash backward runs in two kernels (Dr computed in the dQ kernel, which also reads
  * O) and can write the QKV column sums: the fused attention at d = 64 on the 128-row kernels, not
  * under PPSCHED_FLASH_TILE=64 or PPSCHED_FLASH_BWD=unfused; 0 elsewhere (d = 128, the 64-row
- * kernels or those switches: the dot kernel first, three kernels). attention_flash_bwd_colsum_ok's
- * rule (kernels.h), for the scheduler core, which links no CUDA code. */
+ * kernels or those switches: the dot kernel first, three kernels), by attention_flash_bwd_colsum_ok
+ * (kernel_sizes.h), the launcher's own rule. */
 int stage_flash_bwd_fused(const pp_stage_cfg_t *cfg);
 
 /* Carve a slot out of `base` (NULL: measure only; then s may be NULL) for the attention path
