@@ -12,12 +12,13 @@
  * only, e.g. a bias gradient) have a launch of their own: 16-byte loads, CP_U rows of a thread
  * loaded before any is added (128 bytes a thread in flight, where the mixed path has 32), the
  * same chunks, row lanes and order, so the same bits.
- * Launch 2 (colsum_finish_kernel): per output column, the chunks are added in a fixed order (chunk
- * lanes, then the lanes in order) and the total is added (+=) to the gradient; a task of partial
- * sums (column sums made elsewhere: by the flash backward, by the LayerNorm input gradient) has
- * no launch-1 part: launch 2 adds its rows as chunks. No atomics: the result depends only on N, the
- * widths, the partial tasks' rows and the scratch size, never on timing. All launches enqueue on
- * the caller's stream; the scratch is free again when the last ends.
+ * Launch 2 (colsum_finish_kernel): per output column, the chunks are added in a fixed order (each
+ * chunk lane's chunks in order, then the lanes in order) and the total is added (+=) to the
+ * gradient; a task of partial sums (column sums made elsewhere: by the flash backward, by the
+ * LayerNorm input gradient) has no launch-1 part: launch 2 adds its rows as chunks. No atomics:
+ * the result depends only on N, the widths, the partial tasks' rows and the scratch size, never on
+ * timing. All launches enqueue on the caller's stream; the scratch is free again when the last
+ * ends.
  */
 #include "kernel_util.cuh"
 
@@ -32,9 +33,11 @@
 /* Rows of a chunk at least (the chunk count is capped by CP_MAX_CHUNKS and the scratch). */
 #define CP_MIN_ROWS   64
 #define CP_MAX_CHUNKS 256
-/* Launch 2: CF_X columns × CF_Y chunk lanes. */
+/* Launch 2: CF_X columns × CF_Y chunk lanes; CF_U chunks of a lane loaded before any is added
+ * (the 128 chunks of a LayerNorm's partial sums in one round trip, not four). */
 #define CF_X 32
 #define CF_Y 8
+#define CF_U 16
 
 /* Quantities of a task: Σ dy, Σ dy·x̂, Σ res. */
 enum { Q_SUM = 0, Q_XHAT = 1, Q_RES = 2, N_Q = 3 };
@@ -215,9 +218,15 @@ __global__ void __launch_bounds__(CF_X *CF_Y) colsum_finish_kernel(const colsum_
     const int n = a.n[oi], chunks = a.chunks[oi], lane = threadIdx.x % CF_X, y = threadIdx.x / CF_X;
     const int col = ((int)blockIdx.x - first) * CF_X + lane;
     float s = 0.0f;
-    if (col < n)
-        for (int k = y; k < chunks; k += CF_Y)
-            s += a.src[oi][(size_t)k * n + col];
+    for (int k0 = y; col < n && k0 < chunks; k0 += CF_U * CF_Y) {
+        float v[CF_U];
+#pragma unroll
+        for (int u = 0; u < CF_U; u++)
+            if (k0 + u * CF_Y < chunks) v[u] = a.src[oi][(size_t)(k0 + u * CF_Y) * n + col];
+#pragma unroll
+        for (int u = 0; u < CF_U; u++)
+            if (k0 + u * CF_Y < chunks) s += v[u];
+    }
     sh[y][lane] = s;
     __syncthreads();
     if (y != 0 || col >= n) return;
