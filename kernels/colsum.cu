@@ -164,7 +164,7 @@ template <typename T, int P, bool PLAIN>
 __global__ void __launch_bounds__(CP_THREADS) colsum_partial_kernel(const colsum_args_t a)
 {
     constexpr int STRIP = CP_X * P;
-    __shared__ float sh[CP_Y][STRIP];
+    __shared__ __align__(16) float sh[CP_Y][STRIP];
     int ti = 0;
     while (ti < a.n_tasks - 1 && (int)blockIdx.x >= a.strip_end[ti])
         ti++;
@@ -191,9 +191,14 @@ __global__ void __launch_bounds__(CP_THREADS) colsum_partial_kernel(const colsum
     for (int q = 0; q < (PLAIN ? 1 : N_Q); q++) {
         if (a.off[ti][q] < 0) continue; /* uniform over the block */
         __syncthreads();                /* sh may still be read for the previous quantity */
+        if constexpr (P % 4 == 0) {     /* 16-byte stores: P-word strides would conflict P ways */
 #pragma unroll
-        for (int j = 0; j < P; j++)
-            sh[ty][tx * P + j] = acc[q][j];
+            for (int j = 0; j < P; j += 4)
+                *reinterpret_cast<float4 *>(&sh[ty][tx * P + j]) =
+                    make_float4(acc[q][j], acc[q][j + 1], acc[q][j + 2], acc[q][j + 3]);
+        } else {
+            sh[ty][tx] = acc[q][0];
+        }
         __syncthreads();
         float *out = a.partial + a.off[ti][q] + (size_t)chunk * t.C + c0;
         for (int c = threadIdx.x; c < ncols; c += CP_THREADS) {
