@@ -34,10 +34,11 @@
 #define CP_MIN_ROWS   64
 #define CP_MAX_CHUNKS 256
 /* Launch 2: CF_X columns × CF_Y chunk lanes; CF_U chunks of a lane loaded before any is added
- * (the 128 chunks of a LayerNorm's partial sums in one round trip, not four). */
+ * (the 128 chunks of a LayerNorm's partial sums in two round trips, not four; at 16, short of
+ * predicate registers, ptxas put the adds between the loads). */
 #define CF_X 32
 #define CF_Y 8
-#define CF_U 16
+#define CF_U 8
 
 /* Quantities of a task: Σ dy, Σ dy·x̂, Σ res. */
 enum { Q_SUM = 0, Q_XHAT = 1, Q_RES = 2, N_Q = 3 };
