@@ -1,19 +1,24 @@
 /*
- * colsum.cu — the column sums of a block's weight pass in two launches: every bias gradient and
- * both LayerNorm parameter gradients (contract: colsum_bwd in kernels.h).
+ * colsum.cu — the column sums of a block's weight pass in two launches (three when plain and
+ * LayerNorm tasks meet): every bias gradient and both LayerNorm parameter gradients (contract:
+ * colsum_bwd in kernels.h).
  *
- * Launch 1 (colsum_partial_kernel): one grid over the column strips of all tasks × chunks of
- * rows; each block reads its strip of each row of its chunk once with 4-element vector loads (8
- * bytes in bf16, 16 in fp32: in bf16 the 8-element packs held 101 registers a thread, 2 blocks an
- * SM and 63 % of the DRAM rate; 4 elements keep it at 60 registers, 4 blocks an SM) (dy, and x and
- * res where the task has them), sums the rows of each thread in order, adds the thread row lanes in
- * order through shared memory and writes one partial per (quantity, chunk, column) to the scratch.
- * Launch 2 (colsum_finish_kernel): per output column, the chunks are added in a fixed order (chunk
- * lanes, then the lanes in order) and the total is added (+=) to the gradient; a task of partial
- * sums (column sums made elsewhere: by the flash backward, by the LayerNorm input gradient) has
- * no launch-1 part: launch 2 adds its rows as chunks. No atomics: the result depends only on N, the
- * widths, the partial tasks' rows and the scratch size, never on timing. Both launches enqueue on
- * the caller's stream; the scratch is free again when the second ends.
+ * Launch 1 (colsum_partial_kernel): one grid over the column strips of its tasks × chunks of
+ * rows; each block reads its strip of each row of its chunk once, sums the rows of each thread in
+ * order, adds the thread row lanes in order through shared memory and writes one partial per
+ * (quantity, chunk, column) to the scratch. Tasks with x or res take 4-element vector loads (8
+ * bytes in bf16, 16 in fp32: in bf16 the 8-element packs of three tensors held 101 registers a
+ * thread, 2 blocks an SM; 4 elements keep it at 60 registers, 4 blocks an SM). Plain tasks (dy
+ * only, e.g. a bias gradient) have a launch of their own: 16-byte loads, CP_U rows of a thread
+ * loaded before any is added (128 bytes a thread in flight, where the mixed path has 32), the
+ * same chunks, row lanes and order, so the same bits.
+ * Launch 2 (colsum_finish_kernel): per output column, the chunks are added in a fixed order (each
+ * chunk lane's chunks in order, then the lanes in order) and the total is added (+=) to the
+ * gradient; a task of partial sums (column sums made elsewhere: by the flash backward, by the
+ * LayerNorm input gradient) has no launch-1 part: launch 2 adds its rows as chunks. No atomics:
+ * the result depends only on N, the widths, the partial tasks' rows and the scratch size, never on
+ * timing. All launches enqueue on the caller's stream; the scratch is free again when the last
+ * ends.
  */
 #include "kernel_util.cuh"
 
@@ -23,12 +28,17 @@
 #define CP_X       32
 #define CP_Y       8
 #define CP_THREADS (CP_X * CP_Y)
+/* Rows of a thread loaded at once by the plain path (its loads in flight). */
+#define CP_U 8
 /* Rows of a chunk at least (the chunk count is capped by CP_MAX_CHUNKS and the scratch). */
 #define CP_MIN_ROWS   64
 #define CP_MAX_CHUNKS 256
-/* Launch 2: CF_X columns × CF_Y chunk lanes. */
+/* Launch 2: CF_X columns × CF_Y chunk lanes; CF_U chunks of a lane loaded before any is added
+ * (the 128 chunks of a LayerNorm's partial sums in two round trips, not four; at 16, short of
+ * predicate registers, ptxas put the adds between the loads). */
 #define CF_X 32
 #define CF_Y 8
+#define CF_U 8
 
 /* Quantities of a task: Σ dy, Σ dy·x̂, Σ res. */
 enum { Q_SUM = 0, Q_XHAT = 1, Q_RES = 2, N_Q = 3 };
@@ -98,11 +108,64 @@ __device__ __forceinline__ void cs_rows(float (&acc)[N_Q][P], const pp_colsum_ta
     }
 }
 
+/* The plain path: Σ dy only, the same rows in the same order as cs_rows, CP_U of a thread's rows
+ * loaded before the first of them is added. A 16-byte pack stays four 32-bit words until its add
+ * (bf16 halves widened by a shift or a mask: exact, as cvt): held as 8 half registers, the 8
+ * packs of bf16 took 102 registers a thread. */
+template <typename T, int P> struct cs_raw {
+    uint4 w; /* P·sizeof(T) == 16 */
+};
+template <typename T> struct cs_raw<T, 1> {
+    T e;
+};
+
+template <typename T, int P> __device__ __forceinline__ cs_raw<T, P> cs_load_raw(const T *p)
+{
+    cs_raw<T, P> x;
+    if constexpr (P == 1)
+        x.e = __ldcs(p);
+    else
+        x.w = __ldcs(reinterpret_cast<const uint4 *>(p));
+    return x;
+}
+
+/* Element j of a raw pack as a float. */
+template <typename T, int P> __device__ __forceinline__ float cs_elem(const cs_raw<T, P> &x, int j)
+{
+    if constexpr (P == 1) {
+        return to_f32(x.e);
+    } else {
+        const unsigned w[4] = {x.w.x, x.w.y, x.w.z, x.w.w};
+        if constexpr (sizeof(T) == 4) return __uint_as_float(w[j]);
+        return __uint_as_float(j % 2 ? w[j / 2] & 0xffff0000u : w[j / 2] << 16);
+    }
+}
+
 template <typename T, int P>
+__device__ __forceinline__ void cs_rows_plain(float (&acc)[P], const T *dy, int C, int col, int r0,
+                                              int r1)
+{
+    static_assert(P == 1 || P * sizeof(T) == 16, "cs_rows_plain: 16-byte packs or elements");
+    for (int r = r0; r < r1; r += CP_U * CP_Y) {
+        cs_raw<T, P> d[CP_U];
+#pragma unroll
+        for (int u = 0; u < CP_U; u++)
+            if (r + u * CP_Y < r1) d[u] = cs_load_raw<T, P>(dy + (size_t)(r + u * CP_Y) * C + col);
+#pragma unroll
+        for (int u = 0; u < CP_U; u++)
+            if (r + u * CP_Y < r1)
+#pragma unroll
+                for (int j = 0; j < P; j++)
+                    acc[j] += cs_elem<T, P>(d[u], j);
+    }
+}
+
+/* PLAIN: every task of the launch is plain (x and res NULL) and takes cs_rows_plain. */
+template <typename T, int P, bool PLAIN>
 __global__ void __launch_bounds__(CP_THREADS) colsum_partial_kernel(const colsum_args_t a)
 {
     constexpr int STRIP = CP_X * P;
-    __shared__ float sh[CP_Y][STRIP];
+    __shared__ __align__(16) float sh[CP_Y][STRIP];
     int ti = 0;
     while (ti < a.n_tasks - 1 && (int)blockIdx.x >= a.strip_end[ti])
         ti++;
@@ -118,15 +181,25 @@ __global__ void __launch_bounds__(CP_THREADS) colsum_partial_kernel(const colsum
 #pragma unroll
         for (int j = 0; j < P; j++)
             acc[q][j] = 0.0f;
-    if (col < t.C) cs_rows<T, P>(acc, t, col, r0 + ty, r1);
+    if (col < t.C) {
+        if constexpr (PLAIN)
+            cs_rows_plain<T, P>(acc[Q_SUM], (const T *)t.dy, t.C, col, r0 + ty, r1);
+        else
+            cs_rows<T, P>(acc, t, col, r0 + ty, r1);
+    }
     const int ncols = min(STRIP, t.C - c0);
 #pragma unroll
-    for (int q = 0; q < N_Q; q++) {
+    for (int q = 0; q < (PLAIN ? 1 : N_Q); q++) {
         if (a.off[ti][q] < 0) continue; /* uniform over the block */
         __syncthreads();                /* sh may still be read for the previous quantity */
+        if constexpr (P % 4 == 0) {     /* 16-byte stores: P-word strides would conflict P ways */
 #pragma unroll
-        for (int j = 0; j < P; j++)
-            sh[ty][tx * P + j] = acc[q][j];
+            for (int j = 0; j < P; j += 4)
+                *reinterpret_cast<float4 *>(&sh[ty][tx * P + j]) =
+                    make_float4(acc[q][j], acc[q][j + 1], acc[q][j + 2], acc[q][j + 3]);
+        } else {
+            sh[ty][tx] = acc[q][0];
+        }
         __syncthreads();
         float *out = a.partial + a.off[ti][q] + (size_t)chunk * t.C + c0;
         for (int c = threadIdx.x; c < ncols; c += CP_THREADS) {
@@ -151,9 +224,15 @@ __global__ void __launch_bounds__(CF_X *CF_Y) colsum_finish_kernel(const colsum_
     const int n = a.n[oi], chunks = a.chunks[oi], lane = threadIdx.x % CF_X, y = threadIdx.x / CF_X;
     const int col = ((int)blockIdx.x - first) * CF_X + lane;
     float s = 0.0f;
-    if (col < n)
-        for (int k = y; k < chunks; k += CF_Y)
-            s += a.src[oi][(size_t)k * n + col];
+    for (int k0 = y; col < n && k0 < chunks; k0 += CF_U * CF_Y) {
+        float v[CF_U];
+#pragma unroll
+        for (int u = 0; u < CF_U; u++)
+            if (k0 + u * CF_Y < chunks) v[u] = a.src[oi][(size_t)(k0 + u * CF_Y) * n + col];
+#pragma unroll
+        for (int u = 0; u < CF_U; u++)
+            if (k0 + u * CF_Y < chunks) s += v[u];
+    }
     sh[y][lane] = s;
     __syncthreads();
     if (y != 0 || col >= n) return;
@@ -255,16 +334,61 @@ static size_t colsum_chunks(int N, size_t per_chunk, size_t scratch_bytes, int *
     return ((size_t)N + *rows_per_chunk - 1) / *rows_per_chunk;
 }
 
-template <typename T, int P>
-static void colsum_launch(colsum_args_t &a, int chunks, cudaStream_t stream)
+template <typename T, int P, bool PLAIN>
+static pp_status_t colsum_launch(colsum_args_t &a, int chunks, cudaStream_t stream)
 {
     const int strip = CP_X * P;
     for (int i = 0, end = 0; i < a.n_tasks; i++) {
         end += (a.task[i].C + strip - 1) / strip;
         a.strip_end[i] = end;
     }
-    colsum_partial_kernel<T, P>
+    colsum_partial_kernel<T, P, PLAIN>
         <<<dim3(a.strip_end[a.n_tasks - 1], chunks), CP_THREADS, 0, stream>>>(a);
+    PP_CUDA_LAUNCH_CHECK();
+    return PP_OK;
+}
+
+/* The tensor tasks of `a` as two launches' arguments: the plain ones (dy only) and the rest, each
+ * task with its partials' offsets. */
+static void colsum_split(const colsum_args_t *a, colsum_args_t *plain, colsum_args_t *mixed)
+{
+    *plain = *a;
+    *mixed = *a;
+    plain->n_tasks = mixed->n_tasks = 0;
+    for (int i = 0; i < a->n_tasks; i++) {
+        const pp_colsum_task_t *t = &a->task[i];
+        colsum_args_t *d = (!t->x && !t->res) ? plain : mixed;
+        d->task[d->n_tasks] = *t;
+        memcpy(d->off[d->n_tasks], a->off[i], sizeof a->off[i]);
+        d->n_tasks++;
+    }
+}
+
+typedef pp_status_t (*colsum_launch_fn)(colsum_args_t &, int, cudaStream_t);
+
+/* Launch 1: the plain tasks in 16-byte loads (elements one by one when a width or a pointer does
+ * not allow them), the others in 4-element loads (likewise). */
+static pp_status_t colsum_partials(const colsum_args_t *a, int chunks, pp_dtype_t dtype,
+                                   cudaStream_t stream)
+{
+    colsum_args_t plain, mixed;
+    colsum_split(a, &plain, &mixed);
+    const int bf = dtype == PP_DTYPE_BF16;
+    if (plain.n_tasks > 0) {
+        const int vec = colsum_vec_ok(plain.task, plain.n_tasks, bf ? 8 : 4);
+        const colsum_launch_fn fn =
+            bf ? (vec ? colsum_launch<bf16, 8, true> : colsum_launch<bf16, 1, true>)
+               : (vec ? colsum_launch<float, 4, true> : colsum_launch<float, 1, true>);
+        PP_CHECK(fn(plain, chunks, stream));
+    }
+    if (mixed.n_tasks > 0) {
+        const int vec = colsum_vec_ok(mixed.task, mixed.n_tasks, 4);
+        const colsum_launch_fn fn =
+            bf ? (vec ? colsum_launch<bf16, 4, false> : colsum_launch<bf16, 1, false>)
+               : (vec ? colsum_launch<float, 4, false> : colsum_launch<float, 1, false>);
+        PP_CHECK(fn(mixed, chunks, stream));
+    }
+    return PP_OK;
 }
 
 pp_status_t colsum_bwd(const pp_colsum_task_t *tasks, int n_tasks, int N, void *scratch,
@@ -297,22 +421,7 @@ pp_status_t colsum_bwd(const pp_colsum_task_t *tasks, int n_tasks, int N, void *
     colsum_plan(&a, &f, tasks, n_tasks, chunks);
     if (f.n_out == 0) return PP_OK;
 
-    if (a.n_tasks > 0) {
-        const int P = 4;
-        const int vec = colsum_vec_ok(a.task, a.n_tasks, P), c = (int)chunks;
-        if (dtype == PP_DTYPE_BF16) {
-            if (vec)
-                colsum_launch<bf16, 4>(a, c, stream);
-            else
-                colsum_launch<bf16, 1>(a, c, stream);
-        } else {
-            if (vec)
-                colsum_launch<float, 4>(a, c, stream);
-            else
-                colsum_launch<float, 1>(a, c, stream);
-        }
-        PP_CUDA_LAUNCH_CHECK();
-    }
+    if (a.n_tasks > 0) PP_CHECK(colsum_partials(&a, (int)chunks, dtype, stream));
     colsum_finish_kernel<<<f.block_end[f.n_out - 1], CF_X * CF_Y, 0, stream>>>(f);
     PP_CUDA_LAUNCH_CHECK();
     return PP_OK;

@@ -137,12 +137,14 @@ typedef struct pp_colsum_task {
 #define PP_COLSUM_MAX_TASKS 4
 
 /* The sums of 1..PP_COLSUM_MAX_TASKS tasks over the same N rows, in two launches whatever the
- * count: partial sums per chunk of rows into `scratch` (scratch_bytes, 4-byte aligned; any device
- * memory free until the second launch ends, e.g. the GEMM workspace between GEMMs), then the
- * chunks added in a fixed order and += to the gradients. Tasks of partial sums skip the first
- * launch: the second adds their rows as it adds chunks. Deterministic (no atomics; the order
- * depends on N, the widths, n_partial and scratch_bytes only). PP_ERR_INTERNAL when the scratch
- * cannot hold one chunk's partials (4 bytes per output column of the tensor tasks). */
+ * count (three when plain tasks, dy only, sit beside tasks with x or res: the plain ones take a
+ * first launch of their own, in the same order): partial sums per chunk of rows into `scratch`
+ * (scratch_bytes, 4-byte aligned; any device memory free until the last launch ends, e.g. the
+ * GEMM workspace between GEMMs), then the chunks added in a fixed order and += to the gradients.
+ * Tasks of partial sums skip the first launch: the last adds their rows as it adds chunks.
+ * Deterministic (no atomics; the order depends on N, the widths, n_partial and scratch_bytes
+ * only). PP_ERR_INTERNAL when the scratch cannot hold one chunk's partials (4 bytes per output
+ * column of the tensor tasks). */
 pp_status_t colsum_bwd(const pp_colsum_task_t *tasks, int n_tasks, int N, void *scratch,
                        size_t scratch_bytes, pp_dtype_t dtype, cudaStream_t stream);
 

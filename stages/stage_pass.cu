@@ -263,7 +263,7 @@ static void ln_sums_task(pp_colsum_task_t *t, const void *sums, int N)
     t->n_partial = layernorm_bwd_input_colsum_rows(N);
 }
 
-/* The column sums of block l's W in one colsum_bwd (two launches) after its four weight GEMMs:
+/* The column sums of block l's W in one colsum_bwd (two or three launches) after its four GEMMs:
  * LN2's dw, db with fc2's bias gradient (dout joins the residual stream at LN2's input gradient),
  * fc's, LN1's with proj's (d_x2), QKV's. The LayerNorm tasks read d_ln2, x2, dout and d_ln1, x,
  * d_x2, or (st->ln_sums) the partial sums I's LayerNorm input gradients left in d_ln2_sum and

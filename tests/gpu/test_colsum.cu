@@ -6,11 +6,13 @@
  * scratch that holds only a few chunks, a single task, and tasks of ready partial sums (fp32
  * rows, as the flash backward writes for the QKV bias; three quantities, as the LayerNorm input
  * gradients write for the LayerNorm and residual-bias gradients) beside tensor tasks, alone and
- * with no rows for the tensor tasks. The gradients start from random
- * values (the sums are added, +=); every call runs twice from the same start and must give the
- * same bits. Tolerance per column: |got − want| ≤ 1e-4 + 4e-6·Σ|terms| (fp32 accumulation over
- * up to a few thousand rows; a missing or doubled row is off by about one term). Without a GPU
- * the program reports one skipped case and exits 0.
+ * with no rows for the tensor tasks; plain tasks (dy only, a launch of their own) alone at the
+ * reference widths and C = 512, with many rows a chunk, and with the bits of a task with x and
+ * res over the same dy. The gradients start from random values (the sums are added, +=); every
+ * call runs twice from the same start and must give the same bits. Tolerance per column:
+ * |got − want| ≤ 1e-4 + 4e-6·Σ|terms| (fp32 accumulation over up to 20000 rows; a missing or
+ * doubled row is off by about one term). Without a GPU the program reports one skipped case and
+ * exits 0.
  */
 #include "../check.h"
 #include "gpu_skip.h"
@@ -340,6 +342,69 @@ static void test_partial_sums(void)
     }
 }
 
+/* Plain tasks (dy only: the bias gradients), which take a launch of their own in 16-byte loads:
+ * the reference widths and C = 512 alone, rows not a multiple of a chunk or of a thread's batch of
+ * loads, more rows a chunk than one batch (over 256 chunks' worth of rows; a scratch of 3 chunks),
+ * widths that allow 4-element or no vector loads, unaligned pointers (elements one by one). */
+static void test_plain(void)
+{
+    const int ref[4] = {512, 1024, 4096, 3072}, one[1] = {512}, wide[1] = {1024};
+    const int odd[2] = {1020, 36}, no[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 2; i++) {
+        colsum_case(dtypes[i], check_quick() ? 130 : 1500, 4, ref, no, no, NULL, 0, 0);
+        colsum_case(dtypes[i], check_quick() ? 200 : 20000, 1, one, no, no, NULL, 0, 0);
+        colsum_case(dtypes[i], 3000, 1, wide, no, no, NULL, 0, 3 * 1024 + 10);
+        colsum_case(dtypes[i], 301, 2, odd, no, no, NULL, 0, 0);
+        colsum_case(dtypes[i], 300, 4, ref, no, no, NULL, 1, 0);
+        release_all();
+    }
+}
+
+/* The plain launch adds each column's rows in the order the mixed one does: Σ dy of one tensor as
+ * a plain task and as a task with x and res (the other launch) gives the same bits. */
+static void plain_bits_case(pp_dtype_t dt, int N, int C)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 9100u + (uint64_t)N * 3 + (uint64_t)C * 5 + dt * 11);
+    snprintf(g_ctx, sizeof g_ctx, "%s N=%d C=%d plain against mixed", pp_dtype_name(dt), N, C);
+    const size_t n = (size_t)N * C;
+    double *zero = (double *)hmem((size_t)C * sizeof(double));
+    double *stats = (double *)hmem((size_t)N * sizeof(double));
+    for (int r = 0; r < N; r++)
+        stats[r] = 1.0;
+    pp_colsum_task_t t[2];
+    memset(t, 0, sizeof t);
+    t[0].C = t[1].C = C;
+    t[0].dy = t[1].dy = dev_of(hrand(&rng, n), n, dt, 0);
+    t[0].d_sum = (float *)dev_of(zero, (size_t)C, PP_DTYPE_FP32, 0);
+    t[1].d_sum = (float *)dev_of(zero, (size_t)C, PP_DTYPE_FP32, 0);
+    t[1].x = dev_of(hrand(&rng, n), n, dt, 0);
+    t[1].mean = t[1].rstd = (const float *)dev_of(stats, (size_t)N, PP_DTYPE_FP32, 0);
+    t[1].d_xhat = (float *)dev_of(zero, (size_t)C, PP_DTYPE_FP32, 0);
+    t[1].res = dev_of(hrand(&rng, n), n, dt, 0);
+    t[1].d_res = (float *)dev_of(zero, (size_t)C, PP_DTYPE_FP32, 0);
+    void *scratch = dmem((size_t)32 << 20, 0);
+    REQUIRE(colsum_bwd(t, 2, N, scratch, (size_t)32 << 20, dt, g_stream) == PP_OK,
+            "colsum_bwd [%s]", g_ctx);
+    float *got[2];
+    for (int k = 0; k < 2; k++) {
+        got[k] = (float *)hmem((size_t)C * sizeof(float));
+        copy_sync(got[k], t[k].d_sum, (size_t)C * sizeof(float), cudaMemcpyDeviceToHost);
+    }
+    EXPECT(memcmp(got[0], got[1], (size_t)C * sizeof(float)) == 0,
+           "[%s]: the plain task's d_sum differs bitwise from the mixed task's", g_ctx);
+    release_all();
+}
+
+static void test_plain_bits(void)
+{
+    for (int i = 0; i < 2; i++) {
+        plain_bits_case(dtypes[i], check_quick() ? 130 : 1500, 4096);
+        plain_bits_case(dtypes[i], 301, 1020);
+        plain_bits_case(dtypes[i], 2000, 64);
+    }
+}
+
 static void test_errors(void)
 {
     pp_colsum_task_t t;
@@ -385,6 +450,8 @@ int main(void)
     RUN(test_odd_and_unaligned);
     RUN(test_small_scratch_and_one_task);
     RUN(test_partial_sums);
+    RUN(test_plain);
+    RUN(test_plain_bits);
     RUN(test_errors);
     release_all();
     cudaStreamDestroy(g_stream);
