@@ -73,16 +73,25 @@ static inline size_t layernorm_bwd_weight_scratch_bytes(int N, int C)
 /* LayerNorm input gradient with column sums (layernorm_bwd_input_add's colsum): the rows in
  * chunks of at least PP_LN_COLSUM_MIN_ROWS rows (all N rows in one chunk when fewer) and at most
  * PP_LN_COLSUM_MAX_ROWS, up to PP_LN_COLSUM_CHUNKS chunks where the row bounds allow; no chunk is
- * empty. One block a chunk (layernorm_input.cu). */
-#define PP_LN_COLSUM_MIN_ROWS 32
-#define PP_LN_COLSUM_MAX_ROWS 1024
-#define PP_LN_COLSUM_CHUNKS   256
+ * empty. One block a chunk (layernorm_input.cu), one block an SM: where N / MIN_ROWS would leave
+ * fewer than PP_LN_COLSUM_WAVE blocks (about an H100's SMs), the chunks shrink towards
+ * PP_LN_COLSUM_SMALL_ROWS rows so that a small N (512 rows: 16 blocks of 32) still spreads over
+ * the GPU (64 blocks of 8). */
+#define PP_LN_COLSUM_MIN_ROWS   32
+#define PP_LN_COLSUM_SMALL_ROWS 8
+#define PP_LN_COLSUM_WAVE       128
+#define PP_LN_COLSUM_MAX_ROWS   1024
+#define PP_LN_COLSUM_CHUNKS     256
 
 /* Rows of N in one chunk (0 for N <= 0): chunk i starts at row i·that; the last may be short. */
 static inline int layernorm_colsum_chunk_rows(int N)
 {
     if (N <= 0) return 0;
     int chunks = N / PP_LN_COLSUM_MIN_ROWS;
+    if (chunks < PP_LN_COLSUM_WAVE) {
+        chunks = N / PP_LN_COLSUM_SMALL_ROWS;
+        if (chunks > PP_LN_COLSUM_WAVE) chunks = PP_LN_COLSUM_WAVE;
+    }
     if (chunks < 1) chunks = 1;
     if (chunks > PP_LN_COLSUM_CHUNKS) chunks = PP_LN_COLSUM_CHUNKS;
     const int least = (N + PP_LN_COLSUM_MAX_ROWS - 1) / PP_LN_COLSUM_MAX_ROWS;

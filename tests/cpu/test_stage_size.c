@@ -74,11 +74,12 @@ static void test_slot_by_hand(void)
     EXPECT(stage_slot_bytes(&c) == bounds + none, "slot %zu bytes, by hand %zu",
            stage_slot_bytes(&c), bounds + none);
     /* I→W: d_fc, d_ln2, d_x2, d_qkv, d_ln1, the two LayerNorm input gradients' column sums (one
-     * chunk of 16 rows: 3 × 16 floats each; no gradient between blocks with one block) */
+     * two chunks of 8 rows at this small N: 3 × 2 × 16 floats each; no gradient between blocks with
+     * one block) */
     /* what an offload copies: the block's input and its saved parts; not y, dx, dy */
     EXPECT(stage_offload_bytes(&c) == nc + none, "offload %zu, by hand %zu",
            stage_offload_bytes(&c), nc + none);
-    const size_t iw = nc4 + nc + nc + nc3 + nc + 2 * a256(3 * C * f);
+    const size_t iw = nc4 + nc + nc + nc3 + nc + 2 * a256(3 * 2 * C * f);
     EXPECT(stage_wgrad_slot_bytes(&c) == iw, "%zu, by hand %zu", stage_wgrad_slot_bytes(&c), iw);
     c.n_layers = 2;
     EXPECT(stage_wgrad_slot_bytes(&c) == 2 * iw + nc, "two blocks and the gradient between them");
@@ -290,12 +291,16 @@ static void test_workspace_bytes(void)
  * within the row bounds; the bytes are 3 quantities of [chunks, C] floats. */
 static void test_layernorm_colsum_chunks(void)
 {
-    const int ns[] = {1, 31, 32, 33, 4096, 8192, 8193, 9000, 262144, 262145, 300000, 1 << 22};
+    const int ns[] = {1,    31,   32,   33,   512,    1000,   2048,   4095,
+                      4096, 8192, 8193, 9000, 262144, 262145, 300000, 1 << 22};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
         const int N = ns[i], rows = layernorm_colsum_chunk_rows(N);
         const int chunks = layernorm_bwd_input_colsum_rows(N);
         EXPECT(rows >= 1 && rows <= PP_LN_COLSUM_MAX_ROWS, "N %d: %d rows a chunk", N, rows);
-        EXPECT(rows >= PP_LN_COLSUM_MIN_ROWS || chunks == 1, "N %d: %d rows a chunk", N, rows);
+        EXPECT(rows >= PP_LN_COLSUM_SMALL_ROWS || chunks == 1, "N %d: %d rows a chunk", N, rows);
+        /* chunks below MIN_ROWS rows only where MIN_ROWS would leave less than a wave */
+        EXPECT(rows >= PP_LN_COLSUM_MIN_ROWS || N / PP_LN_COLSUM_MIN_ROWS < PP_LN_COLSUM_WAVE,
+               "N %d: %d rows a chunk", N, rows);
         EXPECT((long long)chunks * rows >= N && (long long)(chunks - 1) * rows < N,
                "N %d: %d chunks of %d rows", N, chunks, rows);
         EXPECT(chunks <= PP_LN_COLSUM_CHUNKS || (long long)(chunks - 1) * PP_LN_COLSUM_MAX_ROWS < N,
@@ -303,6 +308,9 @@ static void test_layernorm_colsum_chunks(void)
         EXPECT(layernorm_bwd_input_colsum_bytes(N, 1024) == (size_t)3 * chunks * 1024 * 4);
     }
     EXPECT(layernorm_colsum_chunk_rows(4096) == 32 && layernorm_bwd_input_colsum_rows(4096) == 128);
+    EXPECT(layernorm_colsum_chunk_rows(512) == 8 && layernorm_bwd_input_colsum_rows(512) == 64,
+           "a small N spreads over the GPU: %d rows a chunk", layernorm_colsum_chunk_rows(512));
+    EXPECT(layernorm_colsum_chunk_rows(2048) == 16 && layernorm_bwd_input_colsum_rows(2048) == 128);
     EXPECT(layernorm_bwd_input_colsum_rows(0) == 0 && layernorm_bwd_input_colsum_bytes(0, 8) == 0);
     EXPECT(layernorm_bwd_input_colsum_bytes(8, 0) == 0);
 }
