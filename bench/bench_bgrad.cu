@@ -230,32 +230,17 @@ static int check_semantics(cublasLtHandle_t lt, cublasHandle_t h, const wshape_t
     return 0;
 }
 
-/* Median µs of `iters` runs of `what` (0 plain, 1 plain + colsum, 2 BGRADB) from CUDA events. */
+/* Median µs of `iters` runs of `what` (0 plain, 1 plain + colsum, 2 BGRADB) after two warm-up
+ * runs, from CUDA events (bench_util.h). */
 static int time_it(int what, int iters, cublasLtHandle_t lt, cublasHandle_t h, const wshape_t *s,
                    bufs_t *b, bplan_t *p, cudaStream_t st, float *median)
 {
-    std::vector<cudaEvent_t> ev(2 * (size_t)iters + 2);
-    std::vector<float> us((size_t)iters);
-    for (auto &e : ev)
-        CK(cudaEventCreate(&e));
-    for (int i = -2; i < iters; i++) { /* two warm-up runs */
-        if (i >= 0) CK(cudaEventRecord(ev[2 * (size_t)i], st));
+    auto run = [&]() -> int {
         int bad = what == 2 ? bgrad_gemm(lt, p, b, st) : plain_gemm(h, s, b, st);
         if (!bad && what == 1) bad = colsum(s, b, st);
-        if (bad) return -1;
-        if (i >= 0) CK(cudaEventRecord(ev[2 * (size_t)i + 1], st));
-    }
-    CK(cudaStreamSynchronize(st));
-    for (int i = 0; i < iters; i++) {
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, ev[2 * (size_t)i], ev[2 * (size_t)i + 1]));
-        us[(size_t)i] = 1000.0f * ms;
-    }
-    for (auto &e : ev)
-        cudaEventDestroy(e);
-    std::sort(us.begin(), us.end());
-    *median = us[(size_t)(iters - 1) / 2];
-    return 0;
+        return bad;
+    };
+    return bench_time_us(run, iters, 2, st, median);
 }
 
 /* ---- driver ---------------------------------------------------------------------------------- */

@@ -200,29 +200,10 @@ static cublasStatus_t lt_run(const lt_call_t *l, int rank, bufs_t *b, pp_gemm_t 
 
 /* ---- timing ---------------------------------------------------------------------------------- */
 
-/* Median µs of `iters` runs of f() after WARMUP runs, from CUDA events around each. */
+/* Median µs of `iters` runs of f() after WARMUP runs (bench_util.h). */
 template <typename F> static int time_us(F f, int iters, cudaStream_t st, float *median)
 {
-    std::vector<cudaEvent_t> ev(2 * (size_t)iters);
-    std::vector<float> us((size_t)iters);
-    for (auto &e : ev)
-        CK(cudaEventCreate(&e));
-    for (int i = -WARMUP; i < iters; i++) {
-        if (i >= 0) CK(cudaEventRecord(ev[2 * (size_t)i], st));
-        if (f()) return -1;
-        if (i >= 0) CK(cudaEventRecord(ev[2 * (size_t)i + 1], st));
-    }
-    CK(cudaStreamSynchronize(st));
-    for (int i = 0; i < iters; i++) {
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, ev[2 * (size_t)i], ev[2 * (size_t)i + 1]));
-        us[(size_t)i] = 1000.0f * ms;
-    }
-    for (auto &e : ev)
-        cudaEventDestroy(e);
-    std::sort(us.begin(), us.end());
-    *median = us[(size_t)(iters - 1) / 2];
-    return 0;
+    return bench_time_us(f, iters, WARMUP, st, median);
 }
 
 /* Times every rank; a rank whose first run is refused gets -1 (its status on stderr). */

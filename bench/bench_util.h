@@ -2,7 +2,8 @@
  * bench_util.h — what the cuBLAS(Lt) benchmarks share: seeded random inputs (xorshift64, uniform
  * in [-1, 1), rounded to bf16 where asked; the generator's state is the caller's) and the check
  * macros CK (CUDA) and CKB (cuBLAS), which print the program's name (BENCH_NAME, defined before
- * the include), the call and the library's message, and return -1. Header-only: static inline.
+ * the include), the call and the library's message, and return -1; bench_time_us, the median of a
+ * callable's runs between CUDA events. Header-only: static inline.
  */
 #ifndef PP_BENCH_UTIL_H
 #define PP_BENCH_UTIL_H
@@ -13,6 +14,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <algorithm>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +64,38 @@ static inline int bench_upload_random(uint64_t *s, void *dst, size_t n, int bf16
             memcpy(&h[i], &f, 4);
     }
     CK(cudaMemcpy(dst, h.data(), n * (bf16 ? 2 : 4), cudaMemcpyHostToDevice));
+    return 0;
+}
+
+/* Median µs of `iters` runs of f() (0: ran, else failed) after `warmup` runs, from CUDA events
+ * around each run on stream st; -1 (nothing timed) when f() or a CUDA call fails. */
+template <typename F>
+static int bench_time_us(F f, int iters, int warmup, cudaStream_t st, float *median)
+{
+    std::vector<cudaEvent_t> ev(2 * (size_t)iters);
+    std::vector<float> us((size_t)iters);
+    int bad = 0, made = 0;
+    for (; made < (int)ev.size() && !bad; made++)
+        bad = cudaEventCreate(&ev[(size_t)made]) != cudaSuccess;
+    for (int i = -warmup; i < iters && !bad; i++) {
+        if (i >= 0) bad = cudaEventRecord(ev[2 * (size_t)i], st) != cudaSuccess;
+        if (!bad) bad = f() != 0;
+        if (i >= 0 && !bad) bad = cudaEventRecord(ev[2 * (size_t)i + 1], st) != cudaSuccess;
+    }
+    if (!bad) bad = cudaStreamSynchronize(st) != cudaSuccess;
+    for (int i = 0; i < iters && !bad; i++) {
+        float ms = 0;
+        bad = cudaEventElapsedTime(&ms, ev[2 * (size_t)i], ev[2 * (size_t)i + 1]) != cudaSuccess;
+        us[(size_t)i] = 1000.0f * ms;
+    }
+    for (int i = 0; i < made; i++)
+        if (ev[(size_t)i]) cudaEventDestroy(ev[(size_t)i]);
+    if (bad) {
+        fprintf(stderr, BENCH_NAME ": timing failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+        return -1;
+    }
+    std::sort(us.begin(), us.end());
+    *median = us[(size_t)(iters - 1) / 2];
     return 0;
 }
 
