@@ -39,26 +39,26 @@ WARN += -Werror
 endif
 
 CC ?= cc
-CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -pthread $(OPT) -g $(WARN) -MMD -MP $(YAML_CFLAGS)
+CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -pthread $(OPT) -g $(WARN) -MMD -MP -I. $(YAML_CFLAGS)
 CFLAGS_CUDA := $(CFLAGS_CORE) -Wno-strict-prototypes -I$(CUDA_INC) -I$(NCCL_INC) -DPP_WITH_NCCL
-NVFLAGS := $(NVOPT) -g -lineinfo -std=c++17 -MMD -MP -I$(NCCL_INC) -DPP_WITH_NCCL \
+NVFLAGS := $(NVOPT) -g -lineinfo -std=c++17 -MMD -MP -I. -I$(NCCL_INC) -DPP_WITH_NCCL \
            -gencode arch=compute_$(SM),code=[sm_$(SM),compute_$(SM)] \
            -Xcompiler -Wall,-Wno-unused-parameter --expt-relaxed-constexpr
 LIBS_CUDA := -L$(CUDA_LIB) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(NCCL_LIB) \
              -lcublasLt -lcublas -lnccl -lcudart
 LIBS := $(YAML_LIBS) -lm -pthread
 
-# The scheduler core is plain C (no CUDA headers); execute*.c/cu, nocuda.c (the CPU-only build's
-# executor), main.c and main_plan.c (the command line) are not part of it.
-# Plain-C files outside scheduler/ that belong to the core too: the transport table's properties
-# (p2p/transport.c), the stage's memory layout (stages/stage_layout.c), so the core sizes memory
-# with the functions the stage allocates with, and the process group (common/group.c).
-CORE_EXTRA_SRC := p2p/transport.c stages/stage_layout.c common/group.c
-CORE_SRC := $(filter-out scheduler/main.c scheduler/main_plan.c scheduler/nocuda.c scheduler/execute%, $(wildcard scheduler/*.c)) \
-            $(CORE_EXTRA_SRC)
-GPU_C_SRC := $(filter-out $(CORE_EXTRA_SRC), $(wildcard kernels/*.c stages/*.c p2p/*.c \
-                                                        scheduler/execute*.c))
-GPU_CU_SRC := $(wildcard kernels/*.cu stages/*.cu p2p/*.cu scheduler/execute*.cu)
+# Folders are the architecture (docs/architecture.md). The core is plain C built without CUDA
+# headers: every .c file of the core folders below, but the MPI row of the process group. The
+# executor (exec/, with nocuda.c its CPU-only stand-in), the stage and its kernels (stages/,
+# kernels/) and the command line (cli/) are not part of it. Every folder includes by the path from
+# the repository's root ("model/cost.h"); mk/check_includes.sh checks who may include whom.
+CORE_DIRS := common model plan sim schedule config report run
+CORE_SRC := $(filter-out common/mpi_%.c, $(wildcard $(addsuffix /*.c,$(CORE_DIRS))))
+GPU_C_SRC := $(filter-out exec/nocuda.c, $(wildcard kernels/*.c stages/*.c exec/*.c))
+GPU_CU_SRC := $(wildcard kernels/*.cu stages/*.cu exec/*.cu)
+CLI_SRC := $(wildcard cli/*.c)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -91,11 +91,11 @@ BENCH_LIB := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out bench/bench_%,$(wildca
 CXX_LINK ?= g++
 LINK := $(CXX_LINK)
 
-# CPU-only: the executor is scheduler/nocuda.c (every GPU command says ppsched was built without
+# CPU-only: the executor is exec/nocuda.c (every GPU command says ppsched was built without
 # CUDA), no GPU tests or benchmarks, linked by the C compiler.
 ifeq ($(CUDA),off)
 CFLAGS_CUDA := $(CFLAGS_CORE)
-GPU_OBJ := $(BUILD)/obj/scheduler/nocuda.o
+GPU_OBJ := $(BUILD)/obj/exec/nocuda.o
 GPU_TESTS :=
 BENCH_BIN :=
 LIBS_CUDA :=
@@ -122,7 +122,7 @@ $(BUILD)/libppgpu.a: $(GPU_OBJ)
 	@mkdir -p $(@D)
 	ar rcs $@ $^
 
-# The scheduler core builds without CUDA headers; every other C file may use them.
+# The core builds without CUDA headers; every other C file may use them.
 $(CORE_OBJ): $(BUILD)/obj/%.o: %.c $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_CORE) -c $< -o $@
@@ -147,7 +147,7 @@ $(BUILD)/obj/%.cu.o: %.cu $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-$(BUILD)/ppsched: $(BUILD)/obj/scheduler/main.o $(BUILD)/obj/scheduler/main_plan.o $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
+$(BUILD)/ppsched: $(CLI_OBJ) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	$(LINK) -o $@ $^ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
 
 run: $(BUILD)/ppsched
@@ -156,7 +156,7 @@ run: $(BUILD)/ppsched
 # --- tests -------------------------------------------------------------------------------------
 $(BUILD)/tests/cpu/%: tests/cpu/%.c $(CPU_TEST_LIB) $(BUILD)/libppcore.a $(BUILD)/config.mk
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_CORE) -Ischeduler $< $(CPU_TEST_LIB) $(BUILD)/libppcore.a -o $@ $(LIBS)
+	$(CC) $(CFLAGS_CORE) $< $(CPU_TEST_LIB) $(BUILD)/libppcore.a -o $@ $(LIBS)
 
 $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(GPU_TEST_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a
 	@mkdir -p $(@D)
@@ -201,7 +201,7 @@ endif
 
 # --- fuzzing -----------------------------------------------------------------------------------
 # Two targets from tests/fuzz/fuzz_readers.c (the YAML config reader, the CSV reader) over the
-# scheduler core, built with ASan and UBSan: with libFuzzer where clang is present, else with the
+# core, built with ASan and UBSan: with libFuzzer where clang is present, else with the
 # bounded mutation driver tests/fuzz/fuzz_main.c. `make fuzz` replays the seeds (every shipped
 # YAML and CSV, and tests/data/fuzz/, which keeps the inputs that once broke a reader), then
 # fuzzes each target for FUZZ_SECONDS. `make test-asan` runs it, so CI does.
@@ -219,7 +219,7 @@ FUZZ_LINK := $(FUZZ_SAN)
 FUZZ_MAIN := tests/fuzz/fuzz_main.c
 endif
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all \
-               $(WARN) -MMD -MP $(YAML_CFLAGS) $(FUZZ_SAN)
+               $(WARN) -MMD -MP -I. $(YAML_CFLAGS) $(FUZZ_SAN)
 FUZZ_OBJ := $(CORE_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 
 $(BUILD)/fuzz/obj/%.o: %.c $(BUILD)/config.mk

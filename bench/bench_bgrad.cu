@@ -18,8 +18,8 @@
 #define BENCH_NAME "bench_bgrad"
 #include "bench_util.h"
 
-#include "../common/pp_cuda.h"
-#include "../kernels/kernels.h"
+#include "common/pp_cuda.h"
+#include "kernels/kernels.h"
 
 #include <algorithm>
 #include <math.h>

@@ -22,9 +22,9 @@
 #define BENCH_NAME "bench_gemm_algos"
 #include "bench_util.h"
 
-#include "../common/pp_cuda.h"
-#include "../kernels/kernels.h"
-#include "../kernels/matmul_lt.h"
+#include "common/pp_cuda.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul_lt.h"
 
 #include <algorithm>
 #include <math.h>

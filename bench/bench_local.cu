@@ -11,7 +11,7 @@
  * Prints a `#` preamble, a fixed-width table (bytes, median / p10 / p90 us, GB/s) and one JSON
  * line per row. Exit 1 on a CUDA error, 2 on bad usage.
  */
-#include "../common/pp_cuda.h"
+#include "common/pp_cuda.h"
 
 #include <algorithm>
 #include <stdio.h>

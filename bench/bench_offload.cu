@@ -15,7 +15,7 @@
  * copy that holds it holds up every device's work. Prints a `#` preamble, a table and one JSON line
  * per row. Exit 1 on a CUDA error, 2 on bad usage.
  */
-#include "../common/pp_cuda.h"
+#include "common/pp_cuda.h"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>

@@ -15,8 +15,8 @@
  * min(forward, backward), the simulator's cost.overlap), and one JSON line per shape. Exit 1 on a
  * CUDA error, 2 on bad usage.
  */
-#include "../common/pp_cuda.h"
-#include "../stages/stage.h"
+#include "common/pp_cuda.h"
+#include "stages/stage.h"
 
 #include <algorithm>
 #include <string>

@@ -20,10 +20,10 @@
  * block forward plus 4·N·T·C for attention, causal counted in full), fwd + bwd = 3 × fwd.
  * stage_report.c prints the results. Exit 1 on a CUDA error, 2 on bad usage.
  */
-#include "../common/pp_cuda.h"
-#include "../kernels/kernels.h"
-#include "../stages/rng.h"
-#include "../stages/stage.h"
+#include "common/pp_cuda.h"
+#include "kernels/kernels.h"
+#include "model/rng.h"
+#include "stages/stage.h"
 #include "stage_report.h"
 
 #include <math.h>

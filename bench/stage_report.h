@@ -9,8 +9,8 @@
 #ifndef PP_BENCH_STAGE_REPORT_H
 #define PP_BENCH_STAGE_REPORT_H
 
-#include "../common/pp_status.h"
-#include "../stages/stage_size.h"
+#include "common/pp_status.h"
+#include "model/stage_size.h"
 
 #include <cuda_runtime.h>
 #include <stddef.h>

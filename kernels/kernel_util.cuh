@@ -10,7 +10,7 @@
 
 #include "kernels.h"
 
-#include "../common/pp_cuda.h"
+#include "common/pp_cuda.h"
 
 #include <cuda_bf16.h>
 #include <stdint.h>

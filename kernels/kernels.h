@@ -16,8 +16,8 @@
 #ifndef PP_KERNELS_H
 #define PP_KERNELS_H
 
-#include "../common/pp_status.h"
-#include "kernel_sizes.h"
+#include "common/pp_status.h"
+#include "model/kernel_sizes.h"
 
 /* cublasLt.h declares one function without a prototype; keep C builds with -Werror clean. */
 #if !defined(__cplusplus) && defined(__GNUC__)

@@ -8,7 +8,7 @@
  */
 #include "matmul_lt.h"
 
-#include "../common/pp_cuda.h"
+#include "common/pp_cuda.h"
 
 #include <string.h>
 

@@ -13,7 +13,7 @@
 #ifndef PP_STAGES_DATA_H
 #define PP_STAGES_DATA_H
 
-#include "rng.h"
+#include "model/rng.h"
 
 #include <stdint.h>
 

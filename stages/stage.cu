@@ -37,10 +37,10 @@
  */
 #include "stage_impl.h"
 
-#include "../common/pp_cuda.h"
-#include "../kernels/kernels.h"
+#include "common/pp_cuda.h"
+#include "kernels/kernels.h"
 #include "data.h"
-#include "model.h"
+#include "model/model.h"
 #include "stage_kernels.h"
 
 #include <math.h>

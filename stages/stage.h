@@ -26,8 +26,8 @@
 #ifndef PP_STAGE_H
 #define PP_STAGE_H
 
-#include "../common/pp_status.h"
-#include "stage_size.h"
+#include "common/pp_status.h"
+#include "model/stage_size.h"
 
 #include <cuda_runtime.h>
 #include <stddef.h>

@@ -5,10 +5,10 @@
 #ifndef PP_STAGE_IMPL_H
 #define PP_STAGE_IMPL_H
 
-#include "../kernels/kernels.h"
-#include "model.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
 #include "stage.h"
-#include "stage_layout.h"
+#include "model/stage_layout.h"
 
 struct pp_stage {
     pp_stage_cfg_t cfg;

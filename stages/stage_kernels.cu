@@ -4,9 +4,9 @@
  * for one position or one pair of parameters, so the results depend on the counters alone: the
  * same bits on any device, in any order (the data also the same as the CPU reference's).
  */
-#include "../common/pp_cuda.h"
+#include "common/pp_cuda.h"
 #include "data.h"
-#include "model.h"
+#include "model/model.h"
 #include "stage_kernels.h"
 
 #define DATA_THREADS 256

@@ -9,7 +9,7 @@
 #ifndef PP_STAGE_KERNELS_H
 #define PP_STAGE_KERNELS_H
 
-#include "../common/pp_status.h"
+#include "common/pp_status.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>

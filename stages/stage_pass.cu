@@ -22,7 +22,7 @@
  */
 #include "stage_impl.h"
 
-#include "../common/pp_cuda.h"
+#include "common/pp_cuda.h"
 #include "data.h"
 #include "stage_kernels.h"
 

@@ -6,8 +6,8 @@
  */
 #include "support.h"
 
-#include "../../scheduler/generate.h"
-#include "../../scheduler/profile.h"
+#include "schedule/generate.h"
+#include "model/profile.h"
 
 #include <stdio.h>
 #include <stdlib.h>

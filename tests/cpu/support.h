@@ -12,10 +12,10 @@
 #ifndef PP_TEST_SUPPORT_H
 #define PP_TEST_SUPPORT_H
 
-#include "../../scheduler/plan.h"
-#include "../../scheduler/profile.h"
-#include "../../scheduler/schedule.h"
-#include "../../scheduler/timeline.h"
+#include "plan/plan.h"
+#include "model/profile.h"
+#include "plan/schedule.h"
+#include "sim/timeline.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -6,10 +6,10 @@
  * docs/schedule-format.md quotes); the pick among the rows is the serial one, with any number of
  * threads. Costs are hand-set arrays; no model is involved.
  */
-#include "../check.h"
-#include "gen_auto.h"
-#include "generate.h"
-#include "simulate.h"
+#include "tests/check.h"
+#include "schedule/gen_auto.h"
+#include "schedule/generate.h"
+#include "sim/simulate.h"
 #include "support.h"
 
 #include <stdlib.h>

@@ -7,13 +7,13 @@
  * and compared whole: one line, exactly. Fixtures live in tests/data; the program runs from the
  * repository root, as `make test-cpu` runs it. Random values come from a seeded generator.
  */
-#include "../check.h"
-#include "config.h"
-#include "generate.h"
-#include "plan.h"
-#include "split.h"
+#include "tests/check.h"
+#include "config/config.h"
+#include "schedule/generate.h"
+#include "plan/plan.h"
+#include "model/split.h"
 #include "support.h"
-#include "written.h"
+#include "config/written.h"
 
 #include <glob.h>
 #include <stdint.h>

@@ -7,12 +7,12 @@
  * FLOPs / rate; infinite rates: launches x floor). Shapes are drawn from a seeded generator.
  * Monotonicity: more layers, width, sequence, vocabulary or micro-batch never costs less.
  */
-#include "../../scheduler/cost.h"
-#include "../../kernels/kernel_sizes.h"
-#include "../../scheduler/generate.h"
-#include "../../scheduler/gpu.h"
-#include "../../scheduler/profile.h"
-#include "../check.h"
+#include "model/cost.h"
+#include "model/kernel_sizes.h"
+#include "schedule/generate.h"
+#include "model/gpu.h"
+#include "model/profile.h"
+#include "tests/check.h"
 #include "support.h"
 
 #include <stdlib.h>

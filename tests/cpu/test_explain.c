@@ -9,10 +9,10 @@
  * what-if figures against closed forms; the same plans re-timed with a host that starts every
  * compute op late check that exactly that time lands in launch. Times come from a seeded generator.
  */
-#include "../../scheduler/explain.h"
-#include "../../scheduler/generate.h"
-#include "../../scheduler/report.h"
-#include "../check.h"
+#include "sim/explain.h"
+#include "schedule/generate.h"
+#include "report/report.h"
+#include "tests/check.h"
 #include "support.h"
 
 #include <stdlib.h>

@@ -8,8 +8,8 @@
  * stage s+1, W for its I. Costs are integers (uniform ones, then seeded random ones), so makespans
  * compare exactly.
  */
-#include "../../scheduler/generate.h"
-#include "../check.h"
+#include "schedule/generate.h"
+#include "tests/check.h"
 #include "support.h"
 
 #include <stdlib.h>

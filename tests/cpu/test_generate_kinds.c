@@ -8,10 +8,10 @@
  * Costs are per stage (one chunk on V and interleaved kinds): F = I = W = 1, B = 2, transfers free,
  * so makespans are integers and compare exactly.
  */
-#include "../../scheduler/generate.h"
-#include "../../scheduler/plan.h"
-#include "../../scheduler/simulate.h"
-#include "../check.h"
+#include "schedule/generate.h"
+#include "plan/plan.h"
+#include "sim/simulate.h"
+#include "tests/check.h"
 #include "support.h"
 
 #include <stdlib.h>

@@ -10,9 +10,9 @@
  * shift, takes each device's peak memory from its owner, spans each step from the earliest
  * origin to the latest end and keeps the largest skew.
  */
-#include "../../common/pp_group.h"
-#include "../../scheduler/simulate.h"
-#include "../check.h"
+#include "common/pp_group.h"
+#include "sim/simulate.h"
+#include "tests/check.h"
 #include "support.h"
 
 #include <errno.h>

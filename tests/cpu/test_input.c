@@ -7,11 +7,11 @@
  * Each case expects one exact message line and PP_ERR_INPUT. Files are made in a temporary
  * folder that the program removes at the end.
  */
-#include "../check.h"
-#include "config.h"
-#include "input.h"
-#include "run.h"
-#include "schedule.h"
+#include "tests/check.h"
+#include "config/config.h"
+#include "common/input.h"
+#include "run/run.h"
+#include "plan/schedule.h"
 #include "support.h"
 
 #include <stdlib.h>

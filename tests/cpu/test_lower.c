@@ -6,9 +6,9 @@
  * Configs are filled by hand here (the values config_defaults would give matter little); sizes
  * are drawn from a seeded generator so the properties are checked on more than one shape.
  */
-#include "../../scheduler/generate.h"
-#include "../../scheduler/plan.h"
-#include "../check.h"
+#include "schedule/generate.h"
+#include "plan/plan.h"
+#include "tests/check.h"
 #include "support.h"
 
 #include <stdlib.h>

@@ -4,10 +4,10 @@
  * slots in micro-batch equivalents against the closed forms of 1F1B and GPipe, the fit verdict,
  * and monotonicity in every model key.
  */
-#include "../../scheduler/memory.h"
-#include "../../scheduler/run.h"
-#include "../../scheduler/stage_cfg.h"
-#include "../check.h"
+#include "plan/memory.h"
+#include "run/run.h"
+#include "plan/stage_cfg.h"
+#include "tests/check.h"
 #include "support.h"
 
 #include <string.h>

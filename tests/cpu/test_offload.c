@@ -6,13 +6,13 @@
  * multi-chunk kind lowering, validating and simulating with it on an uneven split (DualPipeV's
  * overlapped pairs on their second compute stream beside the copies).
  */
-#include "../../scheduler/explain.h"
-#include "../../scheduler/generate.h"
-#include "../../scheduler/plan.h"
-#include "../../scheduler/run.h"
-#include "../../scheduler/simulate.h"
-#include "../../scheduler/stage_cfg.h"
-#include "../check.h"
+#include "sim/explain.h"
+#include "schedule/generate.h"
+#include "plan/plan.h"
+#include "run/run.h"
+#include "sim/simulate.h"
+#include "plan/stage_cfg.h"
+#include "tests/check.h"
 #include "support.h"
 
 #include <math.h>

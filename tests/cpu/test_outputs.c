@@ -4,8 +4,8 @@
  * path is probed before a run, CSV fields are quoted only when they must be, and run names become
  * file names one way for every file.
  */
-#include "../check.h"
-#include "report_io.h"
+#include "tests/check.h"
+#include "report/report_io.h"
 #include "support.h"
 
 #include <dirent.h>

@@ -7,9 +7,9 @@
  * refusals are counted by reason; the Pareto front only grows in memory and speed; --verify runs
  * the best through the chain with a stand-in executor and re-ranks them by its "measurement".
  */
-#include "../check.h"
-#include "cost.h"
-#include "planner.h"
+#include "tests/check.h"
+#include "model/cost.h"
+#include "run/planner.h"
 #include "support.h"
 
 #include <stdlib.h>

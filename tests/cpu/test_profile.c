@@ -10,12 +10,12 @@
  * makes go through the chain with a simulated executor that runs every op a known factor slower
  * and overlaps pairs by a known share: both must come back from the measurement.
  */
-#include "../../scheduler/cost.h"
-#include "../../scheduler/profile.h"
-#include "../../scheduler/profile_run.h"
-#include "../../scheduler/run.h"
-#include "../../scheduler/simulate.h"
-#include "../check.h"
+#include "model/cost.h"
+#include "model/profile.h"
+#include "run/profile_run.h"
+#include "run/run.h"
+#include "sim/simulate.h"
+#include "tests/check.h"
 #include "support.h"
 
 #include <stdlib.h>

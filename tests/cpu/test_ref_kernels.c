@@ -5,8 +5,8 @@
  * documented index maps, the batched GEMM's transposes and strides, AdamW against its closed
  * form, and the bf16 rounding and random numbers. Plain C, runs without a GPU.
  */
-#include "../check.h"
-#include "../ref/ref_kernels.h"
+#include "tests/check.h"
+#include "tests/ref/ref_kernels.h"
 
 #include <stdlib.h>
 

@@ -4,8 +4,8 @@
  * central finite differences of the loss of a whole tiny model, the synthetic data's properties,
  * and that parameter init does not depend on how the model is split into stages.
  */
-#include "../check.h"
-#include "../ref/ref_stage.h"
+#include "tests/check.h"
+#include "tests/ref/ref_stage.h"
 
 #include <math.h>
 #include <stdint.h>

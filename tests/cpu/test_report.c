@@ -8,8 +8,8 @@
  * XML well-formedness checker also counts the boxes of compute ops). The explanation's own fields
  * are tested in test_report_explain.c. Times are drawn from a seeded generator.
  */
-#include "../../scheduler/report.h"
-#include "../check.h"
+#include "report/report.h"
+#include "tests/check.h"
 #include "support.h"
 #include "textcheck.h"
 

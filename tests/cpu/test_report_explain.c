@@ -6,10 +6,10 @@
  * plan_lower -> simulate_plan) with uneven stage costs and a transfer cost drawn from a seeded
  * generator.
  */
-#include "../../scheduler/generate.h"
-#include "../../scheduler/report.h"
-#include "../../scheduler/report_compare.h"
-#include "../check.h"
+#include "schedule/generate.h"
+#include "report/report.h"
+#include "run/report_compare.h"
+#include "tests/check.h"
 #include "support.h"
 #include "textcheck.h"
 

@@ -3,8 +3,8 @@
  * every byte class, numbers that read back as the same double, and the write errors: a file that
  * cannot be opened, and writes that fail (/dev/full) reported once, at out_close, with the path.
  */
-#include "../check.h"
-#include "report_io.h"
+#include "tests/check.h"
+#include "report/report_io.h"
 #include "support.h"
 
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * (the last step's loss) and the simulation beside it (fed the measured costs). An input problem
  * stops the chain with PP_ERR_INPUT and a freeable run. Random sizes come from a seeded generator.
  */
-#include "../check.h"
-#include "run.h"
+#include "tests/check.h"
+#include "run/run.h"
 #include "support.h"
 
 #include <stdlib.h>

@@ -7,11 +7,11 @@
  * Random schedules come from a seeded generator: stage s lives on device s mod p, programs mix
  * every action kind. Error messages are read back from stderr and compared whole.
  */
-#include "../check.h"
-#include "config.h"
-#include "schedule.h"
+#include "tests/check.h"
+#include "config/config.h"
+#include "plan/schedule.h"
 #include "support.h"
-#include "written.h"
+#include "config/written.h"
 
 #include <stdlib.h>
 

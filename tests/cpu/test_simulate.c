@@ -10,11 +10,11 @@
  * Costs are drawn from a seeded generator, never round numbers alone, so a wrong formula cannot
  * pass by accident.
  */
-#include "../../scheduler/generate.h"
-#include "../../scheduler/report.h"
-#include "../../scheduler/run.h"
-#include "../../scheduler/simulate.h"
-#include "../check.h"
+#include "schedule/generate.h"
+#include "report/report.h"
+#include "run/run.h"
+#include "sim/simulate.h"
+#include "tests/check.h"
 #include "support.h"
 
 #include <stdlib.h>

@@ -5,9 +5,9 @@
  * parts of one view overlapping, the slot's backward-read parts inside its offload range, and the
  * boundary buffers outside it.
  */
-#include "../check.h"
-#include "../../kernels/kernel_sizes.h"
-#include "../../stages/stage_layout.h"
+#include "tests/check.h"
+#include "model/kernel_sizes.h"
+#include "model/stage_layout.h"
 
 #include <stdint.h>
 #include <stdio.h>

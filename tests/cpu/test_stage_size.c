@@ -3,9 +3,9 @@
  * them, without a GPU: a hand computation of every piece for a tiny shape, growth with layers,
  * micro-batch and sequence, the attention path's effect, and the state and parameter counts.
  */
-#include "../check.h"
-#include "../../kernels/kernel_sizes.h"
-#include "../../stages/stage_size.h"
+#include "tests/check.h"
+#include "model/kernel_sizes.h"
+#include "model/stage_size.h"
 
 #include <stdlib.h>
 

@@ -3,9 +3,9 @@
  * the device, the step and the action in a one-line message (stderr is captured and searched),
  * generated schedules pass, and random mutations of them (seeded) are caught.
  */
-#include "../../scheduler/generate.h"
-#include "../../scheduler/plan.h"
-#include "../check.h"
+#include "schedule/generate.h"
+#include "plan/plan.h"
+#include "tests/check.h"
 #include "support.h"
 
 #include <stdlib.h>

@@ -13,7 +13,7 @@
  *
  * Entry point LLVMFuzzerTestOneInput: libFuzzer's (clang -fsanitize=fuzzer) or fuzz_main.c's.
  */
-#include "../../scheduler/run.h"
+#include "run/run.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -14,12 +14,12 @@
  * doubled row is off by about one term). Without a GPU the program reports one skipped case and
  * exits 0.
  */
-#include "../check.h"
+#include "tests/check.h"
 #include "gpu_skip.h"
-#include "../ref/ref_kernels.h"
+#include "tests/ref/ref_kernels.h"
 
-#include "../../common/pp_cuda.h"
-#include "../../kernels/kernels.h"
+#include "common/pp_cuda.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -25,13 +25,13 @@
  * 1e-4 relative L2). Without a GPU only the CPU cases run; the others are skipped.
  * PPSCHED_TEST_QUICK=1 (check.h) leaves out T = 1024.
  */
-#include "../../common/pp_cuda.h"
-#include "../../kernels/kernels.h"
-#include "../../stages/stage.h"
-#include "../check.h"
+#include "common/pp_cuda.h"
+#include "kernels/kernels.h"
+#include "stages/stage.h"
+#include "tests/check.h"
 #include "gpu_skip.h"
-#include "../ref/ref_kernels.h"
-#include "../ref/ref_stage.h"
+#include "tests/ref/ref_kernels.h"
+#include "tests/ref/ref_stage.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -16,12 +16,12 @@
  * PPSCHED_TEST_QUICK=1 (check.h) leaves out the 300 x 96 x 1024 GEMMs and runs 8 shapes, once,
  * through the GEMM plan cache instead of 40 twice.
  */
-#include "../check.h"
+#include "tests/check.h"
 #include "gpu_skip.h"
-#include "../ref/ref_kernels.h"
+#include "tests/ref/ref_kernels.h"
 
-#include "../../common/pp_cuda.h"
-#include "../../kernels/kernels.h"
+#include "common/pp_cuda.h"
+#include "kernels/kernels.h"
 
 #include <stdlib.h>
 #include <string.h>

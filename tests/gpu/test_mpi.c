@@ -8,12 +8,12 @@
  * and with -np 2 and -np 4 on 4; run alone (make test) it skips itself, saying so. Only rank 0
  * prints the summary line, and every rank exits with the same code.
  */
-#include "../check.h"
+#include "tests/check.h"
 #include "gpu_skip.h"
 
-#include "../../common/pp_group.h"
-#include "../../scheduler/execute.h"
-#include "../../scheduler/run.h"
+#include "common/pp_group.h"
+#include "exec/execute.h"
+#include "run/run.h"
 
 #include <stdlib.h>
 #include <string.h>

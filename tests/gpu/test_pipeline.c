@@ -16,12 +16,12 @@
  * devices only (not 1, 4 in bf16), leaves out the timeout and the 50-step AdamW cases, and gives
  * every step a 900 s deadline.
  */
-#include "../check.h"
+#include "tests/check.h"
 #include "gpu_skip.h"
 
-#include "../../scheduler/execute.h"
-#include "../../scheduler/run.h"
-#include "../../stages/stage.h"
+#include "exec/execute.h"
+#include "run/run.h"
+#include "stages/stage.h"
 
 #include <cuda_runtime.h>
 #include <errno.h>

@@ -11,12 +11,12 @@
  * profile reports a predicted step and a predicted peak per device. No timing thresholds: times
  * vary by machine.
  */
-#include "../check.h"
+#include "tests/check.h"
 
-#include "../../scheduler/execute.h"
-#include "../../scheduler/profile_run.h"
-#include "../../scheduler/run.h"
-#include "../../stages/stage.h"
+#include "exec/execute.h"
+#include "run/profile_run.h"
+#include "run/run.h"
+#include "stages/stage.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -17,12 +17,12 @@
  * stage alone (the single stage is both) and two of the four recompute cases, and does not weigh
  * the stage's allocations (other programs share the GPU then).
  */
-#include "../../common/pp_cuda.h"
-#include "../../kernels/kernels.h"
-#include "../../stages/stage.h"
-#include "../check.h"
+#include "common/pp_cuda.h"
+#include "kernels/kernels.h"
+#include "stages/stage.h"
+#include "tests/check.h"
 #include "gpu_skip.h"
-#include "../ref/ref_stage.h"
+#include "tests/ref/ref_stage.h"
 
 #include <math.h>
 #include <stdint.h>

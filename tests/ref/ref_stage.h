@@ -12,8 +12,8 @@
 #ifndef PP_REF_STAGE_H
 #define PP_REF_STAGE_H
 
-#include "../../stages/data.h"
-#include "../../stages/model.h"
+#include "stages/data.h"
+#include "model/model.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,86 @@
+/*
+ * p2p.h — moving activations and gradients between the GPUs of one host.
+ *
+ * One object covers every device of the pipeline; the transports are the rows of transport.h and
+ * each posts a transfer as two halves, the send half on the sender's stream and the receive half
+ * on the receiver's, so that a process owning one end posts only that end: under an MPI launch
+ * (pp_group.h) a process drives its share of the devices and a boundary between processes is
+ * an ncclSend on one and an ncclRecv on the other, on one communicator over every GPU. `peer`: peer
+ * access is enabled between every pair that allows it; the send half is one copy into the
+ * receiver's buffer (cudaMemcpyAsync over unified addresses, or cudaMemcpyPeerAsync staged by the
+ * driver where peer access is impossible) and the receive half posts nothing. `local`: both ends on
+ * one device, the same copy; `shared`: two pipeline devices on one CUDA device, the same copy.
+ * `nccl`: one communicator per device from ncclCommInitAll (rank = pipeline device index); the
+ * halves are ncclSend and ncclRecv, and one thread posting both brackets them with
+ * p2p_pair_begin/end (one ncclGroupStart/End). Nothing here knows of stages or schedules. Every
+ * call enqueues only; none synchronizes.
+ */
+#ifndef PP_P2P_H
+#define PP_P2P_H
+
+#include "common/pp_group.h"
+#include "common/pp_status.h"
+#include "model/transport.h"
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_p2p pp_p2p_t;
+
+/* Enable peer access among the devices this process owns of the n (CUDA ordinals `cuda_ids`;
+ * owned[d], NULL: every one) and set up what the transports in `used` need (bit 1u << t for each
+ * pp_transport_t t): the communicators for nccl, over every process of `g` (NULL: this one owns
+ * every device). Collective over g: every process calls it, and a failure on one is every one's. */
+pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, const unsigned char *owned,
+                     pp_group_t *g, unsigned used);
+void p2p_free(pp_p2p_t *p); /* accepts NULL; destroys (or, after p2p_abort, frees) communicators */
+
+/* 1 when device a can read/write device b's memory directly (pipeline indices). */
+int p2p_can_access(const pp_p2p_t *p, int a, int b);
+
+/* Print the peer-access matrix ("P" direct, "-" staged, "x" self) with device names. */
+void p2p_print_matrix(const pp_p2p_t *p, FILE *f);
+
+/* One transfer: `bytes` from src on pipeline device src_dev to dst on dst_dev. */
+typedef struct p2p_xfer {
+    void *dst;
+    int dst_dev;
+    const void *src;
+    int src_dev;
+    size_t bytes;
+} p2p_xfer_t;
+
+/* Post the send half of transfer x over transport t on `stream`, which belongs to x->src_dev.
+ * Where the row says send_moves_bytes this half moves the bytes into x->dst. */
+pp_status_t p2p_post_send(pp_p2p_t *p, pp_transport_t t, const p2p_xfer_t *x, cudaStream_t stream);
+
+/* Post the receive half on `stream`, which belongs to x->dst_dev (nothing for a transport whose
+ * send half moves the bytes). */
+pp_status_t p2p_post_recv(pp_p2p_t *p, pp_transport_t t, const p2p_xfer_t *x, cudaStream_t stream);
+
+/* Bracket the halves of one transfer posted by one thread, for a transport that needs pairing
+ * (ncclGroupStart/End); nothing otherwise. p2p_pair_end must follow every p2p_pair_begin that
+ * succeeded, also when posting a half failed. */
+pp_status_t p2p_pair_begin(pp_p2p_t *p, pp_transport_t t);
+pp_status_t p2p_pair_end(pp_p2p_t *p, pp_transport_t t);
+
+/* How transport t moves bytes from device a to b here, for banners: its name, "peer(staged)" for
+ * a peer pair without peer access. */
+const char *p2p_describe(const pp_p2p_t *p, pp_transport_t t, int a, int b);
+
+/* Abort every communicator (after a timeout): pending NCCL work is cancelled. */
+void p2p_abort(pp_p2p_t *p);
+
+/* 1 when the communicators were created. */
+int p2p_has_nccl(const pp_p2p_t *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_P2P_H */

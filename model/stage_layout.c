@@ -1,0 +1,463 @@
+/*
+ * stage_layout.c — the layout of a stage's device memory and the sizes derived from it (contract in
+ * stage_size.h and stage_layout.h). One function per allocation walks its pieces in order: with a
+ * NULL base it measures, with the allocation it carves, so planned and allocated bytes agree.
+ * Plain C11: part of the scheduler core's library.
+ */
+#include "stage_layout.h"
+
+#include "kernel_sizes.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+int stage_attention_fused(const pp_stage_cfg_t *cfg)
+{
+    const char *env = getenv("PPSCHED_ATTENTION");
+    if (env && strcmp(env, "unfused") == 0) return 0;
+    if (cfg->heads <= 0 || cfg->hidden % cfg->heads != 0) return 0;
+    return attention_flash_supported(cfg->seq_len, cfg->hidden / cfg->heads, cfg->dtype);
+}
+
+/* The environment switches of a stage: the variable, its two values (the default path first, then
+ * the one before it) and what each selects. */
+typedef struct env_switch {
+    const char *var;
+    const char *value[2], *what[2];
+} env_switch_t;
+
+static const env_switch_t ENV_SWITCHES[] = {
+    {"PPSCHED_ATTENTION",
+     {"fused", "unfused"},
+     {"the default, where supported", "GEMMs + softmax"}},
+    {"PPSCHED_WGRAD", {"fused", "unfused"}, {"the default", "one reduction per GEMM"}},
+    {"PPSCHED_LAYERNORM", {"fused", "unfused"}, {"the default", "the three-pass forward"}},
+    {"PPSCHED_FLASH_TILE", {"128", "64"}, {"the default: 128 query rows a CTA", "64 rows a CTA"}},
+    {"PPSCHED_FLASH_BWD",
+     {"fused", "unfused"},
+     {"the default: Dr and the QKV column sums in the 128-row backward",
+      "the dot kernel first; W sums d_qkv"}},
+    {"PPSCHED_LAYERNORM_BWD",
+     {"fused", "unfused"},
+     {"the default: the LayerNorm and residual-bias column sums in I's input gradient",
+      "W sums d_ln2, d_ln1 and their inputs"}},
+};
+
+pp_status_t stage_attention_env_check(void)
+{
+    for (size_t i = 0; i < sizeof ENV_SWITCHES / sizeof ENV_SWITCHES[0]; i++) {
+        const env_switch_t *e = &ENV_SWITCHES[i];
+        const char *env = getenv(e->var);
+        if (env && strcmp(env, e->value[0]) != 0 && strcmp(env, e->value[1]) != 0)
+            PP_FAIL(PP_ERR_INPUT, "stage: %s is '%s'; allowed: %s (%s), %s (%s)", e->var, env,
+                    e->value[0], e->what[0], e->value[1], e->what[1]);
+    }
+    return PP_OK;
+}
+
+int stage_wgrad_fused(void)
+{
+    const char *env = getenv("PPSCHED_WGRAD");
+    return !(env && strcmp(env, "unfused") == 0);
+}
+
+int stage_layernorm_sums(void)
+{
+    const char *env = getenv("PPSCHED_LAYERNORM_BWD");
+    return stage_wgrad_fused() && !(env && strcmp(env, "unfused") == 0);
+}
+
+int stage_flash_bwd_fused(const pp_stage_cfg_t *cfg)
+{
+    return stage_attention_fused(cfg) && attention_flash_bwd_colsum_ok(cfg->hidden / cfg->heads);
+}
+
+/* ---- the parts of a block -------------------------------------------------------------- */
+
+/* The size of a part, from the shape. SZ_QKV_SUM is 0 bytes where the flash backward writes no
+ * column sums (d != 64): such a part is not carved and its pointer stays NULL. SZ_LN_SUM: a
+ * LayerNorm input gradient's column sums (layernorm_bwd_input_colsum_bytes). */
+typedef enum part_size {
+    SZ_NC,
+    SZ_3NC,
+    SZ_4NC,
+    SZ_ROWS,
+    SZ_LSE,
+    SZ_TT,
+    SZ_QKV_SUM,
+    SZ_LN_SUM
+} part_size_t;
+
+/* Which attention path has the part. */
+enum { ON_FUSED = 1, ON_UNFUSED = 2, ON_BOTH = 3 };
+
+/* One part of a block's buffers. `rebuilt[r]` says, for a part F saves, that recompute setting r
+ * does not keep it in the slot: the backward rebuilds it in the workspace's rebuild area. */
+typedef struct block_part {
+    const char *name;
+    size_t field; /* offsetof(block_bufs_t, ...) */
+    part_size_t size;
+    int paths;
+    unsigned char rebuilt[PP_RECOMPUTE_COUNT]; /* none, selective, full */
+} block_part_t;
+
+#define PART(f) #f, offsetof(block_bufs_t, f)
+
+/* What F saves for the backward, in the order of a slot. Selective drops what is cheap to
+ * rebuild and large (LayerNorm outputs from the input and the statistics, GELU from its input,
+ * P from q and k); full keeps none of it (block inputs are res[], always kept). */
+static const block_part_t SAVED_PARTS[] = {
+    {PART(ln1), SZ_NC, ON_BOTH, {0, 1, 1}},        {PART(ln1_mean), SZ_ROWS, ON_BOTH, {0, 0, 1}},
+    {PART(ln1_rstd), SZ_ROWS, ON_BOTH, {0, 0, 1}}, {PART(qkv), SZ_3NC, ON_FUSED, {0, 0, 1}},
+    {PART(lse), SZ_LSE, ON_FUSED, {0, 0, 1}},      {PART(q), SZ_NC, ON_UNFUSED, {0, 0, 1}},
+    {PART(k), SZ_NC, ON_UNFUSED, {0, 0, 1}},       {PART(v), SZ_NC, ON_UNFUSED, {0, 0, 1}},
+    {PART(att), SZ_TT, ON_UNFUSED, {0, 1, 1}},     {PART(atty), SZ_NC, ON_BOTH, {0, 0, 1}},
+    {PART(x2), SZ_NC, ON_BOTH, {0, 0, 1}},         {PART(ln2), SZ_NC, ON_BOTH, {0, 1, 1}},
+    {PART(ln2_mean), SZ_ROWS, ON_BOTH, {0, 0, 1}}, {PART(ln2_rstd), SZ_ROWS, ON_BOTH, {0, 0, 1}},
+    {PART(fc), SZ_4NC, ON_BOTH, {0, 0, 1}},        {PART(gelu), SZ_4NC, ON_BOTH, {0, 1, 1}},
+};
+
+/* What I writes for W, in the order of an I→W buffer. d_qkv_sum: the QKV bias gradient's partial
+ * sums, written by the flash backward of I at d = 64 (reserved too where PPSCHED_FLASH_TILE=64,
+ * PPSCHED_FLASH_BWD=unfused or PPSCHED_WGRAD=unfused leave it unwritten, so that sizes never
+ * depend on the environment). d_ln2_sum, d_ln1_sum: the LayerNorm input gradients' column sums
+ * (LN2's with fc2's bias gradient, LN1's with proj's), reserved too where PPSCHED_WGRAD=unfused
+ * or PPSCHED_LAYERNORM_BWD=unfused leave them unwritten. */
+static const block_part_t GRAD_PARTS[] = {
+    {PART(d_fc), SZ_4NC, ON_BOTH, {0}},         {PART(d_ln2), SZ_NC, ON_BOTH, {0}},
+    {PART(d_x2), SZ_NC, ON_BOTH, {0}},          {PART(d_qkv), SZ_3NC, ON_BOTH, {0}},
+    {PART(d_ln1), SZ_NC, ON_BOTH, {0}},         {PART(d_qkv_sum), SZ_QKV_SUM, ON_FUSED, {0}},
+    {PART(d_ln2_sum), SZ_LN_SUM, ON_BOTH, {0}}, {PART(d_ln1_sum), SZ_LN_SUM, ON_BOTH, {0}},
+};
+
+#define N_SAVED (sizeof SAVED_PARTS / sizeof SAVED_PARTS[0])
+#define N_GRAD  (sizeof GRAD_PARTS / sizeof GRAD_PARTS[0])
+
+static size_t part_bytes(const pp_stage_cfg_t *cfg, part_size_t sz)
+{
+    size_t es = pp_dtype_size(cfg->dtype);
+    size_t B = (size_t)cfg->micro_batch_size, T = (size_t)cfg->seq_len, C = (size_t)cfg->hidden;
+    size_t H = (size_t)cfg->heads, N = B * T;
+    const int d = cfg->heads > 0 ? cfg->hidden / cfg->heads : 0;
+    const size_t bytes[] = {
+        N * C * es,
+        3 * N * C * es,
+        4 * N * C * es,
+        N * sizeof(float),
+        B * H * T * sizeof(float),
+        B * H * T * T * es,
+        attention_flash_bwd_colsum_bytes(cfg->micro_batch_size, cfg->heads, cfg->seq_len, d),
+        layernorm_bwd_input_colsum_bytes((int)N, cfg->hidden)};
+    return bytes[sz];
+}
+
+/* On the attention path `fused`, with bytes to carve at this shape. */
+static int part_on(const pp_stage_cfg_t *cfg, const block_part_t *p, int fused)
+{
+    return (p->paths & (fused ? ON_FUSED : ON_UNFUSED)) != 0 && part_bytes(cfg, p->size) > 0;
+}
+
+static void **part_ptr(block_bufs_t *b, const block_part_t *p)
+{
+    return (void **)((char *)b + p->field);
+}
+
+/* Carve the parts of `parts` that are on the path and, when `rebuilt` >= 0, whose rebuilt flag
+ * for cfg->recompute equals it; b may be NULL (measure). */
+static void carve_parts(carver_t *c, const pp_stage_cfg_t *cfg, int fused,
+                        const block_part_t *parts, size_t n, int rebuilt, block_bufs_t *b)
+{
+    for (size_t i = 0; i < n; i++) {
+        const block_part_t *p = &parts[i];
+        if (!part_on(cfg, p, fused)) continue;
+        if (rebuilt >= 0 && p->rebuilt[cfg->recompute] != rebuilt) continue;
+        void *at = carve(c, part_bytes(cfg, p->size));
+        if (b) *part_ptr(b, p) = at;
+    }
+}
+
+void stage_layout_view(const pp_stage_cfg_t *cfg, int fused, const block_bufs_t *kept,
+                       const block_bufs_t *rebuilt, const block_bufs_t *grad, block_bufs_t *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < N_SAVED; i++) {
+        const block_part_t *p = &SAVED_PARTS[i];
+        if (!part_on(cfg, p, fused)) continue;
+        const block_bufs_t *from = p->rebuilt[cfg->recompute] ? rebuilt : kept;
+        *part_ptr(out, p) = *part_ptr((block_bufs_t *)from, p);
+    }
+    if (grad)
+        for (size_t i = 0; i < N_GRAD; i++)
+            *part_ptr(out, &GRAD_PARTS[i]) = *part_ptr((block_bufs_t *)grad, &GRAD_PARTS[i]);
+}
+
+/* ---- slot, I→W buffer, workspace ------------------------------------------------------------- */
+
+#define TAKE(field, bytes)                                                                         \
+    do {                                                                                           \
+        void *p_ = carve(&c, (bytes));                                                             \
+        if (s) (field) = p_;                                                                       \
+    } while (0)
+
+/* A slot in two parts: first everything the backward reads (tokens, targets, the input of every
+ * block, the saved parts, the head's), then the boundary buffers it does not (y unless the last
+ * stage reads it, dx, dy). *kept gets the first part's bytes: what an offload copies. */
+static size_t layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s, size_t *kept)
+{
+    carver_t c = {base, 0};
+    const size_t NC = part_bytes(cfg, SZ_NC), rows = part_bytes(cfg, SZ_ROWS);
+    const size_t N = (size_t)cfg->micro_batch_size * cfg->seq_len;
+    const int L = cfg->n_layers;
+    if (cfg->is_first) TAKE(s->tokens, N * sizeof(int));
+    if (cfg->is_last) TAKE(s->targets, N * sizeof(int));
+    for (int l = 0; l < L; l++)
+        TAKE(s->res[l], NC);
+    if (cfg->is_last) TAKE(s->res[L], NC);
+    for (int l = 0; l < L; l++)
+        carve_parts(&c, cfg, fused, SAVED_PARTS, N_SAVED, 0, s ? &s->blocks[l] : NULL);
+    if (cfg->is_last) {
+        TAKE(s->lnf, NC);
+        TAKE(s->lnf_mean, rows);
+        TAKE(s->lnf_rstd, rows);
+        TAKE(s->logits, N * (size_t)cfg->vocab * pp_dtype_size(cfg->dtype));
+        TAKE(s->losses, rows);
+    }
+    *kept = carved_bytes(&c);
+    if (!cfg->is_last) TAKE(s->res[L], NC);
+    TAKE(s->dres[0], NC);
+    if (L > 0) TAKE(s->dres[L], NC);
+    if (s && L == 0) s->dres[L] = s->dres[0];
+    return carved_bytes(&c);
+}
+
+size_t stage_layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s)
+{
+    size_t kept = 0;
+    return layout_slot(cfg, fused, base, s, &kept);
+}
+
+size_t stage_layout_offload(const pp_stage_cfg_t *cfg, int fused)
+{
+    size_t kept = 0;
+    layout_slot(cfg, fused, NULL, NULL, &kept);
+    return kept;
+}
+
+size_t stage_offload_bytes(const pp_stage_cfg_t *cfg)
+{
+    return stage_layout_offload(cfg, stage_attention_fused(cfg));
+}
+
+size_t stage_layout_wgrad(const pp_stage_cfg_t *cfg, int fused, char *base, wgrad_t *g)
+{
+    carver_t c = {base, 0};
+    wgrad_t *s = g; /* TAKE writes through `s` */
+    const int L = cfg->n_layers;
+    for (int l = 1; l < L; l++)
+        TAKE(s->dres[l], part_bytes(cfg, SZ_NC));
+    for (int l = 0; l < L; l++)
+        carve_parts(&c, cfg, fused, GRAD_PARTS, N_GRAD, -1, g ? &g->blocks[l] : NULL);
+    if (cfg->is_last) TAKE(s->d_lnf, part_bytes(cfg, SZ_NC));
+    return carved_bytes(&c);
+}
+
+static size_t layout_scratch(const pp_stage_cfg_t *cfg, int fused, char *base, scratch_t *w);
+
+size_t stage_layout_workspace(const pp_stage_cfg_t *cfg, int fused, char *base, workspace_t *w)
+{
+    carver_t c = {base, 0};
+    workspace_t *s = w; /* TAKE writes through `s` */
+    const size_t NC = part_bytes(cfg, SZ_NC);
+    if (cfg->n_layers > 0) {
+        carve_parts(&c, cfg, fused, SAVED_PARTS, N_SAVED, 1, w ? &w->rebuilt : NULL);
+        carve_parts(&c, cfg, fused, GRAD_PARTS, N_GRAD, -1, w ? &w->grad : NULL);
+        TAKE(s->dres[0], NC);
+        TAKE(s->dres[1], NC);
+    }
+    if (cfg->is_last) TAKE(s->d_lnf, NC);
+    size_t at = carved_bytes(&c);
+    return at + layout_scratch(cfg, fused, base ? base + at : NULL, w ? &w->scratch : NULL);
+}
+
+/* Carve the scratch area (NULL base: measure; then w may be NULL) for the attention path `fused`.
+ * Returns its bytes: the largest of the three groups, which overlap. */
+static size_t layout_scratch(const pp_stage_cfg_t *cfg, int fused, char *base, scratch_t *w)
+{
+    size_t es = pp_dtype_size(cfg->dtype);
+    size_t B = (size_t)cfg->micro_batch_size, T = (size_t)cfg->seq_len, C = (size_t)cfg->hidden;
+    size_t H = (size_t)cfg->heads, N = B * T;
+    int N_int = cfg->micro_batch_size * cfg->seq_len;
+    size_t most = 0;
+    carver_t c = {base, 0};
+    scratch_t *s = w; /* TAKE writes through `s` */
+    if (cfg->n_layers > 0 && !fused) {
+        TAKE(s->qkv, N * 3 * C * es);
+        TAKE(s->attn, N * C * es);
+    }
+    most = carved_bytes(&c);
+    c.off = 0;
+    if (cfg->n_layers > 0) {
+        TAKE(s->d_atty, N * C * es);
+        if (fused) {
+            TAKE(s->d_flash, attention_flash_bwd_scratch_bytes(cfg->micro_batch_size, cfg->heads,
+                                                               cfg->seq_len));
+        } else {
+            TAKE(s->d_attn, N * C * es);
+            TAKE(s->d_p, B * H * T * T * es);
+            TAKE(s->d_q, N * C * es);
+            TAKE(s->d_k, N * C * es);
+            TAKE(s->d_v, N * C * es);
+        }
+    }
+    if (carved_bytes(&c) > most) most = carved_bytes(&c);
+    c.off = 0;
+    TAKE(s->ln_scratch, layernorm_bwd_weight_scratch_bytes(N_int, cfg->hidden));
+    if (cfg->is_first)
+        TAKE(s->enc_scratch,
+             encoder_bwd_scratch_bytes(cfg->micro_batch_size, cfg->seq_len, cfg->vocab));
+    if (carved_bytes(&c) > most) most = carved_bytes(&c);
+    return most;
+#undef TAKE
+}
+
+pp_model_shape_t stage_shape_of(const pp_stage_cfg_t *cfg)
+{
+    pp_model_shape_t s;
+    s.hidden = cfg->hidden;
+    s.heads = cfg->heads;
+    s.seq_len = cfg->seq_len;
+    s.vocab = cfg->vocab;
+    s.batch = cfg->micro_batch_size;
+    s.n_layers = cfg->n_layers;
+    s.first_layer = cfg->first_layer;
+    s.total_layers = cfg->total_layers;
+    s.is_first = cfg->is_first;
+    s.is_last = cfg->is_last;
+    return s;
+}
+
+/* Elements of the padded device parameter buffer. */
+static size_t padded_params(const pp_stage_cfg_t *cfg)
+{
+    pp_model_shape_t s = stage_shape_of(cfg);
+    return model_tensors(&s, NULL, NULL);
+}
+
+size_t stage_layout_aux(const pp_stage_cfg_t *cfg)
+{
+    carver_t c = {NULL, 0};
+    carve(&c, (size_t)cfg->vocab * sizeof(int32_t));
+    carve(&c, sizeof(float));
+    return carved_bytes(&c);
+}
+
+size_t stage_slot_bytes(const pp_stage_cfg_t *cfg)
+{
+    return stage_layout_slot(cfg, stage_attention_fused(cfg), NULL, NULL);
+}
+
+size_t stage_wgrad_slot_bytes(const pp_stage_cfg_t *cfg)
+{
+    return stage_layout_wgrad(cfg, stage_attention_fused(cfg), NULL, NULL);
+}
+
+size_t stage_workspace_bytes(const pp_stage_cfg_t *cfg)
+{
+    return PP_GEMM_WORKSPACE_BYTES +
+           stage_layout_workspace(cfg, stage_attention_fused(cfg), NULL, NULL);
+}
+
+size_t stage_device_bytes(const pp_stage_cfg_t *cfg)
+{
+    return stage_state_bytes(cfg) + stage_workspace_bytes(cfg) +
+           (size_t)cfg->n_slots * stage_slot_bytes(cfg) +
+           (size_t)cfg->n_wgrad_slots * stage_wgrad_slot_bytes(cfg);
+}
+
+size_t stage_state_bytes(const pp_stage_cfg_t *cfg)
+{
+    size_t P = padded_params(cfg);
+    size_t bytes = P * pp_dtype_size(cfg->dtype); /* parameters (the master when fp32) */
+    if (cfg->dtype != PP_DTYPE_FP32) bytes += P * sizeof(float); /* fp32 master */
+    bytes += P * sizeof(float);                                  /* gradients */
+    if (cfg->with_optimizer) bytes += 2 * P * sizeof(float);     /* AdamW m, v */
+    return bytes + stage_layout_aux(cfg);
+}
+
+size_t stage_boundary_bytes(const pp_stage_cfg_t *cfg)
+{
+    return (size_t)cfg->micro_batch_size * cfg->seq_len * cfg->hidden * pp_dtype_size(cfg->dtype);
+}
+
+size_t stage_param_count(const pp_stage_cfg_t *cfg)
+{
+    pp_model_shape_t s = stage_shape_of(cfg);
+    size_t n = 0;
+    model_tensors(&s, NULL, &n);
+    return n;
+}
+
+/* Rebuilt while F saves it: the part named `name` under cfg's setting and path. */
+static int part_rebuilt(const pp_stage_cfg_t *cfg, int fused, const char *name)
+{
+    for (size_t i = 0; i < N_SAVED; i++)
+        if (strcmp(SAVED_PARTS[i].name, name) == 0)
+            return part_on(cfg, &SAVED_PARTS[i], fused) && SAVED_PARTS[i].rebuilt[cfg->recompute];
+    return 0;
+}
+
+/* What stage_pass.cu's rebuild_for_input and rebuild_for_weight run, from the same table. */
+void stage_recompute_work(const pp_stage_cfg_t *cfg, pp_recompute_work_t *w)
+{
+    const int fused = stage_attention_fused(cfg);
+    memset(w, 0, sizeof *w);
+    if (cfg->recompute == PP_RECOMPUTE_FULL) {
+        w->input_forward = w->weight_forward = 1;
+        return;
+    }
+    w->weight_layernorms = part_rebuilt(cfg, fused, "ln1") + part_rebuilt(cfg, fused, "ln2");
+    w->weight_gelus = part_rebuilt(cfg, fused, "gelu");
+    w->input_scores = part_rebuilt(cfg, fused, "att");
+}
+
+/* ---- names and the printed layout ------------------------------------------------------------ */
+
+const char *const stage_recompute_names[PP_RECOMPUTE_COUNT + 1] = {"none", "selective", "full",
+                                                                   NULL};
+
+const char *stage_recompute_name(pp_recompute_t r)
+{
+    return r >= 0 && r < PP_RECOMPUTE_COUNT ? stage_recompute_names[r] : "?";
+}
+
+int stage_recompute_from_name(const char *name)
+{
+    for (int r = 0; r < PP_RECOMPUTE_COUNT; r++)
+        if (name && strcmp(name, stage_recompute_names[r]) == 0) return r;
+    return -1;
+}
+
+static void print_parts(const pp_stage_cfg_t *cfg, int fused, const block_part_t *parts, size_t n,
+                        int rebuilt, const char *where, FILE *f)
+{
+    for (size_t i = 0; i < n; i++) {
+        const block_part_t *p = &parts[i];
+        if (!part_on(cfg, p, fused) || (rebuilt >= 0 && p->rebuilt[cfg->recompute] != rebuilt))
+            continue;
+        fprintf(f, "  %-10s %-9s %12zu\n", where, p->name, part_bytes(cfg, p->size));
+    }
+}
+
+void stage_layout_print(const pp_stage_cfg_t *cfg, FILE *f)
+{
+    const int fused = stage_attention_fused(cfg);
+    fprintf(f, "# stage memory, recompute %s, %s attention: part, bytes (block parts: per block)\n",
+            stage_recompute_name(cfg->recompute), fused ? "fused" : "unfused");
+    print_parts(cfg, fused, SAVED_PARTS, N_SAVED, 0, "slot", f);
+    print_parts(cfg, fused, SAVED_PARTS, N_SAVED, 1, "rebuilt", f);
+    print_parts(cfg, fused, GRAD_PARTS, N_GRAD, -1, "I->W", f);
+    fprintf(f, "  %-10s %-9s %12zu\n", "slot", "total", stage_slot_bytes(cfg));
+    fprintf(f, "  %-10s %-9s %12zu\n", "I->W", "total", stage_wgrad_slot_bytes(cfg));
+    fprintf(f, "  %-10s %-9s %12zu\n", "workspace", "total", stage_workspace_bytes(cfg));
+}

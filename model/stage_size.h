@@ -1,0 +1,89 @@
+/*
+ * stage_size.h — the configuration of one pipeline stage and the bytes it will allocate, in plain
+ * C11 with no CUDA header: the scheduler core plans and predicts memory with these functions, and
+ * stage_init allocates with the same ones (stage_layout.c measures and carves with one layout
+ * function). All sizes are for the current process's attention path (PPSCHED_ATTENTION).
+ */
+#ifndef PP_STAGE_SIZE_H
+#define PP_STAGE_SIZE_H
+
+#include "common/pp_status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the forward keeps for the backward (run.recompute). NONE: everything the backward reads.
+ * SELECTIVE: not the cheap, large parts (LayerNorm outputs, the GELU output, unfused attention's
+ * probabilities): the backward rebuilds them from what is kept. FULL: only the residual stream
+ * at each block boundary: the backward re-runs each block's forward. */
+typedef enum pp_recompute {
+    PP_RECOMPUTE_NONE = 0,
+    PP_RECOMPUTE_SELECTIVE,
+    PP_RECOMPUTE_FULL,
+    PP_RECOMPUTE_COUNT
+} pp_recompute_t;
+
+typedef struct pp_stage_cfg {
+    int hidden, heads, seq_len, vocab;
+    int micro_batch_size; /* sequences per micro-batch (B) */
+    int n_layers;         /* blocks in this stage (may be 0 for a pure embedding/head stage) */
+    int first_layer;      /* global index of the first block, so init is the same on any device */
+    int total_layers;     /* blocks in the whole model (init scale of residual projections) */
+    int is_first;         /* owns the token + position embedding; makes its own input tokens */
+    int is_last;          /* owns final LN, LM head, cross-entropy; makes its own targets */
+    pp_dtype_t dtype;     /* storage of activations and parameters */
+    uint64_t seed;        /* parameters and synthetic data */
+    int n_slots;          /* activation slots to allocate */
+    int with_optimizer;   /* allocate AdamW state */
+    float grad_scale;     /* scale of the loss gradient (1 / micro-batches per step) */
+    pp_recompute_t recompute; /* what F keeps in a slot (NONE: everything) */
+    int n_wgrad_slots; /* I→W buffers: micro-batches whose I ran and whose W has not, at most */
+} pp_stage_cfg_t;
+
+/* Bytes of one activation slot, of the parameters + gradients + optimizer state, and of the
+ * workspace (cuBLAS workspace + scratch), for planning memory before anything is allocated. */
+size_t stage_slot_bytes(const pp_stage_cfg_t *cfg);
+size_t stage_state_bytes(const pp_stage_cfg_t *cfg);
+size_t stage_workspace_bytes(const pp_stage_cfg_t *cfg);
+/* Bytes of one I→W buffer: what stage_backward_input writes for stage_backward_weight (the
+ * gradients at the block's inner outputs), held from a micro-batch's I to its W. */
+size_t stage_wgrad_slot_bytes(const pp_stage_cfg_t *cfg);
+/* Bytes of a slot that its backward reads: the slot's first bytes, before y (unless the last stage
+ * reads it), dx and dy. What an offload to host memory copies (stage_slot_to_host). */
+size_t stage_offload_bytes(const pp_stage_cfg_t *cfg);
+/* Everything stage_init allocates on the device: state + workspace + n_slots slots +
+ * n_wgrad_slots I→W buffers (not the cuBLAS handles' own allocations). */
+size_t stage_device_bytes(const pp_stage_cfg_t *cfg);
+/* Bytes of one boundary tensor (x, y, dx, dy): micro_batch_size * seq_len * hidden * dtype. */
+size_t stage_boundary_bytes(const pp_stage_cfg_t *cfg);
+/* Parameters in the stage (for FLOP counts and reports). */
+size_t stage_param_count(const pp_stage_cfg_t *cfg);
+
+/* The work the backward adds under cfg->recompute, per block of a stage, for a cost model to
+ * price with its own FLOP and byte counts. A plain B counts once what I and W each rebuild (I's
+ * rebuild serves W: weight_forward is 0 for B). */
+typedef struct pp_recompute_work {
+    int input_forward;     /* 1: I re-runs the block forward, all but the fc2 GEMM (full) */
+    int weight_forward;    /* 1: a W run apart from its I re-runs it too (full) */
+    int weight_layernorms; /* LayerNorm forwards over [N,C] before W (selective: 2) */
+    int weight_gelus;      /* GELU forwards over [N,4C] before W (selective: 1) */
+    int input_scores;      /* unfused attention: QKᵀ GEMM + causal softmax before I (selective) */
+} pp_recompute_work_t;
+
+void stage_recompute_work(const pp_stage_cfg_t *cfg, pp_recompute_work_t *w);
+
+/* "none", "selective", "full" (indexed by pp_recompute_t, NULL after the last); one name, and back
+ * (-1 for an unknown name). */
+extern const char *const stage_recompute_names[PP_RECOMPUTE_COUNT + 1];
+const char *stage_recompute_name(pp_recompute_t r);
+int stage_recompute_from_name(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_STAGE_SIZE_H */

@@ -1,0 +1,60 @@
+/*
+ * memory.h — the device memory a plan will take, predicted before anything is allocated, with the
+ * sizing functions the stage allocates with (stages/stage_size.h) on the stage configurations the
+ * executor builds (stage_cfg.h), plus the runtime's own share; and the fit check against a GPU.
+ *
+ * Per device: state (parameters, fp32 master, gradients, AdamW m and v), workspace (cuBLAS and
+ * scratch), activation slots (each stage's slot count from the plan's liveness times the bytes of
+ * one slot, plus the I->W buffers of a split backward) and the runtime (CUDA context, cuBLAS,
+ * loaded kernels: the GPU row's estimate, or what a profile measured). The slots are also counted
+ * in micro-batch equivalents — bytes held / bytes of one micro-batch over the device's layers — so
+ * interleaved and plain schedules compare on one scale. Plain C; pure and cheap, safe in a loop;
+ * prints nothing.
+ */
+#ifndef PP_MEMORY_H
+#define PP_MEMORY_H
+
+#include "common/pp_status.h"
+#include "config/config.h"
+#include "model/gpu.h"
+#include "plan.h"
+#include "model/profile.h"
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pp_mem_device {
+    double state;     /* parameters, master copy, gradients, optimizer state, bytes */
+    double workspace; /* cuBLAS workspace and scratch of the device's stages, bytes */
+    double slots;     /* activation slots and I->W buffers of the device's stages, bytes */
+    double runtime;   /* the runtime's share, bytes */
+    double total;     /* the sum: the device's predicted peak */
+    double mb_equiv;  /* slots in micro-batches of the device's layers */
+} pp_mem_device_t;
+
+typedef struct pp_mem_pred {
+    int n_devices;
+    pp_mem_device_t dev[PP_MAX_DEVICES];
+    const pp_gpu_t *gpu; /* the GPU checked against */
+    double limit;        /* its memory, bytes */
+    int fullest;         /* the device with the largest total */
+    int n_over;          /* devices whose total exceeds the limit */
+} pp_mem_pred_t;
+
+/* Predict every device's memory for `plan` made from `cfg`; the runtime's share is prof's when
+ * given, else gpu's. Fails only on a plan without stages (PP_ERR_INTERNAL). */
+pp_status_t memory_predict(pp_mem_pred_t *m, const pp_config_t *cfg, const pp_plan_t *plan,
+                           const pp_gpu_t *gpu, const pp_profile_t *prof);
+
+/* One line: "fits: device 0 needs 6.78 GiB at most; h100 has 79.2 GiB" or "does not fit: device
+ * 0 needs 93.1 GiB; h100 has 79.2 GiB (2 of 4 devices over)". */
+void memory_verdict(const pp_mem_pred_t *m, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_MEMORY_H */

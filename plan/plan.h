@@ -1,0 +1,217 @@
+/*
+ * plan.h — the lowered plan: the one data structure the simulator and the executor both read.
+ *
+ * A plan is a flat list of ops. Each op is one action on one device, bound to a stream role, an
+ * activation slot and the ops it must wait for. `ops` is stored in a topological order of the
+ * dependencies (the enqueue order): every dependency of op i has an index < i, and a RECV always
+ * sits right after its matching SEND (so NCCL pairs can share one group). Ops of one channel (a
+ * device's compute stream, or its send or recv channel with one peer device: pp_channel_of) run in
+ * the order they appear here: that FIFO order is implicit, not listed in deps.
+ *
+ * Memory is decided by the schedule: slots_per_stage comes from liveness over each device's
+ * program (a (stage, micro-batch) holds a slot from its first op on the device to its last), and
+ * reuse of a slot is a dependency of the new holder's first op on the old holder's last ops.
+ * Under run.offload a micro-batch the lowering offloads holds a slot from its first op to its
+ * OFFLOAD and again from its RELOAD to its last op, and a pinned host slot from OFFLOAD to RELOAD
+ * (host_slots_per_stage, reused in the same way); slots_per_stage is then the device ring.
+ * With the backward split, wgrad_slots_per_stage counts the micro-batches whose I has run and
+ * whose W has not, at most, in each device's program order (the stage's I->W buffers).
+ *
+ * Built by plan_lower (lower.c) and checked by plan_validate (validate.c); owns all its arrays.
+ */
+#ifndef PP_PLAN_H
+#define PP_PLAN_H
+
+#include "common/pp_status.h"
+#include "config/config.h"
+#include "schedule.h"
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Stream roles: the rows of the role table (roles.c). Every device has one stream per role (one
+ * per peer device for a per-peer role); compute is the device's main stream, which starts the
+ * others at the beginning of a step and joins them at its end. overlap is the device's second
+ * compute stream: the backward half of an overlapped pair (DualPipeV's OVERLAP_F_B) runs there,
+ * beside the forward half on compute. offload (device to host) and load (host to device) carry
+ * the copies of run.offload. */
+typedef enum pp_role {
+    PP_ROLE_COMPUTE = 0,
+    PP_ROLE_SEND,
+    PP_ROLE_RECV,
+    PP_ROLE_OFFLOAD,
+    PP_ROLE_LOAD,
+    PP_ROLE_OVERLAP,
+    PP_ROLE_COUNT
+} pp_role_t;
+
+typedef struct pp_role_row {
+    const char *name;  /* in traces and messages: "compute", "send", "recv", "offload", "load",
+                          "overlap" */
+    int high_priority; /* 1: created at the device's greatest stream priority */
+    int per_peer;      /* 1: one stream per peer device it talks with (a channel per directed
+                          pair: a transfer waits only for transfers of the same pair) */
+    int computes;      /* 1: runs compute ops (F, B, I, W): busy time, the Gantt rows */
+} pp_role_row_t;
+
+/* The role table (roles.c), in enum order. */
+extern const pp_role_row_t pp_role_rows[PP_ROLE_COUNT];
+
+/* The row of role r (the compute row for a value out of range). Inline: every pass over the ops
+ * asks it once or more per op. */
+static inline const pp_role_row_t *pp_role_row(pp_role_t r)
+{
+    return (int)r >= 0 && r < PP_ROLE_COUNT ? &pp_role_rows[r] : &pp_role_rows[PP_ROLE_COMPUTE];
+}
+
+/* The stream role an op of kind k runs on (roles.c: one table, by kind). */
+pp_role_t pp_role_of_kind(pp_action_kind_t k);
+
+/* 48 bytes: every pass over a plan reads every op, so the three small enums share one word
+ * (8-bit fields: every value of each enum fits). */
+typedef struct pp_op {
+    int device;                /* pipeline device index 0..n_devices-1 */
+    pp_role_t role : 8;        /* stream the op runs on */
+    pp_action_kind_t kind : 8; /* what it does */
+    pp_transport_t link : 8;   /* SEND/RECV: a row of p2p/transport.h; NONE for compute */
+    int stage;     /* the stage the action belongs to (for SEND/RECV: the local stage) */
+    int mb;        /* micro-batch */
+    int slot;      /* activation slot of (stage, mb) on this device */
+    int pos;       /* position in its device's program (for messages), 0-based */
+    int peer;      /* SEND: index of the matching RECV op; RECV: of the SEND; else -1 */
+    int host;      /* OFFLOAD/RELOAD: pinned host slot of (stage, mb); else -1 */
+    size_t bytes;  /* SEND/RECV, OFFLOAD/RELOAD: bytes moved */
+    int dep_begin; /* deps of this op are plan.deps[dep_begin .. dep_begin + n_deps) */
+    int n_deps;
+} pp_op_t;
+
+typedef struct pp_plan {
+    int n_devices;              /* p */
+    int n_stages;               /* total stages */
+    int n_mb;                   /* m */
+    int chunks;                 /* stages per device (v) */
+    int split_backward;         /* 1 when backward is I + W */
+    pp_sched_kind_t kind;       /* the schedule it came from */
+    int *stage_device;          /* [n_stages] */
+    int *slots_per_stage;       /* [n_stages]: activation slots the stage needs on its device */
+    int *wgrad_slots_per_stage; /* [n_stages]: I->W buffers: most micro-batches of the stage
+                                   between their I and their W on its device (0 without I/W) */
+    int *host_slots_per_stage;  /* [n_stages]: pinned host slots (0 without run.offload) */
+    int *plain_slots_per_stage; /* [n_stages]: slots the schedule needs without offload */
+    size_t *offload_bytes;      /* [n_stages]: bytes one OFFLOAD or RELOAD moves (0: unknown) */
+    int offload;                /* 1: run.offload placed OFFLOAD/RELOAD ops */
+    int offload_lookahead;      /* RELOAD goes this many compute ops before its backward */
+    int n_ops;
+    pp_op_t *ops; /* [n_ops], topological (enqueue) order */
+    int n_deps_total;
+    int *deps;     /* dependency pool: indices into ops */
+    int *prog_ops; /* [n_ops]: op indices grouped by device, each group in program order */
+    int *
+        prog_begin; /* [n_devices+1]: device d's ops are prog_ops[prog_begin[d]..prog_begin[d+1]) */
+    size_t boundary_bytes; /* bytes of one activation (= one gradient) crossing a stage boundary */
+} pp_plan_t;
+
+/* Lower a schedule into a plan. A compute-only schedule gets SEND/RECV inserted (the SEND right
+ * after the producing compute op, the RECV right before the consuming one); a schedule with
+ * communication keeps its actions as written. Links: LOCAL when both stages share a device,
+ * otherwise the config's transport. Fails with PP_ERR_INPUT, naming device, position and action,
+ * when the schedule cannot be lowered (a RECV without its SEND, a dependency cycle, ...). */
+pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_config_t *cfg);
+
+/* Check the rules of a valid schedule on a plan: exactly one F per (stage, mb), B or I+W after
+ * its F (on the same device), W after its I, every stage on one device, each SEND matched by one
+ * RECV of the same (stage boundary, mb, direction), and no deadlock (a dry run over the plan).
+ * Prints `device d, step i, action X: message` for the first problem; returns PP_ERR_INPUT. */
+pp_status_t plan_validate(const pp_plan_t *plan);
+
+/* Check a schedule before lowering (the compute rules above, on the programs as written).
+ * Deadlocks are plan_lower's to find: its dry run names every stuck device. */
+pp_status_t schedule_validate(const pp_schedule_t *sched);
+
+/* Text grid of the plan's compute actions (one row per device, one column per program step),
+ * as `ppsched show` prints it. */
+void plan_print_grid(const pp_plan_t *plan, FILE *f);
+
+/* Device bytes per device (plan_device_bytes; with run.offload also without it, and the pinned
+ * host bytes), as `ppsched show` prints them after the grid. */
+void plan_print_memory(const pp_plan_t *plan, const pp_config_t *cfg, FILE *f);
+
+void plan_free(pp_plan_t *plan);
+
+/* ---- run.offload and memory (offload.c) ---- */
+
+/* 1 when ops of kind k belong to a micro-batch's backward phase (they use the slot RELOAD fills:
+ * RECV_B, B, I, W, SEND_B, RELOAD), 0 for the forward phase (RECV_F, F, SEND_F, OFFLOAD). */
+int offload_phase(pp_action_kind_t k);
+
+/* Where the lowering puts the copies of each (stage, mb) of one device's program `prog` (as
+ * written, key = stage * n_mb + mb): OFFLOAD right after action off_after[key] (the compute op
+ * after the forward, or the forward phase's last action), RELOAD right before rel_before[key]
+ * (`lookahead` compute ops before the backward, or the backward phase's first action). Keys it
+ * does not offload (no compute op would run between the two) are left as they are (-1). */
+pp_status_t offload_place(const pp_program_t *prog, int n_st, int n_mb, int lookahead,
+                          int *off_after, int *rel_before);
+
+/* Device bytes of device d's stages (stage_device_bytes), with the plan's slots, or (plain) with
+ * the slots the schedule needs without offload; and the pinned host bytes of its host slots. */
+size_t plan_device_bytes(const pp_plan_t *plan, const pp_config_t *cfg, int d, int plain);
+size_t plan_host_bytes(const pp_plan_t *plan, int d);
+
+/* Fill plain_slots_per_stage: liveness over the programs without the copies (a (stage, mb) holds
+ * a slot from its first op to its last). */
+pp_status_t plan_plain_slots(pp_plan_t *plan);
+
+/* The rules of the copies: each op on its kind's stream; OFFLOAD after its forward and waiting
+ * for it, RELOAD after its OFFLOAD on the same device and waiting for it, both on one host slot
+ * in range moving the stage's offload bytes; every backward-phase op after the RELOAD in its
+ * program, on the slot it filled, and RECV_B, B and I waiting for it. */
+pp_status_t plan_check_offload(const pp_plan_t *plan);
+
+/* The channels a plan orders its ops on: one per device for a role with one stream per device
+ * (compute, offload, load, overlap), one per directed device pair for a per-peer role (a send and a
+ * recv channel per pair), laid out role after role in the order of the role table. Ops of one
+ * channel run in plan order: program order, except that a send channel follows the order in which
+ * the receiver posts its RECVs (lower.c). Channels are independent of each other, so a device's
+ * send to one peer never waits behind its send to another, and a SEND never holds up the sender's
+ * compute. An executor may map several channels onto one stream as long as it enqueues them in
+ * plan order. */
+#define PP_MAX_CHANNELS /* an upper bound: every role per device, and two per-peer roles */        \
+    (PP_ROLE_COUNT * PP_MAX_DEVICES + 2 * PP_MAX_DEVICES * PP_MAX_DEVICES)
+static inline int pp_role_channels(int n_devices, pp_role_t r)
+{
+    return pp_role_row(r)->per_peer ? n_devices * n_devices : n_devices;
+}
+static inline int pp_channel_count(int n_devices)
+{
+    int n = 0;
+    for (int r = 0; r < PP_ROLE_COUNT; r++)
+        n += pp_role_channels(n_devices, (pp_role_t)r);
+    return n;
+}
+static inline int pp_channel_of(int n_devices, int device, pp_role_t role, int peer_device)
+{
+    int c = 0;
+    for (int r = 0; r < (int)role && r < PP_ROLE_COUNT; r++)
+        c += pp_role_channels(n_devices, (pp_role_t)r);
+    return c + (pp_role_row(role)->per_peer ? device * n_devices + peer_device : device);
+}
+/* Channel of plan op k (its pair must be matched: peer set for a SEND or RECV). */
+static inline int pp_plan_channel(const struct pp_plan *plan, int k)
+{
+    const pp_op_t *o = &plan->ops[k];
+    int peer_dev = pp_role_row(o->role)->per_peer ? plan->ops[o->peer].device : 0;
+    return pp_channel_of(plan->n_devices, o->device, o->role, peer_dev);
+}
+
+static inline const char *pp_role_name(pp_role_t r)
+{
+    return pp_role_row(r)->name;
+}
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_PLAN_H */

@@ -1,0 +1,430 @@
+/*
+ * planner.c — the search of planner.h: enumerate the candidates from the kind table, run each
+ * through the chain's prediction (run_load + run_predict), rank, and read off the Pareto front
+ * and the comparison of the best two.
+ *
+ * Two passes: the first lists the combinations and counts the skipped ones by reason (cheap, the
+ * kind table's checks); the second evaluates the list, with progress on stderr once it has taken
+ * a second. Every candidate is loaded from the file again with its own overrides, so it is
+ * exactly the run `ppsched FILE --set ...` would make; the chain is freed after each.
+ */
+#include "planner.h"
+
+#include "model/cost.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PLAN_MAX_CHUNKS 8
+#define PLAN_MAX_SEQS   (1L << 24) /* global batch, sequences */
+#define PLAN_MAX_ROOT   4096       /* its square root */
+
+static const char *const skip_names[PP_SKIP_COUNT] = {
+    [PP_SKIP_CHUNKS] = "chunks",       [PP_SKIP_MICRO_BATCHES] = "micro-batches",
+    [PP_SKIP_PLACEMENT] = "placement", [PP_SKIP_LAYERS] = "layers",
+    [PP_SKIP_BUILD] = "refused",       [PP_SKIP_SAME_SPLIT] = "same split",
+};
+
+const char *plan_skip_name(pp_skip_t k)
+{
+    return (int)k >= 0 && k < PP_SKIP_COUNT ? skip_names[k] : "?";
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- the base file and the batch ------------------------------------------------------------ */
+
+static pp_status_t plan_base(pp_search_t *s, const pp_plan_query_t *q)
+{
+    pp_config_t *b = &s->base;
+    PP_CHECK(config_load(b, q->path, q->sets, q->n_sets));
+    s->have_base = 1;
+    if (sched_kind(b->schedule.kind)->written) {
+        fprintf(stderr,
+                "%s: plan searches the generated kinds, but this file writes its schedule "
+                "(schedule.%s) (allowed: a file with schedule.kind, or none)\n",
+                q->path, sched_kind_name(b->schedule.kind));
+        return PP_ERR_INPUT;
+    }
+    s->p = q->gpus > 0 ? q->gpus : (b->pipeline.devices_all ? 4 : b->pipeline.n_devices);
+    if (s->p < 1 || s->p > PP_MAX_DEVICES) {
+        fprintf(stderr, "plan: --gpus %d (allowed: 1..%d)\n", s->p, PP_MAX_DEVICES);
+        return PP_ERR_INPUT;
+    }
+    double seq = b->model.seq_len;
+    if (q->global_batch > 0) {
+        s->seqs = q->global_batch;
+    } else if (q->tokens > 0) {
+        s->seqs = (long)floor(q->tokens / seq + 0.5);
+        if (s->seqs < 1 || fabs((double)s->seqs * seq - q->tokens) > 0.5) {
+            fprintf(stderr,
+                    "plan: --tokens %.0f is not a whole number of %d-token sequences (allowed: a "
+                    "multiple of model.seq_len, e.g. %.0f)\n",
+                    q->tokens, b->model.seq_len, (s->seqs < 1 ? 1 : (double)s->seqs) * seq);
+            return PP_ERR_INPUT;
+        }
+    } else {
+        s->seqs = (long)b->pipeline.micro_batches * b->pipeline.micro_batch_size;
+    }
+    if (s->seqs > PLAN_MAX_SEQS) {
+        fprintf(stderr, "plan: a global batch of %ld sequences (allowed: 1..%ld)\n", s->seqs,
+                PLAN_MAX_SEQS);
+        return PP_ERR_INPUT;
+    }
+    s->tokens = (double)s->seqs * seq;
+    const pp_gpu_t *g = cost_gpu_for(b, NULL, NULL);
+    snprintf(s->gpu, sizeof s->gpu, "%s", g->name);
+    s->limit_bytes = q->memory_gib > 0 ? q->memory_gib * 1073741824.0 : 0;
+    return PP_OK;
+}
+
+/* ---- pass 1: the combinations ---------------------------------------------------------------- */
+
+static pp_status_t plan_push(pp_search_t *s, const pp_candidate_t *c)
+{
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        pp_candidate_t *nc = realloc(s->c, sizeof *nc * (size_t)cap);
+        PP_ALLOC_CHECK(nc);
+        s->c = nc;
+        s->cap = cap;
+    }
+    s->c[s->n++] = *c;
+    return PP_OK;
+}
+
+/* Why kind k cannot run (v, placement pl, m micro-batches, split sp), or -1 when it can. An even
+ * split needs the layers to divide into the p * v stages; a balanced one, a block for each. */
+static int plan_refusal(const pp_search_t *s, pp_sched_kind_t k, int v, pp_placement_t pl, int m,
+                        pp_split_t sp)
+{
+    static const int of_problem[] = {[PP_KIND_BAD_CHUNKS] = PP_SKIP_CHUNKS,
+                                     [PP_KIND_BAD_MICRO_BATCHES] = PP_SKIP_MICRO_BATCHES,
+                                     [PP_KIND_BAD_PLACEMENT] = PP_SKIP_PLACEMENT};
+    char msg[512];
+    pp_kind_problem_t why = sched_kind_check(k, s->p, m, v, msg, sizeof msg);
+    if (why == PP_KIND_OK) why = sched_kind_check_placement(k, v, pl, msg, sizeof msg);
+    if (why != PP_KIND_OK) return of_problem[why];
+    int stages = s->p * v, layers = s->base.model.layers;
+    if (sp == PP_SPLIT_EVEN ? layers % stages != 0 : layers < stages) return PP_SKIP_LAYERS;
+    return -1;
+}
+
+/* The combinations of kind k, v chunks, placement pl and split sp over the micro-batch sizes b
+ * in bs[nb]. */
+static pp_status_t plan_enumerate_sizes(pp_search_t *s, int k, int v, int pl, pp_split_t sp,
+                                        const long *bs, int nb)
+{
+    /* A refusal that does not depend on m (chunks, placement, layers) counts once. */
+    int why =
+        plan_refusal(s, (pp_sched_kind_t)k, v, (pp_placement_t)pl, (int)(s->seqs / bs[0]), sp);
+    if (why >= 0 && why != PP_SKIP_MICRO_BATCHES) {
+        s->skipped[why]++;
+        return PP_OK;
+    }
+    for (int i = 0; i < nb; i++) {
+        pp_candidate_t c;
+        memset(&c, 0, sizeof c);
+        c.kind = (pp_sched_kind_t)k;
+        c.m = (int)(s->seqs / bs[i]);
+        c.mbs = (int)bs[i];
+        c.v = v;
+        c.placement = (pp_placement_t)pl;
+        c.split = sp;
+        if ((why = plan_refusal(s, c.kind, v, c.placement, c.m, sp)) >= 0) {
+            s->skipped[why]++;
+            continue;
+        }
+        int n = snprintf(c.label, sizeof c.label, "%s", sched_kind_name(c.kind));
+        if (v > 1)
+            n += snprintf(c.label + n, sizeof c.label - (size_t)n, " v=%d%s", v,
+                          pl == PP_PLACEMENT_V ? " place-v" : "");
+        n += snprintf(c.label + n, sizeof c.label - (size_t)n, " m=%d b=%d", c.m, c.mbs);
+        if (sp == PP_SPLIT_BALANCED) snprintf(c.label + n, sizeof c.label - (size_t)n, " balanced");
+        PP_CHECK(plan_push(s, &c));
+    }
+    return PP_OK;
+}
+
+/* Every generated kind of the table, v = 1..PLAN_MAX_CHUNKS, each placement its row builds (one
+ * when v = 1), the even and the balanced layer split, every micro-batch size that divides the
+ * batch into at most PP_MAX_MICRO_BATCHES. */
+static pp_status_t plan_enumerate(pp_search_t *s)
+{
+    long bs[2 * PLAN_MAX_ROOT];
+    int nb = 0;
+    for (long b = 1; b * b <= s->seqs; b++)
+        if (s->seqs % b == 0) bs[nb++] = b;
+    for (int i = nb - 1; i >= 0; i--)
+        if (bs[i] * bs[i] != s->seqs) bs[nb++] = s->seqs / bs[i];
+    int first = 0;
+    while (first < nb && s->seqs / bs[first] > PP_MAX_MICRO_BATCHES)
+        first++;
+    for (int k = 0; k < PP_SCHED_KIND_COUNT; k++) {
+        if (sched_kind((pp_sched_kind_t)k)->written) continue;
+        for (int v = 1; v <= PLAN_MAX_CHUNKS; v++)
+            for (int pl = PP_PLACEMENT_LOOP; pl <= (v > 1 ? PP_PLACEMENT_V : PP_PLACEMENT_LOOP);
+                 pl++)
+                for (int sp = PP_SPLIT_EVEN; sp <= PP_SPLIT_BALANCED; sp++)
+                    PP_CHECK(
+                        plan_enumerate_sizes(s, k, v, pl, (pp_split_t)sp, bs + first, nb - first));
+    }
+    return PP_OK;
+}
+
+/* ---- pass 2: the prediction of each ---------------------------------------------------------- */
+
+int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs[][64],
+                        const char **sets)
+{
+    snprintf(bufs[0], 64, "schedule.kind=%s", sched_kind_name(c->kind));
+    snprintf(bufs[1], 64, "pipeline.devices=%d", s->p);
+    snprintf(bufs[2], 64, "pipeline.stages=auto");
+    snprintf(bufs[3], 64, "pipeline.chunks=%d", c->v);
+    snprintf(bufs[4], 64, "pipeline.placement=%s", c->placement == PP_PLACEMENT_V ? "v" : "loop");
+    snprintf(bufs[5], 64, "pipeline.micro_batches=%d", c->m);
+    snprintf(bufs[6], 64, "pipeline.micro_batch_size=%d", c->mbs);
+    snprintf(bufs[7], 64, "pipeline.split=%s", c->split == PP_SPLIT_BALANCED ? "balanced" : "even");
+    for (int k = 0; k < 8; k++)
+        sets[k] = bufs[k];
+    return 8;
+}
+
+pp_status_t plan_candidate_load(pp_run_t *r, const pp_search_t *s, const pp_plan_query_t *q,
+                                const pp_candidate_t *c, int n_visible)
+{
+    char bufs[8][64];
+    const char *sets[256 + 8];
+    int n = 0;
+    if (q->n_sets > 256) PP_FAIL(PP_ERR_USAGE, "plan: at most 256 --set options");
+    for (int k = 0; k < q->n_sets; k++)
+        sets[n++] = q->sets[k];
+    n += plan_candidate_sets(s, c, bufs, sets + n);
+    return run_load(r, q->path, NULL, sets, n, n_visible);
+}
+
+/* Bubble, the busiest device's compute, bytes moved and memory of a predicted run. */
+static void plan_measure(pp_candidate_t *c, const pp_run_t *r, const pp_search_t *s)
+{
+    const pp_plan_t *pl = &r->plan;
+    double busy[PP_MAX_DEVICES] = {0}, sum = 0, span = timeline_makespan(&r->sim);
+    c->sent_bytes = 0;
+    for (int k = 0; k < pl->n_ops; k++) {
+        const pp_op_t *op = &pl->ops[k];
+        if (pp_action_is_compute(op->kind))
+            busy[op->device] += r->sim.t[k].end_ms - r->sim.t[k].start_ms;
+        else if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
+                 transport_row(op->link)->crosses_devices)
+            c->sent_bytes += (double)pl->boundary_bytes;
+    }
+    c->compute_ms = 0;
+    for (int d = 0; d < pl->n_devices; d++) {
+        sum += busy[d];
+        c->compute_ms = fmax(c->compute_ms, busy[d]);
+    }
+    c->step_ms = r->predicted_ms;
+    c->tokens_per_s = s->tokens / (c->step_ms / 1000.0);
+    c->bubble = span > 0 ? 1.0 - sum / (pl->n_devices * span) : 0;
+    c->fullest = r->mem.fullest;
+    c->peak_bytes = r->mem.dev[r->mem.fullest].total;
+    c->mb_equiv = 0;
+    for (int d = 0; d < r->mem.n_devices; d++)
+        c->mb_equiv = fmax(c->mb_equiv, r->mem.dev[d].mb_equiv);
+}
+
+/* 1 when every stage of the resolved config holds the same number of blocks. */
+static int plan_split_is_even(const pp_config_t *cfg)
+{
+    for (int i = 1; i < cfg->model.n_layers_per_stage; i++)
+        if (cfg->model.layers_per_stage[i] != cfg->model.layers_per_stage[0]) return 0;
+    return 1;
+}
+
+/* Predict candidate i. *why is -1 when it is kept, else why not: the chain refused it (an input
+ * problem, its message already printed), or its balanced split came out even (the even candidate
+ * stands for it). */
+static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i, int *why)
+{
+    pp_run_t r;
+    pp_status_t st = plan_candidate_load(&r, s, q, &s->c[i], -1);
+    *why = st == PP_OK ? -1 : PP_SKIP_BUILD;
+    if (st == PP_OK && s->c[i].split == PP_SPLIT_BALANCED && plan_split_is_even(&r.cfg))
+        *why = PP_SKIP_SAME_SPLIT;
+    if (st == PP_OK && *why < 0) st = run_predict(&r, NULL);
+    if (st == PP_OK && *why < 0) {
+        plan_measure(&s->c[i], &r, s);
+        if (!(s->limit_bytes > 0)) s->limit_bytes = r.mem.limit;
+    }
+    run_free(&r);
+    return st == PP_ERR_INPUT && *why == PP_SKIP_BUILD ? PP_OK : st;
+}
+
+static void plan_progress(const pp_search_t *s, int done, double t0, double *last)
+{
+    double t = now_s();
+    if (t - t0 < 1.0 || t - *last < 0.25) return;
+    *last = t;
+    fprintf(stderr, "\r# plan: %d of %d candidates predicted (%.1f s)", done, s->n, t - t0);
+}
+
+pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q)
+{
+    double t0 = now_s(), last = 0;
+    memset(s, 0, sizeof *s);
+    PP_CHECK(plan_base(s, q));
+    PP_CHECK(plan_enumerate(s));
+    int kept = 0;
+    for (int i = 0; i < s->n; i++) {
+        int why;
+        PP_CHECK(plan_evaluate(s, q, i, &why));
+        if (why < 0)
+            s->c[kept++] = s->c[i];
+        else
+            s->skipped[why]++;
+        if (q->progress) plan_progress(s, i + 1, t0, &last);
+    }
+    if (q->progress && last > 0)
+        fprintf(stderr, "\r# plan: %d of %d candidates predicted (%.1f s)\n", s->n, s->n,
+                now_s() - t0);
+    s->n = kept;
+    for (int i = 0; i < s->n; i++)
+        s->c[i].fits = s->c[i].peak_bytes <= s->limit_bytes;
+    plan_search_rank(s);
+    s->seconds = now_s() - t0;
+    return PP_OK;
+}
+
+/* ---- ranking, front, comparison -------------------------------------------------------------- */
+
+/* Steps within a millionth of each other are a tie (the simulator's sums differ in the last
+ * digits between schedules that run the same ops in another order). */
+static int plan_faster(double a, double b)
+{
+    return a < b - 1e-6 * b;
+}
+
+static int plan_cmp(const void *pa, const void *pb)
+{
+    const pp_candidate_t *a = pa, *b = pb;
+    if (a->fits != b->fits) return b->fits - a->fits;
+    if (a->fits && plan_faster(a->step_ms, b->step_ms)) return -1;
+    if (a->fits && plan_faster(b->step_ms, a->step_ms)) return 1;
+    if (a->peak_bytes != b->peak_bytes) return a->peak_bytes < b->peak_bytes ? -1 : 1;
+    return strcmp(a->label, b->label);
+}
+
+void plan_search_rank(pp_search_t *s)
+{
+    if (s->n > 1) qsort(s->c, (size_t)s->n, sizeof *s->c, plan_cmp);
+    s->n_fit = 0;
+    while (s->n_fit < s->n && s->c[s->n_fit].fits)
+        s->n_fit++;
+}
+
+int plan_search_pareto(const pp_search_t *s, int *idx, int max)
+{
+    int n = 0;
+    /* Walk the fitting candidates by rising memory (ties: faster first); keep each that is faster
+     * than every one kept before. */
+    int *order = malloc(sizeof *order * (size_t)(s->n_fit > 0 ? s->n_fit : 1));
+    if (!order) return 0;
+    for (int i = 0; i < s->n_fit; i++)
+        order[i] = i;
+    for (int i = 1; i < s->n_fit; i++)
+        for (int j = i; j > 0; j--) {
+            const pp_candidate_t *a = &s->c[order[j - 1]], *b = &s->c[order[j]];
+            if (a->peak_bytes < b->peak_bytes ||
+                (a->peak_bytes == b->peak_bytes && !plan_faster(b->step_ms, a->step_ms)))
+                break;
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    double best = INFINITY;
+    for (int i = 0; i < s->n_fit && n < max; i++)
+        if (n == 0 || plan_faster(s->c[order[i]].step_ms, best)) {
+            best = s->c[order[i]].step_ms;
+            idx[n++] = order[i];
+        }
+    free(order);
+    return n;
+}
+
+void plan_search_why(const pp_search_t *s, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (s->n_fit < 2) return;
+    const pp_candidate_t *a = &s->c[0], *b = &s->c[1];
+    const double gib = 1073741824.0;
+    int n;
+    if (plan_faster(a->step_ms, b->step_ms))
+        n = snprintf(buf, size, "%s beats %s by %.2f%% (%.3f vs %.3f ms a step)", a->label,
+                     b->label, 100.0 * (b->step_ms - a->step_ms) / b->step_ms, a->step_ms,
+                     b->step_ms);
+    else
+        n = snprintf(buf, size, "%s ties with %s (%.3f ms a step) and needs no more memory",
+                     a->label, b->label, a->step_ms);
+    if (n < 0 || (size_t)n >= size) return;
+    snprintf(buf + n, size - (size_t)n,
+             ": bubble %.1f%% vs %.1f%% (%+.1f pp), busiest device computes %.3f vs %.3f ms, "
+             "%.2f vs %.2f GiB between devices a step, fullest device %.2f vs %.2f GiB (%+.2f)",
+             100 * a->bubble, 100 * b->bubble, 100 * (a->bubble - b->bubble), a->compute_ms,
+             b->compute_ms, a->sent_bytes / gib, b->sent_bytes / gib, a->peak_bytes / gib,
+             b->peak_bytes / gib, (a->peak_bytes - b->peak_bytes) / gib);
+}
+
+/* ---- --verify -------------------------------------------------------------------------------- */
+
+static int plan_by_measure(const void *pa, const void *pb)
+{
+    const pp_verified_t *a = pa, *b = pb;
+    return a->measured_ms < b->measured_ms ? -1 : a->measured_ms > b->measured_ms;
+}
+
+static pp_status_t plan_run_one(const pp_search_t *s, const pp_plan_query_t *q, int i,
+                                int n_visible, const pp_run_opts_t *ro, pp_verified_t *v)
+{
+    pp_run_t r;
+    pp_status_t st = plan_candidate_load(&r, s, q, &s->c[i], n_visible);
+    if (st == PP_OK) st = run_go(&r, ro);
+    if (st == PP_OK) {
+        v->rank = i + 1;
+        v->predicted_ms = r.predicted_ms;
+        v->measured_ms = r.report.step_ms;
+        v->predicted_bytes = r.mem.dev[r.mem.fullest].total;
+        v->measured_bytes = 0;
+        for (int d = 0; d < r.report.devices; d++)
+            v->measured_bytes =
+                fmax(v->measured_bytes, (double)r.report.per_device[d].peak_mem_bytes);
+    }
+    run_free(&r);
+    return st;
+}
+
+pp_status_t plan_verify(const pp_search_t *s, const pp_plan_query_t *q, int k, int n_visible,
+                        const pp_run_opts_t *ro, pp_verified_t *v, int *n)
+{
+    *n = 0;
+    for (int i = 0; i < s->n_fit && *n < k; i++) {
+        if (q->progress) fprintf(stderr, "# verify [%d/%d] %s\n", *n + 1, k, s->c[i].label);
+        PP_CHECK(plan_run_one(s, q, i, n_visible, ro, &v[*n]));
+        (*n)++;
+    }
+    if (*n > 1) qsort(v, (size_t)*n, sizeof *v, plan_by_measure);
+    return PP_OK;
+}
+
+void plan_search_free(pp_search_t *s)
+{
+    if (!s) return;
+    free(s->c);
+    if (s->have_base) config_free(&s->base);
+    memset(s, 0, sizeof *s);
+}

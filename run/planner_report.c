@@ -1,0 +1,236 @@
+/*
+ * planner_report.c — `ppsched plan`'s outputs, all on report_io.h: the table of the top N (names
+ * row, units row) with the search's preamble, the memory–throughput Pareto front and why the best
+ * beats the runner-up; the same as JSON; every candidate as CSV; and the best as a schedule file
+ * (the model, pipeline, schedule, run and cost keys that make it, readable by config_load).
+ * Reads a finished search only.
+ */
+#include "planner.h"
+
+#include "report/report_io.h"
+
+#include <math.h>
+#include <string.h>
+
+#define GIB 1073741824.0
+
+static void plan_skips(pp_out_t *o, const pp_search_t *s)
+{
+    int total = 0;
+    for (int k = 0; k < PP_SKIP_COUNT; k++)
+        total += s->skipped[k];
+    out_printf(o, "skipped %d", total);
+    const char *sep = ": ";
+    for (int k = 0; k < PP_SKIP_COUNT; k++)
+        if (s->skipped[k]) {
+            out_printf(o, "%s%d %s", sep, s->skipped[k], plan_skip_name((pp_skip_t)k));
+            sep = ", ";
+        }
+}
+
+static void plan_row(pp_out_t *o, int rank, const pp_candidate_t *c)
+{
+    out_printf(o, "%4d  %-36s %3d %5d %4d %10.3f %10.4g %6.1f %8.2f %6.1f %8.2f  %s\n", rank,
+               c->label, c->v, c->m, c->mbs, c->step_ms, c->tokens_per_s, 100 * c->bubble,
+               c->peak_bytes / GIB, c->mb_equiv, c->sent_bytes / GIB, c->fits ? "fits" : "no");
+}
+
+static void plan_preamble(pp_out_t *o, const pp_search_t *s)
+{
+    const pp_model_cfg_t *m = &s->base.model;
+    out_printf(o,
+               "# ppsched plan: %d x %s, %.1f GiB per GPU; global batch %ld sequences (%.0f "
+               "tokens)\n",
+               s->p, s->gpu, s->limit_bytes / GIB, s->seqs, s->tokens);
+    out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
+               m->hidden, m->heads, m->seq_len, m->vocab, pp_dtype_name(m->dtype));
+    out_printf(o, "# searched %d candidates in %.2f s: %d fit, %d do not; ", s->n, s->seconds,
+               s->n_fit, s->n - s->n_fit);
+    plan_skips(o, s);
+    out_printf(o, "\n");
+}
+
+int plan_print_nothing_fits(const pp_search_t *s, FILE *f)
+{
+    if (s->n_fit > 0) return 0;
+    if (s->n == 0) {
+        fprintf(f, "plan: no candidate could be built for %d GPUs and %ld sequences\n", s->p,
+                s->seqs);
+        return 1;
+    }
+    const pp_candidate_t *c = &s->c[0];
+    fprintf(f,
+            "plan: nothing fits in %.1f GiB per GPU: the closest is %s, which needs %.2f GiB on "
+            "device %d (%.1f times the limit)\n",
+            s->limit_bytes / GIB, c->label, c->peak_bytes / GIB, c->fullest,
+            c->peak_bytes / s->limit_bytes);
+    return 1;
+}
+
+pp_status_t plan_print_table(const pp_search_t *s, int top, FILE *f)
+{
+    pp_out_t o;
+    out_wrap(&o, f, "output", "the plan");
+    plan_preamble(&o, s);
+    out_printf(&o, "#\n%4s  %-36s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "rank", "schedule",
+               "v", "m", "b", "step", "tokens/s", "bubble", "peak mem", "act", "p2p", "memory");
+    out_printf(&o, "%4s  %-36s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "", "", "", "", "seq",
+               "(ms)", "", "(%)", "(GiB)", "mb-eq", "(GiB)", "");
+    int shown = top < s->n ? top : s->n;
+    for (int i = 0; i < shown; i++)
+        plan_row(&o, i + 1, &s->c[i]);
+    int idx[64], n = plan_search_pareto(s, idx, 64);
+    if (n > 0) {
+        out_printf(&o, "#\n# memory against throughput (the Pareto front: no candidate that fits "
+                       "is both faster and smaller):\n");
+        for (int i = 0; i < n; i++)
+            out_printf(&o, "#   %8.2f GiB  %10.4g tokens/s  %s (rank %d)\n",
+                       s->c[idx[i]].peak_bytes / GIB, s->c[idx[i]].tokens_per_s, s->c[idx[i]].label,
+                       idx[i] + 1);
+    }
+    char why[1024];
+    plan_search_why(s, why, sizeof why);
+    if (why[0]) out_printf(&o, "# why: %s\n", why);
+    if (s->n_fit > 0)
+        out_printf(&o,
+                   "# best: %s, %.4g tokens/s, %.2f GiB on its fullest device (--emit FILE "
+                   "writes it as a schedule file)\n",
+                   s->c[0].label, s->c[0].tokens_per_s, s->c[0].peak_bytes / GIB);
+    return out_close(&o);
+}
+
+static void plan_json_cand(pp_out_t *o, const pp_candidate_t *c, int rank)
+{
+    out_printf(o, "{\"rank\":%d,\"label\":", rank);
+    out_json_str(o, c->label);
+    out_printf(o, ",\"schedule\":");
+    out_json_str(o, sched_kind_name(c->kind));
+    out_printf(o,
+               ",\"chunks\":%d,\"placement\":\"%s\",\"micro_batches\":%d,\"micro_batch_size\":%d",
+               c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop", c->m, c->mbs);
+    out_json_key_num(o, "step_ms", c->step_ms);
+    out_json_key_num(o, "tokens_per_s", c->tokens_per_s);
+    out_json_key_num(o, "bubble", c->bubble);
+    out_printf(o, ",\"peak_mem_bytes\":%.0f,\"fullest_device\":%d,", c->peak_bytes, c->fullest);
+    out_printf(o, "\"activation_microbatch_equivalents\":");
+    out_json_num(o, c->mb_equiv);
+    out_printf(o, ",\"p2p_bytes\":%.0f,\"fits\":%s}", c->sent_bytes, c->fits ? "true" : "false");
+}
+
+pp_status_t plan_print_json(const pp_search_t *s, int top, FILE *f)
+{
+    pp_out_t o;
+    out_wrap(&o, f, "output", "the plan as JSON");
+    out_printf(&o, "{\"gpus\":%d,\"gpu\":", s->p);
+    out_json_str(&o, s->gpu);
+    out_printf(&o, ",\"memory_limit_bytes\":%.0f,\"global_batch\":%ld,\"tokens_per_step\":%.0f,",
+               s->limit_bytes, s->seqs, s->tokens);
+    out_printf(&o, "\"evaluated\":%d,\"fit\":%d,\"search_s\":", s->n, s->n_fit);
+    out_json_num(&o, s->seconds);
+    out_printf(&o, ",\"skipped\":{");
+    for (int k = 0; k < PP_SKIP_COUNT; k++)
+        out_printf(&o, "%s\"%s\":%d", k ? "," : "", plan_skip_name((pp_skip_t)k), s->skipped[k]);
+    out_printf(&o, "},\"candidates\":[");
+    int shown = top < s->n ? top : s->n;
+    for (int i = 0; i < shown; i++) {
+        if (i) out_printf(&o, ",\n");
+        plan_json_cand(&o, &s->c[i], i + 1);
+    }
+    int idx[64], n = plan_search_pareto(s, idx, 64);
+    out_printf(&o, "],\"pareto_ranks\":[");
+    for (int i = 0; i < n; i++)
+        out_printf(&o, "%s%d", i ? "," : "", idx[i] + 1);
+    char why[1024];
+    plan_search_why(s, why, sizeof why);
+    out_printf(&o, "],\"why\":");
+    if (why[0])
+        out_json_str(&o, why);
+    else
+        out_printf(&o, "null");
+    out_printf(&o, "}\n");
+    return out_close(&o);
+}
+
+pp_status_t plan_print_csv(const pp_search_t *s, FILE *f)
+{
+    pp_out_t o;
+    out_wrap(&o, f, "output", "the plan as CSV");
+    out_printf(&o, "rank,schedule,chunks,placement,micro_batches,micro_batch_size,step_ms,"
+                   "tokens_per_s,bubble,peak_mem_bytes,fullest_device,"
+                   "activation_microbatch_equivalents,p2p_bytes,fits\n");
+    for (int i = 0; i < s->n; i++) {
+        const pp_candidate_t *c = &s->c[i];
+        out_printf(&o, "%d,%s,%d,%s,%d,%d,%.6g,%.6g,%.6g,%.0f,%d,%.4g,%.0f,%d\n", i + 1,
+                   sched_kind_name(c->kind), c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop",
+                   c->m, c->mbs, c->step_ms, c->tokens_per_s, c->bubble, c->peak_bytes, c->fullest,
+                   c->mb_equiv, c->sent_bytes, c->fits);
+    }
+    return out_close(&o);
+}
+
+pp_status_t plan_write_yaml(const pp_search_t *s, const pp_candidate_t *c, const char *path)
+{
+    const pp_config_t *b = &s->base;
+    pp_out_t o;
+    PP_CHECK(out_open(&o, path, "the schedule file"));
+    out_printf(&o, "# %s: written by ppsched plan for %d x %s and %ld sequences a step;\n",
+               c->label, s->p, s->gpu, s->seqs);
+    out_printf(&o, "# predicted %.3f ms a step, %.4g tokens/s, %.2f GiB on device %d\n", c->step_ms,
+               c->tokens_per_s, c->peak_bytes / GIB, c->fullest);
+    out_printf(&o, "name: plan-%s\n", sched_kind_name(c->kind));
+    out_printf(&o,
+               "model: {layers: %d, hidden: %d, heads: %d, seq_len: %d, vocab: %d, dtype: %s}\n",
+               b->model.layers, b->model.hidden, b->model.heads, b->model.seq_len, b->model.vocab,
+               pp_dtype_name(b->model.dtype));
+    out_printf(&o,
+               "pipeline: {devices: %d, stages: auto, chunks: %d, placement: %s, split: %s, "
+               "micro_batches: %d, micro_batch_size: %d, transport: %s}\n",
+               s->p, c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop",
+               c->split == PP_SPLIT_BALANCED ? "balanced" : "even", c->m, c->mbs,
+               transport_name(b->pipeline.transport));
+    out_printf(&o, "schedule: {kind: %s}\n", sched_kind_name(c->kind));
+    out_printf(&o,
+               "run: {steps: %d, warmup: %d, seed: %llu, optimizer: %s, lr: %.9g, "
+               "weight_decay: %.9g, recompute: %s, offload: %s}\n",
+               b->run.steps, b->run.warmup, (unsigned long long)b->run.seed,
+               b->run.optimizer == PP_OPT_ADAMW ? "adamw" : "none", b->run.lr, b->run.weight_decay,
+               stage_recompute_name(b->run.recompute),
+               b->run.offload == PP_OFFLOAD_ACTIVATIONS ? "activations" : "none");
+    out_printf(&o, "cost: {gpu: %s", s->gpu);
+    if (b->cost_src.link[0]) out_printf(&o, ", link: %s", b->cost_src.link);
+    if (b->cost.host_link_gbps > 0)
+        out_printf(&o, ", host_link_gbps: %.9g", b->cost.host_link_gbps);
+    if (config_cost_hand_set(b))
+        out_printf(&o, ", forward: %.9g, backward_input: %.9g, backward_weight: %.9g, send: %.9g",
+                   b->cost.forward, b->cost.backward_input, b->cost.backward_weight, b->cost.send);
+    if (b->cost_src.profile) {
+        out_printf(&o, ", profile: ");
+        out_json_str(&o, b->cost_src.profile);
+    }
+    out_printf(&o, "}\n");
+    return out_close(&o);
+}
+
+pp_status_t plan_print_verified(const pp_search_t *s, const pp_verified_t *v, int n, FILE *f)
+{
+    pp_out_t o;
+    out_wrap(&o, f, "output", "the verified plan");
+    out_printf(&o,
+               "#\n# verified: %d candidate%s run on the GPUs present, re-ranked by the measured "
+               "step:\n",
+               n, n == 1 ? "" : "s");
+    out_printf(&o, "%4s %4s  %-36s %10s %10s %7s %10s %9s %9s\n", "rank", "pred", "schedule",
+               "predicted", "measured", "error", "tokens/s", "pred mem", "meas mem");
+    out_printf(&o, "%4s %4s  %-36s %10s %10s %7s %10s %9s %9s\n", "", "rank", "", "(ms)", "(ms)",
+               "(%)", "measured", "(GiB)", "(GiB)");
+    for (int i = 0; i < n; i++)
+        out_printf(&o, "%4d %4d  %-36s %10.3f %10.3f %+7.1f %10.4g %9.2f %9.2f\n", i + 1, v[i].rank,
+                   s->c[v[i].rank - 1].label, v[i].predicted_ms, v[i].measured_ms,
+                   100 * (v[i].predicted_ms - v[i].measured_ms) / v[i].measured_ms,
+                   s->tokens / (v[i].measured_ms / 1000), v[i].predicted_bytes / GIB,
+                   v[i].measured_bytes / GIB);
+    if (n > 0)
+        out_printf(&o, "# measured best: %s (predicted rank %d)\n", s->c[v[0].rank - 1].label,
+                   v[0].rank);
+    return out_close(&o);
+}

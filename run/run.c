@@ -1,0 +1,250 @@
+/*
+ * run.c — the chain of run.h: config → schedule → plan → simulate | execute → timeline → report.
+ *
+ * Order of a measured run: predict (cost model from the model and the GPU, one simulation, the
+ * predicted step kept), execute, then the cost model from the measured op times and one
+ * simulation with it, so the simulated bubble differs from the measured one only by what the
+ * cost model leaves out (launch gaps, contention, the order the GPU really ran things in). A
+ * simulated run predicts, and that is its result. The plan is lowered once;
+ * schedule_validate checks the programs and plan_lower's dry run finds deadlocks.
+ *
+ * Under several processes (pp_group.h) every process loads, plans and predicts the whole run;
+ * the one simulation that is the run's result is split: each process simulates its own devices
+ * and the parts are merged (timeline_merge, run_group.c), so every process holds the same timeline
+ * and report and rank 0 prints it. Every step that can fail on one process alone is followed by
+ * group_agree, so the others never wait for it.
+ */
+#include "run.h"
+
+#include "model/cost.h"
+
+#include "schedule/generate.h"
+#include "config/written.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char *const *sets,
+                     int n_sets, int n_visible)
+{
+    memset(r, 0, sizeof *r);
+    if (yaml)
+        PP_CHECK(config_load_string(&r->cfg, path, yaml, sets, n_sets));
+    else
+        PP_CHECK(config_load(&r->cfg, path, sets, n_sets));
+    if (sched_kind(r->cfg.schedule.kind)->written) {
+        /* A written schedule decides the pipeline's shape: build it, then bring the keys in line.
+         */
+        PP_CHECK(generate_schedule(&r->sched, &r->cfg));
+        PP_CHECK(written_reconcile(&r->cfg, &r->sched, n_visible));
+    }
+    PP_CHECK(config_resolve(&r->cfg, n_visible));
+    return run_plan(r);
+}
+
+pp_status_t run_plan(pp_run_t *r)
+{
+    if (!sched_kind(r->cfg.schedule.kind)->written) PP_CHECK(generate_schedule(&r->sched, &r->cfg));
+    pp_status_t st = schedule_validate(&r->sched);
+    if (st == PP_OK) st = plan_lower(&r->plan, &r->sched, &r->cfg);
+    if (st == PP_OK) st = plan_validate(&r->plan);
+    if (st == PP_ERR_INPUT)
+        fprintf(stderr, "%s: the %s schedule above is not valid\n",
+                r->cfg.path ? r->cfg.path : "config", sched_kind_name(r->cfg.schedule.kind));
+    return st;
+}
+
+/* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer;
+ * the host link's bandwidth over the measured copies (`link`, the config's, without copies).
+ * Kinds a plan does not use keep 0 (B falls back to I + W). */
+static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
+                                     const pp_timeline_t *tl, double link)
+{
+    pp_cost_cfg_t zero = {0};
+    int n = plan->n_stages;
+    PP_CHECK(cost_model_uniform(cm, n, &zero));
+    int *cnt = calloc((size_t)n * 4, sizeof *cnt);
+    PP_ALLOC_CHECK(cnt);
+    double *per[4] = {cm->f, cm->b, cm->i, cm->w};
+    double send = 0, copy_bytes = 0, copy_ms = 0;
+    int n_send = 0;
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        double dur = tl->t[k].end_ms - tl->t[k].start_ms;
+        if (pp_action_is_compute(op->kind)) {
+            per[op->kind][op->stage] += dur;
+            cnt[op->kind * n + op->stage]++;
+        } else if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
+                   transport_row(op->link)->crosses_devices) {
+            send += dur;
+            n_send++;
+        } else if (pp_action_is_copy(op->kind)) {
+            copy_bytes += (double)op->bytes;
+            copy_ms += dur;
+        }
+    }
+    for (int kind = 0; kind < 4; kind++)
+        for (int st = 0; st < n; st++)
+            if (cnt[kind * n + st]) per[kind][st] /= cnt[kind * n + st];
+    for (int st = 0; st < n; st++)
+        if (!cnt[PP_ACT_B * n + st]) cm->b[st] = cm->i[st] + cm->w[st];
+    cm->send = n_send ? send / n_send : 0;
+    cm->host_link_gbps = copy_ms > 0 ? copy_bytes / copy_ms / 1e6 : link;
+    free(cnt);
+    return PP_OK;
+}
+
+pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_config_t *cfg,
+                           const pp_timeline_t *measured, const pp_gpu_t *present,
+                           const pp_profile_t *prof)
+{
+    if (measured && measured->has_op_times) {
+        /* a measured B of a pair already includes what sharing the GPU with its forward cost */
+        PP_CHECK(cost_from_measure(cm, plan, measured, cost_host_link_gbps(cfg)));
+        cm->overlap = cfg->cost.overlap;
+        return PP_OK;
+    }
+    return cost_model_build(cm, cfg, plan, present, prof, NULL);
+}
+
+/* The predicted cost model: cost.profile read once, the model built on `present`. */
+static pp_status_t predict_cost(pp_run_t *r, const pp_gpu_t *present, pp_cost_source_t *source)
+{
+    if (r->cfg.cost_src.profile && !r->have_prof) {
+        PP_CHECK(profile_load(&r->prof, r->cfg.cost_src.profile));
+        r->have_prof = 1;
+    }
+    r->present = present;
+    cost_model_free(&r->cost);
+    timeline_free(&r->sim);
+    return cost_model_build(&r->cost, &r->cfg, &r->plan, present, r->have_prof ? &r->prof : NULL,
+                            source);
+}
+
+/* run_predict; with `what_if` (on one process), the what-if figures of the cost model too, in the
+ * simulation's own pass (r->have_what_if). */
+static pp_status_t predict(pp_run_t *r, const pp_gpu_t *present, int what_if)
+{
+    pp_cost_source_t source;
+    pp_status_t st = predict_cost(r, present, &source);
+    r->have_what_if = 0;
+    if (r->group && r->group->size > 1) {
+        PP_CHECK(group_agree(r->group, st)); /* a profile only one process cannot read */
+        PP_CHECK(run_simulate_split(r));
+    } else if (what_if) {
+        PP_CHECK(st);
+        PP_CHECK(explain_what_if_sim(&r->what_if, &r->sim, &r->plan, &r->cost));
+        r->have_what_if = 1;
+    } else {
+        PP_CHECK(st);
+        PP_CHECK(simulate_plan(&r->sim, &r->plan, &r->cost));
+    }
+    const pp_profile_t *prof = r->have_prof ? &r->prof : NULL;
+    r->predicted_ms = r->sim.step_ms[0];
+    const pp_gpu_t *gpu = cost_gpu_for(&r->cfg, present, prof);
+    cost_model_describe(r->cost_desc, sizeof r->cost_desc, &r->cost, &r->cfg, &r->plan, source, gpu,
+                        prof);
+    PP_CHECK(memory_predict(&r->mem, &r->cfg, &r->plan, gpu, prof));
+    r->predicted = 1;
+    return PP_OK;
+}
+
+pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present)
+{
+    return predict(r, present, 0);
+}
+
+pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o)
+{
+    pp_exec_opts_t eo = {
+        .sync = o->sync,
+        .graph = cfg->run.graph && !o->sync,
+        .timing = cfg->run.timing,
+        .timeout_s = o->timeout_s > 0 ? o->timeout_s : cfg->run.timeout_s,
+        .verbose = o->verbose,
+        .check_grads = o->check_grads,
+        .serial_pairs = o->serial_pairs,
+        .group = o->group,
+    };
+    return eo;
+}
+
+pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o)
+{
+    if (!o->exec) PP_FAIL(PP_ERR_INTERNAL, "run_execute: no executor");
+    pp_exec_opts_t eo = run_exec_opts(&r->cfg, o);
+    PP_CHECK(o->exec(&r->meas, &r->exec, &r->plan, &r->cfg, &eo));
+    r->measured = 1;
+    return PP_OK;
+}
+
+pp_status_t run_finish(pp_run_t *r)
+{
+    if (!r->predicted) PP_CHECK(run_predict(r, r->present));
+    if (r->measured && r->meas.has_op_times) { /* the measured costs, simulated with the what-if */
+        cost_model_free(&r->cost);
+        timeline_free(&r->sim);
+        r->have_what_if = 0;
+        PP_CHECK(run_cost_model(&r->cost, &r->plan, &r->cfg, &r->meas, NULL, NULL));
+        PP_CHECK(explain_what_if_sim(&r->what_if, &r->sim, &r->plan, &r->cost));
+        r->have_what_if = 1;
+    }
+    PP_CHECK(report_build(&r->report, &r->cfg, &r->plan, run_timeline(r), &r->sim));
+    r->have_report = 1;
+    /* What-if from the run's own op costs; a measured run without op times has none (its cost
+     * model is the config's). */
+    if (r->have_what_if && (!r->measured || r->meas.has_op_times))
+        report_set_what_if(&r->report, &r->what_if);
+    else if (!r->measured || r->meas.has_op_times)
+        PP_CHECK(report_what_if(&r->report, &r->plan, &r->cost));
+    size_t mem[PP_MAX_DEVICES];
+    double mb[PP_MAX_DEVICES];
+    char verdict[256];
+    for (int d = 0; d < r->mem.n_devices; d++) {
+        mem[d] = (size_t)r->mem.dev[d].total;
+        mb[d] = r->mem.dev[d].mb_equiv;
+    }
+    memory_verdict(&r->mem, verdict, sizeof verdict);
+    report_set_prediction(&r->report, r->predicted_ms, mem, mb, r->cost_desc, verdict);
+    /* The mean loss of the last step: a measured run's own figure, for bitwise comparisons. */
+    if (r->measured && r->exec.loss && r->exec.n_steps > 0)
+        r->report.loss = r->exec.loss[r->exec.n_steps - 1];
+    return PP_OK;
+}
+
+pp_status_t run_go(pp_run_t *r, const pp_run_opts_t *o)
+{
+    r->group = o->group;
+    PP_CHECK(predict(r, o->gpu, !o->measure)); /* a simulated run's what-if comes along */
+    if (o->measure) PP_CHECK(run_execute(r, o));
+    return run_finish(r);
+}
+
+const pp_timeline_t *run_timeline(const pp_run_t *r)
+{
+    return r->measured ? &r->meas : &r->sim;
+}
+
+/* Here rather than in execute.c: a run owns its result and is freed where no CUDA is linked. */
+void exec_result_free(pp_exec_result_t *res)
+{
+    if (!res) return;
+    free(res->loss);
+    free(res->grads);
+    memset(res, 0, sizeof *res);
+}
+
+void run_free(pp_run_t *r)
+{
+    if (!r) return;
+    if (r->have_report) report_free(&r->report);
+    exec_result_free(&r->exec);
+    timeline_free(&r->meas);
+    timeline_free(&r->sim);
+    cost_model_free(&r->cost);
+    plan_free(&r->plan);
+    schedule_free(&r->sched);
+    config_free(&r->cfg);
+    memset(r, 0, sizeof *r);
+}

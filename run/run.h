@@ -1,0 +1,139 @@
+/*
+ * run.h — the one chain every caller runs: config → schedule → plan (lowered once) →
+ * simulate | execute → timeline → report, with the cost model built once.
+ *
+ * The command line, the GPU tests and the benchmarks all go through it, so a phase changes in one
+ * place. It is plain C: the executor comes in as a function (execute_plan where CUDA is linked),
+ * so the chain builds and is tested on a machine without a GPU. The cost model has one source,
+ * run_cost_model (cost.h's model, or the measured op times). Before anything runs, run_predict
+ * prices the plan and keeps the predicted step, so a measured run reports prediction against
+ * measurement. A pp_run_t owns everything it holds; run_free releases a partly built one.
+ */
+#ifndef PP_RUN_H
+#define PP_RUN_H
+
+#include "common/pp_status.h"
+#include "config/config.h"
+#include "exec/execute.h"
+#include "model/gpu.h"
+#include "plan/memory.h"
+#include "plan/plan.h"
+#include "model/profile.h"
+#include "report/report.h"
+#include "plan/schedule.h"
+#include "sim/simulate.h"
+#include "sim/timeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Runs a plan on the devices (execute_plan's shape). */
+typedef pp_status_t (*pp_executor_fn)(pp_timeline_t *tl, pp_exec_result_t *res,
+                                      const pp_plan_t *plan, const pp_config_t *cfg,
+                                      const pp_exec_opts_t *opts);
+
+typedef struct pp_run {
+    pp_config_t cfg;
+    pp_schedule_t sched;   /* compute-only or as written */
+    pp_plan_t plan;        /* lowered once */
+    pp_cost_model_t cost;  /* run_cost_model's, built once */
+    pp_timeline_t sim;     /* the simulator's timeline (always, once run_finish ran) */
+    pp_timeline_t meas;    /* the executor's (measured runs) */
+    pp_exec_result_t exec; /* losses (and gradients when asked) of a measured run */
+    pp_report_t report;
+    pp_profile_t prof;       /* cost.profile, once run_predict read it */
+    int have_prof;           /* 1 when prof holds a profile */
+    const pp_gpu_t *present; /* the GPU a measured run runs on (when the table knows it) */
+    int predicted;           /* 1 once run_predict ran */
+    pp_what_if_t what_if;    /* the what-if figures of `cost`, simulated in sim's pass */
+    int have_what_if;        /* 1 when what_if holds them */
+    double predicted_ms;     /* the step the cost model predicts before running */
+    char cost_desc[512];     /* where the predicted costs came from, for the report */
+    pp_mem_pred_t mem;       /* the memory predicted per device, and the fit check */
+    int measured;            /* 1 when meas and exec hold a run */
+    int have_report;         /* 1 once report is built */
+    pp_group_t *group;       /* the processes of the run (run_go sets it); NULL: this one alone */
+} pp_run_t;
+
+/* What a caller asks of a run beyond its config. */
+typedef struct pp_run_opts {
+    int measure;         /* 1: execute on the devices; 0: simulate only */
+    pp_executor_fn exec; /* the executor (execute_plan) when measuring */
+    int sync;            /* --sync: the naive baseline (no graph) */
+    double timeout_s;    /* > 0: overrides run.timeout */
+    int verbose;         /* the executor's banner */
+    int check_grads;     /* keep the last step's gradients in r->exec */
+    const pp_gpu_t *gpu; /* the GPU present (gpu_match_device of its name), or NULL */
+    int serial_pairs;    /* overlapped pairs on one stream (pp_exec_opts_t) */
+    pp_group_t *group;   /* the processes of an MPI launch (pp_group.h); NULL: this one alone */
+} pp_run_opts_t;
+
+/* Load `path` (or, when yaml is not NULL, that text named `path`) with the overrides; for a
+ * written schedule (steps, csv) build it and reconcile the pipeline keys with it; resolve the
+ * config against n_visible CUDA devices; then run_plan. On failure `r` is left freeable. */
+pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char *const *sets,
+                     int n_sets, int n_visible);
+
+/* Generate the schedule of r->cfg (resolved; a written one is already built), check it, lower it
+ * once and check the plan. Prints
+ * "<path>: the <kind> schedule above is not valid" after an input problem. */
+pp_status_t run_plan(pp_run_t *r);
+
+/* Under several processes (g->size > 1), after run_load: the devices split over them
+ * (config_check_processes), every transfer between two processes goes over a transport that
+ * crosses processes, and every process holds the same plan (a bad config one rank alone sees, a
+ * different file or --set). The result is agreed: every process returns the first failure. */
+pp_status_t run_check_processes(pp_run_t *r, pp_group_t *g);
+
+/* The process that owns each pipeline device of r's plan under `g` (pipeline.devices_per_process,
+ * or an even split), into rank_of[plan.n_devices]. */
+void run_rank_of(const pp_run_t *r, const pp_group_t *g, int *rank_of);
+
+/* Under several processes (r->group): each simulates the ops of its own devices with r->cost
+ * (simulate_plan_part, within run.timeout), and the parts are merged into r->sim on every process.
+ * run_predict calls it. */
+pp_status_t run_simulate_split(pp_run_t *r);
+
+/* On rank 0 of several processes: one line saying which devices each rank owns. */
+void run_note_processes(const pp_run_t *r, const pp_group_t *g, FILE *f);
+
+/* The cost model of a plan: with a measured timeline (per-op times), per stage the mean duration
+ * of each compute kind and the mean cross-device transfer; otherwise cost_model_build (cost.h):
+ * the hand-set `cost:` values when given, else the stage's FLOPs and bytes on the GPU description
+ * (cost.gpu, else `present`, else h100), calibrated by `prof` when not NULL. The one place a cost
+ * model comes from. */
+pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_config_t *cfg,
+                           const pp_timeline_t *measured, const pp_gpu_t *present,
+                           const pp_profile_t *prof);
+
+/* Before running: read cost.profile (once), build the cost model with `present`, simulate (under
+ * several processes, each its own devices, the parts merged: simulate_plan_part), and
+ * keep the predicted step (r->predicted_ms), the cost model's description and the memory each
+ * device will take (r->mem, checked against the same GPU description). */
+pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present);
+
+/* The executor's options: the config's run.* keys with the caller's overrides. */
+pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o);
+
+/* Execute the plan with o->exec and run_exec_opts (measured run: r->meas, r->exec). */
+pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o);
+
+/* Build the cost model (from the measurement when there is one with op times; the prediction
+ * otherwise, made here unless run_predict ran), simulate the plan with it, and build the report of
+ * the measured run, or of the simulation, with the prediction attached. */
+pp_status_t run_finish(pp_run_t *r);
+
+/* Everything after run_plan: run_predict, run_execute when o->measure, then run_finish. */
+pp_status_t run_go(pp_run_t *r, const pp_run_opts_t *o);
+
+/* The timeline the report describes: measured when there is one, else simulated. */
+const pp_timeline_t *run_timeline(const pp_run_t *r);
+
+void run_free(pp_run_t *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_RUN_H */
