@@ -23,6 +23,7 @@
 #include "run/profile_run.h"
 #include "run/report_compare.h"
 #include "report/report_io.h"
+#include "config/resolve.h"
 #include "run/run.h"
 
 #include <errno.h>
@@ -434,17 +435,17 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     if (o->json)
         st = report_print_json(&j.report, stdout);
     else
-        st = report_print_table(&j.report, &j.cfg, stdout);
+        st = report_print_table(&j.report, &j.job, stdout);
     if (st == PP_OK && o->critical_path && !o->json)
         st = report_print_critical_path(&j.report, stdout);
     if (st != PP_OK) goto done;
     if (o->trace)
         PP_CHECK_GOTO(report_write_trace_devices(&j.plan, run_timeline(&j),
-                                                 j.measured ? j.cfg.pipeline.device_ids : NULL,
+                                                 j.measured ? j.job.pipeline.device_ids : NULL,
                                                  o->trace),
                       st, done);
     if (o->svg)
-        PP_CHECK_GOTO(report_write_svg(&j.plan, run_timeline(&j), j.cfg.name, o->svg), st, done);
+        PP_CHECK_GOTO(report_write_svg(&j.plan, run_timeline(&j), j.job.name, o->svg), st, done);
     if (!o->json && !o->quiet) {
         if (o->trace)
             printf("# trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", o->trace);
@@ -458,13 +459,14 @@ done:
 static pp_status_t cmd_profile(const char *path, const opts_t *o)
 {
     pp_config_t cfg;
+    pp_job_t job = {0};
     pp_profile_t prof;
     pp_status_t st;
     FILE *out = stdout;
     PP_CHECK_GOTO(config_load(&cfg, path, o->sets, o->n_sets), st, done);
-    PP_CHECK_GOTO(config_resolve(&cfg, execute_device_count()), st, done);
-    PP_CHECK_GOTO(execute_profile(&prof, &cfg, cfg.run.steps, !o->quiet), st, done);
-    PP_CHECK_GOTO(profile_measure_runs(&prof, &cfg, execute_plan, !o->quiet), st, done);
+    PP_CHECK_GOTO(job_resolve(&job, &cfg, NULL, execute_device_count()), st, done);
+    PP_CHECK_GOTO(execute_profile(&prof, &job, job.run.steps, !o->quiet), st, done);
+    PP_CHECK_GOTO(profile_measure_runs(&prof, &job, execute_plan, !o->quiet), st, done);
     if (!o->quiet) profile_print_summary(&prof, stderr);
     if (o->output && !(out = fopen(o->output, "w"))) {
         fprintf(stderr, "%s: -o %s: %s\n", prog, o->output, strerror(errno));
@@ -478,6 +480,7 @@ static pp_status_t cmd_profile(const char *path, const opts_t *o)
     }
     if (st == PP_OK && o->output && !o->quiet) fprintf(stderr, "# profile: %s\n", o->output);
 done:
+    job_free(&job);
     config_free(&cfg);
     return st;
 }
@@ -493,7 +496,7 @@ static pp_status_t cmd_check(const char *path, const opts_t *o)
             if (j.plan.slots_per_stage[s] > max_slots) max_slots = j.plan.slots_per_stage[s];
         printf("%s: ok: %s (%s), %d %s, %d %s, %d %s, %d ops, at most %d activation %s per "
                "stage\n",
-               path, j.cfg.name, sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices,
+               path, j.job.name, sched_kind_name(j.job.kind), j.plan.n_devices,
                pp_plural(j.plan.n_devices, "device", "devices"), j.plan.n_stages,
                pp_plural(j.plan.n_stages, "stage", "stages"), j.plan.n_mb,
                pp_plural(j.plan.n_mb, "micro-batch", "micro-batches"), j.plan.n_ops, max_slots,
@@ -513,11 +516,11 @@ static pp_status_t cmd_show(const char *path, const opts_t *o)
     } else if (o->emit) {
         st = schedule_write_yaml(&j.sched, stdout);
     } else {
-        printf("# %s: %s (%s), p=%d, stages=%d, m=%d, v=%d\n", path, j.cfg.name,
-               sched_kind_name(j.cfg.schedule.kind), j.plan.n_devices, j.plan.n_stages, j.plan.n_mb,
+        printf("# %s: %s (%s), p=%d, stages=%d, m=%d, v=%d\n", path, j.job.name,
+               sched_kind_name(j.job.kind), j.plan.n_devices, j.plan.n_stages, j.plan.n_mb,
                j.plan.chunks);
         plan_print_grid(&j.plan, stdout);
-        plan_print_memory(&j.plan, &j.cfg, stdout);
+        plan_print_memory(&j.plan, &j.job, stdout);
     }
 done:
     run_free(&j);
@@ -625,7 +628,7 @@ static pp_status_t compare_runs(char **files, int n_files, const opts_t *o, cons
             st = run_load(&j->run, files[fi], NULL, sets, n_sets, n_visible);
             if (st == PP_OK && *n_done == 0) note_simulating(o, n_visible);
             snprintf(j->label, sizeof j->label, "%s%s",
-                     j->run.cfg.name ? j->run.cfg.name : files[fi], suffix);
+                     j->run.job.name ? j->run.job.name : files[fi], suffix);
             if (st == PP_OK) st = run_go(&j->run, ro);
             ++*n_done;
             if (st == PP_ERR_INPUT && o->n_sweep > 0) {

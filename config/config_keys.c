@@ -38,7 +38,7 @@ static pp_status_t set_name(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 static pp_status_t set_layers_per_stage(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 {
     static const char *forms = "a list of blocks per stage such as [5, 6, 6, 7]";
-    pp_model_cfg_t *m = &c->cfg->model;
+    pp_job_model_t *m = &c->cfg->model;
     if (n->type != YAML_SEQUENCE_NODE)
         return cfg_err(c, n, key, "expected a list, got %s (allowed: %s)", cfg_node_what(n), forms);
     yaml_node_item_t *it = n->data.sequence.items.start;
@@ -58,7 +58,7 @@ static pp_status_t set_layers_per_stage(cfg_ctx_t *c, const yaml_node_t *n, cons
 /* `devices: all | N | [id, ...]` */
 static pp_status_t set_devices(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 {
-    pp_pipeline_cfg_t *pl = &c->cfg->pipeline;
+    pp_job_pipeline_t *pl = &c->cfg->pipeline;
     if (n->type == YAML_SCALAR_NODE && !strcmp(cfg_node_text(n), "all")) {
         pl->devices_all = 1;
         pl->n_devices = 0;

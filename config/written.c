@@ -141,10 +141,10 @@ static int most_chunks(const pp_schedule_t *s)
 }
 
 /* `devices`: what the user set must be the schedule's count; `all` resolves here. */
-static pp_status_t reconcile_devices(pp_config_t *cfg, const pp_schedule_t *s, int n_visible,
-                                     const char *what)
+static pp_status_t reconcile_devices(pp_job_t *job, const pp_config_t *cfg, const pp_schedule_t *s,
+                                     int n_visible, const char *what)
 {
-    pp_pipeline_cfg_t *pl = &cfg->pipeline;
+    pp_job_pipeline_t *pl = &job->pipeline;
     if (!config_is_set(cfg, PP_CFG_DEVICES)) {
         pl->devices_all = 0;
         pl->n_devices = s->n_devices;
@@ -172,11 +172,12 @@ static pp_status_t reconcile_devices(pp_config_t *cfg, const pp_schedule_t *s, i
     return PP_OK;
 }
 
-pp_status_t written_reconcile(pp_config_t *cfg, const pp_schedule_t *s, int n_visible)
+pp_status_t written_reconcile(pp_job_t *job, const pp_config_t *cfg, const pp_schedule_t *s,
+                              int n_visible)
 {
-    pp_pipeline_cfg_t *pl = &cfg->pipeline;
+    pp_job_pipeline_t *pl = &job->pipeline;
     const char *what = cfg->schedule.kind == PP_SCHED_CSV ? "schedule.csv" : "schedule.steps";
-    PP_CHECK(reconcile_devices(cfg, s, n_visible, what));
+    PP_CHECK(reconcile_devices(job, cfg, s, n_visible, what));
     if (config_is_set(cfg, PP_CFG_STAGES) && pl->stages != 0 && pl->stages != s->n_stages)
         return config_error_at(cfg, PP_CFG_STAGES, 0, 0,
                                "%d stages, but %s has %d (allowed: %d or auto)", pl->stages, what,
@@ -194,4 +195,10 @@ pp_status_t written_reconcile(pp_config_t *cfg, const pp_schedule_t *s, int n_vi
                                pl->chunks, what, v, v);
     pl->chunks = v;
     return PP_OK;
+}
+
+pp_status_t written_build(pp_schedule_t *out, const pp_config_t *cfg)
+{
+    if (cfg->schedule.kind == PP_SCHED_CSV) return written_from_csv(out, cfg);
+    return written_from_steps(out, cfg);
 }

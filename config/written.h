@@ -23,11 +23,15 @@ pp_status_t written_from_steps(pp_schedule_t *out, const pp_config_t *cfg);
 /* Read the CSV of `schedule.csv` (relative to the YAML file's folder) into out. */
 pp_status_t written_from_csv(pp_schedule_t *out, const pp_config_t *cfg);
 
-/* The pipeline keys against the written schedule s: a key the user set must agree with it
+/* The job's pipeline against the written schedule s: a key the user set must agree with it
  * (devices, stages, micro-batches, chunks; `devices: all` resolves to n_visible devices, or to
  * the schedule's count when n_visible <= 0), a key left to its default takes the schedule's
  * value. Prints the problem at the key's place and returns PP_ERR_INPUT. */
-pp_status_t written_reconcile(pp_config_t *cfg, const pp_schedule_t *s, int n_visible);
+pp_status_t written_reconcile(pp_job_t *job, const pp_config_t *cfg, const pp_schedule_t *s,
+                              int n_visible);
+
+/* The schedule the user wrote (`steps:` or `csv:`, as cfg->schedule.kind says) into out. */
+pp_status_t written_build(pp_schedule_t *out, const pp_config_t *cfg);
 
 #ifdef __cplusplus
 }

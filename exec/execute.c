@@ -148,7 +148,7 @@ static pp_status_t exec_devices(exec_t *x)
     if (n_vis == 0)
         PP_FAIL(PP_ERR_DEVICE, "no CUDA device is visible: nothing to run on (use --simulate)");
     for (int d = 0; d < x->plan->n_devices; d++) {
-        cuda[d] = x->cfg->pipeline.device_ids[d];
+        cuda[d] = x->job->pipeline.device_ids[d];
         if (!exec_in_group(x) && (cuda[d] < 0 || cuda[d] >= n_vis))
             PP_FAIL(PP_ERR_DEVICE, "pipeline device %d is CUDA device %d, but only %d are visible",
                     d, cuda[d], n_vis);
@@ -177,7 +177,7 @@ static pp_status_t exec_alloc(exec_t *x)
     if (!x->stages || !x->scfg || !x->ev_end || !x->ev_start || !x->ev_dep || !x->done_op)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory");
     for (int s = 0; s < plan->n_stages; s++)
-        plan_stage_cfg(&x->scfg[s], x->cfg, plan, s);
+        plan_stage_cfg(&x->scfg[s], x->job, plan, s);
     if (plan->n_stages > 0 && stage_boundary_bytes(&x->scfg[0]) != plan->boundary_bytes)
         PP_FAIL(PP_ERR_INTERNAL, "plan boundary %zu bytes, stage boundary %zu bytes",
                 plan->boundary_bytes, stage_boundary_bytes(&x->scfg[0]));
@@ -264,10 +264,10 @@ static pp_status_t exec_stages(exec_t *x)
 static pp_status_t exec_init_local(exec_t *x)
 {
     const pp_plan_t *plan = x->plan;
-    const pp_config_t *cfg = x->cfg;
+    const pp_job_t *job = x->job;
     PP_CHECK(exec_devices(x));
-    if (cfg->model.n_layers_per_stage != plan->n_stages && cfg->model.layers % plan->n_stages != 0)
-        PP_FAIL(PP_ERR_INTERNAL, "%d layers do not split into %d stages", cfg->model.layers,
+    if (job->model.n_layers_per_stage != plan->n_stages && job->model.layers % plan->n_stages != 0)
+        PP_FAIL(PP_ERR_INTERNAL, "%d layers do not split into %d stages", job->model.layers,
                 plan->n_stages);
     PP_CHECK(exec_alloc(x));
     PP_CHECK(check_fit(x));
@@ -278,13 +278,13 @@ static pp_status_t exec_init_local(exec_t *x)
 
 /* Under an MPI launch every process learns of a failure of any before the communicators are made
  * (a collective a failed process would never join) and after the stages are. */
-static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_config_t *cfg,
+static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_job_t *job,
                              const pp_exec_opts_t *opts)
 {
     pp_status_t st = PP_OK;
     memset(x, 0, sizeof *x);
     x->plan = plan;
-    x->cfg = cfg;
+    x->job = job;
     x->opts = *opts;
     pp_group_t *g = exec_in_group(x) ? opts->group : NULL;
     st = exec_init_local(x);
@@ -320,7 +320,7 @@ static void print_banner(exec_t *x)
     for (int s = 0; s + 1 < plan->n_stages; s++) {
         int da = plan->stage_device[s], db = plan->stage_device[s + 1];
         pp_transport_t t =
-            transport_for_boundary(da, db, cuda[da], cuda[db], x->cfg->pipeline.transport);
+            transport_for_boundary(da, db, cuda[da], cuda[db], x->job->pipeline.transport);
         fprintf(stderr, " %d->%d %s%s", s, s + 1, p2p_describe(x->p2p, t, da, db),
                 s + 2 < plan->n_stages ? "," : "");
     }
@@ -334,15 +334,15 @@ static void print_banner(exec_t *x)
             plain += plan->plain_slots_per_stage[s];
         }
         fprintf(stderr, " %d (gpu%d) %.2f GiB (%d slots", d, cuda[d],
-                (double)plan_device_bytes(plan, x->cfg, d, 0) / (1u << 30), slots);
+                (double)plan_device_bytes(plan, x->job, d, 0) / (1u << 30), slots);
         if (plan->offload)
             fprintf(stderr, "; without offload %.2f GiB, %d slots; pinned host %.2f GiB",
-                    (double)plan_device_bytes(plan, x->cfg, d, 1) / (1u << 30), plain,
+                    (double)plan_device_bytes(plan, x->job, d, 1) / (1u << 30), plain,
                     (double)plan_host_bytes(plan, d) / (1u << 30));
         fprintf(stderr, ")%s", d + 1 < x->w.p ? "," : "");
     }
     fputc('\n', stderr);
-    if (config_shared_gpu(x->cfg, &a, &b))
+    if (job_shared_gpu(x->job, &a, &b))
         fprintf(stderr,
                 "# note: pipeline devices share GPUs (%d and %d are both gpu%d), each with its own "
                 "streams and memory: the timings are not those of separate GPUs\n",
@@ -379,7 +379,7 @@ static pp_status_t after_step(exec_t *x, int step, pp_timeline_t *tl, pp_exec_re
         PP_CHECK(stage_loss_read(x->stages[last], &sum, x->w.stream[ld][PP_ROLE_COMPUTE]));
         res->loss[step] = sum / plan->n_mb;
     }
-    int k = step - x->cfg->run.warmup;
+    int k = step - x->job->run.warmup;
     if (k < 0) return PP_OK;
     PP_CHECK(exec_read_step_ms(x, &log->step_ms[k]));
     if (log->times) PP_CHECK(exec_read_op_times(x, &log->times[(size_t)k * plan->n_ops]));
@@ -390,7 +390,7 @@ static pp_status_t after_step(exec_t *x, int step, pp_timeline_t *tl, pp_exec_re
 static pp_status_t run_step(exec_t *x, int step, pp_timeline_t *tl, pp_exec_result_t *res,
                             run_log_t *log)
 {
-    const int total = x->cfg->run.warmup + x->cfg->run.steps;
+    const int total = x->job->run.warmup + x->job->run.steps;
     const int want_graph = x->opts.graph && !x->opts.sync && total >= 2;
     const int o = x->w.origin;
     double deadline = exec_now_s() + x->opts.timeout_s;
@@ -419,7 +419,7 @@ static pp_status_t run_step(exec_t *x, int step, pp_timeline_t *tl, pp_exec_resu
 static pp_status_t run_steps(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *res, run_log_t *log,
                              pp_status_t st)
 {
-    const int total = x->cfg->run.warmup + x->cfg->run.steps;
+    const int total = x->job->run.warmup + x->job->run.steps;
     for (int step = 0; step < total; step++) {
         PP_CHECK(exec_step_agree(x, st, step));
         st = run_step(x, step, tl, res, log);
@@ -456,7 +456,7 @@ static pp_status_t keep_grads(exec_t *x, pp_exec_result_t *res)
 static pp_status_t prepare_run(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *res, run_log_t *log)
 {
     const pp_plan_t *plan = x->plan;
-    const int steps = x->cfg->run.steps, total = x->cfg->run.warmup + steps;
+    const int steps = x->job->run.steps, total = x->job->run.warmup + steps;
     PP_CHECK(timeline_init(tl, PP_MODE_MEASURE, plan->n_ops, plan->n_devices, steps));
     PP_CHECK(world_measure_skew(&x->w, &tl->skew_ms));
     if (x->opts.verbose && x->w.p > 1)
@@ -482,16 +482,16 @@ static pp_status_t prepare_run(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *r
 }
 
 pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
-                         const pp_config_t *cfg, const pp_exec_opts_t *opts)
+                         const pp_job_t *job, const pp_exec_opts_t *opts)
 {
     exec_t x;
-    const int steps = cfg->run.steps;
+    const int steps = job->run.steps;
     run_log_t log = {NULL, NULL};
     memset(tl, 0, sizeof *tl);
     if (res) memset(res, 0, sizeof *res);
     if (steps < 1) PP_FAIL(PP_ERR_INPUT, "run.steps must be at least 1");
 
-    PP_CHECK(exec_init(&x, plan, cfg, opts));
+    PP_CHECK(exec_init(&x, plan, job, opts));
     if (opts->verbose) print_banner(&x);
     /* Under an MPI launch a failure here reaches the other processes at the first step's
      * agreement, and every step's at the next one's. */

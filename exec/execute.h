@@ -18,7 +18,7 @@
 
 #include "common/pp_group.h"
 #include "common/pp_status.h"
-#include "config/config.h"
+#include "model/job.h"
 #include "plan/plan.h"
 #include "model/profile.h"
 #include "sim/timeline.h"
@@ -57,22 +57,22 @@ int execute_device_count(void);
 /* A one-line description of the devices ("4x NVIDIA H200 (139 GiB), driver 580.xx") into buf. */
 void execute_describe_devices(char *buf, size_t size);
 
-/* Run cfg->run.warmup + cfg->run.steps steps of `plan` and fill `tl` (mode MEASURE, step_ms of the
+/* Run job->run.warmup + job->run.steps steps of `plan` and fill `tl` (mode MEASURE, step_ms of the
  * timed steps, the median step's op times, peak memory per device). Exits nothing; returns
  * PP_ERR_DEVICE when the plan does not fit (after printing what each device needs),
  * PP_ERR_TIMEOUT when a step did not finish (after printing the pending op), or a CUDA/cuBLAS/NCCL
  * error. `res` may be NULL. */
 pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
-                         const pp_config_t *cfg, const pp_exec_opts_t *opts);
+                         const pp_job_t *job, const pp_exec_opts_t *opts);
 
 void exec_result_free(pp_exec_result_t *res);
 
-/* Measure a profile (profile.h) on CUDA device cfg->pipeline.device_ids[0]: a middle, a first and
+/* Measure a profile (profile.h) on CUDA device job->pipeline.device_ids[0]: a middle, a first and
  * a last stage of the config's model, each of layers / stages blocks, one slot; F, I and W of one
  * micro-batch replayed from a CUDA graph (`iters` timed replays after warm-up, the median); the
  * device memory each stage and the runtime take; and, when a second device is in the pipeline,
  * peer copies 0 -> 1 of a few sizes around the boundary tensor. Prints progress when verbose. */
-pp_status_t execute_profile(pp_profile_t *prof, const pp_config_t *cfg, int iters, int verbose);
+pp_status_t execute_profile(pp_profile_t *prof, const pp_job_t *job, int iters, int verbose);
 
 #ifdef __cplusplus
 }

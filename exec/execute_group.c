@@ -23,7 +23,7 @@ pp_status_t exec_share_devices(exec_t *x, int *cuda, int n_vis)
     pp_group_t *g = x->opts.group;
     const int p = x->plan->n_devices;
     const int spans_hosts = g->local_size < g->size;
-    group_split_devices(g, p, x->cfg->pipeline.devices_per_process, x->rank_of);
+    group_split_devices(g, p, x->job->pipeline.devices_per_process, x->rank_of);
     for (int d = 0, j = 0; d < p; d++) {
         if (x->rank_of[d] != g->rank) continue;
         if (spans_hosts) cuda[d] = g->local_rank * (p / g->size) + j++;
@@ -34,7 +34,7 @@ pp_status_t exec_share_devices(exec_t *x, int *cuda, int n_vis)
                     g->rank, g->local_rank, d, cuda[d], n_vis);
     }
     world_own_share(&x->w, p, cuda, x->rank_of, g->rank);
-    x->launch_s = calloc((size_t)(x->cfg->run.warmup + x->cfg->run.steps + 1), sizeof(double));
+    x->launch_s = calloc((size_t)(x->job->run.warmup + x->job->run.steps + 1), sizeof(double));
     PP_ALLOC_CHECK(x->launch_s);
     return PP_OK;
 }
@@ -61,7 +61,7 @@ pp_status_t exec_group_merge(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *res
                              const double *step_ms, const pp_op_time_t *times)
 {
     pp_group_t *g = x->opts.group;
-    const int steps = x->cfg->run.steps, warmup = x->cfg->run.warmup;
+    const int steps = x->job->run.steps, warmup = x->job->run.warmup;
     int pick = exec_median_step(step_ms, steps);
     double shift = 0;
     PP_CHECK(g->ops->bcast(g, &pick, sizeof pick, 0));

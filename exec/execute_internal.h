@@ -57,7 +57,7 @@ static inline int world_owns(const pp_world_t *w, int d)
 /* The executor: the world, the stages and transports on it, one set of events per op. */
 typedef struct exec {
     const pp_plan_t *plan;
-    const pp_config_t *cfg;
+    const pp_job_t *job;
     pp_exec_opts_t opts;
     pp_world_t w;
     pp_stage_t **stages;  /* [n_stages]; NULL for a stage of a device another process owns */

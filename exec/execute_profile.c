@@ -107,44 +107,44 @@ done:
 }
 
 /* The stage configuration of profile stage `k` at the config's shape: one slot, one I->W buffer. */
-static void prof_stage_cfg(pp_stage_cfg_t *c, const pp_config_t *cfg, pp_prof_stage_t k)
+static void prof_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job, pp_prof_stage_t k)
 {
     const pp_prof_stage_desc_t *d = profile_stage_desc(k);
-    int stages = cfg->pipeline.stages > 0 ? cfg->pipeline.stages : 1;
+    int stages = job->pipeline.stages > 0 ? job->pipeline.stages : 1;
     memset(c, 0, sizeof *c);
-    c->hidden = cfg->model.hidden;
-    c->heads = cfg->model.heads;
-    c->seq_len = cfg->model.seq_len;
-    c->vocab = cfg->model.vocab;
-    c->micro_batch_size = cfg->pipeline.micro_batch_size;
+    c->hidden = job->model.hidden;
+    c->heads = job->model.heads;
+    c->seq_len = job->model.seq_len;
+    c->vocab = job->model.vocab;
+    c->micro_batch_size = job->pipeline.micro_batch_size;
     /* An uneven split (model.layers_per_stage, split: balanced) may leave fewer blocks than
      * stages: profile one block then, since the block part is what the calibration needs. */
-    c->n_layers = cfg->model.layers >= stages ? cfg->model.layers / stages : 1;
+    c->n_layers = job->model.layers >= stages ? job->model.layers / stages : 1;
     /* Where its blocks sit only picks their initial values; a middle stage takes the middle of the
      * model, which stays inside it even when one stage holds every block. */
-    int rest = cfg->model.layers - c->n_layers;
+    int rest = job->model.layers - c->n_layers;
     c->first_layer = d->is_first ? 0 : d->is_last ? rest : rest / 2;
-    c->total_layers = cfg->model.layers;
+    c->total_layers = job->model.layers;
     c->is_first = d->is_first;
     c->is_last = d->is_last;
-    c->dtype = cfg->model.dtype;
-    c->seed = cfg->run.seed;
+    c->dtype = job->model.dtype;
+    c->seed = job->run.seed;
     c->n_slots = 1;
     c->n_wgrad_slots = 1; /* I then W of one micro-batch */
-    c->recompute = cfg->run.recompute;
-    c->with_optimizer = cfg->run.optimizer == PP_OPT_ADAMW;
+    c->recompute = job->run.recompute;
+    c->with_optimizer = job->run.optimizer == PP_OPT_ADAMW;
     c->grad_scale = 1.0f;
 }
 
 /* Build, time and measure profile stage k; frees it before returning. */
-static pp_status_t profile_one_stage(pp_profile_t *p, const pp_config_t *cfg, pp_prof_stage_t k,
+static pp_status_t profile_one_stage(pp_profile_t *p, const pp_job_t *job, pp_prof_stage_t k,
                                      cudaStream_t s, int iters, double *overhead)
 {
     pp_stage_cfg_t c;
     pp_stage_t *st = NULL;
     double before, after;
     pp_status_t rc;
-    prof_stage_cfg(&c, cfg, k);
+    prof_stage_cfg(&c, job, k);
     PP_CHECK(used_bytes(&before));
     PP_CHECK(stage_init(&st, &c));
     PP_CHECK_GOTO(time_passes(st, s, iters, p->ms[k]), rc, done);
@@ -219,7 +219,7 @@ done:
     return rc;
 }
 
-static void profile_header(pp_profile_t *p, const pp_config_t *cfg, const char *device)
+static void profile_header(pp_profile_t *p, const pp_job_t *job, const char *device)
 {
     time_t now = time(NULL);
     struct tm tmv;
@@ -228,55 +228,55 @@ static void profile_header(pp_profile_t *p, const pp_config_t *cfg, const char *
     snprintf(p->device, sizeof p->device, "%.*s", (int)sizeof p->device - 1, device);
     const pp_gpu_t *g = gpu_match_device(device);
     snprintf(p->gpu, sizeof p->gpu, "%s", g ? g->name : "");
-    int stages = cfg->pipeline.stages > 0 ? cfg->pipeline.stages : 1;
-    p->shape = (pp_model_shape_t){cfg->model.hidden,
-                                  cfg->model.heads,
-                                  cfg->model.seq_len,
-                                  cfg->model.vocab,
-                                  cfg->pipeline.micro_batch_size,
-                                  cfg->model.layers >= stages ? cfg->model.layers / stages : 1,
+    int stages = job->pipeline.stages > 0 ? job->pipeline.stages : 1;
+    p->shape = (pp_model_shape_t){job->model.hidden,
+                                  job->model.heads,
+                                  job->model.seq_len,
+                                  job->model.vocab,
+                                  job->pipeline.micro_batch_size,
+                                  job->model.layers >= stages ? job->model.layers / stages : 1,
                                   0,
-                                  cfg->model.layers,
+                                  job->model.layers,
                                   0,
                                   0};
-    p->dtype = cfg->model.dtype;
+    p->dtype = job->model.dtype;
 }
 
-pp_status_t execute_profile(pp_profile_t *p, const pp_config_t *cfg, int iters, int verbose)
+pp_status_t execute_profile(pp_profile_t *p, const pp_job_t *job, int iters, int verbose)
 {
     struct cudaDeviceProp prop;
     cudaStream_t s = NULL;
     pp_status_t rc = PP_OK;
-    int dev = cfg->pipeline.device_ids[0];
+    int dev = job->pipeline.device_ids[0];
     memset(p, 0, sizeof *p);
     if (execute_device_count() == 0)
         PP_FAIL(PP_ERR_DEVICE, "ppsched profile: no CUDA device is visible: nothing to measure");
     PP_CUDA_CHECK(cudaSetDevice(dev));
     PP_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-    profile_header(p, cfg, prop.name);
+    profile_header(p, job, prop.name);
     PP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     /* Load every module once (a last stage runs every kernel kind but the embedding's; a first
      * stage of the same shape follows at once below), then the runtime's share. */
     double overhead[PP_PROF_STAGE_COUNT], unused;
     pp_profile_t scratch = *p;
-    PP_CHECK_GOTO(profile_one_stage(&scratch, cfg, PP_PROF_FIRST, s, 1, &unused), rc, done);
-    PP_CHECK_GOTO(profile_one_stage(&scratch, cfg, PP_PROF_LAST, s, 1, &unused), rc, done);
+    PP_CHECK_GOTO(profile_one_stage(&scratch, job, PP_PROF_FIRST, s, 1, &unused), rc, done);
+    PP_CHECK_GOTO(profile_one_stage(&scratch, job, PP_PROF_LAST, s, 1, &unused), rc, done);
     PP_CHECK_GOTO(used_bytes(&p->runtime_bytes), rc, done);
     for (int k = 0; k < PP_PROF_STAGE_COUNT; k++) {
         if (verbose)
             fprintf(stderr, "# profiling the %s stage (%d blocks)\n",
                     profile_stage_desc((pp_prof_stage_t)k)->name, p->shape.n_layers);
-        PP_CHECK_GOTO(profile_one_stage(p, cfg, (pp_prof_stage_t)k, s, iters, &overhead[k]), rc,
+        PP_CHECK_GOTO(profile_one_stage(p, job, (pp_prof_stage_t)k, s, iters, &overhead[k]), rc,
                       done);
     }
     /* What one stage holds beyond its sizing functions (its cuBLAS handles, allocation rounding).
      */
     p->stage_overhead_bytes = (overhead[0] + overhead[1] + overhead[2]) / 3.0;
     if (p->stage_overhead_bytes < 0) p->stage_overhead_bytes = 0;
-    if (cfg->pipeline.n_devices >= 2 && cfg->pipeline.device_ids[1] != dev) {
-        size_t boundary = (size_t)cfg->pipeline.micro_batch_size * cfg->model.seq_len *
-                          cfg->model.hidden * pp_dtype_size(cfg->model.dtype);
-        PP_CHECK_GOTO(profile_sends(p, dev, cfg->pipeline.device_ids[1], boundary, iters), rc,
+    if (job->pipeline.n_devices >= 2 && job->pipeline.device_ids[1] != dev) {
+        size_t boundary = (size_t)job->pipeline.micro_batch_size * job->model.seq_len *
+                          job->model.hidden * pp_dtype_size(job->model.dtype);
+        PP_CHECK_GOTO(profile_sends(p, dev, job->pipeline.device_ids[1], boundary, iters), rc,
                       done);
     }
     profile_calibrate(p);

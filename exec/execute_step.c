@@ -246,9 +246,9 @@ static pp_status_t end_step(exec_t *x)
             PP_CUDA_CHECK(cudaStreamWaitEvent(c, tail[k], 0));
         }
     }
-    if (x->cfg->run.optimizer == PP_OPT_ADAMW) {
-        pp_adamw_cfg_t opt = {(float)x->cfg->run.lr, 0.9f, 0.95f, 1e-8f,
-                              (float)x->cfg->run.weight_decay};
+    if (x->job->run.optimizer == PP_OPT_ADAMW) {
+        pp_adamw_cfg_t opt = {(float)x->job->run.lr, 0.9f, 0.95f, 1e-8f,
+                              (float)x->job->run.weight_decay};
         for (int s = 0; s < x->plan->n_stages; s++) {
             int d = x->plan->stage_device[s];
             if (!world_owns(w, d)) continue;

@@ -26,14 +26,14 @@ void execute_describe_devices(char *buf, size_t size)
 }
 
 pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
-                         const pp_config_t *cfg, const pp_exec_opts_t *opts)
+                         const pp_job_t *job, const pp_exec_opts_t *opts)
 {
     memset(tl, 0, sizeof *tl);
     fprintf(stderr, "ppsched: %s\n", no_cuda);
     return PP_ERR_DEVICE;
 }
 
-pp_status_t execute_profile(pp_profile_t *prof, const pp_config_t *cfg, int iters, int verbose)
+pp_status_t execute_profile(pp_profile_t *prof, const pp_job_t *job, int iters, int verbose)
 {
     memset(prof, 0, sizeof *prof);
     fprintf(stderr, "ppsched profile: %s\n", no_cuda);

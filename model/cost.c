@@ -294,11 +294,11 @@ double cost_stage_ms(const pp_model_shape_t *s, pp_dtype_t dt, const pp_gpu_t *g
     return t;
 }
 
-pp_model_shape_t cost_stage_shape(const pp_config_t *cfg, const pp_plan_t *plan, int s)
+pp_model_shape_t cost_stage_shape(const pp_job_t *job, const pp_plan_t *plan, int s)
 {
     pp_stage_cfg_t c;
     pp_model_shape_t sh;
-    plan_stage_cfg(&c, cfg, plan, s);
+    plan_stage_cfg(&c, job, plan, s);
     memset(&sh, 0, sizeof sh);
     sh.hidden = c.hidden;
     sh.heads = c.heads;
@@ -313,37 +313,37 @@ pp_model_shape_t cost_stage_shape(const pp_config_t *cfg, const pp_plan_t *plan,
     return sh;
 }
 
-const pp_gpu_t *cost_gpu_for(const pp_config_t *cfg, const pp_gpu_t *present,
+const pp_gpu_t *cost_gpu_for(const pp_job_cost_src_t *src, const pp_gpu_t *present,
                              const struct pp_profile *prof)
 {
-    const pp_gpu_t *g = cfg->cost_src.gpu[0] ? gpu_find(cfg->cost_src.gpu) : NULL;
+    const pp_gpu_t *g = src->gpu[0] ? gpu_find(src->gpu) : NULL;
     if (!g) g = present;
     if (!g && prof) g = gpu_find(prof->gpu);
     if (!g) g = gpu_find("h100");
     return g;
 }
 
-const pp_link_desc_t *cost_link_for(const pp_config_t *cfg)
+const pp_link_desc_t *cost_link_for(const pp_job_t *job)
 {
-    const pp_link_desc_t *l = cfg->cost_src.link[0] ? link_find(cfg->cost_src.link) : NULL;
+    const pp_link_desc_t *l = job->cost_src.link[0] ? link_find(job->cost_src.link) : NULL;
     if (l) return l;
-    return link_find(cfg->pipeline.transport == PP_TRANSPORT_NCCL ? "nvlink-nccl" : "nvlink-peer");
+    return link_find(job->pipeline.transport == PP_TRANSPORT_NCCL ? "nvlink-nccl" : "nvlink-peer");
 }
 
-double cost_host_link_gbps(const pp_config_t *cfg)
+double cost_host_link_gbps(const pp_job_t *job)
 {
-    if (cfg->cost.host_link_gbps > 0) return cfg->cost.host_link_gbps;
+    if (job->cost.host_link_gbps > 0) return job->cost.host_link_gbps;
     return link_find("host")->gbps;
 }
 
-void cost_calib_for(pp_cost_calib_t *c, const pp_config_t *cfg, int m, const pp_gpu_t *gpu,
+void cost_calib_for(pp_cost_calib_t *c, const pp_job_t *job, int m, const pp_gpu_t *gpu,
                     const struct pp_profile *prof)
 {
     double el =
-        profile_elements(cfg->pipeline.micro_batch_size, cfg->model.seq_len, cfg->model.hidden);
+        profile_elements(job->pipeline.micro_batch_size, job->model.seq_len, job->model.hidden);
     c->step_factor = prof ? profile_step_factor(prof, el, m) : 1.0;
-    if (config_is_set(cfg, PP_CFG_OVERLAP)) {
-        c->overlap = cfg->cost.overlap;
+    if ((job)->overlap_set) {
+        c->overlap = job->cost.overlap;
         c->overlap_from = "cost.overlap";
     } else if (prof && profile_overlap(prof, el, &c->overlap)) {
         c->overlap_from = "profile";
@@ -385,19 +385,19 @@ double cost_scaled_step_factor(double f, const pp_model_shape_t *s, pp_dtype_t d
 }
 
 /* The stages' times from the model (the part of cost_model_build that is not hand-set). */
-static void model_stage_costs(pp_cost_model_t *cm, const pp_config_t *cfg, const pp_plan_t *plan,
+static void model_stage_costs(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
                               const pp_gpu_t *gpu, const struct pp_profile *prof, double f)
 {
     for (int s = 0; s < plan->n_stages; s++) {
-        pp_model_shape_t sh = cost_stage_shape(cfg, plan, s);
+        pp_model_shape_t sh = cost_stage_shape(job, plan, s);
         pp_stage_cfg_t c;
         double rc_i, rc_w;
-        const double k = cost_scaled_step_factor(f, &sh, cfg->model.dtype, gpu, prof);
-        plan_stage_cfg(&c, cfg, plan, s);
+        const double k = cost_scaled_step_factor(f, &sh, job->model.dtype, gpu, prof);
+        plan_stage_cfg(&c, job, plan, s);
         cost_recompute_ms(&c, gpu, prof, &rc_i, &rc_w);
-        cm->f[s] = k * cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_F);
-        cm->i[s] = k * (cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_I) + rc_i);
-        cm->w[s] = k * (cost_stage_ms(&sh, cfg->model.dtype, gpu, prof, PP_PASS_W) + rc_w);
+        cm->f[s] = k * cost_stage_ms(&sh, job->model.dtype, gpu, prof, PP_PASS_F);
+        cm->i[s] = k * (cost_stage_ms(&sh, job->model.dtype, gpu, prof, PP_PASS_I) + rc_i);
+        cm->w[s] = k * (cost_stage_ms(&sh, job->model.dtype, gpu, prof, PP_PASS_W) + rc_w);
         /* B runs I's rebuild once for both halves (stage_recompute_work: weight_forward). */
         pp_recompute_work_t rw;
         stage_recompute_work(&c, &rw);
@@ -405,53 +405,53 @@ static void model_stage_costs(pp_cost_model_t *cm, const pp_config_t *cfg, const
     }
 }
 
-pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_config_t *cfg, const pp_plan_t *plan,
+pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
                              const pp_gpu_t *present, const struct pp_profile *prof,
                              pp_cost_source_t *source)
 {
-    if (config_cost_hand_set(cfg)) {
-        PP_CHECK(cost_model_uniform(cm, plan->n_stages, &cfg->cost));
+    if ((job)->cost_hand_set) {
+        PP_CHECK(cost_model_uniform(cm, plan->n_stages, &job->cost));
         /* `cost:` is per device's share of the layers; a chunk of an interleaved device holds 1/v,
          * and a stage of an uneven split its blocks against the even split's. */
         double k0 = 1.0 / (plan->chunks > 0 ? plan->chunks : 1);
         for (int s = 0; s < plan->n_stages; s++) {
             pp_stage_cfg_t c;
-            plan_stage_cfg(&c, cfg, plan, s);
-            double k = k0 * c.n_layers * plan->n_stages / cfg->model.layers;
+            plan_stage_cfg(&c, job, plan, s);
+            double k = k0 * c.n_layers * plan->n_stages / job->model.layers;
             cm->f[s] *= k;
             cm->b[s] *= k;
             cm->i[s] *= k;
             cm->w[s] *= k;
         }
-        cm->host_link_gbps = cost_host_link_gbps(cfg);
+        cm->host_link_gbps = cost_host_link_gbps(job);
         if (source) *source = PP_COST_HAND;
         return PP_OK;
     }
-    pp_cost_cfg_t zero = {0};
+    pp_job_cost_t zero = {0};
     PP_CHECK(cost_model_uniform(cm, plan->n_stages, &zero));
-    const pp_gpu_t *gpu = cost_gpu_for(cfg, present, prof);
+    const pp_gpu_t *gpu = cost_gpu_for(&job->cost_src, present, prof);
     pp_cost_calib_t cal;
-    cost_calib_for(&cal, cfg, plan->n_mb, gpu, prof);
-    model_stage_costs(cm, cfg, plan, gpu, prof, cal.step_factor);
+    cost_calib_for(&cal, job, plan->n_mb, gpu, prof);
+    model_stage_costs(cm, job, plan, gpu, prof, cal.step_factor);
     double bytes = (double)plan->boundary_bytes;
     if (prof && prof->n_sends > 0)
         cm->send = profile_send_ms(prof, bytes);
     else
-        cm->send = link_time_ms(cost_link_for(cfg), bytes);
-    cm->host_link_gbps = cost_host_link_gbps(cfg);
+        cm->send = link_time_ms(cost_link_for(job), bytes);
+    cm->host_link_gbps = cost_host_link_gbps(job);
     cm->overlap = cal.overlap;
     if (source) *source = prof ? PP_COST_PROFILE : PP_COST_GPU;
     return PP_OK;
 }
 
 /* Where the model's step factor and pair overlap came from, after the source, into buf. */
-static size_t describe_calib(char *buf, size_t size, const pp_config_t *cfg, const pp_plan_t *plan,
+static size_t describe_calib(char *buf, size_t size, const pp_job_t *job, const pp_plan_t *plan,
                              const pp_gpu_t *gpu, const struct pp_profile *prof)
 {
     pp_cost_calib_t cal;
     size_t n = 0;
     int pairs = 0;
-    cost_calib_for(&cal, cfg, plan->n_mb, gpu, prof);
+    cost_calib_for(&cal, job, plan->n_mb, gpu, prof);
     if (prof && prof->has_runs)
         n += (size_t)snprintf(buf, size,
                               ", step factor %.3f (its measured steps, scaled by a stage's "
@@ -471,7 +471,7 @@ static size_t describe_calib(char *buf, size_t size, const pp_config_t *cfg, con
     return n;
 }
 
-void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, const pp_config_t *cfg,
+void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, const pp_job_t *job,
                          const pp_plan_t *plan, pp_cost_source_t source, const pp_gpu_t *gpu,
                          const struct pp_profile *prof)
 {
@@ -480,8 +480,8 @@ void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, cons
         snprintf(buf, size,
                  "hand-set in cost: (ms per micro-batch, one device's share of the layers): "
                  "forward %g, backward_input %g, backward_weight %g, send %g",
-                 cfg->cost.forward, cfg->cost.backward_input, cfg->cost.backward_weight,
-                 cfg->cost.send);
+                 job->cost.forward, job->cost.backward_input, job->cost.backward_weight,
+                 job->cost.send);
         return;
     }
     if (source == PP_COST_PROFILE)
@@ -489,7 +489,7 @@ void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, cons
                              gpu->name, prof->device, prof->date);
     else
         n = (size_t)snprintf(buf, size, "%s description (%s), no profile", gpu->name, gpu->full);
-    if (n < size) n += describe_calib(buf + n, size - n, cfg, plan, gpu, prof);
+    if (n < size) n += describe_calib(buf + n, size - n, job, plan, gpu, prof);
     int S = cm->n_stages;
     int show[3] = {0, S / 2, S - 1};
     const char *what[3] = {"first", "middle", "last"};

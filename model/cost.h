@@ -18,7 +18,7 @@
 #include "common/pp_status.h"
 #include "model.h"
 #include "stage_size.h"
-#include "config/config.h"
+#include "model/job.h"
 #include "gpu.h"
 #include "plan/plan.h"
 #include "sim/simulate.h"
@@ -58,21 +58,21 @@ double cost_stage_ms(const pp_model_shape_t *shape, pp_dtype_t dt, const pp_gpu_
 void cost_recompute_ms(const pp_stage_cfg_t *c, const pp_gpu_t *gpu, const struct pp_profile *prof,
                        double *input, double *weight);
 
-/* The shape of global stage s of a plan made from cfg. */
-pp_model_shape_t cost_stage_shape(const pp_config_t *cfg, const pp_plan_t *plan, int s);
+/* The shape of global stage s of a plan made from job. */
+pp_model_shape_t cost_stage_shape(const pp_job_t *job, const pp_plan_t *plan, int s);
 
-/* The GPU the config's costs are for: cost.gpu when set, else `present` (the GPU this process
+/* The GPU the costs of `src` are for: cost.gpu when set, else `present` (the GPU this process
  * runs on, NULL when none), else the profile's, else h100. Never NULL. */
-const pp_gpu_t *cost_gpu_for(const pp_config_t *cfg, const pp_gpu_t *present,
+const pp_gpu_t *cost_gpu_for(const pp_job_cost_src_t *src, const pp_gpu_t *present,
                              const struct pp_profile *prof);
 
 /* The link a cross-device transfer of the config takes: cost.link when set, else the one the
  * transport implies (peer: nvlink-peer, nccl: nvlink-nccl). */
-const pp_link_desc_t *cost_link_for(const pp_config_t *cfg);
+const pp_link_desc_t *cost_link_for(const pp_job_t *job);
 
 /* GB/s of the host link each direction (run.offload's copies): cost.host_link_gbps when set,
  * else the link table's `host` row. */
-double cost_host_link_gbps(const pp_config_t *cfg);
+double cost_host_link_gbps(const pp_job_t *job);
 
 /* Where a cost model came from, for the report's preamble. */
 typedef enum pp_cost_source {
@@ -100,22 +100,22 @@ double cost_busy_share(const pp_model_shape_t *s, pp_dtype_t dt, const pp_gpu_t 
 double cost_scaled_step_factor(double f, const pp_model_shape_t *s, pp_dtype_t dt,
                                const pp_gpu_t *gpu, const struct pp_profile *prof);
 
-void cost_calib_for(pp_cost_calib_t *c, const pp_config_t *cfg, int m, const pp_gpu_t *gpu,
+void cost_calib_for(pp_cost_calib_t *c, const pp_job_t *job, int m, const pp_gpu_t *gpu,
                     const struct pp_profile *prof);
 
 /* Build the cost model of a plan the way its config asks: the hand-set `cost:` ms values when
  * any is given (per device's share of the layers, so a chunk of an interleaved device costs 1/v),
- * else the model on cost_gpu_for(cfg, present, prof), calibrated by `prof` when not NULL, with
+ * else the model on cost_gpu_for(&job->cost_src, present, prof), calibrated by `prof` when not NULL, with
  * cost_calib_for's step factor and overlap. `send` is the time of one boundary tensor over
- * cost_link_for(cfg) (or prof's measured sends). *source (may be NULL) says which. */
-pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_config_t *cfg, const pp_plan_t *plan,
+ * cost_link_for(job) (or prof's measured sends). *source (may be NULL) says which. */
+pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
                              const pp_gpu_t *present, const struct pp_profile *prof,
                              pp_cost_source_t *source);
 
 /* One line saying where `cm` came from and what it holds (the profile's step factor and whether
  * the profile predates it, the pair overlap when the plan has pairs, the first, a middle and the
  * last stage's F, I, W and the send, ms), for the report's preamble. */
-void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, const pp_config_t *cfg,
+void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, const pp_job_t *job,
                          const pp_plan_t *plan, pp_cost_source_t source, const pp_gpu_t *gpu,
                          const struct pp_profile *prof);
 

@@ -26,24 +26,24 @@ void split_balanced(int *out, int n_stages, int layers, double block_cost, doubl
     }
 }
 
-void split_part_ms(const pp_config_t *cfg, double *block, double *embed, double *head)
+void split_part_ms(const pp_job_t *job, double *block, double *embed, double *head)
 {
-    const pp_gpu_t *gpu = cost_gpu_for(cfg, NULL, NULL);
+    const pp_gpu_t *gpu = cost_gpu_for(&job->cost_src, NULL, NULL);
     pp_model_shape_t sh;
     memset(&sh, 0, sizeof sh);
-    sh.hidden = cfg->model.hidden;
-    sh.heads = cfg->model.heads;
-    sh.seq_len = cfg->model.seq_len;
-    sh.vocab = cfg->model.vocab;
-    sh.batch = cfg->pipeline.micro_batch_size;
+    sh.hidden = job->model.hidden;
+    sh.heads = job->model.heads;
+    sh.seq_len = job->model.seq_len;
+    sh.vocab = job->model.vocab;
+    sh.batch = job->pipeline.micro_batch_size;
     sh.n_layers = 1;
-    sh.total_layers = cfg->model.layers;
+    sh.total_layers = job->model.layers;
     double *out[PP_PART_COUNT] = {block, embed, head};
     for (int part = 0; part < PP_PART_COUNT; part++) {
         *out[part] = 0.0;
         for (int pass = 0; pass < PP_PASS_COUNT; pass++)
             *out[part] +=
-                cost_part(&sh, cfg->model.dtype, gpu, (pp_pass_t)pass, (pp_part_t)part).ms;
+                cost_part(&sh, job->model.dtype, gpu, (pp_pass_t)pass, (pp_part_t)part).ms;
     }
     /* What run.recompute rebuilds is block work: a middle stage of one block prices it. */
     pp_stage_cfg_t c;
@@ -55,17 +55,17 @@ void split_part_ms(const pp_config_t *cfg, double *block, double *embed, double 
     c.micro_batch_size = sh.batch;
     c.n_layers = 1;
     c.total_layers = sh.total_layers;
-    c.dtype = cfg->model.dtype;
-    c.recompute = cfg->run.recompute;
+    c.dtype = job->model.dtype;
+    c.recompute = job->run.recompute;
     double rc_i, rc_w;
     cost_recompute_ms(&c, gpu, NULL, &rc_i, &rc_w);
     *block += rc_i;
 }
 
-void split_stage_layers(const pp_config_t *cfg, int n_stages, int s, int *n_layers,
+void split_stage_layers(const pp_job_t *job, int n_stages, int s, int *n_layers,
                         int *first_layer)
 {
-    const pp_model_cfg_t *m = &cfg->model;
+    const pp_job_model_t *m = &job->model;
     if (m->n_layers_per_stage != n_stages) {
         *n_layers = m->layers / n_stages;
         *first_layer = s * *n_layers;

@@ -9,7 +9,7 @@
  * dependencies are emitted, and emits a SEND only together with its RECV (the RECV must head its
  * own channel with every other dependency met), so both halves of a transfer can share one NCCL
  * group. Slots come from liveness over the programs; a stage gets more only when that pairing would
- * otherwise wait on a slot in a cycle. When nothing can move, each stuck device is named. cfg may
+ * otherwise wait on a slot in a cycle. When nothing can move, each stuck device is named. job may
  * be NULL (links peer, 0 bytes). The plan owns every array; plan_free releases them. The copies of
  * run.offload are placed by offload.c's part of the lowering (lower_internal.h): where they go, and
  * the two phases and host slots the slot pass runs on. The slots and the dry run are
@@ -511,7 +511,7 @@ static void lower_free(lower_t *L)
     free(L->chan_first);
 }
 
-pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_config_t *cfg)
+pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job)
 {
     lower_t L = {0};
     pp_status_t st = PP_OK;
@@ -530,16 +530,16 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
     plan->n_mb = L.n_mb;
     plan->chunks = L.n_st >= L.n_dev ? L.n_st / L.n_dev : 1;
     plan->split_backward = sched->split_backward;
-    plan->kind = cfg ? cfg->schedule.kind : PP_SCHED_STEPS;
-    if (cfg) {
-        const pp_model_cfg_t *mc = &cfg->model;
-        plan->boundary_bytes = (size_t)cfg->pipeline.micro_batch_size * (size_t)mc->seq_len *
+    plan->kind = job ? job->kind : PP_SCHED_STEPS;
+    if (job) {
+        const pp_job_model_t *mc = &job->model;
+        plan->boundary_bytes = (size_t)job->pipeline.micro_batch_size * (size_t)mc->seq_len *
                                (size_t)mc->hidden * pp_dtype_size(mc->dtype);
     }
-    pp_transport_t remote = cfg ? cfg->pipeline.transport : PP_TRANSPORT_PEER;
+    pp_transport_t remote = job ? job->pipeline.transport : PP_TRANSPORT_PEER;
     int cuda[PP_MAX_DEVICES]; /* each pipeline device's CUDA ordinal: its own without a config */
     for (int d = 0; d < PP_MAX_DEVICES; d++)
-        cuda[d] = cfg && d < cfg->pipeline.n_devices ? cfg->pipeline.device_ids[d] : d;
+        cuda[d] = job && d < job->pipeline.n_devices ? job->pipeline.device_ids[d] : d;
 
     plan->stage_device = malloc(sizeof *plan->stage_device * (size_t)L.n_st);
     plan->slots_per_stage = calloc((size_t)L.n_st, sizeof *plan->slots_per_stage);
@@ -555,7 +555,7 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_con
         goto fail;
     }
     PP_CHECK_GOTO(lower_placement(&L, plan->stage_device), st, fail);
-    lower_offload_setup(&L, plan, cfg);
+    lower_offload_setup(&L, plan, job);
     PP_CHECK_GOTO(lower_ops(&L), st, fail);
     PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, cuda, remote, plan->boundary_bytes), st,
                   fail);

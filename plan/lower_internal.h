@@ -76,8 +76,8 @@ pp_status_t lower_order_slots(lower_t *L, int *slots_per_stage);
 
 /* ---- offload.c ---- */
 
-/* Whether the lowering places copies (cfg's run.offload) and the bytes each moves per stage. */
-void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_config_t *cfg);
+/* Whether the lowering places copies (job's run.offload) and the bytes each moves per stage. */
+void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job);
 /* Where each device's copies go (offload_place); counts them per device into copies[]. */
 pp_status_t lower_offload_marks(lower_t *L, int *copies);
 /* Put device d's copies of kind RELOAD (before written action i) or OFFLOAD (after it). */

@@ -11,7 +11,7 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-pp_status_t memory_predict(pp_mem_pred_t *m, const pp_config_t *cfg, const pp_plan_t *plan,
+pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_t *plan,
                            const pp_gpu_t *gpu, const pp_profile_t *prof)
 {
     double one_mb[PP_MAX_DEVICES] = {0};
@@ -25,7 +25,7 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_config_t *cfg, const pp_pl
     m->limit = gpu->mem_gib * GIB;
     for (int s = 0; s < plan->n_stages; s++) {
         pp_stage_cfg_t c;
-        plan_stage_cfg(&c, cfg, plan, s);
+        plan_stage_cfg(&c, job, plan, s);
         pp_mem_device_t *d = &m->dev[plan->stage_device[s]];
         double slot = (double)stage_slot_bytes(&c), all = (double)stage_device_bytes(&c);
         double state = (double)stage_state_bytes(&c);

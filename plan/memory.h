@@ -15,7 +15,7 @@
 #define PP_MEMORY_H
 
 #include "common/pp_status.h"
-#include "config/config.h"
+#include "model/job.h"
 #include "model/gpu.h"
 #include "plan.h"
 #include "model/profile.h"
@@ -44,9 +44,9 @@ typedef struct pp_mem_pred {
     int n_over;          /* devices whose total exceeds the limit */
 } pp_mem_pred_t;
 
-/* Predict every device's memory for `plan` made from `cfg`; the runtime's share is prof's when
+/* Predict every device's memory for `plan` made from `job`; the runtime's share is prof's when
  * given, else gpu's. Fails only on a plan without stages (PP_ERR_INTERNAL). */
-pp_status_t memory_predict(pp_mem_pred_t *m, const pp_config_t *cfg, const pp_plan_t *plan,
+pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_t *plan,
                            const pp_gpu_t *gpu, const pp_profile_t *prof);
 
 /* One line: "fits: device 0 needs 6.78 GiB at most; h100 has 79.2 GiB" or "does not fit: device

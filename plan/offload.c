@@ -109,15 +109,15 @@ pp_status_t offload_place(const pp_program_t *prog, int n_st, int n_mb, int look
 
 /* run.offload: whether the lowering places copies, and the bytes each moves per stage (the
  * stage's backward-read range, stage_offload_bytes; 0 without offload). */
-void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_config_t *cfg)
+void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job)
 {
-    L->offload = cfg && cfg->run.offload == PP_OFFLOAD_ACTIVATIONS;
+    L->offload = job && job->run.offload == PP_OFFLOAD_ACTIVATIONS;
     plan->offload = L->offload;
     plan->offload_lookahead = L->offload ? LOWER_OFFLOAD_LOOKAHEAD : 0;
     L->offload_bytes = plan->offload_bytes;
     for (int s = 0; L->offload && s < L->n_st; s++) {
         pp_stage_cfg_t c;
-        plan_stage_cfg(&c, cfg, plan, s);
+        plan_stage_cfg(&c, job, plan, s);
         plan->offload_bytes[s] = stage_offload_bytes(&c);
     }
 }
@@ -208,13 +208,13 @@ size_t lower_slot_unit(const lower_t *L, const pp_op_t *o)
 
 /* ============================== Memory ======================================================== */
 
-size_t plan_device_bytes(const pp_plan_t *plan, const pp_config_t *cfg, int d, int plain)
+size_t plan_device_bytes(const pp_plan_t *plan, const pp_job_t *job, int d, int plain)
 {
     size_t b = 0;
     for (int s = 0; s < plan->n_stages; s++) {
         if (plan->stage_device[s] != d) continue;
         pp_stage_cfg_t c;
-        plan_stage_cfg(&c, cfg, plan, s);
+        plan_stage_cfg(&c, job, plan, s);
         if (plain && plan->plain_slots_per_stage) c.n_slots = plan->plain_slots_per_stage[s];
         b += stage_device_bytes(&c);
     }

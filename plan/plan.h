@@ -23,7 +23,7 @@
 #define PP_PLAN_H
 
 #include "common/pp_status.h"
-#include "config/config.h"
+#include "model/job.h"
 #include "schedule.h"
 
 #include <stddef.h>
@@ -119,7 +119,7 @@ typedef struct pp_plan {
  * communication keeps its actions as written. Links: LOCAL when both stages share a device,
  * otherwise the config's transport. Fails with PP_ERR_INPUT, naming device, position and action,
  * when the schedule cannot be lowered (a RECV without its SEND, a dependency cycle, ...). */
-pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_config_t *cfg);
+pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job);
 
 /* Check the rules of a valid schedule on a plan: exactly one F per (stage, mb), B or I+W after
  * its F (on the same device), W after its I, every stage on one device, each SEND matched by one
@@ -137,7 +137,7 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f);
 
 /* Device bytes per device (plan_device_bytes; with run.offload also without it, and the pinned
  * host bytes), as `ppsched show` prints them after the grid. */
-void plan_print_memory(const pp_plan_t *plan, const pp_config_t *cfg, FILE *f);
+void plan_print_memory(const pp_plan_t *plan, const pp_job_t *job, FILE *f);
 
 void plan_free(pp_plan_t *plan);
 
@@ -157,7 +157,7 @@ pp_status_t offload_place(const pp_program_t *prog, int n_st, int n_mb, int look
 
 /* Device bytes of device d's stages (stage_device_bytes), with the plan's slots, or (plain) with
  * the slots the schedule needs without offload; and the pinned host bytes of its host slots. */
-size_t plan_device_bytes(const pp_plan_t *plan, const pp_config_t *cfg, int d, int plain);
+size_t plan_device_bytes(const pp_plan_t *plan, const pp_job_t *job, int d, int plain);
 size_t plan_host_bytes(const pp_plan_t *plan, int d);
 
 /* Fill plain_slots_per_stage: liveness over the programs without the copies (a (stage, mb) holds

@@ -7,17 +7,17 @@
 #define PP_STAGE_CFG_H
 
 #include "model/stage_size.h"
-#include "config/config.h"
+#include "model/job.h"
 #include "plan.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Stage s of `plan` made from `cfg`: the split's blocks of stage s (split_stage_layers: even,
+/* Stage s of `plan` made from `job`: the split's blocks of stage s (split_stage_layers: even,
  * listed or balanced), the embedding on stage 0, the head on the last, the plan's slot count, AdamW
  * state when the config asks. */
-void plan_stage_cfg(pp_stage_cfg_t *c, const pp_config_t *cfg, const pp_plan_t *plan, int s);
+void plan_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job, const pp_plan_t *plan, int s);
 
 #ifdef __cplusplus
 }

@@ -102,15 +102,15 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f)
     free(cursor);
 }
 
-void plan_print_memory(const pp_plan_t *plan, const pp_config_t *cfg, FILE *f)
+void plan_print_memory(const pp_plan_t *plan, const pp_job_t *job, FILE *f)
 {
     const double gib = 1024.0 * 1024.0 * 1024.0;
     fprintf(f, "device memory (stages: state, workspace, slots)\n");
     for (int d = 0; d < plan->n_devices; d++) {
-        fprintf(f, "dev%d | %.2f GiB", d, (double)plan_device_bytes(plan, cfg, d, 0) / gib);
+        fprintf(f, "dev%d | %.2f GiB", d, (double)plan_device_bytes(plan, job, d, 0) / gib);
         if (plan->offload)
             fprintf(f, " with offload, %.2f GiB without; pinned host %.2f GiB",
-                    (double)plan_device_bytes(plan, cfg, d, 1) / gib,
+                    (double)plan_device_bytes(plan, job, d, 1) / gib,
                     (double)plan_host_bytes(plan, d) / gib);
         fputc('\n', f);
     }

@@ -7,13 +7,14 @@
  * every ratio whose denominator is zero or unknown is NAN, and NAN prints as "-" in the table and
  * null in the JSON (so is an unknown peak memory), so the JSON is valid whatever the numbers. A
  * report owns per_device only; `schedule` points at a static name or into the config, which must
- * outlive the report. report_build accepts cfg == NULL (then tokens/s and TFLOP/s are NAN and the
+ * outlive the report. report_build accepts job == NULL (then tokens/s and TFLOP/s are NAN and the
  * name is the plan's schedule kind), which the SVG writer uses. A timeline without per-op times
  * (timing off) yields step times only: busy, idle, bubble and in-flight are then unknown.
  */
 #include "report.h"
 #include "model/cost.h"
 #include "report_io.h"
+#include "schedule/kinds.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -121,10 +122,10 @@ static pp_status_t overall_bubble(const pp_plan_t *plan, const pp_timeline_t *tl
 }
 
 /* A schedule is named by its config's `name` in every report (the kind where there is none). */
-static const char *schedule_name(const pp_config_t *cfg, const pp_plan_t *plan)
+static const char *schedule_name(const pp_job_t *job, const pp_plan_t *plan)
 {
-    if (cfg && cfg->name && cfg->name[0]) return cfg->name;
-    return sched_kind_name(cfg ? cfg->schedule.kind : plan->kind);
+    if (job && job->name && job->name[0]) return job->name;
+    return sched_kind_name(job ? job->kind : plan->kind);
 }
 
 /* The plan and timelines fit together (an internal error otherwise). */
@@ -151,7 +152,7 @@ static pp_status_t check_inputs(const pp_plan_t *plan, const pp_timeline_t *tl,
 
 /* Per device: busy, idle, bubble, in-flight peak, memory, bytes sent; sums for the overall
  * figures. busy[] and peak[] are NAN / -1 where the run had no per-op times. */
-static void fill_devices(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+static void fill_devices(pp_report_t *r, const pp_job_t *job, const pp_plan_t *plan,
                          const pp_timeline_t *tl, const double *busy, const int *peak,
                          double *sum_busy, double *sum_idle)
 {
@@ -161,8 +162,8 @@ static void fill_devices(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     for (int d = 0; d < p; d++) {
         pp_device_stats_t *ds = &r->per_device[d];
         ds->device = d;
-        ds->cuda_device = (tl->mode == PP_MODE_MEASURE && cfg && d < PP_MAX_DEVICES)
-                              ? cfg->pipeline.device_ids[d]
+        ds->cuda_device = (tl->mode == PP_MODE_MEASURE && job && d < PP_MAX_DEVICES)
+                              ? job->pipeline.device_ids[d]
                               : -1;
         ds->busy_ms = busy[d];
         ds->idle_ms = span - busy[d];
@@ -183,7 +184,7 @@ static void fill_devices(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
 
 /* Step time (median, p10, p90 of the timed steps; the makespan `span` without them), tokens/s and
  * TFLOP/s. steps[] is scratch of at least tl->n_steps. */
-static void fill_step_times(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+static void fill_step_times(pp_report_t *r, const pp_job_t *job, const pp_plan_t *plan,
                             const pp_timeline_t *tl, double span, double *steps)
 {
     if (tl->n_steps > 0 && tl->step_ms) {
@@ -195,15 +196,15 @@ static void fill_step_times(pp_report_t *r, const pp_config_t *cfg, const pp_pla
     } else {
         r->step_ms = r->step_ms_p10 = r->step_ms_p90 = span;
     }
-    if (cfg && r->step_ms > 0.0) {
-        r->tokens_per_s = config_tokens_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0);
-        r->tflops = config_flops_per_step(cfg, plan->n_mb) / (r->step_ms / 1000.0) / 1e12;
+    if (job && r->step_ms > 0.0) {
+        r->tokens_per_s = job_tokens_per_step(job, plan->n_mb) / (r->step_ms / 1000.0);
+        r->tflops = job_flops_per_step(job, plan->n_mb) / (r->step_ms / 1000.0) / 1e12;
     } else {
         r->tokens_per_s = r->tflops = NAN;
     }
 }
 
-pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *plan,
                          const pp_timeline_t *tl, const pp_timeline_t *sim)
 {
     pp_status_t st = PP_OK;
@@ -213,15 +214,15 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
     memset(r, 0, sizeof *r);
     PP_CHECK(check_inputs(plan, tl, sim));
     int p = plan->n_devices;
-    r->schedule = schedule_name(cfg, plan);
-    r->kind = sched_kind_name(cfg ? cfg->schedule.kind : plan->kind);
+    r->schedule = schedule_name(job, plan);
+    r->kind = sched_kind_name(job ? job->kind : plan->kind);
     r->mode = tl->mode;
     r->devices = p;
     r->stages = plan->n_stages;
     r->micro_batches = plan->n_mb;
     r->loss = NAN;
     r->chunks = plan->chunks;
-    r->shared_gpus = tl->mode == PP_MODE_MEASURE && cfg && config_shared_gpu(cfg, NULL, NULL);
+    r->shared_gpus = tl->mode == PP_MODE_MEASURE && job && job_shared_gpu(job, NULL, NULL);
     r->per_device = calloc((size_t)p, sizeof *r->per_device);
     busy = malloc(sizeof *busy * (size_t)p);
     peak = malloc(sizeof *peak * (size_t)p);
@@ -245,7 +246,7 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
             peak[d] = -1;
         }
     double sum_busy, sum_idle;
-    fill_devices(r, cfg, plan, tl, busy, peak, &sum_busy, &sum_idle);
+    fill_devices(r, job, plan, tl, busy, peak, &sum_busy, &sum_idle);
     double span = tl->has_op_times ? timeline_makespan(tl) : NAN;
     r->bubble = span > 0.0 ? 1.0 - sum_busy / (p * span) : NAN;
     r->bubble_ideal = sum_busy > 0.0 ? sum_idle / sum_busy : NAN;
@@ -261,7 +262,7 @@ pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t
                       st, fail);
     else
         r->bubble_simulated = tl->mode == PP_MODE_SIMULATE ? r->bubble : NAN;
-    fill_step_times(r, cfg, plan, tl, span, steps);
+    fill_step_times(r, job, plan, tl, span, steps);
 fail:
     free(busy);
     free(peak);
@@ -330,12 +331,12 @@ static const char *fmt_delta_pp(char *buf, size_t size, double a, double b)
 }
 
 /* Preamble: every option that shaped the numbers. */
-static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t *cfg)
+static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *job)
 {
     out_printf(o, "# ppsched: schedule %s (%s), mode %s\n", r->schedule ? r->schedule : "-",
                r->kind ? r->kind : "-", report_mode_name(r->mode));
-    if (cfg) {
-        const pp_model_cfg_t *m = &cfg->model;
+    if (job) {
+        const pp_job_model_t *m = &job->model;
         out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
                    m->hidden, m->heads, m->seq_len, m->vocab, pp_dtype_name(m->dtype));
         if (m->n_layers_per_stage > 0) {
@@ -343,7 +344,7 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
             for (int s = 0; s < m->n_layers_per_stage; s++)
                 out_printf(o, " %d", m->layers_per_stage[s]);
             out_printf(o, "%s\n",
-                       cfg->pipeline.split == PP_SPLIT_BALANCED
+                       job->pipeline.split == PP_SPLIT_BALANCED
                            ? " (balanced by predicted stage time)"
                            : "");
         }
@@ -352,11 +353,11 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
                pp_plural(r->devices, "device", "devices"), r->stages,
                pp_plural(r->stages, "stage", "stages"), r->chunks, r->micro_batches,
                pp_plural(r->micro_batches, "micro-batch", "micro-batches"));
-    if (cfg)
+    if (job)
         out_printf(o, " of %d sequences, placement %s, transport %s",
-                   cfg->pipeline.micro_batch_size,
-                   cfg->pipeline.placement == PP_PLACEMENT_V ? "v" : "loop",
-                   transport_name(cfg->pipeline.transport));
+                   job->pipeline.micro_batch_size,
+                   job->pipeline.placement == PP_PLACEMENT_V ? "v" : "loop",
+                   transport_name(job->pipeline.transport));
     out_puts(o, "\n");
     if (r->shared_gpus)
         out_printf(o,
@@ -369,16 +370,16 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_config_t 
         out_printf(o, "# %s: %s\n",
                    r->mode == PP_MODE_MEASURE ? "predicted before running with" : "cost model",
                    r->cost_desc);
-    else if (cfg && r->mode == PP_MODE_SIMULATE)
+    else if (job && r->mode == PP_MODE_SIMULATE)
         out_printf(
             o,
             "# cost model (ms per micro-batch, one device's share of the layers): forward %g, "
             "backward_input %g, "
             "backward_weight %g, send %g\n",
-            cfg->cost.forward, cfg->cost.backward_input, cfg->cost.backward_weight, cfg->cost.send);
-    if (cfg && r->mode == PP_MODE_SIMULATE && cfg->run.offload == PP_OFFLOAD_ACTIVATIONS)
+            job->cost.forward, job->cost.backward_input, job->cost.backward_weight, job->cost.send);
+    if (job && r->mode == PP_MODE_SIMULATE && job->run.offload == PP_OFFLOAD_ACTIVATIONS)
         out_printf(o, "# host link (run.offload copies): %g GB/s each direction\n",
-                   cost_host_link_gbps(cfg));
+                   cost_host_link_gbps(job));
     out_printf(o, "#\n");
 }
 
@@ -415,12 +416,12 @@ static void table_devices(pp_out_t *o, const pp_report_t *r)
     }
 }
 
-pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f)
+pp_status_t report_print_table(const pp_report_t *r, const pp_job_t *job, FILE *f)
 {
     pp_out_t out, *o = &out;
     out_wrap(o, f, "output", "the report table");
     char a[64], b[64], c[64], d[64], e[64];
-    table_preamble(o, r, cfg);
+    table_preamble(o, r, job);
     table_devices(o, r);
     report_table_explain(o, r); /* why the devices idled: report_explain.c */
 

@@ -12,7 +12,7 @@
 #ifndef PP_REPORT_H
 #define PP_REPORT_H
 
-#include "config/config.h"
+#include "model/job.h"
 #include "sim/explain.h"
 #include "plan/plan.h"
 #include "sim/timeline.h"
@@ -60,7 +60,7 @@ typedef struct pp_report {
 /* Compute every metric. `sim` may be NULL; when given, bubble_simulated comes from it (and when
  * `tl` is itself simulated, pass the same timeline or NULL). The explanation gets the idle split
  * and critical path of `tl` and the idle split of `sim` (of `tl` when that is simulated). */
-pp_status_t report_build(pp_report_t *r, const pp_config_t *cfg, const pp_plan_t *plan,
+pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *plan,
                          const pp_timeline_t *tl, const pp_timeline_t *sim);
 /* peak[d] = most (stage, mb) pairs of device d in flight at once: F started, last backward op
  * not ended (report_inflight.c). Stages and micro-batches of compute ops must be in range. */
@@ -92,7 +92,7 @@ double report_bubble_theory(pp_sched_kind_t kind, int p, int m, int v);
 const char *report_mode_name(pp_mode_t m);
 
 /* The fixed-width table: a `#` preamble, names row, units row, a row per device, verdict footer. */
-pp_status_t report_print_table(const pp_report_t *r, const pp_config_t *cfg, FILE *f);
+pp_status_t report_print_table(const pp_report_t *r, const pp_job_t *job, FILE *f);
 /* JSON with the schema of docs/architecture.md, then the explanation's fields (docs/explain.md). */
 pp_status_t report_print_json(const pp_report_t *r, FILE *f);
 /* The critical path, one op a line (`--critical-path`). */

@@ -7,6 +7,7 @@
  */
 #include "report.h"
 #include "report_io.h"
+#include "schedule/kinds.h"
 
 #include <math.h>
 #include <string.h>

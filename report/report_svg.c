@@ -12,6 +12,7 @@
  */
 #include "report.h"
 #include "report_io.h"
+#include "schedule/kinds.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -11,6 +11,7 @@
 #include "planner.h"
 
 #include "model/cost.h"
+#include "schedule/kinds.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -79,7 +80,7 @@ static pp_status_t plan_base(pp_search_t *s, const pp_plan_query_t *q)
         return PP_ERR_INPUT;
     }
     s->tokens = (double)s->seqs * seq;
-    const pp_gpu_t *g = cost_gpu_for(b, NULL, NULL);
+    const pp_gpu_t *g = cost_gpu_for(&b->cost_src, NULL, NULL);
     snprintf(s->gpu, sizeof s->gpu, "%s", g->name);
     s->limit_bytes = q->memory_gib > 0 ? q->memory_gib * 1073741824.0 : 0;
     return PP_OK;
@@ -240,10 +241,10 @@ static void plan_measure(pp_candidate_t *c, const pp_run_t *r, const pp_search_t
 }
 
 /* 1 when every stage of the resolved config holds the same number of blocks. */
-static int plan_split_is_even(const pp_config_t *cfg)
+static int plan_split_is_even(const pp_job_t *job)
 {
-    for (int i = 1; i < cfg->model.n_layers_per_stage; i++)
-        if (cfg->model.layers_per_stage[i] != cfg->model.layers_per_stage[0]) return 0;
+    for (int i = 1; i < job->model.n_layers_per_stage; i++)
+        if (job->model.layers_per_stage[i] != job->model.layers_per_stage[0]) return 0;
     return 1;
 }
 
@@ -255,7 +256,7 @@ static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i
     pp_run_t r;
     pp_status_t st = plan_candidate_load(&r, s, q, &s->c[i], -1);
     *why = st == PP_OK ? -1 : PP_SKIP_BUILD;
-    if (st == PP_OK && s->c[i].split == PP_SPLIT_BALANCED && plan_split_is_even(&r.cfg))
+    if (st == PP_OK && s->c[i].split == PP_SPLIT_BALANCED && plan_split_is_even(&r.job))
         *why = PP_SKIP_SAME_SPLIT;
     if (st == PP_OK && *why < 0) st = run_predict(&r, NULL);
     if (st == PP_OK && *why < 0) {

@@ -8,6 +8,7 @@
 #include "planner.h"
 
 #include "report/report_io.h"
+#include "schedule/kinds.h"
 
 #include <math.h>
 #include <string.h>
@@ -37,7 +38,7 @@ static void plan_row(pp_out_t *o, int rank, const pp_candidate_t *c)
 
 static void plan_preamble(pp_out_t *o, const pp_search_t *s)
 {
-    const pp_model_cfg_t *m = &s->base.model;
+    const pp_job_model_t *m = &s->base.model;
     out_printf(o,
                "# ppsched plan: %d x %s, %.1f GiB per GPU; global batch %ld sequences (%.0f "
                "tokens)\n",

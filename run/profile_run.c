@@ -69,7 +69,7 @@ static double median_step(const pp_timeline_t *tl)
 }
 
 /* Load, plan and execute run `pr` into r (the caller frees it); its median step into *ms. */
-static pp_status_t measure(pp_run_t *r, const pp_config_t *cfg, const prof_run_t *pr,
+static pp_status_t measure(pp_run_t *r, const pp_job_t *job, const prof_run_t *pr,
                            pp_executor_fn exec, double *ms)
 {
     char yaml[1024];
@@ -79,11 +79,11 @@ static pp_status_t measure(pp_run_t *r, const pp_config_t *cfg, const prof_run_t
              "schedule: {kind: %s}\n"
              "run: {steps: %d, warmup: %d, seed: %llu, recompute: %s, graph: %s, timing: %s, "
              "timeout: %g}\n",
-             pr->size.layers, cfg->model.hidden, cfg->model.heads, pr->size.seq_len,
-             cfg->model.vocab, pp_dtype_name(cfg->model.dtype), cfg->pipeline.device_ids[0],
+             pr->size.layers, job->model.hidden, job->model.heads, pr->size.seq_len,
+             job->model.vocab, pp_dtype_name(job->model.dtype), job->pipeline.device_ids[0],
              pr->size.m, pr->size.batch, pr->kind, RUN_STEPS, RUN_WARMUP,
-             (unsigned long long)cfg->run.seed, stage_recompute_name(cfg->run.recompute),
-             cfg->run.graph ? "on" : "off", cfg->run.timing ? "on" : "off", cfg->run.timeout_s);
+             (unsigned long long)job->run.seed, stage_recompute_name(job->run.recompute),
+             job->run.graph ? "on" : "off", job->run.timing ? "on" : "off", job->run.timeout_s);
     PP_CHECK(run_load(r, "profile run", yaml, NULL, 0, -1));
     pp_run_opts_t o = {.measure = 1, .exec = exec, .serial_pairs = pr->serial_pairs};
     PP_CHECK(run_execute(r, &o));
@@ -92,11 +92,11 @@ static pp_status_t measure(pp_run_t *r, const pp_config_t *cfg, const prof_run_t
 }
 
 /* measure() into a fresh run freed here, with a note when it does not fit. */
-static pp_status_t measure_once(const pp_config_t *cfg, const prof_run_t *pr, pp_executor_fn exec,
+static pp_status_t measure_once(const pp_job_t *job, const prof_run_t *pr, pp_executor_fn exec,
                                 double *ms, int verbose)
 {
     pp_run_t r;
-    pp_status_t st = measure(&r, cfg, pr, exec, ms);
+    pp_status_t st = measure(&r, job, pr, exec, ms);
     run_free(&r);
     if (st == PP_ERR_DEVICE)
         fprintf(stderr,
@@ -111,14 +111,14 @@ static pp_status_t measure_once(const pp_config_t *cfg, const prof_run_t *pr, pp
 }
 
 /* 1F1B at each of step_m at size z: rows of p->steps. */
-static pp_status_t measure_steps(pp_profile_t *p, const pp_config_t *cfg, pp_executor_fn exec,
+static pp_status_t measure_steps(pp_profile_t *p, const pp_job_t *job, pp_executor_fn exec,
                                  pp_prof_size_t z, int verbose)
 {
     for (int k = 0; k < N_OF(step_m) && p->n_steps < PP_PROFILE_MAX_RUNS; k++) {
         prof_run_t pr = {"1f1b", z, 0};
         double ms;
         pr.size.m = step_m[k];
-        pp_status_t st = measure_once(cfg, &pr, exec, &ms, verbose);
+        pp_status_t st = measure_once(job, &pr, exec, &ms, verbose);
         if (st == PP_ERR_DEVICE) break;
         PP_CHECK(st);
         p->steps[p->n_steps++] = (pp_prof_step_t){pr.size, ms};
@@ -128,7 +128,7 @@ static pp_status_t measure_steps(pp_profile_t *p, const pp_config_t *cfg, pp_exe
 }
 
 /* DualPipeV at size z (an even number of blocks: two chunks) on one stream and on two. */
-static pp_status_t measure_pair(pp_profile_t *p, const pp_config_t *cfg, pp_executor_fn exec,
+static pp_status_t measure_pair(pp_profile_t *p, const pp_job_t *job, pp_executor_fn exec,
                                 pp_prof_size_t z, int verbose)
 {
     prof_run_t pr = {"dualpipe-v", z, 1};
@@ -138,12 +138,12 @@ static pp_status_t measure_pair(pp_profile_t *p, const pp_config_t *cfg, pp_exec
     pr.size.layers -= pr.size.layers % 2;
     pr.size.m = pair_m;
     if (pr.size.layers < 2 || p->n_pairs == PP_PROFILE_MAX_RUNS) return PP_OK;
-    pp_status_t st = measure_once(cfg, &pr, exec, &row.serial_ms, verbose);
+    pp_status_t st = measure_once(job, &pr, exec, &row.serial_ms, verbose);
     if (st == PP_ERR_DEVICE) return PP_OK;
     PP_CHECK(st);
     pr.serial_pairs = 0;
-    st = measure(&r, cfg, &pr, exec, &row.overlapped_ms);
-    if (st == PP_OK) st = cost_model_build(&cm, &r.cfg, &r.plan, NULL, p, NULL);
+    st = measure(&r, job, &pr, exec, &row.overlapped_ms);
+    if (st == PP_OK) st = cost_model_build(&cm, &r.job, &r.plan, NULL, p, NULL);
     if (st == PP_OK && row.serial_ms > 0)
         st = profile_fit_overlap(&r.plan, &cm, row.overlapped_ms / row.serial_ms, &row.overlap);
     cost_model_free(&cm);
@@ -159,17 +159,17 @@ static pp_status_t measure_pair(pp_profile_t *p, const pp_config_t *cfg, pp_exec
     return PP_OK;
 }
 
-pp_status_t profile_measure_runs(pp_profile_t *p, const pp_config_t *cfg, pp_executor_fn exec,
+pp_status_t profile_measure_runs(pp_profile_t *p, const pp_job_t *job, pp_executor_fn exec,
                                  int verbose)
 {
     p->has_runs = 1;
     for (int d = 0; d < N_OF(token_div); d++) {
-        pp_prof_size_t z = {0, 0, cfg->model.layers, 0};
-        if (!shrink(cfg->pipeline.micro_batch_size, cfg->model.seq_len, token_div[d], &z.batch,
+        pp_prof_size_t z = {0, 0, job->model.layers, 0};
+        if (!shrink(job->pipeline.micro_batch_size, job->model.seq_len, token_div[d], &z.batch,
                     &z.seq_len))
             continue;
-        PP_CHECK(measure_steps(p, cfg, exec, z, verbose));
-        PP_CHECK(measure_pair(p, cfg, exec, z, verbose));
+        PP_CHECK(measure_steps(p, job, exec, z, verbose));
+        PP_CHECK(measure_pair(p, job, exec, z, verbose));
     }
     profile_calibrate(p);
     return PP_OK;

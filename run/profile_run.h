@@ -12,7 +12,7 @@
 #define PP_PROFILE_RUN_H
 
 #include "common/pp_status.h"
-#include "config/config.h"
+#include "model/job.h"
 #include "model/profile.h"
 #include "run.h"
 
@@ -20,12 +20,12 @@
 extern "C" {
 #endif
 
-/* Append p's steps and pairs, measured with `exec` on CUDA device cfg->pipeline.device_ids[0] at
- * cfg's model (its dtype, recompute, graph and timing settings; 5 timed steps after 2), then
+/* Append p's steps and pairs, measured with `exec` on CUDA device job->pipeline.device_ids[0] at
+ * the job.s model (its dtype, recompute, graph and timing settings; 5 timed steps after 2), then
  * profile_calibrate(p). p's passes must be measured already: the overlap is fitted with them. A
  * size whose run does not fit on the device (PP_ERR_DEVICE) is left out with a note; any other
  * failure is returned. Prints each run's result when verbose. */
-pp_status_t profile_measure_runs(pp_profile_t *p, const pp_config_t *cfg, pp_executor_fn exec,
+pp_status_t profile_measure_runs(pp_profile_t *p, const pp_job_t *job, pp_executor_fn exec,
                                  int verbose);
 
 /* The cost.overlap (0..1) with which the simulated step of `plan` under `cm` (its overlap ignored)

@@ -18,8 +18,10 @@
 
 #include "model/cost.h"
 
-#include "schedule/generate.h"
+#include "config/resolve.h"
 #include "config/written.h"
+#include "schedule/generate.h"
+#include "schedule/kinds.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -33,25 +35,22 @@ pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char
         PP_CHECK(config_load_string(&r->cfg, path, yaml, sets, n_sets));
     else
         PP_CHECK(config_load(&r->cfg, path, sets, n_sets));
-    if (sched_kind(r->cfg.schedule.kind)->written) {
-        /* A written schedule decides the pipeline's shape: build it, then bring the keys in line.
-         */
-        PP_CHECK(generate_schedule(&r->sched, &r->cfg));
-        PP_CHECK(written_reconcile(&r->cfg, &r->sched, n_visible));
-    }
-    PP_CHECK(config_resolve(&r->cfg, n_visible));
+    const int written = sched_kind(r->cfg.schedule.kind)->written;
+    /* A written schedule decides the pipeline's shape: build it, then resolve the job with it. */
+    if (written) PP_CHECK(written_build(&r->sched, &r->cfg));
+    PP_CHECK(job_resolve(&r->job, &r->cfg, written ? &r->sched : NULL, n_visible));
     return run_plan(r);
 }
 
 pp_status_t run_plan(pp_run_t *r)
 {
-    if (!sched_kind(r->cfg.schedule.kind)->written) PP_CHECK(generate_schedule(&r->sched, &r->cfg));
+    if (!sched_kind(r->job.kind)->written) PP_CHECK(generate_schedule(&r->sched, &r->job));
     pp_status_t st = schedule_validate(&r->sched);
-    if (st == PP_OK) st = plan_lower(&r->plan, &r->sched, &r->cfg);
+    if (st == PP_OK) st = plan_lower(&r->plan, &r->sched, &r->job);
     if (st == PP_OK) st = plan_validate(&r->plan);
     if (st == PP_ERR_INPUT)
         fprintf(stderr, "%s: the %s schedule above is not valid\n",
-                r->cfg.path ? r->cfg.path : "config", sched_kind_name(r->cfg.schedule.kind));
+                r->job.path ? r->job.path : "config", sched_kind_name(r->job.kind));
     return st;
 }
 
@@ -61,7 +60,7 @@ pp_status_t run_plan(pp_run_t *r)
 static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
                                      const pp_timeline_t *tl, double link)
 {
-    pp_cost_cfg_t zero = {0};
+    pp_job_cost_t zero = {0};
     int n = plan->n_stages;
     PP_CHECK(cost_model_uniform(cm, n, &zero));
     int *cnt = calloc((size_t)n * 4, sizeof *cnt);
@@ -95,30 +94,30 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
     return PP_OK;
 }
 
-pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_config_t *cfg,
+pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_job_t *job,
                            const pp_timeline_t *measured, const pp_gpu_t *present,
                            const pp_profile_t *prof)
 {
     if (measured && measured->has_op_times) {
         /* a measured B of a pair already includes what sharing the GPU with its forward cost */
-        PP_CHECK(cost_from_measure(cm, plan, measured, cost_host_link_gbps(cfg)));
-        cm->overlap = cfg->cost.overlap;
+        PP_CHECK(cost_from_measure(cm, plan, measured, cost_host_link_gbps(job)));
+        cm->overlap = job->cost.overlap;
         return PP_OK;
     }
-    return cost_model_build(cm, cfg, plan, present, prof, NULL);
+    return cost_model_build(cm, job, plan, present, prof, NULL);
 }
 
 /* The predicted cost model: cost.profile read once, the model built on `present`. */
 static pp_status_t predict_cost(pp_run_t *r, const pp_gpu_t *present, pp_cost_source_t *source)
 {
-    if (r->cfg.cost_src.profile && !r->have_prof) {
-        PP_CHECK(profile_load(&r->prof, r->cfg.cost_src.profile));
+    if (r->job.cost_src.profile && !r->have_prof) {
+        PP_CHECK(profile_load(&r->prof, r->job.cost_src.profile));
         r->have_prof = 1;
     }
     r->present = present;
     cost_model_free(&r->cost);
     timeline_free(&r->sim);
-    return cost_model_build(&r->cost, &r->cfg, &r->plan, present, r->have_prof ? &r->prof : NULL,
+    return cost_model_build(&r->cost, &r->job, &r->plan, present, r->have_prof ? &r->prof : NULL,
                             source);
 }
 
@@ -142,10 +141,10 @@ static pp_status_t predict(pp_run_t *r, const pp_gpu_t *present, int what_if)
     }
     const pp_profile_t *prof = r->have_prof ? &r->prof : NULL;
     r->predicted_ms = r->sim.step_ms[0];
-    const pp_gpu_t *gpu = cost_gpu_for(&r->cfg, present, prof);
-    cost_model_describe(r->cost_desc, sizeof r->cost_desc, &r->cost, &r->cfg, &r->plan, source, gpu,
+    const pp_gpu_t *gpu = cost_gpu_for(&r->job.cost_src, present, prof);
+    cost_model_describe(r->cost_desc, sizeof r->cost_desc, &r->cost, &r->job, &r->plan, source, gpu,
                         prof);
-    PP_CHECK(memory_predict(&r->mem, &r->cfg, &r->plan, gpu, prof));
+    PP_CHECK(memory_predict(&r->mem, &r->job, &r->plan, gpu, prof));
     r->predicted = 1;
     return PP_OK;
 }
@@ -155,13 +154,13 @@ pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present)
     return predict(r, present, 0);
 }
 
-pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o)
+pp_exec_opts_t run_exec_opts(const pp_job_t *job, const pp_run_opts_t *o)
 {
     pp_exec_opts_t eo = {
         .sync = o->sync,
-        .graph = cfg->run.graph && !o->sync,
-        .timing = cfg->run.timing,
-        .timeout_s = o->timeout_s > 0 ? o->timeout_s : cfg->run.timeout_s,
+        .graph = job->run.graph && !o->sync,
+        .timing = job->run.timing,
+        .timeout_s = o->timeout_s > 0 ? o->timeout_s : job->run.timeout_s,
         .verbose = o->verbose,
         .check_grads = o->check_grads,
         .serial_pairs = o->serial_pairs,
@@ -173,8 +172,8 @@ pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o)
 pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o)
 {
     if (!o->exec) PP_FAIL(PP_ERR_INTERNAL, "run_execute: no executor");
-    pp_exec_opts_t eo = run_exec_opts(&r->cfg, o);
-    PP_CHECK(o->exec(&r->meas, &r->exec, &r->plan, &r->cfg, &eo));
+    pp_exec_opts_t eo = run_exec_opts(&r->job, o);
+    PP_CHECK(o->exec(&r->meas, &r->exec, &r->plan, &r->job, &eo));
     r->measured = 1;
     return PP_OK;
 }
@@ -186,11 +185,11 @@ pp_status_t run_finish(pp_run_t *r)
         cost_model_free(&r->cost);
         timeline_free(&r->sim);
         r->have_what_if = 0;
-        PP_CHECK(run_cost_model(&r->cost, &r->plan, &r->cfg, &r->meas, NULL, NULL));
+        PP_CHECK(run_cost_model(&r->cost, &r->plan, &r->job, &r->meas, NULL, NULL));
         PP_CHECK(explain_what_if_sim(&r->what_if, &r->sim, &r->plan, &r->cost));
         r->have_what_if = 1;
     }
-    PP_CHECK(report_build(&r->report, &r->cfg, &r->plan, run_timeline(r), &r->sim));
+    PP_CHECK(report_build(&r->report, &r->job, &r->plan, run_timeline(r), &r->sim));
     r->have_report = 1;
     /* What-if from the run's own op costs; a measured run without op times has none (its cost
      * model is the config's). */
@@ -245,6 +244,7 @@ void run_free(pp_run_t *r)
     cost_model_free(&r->cost);
     plan_free(&r->plan);
     schedule_free(&r->sched);
+    job_free(&r->job);
     config_free(&r->cfg);
     memset(r, 0, sizeof *r);
 }

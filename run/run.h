@@ -30,11 +30,12 @@ extern "C" {
 
 /* Runs a plan on the devices (execute_plan's shape). */
 typedef pp_status_t (*pp_executor_fn)(pp_timeline_t *tl, pp_exec_result_t *res,
-                                      const pp_plan_t *plan, const pp_config_t *cfg,
+                                      const pp_plan_t *plan, const pp_job_t *job,
                                       const pp_exec_opts_t *opts);
 
 typedef struct pp_run {
-    pp_config_t cfg;
+    pp_config_t cfg;       /* what the user wrote (messages name its keys' places) */
+    pp_job_t job;          /* resolved from cfg: what every phase after run_load reads */
     pp_schedule_t sched;   /* compute-only or as written */
     pp_plan_t plan;        /* lowered once */
     pp_cost_model_t cost;  /* run_cost_model's, built once */
@@ -75,7 +76,7 @@ typedef struct pp_run_opts {
 pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char *const *sets,
                      int n_sets, int n_visible);
 
-/* Generate the schedule of r->cfg (resolved; a written one is already built), check it, lower it
+/* Generate the schedule of r->job ( a written one is already built), check it, lower it
  * once and check the plan. Prints
  * "<path>: the <kind> schedule above is not valid" after an input problem. */
 pp_status_t run_plan(pp_run_t *r);
@@ -103,7 +104,7 @@ void run_note_processes(const pp_run_t *r, const pp_group_t *g, FILE *f);
  * the hand-set `cost:` values when given, else the stage's FLOPs and bytes on the GPU description
  * (cost.gpu, else `present`, else h100), calibrated by `prof` when not NULL. The one place a cost
  * model comes from. */
-pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_config_t *cfg,
+pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_job_t *job,
                            const pp_timeline_t *measured, const pp_gpu_t *present,
                            const pp_profile_t *prof);
 
@@ -114,7 +115,7 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
 pp_status_t run_predict(pp_run_t *r, const pp_gpu_t *present);
 
 /* The executor's options: the config's run.* keys with the caller's overrides. */
-pp_exec_opts_t run_exec_opts(const pp_config_t *cfg, const pp_run_opts_t *o);
+pp_exec_opts_t run_exec_opts(const pp_job_t *job, const pp_run_opts_t *o);
 
 /* Execute the plan with o->exec and run_exec_opts (measured run: r->meas, r->exec). */
 pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o);

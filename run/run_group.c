@@ -10,12 +10,14 @@
  */
 #include "run.h"
 
+#include "config/resolve.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 
 void run_rank_of(const pp_run_t *r, const pp_group_t *g, int *rank_of)
 {
-    group_split_devices(g, r->plan.n_devices, r->cfg.pipeline.devices_per_process, rank_of);
+    group_split_devices(g, r->plan.n_devices, r->job.pipeline.devices_per_process, rank_of);
 }
 
 /* FNV-1a over what every process must agree on: the ops, their dependencies, their links. */
@@ -56,7 +58,7 @@ static pp_status_t check_boundaries(const pp_run_t *r, const int *rank_of)
 pp_status_t run_check_processes(pp_run_t *r, pp_group_t *g)
 {
     int rank_of[PP_MAX_DEVICES];
-    pp_status_t st = config_check_processes(&r->cfg, g->size);
+    pp_status_t st = job_check_processes(&r->job, &r->cfg, g->size);
     if (st == PP_OK && g->size > 1) {
         run_rank_of(r, g, rank_of);
         st = check_boundaries(r, rank_of);
@@ -69,7 +71,7 @@ pp_status_t run_check_processes(pp_run_t *r, pp_group_t *g)
         fprintf(stderr,
                 "%s: rank %d: the plan differs from rank 0's (every process must load the same "
                 "file with the same --set options)\n",
-                r->cfg.path ? r->cfg.path : "config", g->rank);
+                r->job.path ? r->job.path : "config", g->rank);
         st = PP_ERR_INPUT;
     }
     return group_agree(g, st);
@@ -96,8 +98,8 @@ pp_status_t run_simulate_split(pp_run_t *r)
     pp_sim_part_t part = {
         .group = r->group,
         .rank_of = rank_of,
-        .deadline = group_now_s() + r->cfg.run.timeout_s,
-        .timeout_s = r->cfg.run.timeout_s,
+        .deadline = group_now_s() + r->job.run.timeout_s,
+        .timeout_s = r->job.run.timeout_s,
         .drop_send = kth_crossing_send(&r->plan, rank_of, drop && *drop ? atoi(drop) : -1),
     };
     pp_status_t st = simulate_plan_part(&r->sim, &r->plan, &r->cost, &part);

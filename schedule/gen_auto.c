@@ -257,33 +257,33 @@ fail:
 
 /* The stages' costs as the config prices them (hand-set `cost:` or the model on the config's GPU
  * description; a profile calibrates the prediction later, not the order), on a plan's outline. */
-static pp_status_t auto_costs_of(pp_cost_model_t *cm, const pp_config_t *cfg, int p)
+static pp_status_t auto_costs_of(pp_cost_model_t *cm, const pp_job_t *job, int p)
 {
     pp_plan_t outline;
     memset(&outline, 0, sizeof outline);
     outline.n_devices = outline.n_stages = p;
     outline.chunks = 1;
-    outline.n_mb = cfg->pipeline.micro_batches;
-    outline.kind = cfg->schedule.kind;
-    outline.boundary_bytes = (size_t)cfg->pipeline.micro_batch_size * (size_t)cfg->model.seq_len *
-                             (size_t)cfg->model.hidden * pp_dtype_size(cfg->model.dtype);
+    outline.n_mb = job->pipeline.micro_batches;
+    outline.kind = job->kind;
+    outline.boundary_bytes = (size_t)job->pipeline.micro_batch_size * (size_t)job->model.seq_len *
+                             (size_t)job->model.hidden * pp_dtype_size(job->model.dtype);
     outline.slots_per_stage = calloc((size_t)p, sizeof *outline.slots_per_stage);
     PP_ALLOC_CHECK(outline.slots_per_stage);
-    pp_status_t st = cost_model_build(cm, cfg, &outline, NULL, NULL, NULL);
+    pp_status_t st = cost_model_build(cm, job, &outline, NULL, NULL, NULL);
     free(outline.slots_per_stage);
     return st;
 }
 
-pp_status_t generate_cfg_auto(pp_schedule_t *out, const pp_config_t *cfg)
+pp_status_t generate_cfg_auto(pp_schedule_t *out, const pp_job_t *job)
 {
-    int p = cfg->pipeline.n_devices, m = cfg->pipeline.micro_batches;
+    int p = job->pipeline.n_devices, m = job->pipeline.micro_batches;
     pp_cost_model_t cm;
     memset(out, 0, sizeof *out);
     memset(&cm, 0, sizeof cm);
-    PP_CHECK(auto_costs_of(&cm, cfg, p));
+    PP_CHECK(auto_costs_of(&cm, job, p));
     /* The in-flight limit of ZB-H1 (p micro-batches on every stage): the same activation memory. */
     pp_auto_costs_t c = {cm.f, cm.i, cm.w, cm.send, p};
-    pp_status_t st = generate_auto(out, p, m, &c, cfg);
+    pp_status_t st = generate_auto(out, p, m, &c, job);
     cost_model_free(&cm);
     return st;
 }

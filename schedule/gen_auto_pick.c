@@ -40,8 +40,8 @@
 typedef struct auto_job {
     int p, m;
     const pp_auto_costs_t *c;
-    const pp_config_t *cfg; /* NULL: a row's score is its span */
-    pp_cost_model_t cm;     /* the scoring model: c's costs per stage (with cfg) */
+    const pp_job_t *job; /* NULL: a row's score is its span */
+    pp_cost_model_t cm;     /* the scoring model: c's costs per stage (with job) */
     pp_auto_cand_t k[AUTO_ROWS];
     pp_status_t st[AUTO_ROWS]; /* each row's failure, PP_OK */
     int failed;                /* 1 once a row failed: no new work starts */
@@ -132,15 +132,15 @@ static int auto_next(auto_job_t *J)
     return v >= 0 || J->running > 0 ? v : AUTO_DONE;
 }
 
-/* The simulated step of row v's order, lowered with cfg and priced by the shared model. */
+/* The simulated step of row v's order, lowered with job and priced by the shared model. */
 static pp_status_t auto_score(auto_job_t *J, pp_auto_cand_t *k)
 {
     k->score = k->span;
-    if (!J->cfg) return PP_OK;
+    if (!J->job) return PP_OK;
     pp_plan_t plan;
     const pp_cost_model_t *cp = &J->cm;
     memset(&plan, 0, sizeof plan);
-    pp_status_t st = plan_lower(&plan, &k->order, J->cfg);
+    pp_status_t st = plan_lower(&plan, &k->order, J->job);
     if (st == PP_OK) st = simulate_makespans(&k->score, &plan, &cp, 1); /* no timeline */
     plan_free(&plan);
     return st;
@@ -204,14 +204,14 @@ static void auto_job_free(auto_job_t *J)
 }
 
 static pp_status_t auto_job_init(auto_job_t *J, int p, int m, const pp_auto_costs_t *c,
-                                 const pp_config_t *cfg)
+                                 const pp_job_t *job)
 {
     memset(J, 0, sizeof *J);
-    J->p = p, J->m = m, J->c = c, J->cfg = cfg;
+    J->p = p, J->m = m, J->c = c, J->job = job;
     pthread_mutex_init(&J->mu, NULL);
     pthread_cond_init(&J->cv, NULL);
-    if (!cfg) return PP_OK;
-    pp_cost_cfg_t zero = {0};
+    if (!job) return PP_OK;
+    pp_job_cost_t zero = {0};
     pp_status_t st = cost_model_uniform(&J->cm, p, &zero);
     if (st != PP_OK) goto fail;
     for (int s = 0; s < p; s++) {
@@ -259,7 +259,7 @@ static pp_status_t auto_choice(const auto_job_t *J, int *win)
 }
 
 pp_status_t generate_auto(pp_schedule_t *out, int p, int m, const pp_auto_costs_t *c,
-                          const pp_config_t *cfg)
+                          const pp_job_t *job)
 {
     memset(out, 0, sizeof *out);
     if (p < 1 || p > PP_MAX_DEVICES || m < 1 || m > PP_MAX_MICRO_BATCHES || c->limit < 1) {
@@ -273,7 +273,7 @@ pp_status_t generate_auto(pp_schedule_t *out, int p, int m, const pp_auto_costs_
     PP_CHECK(auto_threads(&n_threads));
     auto_job_t *J = malloc(sizeof *J);
     PP_ALLOC_CHECK(J);
-    pp_status_t st = auto_job_init(J, p, m, c, cfg);
+    pp_status_t st = auto_job_init(J, p, m, c, job);
     if (st != PP_OK) goto out;
     auto_run(J, n_threads);
     st = auto_choice(J, &win);

@@ -9,6 +9,7 @@
  * ZB-H1 at most p.
  */
 #include "generate.h"
+#include "kinds.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -228,71 +229,71 @@ pp_status_t generate_interleaved(pp_schedule_t *out, int p, int m, int v)
 /* ============================== Dispatch ====================================================== */
 
 /* The generators of the kind table (kinds.c): p, m and v from a resolved config. */
-static int cfg_chunks(const pp_config_t *cfg)
+static int cfg_chunks(const pp_job_t *job)
 {
-    const pp_pipeline_cfg_t *pc = &cfg->pipeline;
+    const pp_job_pipeline_t *pc = &job->pipeline;
     int p = pc->n_devices > 0 ? pc->n_devices : 1;
     int stages = pc->stages > 0 ? pc->stages : p * (pc->chunks > 0 ? pc->chunks : 1);
     return stages % p == 0 ? stages / p : 0;
 }
 
-pp_status_t generate_cfg_gpipe(pp_schedule_t *out, const pp_config_t *cfg)
+pp_status_t generate_cfg_gpipe(pp_schedule_t *out, const pp_job_t *job)
 {
-    return generate_gpipe(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
+    return generate_gpipe(out, job->pipeline.n_devices, job->pipeline.micro_batches);
 }
 
-pp_status_t generate_cfg_1f1b(pp_schedule_t *out, const pp_config_t *cfg)
+pp_status_t generate_cfg_1f1b(pp_schedule_t *out, const pp_job_t *job)
 {
-    return generate_1f1b(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
+    return generate_1f1b(out, job->pipeline.n_devices, job->pipeline.micro_batches);
 }
 
-pp_status_t generate_cfg_interleaved(pp_schedule_t *out, const pp_config_t *cfg)
+pp_status_t generate_cfg_interleaved(pp_schedule_t *out, const pp_job_t *job)
 {
-    return generate_interleaved(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches,
-                                cfg_chunks(cfg));
+    return generate_interleaved(out, job->pipeline.n_devices, job->pipeline.micro_batches,
+                                cfg_chunks(job));
 }
 
-pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_config_t *cfg)
+pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_job_t *job)
 {
-    return generate_zbh1(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
+    return generate_zbh1(out, job->pipeline.n_devices, job->pipeline.micro_batches);
 }
 
-pp_status_t generate_cfg_looped_bfs(pp_schedule_t *out, const pp_config_t *cfg)
+pp_status_t generate_cfg_looped_bfs(pp_schedule_t *out, const pp_job_t *job)
 {
-    return generate_looped_bfs(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches,
-                               cfg_chunks(cfg));
+    return generate_looped_bfs(out, job->pipeline.n_devices, job->pipeline.micro_batches,
+                               cfg_chunks(job));
 }
 
-pp_status_t generate_cfg_interleaved_zb(pp_schedule_t *out, const pp_config_t *cfg)
+pp_status_t generate_cfg_interleaved_zb(pp_schedule_t *out, const pp_job_t *job)
 {
-    return generate_interleaved_zb(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches,
-                                   cfg_chunks(cfg));
+    return generate_interleaved_zb(out, job->pipeline.n_devices, job->pipeline.micro_batches,
+                                   cfg_chunks(job));
 }
 
-pp_status_t generate_schedule(pp_schedule_t *out, const pp_config_t *cfg)
+pp_status_t generate_schedule(pp_schedule_t *out, const pp_job_t *job)
 {
     memset(out, 0, sizeof *out);
-    const pp_pipeline_cfg_t *pc = &cfg->pipeline;
-    const pp_kind_row_t *row = sched_kind(cfg->schedule.kind);
+    const pp_job_pipeline_t *pc = &job->pipeline;
+    const pp_kind_row_t *row = sched_kind(job->kind);
     char msg[512];
     if (!row->generate) {
-        fprintf(stderr, "unknown schedule kind %d\n", (int)cfg->schedule.kind);
+        fprintf(stderr, "schedule %s: the order is written, not generated\n", row->name);
         return PP_ERR_INPUT;
     }
     if (!row->written) {
-        int v = cfg_chunks(cfg);
+        int v = cfg_chunks(job);
         if (v < 1) {
             fprintf(stderr, "schedule %s: stages (%d) must be a multiple of devices (%d)\n",
                     row->name, pc->stages, pc->n_devices);
             return PP_ERR_INPUT;
         }
-        if (sched_kind_check(cfg->schedule.kind, pc->n_devices, pc->micro_batches, v, msg,
+        if (sched_kind_check(job->kind, pc->n_devices, pc->micro_batches, v, msg,
                              sizeof msg) != PP_KIND_OK ||
-            sched_kind_check_placement(cfg->schedule.kind, v, pc->placement, msg, sizeof msg) !=
+            sched_kind_check_placement(job->kind, v, pc->placement, msg, sizeof msg) !=
                 PP_KIND_OK) {
             fprintf(stderr, "schedule %s\n", msg);
             return PP_ERR_INPUT;
         }
     }
-    return row->generate(out, cfg);
+    return row->generate(out, job);
 }

@@ -11,30 +11,30 @@
 #ifndef PP_GENERATE_H
 #define PP_GENERATE_H
 
-#include "config/config.h"
+#include "model/job.h"
 #include "plan/schedule.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Build the schedule `cfg` asks for into `out` (initialised here; free with schedule_free):
- * the kind's preconditions (sched_kind_check), then its row's generator. cfg must have been
+/* Build the schedule `job` asks for into `out` (initialised here; free with schedule_free):
+ * the kind's preconditions (sched_kind_check), then its row's generator. job must have been
  * through config_resolve. Returns PP_ERR_INPUT with a message when the generator cannot produce
  * a schedule for these values (e.g. interleaved with m % p != 0). */
-pp_status_t generate_schedule(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_schedule(pp_schedule_t *out, const pp_job_t *job);
 
 /* The generators of the kind table's rows: p, m and v taken from a resolved config. */
-pp_status_t generate_cfg_gpipe(pp_schedule_t *out, const pp_config_t *cfg);
-pp_status_t generate_cfg_1f1b(pp_schedule_t *out, const pp_config_t *cfg);
-pp_status_t generate_cfg_interleaved(pp_schedule_t *out, const pp_config_t *cfg);
-pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_config_t *cfg);
-pp_status_t generate_cfg_looped_bfs(pp_schedule_t *out, const pp_config_t *cfg);
-pp_status_t generate_cfg_interleaved_zb(pp_schedule_t *out, const pp_config_t *cfg);
-pp_status_t generate_cfg_zbh2(pp_schedule_t *out, const pp_config_t *cfg);      /* generate_zb.c */
-pp_status_t generate_cfg_zbv(pp_schedule_t *out, const pp_config_t *cfg);       /* generate_v.c */
-pp_status_t generate_cfg_dualpipev(pp_schedule_t *out, const pp_config_t *cfg); /* generate_v.c */
-pp_status_t generate_cfg_auto(pp_schedule_t *out, const pp_config_t *cfg);
+pp_status_t generate_cfg_gpipe(pp_schedule_t *out, const pp_job_t *job);
+pp_status_t generate_cfg_1f1b(pp_schedule_t *out, const pp_job_t *job);
+pp_status_t generate_cfg_interleaved(pp_schedule_t *out, const pp_job_t *job);
+pp_status_t generate_cfg_zbh1(pp_schedule_t *out, const pp_job_t *job);
+pp_status_t generate_cfg_looped_bfs(pp_schedule_t *out, const pp_job_t *job);
+pp_status_t generate_cfg_interleaved_zb(pp_schedule_t *out, const pp_job_t *job);
+pp_status_t generate_cfg_zbh2(pp_schedule_t *out, const pp_job_t *job);      /* generate_zb.c */
+pp_status_t generate_cfg_zbv(pp_schedule_t *out, const pp_job_t *job);       /* generate_v.c */
+pp_status_t generate_cfg_dualpipev(pp_schedule_t *out, const pp_job_t *job); /* generate_v.c */
+pp_status_t generate_cfg_auto(pp_schedule_t *out, const pp_job_t *job);
 
 /* The individual generators, for tests: p devices, m micro-batches, v chunks per device. */
 pp_status_t generate_gpipe(pp_schedule_t *out, int p, int m);
@@ -61,10 +61,10 @@ typedef struct pp_auto_costs {
 } pp_auto_costs_t;
 
 /* The `auto` order for p devices and m micro-batches under costs c (gen_auto.c): the best of a
- * few variants of the greedy, ranked by the simulator on the plan lowered with `cfg` when cfg is
+ * few variants of the greedy, ranked by the simulator on the plan lowered with `job` when job is
  * not NULL, else by the greedy's own estimate. */
 pp_status_t generate_auto(pp_schedule_t *out, int p, int m, const pp_auto_costs_t *c,
-                          const pp_config_t *cfg);
+                          const pp_job_t *job);
 
 #ifdef __cplusplus
 }

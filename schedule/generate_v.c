@@ -112,9 +112,9 @@ pp_status_t generate_zbv(pp_schedule_t *out, int p, int m)
     return st;
 }
 
-pp_status_t generate_cfg_zbv(pp_schedule_t *out, const pp_config_t *cfg)
+pp_status_t generate_cfg_zbv(pp_schedule_t *out, const pp_job_t *job)
 {
-    return generate_zbv(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
+    return generate_zbv(out, job->pipeline.n_devices, job->pipeline.micro_batches);
 }
 
 /* ============================== DualPipeV ===================================================== */
@@ -216,7 +216,7 @@ pp_status_t generate_dualpipev(pp_schedule_t *out, int p, int m)
     return st;
 }
 
-pp_status_t generate_cfg_dualpipev(pp_schedule_t *out, const pp_config_t *cfg)
+pp_status_t generate_cfg_dualpipev(pp_schedule_t *out, const pp_job_t *job)
 {
-    return generate_dualpipev(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
+    return generate_dualpipev(out, job->pipeline.n_devices, job->pipeline.micro_batches);
 }

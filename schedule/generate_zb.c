@@ -123,9 +123,9 @@ pp_status_t generate_zbh2(pp_schedule_t *out, int p, int m)
     return PP_OK;
 }
 
-pp_status_t generate_cfg_zbh2(pp_schedule_t *out, const pp_config_t *cfg)
+pp_status_t generate_cfg_zbh2(pp_schedule_t *out, const pp_job_t *job)
 {
-    return generate_zbh2(out, cfg->pipeline.n_devices, cfg->pipeline.micro_batches);
+    return generate_zbh2(out, job->pipeline.n_devices, job->pipeline.micro_batches);
 }
 
 /* ============================== Interleaved zero-bubble ======================================= */

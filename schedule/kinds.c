@@ -13,7 +13,6 @@
 #include "kinds.h"
 
 #include "generate.h"
-#include "config/written.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -174,8 +173,8 @@ static const pp_kind_row_t kinds[PP_SCHED_KIND_COUNT] = {
                                  generate_cfg_interleaved_zb, check_interleaved_zb,
                                  bubble_zb_chunks, 2, LOOP, 0},
     [PP_SCHED_AUTO] = {"auto", NULL, generate_cfg_auto, check_one_stage, NULL, 1, ANY, 0},
-    [PP_SCHED_STEPS] = {"steps", NULL, written_from_steps, NULL, NULL, 1, ANY, 1},
-    [PP_SCHED_CSV] = {"csv", NULL, written_from_csv, NULL, NULL, 1, ANY, 1},
+    [PP_SCHED_STEPS] = {"steps", NULL, NULL, NULL, NULL, 1, ANY, 1},
+    [PP_SCHED_CSV] = {"csv", NULL, NULL, NULL, NULL, 1, ANY, 1},
 };
 /* clang-format on */
 

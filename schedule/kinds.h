@@ -6,13 +6,15 @@
  *
  * Config, generate, report and the charts ask this table; nothing else switches on the kind. A new
  * kind is one enum value, one row in kinds.c and its generator (generate.c or a file of its own).
- * The explicit kinds (`steps:`, `csv:`) are rows too: their generator builds the schedule as the
- * user wrote it, and they are not values of `schedule.kind`.
+ * The explicit kinds (`steps:`, `csv:`) are rows too, with no generator: the config's reader
+ * builds what the user wrote (config/written.c), and they are not values of `schedule.kind`. The
+ * kind values themselves (pp_sched_kind_t) live in model/job.h, since the job names its kind.
  */
 #ifndef PP_KINDS_H
 #define PP_KINDS_H
 
 #include "common/pp_status.h"
+#include "model/job.h"
 #include "plan/schedule.h"
 
 #include <stddef.h>
@@ -21,28 +23,6 @@
 extern "C" {
 #endif
 
-struct pp_config;
-
-/* The schedule kinds; the value is the row's index in the table. */
-typedef enum pp_sched_kind {
-    PP_SCHED_GPIPE = 0,
-    PP_SCHED_1F1B,
-    PP_SCHED_INTERLEAVED,    /* interleaved 1F1B, v = stages / devices chunks per device */
-    PP_SCHED_ZBH1,           /* zero-bubble H1: backward split into I and W */
-    PP_SCHED_ZBH2,           /* zero-bubble H2: 2p-1 in flight, W to the tail */
-    PP_SCHED_ZBV,            /* zero-bubble V: two chunks per device in a V, 1F1B's memory */
-    PP_SCHED_DUALPIPEV,      /* DeepSeek's DualPipeV: V placement, overlapped F and B pairs */
-    PP_SCHED_LOOPED_BFS,     /* breadth-first: all forwards of a chunk before the next chunk */
-    PP_SCHED_INTERLEAVED_ZB, /* interleaved 1F1B with I and W (PyTorch's ZB1P) */
-    PP_SCHED_AUTO,           /* built from the stages' F, I, W costs (gen_auto.c) */
-    PP_SCHED_STEPS,          /* explicit per-device action lists written in the YAML */
-    PP_SCHED_CSV,            /* PyTorch pipelining CSV, one row per rank */
-    PP_SCHED_KIND_COUNT
-} pp_sched_kind_t;
-
-/* How stages map onto devices when a device holds several: loop (stage s on device s mod p) or
- * v (stage s on device s for the first p stages, then back down: p-1, ..., 0). */
-typedef enum pp_placement { PP_PLACEMENT_LOOP = 0, PP_PLACEMENT_V } pp_placement_t;
 
 /* What a precondition check found wrong; the caller blames the matching config key. */
 typedef enum pp_kind_problem {
@@ -55,8 +35,9 @@ typedef enum pp_kind_problem {
 typedef struct pp_kind_row {
     const char *name;           /* as written in `schedule.kind` and printed in reports */
     const char *const *aliases; /* other accepted spellings, NULL-terminated; NULL for none */
-    /* Build the compute-only schedule cfg asks for into `out` (freed by the caller on failure). */
-    pp_status_t (*generate)(pp_schedule_t *out, const struct pp_config *cfg);
+    /* Build the compute-only schedule job asks for into `out` (freed by the caller on failure);
+     * NULL for the written kinds. */
+    pp_status_t (*generate)(pp_schedule_t *out, const pp_job_t *job);
     /* Preconditions on p, m, v; fills msg ("<name> needs ...") and returns what is wrong, or
      * PP_KIND_OK. NULL: none. */
     pp_kind_problem_t (*check)(const char *name, int p, int m, int v, char *msg, size_t size);

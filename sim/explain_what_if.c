@@ -19,7 +19,7 @@ const pp_what_if_info_t pp_what_ifs[PP_WHAT_IF_COUNT] = {
 static pp_status_t cost_variant(pp_cost_model_t *out, const pp_cost_model_t *cm,
                                 const pp_what_if_info_t *w)
 {
-    pp_cost_cfg_t zero = {0};
+    pp_job_cost_t zero = {0};
     int n = cm->n_stages;
     PP_CHECK(cost_model_uniform(out, n, &zero));
     double *dst[4] = {out->f, out->b, out->i, out->w};

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_cost_cfg_t *c)
+pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_job_cost_t *c)
 {
     memset(cm, 0, sizeof *cm);
     if (n_stages < 1 || n_stages > PP_MAX_STAGES)

@@ -22,7 +22,7 @@
 #define PP_SIMULATE_H
 
 #include "common/pp_group.h"
-#include "config/config.h"
+#include "model/job.h"
 #include "plan/plan.h"
 #include "timeline.h"
 
@@ -41,7 +41,7 @@ typedef struct pp_cost_model {
                               once (1 - overlap) of its forward half has run; 0 runs them serially */
 } pp_cost_model_t;
 
-pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_cost_cfg_t *c);
+pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_job_cost_t *c);
 void cost_model_free(pp_cost_model_t *cm);
 
 /* Simulate `plan`; fills `tl` (initialised here, mode SIMULATE, one step). */

@@ -6,7 +6,10 @@
  */
 #include "support.h"
 
+#include "config/resolve.h"
+#include "config/written.h"
 #include "schedule/generate.h"
+#include "schedule/kinds.h"
 #include "model/profile.h"
 
 #include <stdio.h>
@@ -94,7 +97,39 @@ const char *ts_capture_end(void)
  * Configs
  * ------------------------------------------------------------------------------------------- */
 
-void ts_config_pipeline(pp_config_t *c, pp_sched_kind_t kind, int p, int stages, int m)
+void ts_job_defaults(pp_job_t *job)
+{
+    pp_config_t cfg;
+    config_defaults(&cfg);
+    if (job_from_config(job, &cfg) != PP_OK) abort();
+    config_free(&cfg);
+}
+
+pp_status_t ts_resolve(pp_job_t *job, const pp_config_t *cfg, int n_visible)
+{
+    pp_schedule_t s = {0};
+    pp_status_t st = PP_OK;
+    job_free(job);
+    memset(job, 0, sizeof *job);
+    const int written = sched_kind(cfg->schedule.kind)->written;
+    if (written) st = written_build(&s, cfg);
+    if (st == PP_OK) st = job_resolve(job, cfg, written ? &s : NULL, n_visible);
+    schedule_free(&s);
+    return st;
+}
+
+pp_status_t ts_load_job(pp_job_t *job, const char *yaml, const char *const *sets, int n_sets,
+                        int n_visible)
+{
+    pp_config_t cfg;
+    memset(job, 0, sizeof *job);
+    pp_status_t st = config_load_string(&cfg, "t.yaml", yaml, sets, n_sets);
+    if (st == PP_OK) st = ts_resolve(job, &cfg, n_visible);
+    config_free(&cfg);
+    return st;
+}
+
+void ts_config_pipeline(pp_job_t *c, pp_sched_kind_t kind, int p, int stages, int m)
 {
     memset(c, 0, sizeof *c);
     c->pipeline.n_devices = p;
@@ -103,7 +138,7 @@ void ts_config_pipeline(pp_config_t *c, pp_sched_kind_t kind, int p, int stages,
     c->pipeline.stages = stages;
     c->pipeline.chunks = stages / p;
     c->pipeline.micro_batches = m;
-    c->schedule.kind = kind;
+    c->kind = kind;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -293,8 +328,8 @@ int ts_make_plan(pp_plan_t *plan, pp_sched_kind_t kind, int p, int m, int v)
     default: st = generate_zbh1(&sched, p, m); break;
     }
     if (st != PP_OK) return -1;
-    pp_config_t cfg;
-    config_defaults(&cfg);
+    pp_job_t cfg;
+    ts_job_defaults(&cfg);
     cfg.model.layers = 48; /* divisible by every stage count of the sweep */
     cfg.pipeline.n_devices = p;
     for (int d = 0; d < p; d++)
@@ -302,10 +337,10 @@ int ts_make_plan(pp_plan_t *plan, pp_sched_kind_t kind, int p, int m, int v)
     cfg.pipeline.stages = p * v;
     cfg.pipeline.chunks = v;
     cfg.pipeline.micro_batches = m;
-    cfg.schedule.kind = kind;
+    cfg.kind = kind;
     st = plan_lower(plan, &sched, &cfg);
     schedule_free(&sched);
-    config_free(&cfg);
+    job_free(&cfg);
     return st == PP_OK ? 0 : -2;
 }
 

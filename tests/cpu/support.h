@@ -12,6 +12,7 @@
 #ifndef PP_TEST_SUPPORT_H
 #define PP_TEST_SUPPORT_H
 
+#include "config/config.h"
 #include "plan/plan.h"
 #include "model/profile.h"
 #include "plan/schedule.h"
@@ -44,9 +45,22 @@ const char *ts_capture_end(void);
         EXPECT(strcmp((got), want "\n") == 0, "\n    got:  %s    want: %s", (got), want "\n");     \
     } while (0)
 
-/* A zeroed config with p devices (ids 0..p-1), `stages` stages (stages / p per device), m
+/* A job of config_defaults' values, nothing resolved (tests fill in what they need). */
+void ts_job_defaults(pp_job_t *job);
+
+/* As run_load does after loading: the written schedule built (steps, csv), then the job resolved
+ * against n_visible devices (config/resolve.h). *job (zeroed, or a job) is freed first and left
+ * empty on failure. */
+pp_status_t ts_resolve(pp_job_t *job, const pp_config_t *cfg, int n_visible);
+
+/* `yaml` (named t.yaml) with the overrides, loaded and resolved against n_visible devices into
+ * *job, as run_load does; the config is freed. */
+pp_status_t ts_load_job(pp_job_t *job, const char *yaml, const char *const *sets, int n_sets,
+                        int n_visible);
+
+/* A zeroed job with p devices (ids 0..p-1), `stages` stages (stages / p per device), m
  * micro-batches and the schedule kind; the model and the rest are left for the caller to fill. */
-void ts_config_pipeline(pp_config_t *c, pp_sched_kind_t kind, int p, int stages, int m);
+void ts_config_pipeline(pp_job_t *c, pp_sched_kind_t kind, int p, int stages, int m);
 
 /* ---- schedules ------------------------------------------------------------------------------ */
 

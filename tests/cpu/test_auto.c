@@ -19,7 +19,7 @@
 static double step_of(const pp_schedule_t *s, int p, int m, const double *f, const double *i,
                       const double *w, double send)
 {
-    pp_config_t cfg;
+    pp_job_t cfg;
     pp_plan_t plan;
     pp_cost_model_t cm;
     pp_timeline_t tl;
@@ -27,7 +27,7 @@ static double step_of(const pp_schedule_t *s, int p, int m, const double *f, con
     ts_config_pipeline(&cfg, PP_SCHED_AUTO, p, p, m);
     cfg.pipeline.transport = PP_TRANSPORT_PEER;
     if (schedule_validate(s) != PP_OK || plan_lower(&plan, s, &cfg) != PP_OK) return -1;
-    pp_cost_cfg_t zero = {0};
+    pp_job_cost_t zero = {0};
     if (plan_validate(&plan) == PP_OK && cost_model_uniform(&cm, p, &zero) == PP_OK) {
         for (int k = 0; k < p; k++) {
             cm.f[k] = f[k];
@@ -90,7 +90,7 @@ static void test_auto_uniform(void)
     for (int p = 1; p <= 8; p++) {
         int m = 2 * p;
         pp_auto_costs_t c = {one, one, one, 0, p};
-        pp_config_t cfg;
+        pp_job_t cfg;
         ts_config_pipeline(&cfg, PP_SCHED_AUTO, p, p, m);
         cfg.pipeline.transport = PP_TRANSPORT_PEER;
         pp_schedule_t a, z;
@@ -116,7 +116,7 @@ static void test_auto_against_zbh1(void)
             i[k] = ri * f[k];
         }
         pp_auto_costs_t c = {f, i, w, 0.0, p};
-        pp_config_t cfg;
+        pp_job_t cfg;
         ts_config_pipeline(&cfg, PP_SCHED_AUTO, p, p, m);
         cfg.pipeline.transport = PP_TRANSPORT_PEER;
         pp_schedule_t a, z;
@@ -159,7 +159,7 @@ static void test_auto_choice(void)
             w[k] = ts_rand_uniform(0.2, 2);
         }
         pp_auto_costs_t c = {f, i, w, ts_rand_uniform(0, 0.3), ts_rand_int(1, p + 2)};
-        pp_config_t cfg;
+        pp_job_t cfg;
         ts_config_pipeline(&cfg, PP_SCHED_AUTO, p, p, m);
         cfg.pipeline.transport = PP_TRANSPORT_PEER;
         pp_auto_cand_t k[AUTO_ROWS], *win = NULL;

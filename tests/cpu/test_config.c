@@ -13,6 +13,7 @@
 #include "plan/plan.h"
 #include "model/split.h"
 #include "support.h"
+#include "config/resolve.h"
 #include "config/written.h"
 
 #include <glob.h>
@@ -23,15 +24,17 @@
  * Helpers
  * ------------------------------------------------------------------------------------------- */
 
-/* As the run chain does after loading: for a written schedule (steps, csv), build it into *s and
- * reconcile the pipeline keys with it (n_visible devices, 0 for none known); otherwise *s stays
+/* For a written schedule (steps, csv): build it into *s and reconcile the job's pipeline keys
+ * with it (n_visible devices, 0 for none known), without resolving the rest; otherwise *s stays
  * empty. */
-static pp_status_t build_written(pp_config_t *cfg, pp_schedule_t *s, int n_visible)
+static pp_status_t build_written(pp_job_t *job, const pp_config_t *cfg, pp_schedule_t *s,
+                                 int n_visible)
 {
     memset(s, 0, sizeof *s);
     if (!sched_kind(cfg->schedule.kind)->written) return PP_OK;
-    PP_CHECK(generate_schedule(s, cfg));
-    return written_reconcile(cfg, s, n_visible);
+    PP_CHECK(written_build(s, cfg));
+    PP_CHECK(job_from_config(job, cfg));
+    return written_reconcile(job, cfg, s, n_visible);
 }
 
 /* Load `yaml` (named t.yaml, or the file `path` when yaml is NULL) with overrides, build a written
@@ -42,14 +45,16 @@ static pp_status_t load_any_capture(const char *path, const char *yaml, const ch
                                     int n_sets, int n_visible, const char **err)
 {
     pp_config_t cfg;
+    pp_job_t jcfg = {0};
     pp_schedule_t s = {0};
     ts_capture_begin();
     pp_status_t st = yaml ? config_load_string(&cfg, path, yaml, sets, n_sets)
                           : config_load(&cfg, path, sets, n_sets);
-    if (st == PP_OK) st = build_written(&cfg, &s, n_visible == NO_RESOLVE ? 0 : n_visible);
-    if (st == PP_OK && n_visible != NO_RESOLVE) st = config_resolve(&cfg, n_visible);
+    if (st == PP_OK && n_visible == NO_RESOLVE) st = build_written(&jcfg, &cfg, &s, 0);
+    if (st == PP_OK && n_visible != NO_RESOLVE) st = ts_resolve(&jcfg, &cfg, n_visible);
     *err = ts_capture_end();
     schedule_free(&s);
+    job_free(&jcfg);
     config_free(&cfg);
     return st;
 }
@@ -117,6 +122,7 @@ static void check_defaults(const pp_config_t *c)
 static void test_defaults(void)
 {
     pp_config_t cfg;
+    pp_job_t jcfg = {0};
     config_defaults(&cfg);
     check_defaults(&cfg);
     config_free(&cfg);
@@ -125,10 +131,11 @@ static void test_defaults(void)
     check_defaults(&cfg);
     EXPECT(cfg.name && !strcmp(cfg.name, "empty"), "name %s", cfg.name);
     EXPECT(cfg.path && !strcmp(cfg.path, "dir/empty.yaml"));
-    REQUIRE(config_resolve(&cfg, 0) == PP_OK);
-    EXPECT(cfg.pipeline.n_devices == 4 && cfg.pipeline.stages == 4 && cfg.pipeline.chunks == 1);
+    REQUIRE(ts_resolve(&jcfg, &cfg, 0) == PP_OK);
+    EXPECT(jcfg.pipeline.n_devices == 4 && jcfg.pipeline.stages == 4 && jcfg.pipeline.chunks == 1);
     for (int d = 0; d < 4; d++)
-        EXPECT(cfg.pipeline.device_ids[d] == d);
+        EXPECT(jcfg.pipeline.device_ids[d] == d);
+    job_free(&jcfg);
     config_free(&cfg);
 
     /* Sections present but empty, and comments only, change nothing. */
@@ -141,6 +148,7 @@ static void test_defaults(void)
 static void test_every_key(void)
 {
     pp_config_t cfg;
+    pp_job_t jcfg = {0};
     REQUIRE(config_load(&cfg, "tests/data/all_keys.yaml", NULL, 0) == PP_OK);
     EXPECT(!strcmp(cfg.name, "every-key"), "name %s", cfg.name);
     EXPECT(cfg.model.layers == 36 && cfg.model.hidden == 768 && cfg.model.heads == 12);
@@ -154,7 +162,9 @@ static void test_every_key(void)
     EXPECT(cfg.pipeline.micro_batches == 12 && cfg.pipeline.micro_batch_size == 2);
     EXPECT(cfg.pipeline.transport == PP_TRANSPORT_NCCL);
     EXPECT(cfg.pipeline.devices_per_process == 3);
-    EXPECT(config_check_processes(&cfg, 1) == PP_OK);
+    REQUIRE(job_from_config(&jcfg, &cfg) == PP_OK);
+    EXPECT(job_check_processes(&jcfg, &cfg, 1) == PP_OK);
+    job_free(&jcfg);
     EXPECT(cfg.schedule.kind == PP_SCHED_INTERLEAVED);
     EXPECT(cfg.run.steps == 25 && cfg.run.warmup == 5);
     EXPECT(cfg.run.seed == UINT64_MAX, "seed %llu", (unsigned long long)cfg.run.seed);
@@ -167,16 +177,17 @@ static void test_every_key(void)
     /* interleaved 1F1B does not build placement v (zb-v and dualpipe-v do): resolve refuses it at
      * the key's place (it was refused later, while generating, with no place). */
     ts_capture_begin();
-    pp_status_t st = config_resolve(&cfg, 4);
+    pp_status_t st = ts_resolve(&jcfg, &cfg, 4);
     const char *err = ts_capture_end();
     TS_EXPECT_REJECT(st, err,
                      "tests/data/all_keys.yaml:15:14: pipeline.placement: interleaved-1f1b: "
                      "placement v is not supported (the order is built for loop placement, stage s "
                      "on device s mod p) (allowed: placement loop, or the order written under "
                      "schedule.steps)");
-    EXPECT(cfg.pipeline.stages == 6 && cfg.pipeline.chunks == 2 && cfg.pipeline.n_devices == 3);
-    EXPECT(cfg.model.n_layers_per_stage == 6 && cfg.model.layers_per_stage[0] == 5 &&
-           cfg.model.layers_per_stage[5] == 7);
+    EXPECT(jcfg.pipeline.stages == 6 && jcfg.pipeline.chunks == 2 && jcfg.pipeline.n_devices == 3);
+    EXPECT(jcfg.model.n_layers_per_stage == 6 && jcfg.model.layers_per_stage[0] == 5 &&
+           jcfg.model.layers_per_stage[5] == 7);
+    job_free(&jcfg);
     config_free(&cfg);
 
     /* A file with one key: its name, the key, and defaults for the rest. */
@@ -437,6 +448,7 @@ static void test_duplicates(void)
 static void test_steps(void)
 {
     pp_config_t a, b;
+    pp_job_t ja = {0}, jb = {0};
     pp_schedule_t sa, sb;
     /* The same schedule as a mapping (devices out of order) and as a list of lists. */
     REQUIRE(config_load_string(&a, "t.yaml",
@@ -453,7 +465,7 @@ static void test_steps(void)
     REQUIRE(a.schedule.steps.n == 16 && a.schedule.steps.n_devices == 2);
     EXPECT(!strcmp(a.schedule.steps.items[0].text, "0F0") && a.schedule.steps.items[0].line == 4);
     EXPECT(a.schedule.steps.items[8].device == 1 && a.schedule.steps.items[8].col == 9);
-    REQUIRE(build_written(&a, &sa, 0) == PP_OK && build_written(&b, &sb, 0) == PP_OK);
+    REQUIRE(build_written(&ja, &a, &sa, 0) == PP_OK && build_written(&jb, &b, &sb, 0) == PP_OK);
     EXPECT(ts_same_schedule(&sa, &sb));
     const pp_schedule_t *s = &sa;
     EXPECT(a.schedule.kind == PP_SCHED_STEPS);
@@ -462,12 +474,14 @@ static void test_steps(void)
            s->stage_device[3] == 1);
     EXPECT(s->prog[0].n == 8 && s->prog[0].a[2].stage == 2 && s->prog[0].a[2].kind == PP_ACT_F);
     /* pipeline.* default to what the steps imply. */
-    EXPECT(!a.pipeline.devices_all && a.pipeline.n_devices == 2);
-    EXPECT(a.pipeline.stages == 4 && a.pipeline.chunks == 2 && a.pipeline.micro_batches == 2);
-    EXPECT(config_resolve(&a, 2) == PP_OK);
-    EXPECT(a.pipeline.stages == 4 && a.pipeline.chunks == 2);
+    EXPECT(!ja.pipeline.devices_all && ja.pipeline.n_devices == 2);
+    EXPECT(ja.pipeline.stages == 4 && ja.pipeline.chunks == 2 && ja.pipeline.micro_batches == 2);
+    EXPECT(ts_resolve(&ja, &a, 2) == PP_OK);
+    EXPECT(ja.pipeline.stages == 4 && ja.pipeline.chunks == 2);
     schedule_free(&sa);
     schedule_free(&sb);
+    job_free(&ja);
+    job_free(&jb);
     config_free(&a);
     config_free(&b);
 
@@ -478,10 +492,11 @@ static void test_steps(void)
                                "    0: [0F0, 0SEND_F0, 0RECV_B0, 0B0]\n"
                                "    1: [1RECV_F0, 1F0, 1B0, 1SEND_B0]\n",
                                NULL, 0) == PP_OK);
-    REQUIRE(build_written(&a, &sa, 2) == PP_OK);
-    EXPECT(sa.has_comm == 1 && a.pipeline.device_ids[0] == 1);
-    EXPECT(config_resolve(&a, 2) == PP_OK);
+    REQUIRE(build_written(&ja, &a, &sa, 2) == PP_OK);
+    EXPECT(sa.has_comm == 1 && ja.pipeline.device_ids[0] == 1);
+    EXPECT(ts_resolve(&ja, &a, 2) == PP_OK);
     schedule_free(&sa);
+    job_free(&ja);
     config_free(&a);
 }
 
@@ -560,19 +575,21 @@ static void test_steps_errors(void)
 static void test_csv_schedule(void)
 {
     pp_config_t c;
+    pp_job_t jc = {0};
     pp_schedule_t sc;
     REQUIRE(config_load(&c, "tests/data/csv_ok.yaml", NULL, 0) == PP_OK);
     EXPECT(c.schedule.kind == PP_SCHED_CSV);
     EXPECT(c.schedule.csv_path && !strcmp(c.schedule.csv_path, "idle_crlf.csv"));
-    REQUIRE(build_written(&c, &sc, 0) == PP_OK);
+    REQUIRE(build_written(&jc, &c, &sc, 0) == PP_OK);
     const pp_schedule_t *s = &sc;
     EXPECT(s->n_devices == 2 && s->n_stages == 2 && s->n_mb == 2);
     EXPECT(s->prog[0].n == 4 && s->prog[1].n == 4);
     EXPECT(s->prog[1].a[0].stage == 1 && s->prog[1].a[0].kind == PP_ACT_F &&
            s->prog[1].a[0].mb == 0);
-    EXPECT(c.pipeline.n_devices == 2 && c.pipeline.micro_batches == 2);
-    EXPECT(config_resolve(&c, 0) == PP_OK);
+    EXPECT(jc.pipeline.n_devices == 2 && jc.pipeline.micro_batches == 2);
+    EXPECT(ts_resolve(&jc, &c, 0) == PP_OK);
     schedule_free(&sc);
+    job_free(&jc);
     config_free(&c);
 
     const char *e;
@@ -619,19 +636,22 @@ static void test_set(void)
                           "pipeline.stages=auto",     "pipeline.devices=all",
                           "pipeline.micro_batches=4", "pipeline.micro_batches=5"};
     pp_config_t c;
+    pp_job_t jc = {0};
     REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {devices: [0]}\n", sets, 6) == PP_OK);
     EXPECT(c.pipeline.devices_all && c.pipeline.stages == 0 && c.pipeline.micro_batches == 5);
-    EXPECT(config_resolve(&c, 3) == PP_OK);
-    EXPECT(c.pipeline.n_devices == 3 && c.pipeline.stages == 3);
+    EXPECT(ts_resolve(&jc, &c, 3) == PP_OK);
+    EXPECT(jc.pipeline.n_devices == 3 && jc.pipeline.stages == 3);
+    job_free(&jc);
     config_free(&c);
     /* Steps as an override. */
     const char *st[] = {"schedule.steps=[[0F0, 0B0], [1F0, 1B0]]"};
     pp_schedule_t ss;
     REQUIRE(config_load_string(&c, "t.yaml", "", st, 1) == PP_OK);
-    REQUIRE(build_written(&c, &ss, 0) == PP_OK);
+    REQUIRE(build_written(&jc, &c, &ss, 0) == PP_OK);
     EXPECT(c.schedule.kind == PP_SCHED_STEPS && ss.n_devices == 2);
-    EXPECT(c.pipeline.n_devices == 2 && c.pipeline.micro_batches == 1);
+    EXPECT(jc.pipeline.n_devices == 2 && jc.pipeline.micro_batches == 1);
     schedule_free(&ss);
+    job_free(&jc);
     config_free(&c);
 
     EXPECT_SET_ERROR("model.layers=abc",
@@ -684,29 +704,33 @@ static void test_set(void)
 static void test_resolve_ok(void)
 {
     pp_config_t c;
+    pp_job_t jc = {0};
     /* all: the visible devices, or 4 when unknown. */
     for (int nv = -1; nv <= 8; nv++) {
         REQUIRE(config_load_string(&c, "t.yaml", "model: {layers: 840}\n", NULL, 0) == PP_OK);
-        EXPECT(config_resolve(&c, nv) == PP_OK, "n_visible %d", nv);
+        EXPECT(ts_resolve(&jc, &c, nv) == PP_OK, "n_visible %d", nv);
         int want = nv > 0 ? nv : 4;
-        EXPECT(c.pipeline.n_devices == want && c.pipeline.stages == want);
-        EXPECT(c.pipeline.chunks == 1 && c.pipeline.device_ids[want - 1] == want - 1);
+        EXPECT(jc.pipeline.n_devices == want && jc.pipeline.stages == want);
+        EXPECT(jc.pipeline.chunks == 1 && jc.pipeline.device_ids[want - 1] == want - 1);
+        job_free(&jc);
         config_free(&c);
     }
     /* interleaved without chunks or stages: v = 2. */
     REQUIRE(config_load_string(&c, "t.yaml", "schedule: {kind: interleaved-1f1b}\n", NULL, 0) ==
             PP_OK);
     EXPECT(c.pipeline.chunks == 2);
-    EXPECT(config_resolve(&c, 4) == PP_OK);
-    EXPECT(c.pipeline.stages == 8 && c.pipeline.chunks == 2);
+    EXPECT(ts_resolve(&jc, &c, 4) == PP_OK);
+    EXPECT(jc.pipeline.stages == 8 && jc.pipeline.chunks == 2);
+    job_free(&jc);
     config_free(&c);
     /* ... and with stages given, v = stages / devices. */
     REQUIRE(config_load_string(&c, "t.yaml",
                                "schedule: {kind: interleaved-1f1b}\n"
                                "pipeline: {stages: 12, devices: 4}\n",
                                NULL, 0) == PP_OK);
-    EXPECT(config_resolve(&c, 4) == PP_OK);
-    EXPECT(c.pipeline.stages == 12 && c.pipeline.chunks == 3);
+    EXPECT(ts_resolve(&jc, &c, 4) == PP_OK);
+    EXPECT(jc.pipeline.stages == 12 && jc.pipeline.chunks == 3);
+    job_free(&jc);
     config_free(&c);
     /* stages: auto explicitly is the same as not given. */
     REQUIRE(config_load_string(&c, "t.yaml",
@@ -717,7 +741,8 @@ static void test_resolve_ok(void)
     /* Unknown device count: ids are not checked against it. */
     REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {devices: [7, 9, 11, 13]}\n", NULL, 0) ==
             PP_OK);
-    EXPECT(config_resolve(&c, -1) == PP_OK);
+    EXPECT(ts_resolve(&jc, &c, -1) == PP_OK);
+    job_free(&jc);
     config_free(&c);
     /* Steps with devices: all and nothing visible: the steps' count. */
     REQUIRE(config_load_string(&c, "t.yaml",
@@ -725,10 +750,11 @@ static void test_resolve_ok(void)
                                "1B0], [2F0, 2B0]]}\nmodel: {layers: 3}\n",
                                NULL, 0) == PP_OK);
     pp_schedule_t sw;
-    EXPECT(build_written(&c, &sw, 0) == PP_OK);
-    EXPECT(config_resolve(&c, 0) == PP_OK);
-    EXPECT(c.pipeline.n_devices == 3 && c.pipeline.stages == 3 && c.pipeline.chunks == 1);
+    EXPECT(build_written(&jc, &c, &sw, 0) == PP_OK);
+    EXPECT(ts_resolve(&jc, &c, 0) == PP_OK);
+    EXPECT(jc.pipeline.n_devices == 3 && jc.pipeline.stages == 3 && jc.pipeline.chunks == 1);
     schedule_free(&sw);
+    job_free(&jc);
     config_free(&c);
 }
 
@@ -750,16 +776,18 @@ static void test_resolve_errors(void)
     /* A --set override is blamed before the file's keys. */
     {
         pp_config_t c;
+        pp_job_t jc = {0};
         const char *sets[] = {"model.layers=7"};
         REQUIRE(config_load_string(&c, "t.yaml", "pipeline:\n  devices: 4\n", sets, 1) == PP_OK);
         ts_capture_begin();
-        pp_status_t st = config_resolve(&c, 4);
+        pp_status_t st = ts_resolve(&jc, &c, 4);
         const char *err = ts_capture_end();
         EXPECT(st == PP_ERR_INPUT);
         EXPECT(strcmp(err,
                       "--set model.layers=7: 7 layers do not split into 4 stages (allowed: a "
                       "divisor of 7, model.layers_per_stage or pipeline.split: balanced)\n") == 0,
                "got: %s", err);
+        job_free(&jc);
         config_free(&c);
     }
     EXPECT_RESOLVE_ERROR("model:\n  hidden: 1000\n", 4,
@@ -817,17 +845,21 @@ static void test_resolve_errors(void)
                          "t.yaml: pipeline.devices: device 2 does not exist (allowed: 0..1)");
     /* Several pipeline devices on one GPU: allowed, but not over nccl (a GPU per rank). */
     pp_config_t c;
+    pp_job_t jc = {0};
     const char *sets[] = {"pipeline.devices=[0, 0, 0, 0]"};
     REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {devices: [0, 2, 0]}\n", NULL, 0) == PP_OK);
-    EXPECT(config_resolve(&c, 4) == PP_OK && c.pipeline.n_devices == 3);
+    EXPECT(ts_resolve(&jc, &c, 4) == PP_OK && jc.pipeline.n_devices == 3);
     int a = -1, b = -1;
-    EXPECT(config_shared_gpu(&c, &a, &b) && a == 0 && b == 2, "%d %d", a, b);
+    EXPECT(job_shared_gpu(&jc, &a, &b) && a == 0 && b == 2, "%d %d", a, b);
+    job_free(&jc);
     config_free(&c);
     REQUIRE(config_load_string(&c, "t.yaml", "", sets, 1) == PP_OK);
-    EXPECT(config_resolve(&c, 1) == PP_OK && c.pipeline.n_devices == 4);
+    EXPECT(ts_resolve(&jc, &c, 1) == PP_OK && jc.pipeline.n_devices == 4);
+    job_free(&jc);
     config_free(&c);
     REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {devices: 2}\n", NULL, 0) == PP_OK);
-    EXPECT(config_resolve(&c, 4) == PP_OK && !config_shared_gpu(&c, NULL, NULL));
+    EXPECT(ts_resolve(&jc, &c, 4) == PP_OK && !job_shared_gpu(&jc, NULL, NULL));
+    job_free(&jc);
     config_free(&c);
     EXPECT_RESOLVE_ERROR("pipeline:\n  devices: [1, 0, 1]\n  transport: nccl\n", 2,
                          "t.yaml:3:14: pipeline.transport: nccl needs a GPU per pipeline device, "
@@ -844,19 +876,22 @@ static void test_resolve_errors(void)
 static void test_layers_split(void)
 {
     pp_config_t c;
+    pp_job_t jc = {0};
     REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {devices: 4}\n", NULL, 0) == PP_OK);
-    REQUIRE(config_resolve(&c, 4) == PP_OK);
-    EXPECT(c.model.n_layers_per_stage == 4 && c.model.layers_per_stage[3] == 6);
+    REQUIRE(ts_resolve(&jc, &c, 4) == PP_OK);
+    EXPECT(jc.model.n_layers_per_stage == 4 && jc.model.layers_per_stage[3] == 6);
+    job_free(&jc);
     config_free(&c);
     REQUIRE(config_load_string(&c, "t.yaml",
                                "pipeline: {devices: 4}\nmodel: {layers_per_stage: [5, 6, 6, 7]}\n",
                                NULL, 0) == PP_OK);
-    REQUIRE(config_resolve(&c, 4) == PP_OK);
+    REQUIRE(ts_resolve(&jc, &c, 4) == PP_OK);
     int n, first;
-    split_stage_layers(&c, 4, 3, &n, &first);
+    split_stage_layers(&jc, 4, 3, &n, &first);
     EXPECT(n == 7 && first == 17, "stage 3: %d layers from %d", n, first);
-    split_stage_layers(&c, 4, 0, &n, &first);
+    split_stage_layers(&jc, 4, 0, &n, &first);
     EXPECT(n == 5 && first == 0);
+    job_free(&jc);
     config_free(&c);
     /* Water-filling: a head of about three blocks on the last stage, then an embedding of two
      * blocks on the first and a head of two on the last. */
@@ -872,22 +907,24 @@ static void test_layers_split(void)
     REQUIRE(config_load_string(&c, "t.yaml",
                                "pipeline: {devices: 4, split: balanced}\nmodel: {vocab: 50304}\n",
                                NULL, 0) == PP_OK);
-    REQUIRE(config_resolve(&c, 4) == PP_OK);
-    EXPECT(c.model.layers_per_stage[0] == 7 && c.model.layers_per_stage[1] == 7 &&
-               c.model.layers_per_stage[2] == 7 && c.model.layers_per_stage[3] == 3,
-           "%d %d %d %d", c.model.layers_per_stage[0], c.model.layers_per_stage[1],
-           c.model.layers_per_stage[2], c.model.layers_per_stage[3]);
+    REQUIRE(ts_resolve(&jc, &c, 4) == PP_OK);
+    EXPECT(jc.model.layers_per_stage[0] == 7 && jc.model.layers_per_stage[1] == 7 &&
+               jc.model.layers_per_stage[2] == 7 && jc.model.layers_per_stage[3] == 3,
+           "%d %d %d %d", jc.model.layers_per_stage[0], jc.model.layers_per_stage[1],
+           jc.model.layers_per_stage[2], jc.model.layers_per_stage[3]);
     double block, embed, head;
-    split_part_ms(&c, &block, &embed, &head);
+    split_part_ms(&jc, &block, &embed, &head);
     EXPECT(block > 0 && embed > 0 && head > 2 * block, "block %g embed %g head %g", block, embed,
            head);
+    job_free(&jc);
     config_free(&c);
     REQUIRE(config_load_string(&c, "t.yaml",
                                "pipeline: {devices: 4, split: balanced}\nmodel: {vocab: 8192}\n",
                                NULL, 0) == PP_OK);
-    REQUIRE(config_resolve(&c, 4) == PP_OK);
-    EXPECT(c.model.layers_per_stage[0] == 6 && c.model.layers_per_stage[3] == 6, "%d .. %d",
-           c.model.layers_per_stage[0], c.model.layers_per_stage[3]);
+    REQUIRE(ts_resolve(&jc, &c, 4) == PP_OK);
+    EXPECT(jc.model.layers_per_stage[0] == 6 && jc.model.layers_per_stage[3] == 6, "%d .. %d",
+           jc.model.layers_per_stage[0], jc.model.layers_per_stage[3]);
+    job_free(&jc);
     config_free(&c);
     /* balanced needs no divisor; even does. */
     EXPECT_RESOLVE_ERROR("pipeline: {devices: 4}\nmodel: {layers_per_stage: [6, 6, 6]}\n", 4,
@@ -914,13 +951,15 @@ static void test_shipped_schedules(void)
     for (size_t i = 0; i < g.gl_pathc; i++) {
         for (int nv = 0; nv <= 4; nv += 4) {
             pp_config_t c;
+            pp_job_t jc = {0};
             const char *e;
             ts_capture_begin();
             pp_status_t st = config_load(&c, g.gl_pathv[i], NULL, 0);
-            if (st == PP_OK) st = config_resolve(&c, nv);
+            if (st == PP_OK) st = ts_resolve(&jc, &c, nv);
             e = ts_capture_end();
             EXPECT(st == PP_OK, "%s with %d devices: %s", g.gl_pathv[i], nv, e);
-            EXPECT(st != PP_OK || c.pipeline.n_devices == 4, "%s", g.gl_pathv[i]);
+            EXPECT(st != PP_OK || jc.pipeline.n_devices == 4, "%s", g.gl_pathv[i]);
+            job_free(&jc);
             config_free(&c);
         }
     }
@@ -928,6 +967,7 @@ static void test_shipped_schedules(void)
 
     /* The main job's reference setup. */
     pp_config_t c;
+    pp_job_t jc = {0};
     REQUIRE(config_load(&c, "schedules/1f1b.yaml", NULL, 0) == PP_OK);
     EXPECT(c.model.layers == 24 && c.model.hidden == 1024 && c.model.heads == 16);
     EXPECT(c.model.seq_len == 1024 && c.model.vocab == 8192 && c.model.dtype == PP_DTYPE_BF16);
@@ -956,12 +996,13 @@ static void test_shipped_schedules(void)
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         pp_schedule_t sw;
         REQUIRE(config_load(&c, want[i].path, NULL, 0) == PP_OK, "%s", want[i].path);
-        EXPECT(build_written(&c, &sw, 4) == PP_OK, "%s", want[i].path);
-        EXPECT(config_resolve(&c, 4) == PP_OK);
-        EXPECT(c.schedule.kind == want[i].kind && c.pipeline.chunks == want[i].chunks, "%s",
+        EXPECT(build_written(&jc, &c, &sw, 4) == PP_OK, "%s", want[i].path);
+        EXPECT(ts_resolve(&jc, &c, 4) == PP_OK);
+        EXPECT(c.schedule.kind == want[i].kind && jc.pipeline.chunks == want[i].chunks, "%s",
                want[i].path);
         if (sw.n_devices) EXPECT(sw.n_mb == 8, "%s", want[i].path);
         schedule_free(&sw);
+        job_free(&jc);
         config_free(&c);
     }
 }
@@ -972,15 +1013,15 @@ static void test_shipped_schedules(void)
 
 static void test_counts(void)
 {
-    pp_config_t c;
-    config_defaults(&c);
-    EXPECT_NEAR(config_tokens_per_step(&c, c.pipeline.micro_batches), 8.0 * 4 * 1024, 0, 0);
+    pp_job_t c;
+    ts_job_defaults(&c);
+    EXPECT_NEAR(job_tokens_per_step(&c, c.pipeline.micro_batches), 8.0 * 4 * 1024, 0, 0);
     /* Reference model: 24 x (24 h^2 + 4 s h) + 2 h V per token, x 3, x 32768 tokens. */
-    EXPECT_NEAR(config_flops_per_step(&c, c.pipeline.micro_batches), 3.0 * 721420288.0 * 32768.0, 0,
+    EXPECT_NEAR(job_flops_per_step(&c, c.pipeline.micro_batches), 3.0 * 721420288.0 * 32768.0, 0,
                 1e-15);
-    config_free(&c);
+    job_free(&c);
     for (int it = 0; it < 50; it++) {
-        config_defaults(&c);
+        ts_job_defaults(&c);
         double L = c.model.layers = ts_rand_int(1, 200), h = c.model.hidden = ts_rand_int(1, 16384);
         double s = c.model.seq_len = ts_rand_int(1, 32768),
                V = c.model.vocab = ts_rand_int(1, 300000);
@@ -991,10 +1032,10 @@ static void test_counts(void)
         double qkv = 2 * h * 3 * h, proj = 2 * h * h, up = 2 * h * 4 * h, down = 2 * 4 * h * h;
         double qk = 2 * s * h, pv = 2 * s * h, head = 2 * h * V;
         double fwd = L * (qkv + proj + up + down + qk + pv) + head;
-        EXPECT_NEAR(config_tokens_per_step(&c, c.pipeline.micro_batches), tokens, 0, 1e-15);
-        EXPECT_NEAR(config_flops_per_step(&c, c.pipeline.micro_batches), 3 * fwd * tokens, 0,
+        EXPECT_NEAR(job_tokens_per_step(&c, c.pipeline.micro_batches), tokens, 0, 1e-15);
+        EXPECT_NEAR(job_flops_per_step(&c, c.pipeline.micro_batches), 3 * fwd * tokens, 0,
                     1e-12);
-        config_free(&c);
+        job_free(&c);
     }
     EXPECT(!strcmp(sched_kind_name(PP_SCHED_GPIPE), "gpipe"));
     EXPECT(!strcmp(sched_kind_name(PP_SCHED_1F1B), "1f1b"));
@@ -1058,13 +1099,14 @@ static void test_transport_table(void)
     config_free(&c);
 }
 
-/* The kind table: every kind `schedule.kind` accepts is found by its name, the explicit kinds are
- * not, "interleaved" is an alias of interleaved-1f1b, and a kind with a closed form says so. */
+/* The kind table: every kind `schedule.kind` accepts is found by its name and has a generator, the
+ * explicit kinds are not and have none (config/written.c builds them), "interleaved" is an alias
+ * of interleaved-1f1b, and a kind with a closed form says so. */
 static void test_kind_table(void)
 {
     for (int k = 0; k < PP_SCHED_KIND_COUNT; k++) {
         const pp_kind_row_t *r = sched_kind((pp_sched_kind_t)k);
-        EXPECT(r->generate != NULL, "%s", r->name);
+        EXPECT((r->generate != NULL) == !r->written, "%s", r->name);
         EXPECT(sched_kind_find(r->name) == (r->written ? -1 : k), "%s", r->name);
         EXPECT(r->default_chunks >= 1, "%s", r->name);
         double b = sched_kind_bubble((pp_sched_kind_t)k, 4, 8, r->default_chunks);
@@ -1073,6 +1115,7 @@ static void test_kind_table(void)
     EXPECT(sched_kind_find("interleaved") == PP_SCHED_INTERLEAVED);
     EXPECT(sched_kind_find("steps") == -1 && sched_kind_find("2f2b") == -1);
     pp_config_t c;
+    pp_job_t jc = {0};
     REQUIRE(config_load_string(&c, "t.yaml", "schedule: {kind: interleaved}\n", NULL, 0) == PP_OK);
     EXPECT(c.schedule.kind == PP_SCHED_INTERLEAVED && c.pipeline.chunks == 2);
     config_free(&c);
@@ -1093,9 +1136,10 @@ static void test_kind_table(void)
     /* zb-v and dualpipe-v build placement v alone: it is their default; loop is refused when the
      * schedule is generated, other kinds refuse v with their reason. */
     REQUIRE(config_load_string(&c, "t.yaml", "schedule: {kind: DualPipeV}\n", NULL, 0) == PP_OK);
-    EXPECT(config_resolve(&c, 4) == PP_OK);
-    EXPECT(c.schedule.kind == PP_SCHED_DUALPIPEV && c.pipeline.chunks == 2 &&
-           c.pipeline.placement == PP_PLACEMENT_V && c.pipeline.stages == 8);
+    EXPECT(ts_resolve(&jc, &c, 4) == PP_OK);
+    EXPECT(c.schedule.kind == PP_SCHED_DUALPIPEV && jc.pipeline.chunks == 2 &&
+           jc.pipeline.placement == PP_PLACEMENT_V && jc.pipeline.stages == 8);
+    job_free(&jc);
     config_free(&c);
     char msg[512];
     EXPECT(sched_kind_check_placement(PP_SCHED_ZBV, 2, PP_PLACEMENT_LOOP, msg, sizeof msg) ==
@@ -1149,10 +1193,11 @@ static void test_processes(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pp_config_t cfg;
+        pp_job_t jcfg = {0};
         REQUIRE(config_load_string(&cfg, "t.yaml", cases[i].yaml, NULL, 0) == PP_OK);
-        REQUIRE(config_resolve(&cfg, 0) == PP_OK);
+        REQUIRE(ts_resolve(&jcfg, &cfg, 0) == PP_OK);
         ts_capture_begin();
-        pp_status_t st = config_check_processes(&cfg, cases[i].procs);
+        pp_status_t st = job_check_processes(&jcfg, &cfg, cases[i].procs);
         const char *e = ts_capture_end();
         if (cases[i].want)
             EXPECT(st == PP_ERR_INPUT && !strcmp(e, cases[i].want),
@@ -1160,6 +1205,7 @@ static void test_processes(void)
                    cases[i].want);
         else
             EXPECT(st == PP_OK, "case %zu: %s", i, e);
+        job_free(&jcfg);
         config_free(&cfg);
     }
 }

@@ -309,22 +309,21 @@ static void test_tables(void)
     EXPECT_NEAR(link_time_ms(l, 8 << 20), 0.024, 0.002, 0);
 }
 
-/* A config of the reference model on p devices with `chunks` stages each, lowered. */
-static void make_plan(pp_config_t *cfg, pp_schedule_t *sch, pp_plan_t *plan, int p, int chunks)
+/* A job of the reference model on p devices with `chunks` stages each, lowered. */
+static void make_plan(pp_job_t *cfg, pp_schedule_t *sch, pp_plan_t *plan, int p, int chunks)
 {
     char yaml[256];
     snprintf(yaml, sizeof yaml,
              "pipeline: {devices: %d, chunks: %d, micro_batches: 8}\nschedule: {kind: %s}\n", p,
              chunks, chunks > 1 ? "interleaved-1f1b" : "1f1b");
-    if (config_load_string(cfg, "t.yaml", yaml, NULL, 0) != PP_OK ||
-        config_resolve(cfg, -1) != PP_OK || generate_schedule(sch, cfg) != PP_OK ||
+    if (ts_load_job(cfg, yaml, NULL, 0, -1) != PP_OK || generate_schedule(sch, cfg) != PP_OK ||
         plan_lower(plan, sch, cfg) != PP_OK)
         abort();
 }
 
 static void test_model_build(void)
 {
-    pp_config_t cfg;
+    pp_job_t cfg;
     pp_schedule_t sch;
     pp_plan_t plan;
     pp_cost_model_t cm;
@@ -353,18 +352,17 @@ static void test_model_build(void)
     cost_model_free(&cm);
     plan_free(&plan);
     schedule_free(&sch);
-    config_free(&cfg);
+    job_free(&cfg);
 }
 
 static void test_hand_set_overrides(void)
 {
-    pp_config_t cfg;
+    pp_job_t cfg;
     const char *yaml = "pipeline: {devices: 2, chunks: 2, micro_batches: 4}\n"
                        "schedule: {kind: interleaved-1f1b}\n"
                        "cost: {gpu: h200, forward: 2.5, backward_input: 3, backward_weight: 1}\n";
-    REQUIRE(config_load_string(&cfg, "t.yaml", yaml, NULL, 0) == PP_OK);
-    REQUIRE(config_resolve(&cfg, -1) == PP_OK);
-    EXPECT(config_cost_hand_set(&cfg) && strcmp(cfg.cost_src.gpu, "h200") == 0);
+    REQUIRE(ts_load_job(&cfg, yaml, NULL, 0, -1) == PP_OK);
+    EXPECT(cfg.cost_hand_set && strcmp(cfg.cost_src.gpu, "h200") == 0);
     pp_schedule_t sch;
     pp_plan_t plan;
     REQUIRE(generate_schedule(&sch, &cfg) == PP_OK && plan_lower(&plan, &sch, &cfg) == PP_OK);
@@ -376,10 +374,10 @@ static void test_hand_set_overrides(void)
     cost_model_free(&cm);
     plan_free(&plan);
     schedule_free(&sch);
-    config_free(&cfg);
-    REQUIRE(config_load_string(&cfg, "t.yaml", "cost: {gpu: h200}\n", NULL, 0) == PP_OK);
-    EXPECT(!config_cost_hand_set(&cfg));
-    config_free(&cfg);
+    job_free(&cfg);
+    REQUIRE(ts_load_job(&cfg, "cost: {gpu: h200}\n", NULL, 0, -1) == PP_OK);
+    EXPECT(!cfg.cost_hand_set);
+    job_free(&cfg);
 }
 
 static void test_config_errors(void)

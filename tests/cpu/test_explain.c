@@ -22,7 +22,7 @@
 static pp_cost_model_t make_costs(int n_stages, double f, double bi, double bw, double send)
 {
     pp_cost_model_t cm;
-    pp_cost_cfg_t c = {f, bi, bw, send, 0, 0};
+    pp_job_cost_t c = {f, bi, bw, send, 0, 0};
     if (cost_model_uniform(&cm, n_stages, &c) != PP_OK) memset(&cm, 0, sizeof cm);
     return cm;
 }

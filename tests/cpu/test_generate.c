@@ -8,6 +8,7 @@
  * stage s+1, W for its I. Costs are integers (uniform ones, then seeded random ones), so makespans
  * compare exactly.
  */
+#include "config/written.h"
 #include "schedule/generate.h"
 #include "tests/check.h"
 #include "support.h"
@@ -424,17 +425,17 @@ static void test_interleaved_rejects(void)
     schedule_free(&s);
 }
 
-static void cfg_fill(pp_config_t *c, pp_sched_kind_t kind, int p, int stages, int m)
+static void cfg_fill(pp_job_t *c, pp_sched_kind_t kind, int p, int stages, int m)
 {
     ts_config_pipeline(c, kind, p, stages, m);
-    c->model = (pp_model_cfg_t){
+    c->model = (pp_job_model_t){
         .layers = 8, .hidden = 64, .heads = 4, .seq_len = 32, .vocab = 128, .dtype = PP_DTYPE_BF16};
     c->pipeline.micro_batch_size = 2;
 }
 
 static void test_generate_schedule_dispatch(void)
 {
-    pp_config_t c;
+    pp_job_t c;
     pp_schedule_t got, want;
     int p = ts_rand_int(2, 4), m = p * ts_rand_int(1, 3);
 
@@ -451,13 +452,14 @@ static void test_generate_schedule_dispatch(void)
     EXPECT(ts_same_schedule(&got, &want));
     schedule_free(&got);
 
-    /* STEPS: the schedule as written, each stage on the device its actions are on. */
+    /* STEPS: the schedule as written (config/written.c), each stage on the device its actions are
+     * on. */
     schedule_free(&want);
     pp_config_t w;
     REQUIRE(config_load_string(&w, "t.yaml",
                                "schedule: {steps: [[0F0, 2F0, 2B0, 0B0], [1F0, 1B0]]}", NULL,
                                0) == PP_OK);
-    REQUIRE(generate_schedule(&got, &w) == PP_OK);
+    REQUIRE(written_build(&got, &w) == PP_OK);
     EXPECT(got.n_devices == 2 && got.n_stages == 3 && got.n_mb == 1);
     EXPECT(got.stage_device[0] == 0 && got.stage_device[1] == 1 && got.stage_device[2] == 0);
     EXPECT(got.prog[0].n == 4 && got.prog[0].a[1].stage == 2 && got.prog[0].a[3].kind == PP_ACT_B);
@@ -472,7 +474,7 @@ static void test_generate_schedule_dispatch(void)
     cfg_fill(&c, PP_SCHED_1F1B, p, 2 * p, m);
     pp_status_t st2 = generate_schedule(&got, &c);
     cfg_fill(&c, PP_SCHED_STEPS, p, p, m);
-    pp_status_t st3 = generate_schedule(&got, &c); /* no steps */
+    pp_status_t st3 = generate_schedule(&got, &c); /* written, not generated */
     const char *err = ts_capture_end();
     EXPECT(st1 == PP_ERR_INPUT && st2 == PP_ERR_INPUT && st3 == PP_ERR_INPUT);
     EXPECT(strstr(err, "placement v is not supported"), "%s", err);

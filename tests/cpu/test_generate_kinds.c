@@ -77,7 +77,7 @@ static double simulate_schedule(const pp_schedule_t *s, double f, double i, doub
     pp_plan_t pl;
     pp_timeline_t tl;
     pp_cost_model_t cm;
-    pp_cost_cfg_t c = {f, i, w, 0, 0, 0};
+    pp_job_cost_t c = {f, i, w, 0, 0, 0};
     double span = -1;
     if (schedule_validate(s) != PP_OK) return -1;
     if (plan_lower(&pl, s, NULL) != PP_OK) return -1;

@@ -203,7 +203,7 @@ static void run_split(proc_t *procs, int n, const pp_plan_t *plan, const pp_cost
 static pp_cost_model_t random_costs(int n_stages)
 {
     pp_cost_model_t cm;
-    pp_cost_cfg_t c = {ts_rand_uniform(0.5, 2),
+    pp_job_cost_t c = {ts_rand_uniform(0.5, 2),
                        ts_rand_uniform(0.5, 2),
                        ts_rand_uniform(0.1, 1),
                        ts_rand_uniform(0.01, 0.3),

@@ -221,20 +221,17 @@ static void test_plan_size_limit(void)
     const char *yaml = "model: {layers: 1024}\n"
                        "pipeline: {devices: 64, chunks: 16, micro_batches: 65536}\n"
                        "schedule: {kind: interleaved-1f1b}\n";
-    pp_config_t cfg;
-    REQUIRE(config_load_string(&cfg, "t.yaml", yaml, NULL, 0) == PP_OK);
+    pp_job_t job;
     ts_capture_begin();
-    pp_status_t st = config_resolve(&cfg, 0);
+    pp_status_t st = ts_load_job(&job, yaml, NULL, 0, 0);
     const char *e = ts_capture_end();
     TS_EXPECT_REJECT(st, e,
                      "t.yaml:2:52: pipeline.micro_batches: 1024 stages x 65536 micro-batches make "
                      "a plan of up to 469762048 ops, over the limit of 33554432 (allowed: stages "
                      "x micro-batches at most 4793490)");
-    config_free(&cfg);
     const char *ok[] = {"pipeline.micro_batches=4096"}; /* 1024 x 4096 x 7 = 29 M ops */
-    REQUIRE(config_load_string(&cfg, "t.yaml", yaml, ok, 1) == PP_OK);
-    EXPECT(config_resolve(&cfg, 0) == PP_OK);
-    config_free(&cfg);
+    EXPECT(ts_load_job(&job, yaml, ok, 1, 0) == PP_OK);
+    job_free(&job);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -16,10 +16,10 @@
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static void cfg_fill(pp_config_t *c, pp_sched_kind_t kind, int p, int stages, int m)
+static void cfg_fill(pp_job_t *c, pp_sched_kind_t kind, int p, int stages, int m)
 {
     ts_config_pipeline(c, kind, p, stages, m);
-    c->model = (pp_model_cfg_t){.layers = 2 * stages,
+    c->model = (pp_job_model_t){.layers = 2 * stages,
                                 .hidden = 48 + 16 * ts_rand_int(0, 4),
                                 .heads = 4,
                                 .seq_len = 16 * ts_rand_int(1, 8),
@@ -83,7 +83,7 @@ static void check_plan_properties(const pp_plan_t *pl, const char *what)
 
 static void test_insert_1f1b_p2_m2(void)
 {
-    pp_config_t c;
+    pp_job_t c;
     pp_schedule_t s;
     pp_plan_t pl;
     cfg_fill(&c, PP_SCHED_1F1B, 2, 2, 2);
@@ -108,7 +108,7 @@ static void test_insert_1f1b_p2_m2(void)
 
 static void test_insert_zbh1(void)
 {
-    pp_config_t c;
+    pp_job_t c;
     pp_schedule_t s;
     pp_plan_t pl;
     cfg_fill(&c, PP_SCHED_ZBH1, 2, 2, 2);
@@ -162,7 +162,7 @@ static void test_links(void)
     const char *progs[] = {"0F0 0F1 0B0 0B1", "1F0 2F0 2B0 1B0 1F1 2F1 2B1 1B1"};
     pp_schedule_t s;
     pp_plan_t pl;
-    pp_config_t c;
+    pp_job_t c;
     cfg_fill(&c, PP_SCHED_STEPS, 2, 3, 2);
     size_t bytes = (size_t)c.pipeline.micro_batch_size * c.model.seq_len * c.model.hidden * 2;
     REQUIRE(ts_sched_from(&s, 3, 2, 2, progs, 1) == PP_OK);
@@ -231,7 +231,7 @@ static void test_slots(void)
 {
     for (int trial = 0; trial < 12; trial++) {
         int p = ts_rand_int(1, 8), m = ts_rand_int(1, 3 * p);
-        pp_config_t c;
+        pp_job_t c;
         pp_schedule_t s;
         pp_plan_t pl;
         cfg_fill(&c, PP_SCHED_1F1B, p, p, m);
@@ -278,7 +278,7 @@ static void test_slots(void)
  * op on every role that touched the slot. */
 static void test_slot_reuse_deps(void)
 {
-    pp_config_t c;
+    pp_job_t c;
     pp_schedule_t s;
     pp_plan_t pl;
     cfg_fill(&c, PP_SCHED_1F1B, 2, 2, 3);
@@ -390,7 +390,7 @@ static void test_slot_holders_ordered(void)
 static void test_data_deps(void)
 {
     int p = ts_rand_int(3, 5), m = ts_rand_int(p, 2 * p);
-    pp_config_t c;
+    pp_job_t c;
     pp_schedule_t s;
     pp_plan_t pl;
     cfg_fill(&c, PP_SCHED_1F1B, p, p, m);
@@ -433,7 +433,7 @@ static void test_order_all_generators(void)
     for (int trial = 0; trial < 16; trial++) {
         int kind = trial % 4, p = ts_rand_int(1, 6), v = ts_rand_int(2, 3);
         int m = kind == 2 ? p * ts_rand_int(1, 4) : ts_rand_int(1, 4 * p);
-        pp_config_t c;
+        pp_job_t c;
         pp_schedule_t s;
         pp_plan_t pl;
         pp_status_t st = kind == 0   ? generate_gpipe(&s, p, m)
@@ -531,7 +531,7 @@ static const char *grid_text(const pp_plan_t *pl)
 
 static void test_grid(void)
 {
-    pp_config_t c;
+    pp_job_t c;
     pp_schedule_t s;
     pp_plan_t pl;
     cfg_fill(&c, PP_SCHED_1F1B, 2, 2, 4);

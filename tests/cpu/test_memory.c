@@ -32,17 +32,17 @@ static void test_equals_sizing_functions(void)
         REQUIRE(load(&r, yaml, NULL, 0), "%s", kinds[k]);
         const pp_gpu_t *g = gpu_find("h200");
         pp_mem_pred_t m;
-        REQUIRE(memory_predict(&m, &r.cfg, &r.plan, g, NULL) == PP_OK);
+        REQUIRE(memory_predict(&m, &r.job, &r.plan, g, NULL) == PP_OK);
         double want[PP_MAX_DEVICES] = {0};
         for (int s = 0; s < r.plan.n_stages; s++) {
             pp_stage_cfg_t c;
-            plan_stage_cfg(&c, &r.cfg, &r.plan, s);
+            plan_stage_cfg(&c, &r.job, &r.plan, s);
             EXPECT(c.n_slots == r.plan.slots_per_stage[s] && c.with_optimizer == (k % 2));
             want[r.plan.stage_device[s]] +=
                 (double)(stage_state_bytes(&c) + stage_workspace_bytes(&c) +
                          (size_t)c.n_slots * stage_slot_bytes(&c) +
                          (size_t)c.n_wgrad_slots * stage_wgrad_slot_bytes(&c));
-            EXPECT(c.recompute == r.cfg.run.recompute);
+            EXPECT(c.recompute == r.job.run.recompute);
         }
         for (int d = 0; d < m.n_devices; d++)
             EXPECT_NEAR(m.dev[d].total, want[d] + g->runtime_gib * 1024.0 * 1024 * 1024, 0, 1e-12);
@@ -51,7 +51,7 @@ static void test_equals_sizing_functions(void)
         memset(&prof, 0, sizeof prof);
         prof.runtime_bytes = ts_rand_uniform(1e8, 1e9);
         prof.stage_overhead_bytes = ts_rand_uniform(1e7, 1e8);
-        REQUIRE(memory_predict(&m, &r.cfg, &r.plan, g, &prof) == PP_OK);
+        REQUIRE(memory_predict(&m, &r.job, &r.plan, g, &prof) == PP_OK);
         for (int d = 0; d < m.n_devices; d++) {
             int n = 0;
             for (int s = 0; s < r.plan.n_stages; s++)
@@ -75,7 +75,7 @@ static void test_microbatch_equivalents(void)
         pp_run_t r;
         REQUIRE(load(&r, yaml, NULL, 0));
         pp_mem_pred_t mp;
-        REQUIRE(memory_predict(&mp, &r.cfg, &r.plan, gpu_find("h100"), NULL) == PP_OK);
+        REQUIRE(memory_predict(&mp, &r.job, &r.plan, gpu_find("h100"), NULL) == PP_OK);
         for (int d = 0; d < p; d++) {
             int want = rep % 2 ? m : (p - d < m ? p - d : m); /* GPipe m; 1F1B min(p - i, m) */
             EXPECT_NEAR(mp.dev[d].mb_equiv, want, 0, 1e-12);
@@ -93,14 +93,14 @@ static void test_verdict(void)
     REQUIRE(load(&r, "name: big\n", sets, 7));
     pp_mem_pred_t m;
     char v[256];
-    REQUIRE(memory_predict(&m, &r.cfg, &r.plan, gpu_find("h100"), NULL) == PP_OK);
+    REQUIRE(memory_predict(&m, &r.job, &r.plan, gpu_find("h100"), NULL) == PP_OK);
     memory_verdict(&m, v, sizeof v);
     EXPECT(m.n_over > 0 && strncmp(v, "does not fit: device ", 21) == 0 &&
                strstr(v, "GiB; h100 has 79.2 GiB"),
            "%s", v);
     run_free(&r);
     REQUIRE(load(&r, "name: small\n", NULL, 0));
-    REQUIRE(memory_predict(&m, &r.cfg, &r.plan, gpu_find("h200"), NULL) == PP_OK);
+    REQUIRE(memory_predict(&m, &r.job, &r.plan, gpu_find("h200"), NULL) == PP_OK);
     memory_verdict(&m, v, sizeof v);
     EXPECT(m.n_over == 0 && m.fullest == 0 && strncmp(v, "fits: device 0 needs ", 21) == 0 &&
                strstr(v, "h200 has 139.8 GiB"),
@@ -119,11 +119,11 @@ static void test_monotonic(void)
     pp_run_t r;
     pp_mem_pred_t a, b;
     REQUIRE(load(&r, base, NULL, 0));
-    REQUIRE(memory_predict(&a, &r.cfg, &r.plan, gpu_find("h100"), NULL) == PP_OK);
+    REQUIRE(memory_predict(&a, &r.job, &r.plan, gpu_find("h100"), NULL) == PP_OK);
     run_free(&r);
     for (int k = 0; k < 7; k++) {
         REQUIRE(load(&r, base, &more[k], 1));
-        REQUIRE(memory_predict(&b, &r.cfg, &r.plan, gpu_find("h100"), NULL) == PP_OK);
+        REQUIRE(memory_predict(&b, &r.job, &r.plan, gpu_find("h100"), NULL) == PP_OK);
         for (int d = 0; d < 4; d++)
             EXPECT(b.dev[d].total >= a.dev[d].total, "%s: device %d %g -> %g", more[k], d,
                    a.dev[d].total, b.dev[d].total);

@@ -20,10 +20,10 @@
 #include <string.h>
 
 /* A small fp32 model on p devices with offload on (or off). */
-static void cfg_fill(pp_config_t *c, pp_sched_kind_t kind, int p, int m, int offload)
+static void cfg_fill(pp_job_t *c, pp_sched_kind_t kind, int p, int m, int offload)
 {
     ts_config_pipeline(c, kind, p, p, m);
-    c->model = (pp_model_cfg_t){.layers = 2 * p,
+    c->model = (pp_job_model_t){.layers = 2 * p,
                                 .hidden = 64,
                                 .heads = 4,
                                 .seq_len = 32,
@@ -32,10 +32,10 @@ static void cfg_fill(pp_config_t *c, pp_sched_kind_t kind, int p, int m, int off
     c->pipeline.micro_batch_size = 2;
     c->pipeline.transport = PP_TRANSPORT_NCCL;
     c->run.offload = offload ? PP_OFFLOAD_ACTIVATIONS : PP_OFFLOAD_NONE;
-    c->cost = (pp_cost_cfg_t){1.0, 1.0, 1.0, 0.0, 50.0, 0};
+    c->cost = (pp_job_cost_t){1.0, 1.0, 1.0, 0.0, 50.0, 0};
 }
 
-static pp_status_t lower(pp_plan_t *pl, const pp_config_t *c)
+static pp_status_t lower(pp_plan_t *pl, const pp_job_t *c)
 {
     pp_schedule_t s;
     PP_CHECK(generate_schedule(&s, c));
@@ -49,7 +49,7 @@ static pp_status_t lower(pp_plan_t *pl, const pp_config_t *c)
  * offload bytes on the offload and load streams. */
 static void test_gpipe_one_device(void)
 {
-    pp_config_t c;
+    pp_job_t c;
     pp_plan_t pl;
     cfg_fill(&c, PP_SCHED_GPIPE, 1, 8, 1);
     REQUIRE(lower(&pl, &c) == PP_OK);
@@ -85,7 +85,7 @@ static void test_gpipe_one_device(void)
  * that read it. */
 static void test_dependencies(void)
 {
-    pp_config_t c;
+    pp_job_t c;
     pp_plan_t pl;
     cfg_fill(&c, PP_SCHED_GPIPE, 1, 8, 1);
     REQUIRE(lower(&pl, &c) == PP_OK);
@@ -117,7 +117,7 @@ static void test_every_kind(void)
     for (int k = 0; k < 3; k++)
         for (int p = 1; p <= 4; p *= 2)
             for (int off = 0; off < 2; off++) {
-                pp_config_t c;
+                pp_job_t c;
                 pp_plan_t pl;
                 int m = ts_rand_int(4, 16);
                 cfg_fill(&c, kinds[k], p, m, off);
@@ -175,7 +175,7 @@ static void test_two_chunk_kinds(void)
 /* plan_validate refuses a backward that does not wait for its RELOAD. */
 static void test_validate_rejects(void)
 {
-    pp_config_t c;
+    pp_job_t c;
     pp_plan_t pl;
     cfg_fill(&c, PP_SCHED_GPIPE, 1, 8, 1);
     REQUIRE(lower(&pl, &c) == PP_OK);
@@ -196,7 +196,7 @@ static void test_validate_rejects(void)
  * micro-batch's reload and its backward. */
 static void test_simulate_host_link(void)
 {
-    pp_config_t c;
+    pp_job_t c;
     pp_plan_t pl, plain;
     const int m = 8;
     cfg_fill(&c, PP_SCHED_GPIPE, 1, m, 1);
@@ -206,7 +206,7 @@ static void test_simulate_host_link(void)
     const double step_plain = m * (1.0 + 2.0); /* F 1, B = I + W = 2 */
     for (int slow = 0; slow < 2; slow++) {
         double copy_ms = slow ? 3.0 : 0.25;
-        pp_cost_cfg_t cost = {1.0, 1.0, 1.0, 0.0, (double)pl.offload_bytes[0] / (copy_ms * 1e6), 0};
+        pp_job_cost_t cost = {1.0, 1.0, 1.0, 0.0, (double)pl.offload_bytes[0] / (copy_ms * 1e6), 0};
         pp_cost_model_t cm;
         pp_timeline_t tl;
         REQUIRE(cost_model_uniform(&cm, 1, &cost) == PP_OK);

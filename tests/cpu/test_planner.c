@@ -136,8 +136,8 @@ static void test_emitted_yaml_validates(void)
         EXPECT(st == PP_OK, "%s", c->label);
         if (st == PP_OK) st = run_predict(&r, NULL);
         if (st == PP_OK) {
-            EXPECT(r.cfg.schedule.kind == c->kind && r.plan.n_mb == c->m &&
-                       r.cfg.pipeline.micro_batch_size == c->mbs && r.plan.chunks == c->v,
+            EXPECT(r.job.kind == c->kind && r.plan.n_mb == c->m &&
+                       r.job.pipeline.micro_batch_size == c->mbs && r.plan.chunks == c->v,
                    "%s", c->label);
             EXPECT(fabs(r.predicted_ms - c->step_ms) < 1e-9, "%s: %.6f vs %.6f", c->label,
                    r.predicted_ms, c->step_ms);
@@ -213,7 +213,7 @@ static void test_pareto(void)
 /* A stand-in executor: the model's costs, slower by 1% per micro-batch of the step, so that the
  * measurement re-ranks what the prediction ranked. */
 static pp_status_t fake_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
-                             const pp_config_t *cfg, const pp_exec_opts_t *opts)
+                             const pp_job_t *cfg, const pp_exec_opts_t *opts)
 {
     pp_cost_model_t cm;
     PP_CHECK(cost_model_build(&cm, cfg, plan, NULL, NULL, NULL));

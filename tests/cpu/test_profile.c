@@ -314,7 +314,7 @@ static int exec_refuse_m;  /* it refuses runs of this m as not fitting (0: none)
 static const double true_factor = 1.08, true_overlap = 0.3;
 
 static pp_status_t sim_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
-                            const pp_config_t *cfg, const pp_exec_opts_t *opts)
+                            const pp_job_t *cfg, const pp_exec_opts_t *opts)
 {
     pp_cost_model_t cm;
     exec_calls++;
@@ -332,8 +332,8 @@ static pp_status_t sim_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp_p
 
 static void test_measure_runs(void)
 {
-    pp_config_t cfg;
-    REQUIRE(config_load_string(&cfg, "t.yaml", "pipeline: {devices: [3]}\n", NULL, 0) == PP_OK);
+    pp_job_t cfg;
+    REQUIRE(ts_load_job(&cfg, "pipeline: {devices: [3]}\n", NULL, 0, -1) == PP_OK);
     pp_profile_t p;
     ts_profile_fake(&p, ones);
     profile_calibrate(&p);
@@ -359,8 +359,8 @@ static void test_measure_runs(void)
     /* a run that does not fit is left out with a note; a micro-batch that cannot shrink (one
      * sequence of 64 tokens) is measured at its own size only */
     const char *sets[] = {"pipeline.micro_batch_size=1", "model.seq_len=64", "model.layers=3"};
-    config_free(&cfg);
-    REQUIRE(config_load_string(&cfg, "t.yaml", "pipeline: {devices: [0]}\n", sets, 3) == PP_OK);
+    job_free(&cfg);
+    REQUIRE(ts_load_job(&cfg, "pipeline: {devices: [0]}\n", sets, 3, -1) == PP_OK);
     ts_profile_fake(&p, ones);
     profile_calibrate(&p);
     truth = p;
@@ -375,7 +375,7 @@ static void test_measure_runs(void)
     EXPECT(strstr(got, "# profile: 1f1b of 3 blocks, micro-batch 1 x 64, m 32 did not run: left "
                        "out\n"),
            "%s", got);
-    config_free(&cfg);
+    job_free(&cfg);
 }
 
 int main(void)

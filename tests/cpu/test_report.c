@@ -63,7 +63,7 @@ static char *print_json(const pp_report_t *r)
     return buf;
 }
 
-static char *print_table(const pp_report_t *r, const pp_config_t *cfg)
+static char *print_table(const pp_report_t *r, const pp_job_t *cfg)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -233,14 +233,14 @@ static void test_simulated_and_throughput(void)
     REQUIRE(ts_plan_timeline(&x, &meas, PP_MODE_MEASURE, steps, 3) == PP_OK);
     REQUIRE(ts_plan_timeline(&y, &sim, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
 
-    pp_config_t cfg;
-    config_defaults(&cfg);
+    pp_job_t cfg;
+    ts_job_defaults(&cfg);
     cfg.pipeline.micro_batches = 99; /* not read: the plan's count is the one truth */
     cfg.pipeline.micro_batch_size = ts_rand_int(1, 8);
     cfg.model.seq_len = 128 * ts_rand_int(1, 8);
     cfg.pipeline.device_ids[0] = 3;
     cfg.pipeline.device_ids[1] = 5;
-    cfg.schedule.kind = PP_SCHED_1F1B;
+    cfg.kind = PP_SCHED_1F1B;
 
     REQUIRE(report_build(&r, &cfg, &x.pl, &meas, NULL) == PP_OK);
     EXPECT(isnan(r.bubble_simulated));
@@ -252,7 +252,7 @@ static void test_simulated_and_throughput(void)
                 (double)x.pl.n_mb * cfg.pipeline.micro_batch_size * cfg.model.seq_len /
                     (9 * u / 1000),
                 0, 1e-12);
-    EXPECT_NEAR(r.tflops, config_flops_per_step(&cfg, r.micro_batches) / (9 * u / 1000) / 1e12, 0,
+    EXPECT_NEAR(r.tflops, job_flops_per_step(&cfg, r.micro_batches) / (9 * u / 1000) / 1e12, 0,
                 1e-12);
     EXPECT_NEAR(r.bubble_theory, 1.0 / 3, 0, 1e-15);
     REQUIRE(report_build(&ry, NULL, &y.pl, &sim, NULL) == PP_OK);
@@ -269,7 +269,7 @@ static void test_simulated_and_throughput(void)
     meas.n_ops++;
     timeline_free(&meas);
     timeline_free(&sim);
-    config_free(&cfg);
+    job_free(&cfg);
     ts_plan_free(&x);
     ts_plan_free(&y);
 }
@@ -369,9 +369,9 @@ static void test_json_schema(void)
     x.pl.kind = PP_SCHED_STEPS;
     REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_MEASURE, steps, 2) == PP_OK);
     tl.peak_mem_bytes[0] = (size_t)ts_rand_int(1, 1 << 30) * 1024;
-    pp_config_t cfg;
-    config_defaults(&cfg);
-    cfg.schedule.kind = PP_SCHED_STEPS;
+    pp_job_t cfg;
+    ts_job_defaults(&cfg);
+    cfg.kind = PP_SCHED_STEPS;
     free(cfg.name);
     cfg.name = strdup("odd \"name\"\\ with\ttab");
     REQUIRE(report_build(&r, &cfg, &x.pl, &tl, NULL) == PP_OK);
@@ -428,7 +428,7 @@ static void test_json_schema(void)
     free(js);
     report_free(&r);
     timeline_free(&tl);
-    config_free(&cfg);
+    job_free(&cfg);
     ts_plan_free(&x);
 }
 
@@ -440,9 +440,9 @@ static void test_table(void)
     pp_timeline_t tl;
     pp_report_t r;
     REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
-    pp_config_t cfg;
-    config_defaults(&cfg);
-    cfg.schedule.kind = PP_SCHED_1F1B;
+    pp_job_t cfg;
+    ts_job_defaults(&cfg);
+    cfg.kind = PP_SCHED_1F1B;
     REQUIRE(report_build(&r, &cfg, &x.pl, &tl, NULL) == PP_OK);
     char *t = print_table(&r, &cfg);
     int rows = 0, header = 0, units = 0;
@@ -465,14 +465,14 @@ static void test_table(void)
     report_free(&r);
     /* No closed form: the verdict says so. */
     x.pl.kind = PP_SCHED_STEPS;
-    cfg.schedule.kind = PP_SCHED_STEPS;
+    cfg.kind = PP_SCHED_STEPS;
     REQUIRE(report_build(&r, &cfg, &x.pl, &tl, NULL) == PP_OK);
     t = print_table(&r, &cfg);
     EXPECT(strstr(t, "no closed form") != NULL, "%s", t);
     free(t);
     report_free(&r);
     timeline_free(&tl);
-    config_free(&cfg);
+    job_free(&cfg);
     ts_plan_free(&x);
 }
 
@@ -641,9 +641,9 @@ static void test_table_wording(void)
     tp_compute(&x, 0, PP_ACT_B, 0, 0, 1.0, 3.0);
     pp_timeline_t tl;
     pp_report_t r;
-    pp_config_t cfg;
+    pp_job_t cfg;
     REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
-    config_defaults(&cfg);
+    ts_job_defaults(&cfg);
     REQUIRE(report_build(&r, &cfg, &x.pl, &tl, NULL) == PP_OK);
     r.bubble = r.bubble_theory - 1e-9; /* equal but for rounding, below */
     char *t = print_table(&r, &cfg);
@@ -652,7 +652,7 @@ static void test_table_wording(void)
     free(t);
     report_free(&r);
     timeline_free(&tl);
-    config_free(&cfg);
+    job_free(&cfg);
     ts_plan_free(&x);
 }
 

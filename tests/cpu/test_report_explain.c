@@ -30,8 +30,8 @@ static int rx_make(rx_t *x, int p, int m, int what_if)
     memset(x, 0, sizeof *x);
     pp_schedule_t sched;
     if (generate_1f1b(&sched, p, m) != PP_OK) return -1;
-    pp_config_t cfg;
-    config_defaults(&cfg);
+    pp_job_t cfg;
+    ts_job_defaults(&cfg);
     cfg.model.layers = 24;
     cfg.pipeline.n_devices = p;
     for (int d = 0; d < p; d++)
@@ -39,12 +39,12 @@ static int rx_make(rx_t *x, int p, int m, int what_if)
     cfg.pipeline.stages = p;
     cfg.pipeline.chunks = 1;
     cfg.pipeline.micro_batches = m;
-    cfg.schedule.kind = PP_SCHED_1F1B;
+    cfg.kind = PP_SCHED_1F1B;
     pp_status_t st = plan_lower(&x->plan, &sched, &cfg);
     schedule_free(&sched);
-    config_free(&cfg);
+    job_free(&cfg);
     if (st != PP_OK) return -1;
-    pp_cost_cfg_t c = {1, 1, 1, ts_rand_uniform(0.05, 0.3), 0, 0};
+    pp_job_cost_t c = {1, 1, 1, ts_rand_uniform(0.05, 0.3), 0, 0};
     if (cost_model_uniform(&x->cm, p, &c) != PP_OK) return -1;
     for (int s = 0; s < p; s++) {
         x->cm.f[s] = ts_rand_uniform(0.5, 1.5);

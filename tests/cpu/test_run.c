@@ -52,7 +52,7 @@ static void test_cost_model_uniform(void)
     REQUIRE(run_load(&r, "t.yaml", yaml_of("interleaved-1f1b", 2, 4), NULL, 0, 0) == PP_OK);
     REQUIRE(r.plan.chunks == 2);
     pp_cost_model_t cm;
-    REQUIRE(run_cost_model(&cm, &r.plan, &r.cfg, NULL, NULL, NULL) == PP_OK);
+    REQUIRE(run_cost_model(&cm, &r.plan, &r.job, NULL, NULL, NULL) == PP_OK);
     for (int s = 0; s < r.plan.n_stages; s++) {
         EXPECT(cm.f[s] == 0.5 && cm.i[s] == 1.0 && cm.w[s] == 0.5, "stage %d", s);
         EXPECT(cm.b[s] == 1.5, "stage %d: B = I + W", s);
@@ -69,7 +69,7 @@ static void test_uneven_split(void)
     const char *sets[] = {"model.layers_per_stage=[6, 18]"};
     REQUIRE(run_load(&r, "t.yaml", yaml_of("1f1b", 2, 4), sets, 1, 0) == PP_OK);
     pp_cost_model_t cm;
-    REQUIRE(run_cost_model(&cm, &r.plan, &r.cfg, NULL, NULL, NULL) == PP_OK);
+    REQUIRE(run_cost_model(&cm, &r.plan, &r.job, NULL, NULL, NULL) == PP_OK);
     EXPECT(cm.f[0] == 0.5 && cm.f[1] == 1.5, "hand-set f: %g %g", cm.f[0], cm.f[1]);
     EXPECT(cm.i[0] == 1.0 && cm.i[1] == 3.0, "hand-set i: %g %g", cm.i[0], cm.i[1]);
     cost_model_free(&cm);
@@ -100,7 +100,7 @@ static const char *table_of(const pp_run_t *r)
     FILE *f = tmpfile();
     EXPECT(f != NULL);
     if (!f) return "";
-    report_print_table(&r->report, &r->cfg, f);
+    report_print_table(&r->report, &r->job, f);
     rewind(f);
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     buf[n] = 0;
@@ -111,7 +111,7 @@ static const char *table_of(const pp_run_t *r)
 /* A stand-in executor: the simulator's timeline with per-stage costs as the "measurement", and
  * a loss per step. */
 static pp_status_t fake_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
-                             const pp_config_t *cfg, const pp_exec_opts_t *opts)
+                             const pp_job_t *cfg, const pp_exec_opts_t *opts)
 {
     pp_cost_model_t cm;
     PP_CHECK(cost_model_uniform(&cm, plan->n_stages, &cfg->cost));

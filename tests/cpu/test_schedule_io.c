@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "plan/schedule.h"
 #include "support.h"
+#include "config/resolve.h"
 #include "config/written.h"
 
 #include <stdlib.h>
@@ -359,19 +360,22 @@ static void test_yaml_round_trip(void)
         EXPECT(!strncmp(text, "schedule:\n  steps:\n    0: [", 27), "%.40s", text);
 
         pp_config_t c;
+        pp_job_t j = {0};
         pp_schedule_t back = {0};
         ts_capture_begin();
         pp_status_t st = config_load_string(&c, "steps.yaml", text, NULL, 0);
         if (st == PP_OK) st = written_from_steps(&back, &c);
-        if (st == PP_OK) st = written_reconcile(&c, &back, 0);
+        if (st == PP_OK) st = job_from_config(&j, &c);
+        if (st == PP_OK) st = written_reconcile(&j, &c, &back, 0);
         const char *e = ts_capture_end();
         EXPECT(st == PP_OK, "%s\n%s", e, text);
         if (st == PP_OK) {
             EXPECT(c.schedule.kind == PP_SCHED_STEPS);
             EXPECT(same_schedule(&a, &back), "YAML round trip changed the schedule");
-            EXPECT(c.pipeline.n_devices == a.n_devices && c.pipeline.micro_batches == a.n_mb);
+            EXPECT(j.pipeline.n_devices == a.n_devices && j.pipeline.micro_batches == a.n_mb);
         }
         schedule_free(&back);
+        job_free(&j);
         config_free(&c);
         free(text);
         schedule_free(&a);

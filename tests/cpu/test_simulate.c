@@ -185,7 +185,7 @@ static void progs_1f1b(progs_t *g, int p, int m)
 static pp_cost_model_t make_costs(int n_stages, double f, double bi, double bw, double send)
 {
     pp_cost_model_t cm;
-    pp_cost_cfg_t c = {f, bi, bw, send, 0, 0};
+    pp_job_cost_t c = {f, bi, bw, send, 0, 0};
     pp_status_t st = cost_model_uniform(&cm, n_stages, &c);
     if (st != PP_OK) memset(&cm, 0, sizeof cm);
     return cm;
@@ -474,7 +474,7 @@ static void test_closed_forms_local_lowering(void)
 /* Makespan of `plan` under uniform unit costs with cost.overlap = overlap; -1 on failure. */
 static double unit_makespan(const pp_plan_t *plan, double overlap)
 {
-    pp_cost_cfg_t c = {1.0, 1.0, 1.0, 0.0, 0.0, overlap};
+    pp_job_cost_t c = {1.0, 1.0, 1.0, 0.0, 0.0, overlap};
     pp_cost_model_t cm;
     pp_timeline_t tl;
     double span = -1;
@@ -496,7 +496,7 @@ static void test_overlapped_pairs(void)
     for (int p = 2; p <= 4; p += 2) {
         pp_schedule_t s;
         pp_plan_t pl, serial;
-        pp_config_t c;
+        pp_job_t c;
         REQUIRE(generate_dualpipev(&s, p, 2 * p) == PP_OK);
         ts_config_pipeline(&c, PP_SCHED_DUALPIPEV, p, 2 * p, 2 * p);
         c.pipeline.transport = PP_TRANSPORT_PEER;
@@ -707,7 +707,7 @@ static void test_makespans_one_pass(void)
             pp_sched_kind_t kind[3] = {PP_SCHED_1F1B, PP_SCHED_INTERLEAVED, PP_SCHED_ZBH1};
             REQUIRE(ts_make_plan(&pl, kind[c], 4, 8, 2) == 0);
         } else {
-            pp_config_t cf;
+            pp_job_t cf;
             REQUIRE(generate_dualpipev(&s, 4, 8) == PP_OK);
             ts_config_pipeline(&cf, PP_SCHED_DUALPIPEV, 4, 8, 8);
             REQUIRE(plan_lower(&pl, &s, &cf) == PP_OK);

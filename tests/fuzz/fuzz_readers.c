@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Validate, lower, validate again and simulate a schedule read alone. */
 static void fuzz_schedule(const pp_schedule_t *s)
 {
-    pp_cost_cfg_t unit = {.forward = 1, .backward_input = 1, .backward_weight = 1, .send = 0.1};
+    pp_job_cost_t unit = {.forward = 1, .backward_input = 1, .backward_weight = 1, .send = 0.1};
     pp_cost_model_t cm;
     pp_timeline_t tl;
     pp_plan_t plan;

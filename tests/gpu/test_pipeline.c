@@ -52,7 +52,7 @@ static const char *model_yaml(const char *dtype)
 }
 
 /* The reference: one stage holding every block, micro-batches forward then backward in order. */
-static int reference_step(const pp_config_t *cfg, int m, double *loss, float **grads, size_t *n)
+static int reference_step(const pp_job_t *cfg, int m, double *loss, float **grads, size_t *n)
 {
     pp_stage_cfg_t c = {0};
     pp_stage_t *st = NULL;
@@ -126,7 +126,7 @@ static void run_and_compare(const char *name, const char *yaml, const char *cons
     pp_run_t r = {0};
     pp_run_opts_t ro = measured();
     REQUIRE(run_load(&r, name, yaml, sets, n_sets, n_gpus) == PP_OK);
-    const pp_config_t *cfg = &r.cfg;
+    const pp_job_t *cfg = &r.job;
     const pp_plan_t *plan = &r.plan;
     const pp_timeline_t *tl = &r.meas;
     const pp_exec_result_t *res = &r.exec;
@@ -173,7 +173,7 @@ static void run_and_compare(const char *name, const char *yaml, const char *cons
                    "%s: op %d between devices %d and %d has link %s", label, i, a, b,
                    transport_name(o->link));
         }
-        EXPECT(r.report.shared_gpus == config_shared_gpu(cfg, NULL, NULL),
+        EXPECT(r.report.shared_gpus == job_shared_gpu(cfg, NULL, NULL),
                "%s: the report says shared_gpus %d", label, r.report.shared_gpus);
         /* Schedules run as written: on each device, compute ops start in program order (the
          * backward half of an overlapped pair, on the overlap stream, may start before its

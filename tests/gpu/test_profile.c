@@ -15,6 +15,7 @@
 
 #include "exec/execute.h"
 #include "run/profile_run.h"
+#include "config/resolve.h"
 #include "run/run.h"
 #include "stages/stage.h"
 
@@ -39,10 +40,12 @@ static const char *yaml;
 static void profile_small(void)
 {
     if (n_gpus < 1) SKIP("no CUDA device");
-    pp_config_t cfg;
+    pp_config_t written;
+    pp_job_t cfg;
     const char *sets[] = {n_gpus >= 2 ? "pipeline.devices=2" : "pipeline.devices=1"};
-    REQUIRE(config_load_string(&cfg, "t.yaml", yaml, sets, 1) == PP_OK);
-    REQUIRE(config_resolve(&cfg, n_gpus) == PP_OK);
+    REQUIRE(config_load_string(&written, "t.yaml", yaml, sets, 1) == PP_OK);
+    REQUIRE(job_resolve(&cfg, &written, NULL, n_gpus) == PP_OK);
+    config_free(&written);
     pp_profile_t p;
     REQUIRE(execute_profile(&p, &cfg, 3, 0) == PP_OK);
     int lps = cfg.model.layers / cfg.pipeline.stages;
@@ -110,7 +113,7 @@ static void profile_small(void)
                r.report.per_device[d].peak_mem_bytes > 0);
     run_free(&r);
     unlink(path);
-    config_free(&cfg);
+    job_free(&cfg);
 }
 
 int main(void)

@@ -1,0 +1,238 @@
+/*
+ * resolve.c — what the user wrote (pp_config_t) and the machine in, the job (model/job.h) out.
+ *
+ * The job starts as a copy of the config's typed values; a written schedule (steps, csv) then
+ * brings the pipeline keys in line with itself (written_reconcile), and the rest is resolved here:
+ * `devices: all` against the devices visible, `stages: auto`, chunks, the layer split (even,
+ * listed, or balanced on the cost model's part times), and the checks of values that only make
+ * sense together (the kind's preconditions and placements, the plan's size, GPUs shared over a
+ * transport that needs one each). Every message names the key to blame where the input set it
+ * (config_error_at), so the config is read here but never changed. After this nothing reads the
+ * config but the command line.
+ */
+#include "resolve.h"
+
+#include "config_internal.h"
+#include "model/split.h"
+#include "schedule/kinds.h"
+#include "written.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define cfg_err_at(cfg, k, ...) config_error_at((cfg), (pp_config_key_t)(k), 0, 0, __VA_ARGS__)
+
+pp_status_t job_from_config(pp_job_t *job, const pp_config_t *cfg)
+{
+    memset(job, 0, sizeof *job);
+    job->kind = cfg->schedule.kind;
+    job->model = cfg->model;
+    job->pipeline = cfg->pipeline;
+    job->run = cfg->run;
+    job->cost = cfg->cost;
+    job->cost_src = cfg->cost_src;
+    job->cost_src.profile = NULL;
+    job->cost_hand_set = config_cost_hand_set(cfg);
+    job->overlap_set = config_is_set(cfg, PP_CFG_OVERLAP);
+    if ((cfg->path && !(job->path = strdup(cfg->path))) ||
+        (cfg->name && !(job->name = strdup(cfg->name))) ||
+        (cfg->cost_src.profile && !(job->cost_src.profile = strdup(cfg->cost_src.profile)))) {
+        job_free(job);
+        fprintf(stderr, "out of host memory\n");
+        return PP_ERR_NOMEM;
+    }
+    return PP_OK;
+}
+
+static pp_status_t check_kind(const pp_job_t *job, const pp_config_t *cfg)
+{
+    const pp_job_pipeline_t *pl = &job->pipeline;
+    char msg[512];
+    int key;
+    switch (sched_kind_check(job->kind, pl->n_devices, pl->micro_batches, pl->chunks, msg,
+                             sizeof msg)) {
+    case PP_KIND_OK: return PP_OK;
+    case PP_KIND_BAD_CHUNKS:
+        key = cfg_pick(cfg, PP_CFG_KIND, PP_CFG_CHUNKS, PP_CFG_STAGES, PP_CFG_KIND, -1);
+        break;
+    case PP_KIND_BAD_MICRO_BATCHES:
+        key = cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES, -1);
+        break;
+    default: key = PP_CFG_KIND; break;
+    }
+    return cfg_err_at(cfg, key, "%s", msg);
+}
+
+/* Layers per stage (split.h): as listed, balanced by the cost model's stage times, or even. */
+static pp_status_t resolve_split(pp_job_t *job, const pp_config_t *cfg)
+{
+    pp_job_model_t *m = &job->model;
+    int n = job->pipeline.stages, sum = 0;
+    if (m->n_layers_per_stage > 0 && cfg_is_set(cfg, PP_CFG_LAYERS_PER_STAGE)) {
+        if (job->pipeline.split == PP_SPLIT_BALANCED)
+            return cfg_err_at(cfg, PP_CFG_SPLIT,
+                              "balanced, but model.layers_per_stage lists the split too (allowed: "
+                              "one of them)");
+        if (m->n_layers_per_stage != n)
+            return cfg_err_at(cfg, PP_CFG_LAYERS_PER_STAGE,
+                              "%d entries for %d stages (allowed: one entry per stage)",
+                              m->n_layers_per_stage, n);
+        for (int s = 0; s < n; s++)
+            sum += m->layers_per_stage[s];
+        if (sum != m->layers)
+            return cfg_err_at(cfg, PP_CFG_LAYERS_PER_STAGE,
+                              "the entries sum to %d, but model.layers is %d (allowed: entries "
+                              "summing to %d)",
+                              sum, m->layers, m->layers);
+        return PP_OK;
+    }
+    if (job->pipeline.split == PP_SPLIT_BALANCED) {
+        double block, embed, head;
+        split_part_ms(job, &block, &embed, &head);
+        split_balanced(m->layers_per_stage, n, m->layers, block, embed, head);
+    } else {
+        if (m->layers % n != 0)
+            return cfg_err_at(cfg,
+                              cfg_pick(cfg, PP_CFG_DEVICES, PP_CFG_STAGES, PP_CFG_CHUNKS,
+                                       PP_CFG_STEPS, PP_CFG_CSV, PP_CFG_DEVICES, PP_CFG_LAYERS, -1),
+                              "%d layers do not split into %d stages (allowed: a divisor of %d, "
+                              "model.layers_per_stage or pipeline.split: balanced)",
+                              m->layers, n, m->layers);
+        for (int s = 0; s < n; s++)
+            m->layers_per_stage[s] = m->layers / n;
+    }
+    m->n_layers_per_stage = n;
+    return PP_OK;
+}
+
+/* The kind's placements (kinds.h), blaming pipeline.placement where the input set it. */
+static pp_status_t check_placement(const pp_job_t *job, const pp_config_t *cfg)
+{
+    char msg[512];
+    if (sched_kind_check_placement(job->kind, job->pipeline.chunks,
+                                   job->pipeline.placement, msg, sizeof msg) == PP_KIND_OK)
+        return PP_OK;
+    return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_PLACEMENT, PP_CFG_PLACEMENT, PP_CFG_KIND, -1), "%s",
+                      msg);
+}
+
+/* A generated schedule's plan, estimated before anything is allocated: refused over
+ * PP_MAX_PLAN_OPS. A written one (steps, csv) is as large as its file. */
+static pp_status_t check_plan_size(const pp_job_t *job, const pp_config_t *cfg)
+{
+    const pp_job_pipeline_t *pl = &job->pipeline;
+    long long ops = (long long)pl->stages * pl->micro_batches * PP_PLAN_OPS_PER_MB;
+    if (sched_kind(job->kind)->written || ops <= PP_MAX_PLAN_OPS) return PP_OK;
+    return cfg_err_at(cfg,
+                      cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES,
+                               PP_CFG_CHUNKS, PP_CFG_STAGES, -1),
+                      "%d stages x %d micro-batches make a plan of up to %lld ops, over the limit "
+                      "of %ld (allowed: stages x micro-batches at most %ld)",
+                      pl->stages, pl->micro_batches, ops, PP_MAX_PLAN_OPS,
+                      PP_MAX_PLAN_OPS / PP_PLAN_OPS_PER_MB);
+}
+
+/* Pipeline devices may share a CUDA device (`devices: [0, 0]`), but not over a transport that
+ * needs a GPU per pipeline device (nccl: one rank per GPU). */
+static pp_status_t check_shared_gpus(const pp_job_t *job, const pp_config_t *cfg)
+{
+    const pp_job_pipeline_t *pl = &job->pipeline;
+    int a, b;
+    if (!job_shared_gpu(job, &a, &b) || pl->transport != PP_TRANSPORT_NCCL) return PP_OK;
+    return cfg_err_at(cfg, PP_CFG_TRANSPORT,
+                      "nccl needs a GPU per pipeline device, but pipeline.devices puts devices "
+                      "%d and %d on CUDA device %d (allowed: peer, or a CUDA device per pipeline "
+                      "device)",
+                      a, b, pl->device_ids[a]);
+}
+
+static pp_status_t resolve_pipeline(pp_job_t *job, const pp_config_t *cfg, int n_visible)
+{
+    pp_job_pipeline_t *pl = &job->pipeline;
+    const int written = sched_kind(job->kind)->written;
+
+    /* devices */
+    if (pl->devices_all) {
+        int n = n_visible > 0 ? n_visible : 4;
+        if (n > PP_MAX_DEVICES) n = PP_MAX_DEVICES;
+        pl->n_devices = n;
+        for (int d = 0; d < n; d++)
+            pl->device_ids[d] = d;
+        pl->devices_all = 0;
+    }
+    int p = pl->n_devices;
+    if (p < 1 || p > PP_MAX_DEVICES)
+        return cfg_err_at(cfg, PP_CFG_DEVICES, "%d devices (allowed: 1..%d)", p, PP_MAX_DEVICES);
+    for (int d = 0; d < p; d++) {
+        int id = pl->device_ids[d];
+        if (id < 0 || (n_visible > 0 && id >= n_visible)) {
+            if (n_visible == 1)
+                return cfg_err_at(cfg, PP_CFG_DEVICES, "device %d does not exist (allowed: 0)", id);
+            return cfg_err_at(cfg, PP_CFG_DEVICES, "device %d does not exist (allowed: 0..%d)", id,
+                              n_visible > 0 ? n_visible - 1 : PP_MAX_DEVICES - 1);
+        }
+    }
+    PP_CHECK(check_shared_gpus(job, cfg));
+    /* stages and chunks (a written schedule's were set by written_reconcile) */
+    if (written && pl->stages > 0) {
+        /* as the schedule has them */
+    } else if (pl->stages == 0) {
+        if ((long)p * pl->chunks > PP_MAX_STAGES)
+            return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_DEVICES, PP_CFG_CHUNKS, PP_CFG_DEVICES, -1),
+                              "%d devices x %d chunks = %ld stages (allowed: at most %d)", p,
+                              pl->chunks, (long)p * pl->chunks, PP_MAX_STAGES);
+        pl->stages = p * pl->chunks;
+    } else if (cfg_is_set(cfg, PP_CFG_CHUNKS) && pl->stages != p * pl->chunks) {
+        return cfg_err_at(cfg, PP_CFG_STAGES,
+                          "%d stages, but %d devices x %d chunks = %d (allowed: %d, or auto)",
+                          pl->stages, p, pl->chunks, p * pl->chunks, p * pl->chunks);
+    } else {
+        if (pl->stages % p != 0)
+            return cfg_err_at(
+                cfg, cfg_pick(cfg, PP_CFG_STAGES, PP_CFG_STAGES, PP_CFG_DEVICES, -1),
+                "%d stages do not split evenly over %d devices (allowed: a multiple of %d)",
+                pl->stages, p, p);
+        pl->chunks = pl->stages / p;
+    }
+
+    /* the model */
+    PP_CHECK(resolve_split(job, cfg));
+    if (job->model.hidden % job->model.heads != 0)
+        return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_HEADS, PP_CFG_HEADS, PP_CFG_HIDDEN, -1),
+                          "hidden %d does not split into %d heads (allowed: a divisor of %d)",
+                          job->model.hidden, job->model.heads, job->model.hidden);
+
+    PP_CHECK(check_kind(job, cfg));
+    PP_CHECK(check_placement(job, cfg));
+    return check_plan_size(job, cfg);
+}
+
+pp_status_t job_check_processes(const pp_job_t *job, const pp_config_t *cfg, int n_procs)
+{
+    const int p = job->pipeline.n_devices, k = job->pipeline.devices_per_process;
+    if (k > 0 && (long)k * n_procs != p)
+        return cfg_err_at(cfg, PP_CFG_DEVICES_PER_PROCESS,
+                          "%d devices per process x %d process%s = %ld, but the pipeline has %d "
+                          "devices (allowed: %s)",
+                          k, n_procs, n_procs == 1 ? "" : "es", (long)k * n_procs, p,
+                          p % n_procs == 0 ? "p / processes, or 0 for an even split"
+                                           : "p / processes with p a multiple of the processes");
+    if (k == 0 && p % n_procs != 0)
+        return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_DEVICES, PP_CFG_DEVICES, -1),
+                          "%d devices do not split evenly over %d processes (allowed: a multiple "
+                          "of %d devices, or pipeline.devices_per_process)",
+                          p, n_procs, n_procs);
+    return PP_OK;
+}
+
+
+pp_status_t job_resolve(pp_job_t *job, const pp_config_t *cfg, const pp_schedule_t *written,
+                        int n_visible)
+{
+    PP_CHECK(job_from_config(job, cfg));
+    pp_status_t st = PP_OK;
+    if (written) st = written_reconcile(job, cfg, written, n_visible);
+    if (st == PP_OK) st = resolve_pipeline(job, cfg, n_visible);
+    if (st != PP_OK) job_free(job);
+    return st;
+}

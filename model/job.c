@@ -1,0 +1,65 @@
+/*
+ * job.c — the job's small queries and its copy and release (job.h).
+ */
+#include "job.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int job_shared_gpu(const pp_job_t *job, int *a, int *b)
+{
+    const pp_job_pipeline_t *pl = &job->pipeline;
+    for (int j = 1; j < pl->n_devices && j < PP_MAX_DEVICES; j++)
+        for (int i = 0; i < j; i++)
+            if (pl->device_ids[i] == pl->device_ids[j]) {
+                if (a) *a = i;
+                if (b) *b = j;
+                return 1;
+            }
+    return 0;
+}
+
+double job_tokens_per_step(const pp_job_t *job, int m)
+{
+    return (double)m * job->pipeline.micro_batch_size * job->model.seq_len;
+}
+
+double job_flops_per_step(const pp_job_t *job, int m)
+{
+    double h = job->model.hidden, s = job->model.seq_len;
+    double block = 24.0 * h * h + 4.0 * s * h; /* QKV 6h², proj 2h², MLP 16h², QKᵀ + PV 4sh */
+    double head = 2.0 * h * job->model.vocab;
+    double forward_per_token = job->model.layers * block + head;
+    return 3.0 * forward_per_token * job_tokens_per_step(job, m);
+}
+
+
+static char *dup_or_null(const char *s, int *failed)
+{
+    if (!s) return NULL;
+    char *d = strdup(s);
+    if (!d) *failed = 1;
+    return d;
+}
+
+pp_status_t job_copy(pp_job_t *dst, const pp_job_t *src)
+{
+    int failed = 0;
+    *dst = *src;
+    dst->path = dup_or_null(src->path, &failed);
+    dst->name = dup_or_null(src->name, &failed);
+    dst->cost_src.profile = dup_or_null(src->cost_src.profile, &failed);
+    if (!failed) return PP_OK;
+    job_free(dst);
+    fprintf(stderr, "out of host memory\n");
+    return PP_ERR_NOMEM;
+}
+
+void job_free(pp_job_t *job)
+{
+    if (!job) return;
+    free(job->path);
+    free(job->name);
+    free(job->cost_src.profile);
+    job->path = job->name = job->cost_src.profile = NULL;
+}
