@@ -16,9 +16,9 @@
 #ifndef PP_EXECUTE_H
 #define PP_EXECUTE_H
 
-#include "common/pp_group.h"
 #include "common/pp_status.h"
 #include "model/job.h"
+#include "run/executor.h"
 #include "plan/plan.h"
 #include "model/profile.h"
 #include "sim/timeline.h"
@@ -27,26 +27,6 @@
 extern "C" {
 #endif
 
-typedef struct pp_exec_opts {
-    int sync;          /* 1: host-synchronize after every op, all on one stream (naive baseline) */
-    int graph;         /* 1: capture the second step as one CUDA graph and replay it after */
-    int timing;        /* 1: per-op device timestamps (otherwise step times only) */
-    double timeout_s;  /* longest wait for a step before reporting the pending op */
-    int verbose;       /* 1: startup banner (peer matrix, links, memory) to stderr */
-    int check_grads;   /* 1: also keep the gradients of the last step for a caller's comparison */
-    int serial_pairs;  /* 1: the second half of an overlapped pair (DualPipeV) runs on the compute
-                          stream after its first, not beside it (`ppsched profile` times both) */
-    pp_group_t *group; /* the processes of an MPI launch (pp_group.h): this one runs the devices
-                          its rank owns; NULL: this one runs every device */
-} pp_exec_opts_t;
-
-typedef struct pp_exec_result {
-    int n_steps;     /* warm-up + timed steps run */
-    double *loss;    /* [n_steps]: mean loss over the micro-batches of each step */
-    size_t n_params; /* parameters of the whole model */
-    float *grads;    /* [n_params] gradients of the last step in stage order (check_grads) */
-    int graph_steps; /* steps replayed from the captured graph (0: every step eager) */
-} pp_exec_result_t;
 
 /* 1 when this ppsched was built with CUDA (execute.c), 0 for the CPU-only build (nocuda.c). */
 int execute_built_with_cuda(void);
@@ -65,7 +45,6 @@ void execute_describe_devices(char *buf, size_t size);
 pp_status_t execute_plan(pp_timeline_t *tl, pp_exec_result_t *res, const pp_plan_t *plan,
                          const pp_job_t *job, const pp_exec_opts_t *opts);
 
-void exec_result_free(pp_exec_result_t *res);
 
 /* Measure a profile (profile.h) on CUDA device job->pipeline.device_ids[0]: a middle, a first and
  * a last stage of the config's model, each of layers / stages blocks, one slot; F, I and W of one

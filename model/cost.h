@@ -1,7 +1,8 @@
 /*
  * cost.h — the time of a stage's forward (F), input-gradient (I) and weight-gradient (W) passes,
  * predicted from the FLOPs and bytes of every kernel the stage runs, against a GPU description;
- * and the cost model (simulate.h) a config asks for, built in one place.
+ * the GPU, link and calibration a job's costs use. sim/cost_model.h builds a plan's cost model
+ * from these.
  *
  * A stage is `n_layers` blocks, plus the embedding on the first stage and the final LayerNorm,
  * LM head and cross-entropy on the last; each of the three parts is priced alone, so stages of
@@ -20,8 +21,6 @@
 #include "stage_size.h"
 #include "model/job.h"
 #include "gpu.h"
-#include "plan/plan.h"
-#include "sim/simulate.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,8 +57,6 @@ double cost_stage_ms(const pp_model_shape_t *shape, pp_dtype_t dt, const pp_gpu_
 void cost_recompute_ms(const pp_stage_cfg_t *c, const pp_gpu_t *gpu, const struct pp_profile *prof,
                        double *input, double *weight);
 
-/* The shape of global stage s of a plan made from job. */
-pp_model_shape_t cost_stage_shape(const pp_job_t *job, const pp_plan_t *plan, int s);
 
 /* The GPU the costs of `src` are for: cost.gpu when set, else `present` (the GPU this process
  * runs on, NULL when none), else the profile's, else h100. Never NULL. */
@@ -74,12 +71,6 @@ const pp_link_desc_t *cost_link_for(const pp_job_t *job);
  * else the link table's `host` row. */
 double cost_host_link_gbps(const pp_job_t *job);
 
-/* Where a cost model came from, for the report's preamble. */
-typedef enum pp_cost_source {
-    PP_COST_HAND = 0, /* the `cost:` ms values, uniform */
-    PP_COST_GPU,      /* the a-priori model on a GPU description */
-    PP_COST_PROFILE   /* the model calibrated by a profile */
-} pp_cost_source_t;
 
 /* What the model sets beyond each pass's time: the profile's step factor (every compute cost is
  * multiplied by it; 1 without a profile or one without measured steps) and the share of an
@@ -102,22 +93,6 @@ double cost_scaled_step_factor(double f, const pp_model_shape_t *s, pp_dtype_t d
 
 void cost_calib_for(pp_cost_calib_t *c, const pp_job_t *job, int m, const pp_gpu_t *gpu,
                     const struct pp_profile *prof);
-
-/* Build the cost model of a plan the way its config asks: the hand-set `cost:` ms values when
- * any is given (per device's share of the layers, so a chunk of an interleaved device costs 1/v),
- * else the model on cost_gpu_for(&job->cost_src, present, prof), calibrated by `prof` when not NULL, with
- * cost_calib_for's step factor and overlap. `send` is the time of one boundary tensor over
- * cost_link_for(job) (or prof's measured sends). *source (may be NULL) says which. */
-pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
-                             const pp_gpu_t *present, const struct pp_profile *prof,
-                             pp_cost_source_t *source);
-
-/* One line saying where `cm` came from and what it holds (the profile's step factor and whether
- * the profile predates it, the pair overlap when the plan has pairs, the first, a middle and the
- * last stage's F, I, W and the send, ms), for the report's preamble. */
-void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, const pp_job_t *job,
-                         const pp_plan_t *plan, pp_cost_source_t source, const pp_gpu_t *gpu,
-                         const struct pp_profile *prof);
 
 #ifdef __cplusplus
 }

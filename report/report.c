@@ -13,6 +13,7 @@
  */
 #include "report.h"
 #include "model/cost.h"
+#include "sim/cost_model.h"
 #include "report_io.h"
 #include "schedule/kinds.h"
 

@@ -11,6 +11,7 @@
 #include "planner.h"
 
 #include "model/cost.h"
+#include "sim/cost_model.h"
 #include "schedule/kinds.h"
 
 #include <math.h>

@@ -12,6 +12,7 @@
 
 #include "model/stage_size.h"
 #include "model/cost.h"
+#include "sim/cost_model.h"
 #include "sim/simulate.h"
 
 #include <stdio.h>

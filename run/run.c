@@ -17,6 +17,7 @@
 #include "run.h"
 
 #include "model/cost.h"
+#include "sim/cost_model.h"
 
 #include "config/resolve.h"
 #include "config/written.h"

@@ -14,7 +14,7 @@
 
 #include "common/pp_status.h"
 #include "config/config.h"
-#include "exec/execute.h"
+#include "executor.h"
 #include "model/gpu.h"
 #include "plan/memory.h"
 #include "plan/plan.h"
@@ -27,11 +27,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Runs a plan on the devices (execute_plan's shape). */
-typedef pp_status_t (*pp_executor_fn)(pp_timeline_t *tl, pp_exec_result_t *res,
-                                      const pp_plan_t *plan, const pp_job_t *job,
-                                      const pp_exec_opts_t *opts);
 
 typedef struct pp_run {
     pp_config_t cfg;       /* what the user wrote (messages name its keys' places) */

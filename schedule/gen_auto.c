@@ -15,6 +15,7 @@
  * be built at once on several threads; gen_auto_pick.c ranks them and keeps the best.
  */
 #include "model/cost.h"
+#include "sim/cost_model.h"
 #include "gen_auto.h"
 #include "generate.h"
 #include "plan/plan.h"

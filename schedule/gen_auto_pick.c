@@ -21,6 +21,7 @@
  * mutex guards the rows' states; the condition variable wakes threads waiting for a row.
  */
 #include "model/cost.h"
+#include "sim/cost_model.h"
 #include "gen_auto.h"
 #include "plan/plan.h"
 #include "sim/simulate.h"

@@ -8,6 +8,7 @@
  * Monotonicity: more layers, width, sequence, vocabulary or micro-batch never costs less.
  */
 #include "model/cost.h"
+#include "sim/cost_model.h"
 #include "model/kernel_sizes.h"
 #include "schedule/generate.h"
 #include "model/gpu.h"

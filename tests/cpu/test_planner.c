@@ -9,6 +9,7 @@
  */
 #include "tests/check.h"
 #include "model/cost.h"
+#include "sim/cost_model.h"
 #include "run/planner.h"
 #include "support.h"
 

@@ -11,6 +11,7 @@
  * and overlaps pairs by a known share: both must come back from the measurement.
  */
 #include "model/cost.h"
+#include "sim/cost_model.h"
 #include "model/profile.h"
 #include "run/profile_run.h"
 #include "run/run.h"

@@ -1,0 +1,152 @@
+/*
+ * cost_model.c — the cost model of a plan (simulate.h's pp_cost_model_t), built in one place:
+ * the hand-set `cost:` values, or the kernel table's pass times (model/cost.h) for each stage of
+ * the plan on the job's GPU, calibrated by a profile when there is one; and the line that says
+ * where a model came from, for the report's preamble.
+ */
+#include "cost_model.h"
+
+#include "model/profile.h"
+#include "plan/stage_cfg.h"
+
+#include <stdio.h>
+#include <string.h>
+
+pp_model_shape_t cost_stage_shape(const pp_job_t *job, const pp_plan_t *plan, int s)
+{
+    pp_stage_cfg_t c;
+    pp_model_shape_t sh;
+    plan_stage_cfg(&c, job, plan, s);
+    memset(&sh, 0, sizeof sh);
+    sh.hidden = c.hidden;
+    sh.heads = c.heads;
+    sh.seq_len = c.seq_len;
+    sh.vocab = c.vocab;
+    sh.batch = c.micro_batch_size;
+    sh.n_layers = c.n_layers;
+    sh.first_layer = c.first_layer;
+    sh.total_layers = c.total_layers;
+    sh.is_first = c.is_first;
+    sh.is_last = c.is_last;
+    return sh;
+}
+
+/* The stages' times from the model (the part of cost_model_build that is not hand-set). */
+static void model_stage_costs(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
+                              const pp_gpu_t *gpu, const struct pp_profile *prof, double f)
+{
+    for (int s = 0; s < plan->n_stages; s++) {
+        pp_model_shape_t sh = cost_stage_shape(job, plan, s);
+        pp_stage_cfg_t c;
+        double rc_i, rc_w;
+        const double k = cost_scaled_step_factor(f, &sh, job->model.dtype, gpu, prof);
+        plan_stage_cfg(&c, job, plan, s);
+        cost_recompute_ms(&c, gpu, prof, &rc_i, &rc_w);
+        cm->f[s] = k * cost_stage_ms(&sh, job->model.dtype, gpu, prof, PP_PASS_F);
+        cm->i[s] = k * (cost_stage_ms(&sh, job->model.dtype, gpu, prof, PP_PASS_I) + rc_i);
+        cm->w[s] = k * (cost_stage_ms(&sh, job->model.dtype, gpu, prof, PP_PASS_W) + rc_w);
+        /* B runs I's rebuild once for both halves (stage_recompute_work: weight_forward). */
+        pp_recompute_work_t rw;
+        stage_recompute_work(&c, &rw);
+        cm->b[s] = cm->i[s] + cm->w[s] - (rw.weight_forward ? k * rc_w : 0.0);
+    }
+}
+
+pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
+                             const pp_gpu_t *present, const struct pp_profile *prof,
+                             pp_cost_source_t *source)
+{
+    if ((job)->cost_hand_set) {
+        PP_CHECK(cost_model_uniform(cm, plan->n_stages, &job->cost));
+        /* `cost:` is per device's share of the layers; a chunk of an interleaved device holds 1/v,
+         * and a stage of an uneven split its blocks against the even split's. */
+        double k0 = 1.0 / (plan->chunks > 0 ? plan->chunks : 1);
+        for (int s = 0; s < plan->n_stages; s++) {
+            pp_stage_cfg_t c;
+            plan_stage_cfg(&c, job, plan, s);
+            double k = k0 * c.n_layers * plan->n_stages / job->model.layers;
+            cm->f[s] *= k;
+            cm->b[s] *= k;
+            cm->i[s] *= k;
+            cm->w[s] *= k;
+        }
+        cm->host_link_gbps = cost_host_link_gbps(job);
+        if (source) *source = PP_COST_HAND;
+        return PP_OK;
+    }
+    pp_job_cost_t zero = {0};
+    PP_CHECK(cost_model_uniform(cm, plan->n_stages, &zero));
+    const pp_gpu_t *gpu = cost_gpu_for(&job->cost_src, present, prof);
+    pp_cost_calib_t cal;
+    cost_calib_for(&cal, job, plan->n_mb, gpu, prof);
+    model_stage_costs(cm, job, plan, gpu, prof, cal.step_factor);
+    double bytes = (double)plan->boundary_bytes;
+    if (prof && prof->n_sends > 0)
+        cm->send = profile_send_ms(prof, bytes);
+    else
+        cm->send = link_time_ms(cost_link_for(job), bytes);
+    cm->host_link_gbps = cost_host_link_gbps(job);
+    cm->overlap = cal.overlap;
+    if (source) *source = prof ? PP_COST_PROFILE : PP_COST_GPU;
+    return PP_OK;
+}
+
+/* Where the model's step factor and pair overlap came from, after the source, into buf. */
+static size_t describe_calib(char *buf, size_t size, const pp_job_t *job, const pp_plan_t *plan,
+                             const pp_gpu_t *gpu, const struct pp_profile *prof)
+{
+    pp_cost_calib_t cal;
+    size_t n = 0;
+    int pairs = 0;
+    cost_calib_for(&cal, job, plan->n_mb, gpu, prof);
+    if (prof && prof->has_runs)
+        n += (size_t)snprintf(buf, size,
+                              ", step factor %.3f (its measured steps, scaled by a stage's "
+                              "work above the launch floor)",
+                              cal.step_factor);
+    else if (prof)
+        n += (size_t)snprintf(buf, size, " (it predates measured steps: step factor 1)");
+    for (int k = 0; k < plan->n_ops && !pairs; k++)
+        pairs = plan->ops[k].role == PP_ROLE_OVERLAP;
+    if (pairs && n < size) {
+        char from[48];
+        snprintf(from, sizeof from, "%s%s",
+                 strcmp(cal.overlap_from, "gpu") ? cal.overlap_from : gpu->name,
+                 strcmp(cal.overlap_from, "gpu") ? "" : " description");
+        n += (size_t)snprintf(buf + n, size - n, "; pair overlap %.2f (%s)", cal.overlap, from);
+    }
+    return n;
+}
+
+void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, const pp_job_t *job,
+                         const pp_plan_t *plan, pp_cost_source_t source, const pp_gpu_t *gpu,
+                         const struct pp_profile *prof)
+{
+    size_t n = 0;
+    if (source == PP_COST_HAND) {
+        snprintf(buf, size,
+                 "hand-set in cost: (ms per micro-batch, one device's share of the layers): "
+                 "forward %g, backward_input %g, backward_weight %g, send %g",
+                 job->cost.forward, job->cost.backward_input, job->cost.backward_weight,
+                 job->cost.send);
+        return;
+    }
+    if (source == PP_COST_PROFILE)
+        n = (size_t)snprintf(buf, size, "%s description calibrated by the profile of %s (%s)",
+                             gpu->name, prof->device, prof->date);
+    else
+        n = (size_t)snprintf(buf, size, "%s description (%s), no profile", gpu->name, gpu->full);
+    if (n < size) n += describe_calib(buf + n, size - n, job, plan, gpu, prof);
+    int S = cm->n_stages;
+    int show[3] = {0, S / 2, S - 1};
+    const char *what[3] = {"first", "middle", "last"};
+    n += (size_t)snprintf(buf + (n < size ? n : size), n < size ? size - n : 0,
+                          "; ms per micro-batch F/I/W:");
+    for (int k = 0; k < 3 && n < size; k++) {
+        if ((k == 1 && (S < 3)) || (k == 2 && S < 2)) continue;
+        int s = show[k];
+        n += (size_t)snprintf(buf + n, size - n, " %s (stage %d) %.3f/%.3f/%.3f,", what[k], s,
+                              cm->f[s], cm->i[s], cm->w[s]);
+    }
+    if (n < size) snprintf(buf + n, size - n, " send %.4f", cm->send);
+}

@@ -1,0 +1,48 @@
+/*
+ * cost_model.h — the cost model of a plan, the one place it is made (cost_model.c): hand-set, or
+ * the kernel table's times (model/cost.h) on the job's GPU, calibrated by a profile.
+ */
+#ifndef PP_COST_MODEL_H
+#define PP_COST_MODEL_H
+
+#include "common/pp_status.h"
+#include "model/cost.h"
+#include "model/job.h"
+#include "plan/plan.h"
+#include "simulate.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where a cost model came from, for the report's preamble. */
+typedef enum pp_cost_source {
+    PP_COST_HAND = 0, /* the `cost:` ms values, uniform */
+    PP_COST_GPU,      /* the a-priori model on a GPU description */
+    PP_COST_PROFILE   /* the model calibrated by a profile */
+} pp_cost_source_t;
+
+/* The shape of global stage s of a plan made from job. */
+pp_model_shape_t cost_stage_shape(const pp_job_t *job, const pp_plan_t *plan, int s);
+
+/* Build the cost model of a plan the way its job asks: the hand-set `cost:` ms values when any
+ * is given (per device's share of the layers, so a chunk of an interleaved device costs 1/v),
+ * else the model on cost_gpu_for(&job->cost_src, present, prof), calibrated by `prof` when not
+ * NULL, with cost_calib_for's step factor and overlap. `send` is the time of one boundary tensor over
+ * cost_link_for(job) (or prof's measured sends). *source (may be NULL) says which. */
+pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
+                             const pp_gpu_t *present, const struct pp_profile *prof,
+                             pp_cost_source_t *source);
+
+/* One line saying where `cm` came from and what it holds (the profile's step factor and whether
+ * the profile predates it, the pair overlap when the plan has pairs, the first, a middle and the
+ * last stage's F, I, W and the send, ms), for the report's preamble. */
+void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, const pp_job_t *job,
+                         const pp_plan_t *plan, pp_cost_source_t source, const pp_gpu_t *gpu,
+                         const struct pp_profile *prof);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PP_COST_MODEL_H */
