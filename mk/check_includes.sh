@@ -52,10 +52,10 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
 # The files: git's list where ROOT is the top of a checkout (less those deleted but not yet
-# committed), else find's.
+# committed), else find's; never those under a hidden folder (.git, a tool's own copies).
 if [ -e .git ] && git rev-parse --show-toplevel >/dev/null 2>&1; then
     git ls-files --cached --others --exclude-standard -- '*.c' '*.h' '*.cu' '*.cuh' | sort -u |
-        while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done >"$tmp/files"
+        grep -v '^\.' | while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done >"$tmp/files"
 else
     find . \( -name '.?*' -o -name 'build*' \) -prune -o -type f \
         \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print |
