@@ -2,7 +2,7 @@
 # torch_peer.py — the same model and schedules as ppsched, run by PyTorch's
 # torch.distributed.pipelining: one process per GPU (torchrun), NCCL, bf16. Used by run_peer.sh.
 #
-# Model: ppsched's pre-LN GPT blocks (stages/model.h), with causal attention through
+# Model: ppsched's pre-LN GPT blocks (model/model.h), with causal attention through
 # F.scaled_dot_product_attention(is_causal=True) (a fused kernel; ppsched's bf16 path fuses attention
 # too, with its own flash-style kernel). Data: seeded random tokens, made once per configuration outside the timed step
 # (ppsched makes its tokens on the GPU inside the step; either cost is negligible). A step is
@@ -190,7 +190,7 @@ def build_model_classes(torch, nn, F):
 
 
 def init_stage_(torch, nn, module, total_layers):
-    """GPT-2 init, as stages/model.h: matrices and embeddings N(0, 0.02), the residual
+    """GPT-2 init, as model/model.h: matrices and embeddings N(0, 0.02), the residual
     projections (proj, fc2) N(0, 0.02 / sqrt(2 * total_layers)), biases 0, LayerNorm 1 and 0."""
     std = 0.02
     for sub in module.modules():
