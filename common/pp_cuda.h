@@ -4,8 +4,7 @@
  * Each macro evaluates the call once; on failure it prints `file:line: <call> failed: <library
  * message>` to stderr and returns the matching pp_status_t from the enclosing function. The _GOTO
  * forms store the status and jump to a cleanup label instead. Include this only from code that
- * links the CUDA libraries (kernels/, stages/, p2p/, scheduler/execute*); the scheduler core never
- * includes it. Define PP_WITH_NCCL before including to get PP_NCCL_CHECK.
+ * links the CUDA libraries (kernels/, stages/, exec/); the core folders never include it. Define PP_WITH_NCCL before including to get PP_NCCL_CHECK.
  */
 #ifndef PP_CUDA_H
 #define PP_CUDA_H

@@ -78,7 +78,7 @@ int group_finish(pp_group_t *g, int rc);
 
 /* Which process owns each of n_devices pipeline devices: `per_process` consecutive devices each
  * (0: n_devices / size), rank r the r-th run of them, into rank_of[n_devices]. The caller has
- * checked that they divide (config_check_processes). */
+ * checked that they divide (job_check_processes). */
 void group_split_devices(const pp_group_t *g, int n_devices, int per_process, int *rank_of);
 
 /* Seconds on the monotonic clock the group's deadlines and clock offsets use. */

@@ -1,13 +1,13 @@
 /*
  * config.c — the run configuration: a YAML file (libyaml document API) plus `--set` overrides in,
- * a filled pp_config_t out; then config_resolve against the machine.
+ * a filled pp_config_t out (resolve.c then makes the job of it).
  *
  * The reading is in two files beside this one: config_yaml.c (scalars, the steps lists, libyaml's
  * problems) and config_keys.c (the table of every section's keys, applying a document or a --set
- * override). This file loads, fills in the defaults that depend on other keys, resolves, and owns
+ * override). This file loads, fills in the defaults that depend on other keys, and owns
  * the messages about keys: the first problem prints one line, `file:line:col: key: message
  * (allowed: ...)` (libyaml's 0-based marks shown 1-based) or `--set text: ...`, and returns
- * PP_ERR_INPUT. cfg->origin remembers where the keys config_resolve and written.c check were set,
+ * PP_ERR_INPUT. cfg->origin remembers where the keys resolve.c and written.c check were set,
  * so their messages name them too. `steps:` is kept as written (each action's text and place) and
  * `csv:` as its path: building those schedules is written.c's. A config owns path, name,
  * schedule.csv_path and the step texts; config_free releases them.

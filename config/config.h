@@ -4,12 +4,12 @@
  *
  * Contract: config_load fills every field, defaults included, or prints `file:line:col: message
  * (allowed: ...)` for the first problem and returns PP_ERR_INPUT. Overrides name the place as
- * `--set key=value: message`. config_resolve then fixes what depends on the machine (`devices:
- * all`) and checks the values that only make sense together (layers divisible into stages, enough
- * micro-batches for the schedule, device ids that exist). Every key and its default is documented
+ * `--set key=value: message`. The config is what the user wrote and nothing else: the resolve
+ * step (resolve.h) reads it, never changes it, and makes the job (model/job.h) that every later
+ * phase reads. Every key and its default is documented
  * in docs/schedule-format.md. The config holds what the user wrote: `steps:` as the action texts
  * with their places, `csv:` as the path; written.c builds those schedules and reconciles the
- * pipeline keys with them before config_resolve. A pp_config_t owns its heap memory; free it with
+ * pipeline keys of the job with them (written_reconcile). A pp_config_t owns its heap memory; free it with
  * config_free.
  */
 #ifndef PP_CONFIG_H
@@ -46,7 +46,7 @@ typedef struct pp_schedule_cfg {
     pp_steps_cfg_t steps; /* `steps:` as written */
 } pp_schedule_cfg_t;
 
-/* The keys whose place in the input config_resolve's messages name (see pp_config_t.origin). */
+/* The keys whose place in the input the resolve step's messages name (see pp_config_t.origin). */
 typedef enum pp_config_key {
     PP_CFG_LAYERS = 0,
     PP_CFG_HIDDEN,
@@ -71,7 +71,7 @@ typedef enum pp_config_key {
 
 #define PP_CFG_ORIGIN_MAX 256
 
-/* The largest plan config_resolve lets a generated schedule make, in ops, and the most ops one
+/* The largest plan the resolve step lets a generated schedule make, in ops, and the most ops one
  * (stage, micro-batch) can take (F, B or I + W, and a SEND and a RECV each way). About 200 bytes
  * of host memory go to each op while it is planned, so the limit is near 7 GB. */
 #define PP_MAX_PLAN_OPS    (1L << 25)

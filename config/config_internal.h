@@ -21,7 +21,7 @@ typedef struct cfg_ctx {
     const char *flag;     /* the override's command-line flag for messages ("--set", "--sweep") */
 } cfg_ctx_t;
 
-/* The names of the keys config_resolve blames (config.c). */
+/* The names of the keys the resolve step blames (config.c). */
 extern const char *const cfg_key_names[PP_CFG_KEY_COUNT];
 
 /* ---- messages (config.c, config_yaml.c) ---- */

@@ -1,11 +1,11 @@
 /*
  * written.h — the schedules the user wrote: `schedule.steps` in the YAML (kept by the config as
  * the action texts with their places) and `schedule.csv` (a PyTorch pipelining CSV, kept as its
- * path). They are the generators of the kind table's written rows (kinds.c): each builds the
- * schedule, parsing every action and placing every stage on its one device, and prints problems
+ * path). written_build makes the schedule of the kind table's written rows (the rows have no
+ * generator), parsing every action and placing every stage on its one device, and prints problems
  * at the place they were written (`file:line:col`, or the `--set` text). written_reconcile then
- * brings the pipeline keys in line with the schedule, the one place where a written schedule and
- * the config meet; the run chain calls it before config_resolve.
+ * brings the job's pipeline keys in line with the schedule, the one place where a written
+ * schedule and the job meet; job_resolve calls it first.
  */
 #ifndef PP_WRITTEN_H
 #define PP_WRITTEN_H

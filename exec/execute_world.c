@@ -33,7 +33,7 @@ void world_own_share(pp_world_t *w, int p, const int *cuda, const int *rank_of, 
         w->owned[d] = rank_of[d] == rank;
         if (w->owned[d] && w->origin < 0) w->origin = d;
     }
-    if (w->origin < 0) w->origin = 0; /* config_check_processes gives every rank a device */
+    if (w->origin < 0) w->origin = 0; /* job_check_processes gives every rank a device */
 }
 
 /* Where the per-peer stream of role r on device d towards q lives in peer_stream / peer_tail. */

@@ -53,7 +53,7 @@ typedef enum pp_offload { PP_OFFLOAD_NONE = 0, PP_OFFLOAD_ACTIVATIONS } pp_offlo
 
 typedef struct pp_job_model {
     int layers; /* transformer blocks in the whole model */
-    /* Blocks of each stage (split.h): as listed in `layers_per_stage`, or filled by config_resolve
+    /* Blocks of each stage (split.h): as listed in `layers_per_stage`, or filled by job_resolve
      * (even, or `pipeline.split: balanced`); n_layers_per_stage is 0 until one of them fills it. */
     int n_layers_per_stage;
     int layers_per_stage[PP_MAX_STAGES];
@@ -65,7 +65,7 @@ typedef struct pp_job_model {
 } pp_job_model_t;
 
 typedef struct pp_job_pipeline {
-    int devices_all;                /* 1 when `devices: all` (resolved by config_resolve) */
+    int devices_all;                /* 1 when `devices: all` (0 once job_resolve ran) */
     int n_devices;                  /* p: devices the pipeline uses */
     int device_ids[PP_MAX_DEVICES]; /* global CUDA ordinal of pipeline device d; several pipeline
                                        devices may share one (each keeps its streams and memory) */
@@ -74,7 +74,7 @@ typedef struct pp_job_pipeline {
     pp_placement_t placement;       /* loop | v */
     int micro_batches;              /* m */
     int micro_batch_size;           /* sequences per micro-batch */
-    pp_transport_t transport;       /* a selectable row of p2p/transport.h, for stage boundaries
+    pp_transport_t transport;       /* a selectable row of model/transport.h, for stage boundaries
                                        across devices */
     pp_split_t split;               /* even | balanced (unless model.layers_per_stage is given) */
     int devices_per_process;        /* under mpirun: consecutive pipeline devices each process

@@ -3,7 +3,7 @@
  * layers / stages blocks; `model.layers_per_stage: [5, 6, 6, 7]` lists them; `pipeline.split:
  * balanced` picks the split that evens the stages' predicted times: the cost model's (cost.h)
  * F + I + W of one block (with what run.recompute rebuilds), of the embedding on the first stage
- * and of the LM head on the last, on cost.gpu's description (else h100's). After config_resolve,
+ * and of the LM head on the last, on cost.gpu's description (else h100's). After job_resolve,
  * job->model.layers_per_stage holds one entry per stage in every case, and plan_stage_cfg (so the
  * executor, the memory prediction and the cost model) reads a stage's blocks through
  * split_stage_layers.
@@ -26,11 +26,11 @@ void split_balanced(int *out, int n_stages, int layers, double block_cost, doubl
 
 /* Predicted ms of one micro-batch's F + I + W over one block (*block, with run.recompute's
  * rebuilds), the embedding (*embed) and the head (*head), as the cost model prices them on the
- * config's GPU (cost.gpu, else h100); a profile's calibration is not applied. */
+ * job's GPU (cost.gpu, else h100); a profile's calibration is not applied. */
 void split_part_ms(const pp_job_t *job, double *block, double *embed, double *head);
 
 /* Blocks of stage s and the global index of its first block, from job->model.layers_per_stage
- * (config_resolve fills it; an unresolved config splits evenly). */
+ * (job_resolve fills it; a job made by hand without it splits evenly). */
 void split_stage_layers(const pp_job_t *job, int n_stages, int s, int *n_layers,
                         int *first_layer);
 

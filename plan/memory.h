@@ -1,6 +1,6 @@
 /*
  * memory.h — the device memory a plan will take, predicted before anything is allocated, with the
- * sizing functions the stage allocates with (stages/stage_size.h) on the stage configurations the
+ * sizing functions the stage allocates with (model/stage_size.h) on the stage configurations the
  * executor builds (stage_cfg.h), plus the runtime's own share; and the fit check against a GPU.
  *
  * Per device: state (parameters, fp32 master, gradients, AdamW m and v), workspace (cuBLAS and

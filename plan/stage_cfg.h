@@ -1,7 +1,7 @@
 /*
  * stage_cfg.h — the configuration of global stage s of a plan, as the executor builds it and the
  * memory and cost predictions price it: one mapping, so a prediction sizes exactly what the
- * executor allocates. Plain C (stages/stage_size.h holds pp_stage_cfg_t).
+ * executor allocates. Plain C (model/stage_size.h holds pp_stage_cfg_t).
  */
 #ifndef PP_STAGE_CFG_H
 #define PP_STAGE_CFG_H

@@ -77,7 +77,7 @@ pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char
 pp_status_t run_plan(pp_run_t *r);
 
 /* Under several processes (g->size > 1), after run_load: the devices split over them
- * (config_check_processes), every transfer between two processes goes over a transport that
+ * (job_check_processes), every transfer between two processes goes over a transport that
  * crosses processes, and every process holds the same plan (a bad config one rank alone sees, a
  * different file or --set). The result is agreed: every process returns the first failure. */
 pp_status_t run_check_processes(pp_run_t *r, pp_group_t *g);

@@ -20,7 +20,7 @@ extern "C" {
 
 /* Build the schedule `job` asks for into `out` (initialised here; free with schedule_free):
  * the kind's preconditions (sched_kind_check), then its row's generator. job must have been
- * through config_resolve. Returns PP_ERR_INPUT with a message when the generator cannot produce
+ * through job_resolve. Returns PP_ERR_INPUT with a message when the generator cannot produce
  * a schedule for these values (e.g. interleaved with m % p != 0). */
 pp_status_t generate_schedule(pp_schedule_t *out, const pp_job_t *job);
 

@@ -6,9 +6,9 @@
  * (p-1)/(3m+p-1), interleaved zero-bubble, ZB-V and DualPipeV (p-1)/(3vm+p-1) (checked by
  * tests/cpu/test_generate_kinds.c). The precondition messages end in "(allowed: ...)" like every
  * input message; config prefixes them with the place of the key to blame, generate with
- * "schedule". Placement is checked when the schedule is generated (config_resolve leaves it: a
- * config may name v for a kind that refuses it); a kind that builds v alone gets v when the
- * config does not name a placement.
+ * "schedule". Placement is checked by the resolve step (blaming pipeline.placement) and again
+ * when the schedule is generated; a kind that builds v alone gets v when the config does not
+ * name a placement.
  */
 #include "kinds.h"
 

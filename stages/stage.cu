@@ -8,7 +8,7 @@
  *   state      parameters in the storage dtype; an fp32 master copy when that is bf16 (for fp32
  *              the parameters are the master); fp32 gradients; AdamW m and v (one allocation);
  *              the vocabulary permutation and the loss accumulator (one small allocation).
- *              Tensors sit at the offsets of stages/model.h (aligned, gaps zero).
+ *              Tensors sit at the offsets of model/model.h (aligned, gaps zero).
  *   slots      one allocation per slot (n_slots): first what the backward reads, then y, dx, dy.
  *              Per block, bytes at the reference shape (N = 4096 tokens, C = 1024, bf16, fused
  *              attention), kept under none / selective / full (else rebuilt by the backward):

@@ -1,6 +1,6 @@
 /*
  * stage_kernels.cu — the synthetic data and parameter init kernels of a stage (see
- * stage_kernels.h). Each thread evaluates the pure functions of stages/data.h or stages/model.h
+ * stage_kernels.h). Each thread evaluates the pure functions of stages/data.h or model/model.h
  * for one position or one pair of parameters, so the results depend on the counters alone: the
  * same bits on any device, in any order (the data also the same as the CPU reference's).
  */

@@ -1,7 +1,7 @@
 /*
  * stage_kernels.h — device kernels that only a stage needs: the synthetic tokens and targets of a
  * micro-batch (stages/data.h evaluated on the GPU, one thread per position) and parameter init
- * (stages/model.h's Box-Muller pairs, one thread per pair).
+ * (model/model.h's Box-Muller pairs, one thread per pair).
  *
  * Launchers enqueue on `stream`, never synchronize, and return PP_ERR_CUDA on a failed launch.
  * `perm` is the device copy of the vocabulary permutation (data_perm_fill), owned by the stage.

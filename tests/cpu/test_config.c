@@ -1,6 +1,6 @@
 /*
  * test_config.c — the YAML configuration: defaults, every key of every section, each kind of
- * input error with its exact line and column, `--set` overrides, the checks of config_resolve,
+ * input error with its exact line and column, `--set` overrides, the checks of job_resolve,
  * every YAML file shipped in schedules/, and the token and FLOP counts.
  *
  * Error messages are read back from stderr (redirected into a temporary file around the call)
@@ -698,7 +698,7 @@ static void test_set(void)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * config_resolve
+ * job_resolve
  * ------------------------------------------------------------------------------------------- */
 
 static void test_resolve_ok(void)
@@ -1167,7 +1167,7 @@ static void test_kind_table(void)
 
 /* A failure after the steps were built leaves a config that frees cleanly (ASan checks). */
 /* pipeline.devices_per_process: its range at its place, and the split over the processes of a
- * launch (config_check_processes), blamed on the key that decides it. */
+ * launch (job_check_processes), blamed on the key that decides it. */
 static void test_processes(void)
 {
     EXPECT_LOAD_ERROR("pipeline:\n  devices_per_process: -1\n",

@@ -3,7 +3,7 @@
  * closed-form makespans of every generator under a small lock-step simulation of its compute
  * actions, peak in-flight micro-batches per stage, and generate_schedule's dispatch.
  *
- * The simulation here is independent of scheduler/simulate.c: each device runs its program in
+ * The simulation here is independent of sim/simulate.c: each device runs its program in
  * order; F of stage s waits for F of stage s-1, B/I of stage s for its own F and for the B/I of
  * stage s+1, W for its I. Costs are integers (uniform ones, then seeded random ones), so makespans
  * compare exactly.

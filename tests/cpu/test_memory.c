@@ -1,6 +1,6 @@
 /*
  * test_memory.c — the memory prediction (memory.h) against the stage's own sizing functions
- * (stages/stage_size.h) on the executor's stage configurations (stage_cfg.h), the activation
+ * (model/stage_size.h) on the executor's stage configurations (stage_cfg.h), the activation
  * slots in micro-batch equivalents against the closed forms of 1F1B and GPipe, the fit verdict,
  * and monotonicity in every model key.
  */

@@ -1,6 +1,6 @@
 /*
  * test_ref_stage.c — checks the CPU reference of a stage (tests/ref/ref_stage.c) and the pure
- * functions it shares with the GPU stage (stages/data.h, stages/model.h): gradients against
+ * functions it shares with the GPU stage (stages/data.h, model/model.h): gradients against
  * central finite differences of the loss of a whole tiny model, the synthetic data's properties,
  * and that parameter init does not depend on how the model is split into stages.
  */

@@ -1,5 +1,5 @@
 /*
- * test_stage_layout.c — the carving behind the stage's allocations (stages/stage_layout.c), done
+ * test_stage_layout.c — the carving behind the stage's allocations (model/stage_layout.c), done
  * into host memory: for every recompute setting, attention path and stage position, the views the
  * forward and the backward use have every part they touch, each inside its allocation, no two
  * parts of one view overlapping, the slot's backward-read parts inside its offload range, and the

@@ -1,5 +1,5 @@
 /*
- * test_stage_size.c — the stage's memory sizes (stages/stage_size.h) as the scheduler core sees
+ * test_stage_size.c — the stage's memory sizes (model/stage_size.h) as the scheduler core sees
  * them, without a GPU: a hand computation of every piece for a tiny shape, growth with layers,
  * micro-batch and sequence, the attention path's effect, and the state and parameter counts.
  */

@@ -13,6 +13,7 @@
  *
  * Entry point LLVMFuzzerTestOneInput: libFuzzer's (clang -fsanitize=fuzzer) or fuzz_main.c's.
  */
+#include "config/resolve.h"
 #include "run/run.h"
 
 #include <stdint.h>
@@ -72,13 +73,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[size] = '\0';
     memset(&r, 0, sizeof r);
     if (config_load_string(&r.cfg, "fuzz.yaml", text, NULL, 0) == PP_OK &&
-        config_resolve(&r.cfg, 0) == PP_OK &&
-        (long)r.cfg.pipeline.stages * r.cfg.pipeline.micro_batches * 3 <= FUZZ_MAX_OPS &&
+        job_resolve(&r.job, &r.cfg, NULL, 0) == PP_OK &&
+        (long)r.job.pipeline.stages * r.job.pipeline.micro_batches * 3 <= FUZZ_MAX_OPS &&
         run_plan(&r) == PP_OK && run_go(&r, &o) == PP_OK) {
         FILE *devnull = fopen("/dev/null", "w");
         if (devnull) {
             report_print_json(&r.report, devnull);
-            report_print_table(&r.report, &r.cfg, devnull);
+            report_print_table(&r.report, &r.job, devnull);
             fclose(devnull);
         }
     }

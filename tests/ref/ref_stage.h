@@ -3,7 +3,7 @@
  * (pre-LN blocks, embedding on the first stage, final LN + LM head + cross-entropy on the last),
  * written plainly, loop by loop, to check the GPU stage and the kernels against.
  *
- * Parameters come from the same init as the GPU stage (stages/model.h: the fp32 values, held as
+ * Parameters come from the same init as the GPU stage (model/model.h: the fp32 values, held as
  * doubles) and the data from the same generator (stages/data.h). Parameters and gradients are
  * packed in the order of model.h, which is also the order of stage_params_to_host. A ref_stage_t
  * holds the activations of its last forward; backward uses them and adds to the gradients.
