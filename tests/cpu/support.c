@@ -1,8 +1,9 @@
 /*
  * support.c — the helpers of support.h, linked into every CPU test program.
  *
- * State is per program: one generator and one capture at a time. The plan builder grows its
- * arrays by doubling; ts_plan_free releases them and leaves a zeroed builder.
+ * State is per program: one generator, one capture at a time and one temporary directory. The
+ * plan builder grows its arrays by doubling; ts_plan_free releases them and leaves a zeroed
+ * builder.
  */
 #include "support.h"
 
@@ -94,6 +95,43 @@ const char *ts_capture_end(void)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * A temporary directory
+ * ------------------------------------------------------------------------------------------- */
+
+static char ts_dir[64];
+static const char *ts_dir_prog = "test";
+
+int ts_tmpdir_make(const char *prog)
+{
+    ts_dir_prog = prog;
+    snprintf(ts_dir, sizeof ts_dir, "/tmp/pp_%s_XXXXXX", prog);
+    if (mkdtemp(ts_dir)) return 0;
+    perror("mkdtemp");
+    ts_dir[0] = '\0';
+    return -1;
+}
+
+const char *ts_tmpdir(void)
+{
+    return ts_dir;
+}
+
+const char *ts_tmp_path(char *buf, size_t size, const char *name)
+{
+    snprintf(buf, size, "%s/%s", ts_dir, name);
+    return buf;
+}
+
+void ts_tmpdir_remove(void)
+{
+    if (!ts_dir[0]) return;
+    char cmd[sizeof ts_dir + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", ts_dir);
+    if (system(cmd) != 0) fprintf(stderr, "%s: could not remove %s\n", ts_dir_prog, ts_dir);
+    ts_dir[0] = '\0';
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Configs
  * ------------------------------------------------------------------------------------------- */
 
@@ -161,6 +199,46 @@ pp_status_t ts_sched_from(pp_schedule_t *s, int n_stages, int n_mb, int n_dev,
         }
     }
     return PP_OK;
+}
+
+pp_status_t ts_generate(pp_schedule_t *s, pp_sched_kind_t kind, int p, int m, int v)
+{
+    switch (kind) {
+    case PP_SCHED_GPIPE: return generate_gpipe(s, p, m);
+    case PP_SCHED_1F1B: return generate_1f1b(s, p, m);
+    case PP_SCHED_INTERLEAVED: return generate_interleaved(s, p, m, v);
+    default: return generate_zbh1(s, p, m);
+    }
+}
+
+int ts_program_is(const pp_schedule_t *s, int d, const char *want)
+{
+    char buf[4096], txt[32];
+    strncpy(buf, want, sizeof buf - 1);
+    buf[sizeof buf - 1] = '\0';
+    int i = 0, ok = 1;
+    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " "), i++) {
+        pp_action_t a;
+        if (action_parse(tok, &a) != 0) {
+            fprintf(stderr, "  bad action in test: %s\n", tok);
+            return 0;
+        }
+        if (i >= s->prog[d].n) {
+            fprintf(stderr, "  device %d: program ends at step %d, want %s\n", d, i, tok);
+            return 0;
+        }
+        const pp_action_t *g = &s->prog[d].a[i];
+        if (g->kind != a.kind || g->stage != a.stage || g->mb != a.mb) {
+            fprintf(stderr, "  device %d, step %d: got %s, want %s\n", d, i,
+                    action_format(g, txt, sizeof txt), tok);
+            ok = 0;
+        }
+    }
+    if (i != s->prog[d].n) {
+        fprintf(stderr, "  device %d: %d actions, want %d\n", d, s->prog[d].n, i);
+        ok = 0;
+    }
+    return ok;
 }
 
 int ts_same_schedule(const pp_schedule_t *a, const pp_schedule_t *b)
@@ -320,13 +398,7 @@ const char *ts_program_text(const pp_plan_t *pl, int d)
 int ts_make_plan(pp_plan_t *plan, pp_sched_kind_t kind, int p, int m, int v)
 {
     pp_schedule_t sched;
-    pp_status_t st;
-    switch (kind) {
-    case PP_SCHED_GPIPE: st = generate_gpipe(&sched, p, m); break;
-    case PP_SCHED_1F1B: st = generate_1f1b(&sched, p, m); break;
-    case PP_SCHED_INTERLEAVED: st = generate_interleaved(&sched, p, m, v); break;
-    default: st = generate_zbh1(&sched, p, m); break;
-    }
+    pp_status_t st = ts_generate(&sched, kind, p, m, v);
     if (st != PP_OK) return -1;
     pp_job_t cfg;
     ts_job_defaults(&cfg);

@@ -1,13 +1,15 @@
 /*
  * support.h — helpers shared by the CPU tests: a seeded random generator, stderr capture and the
- * one-line rejection check, a config's pipeline section, a schedule built from action lists, a
- * comparison of schedules, a plan built by hand (with op times for a timeline), and a profile
- * whose measurements are the model's times times known factors.
+ * one-line rejection check, a temporary directory, a config's pipeline section, a schedule built
+ * from action lists or by a generator, a device's program against an action list, a comparison
+ * of schedules, a plan built by hand (with op times for a timeline), and a profile whose
+ * measurements are the model's times times known factors.
  *
  * Rules: one generator state per test program; each test seeds it once in main() with its own
  * seed, so every run draws the same values. Capture does not nest, and the text ts_capture_end
- * returns lives until the next ts_capture_end. A ts_plan_t owns every array of its plan; free it
- * with ts_plan_free. Out of memory in a helper aborts the test program with a message.
+ * returns lives until the next ts_capture_end. One temporary directory per program. A ts_plan_t
+ * owns every array of its plan; free it with ts_plan_free. Out of memory in a helper aborts the
+ * test program with a message.
  */
 #ifndef PP_TEST_SUPPORT_H
 #define PP_TEST_SUPPORT_H
@@ -34,6 +36,16 @@ double ts_rand_uniform(double lo, double hi); /* uniform in [lo, hi) */
  * (at most 8191 bytes, NUL-terminated; "" when no temporary file could be made). */
 void ts_capture_begin(void);
 const char *ts_capture_end(void);
+
+/* ---- a temporary directory ------------------------------------------------------------------ */
+
+/* Makes /tmp/pp_<prog>_XXXXXX for the program's files: 0, or -1 with the reason on stderr.
+ * ts_tmpdir_remove deletes it and everything in it. */
+int ts_tmpdir_make(const char *prog);
+const char *ts_tmpdir(void);
+/* <the directory>/name in buf; returns buf. */
+const char *ts_tmp_path(char *buf, size_t size, const char *name);
+void ts_tmpdir_remove(void);
 
 /* ---- checks and configs --------------------------------------------------------------------- */
 
@@ -70,6 +82,14 @@ void ts_config_pipeline(pp_job_t *c, pp_sched_kind_t kind, int p, int stages, in
  * Returns PP_ERR_INTERNAL for an action that does not parse. */
 pp_status_t ts_sched_from(pp_schedule_t *s, int n_stages, int n_mb, int n_dev,
                           const char *const *progs, int place_stages);
+
+/* Generates kind for p devices and m micro-batches: gpipe, 1f1b, interleaved (v chunks a device,
+ * loop placement), and zb-h1 for any other kind. */
+pp_status_t ts_generate(pp_schedule_t *s, pp_sched_kind_t kind, int p, int m, int v);
+
+/* 1 when device d's program is the space-separated action list `want` ("0F0 0F1 0B0"): kind,
+ * stage and micro-batch of every action; otherwise 0, with the first difference on stderr. */
+int ts_program_is(const pp_schedule_t *s, int d, const char *want);
 
 /* 1 when a and b have the same sizes, stage placement and programs (kind, stage, mb of every
  * action); the has_comm and split_backward flags are not compared. */

@@ -18,37 +18,6 @@
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-/* Compare device d's program with a space-separated action list ("0F0 0F1 0B0"). */
-static int program_is(const pp_schedule_t *s, int d, const char *want)
-{
-    char buf[4096], txt[32];
-    strncpy(buf, want, sizeof buf - 1);
-    buf[sizeof buf - 1] = '\0';
-    int i = 0, ok = 1;
-    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " "), i++) {
-        pp_action_t a;
-        if (action_parse(tok, &a) != 0) {
-            fprintf(stderr, "  bad action in test: %s\n", tok);
-            return 0;
-        }
-        if (i >= s->prog[d].n) {
-            fprintf(stderr, "  device %d: program ends at step %d, want %s\n", d, i, tok);
-            return 0;
-        }
-        const pp_action_t *g = &s->prog[d].a[i];
-        if (g->kind != a.kind || g->stage != a.stage || g->mb != a.mb) {
-            fprintf(stderr, "  device %d, step %d: got %s, want %s\n", d, i,
-                    action_format(g, txt, sizeof txt), tok);
-            ok = 0;
-        }
-    }
-    if (i != s->prog[d].n) {
-        fprintf(stderr, "  device %d: %d actions, want %d\n", d, s->prog[d].n, i);
-        ok = 0;
-    }
-    return ok;
-}
-
 typedef struct costs {
     long f, b, i, w; /* per compute kind; a full B costs b */
 } costs_t;
@@ -173,8 +142,8 @@ static void test_1f1b_p2_m4(void)
     EXPECT(s.n_devices == 2 && s.n_stages == 2 && s.n_mb == 4);
     EXPECT(s.stage_device[0] == 0 && s.stage_device[1] == 1);
     EXPECT(!s.has_comm && !s.split_backward);
-    EXPECT(program_is(&s, 0, "0F0 0F1 0B0 0F2 0B1 0F3 0B2 0B3"));
-    EXPECT(program_is(&s, 1, "1F0 1B0 1F1 1B1 1F2 1B2 1F3 1B3"));
+    EXPECT(ts_program_is(&s, 0, "0F0 0F1 0B0 0F2 0B1 0F3 0B2 0B3"));
+    EXPECT(ts_program_is(&s, 1, "1F0 1B0 1F1 1B1 1F2 1B2 1F3 1B3"));
     schedule_free(&s);
 }
 
@@ -182,10 +151,10 @@ static void test_1f1b_p4_m8(void)
 {
     pp_schedule_t s;
     REQUIRE(generate_1f1b(&s, 4, 8) == PP_OK);
-    EXPECT(program_is(&s, 0, "0F0 0F1 0F2 0F3 0B0 0F4 0B1 0F5 0B2 0F6 0B3 0F7 0B4 0B5 0B6 0B7"));
-    EXPECT(program_is(&s, 1, "1F0 1F1 1F2 1B0 1F3 1B1 1F4 1B2 1F5 1B3 1F6 1B4 1F7 1B5 1B6 1B7"));
-    EXPECT(program_is(&s, 2, "2F0 2F1 2B0 2F2 2B1 2F3 2B2 2F4 2B3 2F5 2B4 2F6 2B5 2F7 2B6 2B7"));
-    EXPECT(program_is(&s, 3, "3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3 3F4 3B4 3F5 3B5 3F6 3B6 3F7 3B7"));
+    EXPECT(ts_program_is(&s, 0, "0F0 0F1 0F2 0F3 0B0 0F4 0B1 0F5 0B2 0F6 0B3 0F7 0B4 0B5 0B6 0B7"));
+    EXPECT(ts_program_is(&s, 1, "1F0 1F1 1F2 1B0 1F3 1B1 1F4 1B2 1F5 1B3 1F6 1B4 1F7 1B5 1B6 1B7"));
+    EXPECT(ts_program_is(&s, 2, "2F0 2F1 2B0 2F2 2B1 2F3 2B2 2F4 2B3 2F5 2B4 2F6 2B5 2F7 2B6 2B7"));
+    EXPECT(ts_program_is(&s, 3, "3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3 3F4 3B4 3F5 3B5 3F6 3B6 3F7 3B7"));
     schedule_free(&s);
 }
 
@@ -193,9 +162,9 @@ static void test_1f1b_fewer_microbatches_than_stages(void)
 {
     pp_schedule_t s;
     REQUIRE(generate_1f1b(&s, 4, 2) == PP_OK);
-    EXPECT(program_is(&s, 0, "0F0 0F1 0B0 0B1"));
-    EXPECT(program_is(&s, 2, "2F0 2F1 2B0 2B1"));
-    EXPECT(program_is(&s, 3, "3F0 3B0 3F1 3B1"));
+    EXPECT(ts_program_is(&s, 0, "0F0 0F1 0B0 0B1"));
+    EXPECT(ts_program_is(&s, 2, "2F0 2F1 2B0 2B1"));
+    EXPECT(ts_program_is(&s, 3, "3F0 3B0 3F1 3B1"));
     schedule_free(&s);
 }
 
@@ -203,8 +172,8 @@ static void test_gpipe_p2_m3(void)
 {
     pp_schedule_t s;
     REQUIRE(generate_gpipe(&s, 2, 3) == PP_OK);
-    EXPECT(program_is(&s, 0, "0F0 0F1 0F2 0B0 0B1 0B2"));
-    EXPECT(program_is(&s, 1, "1F0 1F1 1F2 1B0 1B1 1B2"));
+    EXPECT(ts_program_is(&s, 0, "0F0 0F1 0F2 0B0 0B1 0B2"));
+    EXPECT(ts_program_is(&s, 1, "1F0 1F1 1F2 1B0 1B1 1B2"));
     schedule_free(&s);
 }
 
@@ -216,8 +185,8 @@ static void test_interleaved_p2_v2_m4(void)
     EXPECT(s.stage_device[0] == 0 && s.stage_device[1] == 1 && s.stage_device[2] == 0 &&
            s.stage_device[3] == 1);
     /* Device 0 warms up with 2(p-1) + (v-1)p = 4 forwards, device 1 with 2. */
-    EXPECT(program_is(&s, 0, "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3"));
-    EXPECT(program_is(&s, 1, "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3"));
+    EXPECT(ts_program_is(&s, 0, "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3"));
+    EXPECT(ts_program_is(&s, 1, "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3"));
     schedule_free(&s);
 }
 
@@ -226,8 +195,8 @@ static void test_zbh1_p2_m4(void)
     pp_schedule_t s;
     REQUIRE(generate_zbh1(&s, 2, 4) == PP_OK);
     EXPECT(s.split_backward && !s.has_comm);
-    EXPECT(program_is(&s, 0, "0F0 0F1 0I0 0W0 0F2 0I1 0W1 0F3 0I2 0W2 0I3 0W3"));
-    EXPECT(program_is(&s, 1, "1F0 1I0 1F1 1I1 1W0 1F2 1I2 1W1 1F3 1I3 1W2 1W3"));
+    EXPECT(ts_program_is(&s, 0, "0F0 0F1 0I0 0W0 0F2 0I1 0W1 0F3 0I2 0W2 0I3 0W3"));
+    EXPECT(ts_program_is(&s, 1, "1F0 1I0 1F1 1I1 1W0 1F2 1I2 1W1 1F3 1I3 1W2 1W3"));
     schedule_free(&s);
 }
 
@@ -235,9 +204,9 @@ static void test_zbh1_p3_m3(void)
 {
     pp_schedule_t s;
     REQUIRE(generate_zbh1(&s, 3, 3) == PP_OK);
-    EXPECT(program_is(&s, 0, "0F0 0F1 0F2 0I0 0W0 0I1 0W1 0I2 0W2"));
-    EXPECT(program_is(&s, 1, "1F0 1F1 1I0 1F2 1I1 1W0 1I2 1W1 1W2"));
-    EXPECT(program_is(&s, 2, "2F0 2I0 2F1 2I1 2F2 2I2 2W0 2W1 2W2"));
+    EXPECT(ts_program_is(&s, 0, "0F0 0F1 0F2 0I0 0W0 0I1 0W1 0I2 0W2"));
+    EXPECT(ts_program_is(&s, 1, "1F0 1F1 1I0 1F2 1I1 1W0 1I2 1W1 1W2"));
+    EXPECT(ts_program_is(&s, 2, "2F0 2I0 2F1 2I1 2F2 2I2 2W0 2W1 2W2"));
     schedule_free(&s);
 }
 
@@ -421,7 +390,7 @@ static void test_interleaved_rejects(void)
     EXPECT(strstr(err, "must be a multiple of the devices (4)"), "%s", err);
     /* v = 1 is plain 1F1B and needs no m % p. */
     REQUIRE(generate_interleaved(&s, 3, 4, 1) == PP_OK);
-    EXPECT(program_is(&s, 0, "0F0 0F1 0F2 0B0 0F3 0B1 0B2 0B3"));
+    EXPECT(ts_program_is(&s, 0, "0F0 0F1 0F2 0B0 0F3 0B1 0B2 0B3"));
     schedule_free(&s);
 }
 

@@ -92,28 +92,6 @@ static double simulate_schedule(const pp_schedule_t *s, double f, double i, doub
     return span;
 }
 
-/* Compare device d's program with a space-separated action list. */
-static int program_is(const pp_schedule_t *s, int d, const char *want)
-{
-    char buf[4096], txt[32];
-    strncpy(buf, want, sizeof buf - 1);
-    buf[sizeof buf - 1] = '\0';
-    int i = 0, ok = 1;
-    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " "), i++) {
-        pp_action_t a;
-        if (action_parse(tok, &a) != 0 || i >= s->prog[d].n) return 0;
-        const pp_action_t *g = &s->prog[d].a[i];
-        if (g->kind != a.kind || g->stage != a.stage || g->mb != a.mb) {
-            fprintf(stderr, "  device %d, step %d: got %s, want %s\n", d, i,
-                    action_format(g, txt, sizeof txt), tok);
-            ok = 0;
-        }
-    }
-    if (i != s->prog[d].n)
-        fprintf(stderr, "  device %d: %d actions, want %d\n", d, s->prog[d].n, i);
-    return ok && i == s->prog[d].n;
-}
-
 /* Most (stage, mb) pairs of device d between their F and their last backward (B or W). */
 static int peak_inflight_device(const pp_schedule_t *s, int d)
 {
@@ -133,8 +111,8 @@ static void test_looped_bfs_p2_m2(void)
     pp_schedule_t s;
     REQUIRE(generate_looped_bfs(&s, 2, 2, 2) == PP_OK);
     EXPECT(s.n_stages == 4 && s.stage_device[2] == 0 && s.stage_device[3] == 1);
-    EXPECT(program_is(&s, 0, "0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1"));
-    EXPECT(program_is(&s, 1, "1F0 1F1 3F0 3F1 3B0 3B1 1B0 1B1"));
+    EXPECT(ts_program_is(&s, 0, "0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1"));
+    EXPECT(ts_program_is(&s, 1, "1F0 1F1 3F0 3F1 3B0 3B1 1B0 1B1"));
     schedule_free(&s);
 }
 
@@ -143,12 +121,12 @@ static void test_interleaved_zb_p2_m4(void)
     pp_schedule_t s;
     REQUIRE(generate_interleaved_zb(&s, 2, 4, 2) == PP_OK);
     EXPECT(s.split_backward);
-    EXPECT(program_is(&s, 0,
-                      "0F0 0F1 2F0 2F1 2I0 2W0 0F2 2I1 2W1 0F3 0I0 0W0 2F2 0I1 0W1 2F3 2I2 2W2 "
-                      "2I3 2W3 0I2 0W2 0I3 0W3"));
-    EXPECT(program_is(&s, 1,
-                      "1F0 1F1 3F0 3I0 3F1 3I1 3W0 1F2 1I0 3W1 1F3 1I1 1W0 3F2 3I2 1W1 3F3 3I3 "
-                      "3W2 1I2 3W3 1I3 1W2 1W3"));
+    EXPECT(ts_program_is(&s, 0,
+                         "0F0 0F1 2F0 2F1 2I0 2W0 0F2 2I1 2W1 0F3 0I0 0W0 2F2 0I1 0W1 2F3 2I2 2W2 "
+                         "2I3 2W3 0I2 0W2 0I3 0W3"));
+    EXPECT(ts_program_is(&s, 1,
+                         "1F0 1F1 3F0 3I0 3F1 3I1 3W0 1F2 1I0 3W1 1F3 1I1 1W0 3F2 3I2 1W1 3F3 3I3 "
+                         "3W2 1I2 3W3 1I3 1W2 1W3"));
     schedule_free(&s);
 }
 
@@ -158,12 +136,12 @@ static void test_zbv_p2_m4(void)
     REQUIRE(generate_zbv(&s, 2, 4) == PP_OK);
     EXPECT(s.n_stages == 4 && s.stage_device[0] == 0 && s.stage_device[1] == 1 &&
            s.stage_device[2] == 1 && s.stage_device[3] == 0);
-    EXPECT(program_is(&s, 0,
-                      "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 3I2 3W2 0I1 0W1 3F3 "
-                      "3I3 3W3 0I2 0W2 0I3 0W3"));
-    EXPECT(program_is(&s, 1,
-                      "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 2I2 2W2 "
-                      "1I2 2I3 1I3 1W2 2W3 1W3"));
+    EXPECT(ts_program_is(&s, 0,
+                         "0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 3I2 3W2 0I1 0W1 3F3 "
+                         "3I3 3W3 0I2 0W2 0I3 0W3"));
+    EXPECT(ts_program_is(&s, 1,
+                         "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 2I2 2W2 "
+                         "1I2 2I3 1I3 1W2 2W3 1W3"));
     schedule_free(&s);
 }
 
@@ -172,11 +150,11 @@ static void test_dualpipev_p2_m4(void)
     pp_schedule_t s;
     REQUIRE(generate_dualpipev(&s, 2, 4) == PP_OK);
     /* Overlapped pairs appear as their forward, then their backward (0F3 3B1, 3F2 0B0, ...). */
-    EXPECT(program_is(&s, 0,
-                      "0F0 0F1 0F2 3F0 3I0 3W0 3F1 0F3 3B1 3F2 0B0 3B2 3F3 0B1 3B3 0I2 0W2 0I3 "
-                      "0W3"));
-    EXPECT(program_is(&s, 1,
-                      "1F0 2F0 1F1 2F1 1F2 2B0 2F2 1B0 1F3 2B1 2F3 1B1 2B2 1B2 2I3 1I3 2W3 1W3"));
+    EXPECT(ts_program_is(&s, 0,
+                         "0F0 0F1 0F2 3F0 3I0 3W0 3F1 0F3 3B1 3F2 0B0 3B2 3F3 0B1 3B3 0I2 0W2 0I3 "
+                         "0W3"));
+    EXPECT(ts_program_is(
+        &s, 1, "1F0 2F0 1F1 2F1 1F2 2B0 2F2 1B0 1F3 2B1 2F3 1B1 2B2 1B2 2I3 1I3 2W3 1W3"));
     schedule_free(&s);
 }
 
@@ -185,12 +163,12 @@ static void test_zbh2_p4_m8(void)
     pp_schedule_t s;
     REQUIRE(generate_zbh2(&s, 4, 8) == PP_OK);
     /* Stage 0 warms up with 2p - 1 forwards; the last stage defers its W passes to the tail. */
-    EXPECT(program_is(&s, 0,
-                      "0F0 0F1 0F2 0F3 0F4 0F5 0F6 0I0 0W0 0I1 0F7 0I2 0W1 0I3 0W2 0I4 0W3 0I5 "
-                      "0W4 0I6 0W5 0W6 0I7 0W7"));
-    EXPECT(program_is(&s, 3,
-                      "3F0 3I0 3F1 3I1 3F2 3I2 3F3 3I3 3F4 3I4 3F5 3I5 3F6 3I6 3W0 3F7 3I7 3W1 "
-                      "3W2 3W3 3W4 3W5 3W6 3W7"));
+    EXPECT(ts_program_is(&s, 0,
+                         "0F0 0F1 0F2 0F3 0F4 0F5 0F6 0I0 0W0 0I1 0F7 0I2 0W1 0I3 0W2 0I4 0W3 0I5 "
+                         "0W4 0I6 0W5 0W6 0I7 0W7"));
+    EXPECT(ts_program_is(&s, 3,
+                         "3F0 3I0 3F1 3I1 3F2 3I2 3F3 3I3 3F4 3I4 3F5 3I5 3F6 3I6 3W0 3F7 3I7 3W1 "
+                         "3W2 3W3 3W4 3W5 3W6 3W7"));
     schedule_free(&s);
 }
 

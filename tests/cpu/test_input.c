@@ -18,20 +18,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_dir[] = "/tmp/pp_test_input_XXXXXX";
-
-/* g_dir/name, in a static buffer of the caller's. */
-static const char *tmp_path(char *buf, size_t size, const char *name)
-{
-    snprintf(buf, size, "%s/%s", g_dir, name);
-    return buf;
-}
-
-/* Write `n` bytes of `text` repeated, then `tail`, to g_dir/name. */
+/* Write `n` bytes of `text` repeated, then `tail`, to name in the temporary directory. */
 static const char *write_file(char *buf, size_t size, const char *name, const char *text, size_t n,
                               const char *tail)
 {
-    tmp_path(buf, size, name);
+    ts_tmp_path(buf, size, name);
     FILE *f = fopen(buf, "w");
     if (!f) return buf;
     size_t len = strlen(text);
@@ -98,7 +89,7 @@ static void test_not_regular(void)
     EXPECT_FILE_ERROR("/dev/zero", "/dev/zero: a character device (allowed: a regular file)");
     EXPECT_FILE_ERROR("tests/data", "tests/data: a directory (allowed: a regular file)");
     /* A FIFO with no writer: opening it for reading would wait forever. */
-    REQUIRE(mkfifo(tmp_path(p, sizeof p, "fifo.yaml"), 0600) == 0);
+    REQUIRE(mkfifo(ts_tmp_path(p, sizeof p, "fifo.yaml"), 0600) == 0);
     const char *e;
     pp_status_t st = load_file(p, NULL, 0, &e);
     EXPECT(st == PP_ERR_INPUT && strstr(e, "fifo.yaml: a FIFO (allowed: a regular file)\n"), "%s",
@@ -275,10 +266,7 @@ static void test_shortened_values(void)
 
 int main(void)
 {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (ts_tmpdir_make("test_input") != 0) return 1;
     RUN(test_not_regular);
     RUN(test_size_limit);
     RUN(test_empty_file);
@@ -287,8 +275,6 @@ int main(void)
     RUN(test_set_key_parts);
     RUN(test_plan_size_limit);
     RUN(test_shortened_values);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "test_input: could not remove %s\n", g_dir);
+    ts_tmpdir_remove();
     return check_summary("test_input");
 }

@@ -345,11 +345,7 @@ static void test_slot_holders_ordered(void)
         if (trial == 9) kind = 2, p = 8, v = 2, m = 16;
         pp_schedule_t s;
         pp_plan_t pl;
-        pp_status_t st = kind == 0   ? generate_gpipe(&s, p, m)
-                         : kind == 1 ? generate_1f1b(&s, p, m)
-                         : kind == 2 ? generate_interleaved(&s, p, m, v)
-                                     : generate_zbh1(&s, p, m);
-        REQUIRE(st == PP_OK);
+        REQUIRE(ts_generate(&s, (pp_sched_kind_t)kind, p, m, v) == PP_OK);
         REQUIRE(plan_lower(&pl, &s, NULL) == PP_OK, "kind %d p=%d m=%d v=%d", kind, p, m, v);
         char *mark = malloc((size_t)pl.n_ops);
         int *stack = malloc(sizeof *stack * (size_t)pl.n_ops);
@@ -436,11 +432,7 @@ static void test_order_all_generators(void)
         pp_job_t c;
         pp_schedule_t s;
         pp_plan_t pl;
-        pp_status_t st = kind == 0   ? generate_gpipe(&s, p, m)
-                         : kind == 1 ? generate_1f1b(&s, p, m)
-                         : kind == 2 ? generate_interleaved(&s, p, m, v)
-                                     : generate_zbh1(&s, p, m);
-        REQUIRE(st == PP_OK);
+        REQUIRE(ts_generate(&s, (pp_sched_kind_t)kind, p, m, v) == PP_OK);
         cfg_fill(&c, (pp_sched_kind_t)kind, p, s.n_stages, m);
         REQUIRE(plan_lower(&pl, &s, &c) == PP_OK, "kind %d p=%d m=%d", kind, p, m);
         char what[64];

@@ -14,13 +14,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static char g_dir[] = "/tmp/pp_test_outputs_XXXXXX";
-
-/* Files in g_dir whose name holds `part`. */
+/* Files in the temporary directory whose name holds `part`. */
 static int count_files(const char *part)
 {
     int n = 0;
-    DIR *d = opendir(g_dir);
+    DIR *d = opendir(ts_tmpdir());
     struct dirent *e;
     while (d && (e = readdir(d)))
         n += strstr(e->d_name, part) != NULL;
@@ -42,7 +40,7 @@ static void test_failed_write_keeps_the_old_file(void)
 {
     char path[256];
     pp_out_t o;
-    snprintf(path, sizeof path, "%s/trace.json", g_dir);
+    ts_tmp_path(path, sizeof path, "trace.json");
     REQUIRE(out_open(&o, path, "the trace") == PP_OK);
     out_puts(&o, "good\n");
     REQUIRE(out_close(&o) == PP_OK);
@@ -78,7 +76,7 @@ static void test_failed_write_keeps_the_old_file(void)
 static void test_probe(void)
 {
     char path[256];
-    snprintf(path, sizeof path, "%s/probe.svg", g_dir);
+    ts_tmp_path(path, sizeof path, "probe.svg");
     EXPECT(out_probe(path, "the SVG chart") == PP_OK);
     EXPECT(access(path, F_OK) != 0 && count_files(".tmp-") == 0, "the probe left a file");
     ts_capture_begin();
@@ -89,7 +87,7 @@ static void test_probe(void)
                       "directory\n"),
            "%s", e);
     ts_capture_begin();
-    st = out_probe(g_dir, "the trace");
+    st = out_probe(ts_tmpdir(), "the trace");
     e = ts_capture_end();
     EXPECT(st == PP_ERR_IO && strstr(e, "cannot write the trace: Is a directory"), "%s", e);
 }
@@ -135,16 +133,11 @@ static void test_file_names(void)
 
 int main(void)
 {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (ts_tmpdir_make("test_outputs") != 0) return 1;
     RUN(test_failed_write_keeps_the_old_file);
     RUN(test_probe);
     RUN(test_csv_quoting);
     RUN(test_file_names);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "test_outputs: could not remove %s\n", g_dir);
+    ts_tmpdir_remove();
     return check_summary("test_outputs");
 }

@@ -32,14 +32,6 @@ static void expect_rejected(int n_stages, int n_mb, int n_dev, const char *const
 
 /* ---- generated schedules pass ---------------------------------------------------------------- */
 
-static pp_status_t generate_kind(pp_schedule_t *s, int kind, int p, int m, int v)
-{
-    return kind == 0   ? generate_gpipe(s, p, m)
-           : kind == 1 ? generate_1f1b(s, p, m)
-           : kind == 2 ? generate_interleaved(s, p, m, v)
-                       : generate_zbh1(s, p, m);
-}
-
 static void test_generated_pass(void)
 {
     for (int trial = 0; trial < 20; trial++) {
@@ -47,7 +39,7 @@ static void test_generated_pass(void)
         int m = kind == 2 ? p * ts_rand_int(1, 4) : ts_rand_int(1, 4 * p);
         pp_schedule_t s;
         pp_plan_t pl;
-        REQUIRE(generate_kind(&s, kind, p, m, v) == PP_OK);
+        REQUIRE(ts_generate(&s, (pp_sched_kind_t)kind, p, m, v) == PP_OK);
         EXPECT(schedule_validate(&s) == PP_OK, "kind %d p=%d m=%d v=%d", kind, p, m, v);
         REQUIRE(plan_lower(&pl, &s, NULL) == PP_OK);
         EXPECT(plan_validate(&pl) == PP_OK, "kind %d p=%d m=%d v=%d", kind, p, m, v);
@@ -262,7 +254,7 @@ static void test_mutations_caught(void)
         int kind = ts_rand_int(0, 3), p = ts_rand_int(1, 6), v = 2;
         int m = kind == 2 ? p * ts_rand_int(1, 3) : ts_rand_int(2, 3 * p);
         pp_schedule_t s;
-        REQUIRE(generate_kind(&s, kind, p, m, v) == PP_OK);
+        REQUIRE(ts_generate(&s, (pp_sched_kind_t)kind, p, m, v) == PP_OK);
         int d = ts_rand_int(0, p - 1);
         pp_program_t *pr = &s.prog[d];
         int i = ts_rand_int(0, pr->n - 1);

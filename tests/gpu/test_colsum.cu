@@ -15,7 +15,7 @@
  * exits 0.
  */
 #include "tests/check.h"
-#include "gpu_skip.h"
+#include "tests/gpu/support.h"
 #include "tests/ref/ref_kernels.h"
 
 #include "common/pp_cuda.h"
@@ -25,85 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define GUARD_BYTES 16 /* after every device buffer (support.h) */
+
+/* Per column, |got − want| ≤ 1e-4 + 4e-6·Σ|terms| (see the top). */
+static const tg_tol_t TOL_SUMS = {1e-4, 4e-6};
+
 static cudaStream_t g_stream;
-static char g_ctx[160];
-
-/* ---- memory: released after each case -------------------------------------------------------- */
-
-#define MAX_ALLOCS 1024
-static void *g_dev[MAX_ALLOCS], *g_host[MAX_ALLOCS];
-static int g_ndev, g_nhost;
-
-static void must(cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess) return;
-    fprintf(stderr, "test_colsum: %s failed: %s\n", what, cudaGetErrorString(e));
-    exit(1);
-}
-
-static void release_all(void)
-{
-    cudaStreamSynchronize(g_stream);
-    for (int i = 0; i < g_ndev; i++)
-        cudaFree(g_dev[i]);
-    for (int i = 0; i < g_nhost; i++)
-        free(g_host[i]);
-    g_ndev = g_nhost = 0;
-}
-
-static void *hmem(size_t bytes)
-{
-    void *p = calloc(bytes ? bytes : 1, 1);
-    if (!p || g_nhost == MAX_ALLOCS) {
-        fprintf(stderr, "test_colsum: out of host memory or allocation slots\n");
-        exit(1);
-    }
-    return g_host[g_nhost++] = p;
-}
-
-/* Device memory filled with 0xFF bytes (NaN), `offset` bytes into the allocation. */
-static void *dmem(size_t bytes, size_t offset)
-{
-    void *p = NULL;
-    if (g_ndev == MAX_ALLOCS) {
-        fprintf(stderr, "test_colsum: out of allocation slots\n");
-        exit(1);
-    }
-    must(cudaMalloc(&p, bytes + offset + 16), "cudaMalloc");
-    must(cudaMemsetAsync(p, 0xff, bytes + offset + 16, g_stream), "poison");
-    g_dev[g_ndev++] = p;
-    return (char *)p + offset;
-}
-
-static void copy_sync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
-{
-    must(cudaMemcpyAsync(dst, src, bytes, kind, g_stream), "copy");
-    must(cudaStreamSynchronize(g_stream), "sync");
-}
-
-/* A device copy of h in dtype t (h is rounded to t in place first), `offset` elements in. */
-static void *dev_of(double *h, size_t n, pp_dtype_t t, size_t offset)
-{
-    const int bf = t == PP_DTYPE_BF16;
-    ref_round(h, n, bf);
-    void *tmp = hmem(n * pp_dtype_size(t));
-    for (size_t i = 0; i < n; i++) {
-        if (bf)
-            ((uint16_t *)tmp)[i] = ref_f32_to_bf16((float)h[i]);
-        else
-            ((float *)tmp)[i] = (float)h[i];
-    }
-    void *d = dmem(n * pp_dtype_size(t), offset * pp_dtype_size(t));
-    copy_sync(d, tmp, n * pp_dtype_size(t), cudaMemcpyHostToDevice);
-    return d;
-}
-
-static double *hrand(ref_rng_t *rng, size_t n)
-{
-    double *x = (double *)hmem(n * sizeof(double));
-    ref_fill_normal(rng, x, n, 1.0);
-    return x;
-}
 
 /* ---- one case -------------------------------------------------------------------------------- */
 
@@ -122,11 +49,11 @@ static void make_outputs(ref_rng_t *rng, int C, const int on[3], host_task_t *h,
     float **outs[3] = {&t->d_sum, &t->d_xhat, &t->d_res};
     for (int q = 0; q < 3; q++) {
         if (!on[q]) continue;
-        double *start = hrand(rng, (size_t)C);
-        h->want[q] = (double *)hmem((size_t)C * sizeof(double));
-        h->mag[q] = (double *)hmem((size_t)C * sizeof(double));
-        *outs[q] = h->dev_out[q] = (float *)dev_of(start, (size_t)C, PP_DTYPE_FP32, 0);
-        h->start[q] = (float *)hmem((size_t)C * sizeof(float));
+        double *start = tg_randn(rng, (size_t)C, 1.0, PP_DTYPE_FP32);
+        h->want[q] = tg_zeros((size_t)C);
+        h->mag[q] = tg_zeros((size_t)C);
+        *outs[q] = h->dev_out[q] = (float *)tg_dev_of(start, (size_t)C, PP_DTYPE_FP32);
+        h->start[q] = (float *)tg_host((size_t)C * sizeof(float));
         for (int c = 0; c < C; c++) {
             h->start[q][c] = (float)start[c];
             h->want[q][c] = start[c];
@@ -142,8 +69,8 @@ static void make_partial_task(ref_rng_t *rng, int n, int C, int has_x, int has_r
     const size_t rows = (size_t)n * C;
     const int on[3] = {1, has_x, has_res};
     h->C = t->C = C;
-    h->dy = hrand(rng, 3 * rows);
-    t->partial = (const float *)dev_of(h->dy, 3 * rows, PP_DTYPE_FP32, 0);
+    h->dy = tg_randn(rng, 3 * rows, 1.0, PP_DTYPE_FP32);
+    t->partial = (const float *)tg_dev_of(h->dy, 3 * rows, PP_DTYPE_FP32);
     t->n_partial = n;
     make_outputs(rng, C, on, h, t);
     for (int q = 0; q < 3; q++)
@@ -170,23 +97,18 @@ static void make_task(ref_rng_t *rng, int N, int C, int has_x, int has_res, int 
     h->C = t->C = C;
     h->has_x = has_x;
     h->has_res = has_res;
-    h->dy = hrand(rng, n);
-    t->dy = dev_of(h->dy, n, dt, off);
+    h->dy = tg_randn(rng, n, 1.0, dt);
+    t->dy = tg_dev_of_at(h->dy, n, dt, off);
     if (has_x) {
-        h->x = hrand(rng, n);
-        h->mean = (double *)hmem((size_t)N * sizeof(double));
-        h->rstd = (double *)hmem((size_t)N * sizeof(double));
-        for (int r = 0; r < N; r++) { /* rows with their own offset and spread */
-            h->mean[r] = 0.5 * ref_rng_normal(rng);
-            h->rstd[r] = 0.5 + ref_rng_uniform(rng);
-        }
-        t->x = dev_of(h->x, n, dt, off);
-        t->mean = (const float *)dev_of(h->mean, (size_t)N, PP_DTYPE_FP32, 0);
-        t->rstd = (const float *)dev_of(h->rstd, (size_t)N, PP_DTYPE_FP32, 0);
+        h->x = tg_randn(rng, n, 1.0, dt);
+        tg_row_stats(rng, N, &h->mean, &h->rstd);
+        t->x = tg_dev_of_at(h->x, n, dt, off);
+        t->mean = (const float *)tg_dev_of(h->mean, (size_t)N, PP_DTYPE_FP32);
+        t->rstd = (const float *)tg_dev_of(h->rstd, (size_t)N, PP_DTYPE_FP32);
     }
     if (has_res) {
-        h->res = hrand(rng, n);
-        t->res = dev_of(h->res, n, dt, off);
+        h->res = tg_randn(rng, n, 1.0, dt);
+        t->res = tg_dev_of_at(h->res, n, dt, off);
     }
     make_outputs(rng, C, on, h, t);
     for (int r = 0; r < N; r++)
@@ -211,18 +133,14 @@ static void check_task(const host_task_t *h, int k, float *const first[3])
     static const char *names[3] = {"d_sum", "d_xhat", "d_res"};
     for (int q = 0; q < 3; q++) {
         if (!h->want[q]) continue;
-        float *got = (float *)hmem((size_t)h->C * sizeof(float));
-        copy_sync(got, h->dev_out[q], (size_t)h->C * sizeof(float), cudaMemcpyDeviceToHost);
-        int bad = 0, at = 0;
-        for (int c = 0; c < h->C; c++) {
-            const double err = fabs((double)got[c] - h->want[q][c]);
-            if (!(err <= 1e-4 + 4e-6 * h->mag[q][c]) && !bad++) at = c;
-        }
-        EXPECT(bad == 0, "task %d %s [%s]: %d of %d columns off; first [%d] got %.9g want %.9g", k,
-               names[q], g_ctx, bad, h->C, at, bad ? got[at] : 0.0, bad ? h->want[q][at] : 0.0);
+        float *got = (float *)tg_get(h->dev_out[q], (size_t)h->C * sizeof(float));
+        char what[32];
+        snprintf(what, sizeof what, "task %d %s", k, names[q]);
+        EXPECT_CLOSE_TERMS(what, tg_doubles(got, (size_t)h->C, PP_DTYPE_FP32), h->want[q],
+                           h->mag[q], (size_t)h->C, TOL_SUMS);
         if (first[q])
             EXPECT(memcmp(first[q], got, (size_t)h->C * sizeof(float)) == 0,
-                   "task %d %s [%s]: the second run differs bitwise", k, names[q], g_ctx);
+                   "task %d %s [%s]: the second run differs bitwise", k, names[q], tg_ctx());
     }
 }
 
@@ -232,8 +150,8 @@ static void reset_outputs(const host_task_t *h, int n_tasks)
     for (int k = 0; k < n_tasks; k++)
         for (int q = 0; q < 3; q++)
             if (h[k].want[q])
-                copy_sync(h[k].dev_out[q], h[k].start[q], (size_t)h[k].C * sizeof(float),
-                          cudaMemcpyHostToDevice);
+                tg_copy(h[k].dev_out[q], h[k].start[q], (size_t)h[k].C * sizeof(float),
+                        cudaMemcpyHostToDevice);
 }
 
 /* The tasks of widths C[k] (x and res where the flags say) over N rows, task k of partial sums
@@ -245,35 +163,32 @@ static void colsum_case(pp_dtype_t dt, int N, int n_tasks, const int *C, const i
     ref_rng_t rng;
     ref_rng_seed(&rng, 7000u + (uint64_t)N * 3 + (uint64_t)C[0] * 5 + n_tasks * 7 + dt * 11 +
                            misalign * 13 + scratch_cols + (partial ? 17 : 0));
-    snprintf(g_ctx, sizeof g_ctx, "%s N=%d C0=%d tasks=%d%s%s%s", pp_dtype_name(dt), N, C[0],
-             n_tasks, misalign ? " unaligned" : "", scratch_cols ? " small scratch" : "",
-             partial ? " partial sums" : "");
+    tg_ctx_set("%s N=%d C0=%d tasks=%d%s%s%s", pp_dtype_name(dt), N, C[0], n_tasks,
+               misalign ? " unaligned" : "", scratch_cols ? " small scratch" : "",
+               partial ? " partial sums" : "");
     host_task_t h[PP_COLSUM_MAX_TASKS];
     pp_colsum_task_t t[PP_COLSUM_MAX_TASKS];
     for (int k = 0; k < n_tasks; k++)
         make_task(&rng, N, C[k], has_x[k], has_res[k], partial ? partial[k] : 0, dt,
                   misalign ? 1 : 0, &h[k], &t[k]);
     const size_t sbytes = scratch_cols ? scratch_cols * sizeof(float) : (size_t)32 << 20;
-    void *scratch = dmem(sbytes, 0);
+    void *scratch = tg_dev(sbytes);
     float *first[PP_COLSUM_MAX_TASKS][3];
     memset(first, 0, sizeof first);
     for (int run = 0; run < 2; run++) {
         reset_outputs(h, n_tasks);
         REQUIRE(colsum_bwd(t, n_tasks, N, scratch, sbytes, dt, g_stream) == PP_OK,
-                "colsum_bwd [%s]", g_ctx);
-        must(cudaStreamSynchronize(g_stream), "colsum_bwd");
+                "colsum_bwd [%s]", tg_ctx());
+        tg_must(cudaStreamSynchronize(g_stream), "colsum_bwd");
         for (int k = 0; k < n_tasks; k++) {
             float *none[3] = {NULL, NULL, NULL};
             check_task(&h[k], k, run ? first[k] : none);
             for (int q = 0; q < 3 && !run; q++)
-                if (h[k].want[q]) {
-                    first[k][q] = (float *)hmem((size_t)h[k].C * sizeof(float));
-                    copy_sync(first[k][q], h[k].dev_out[q], (size_t)h[k].C * sizeof(float),
-                              cudaMemcpyDeviceToHost);
-                }
+                if (h[k].want[q])
+                    first[k][q] = (float *)tg_get(h[k].dev_out[q], (size_t)h[k].C * sizeof(float));
         }
     }
-    release_all();
+    tg_free_all();
 }
 
 /* ---- tests ----------------------------------------------------------------------------------- */
@@ -291,7 +206,7 @@ static void test_block_shapes(void)
         colsum_case(dtypes[i], 512, 4, small, BLOCK_X, BLOCK_RES, NULL, 0, 0);
         colsum_case(dtypes[i], 37, 4, small, BLOCK_X, BLOCK_RES, NULL, 0, 0);
         colsum_case(dtypes[i], 1, 4, small, BLOCK_X, BLOCK_RES, NULL, 0, 0);
-        release_all();
+        tg_free_all();
     }
 }
 
@@ -301,7 +216,7 @@ static void test_odd_and_unaligned(void)
     for (int i = 0; i < 2; i++) {
         colsum_case(dtypes[i], 300, 4, odd, BLOCK_X, BLOCK_RES, NULL, 0, 0);
         colsum_case(dtypes[i], 300, 4, even, BLOCK_X, BLOCK_RES, NULL, 1, 0);
-        release_all();
+        tg_free_all();
     }
 }
 
@@ -312,7 +227,7 @@ static void test_small_scratch_and_one_task(void)
     for (int i = 0; i < 2; i++) {
         colsum_case(dtypes[i], 700, 4, small, BLOCK_X, BLOCK_RES, NULL, 0, 3 * 832 + 100);
         colsum_case(dtypes[i], 2000, 1, one, zero, zero, NULL, 0, 0);
-        release_all();
+        tg_free_all();
     }
 }
 
@@ -338,7 +253,7 @@ static void test_partial_sums(void)
                     0);
         colsum_case(dtypes[i], 300, 4, small, BLOCK_X, BLOCK_RES, few_sums, 1, 0);
         colsum_case(dtypes[i], 77, 2, odd, no, res_only, two_sums, 0, 0);
-        release_all();
+        tg_free_all();
     }
 }
 
@@ -356,7 +271,7 @@ static void test_plain(void)
         colsum_case(dtypes[i], 3000, 1, wide, no, no, NULL, 0, 3 * 1024 + 10);
         colsum_case(dtypes[i], 301, 2, odd, no, no, NULL, 0, 0);
         colsum_case(dtypes[i], 300, 4, ref, no, no, NULL, 1, 0);
-        release_all();
+        tg_free_all();
     }
 }
 
@@ -366,34 +281,31 @@ static void plain_bits_case(pp_dtype_t dt, int N, int C)
 {
     ref_rng_t rng;
     ref_rng_seed(&rng, 9100u + (uint64_t)N * 3 + (uint64_t)C * 5 + dt * 11);
-    snprintf(g_ctx, sizeof g_ctx, "%s N=%d C=%d plain against mixed", pp_dtype_name(dt), N, C);
+    tg_ctx_set("%s N=%d C=%d plain against mixed", pp_dtype_name(dt), N, C);
     const size_t n = (size_t)N * C;
-    double *zero = (double *)hmem((size_t)C * sizeof(double));
-    double *stats = (double *)hmem((size_t)N * sizeof(double));
+    double *zero = tg_zeros((size_t)C), *stats = tg_zeros((size_t)N);
     for (int r = 0; r < N; r++)
         stats[r] = 1.0;
     pp_colsum_task_t t[2];
     memset(t, 0, sizeof t);
     t[0].C = t[1].C = C;
-    t[0].dy = t[1].dy = dev_of(hrand(&rng, n), n, dt, 0);
-    t[0].d_sum = (float *)dev_of(zero, (size_t)C, PP_DTYPE_FP32, 0);
-    t[1].d_sum = (float *)dev_of(zero, (size_t)C, PP_DTYPE_FP32, 0);
-    t[1].x = dev_of(hrand(&rng, n), n, dt, 0);
-    t[1].mean = t[1].rstd = (const float *)dev_of(stats, (size_t)N, PP_DTYPE_FP32, 0);
-    t[1].d_xhat = (float *)dev_of(zero, (size_t)C, PP_DTYPE_FP32, 0);
-    t[1].res = dev_of(hrand(&rng, n), n, dt, 0);
-    t[1].d_res = (float *)dev_of(zero, (size_t)C, PP_DTYPE_FP32, 0);
-    void *scratch = dmem((size_t)32 << 20, 0);
+    t[0].dy = t[1].dy = tg_dev_of(tg_randn(&rng, n, 1.0, dt), n, dt);
+    t[0].d_sum = (float *)tg_dev_of(zero, (size_t)C, PP_DTYPE_FP32);
+    t[1].d_sum = (float *)tg_dev_of(zero, (size_t)C, PP_DTYPE_FP32);
+    t[1].x = tg_dev_of(tg_randn(&rng, n, 1.0, dt), n, dt);
+    t[1].mean = t[1].rstd = (const float *)tg_dev_of(stats, (size_t)N, PP_DTYPE_FP32);
+    t[1].d_xhat = (float *)tg_dev_of(zero, (size_t)C, PP_DTYPE_FP32);
+    t[1].res = tg_dev_of(tg_randn(&rng, n, 1.0, dt), n, dt);
+    t[1].d_res = (float *)tg_dev_of(zero, (size_t)C, PP_DTYPE_FP32);
+    void *scratch = tg_dev((size_t)32 << 20);
     REQUIRE(colsum_bwd(t, 2, N, scratch, (size_t)32 << 20, dt, g_stream) == PP_OK,
-            "colsum_bwd [%s]", g_ctx);
+            "colsum_bwd [%s]", tg_ctx());
     float *got[2];
-    for (int k = 0; k < 2; k++) {
-        got[k] = (float *)hmem((size_t)C * sizeof(float));
-        copy_sync(got[k], t[k].d_sum, (size_t)C * sizeof(float), cudaMemcpyDeviceToHost);
-    }
+    for (int k = 0; k < 2; k++)
+        got[k] = (float *)tg_get(t[k].d_sum, (size_t)C * sizeof(float));
     EXPECT(memcmp(got[0], got[1], (size_t)C * sizeof(float)) == 0,
-           "[%s]: the plain task's d_sum differs bitwise from the mixed task's", g_ctx);
-    release_all();
+           "[%s]: the plain task's d_sum differs bitwise from the mixed task's", tg_ctx());
+    tg_free_all();
 }
 
 static void test_plain_bits(void)
@@ -409,7 +321,7 @@ static void test_errors(void)
 {
     pp_colsum_task_t t;
     memset(&t, 0, sizeof t);
-    float *d = (float *)dmem(1024, 0);
+    float *d = (float *)tg_dev(1024);
     t.C = 8;
     t.dy = d;
     t.d_sum = d;
@@ -430,22 +342,21 @@ static void test_errors(void)
     t.n_partial = 0;
     EXPECT(colsum_bwd(&t, 1, 4, d, 1024, PP_DTYPE_FP32, g_stream) == PP_ERR_INTERNAL,
            "a task of no partial sums is refused");
-    release_all();
+    tg_free_all();
 }
 
 static void test_device(void)
 {
-    SKIP("%s", gpu_skip_reason());
+    SKIP("%s", tg_skip_reason());
 }
 
 int main(void)
 {
-    if (gpu_skip_reason()) {
+    if (tg_init("test_colsum", GUARD_BYTES)) {
         RUN(test_device);
         return check_summary("test_colsum");
     }
-    must(cudaSetDevice(0), "cudaSetDevice");
-    must(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "stream");
+    g_stream = tg_stream();
     RUN(test_block_shapes);
     RUN(test_odd_and_unaligned);
     RUN(test_small_scratch_and_one_task);
@@ -453,7 +364,6 @@ int main(void)
     RUN(test_plain);
     RUN(test_plain_bits);
     RUN(test_errors);
-    release_all();
-    cudaStreamDestroy(g_stream);
+    tg_finish();
     return check_summary("test_colsum");
 }

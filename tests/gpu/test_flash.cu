@@ -29,7 +29,7 @@
 #include "kernels/kernels.h"
 #include "stages/stage.h"
 #include "tests/check.h"
-#include "gpu_skip.h"
+#include "tests/gpu/support.h"
 #include "tests/ref/ref_kernels.h"
 #include "tests/ref/ref_stage.h"
 
@@ -38,183 +38,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct tol {
-    double atol, rtol;
-} tol_t;
-
-static const tol_t TOL_OUT = {2e-2, 2e-2};  /* o, dq, dk, dv against the reference */
-static const tol_t TOL_LSE = {1e-3, 1e-4};  /* lse against the reference */
-static const tol_t TOL_PATH = {4e-2, 4e-2}; /* fused against unfused */
+static const tg_tol_t TOL_OUT = {2e-2, 2e-2};  /* o, dq, dk, dv against the reference */
+static const tg_tol_t TOL_LSE = {1e-3, 1e-4};  /* lse against the reference */
+static const tg_tol_t TOL_PATH = {4e-2, 4e-2}; /* fused against unfused */
+/* fp32 sums against double sums of the same values: |got − want| ≤ rel·Σ|terms| */
+static const tg_tol_t TOL_DR = {1e-30, 1e-5};     /* Dr, 64 terms */
+static const tg_tol_t TOL_COLSUM = {1e-30, 2e-5}; /* column sums, 128 terms */
 
 /* Stage case: relative L2 error per tensor against the CPU stage (test_stage.cu's bf16 bounds). */
 #define STAGE_RTOL_FWD 1e-2
 #define STAGE_RTOL_BWD 2.5e-2
 
+#define GUARD_BYTES 0 /* none after a device buffer (support.h) */
+
 static int g_gpu;            /* a device is present */
 static const char *g_no_gpu; /* why not */
 static cudaStream_t g_stream;
 static pp_gemm_t g_gemm;
-static char g_ctx[128]; /* the sub-case being run, printed with a failure */
-
-#define KOK(call) REQUIRE((call) == PP_OK, "%s [%s]", #call, g_ctx)
-
-/* ---- test memory: everything allocated in a case is released after it ------------------------ */
-
-#define MAX_ALLOCS 256
-static void *g_dev[MAX_ALLOCS], *g_host[MAX_ALLOCS];
-static int g_ndev, g_nhost;
-
-static void die(const char *what)
-{
-    fprintf(stderr, "test_flash: %s\n", what);
-    exit(1);
-}
-
-static void cuda_must(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        fprintf(stderr, "test_flash: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static void arena_free(void)
-{
-    if (g_gpu) cudaStreamSynchronize(g_stream);
-    for (int i = 0; i < g_ndev; i++)
-        cudaFree(g_dev[i]);
-    for (int i = 0; i < g_nhost; i++)
-        free(g_host[i]);
-    g_ndev = g_nhost = 0;
-}
-
-static void *hmem(size_t bytes)
-{
-    void *p = calloc(bytes ? bytes : 1, 1);
-    if (!p || g_nhost == MAX_ALLOCS) die("out of host memory or allocation slots");
-    g_host[g_nhost++] = p;
-    return p;
-}
-
-static double *hbuf(size_t n)
-{
-    return (double *)hmem(n * sizeof(double));
-}
-
-/* n values scale·N(0,1), rounded to bf16. */
-static double *hrand(ref_rng_t *rng, size_t n, double scale)
-{
-    double *x = hbuf(n);
-    ref_fill_normal(rng, x, n, scale);
-    ref_round(x, n, 1);
-    return x;
-}
-
-/* Fills device memory with 0xFF bytes (NaN in fp32 and bf16), in stream order. */
-static void poison(void *d, size_t bytes)
-{
-    cuda_must(cudaMemsetAsync(d, 0xff, bytes, g_stream), "poison");
-}
-
-/* Device memory, poisoned. */
-static void *dbuf(size_t bytes)
-{
-    void *p = NULL;
-    if (g_ndev == MAX_ALLOCS) die("out of allocation slots");
-    cuda_must(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
-    g_dev[g_ndev++] = p;
-    poison(p, bytes);
-    return p;
-}
-
-static void copy_sync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
-{
-    cuda_must(cudaMemcpyAsync(dst, src, bytes, kind, g_stream), "cudaMemcpyAsync");
-    cuda_must(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");
-}
-
-/* A device bf16 copy of h[n]. */
-static void *dev_bf16(const double *h, size_t n)
-{
-    uint16_t *tmp = (uint16_t *)hmem(n * 2);
-    for (size_t i = 0; i < n; i++)
-        tmp[i] = ref_f32_to_bf16((float)h[i]);
-    void *d = dbuf(n * 2);
-    copy_sync(d, tmp, n * 2, cudaMemcpyHostToDevice);
-    return d;
-}
-
-/* Waits for the stream, then returns n bf16 (or fp32 when `f32`) device values as doubles. */
-static double *download(const void *d, size_t n, int f32)
-{
-    const size_t es = f32 ? 4 : 2;
-    unsigned char *tmp = (unsigned char *)hmem(n * es);
-    double *h = hbuf(n);
-    copy_sync(tmp, d, n * es, cudaMemcpyDeviceToHost);
-    for (size_t i = 0; i < n; i++) {
-        if (f32) {
-            float f;
-            memcpy(&f, tmp + 4 * i, 4);
-            h[i] = f;
-        } else {
-            uint16_t b;
-            memcpy(&b, tmp + 2 * i, 2);
-            h[i] = ref_bf16_to_f32(b);
-        }
-    }
-    return h;
-}
-
-static void *raw_get(const void *d, size_t bytes)
-{
-    void *h = hmem(bytes);
-    copy_sync(h, d, bytes, cudaMemcpyDeviceToHost);
-    return h;
-}
-
-/* ---- comparisons ----------------------------------------------------------------------------- */
-
-/* Every element within tolerance (NaN never is). Reports the count and the first offender. */
-static int compare(const char *what, const double *got, const double *want, size_t n, tol_t tol)
-{
-    size_t bad = 0, first = 0;
-    double max_err = 0.0, max_want = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double err = fabs(got[i] - want[i]);
-        if (!(err <= tol.atol + tol.rtol * fabs(want[i]))) {
-            if (!bad) first = i;
-            bad++;
-        }
-        if (err > max_err) max_err = err;
-        if (fabs(want[i]) > max_want) max_want = fabs(want[i]);
-    }
-    if (getenv("PP_TEST_VERBOSE"))
-        fprintf(stderr, "    %-14s [%s] max|want| %.3e max err %.3e\n", what, g_ctx, max_want,
-                max_err);
-    EXPECT(bad == 0, "%s [%s]: %zu of %zu outside atol %g rtol %g; first [%zu] got %.9g want %.9g",
-           what, g_ctx, bad, n, tol.atol, tol.rtol, first, bad ? got[first] : 0.0,
-           bad ? want[first] : 0.0);
-    return bad == 0;
-}
-
-/* Relative L2 error of got against want, ≤ rtol, and every element finite. */
-static int compare_l2(const char *what, const double *got, const double *want, size_t n,
-                      double rtol)
-{
-    double num = 0.0, den = 0.0;
-    size_t nonfinite = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += (got[i] - want[i]) * (got[i] - want[i]);
-        den += want[i] * want[i];
-        nonfinite += !isfinite(got[i]);
-    }
-    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    if (getenv("PP_TEST_VERBOSE"))
-        fprintf(stderr, "    %-28s [%s] rel L2 err %.2e\n", what, g_ctx, rel);
-    EXPECT(nonfinite == 0 && rel <= rtol, "%s [%s]: %zu non-finite, rel L2 error %.3e > %.1e", what,
-           g_ctx, nonfinite, rel, rtol);
-    return nonfinite == 0 && rel <= rtol;
-}
 
 /* ---- the reference itself (CPU) -------------------------------------------------------------- */
 
@@ -238,23 +78,23 @@ static void test_reference(void)
     const size_t n = (size_t)BH * T * d, nt = (size_t)BH * T * T;
     ref_rng_t rng;
     ref_rng_seed(&rng, 7001);
-    snprintf(g_ctx, sizeof g_ctx, "reference BH=%d T=%d d=%d", BH, T, d);
-    double *q = hbuf(n), *k = hbuf(n), *v = hbuf(n), *r = hbuf(n);
+    tg_ctx_set("reference BH=%d T=%d d=%d", BH, T, d);
+    double *q = tg_zeros(n), *k = tg_zeros(n), *v = tg_zeros(n), *r = tg_zeros(n);
     ref_fill_normal(&rng, q, n, 1.0);
     ref_fill_normal(&rng, k, n, 1.0);
     ref_fill_normal(&rng, v, n, 1.0);
     ref_fill_normal(&rng, r, n, 1.0);
-    double *o = hbuf(n), *lse = hbuf((size_t)BH * T), *S = hbuf(nt), *P = hbuf(nt);
-    double *o2 = hbuf(n);
+    double *o = tg_zeros(n), *lse = tg_zeros((size_t)BH * T), *S = tg_zeros(nt), *P = tg_zeros(nt);
+    double *o2 = tg_zeros(n);
     ref_attention_causal_fwd(o, lse, q, k, v, BH, T, d, scale);
     ref_gemm_strided_batched(S, q, k, 0, 1, T, T, d, 1.0, 0.0, (long long)T * d, (long long)T * d,
                              (long long)T * T, BH);
     ref_softmax_causal_fwd(P, S, scale, BH, T);
     ref_gemm_strided_batched(o2, P, v, 0, 0, T, d, T, 1.0, 0.0, (long long)T * T, (long long)T * d,
                              (long long)T * d, BH);
-    const tol_t tight = {1e-12, 1e-12};
-    compare("o", o, o2, n, tight);
-    double *lse2 = hbuf((size_t)BH * T);
+    const tg_tol_t tight = {1e-12, 1e-12};
+    EXPECT_CLOSE("o", o, o2, n, tight);
+    double *lse2 = tg_zeros((size_t)BH * T);
     for (int bh = 0; bh < BH; bh++)
         for (int t = 0; t < T; t++) {
             double z = 0.0;
@@ -262,9 +102,10 @@ static void test_reference(void)
                 z += exp(scale * S[((size_t)bh * T + t) * T + j]);
             lse2[(size_t)bh * T + t] = log(z);
         }
-    compare("lse", lse, lse2, (size_t)BH * T, tight);
+    EXPECT_CLOSE("lse", lse, lse2, (size_t)BH * T, tight);
 
-    double *dq = hbuf(n), *dk = hbuf(n), *dv = hbuf(n), *fd = hbuf(n), *tmp = hbuf(n);
+    double *dq = tg_zeros(n), *dk = tg_zeros(n), *dv = tg_zeros(n), *fd = tg_zeros(n),
+           *tmp = tg_zeros(n);
     ref_attention_causal_bwd(dq, dk, dv, r, q, k, v, BH, T, d, scale);
     double *xs[3] = {q, k, v}, *gs[3] = {dq, dk, dv};
     const char *names[3] = {"dq", "dk", "dv"};
@@ -278,10 +119,10 @@ static void test_reference(void)
             xs[w][i] = x0;
             fd[i] = (lp - lm) / (2 * h);
         }
-        const tol_t fd_tol = {1e-7, 1e-6};
-        compare(names[w], gs[w], fd, n, fd_tol);
+        const tg_tol_t fd_tol = {1e-7, 1e-6};
+        EXPECT_CLOSE(names[w], gs[w], fd, n, fd_tol);
     }
-    arena_free();
+    tg_free_all();
 }
 
 /* ---- shapes, sizes and refusals (no device work) --------------------------------------------- */
@@ -303,7 +144,7 @@ static size_t round256(size_t x)
 
 static void test_shapes_and_sizes(void)
 {
-    snprintf(g_ctx, sizeof g_ctx, "sizes");
+    tg_ctx_set("sizes");
     const pp_dtype_t bf = PP_DTYPE_BF16;
     EXPECT(attention_flash_supported(64, 64, bf) && attention_flash_supported(1024, 64, bf));
     EXPECT(attention_flash_supported(192, 128, bf));
@@ -411,13 +252,17 @@ static void flash_io_make(flash_io_t *io, int B, int H, int T, int d, uint64_t s
     memset(io, 0, sizeof *io);
     io->B = B, io->H = H, io->T = T, io->d = d;
     io->n = (size_t)B * H * T * d, io->rows = (size_t)B * H * T;
-    io->q = hrand(&rng, io->n, 1.0), io->k = hrand(&rng, io->n, 1.0);
-    io->v = hrand(&rng, io->n, 1.0), io->dout = hrand(&rng, io->n, 1.0);
-    io->d_q = dev_bf16(io->q, io->n), io->d_k = dev_bf16(io->k, io->n);
-    io->d_v = dev_bf16(io->v, io->n), io->d_dout = dev_bf16(io->dout, io->n);
-    io->d_o = dbuf(io->n * 2), io->d_lse = (float *)dbuf(io->rows * sizeof(float));
-    io->d_dq = dbuf(io->n * 2), io->d_dk = dbuf(io->n * 2), io->d_dv = dbuf(io->n * 2);
-    io->d_scratch = dbuf(attention_flash_bwd_scratch_bytes(B, H, T));
+    io->q = tg_randn(&rng, io->n, 1.0, PP_DTYPE_BF16);
+    io->k = tg_randn(&rng, io->n, 1.0, PP_DTYPE_BF16);
+    io->v = tg_randn(&rng, io->n, 1.0, PP_DTYPE_BF16);
+    io->dout = tg_randn(&rng, io->n, 1.0, PP_DTYPE_BF16);
+    io->d_q = tg_dev_of(io->q, io->n, PP_DTYPE_BF16);
+    io->d_k = tg_dev_of(io->k, io->n, PP_DTYPE_BF16);
+    io->d_v = tg_dev_of(io->v, io->n, PP_DTYPE_BF16);
+    io->d_dout = tg_dev_of(io->dout, io->n, PP_DTYPE_BF16);
+    io->d_o = tg_dev(io->n * 2), io->d_lse = (float *)tg_dev(io->rows * sizeof(float));
+    io->d_dq = tg_dev(io->n * 2), io->d_dk = tg_dev(io->n * 2), io->d_dv = tg_dev(io->n * 2);
+    io->d_scratch = tg_dev(attention_flash_bwd_scratch_bytes(B, H, T));
 }
 
 /* The backward in the head layout [B,H,T,d]: B·H batches of one head, row stride d. */
@@ -440,36 +285,19 @@ static pp_status_t flash_run(flash_io_t *io)
     return flash_bwd(io);
 }
 
-/* Every |got − want| ≤ rel·mag (mag: the sum of the terms' magnitudes; fp32 sums of n terms err
- * by at most about n·2⁻²⁴·mag). */
-static int compare_sums(const char *what, const double *got, const double *want, const double *mag,
-                        size_t n, double rel)
-{
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!(fabs(got[i] - want[i]) <= rel * mag[i] + 1e-30)) {
-            if (!bad) first = i;
-            bad++;
-        }
-    EXPECT(bad == 0,
-           "%s [%s]: %zu of %zu outside %g of the terms' magnitude; first [%zu] got %.9g "
-           "want %.9g",
-           what, g_ctx, bad, n, rel, first, bad ? got[first] : 0.0, bad ? want[first] : 0.0);
-    return bad == 0;
-}
-
 /* Dr (the scratch after the backward) against Σ_i dout·o per row in double, o as returned. */
 static void check_dr(const flash_io_t *io)
 {
     const size_t rows = io->rows, d = (size_t)io->d;
-    const double *o = download(io->d_o, io->n, 0), *dr = download(io->d_scratch, rows, 1);
-    double *want = hbuf(rows), *mag = hbuf(rows);
+    const double *o = tg_download(io->d_o, io->n, PP_DTYPE_BF16),
+                 *dr = tg_download(io->d_scratch, rows, PP_DTYPE_FP32);
+    double *want = tg_zeros(rows), *mag = tg_zeros(rows);
     for (size_t r = 0; r < rows; r++)
         for (size_t i = 0; i < d; i++) {
             want[r] += io->dout[r * d + i] * o[r * d + i];
             mag[r] += fabs(io->dout[r * d + i] * o[r * d + i]);
         }
-    compare_sums("dr", dr, want, mag, rows, 1e-5);
+    EXPECT_CLOSE_TERMS("dr", dr, want, mag, rows, TOL_DR);
 }
 
 /* PPSCHED_FLASH_TILE for the launches that follow: NULL unsets it (the default path). */
@@ -483,23 +311,23 @@ static void set_tile(const char *tile)
 
 static void flash_case(int B, int H, int T, int d, uint64_t seed, const char *tile)
 {
-    snprintf(g_ctx, sizeof g_ctx, "B=%d H=%d T=%d d=%d tile %s", B, H, T, d,
-             tile ? tile : "default");
+    tg_ctx_set("B=%d H=%d T=%d d=%d tile %s", B, H, T, d, tile ? tile : "default");
     set_tile(tile);
     flash_io_t io;
     flash_io_make(&io, B, H, T, d, seed);
     const size_t n = io.n, rows = io.rows, BH = (size_t)B * H;
     const double scale = 1.0 / sqrt((double)d);
 
-    KOK(flash_run(&io));
-    double *o = hbuf(n), *lse = hbuf(rows), *dq = hbuf(n), *dk = hbuf(n), *dv = hbuf(n);
+    REQUIRE_OK(flash_run(&io));
+    double *o = tg_zeros(n), *lse = tg_zeros(rows), *dq = tg_zeros(n), *dk = tg_zeros(n),
+           *dv = tg_zeros(n);
     ref_attention_causal_fwd(o, lse, io.q, io.k, io.v, (int)BH, T, d, scale);
     ref_attention_causal_bwd(dq, dk, dv, io.dout, io.q, io.k, io.v, (int)BH, T, d, scale);
-    compare("o", download(io.d_o, n, 0), o, n, TOL_OUT);
-    compare("lse", download(io.d_lse, rows, 1), lse, rows, TOL_LSE);
-    compare("dq", download(io.d_dq, n, 0), dq, n, TOL_OUT);
-    compare("dk", download(io.d_dk, n, 0), dk, n, TOL_OUT);
-    compare("dv", download(io.d_dv, n, 0), dv, n, TOL_OUT);
+    EXPECT_CLOSE("o", tg_download(io.d_o, n, PP_DTYPE_BF16), o, n, TOL_OUT);
+    EXPECT_CLOSE("lse", tg_download(io.d_lse, rows, PP_DTYPE_FP32), lse, rows, TOL_LSE);
+    EXPECT_CLOSE("dq", tg_download(io.d_dq, n, PP_DTYPE_BF16), dq, n, TOL_OUT);
+    EXPECT_CLOSE("dk", tg_download(io.d_dk, n, PP_DTYPE_BF16), dk, n, TOL_OUT);
+    EXPECT_CLOSE("dv", tg_download(io.d_dv, n, PP_DTYPE_BF16), dv, n, TOL_OUT);
     check_dr(&io);
 
     /* A second run into re-poisoned buffers gives the same bits. */
@@ -508,32 +336,32 @@ static void flash_case(int B, int H, int T, int d, uint64_t seed, const char *ti
     const char *names[6] = {"o", "lse", "dq", "dk", "dv", "dr"};
     void *first[6];
     for (int i = 0; i < 6; i++) {
-        first[i] = raw_get(outs[i], bytes[i]);
-        poison(outs[i], bytes[i]);
+        first[i] = tg_get(outs[i], bytes[i]);
+        tg_poison(outs[i], bytes[i]);
     }
-    KOK(flash_run(&io));
+    REQUIRE_OK(flash_run(&io));
     for (int i = 0; i < 6; i++)
-        EXPECT(memcmp(first[i], raw_get(outs[i], bytes[i]), bytes[i]) == 0,
-               "%s [%s]: the second run differs bitwise", names[i], g_ctx);
+        EXPECT(memcmp(first[i], tg_get(outs[i], bytes[i]), bytes[i]) == 0,
+               "%s [%s]: the second run differs bitwise", names[i], tg_ctx());
     if (!tile && d == 64) {
         /* PPSCHED_FLASH_BWD=unfused (flash_bwd_dot_kernel's Dr, then the same 128-row kernels):
          * Dr, dq, dk, dv the same bits; then Dr of the 64-row backward on the same o too. */
         setenv("PPSCHED_FLASH_BWD", "unfused", 1);
         for (int i = 2; i < 6; i++)
-            poison(outs[i], bytes[i]);
-        KOK(flash_bwd(&io));
+            tg_poison(outs[i], bytes[i]);
+        REQUIRE_OK(flash_bwd(&io));
         unsetenv("PPSCHED_FLASH_BWD");
         for (int i = 2; i < 6; i++)
-            EXPECT(memcmp(first[i], raw_get(outs[i], bytes[i]), bytes[i]) == 0,
-                   "%s [%s]: PPSCHED_FLASH_BWD=unfused differs bitwise", names[i], g_ctx);
+            EXPECT(memcmp(first[i], tg_get(outs[i], bytes[i]), bytes[i]) == 0,
+                   "%s [%s]: PPSCHED_FLASH_BWD=unfused differs bitwise", names[i], tg_ctx());
         set_tile("64");
-        poison(io.d_scratch, rows * 4);
-        KOK(flash_bwd(&io));
-        EXPECT(memcmp(first[5], raw_get(io.d_scratch, rows * 4), rows * 4) == 0,
-               "dr [%s]: differs from the 64-row backward's", g_ctx);
+        tg_poison(io.d_scratch, rows * 4);
+        REQUIRE_OK(flash_bwd(&io));
+        EXPECT(memcmp(first[5], tg_get(io.d_scratch, rows * 4), rows * 4) == 0,
+               "dr [%s]: differs from the 64-row backward's", tg_ctx());
     }
     set_tile(NULL);
-    arena_free();
+    tg_free_all();
 }
 
 #define GPU_CASE(name, body)                                                                       \
@@ -565,8 +393,8 @@ static void check_colsum(const uint16_t *g, const float *sums, int B, int T, siz
 {
     const size_t W = 3 * C, nb = (size_t)(T + 127) / 128, n = (size_t)B * nb * W;
     REQUIRE(n * sizeof(float) == attention_flash_bwd_colsum_bytes(B, (int)C / 64, T, 64));
-    const double *got = download(sums, n, 1);
-    double *want = hbuf(n), *mag = hbuf(n);
+    const double *got = tg_download(sums, n, PP_DTYPE_FP32);
+    double *want = tg_zeros(n), *mag = tg_zeros(n);
     for (size_t b = 0; b < (size_t)B; b++)
         for (size_t t = 0; t < (size_t)T; t++)
             for (size_t j = 0; j < W; j++) {
@@ -575,7 +403,7 @@ static void check_colsum(const uint16_t *g, const float *sums, int B, int T, siz
                 want[at] += x;
                 mag[at] += fabs(x);
             }
-    compare_sums("colsum", got, want, mag, n, 2e-5);
+    EXPECT_CLOSE_TERMS("colsum", got, want, mag, n, TOL_COLSUM);
 }
 
 /* The stage's layout: q, k, v side by side in one [B·T, 3C] matrix (the QKV matmul output), o and
@@ -585,64 +413,64 @@ static void check_colsum(const uint16_t *g, const float *sums, int B, int T, siz
  * twice into re-poisoned buffers: the same bits. */
 static void packed_case(int B, int H, int T, int d, uint64_t seed, const char *tile)
 {
-    snprintf(g_ctx, sizeof g_ctx, "packed B=%d H=%d T=%d d=%d tile %s", B, H, T, d,
-             tile ? tile : "default");
+    tg_ctx_set("packed B=%d H=%d T=%d d=%d tile %s", B, H, T, d, tile ? tile : "default");
     set_tile(tile);
     flash_io_t io;
     flash_io_make(&io, B, H, T, d, seed);
     const size_t n = io.n, C = (size_t)H * d, N = (size_t)B * T;
-    KOK(flash_run(&io));
-    const uint16_t *o = (const uint16_t *)raw_get(io.d_o, n * 2);
-    const uint16_t *dq = (const uint16_t *)raw_get(io.d_dq, n * 2);
-    const uint16_t *dk = (const uint16_t *)raw_get(io.d_dk, n * 2);
-    const uint16_t *dv = (const uint16_t *)raw_get(io.d_dv, n * 2);
-    const float *lse = (const float *)raw_get(io.d_lse, io.rows * sizeof(float));
+    REQUIRE_OK(flash_run(&io));
+    const uint16_t *o = (const uint16_t *)tg_get(io.d_o, n * 2);
+    const uint16_t *dq = (const uint16_t *)tg_get(io.d_dq, n * 2);
+    const uint16_t *dk = (const uint16_t *)tg_get(io.d_dk, n * 2);
+    const uint16_t *dv = (const uint16_t *)tg_get(io.d_dv, n * 2);
+    const float *lse = (const float *)tg_get(io.d_lse, io.rows * sizeof(float));
 
     /* element (b, h, t, i): head layout index ((b·H + h)·T + t)·d + i, packed at row b·T + t,
      * column h·d + i */
-    size_t *row = (size_t *)hmem(n * sizeof(size_t)), *col = (size_t *)hmem(n * sizeof(size_t));
+    size_t *row = (size_t *)tg_host(n * sizeof(size_t)),
+           *col = (size_t *)tg_host(n * sizeof(size_t));
     for (size_t hi = 0; hi < n; hi++) {
         const size_t i = hi % d, t = hi / d % T, h = hi / d / T % H, b = hi / d / T / H;
         row[hi] = b * T + t, col[hi] = h * d + i;
     }
-    const uint16_t *hq = (const uint16_t *)raw_get(io.d_q, n * 2);
-    const uint16_t *hk = (const uint16_t *)raw_get(io.d_k, n * 2);
-    const uint16_t *hv = (const uint16_t *)raw_get(io.d_v, n * 2);
-    const uint16_t *hdo = (const uint16_t *)raw_get(io.d_dout, n * 2);
-    uint16_t *qkv = (uint16_t *)hmem(N * 3 * C * 2), *dout = (uint16_t *)hmem(N * C * 2);
+    const uint16_t *hq = (const uint16_t *)tg_get(io.d_q, n * 2);
+    const uint16_t *hk = (const uint16_t *)tg_get(io.d_k, n * 2);
+    const uint16_t *hv = (const uint16_t *)tg_get(io.d_v, n * 2);
+    const uint16_t *hdo = (const uint16_t *)tg_get(io.d_dout, n * 2);
+    uint16_t *qkv = (uint16_t *)tg_host(N * 3 * C * 2), *dout = (uint16_t *)tg_host(N * C * 2);
     for (size_t hi = 0; hi < n; hi++) {
         qkv[row[hi] * 3 * C + col[hi]] = hq[hi];
         qkv[row[hi] * 3 * C + C + col[hi]] = hk[hi];
         qkv[row[hi] * 3 * C + 2 * C + col[hi]] = hv[hi];
         dout[row[hi] * C + col[hi]] = hdo[hi];
     }
-    void *d_qkv = dbuf(N * 3 * C * 2), *d_dout = dbuf(N * C * 2);
-    void *d_o = dbuf(N * C * 2), *d_dqkv = dbuf(N * 3 * C * 2);
-    float *d_lse = (float *)dbuf(io.rows * sizeof(float));
-    copy_sync(d_qkv, qkv, N * 3 * C * 2, cudaMemcpyHostToDevice);
-    copy_sync(d_dout, dout, N * C * 2, cudaMemcpyHostToDevice);
+    void *d_qkv = tg_dev(N * 3 * C * 2), *d_dout = tg_dev(N * C * 2);
+    void *d_o = tg_dev(N * C * 2), *d_dqkv = tg_dev(N * 3 * C * 2);
+    float *d_lse = (float *)tg_dev(io.rows * sizeof(float));
+    tg_copy(d_qkv, qkv, N * 3 * C * 2, cudaMemcpyHostToDevice);
+    tg_copy(d_dout, dout, N * C * 2, cudaMemcpyHostToDevice);
     char *pq = (char *)d_qkv, *pd = (char *)d_dqkv;
     const int ld3 = (int)(3 * C), ld1 = (int)C;
-    KOK(attention_flash_fwd(d_o, ld1, d_lse, pq, pq + C * 2, pq + 2 * C * 2, ld3, B, H, T, d,
-                            PP_DTYPE_BF16, g_stream));
+    REQUIRE_OK(attention_flash_fwd(d_o, ld1, d_lse, pq, pq + C * 2, pq + 2 * C * 2, ld3, B, H, T, d,
+                                   PP_DTYPE_BF16, g_stream));
     /* with the column sums where the kernels write them: dq, dk, dv keep their bits */
     const size_t sums_bytes = attention_flash_bwd_colsum_bytes(B, H, T, d);
-    float *sums = attention_flash_bwd_colsum_ok(d) ? (float *)dbuf(sums_bytes) : NULL;
+    float *sums = attention_flash_bwd_colsum_ok(d) ? (float *)tg_dev(sums_bytes) : NULL;
     for (int run = 0; run < (sums ? 2 : 1); run++) {
-        const void *first = run ? raw_get(sums, sums_bytes) : NULL;
-        if (sums) poison(sums, sums_bytes);
-        KOK(attention_flash_bwd(pd, pd + C * 2, pd + 2 * C * 2, ld3, d_dout, pq, pq + C * 2,
-                                pq + 2 * C * 2, ld3, d_o, ld1, d_lse, io.d_scratch, sums, B, H, T,
-                                d, PP_DTYPE_BF16, g_stream));
+        const void *first = run ? tg_get(sums, sums_bytes) : NULL;
+        if (sums) tg_poison(sums, sums_bytes);
+        REQUIRE_OK(attention_flash_bwd(pd, pd + C * 2, pd + 2 * C * 2, ld3, d_dout, pq, pq + C * 2,
+                                       pq + 2 * C * 2, ld3, d_o, ld1, d_lse, io.d_scratch, sums, B,
+                                       H, T, d, PP_DTYPE_BF16, g_stream));
         if (run)
-            EXPECT(memcmp(first, raw_get(sums, sums_bytes), sums_bytes) == 0,
-                   "colsum [%s]: the second run differs bitwise", g_ctx);
+            EXPECT(memcmp(first, tg_get(sums, sums_bytes), sums_bytes) == 0,
+                   "colsum [%s]: the second run differs bitwise", tg_ctx());
     }
-    const uint16_t *po = (const uint16_t *)raw_get(d_o, N * C * 2);
-    const uint16_t *pdqkv = (const uint16_t *)raw_get(d_dqkv, N * 3 * C * 2);
+    const uint16_t *po = (const uint16_t *)tg_get(d_o, N * C * 2);
+    const uint16_t *pdqkv = (const uint16_t *)tg_get(d_dqkv, N * 3 * C * 2);
     if (sums) check_colsum(pdqkv, sums, B, T, C);
-    EXPECT(memcmp(lse, raw_get(d_lse, io.rows * sizeof(float)), io.rows * sizeof(float)) == 0,
-           "lse [%s]: differs from the head layout's", g_ctx);
+    EXPECT(memcmp(lse, tg_get(d_lse, io.rows * sizeof(float)), io.rows * sizeof(float)) == 0,
+           "lse [%s]: differs from the head layout's", tg_ctx());
     size_t bad[4] = {0, 0, 0, 0};
     for (size_t hi = 0; hi < n; hi++) {
         bad[0] += po[row[hi] * C + col[hi]] != o[hi];
@@ -653,9 +481,9 @@ static void packed_case(int B, int H, int T, int d, uint64_t seed, const char *t
     const char *names[4] = {"o", "dq", "dk", "dv"};
     for (int i = 0; i < 4; i++)
         EXPECT(bad[i] == 0, "%s [%s]: %zu of %zu elements differ from the head layout's", names[i],
-               g_ctx, bad[i], n);
+               tg_ctx(), bad[i], n);
     set_tile(NULL);
-    arena_free();
+    tg_free_all();
 }
 
 GPU_CASE(test_flash_packed_b2_h3_t192_d64, packed_case(2, 3, 192, 64, 105, NULL);
@@ -670,7 +498,7 @@ GPU_CASE(test_flash_packed_b1_h2_t128_d128, packed_case(1, 2, 128, 128, 106, NUL
 /* The stage's unfused attention on the same inputs, then fused against it. */
 static void unfused_case(int B, int H, int T, int d, uint64_t seed)
 {
-    snprintf(g_ctx, sizeof g_ctx, "fused vs unfused B=%d H=%d T=%d d=%d", B, H, T, d);
+    tg_ctx_set("fused vs unfused B=%d H=%d T=%d d=%d", B, H, T, d);
     flash_io_t io;
     flash_io_make(&io, B, H, T, d, seed);
     const size_t n = io.n;
@@ -678,29 +506,33 @@ static void unfused_case(int B, int H, int T, int d, uint64_t seed)
     const long long Td = (long long)T * d, TT = (long long)T * T;
     const float scale = 1.0f / sqrtf((float)d);
     const pp_dtype_t bf = PP_DTYPE_BF16;
-    void *P = dbuf((size_t)BH * T * T * 2), *dP = dbuf((size_t)BH * T * T * 2);
-    void *o = dbuf(n * 2), *dq = dbuf(n * 2), *dk = dbuf(n * 2), *dv = dbuf(n * 2);
+    void *P = tg_dev((size_t)BH * T * T * 2), *dP = tg_dev((size_t)BH * T * T * 2);
+    void *o = tg_dev(n * 2), *dq = tg_dev(n * 2), *dk = tg_dev(n * 2), *dv = tg_dev(n * 2);
 
-    KOK(gemm_strided_batched(P, io.d_q, io.d_k, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td, TT, BH, bf,
-                             &g_gemm, g_stream));
-    KOK(softmax_causal_fwd(P, P, scale, BH, T, bf, g_stream));
-    KOK(gemm_strided_batched(o, P, io.d_v, 0, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf, &g_gemm,
-                             g_stream));
-    KOK(gemm_strided_batched(dP, io.d_dout, io.d_v, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td, TT, BH, bf,
-                             &g_gemm, g_stream));
-    KOK(gemm_strided_batched(dv, P, io.d_dout, 1, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf,
-                             &g_gemm, g_stream));
-    KOK(softmax_causal_bwd(dP, dP, P, scale, BH, T, bf, g_stream));
-    KOK(gemm_strided_batched(dq, dP, io.d_k, 0, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf, &g_gemm,
-                             g_stream));
-    KOK(gemm_strided_batched(dk, dP, io.d_q, 1, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf, &g_gemm,
-                             g_stream));
-    KOK(flash_run(&io));
-    compare("o", download(io.d_o, n, 0), download(o, n, 0), n, TOL_PATH);
-    compare("dq", download(io.d_dq, n, 0), download(dq, n, 0), n, TOL_PATH);
-    compare("dk", download(io.d_dk, n, 0), download(dk, n, 0), n, TOL_PATH);
-    compare("dv", download(io.d_dv, n, 0), download(dv, n, 0), n, TOL_PATH);
-    arena_free();
+    REQUIRE_OK(gemm_strided_batched(P, io.d_q, io.d_k, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td, TT, BH,
+                                    bf, &g_gemm, g_stream));
+    REQUIRE_OK(softmax_causal_fwd(P, P, scale, BH, T, bf, g_stream));
+    REQUIRE_OK(gemm_strided_batched(o, P, io.d_v, 0, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf,
+                                    &g_gemm, g_stream));
+    REQUIRE_OK(gemm_strided_batched(dP, io.d_dout, io.d_v, 0, 1, T, T, d, 1.0f, 0.0f, Td, Td, TT,
+                                    BH, bf, &g_gemm, g_stream));
+    REQUIRE_OK(gemm_strided_batched(dv, P, io.d_dout, 1, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf,
+                                    &g_gemm, g_stream));
+    REQUIRE_OK(softmax_causal_bwd(dP, dP, P, scale, BH, T, bf, g_stream));
+    REQUIRE_OK(gemm_strided_batched(dq, dP, io.d_k, 0, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf,
+                                    &g_gemm, g_stream));
+    REQUIRE_OK(gemm_strided_batched(dk, dP, io.d_q, 1, 0, T, d, T, 1.0f, 0.0f, TT, Td, Td, BH, bf,
+                                    &g_gemm, g_stream));
+    REQUIRE_OK(flash_run(&io));
+    EXPECT_CLOSE("o", tg_download(io.d_o, n, PP_DTYPE_BF16), tg_download(o, n, PP_DTYPE_BF16), n,
+                 TOL_PATH);
+    EXPECT_CLOSE("dq", tg_download(io.d_dq, n, PP_DTYPE_BF16), tg_download(dq, n, PP_DTYPE_BF16), n,
+                 TOL_PATH);
+    EXPECT_CLOSE("dk", tg_download(io.d_dk, n, PP_DTYPE_BF16), tg_download(dk, n, PP_DTYPE_BF16), n,
+                 TOL_PATH);
+    EXPECT_CLOSE("dv", tg_download(io.d_dv, n, PP_DTYPE_BF16), tg_download(dv, n, PP_DTYPE_BF16), n,
+                 TOL_PATH);
+    tg_free_all();
 }
 
 GPU_CASE(test_fused_vs_unfused_d64, unfused_case(2, 3, 192, 64, 201))
@@ -730,22 +562,22 @@ static void stage_run(const pp_stage_cfg_t *cfg, const char *mode, const double 
     out->slot_bytes = stage_slot_bytes(cfg);
     const pp_status_t s = stage_init(&st, cfg);
     unsetenv("PPSCHED_ATTENTION"); /* the stage keeps the path it chose */
-    REQUIRE(s == PP_OK, "stage_init [%s]: %s", g_ctx, pp_status_str(s));
+    REQUIRE(s == PP_OK, "stage_init [%s]: %s", tg_ctx(), pp_status_str(s));
     out->n_params = stage_n_params(st);
-    out->grads = (double *)hmem(out->n_params * sizeof(double));
-    float *g = (float *)hmem(out->n_params * sizeof(float));
-    float *g2 = (float *)hmem(out->n_params * sizeof(float));
-    void *y1 = hmem(bytes), *dx1 = hmem(bytes);
-    void *xin = dev_bf16(x, NC), *dyin = dev_bf16(dy, NC);
+    out->grads = (double *)tg_host(out->n_params * sizeof(double));
+    float *g = (float *)tg_host(out->n_params * sizeof(float));
+    float *g2 = (float *)tg_host(out->n_params * sizeof(float));
+    void *y1 = tg_host(bytes), *dx1 = tg_host(bytes);
+    void *xin = tg_dev_of(x, NC, PP_DTYPE_BF16), *dyin = tg_dev_of(dy, NC, PP_DTYPE_BF16);
     for (int run = 0; run < 2; run++) {
-        cuda_must(
+        tg_must(
             cudaMemcpyAsync(stage_slot_x(st, 0), xin, bytes, cudaMemcpyDeviceToDevice, g_stream),
             "copy x");
-        cuda_must(
+        tg_must(
             cudaMemcpyAsync(stage_slot_dy(st, 0), dyin, bytes, cudaMemcpyDeviceToDevice, g_stream),
             "copy dy");
-        poison(stage_slot_y(st, 0), bytes);
-        poison(stage_slot_dx(st, 0), bytes);
+        tg_poison(stage_slot_y(st, 0), bytes);
+        tg_poison(stage_slot_dx(st, 0), bytes);
         int ok = stage_zero_grads(st, g_stream) == PP_OK &&
                  stage_forward(st, 0, STAGE_MB, g_stream) == PP_OK &&
                  stage_backward(st, 0, STAGE_MB, g_stream) == PP_OK &&
@@ -753,20 +585,20 @@ static void stage_run(const pp_stage_cfg_t *cfg, const char *mode, const double 
         ok = ok && stage_grads_to_host(st, run ? g2 : g) == PP_OK;
         if (!ok) {
             stage_free(st);
-            REQUIRE(0, "stage forward/backward failed [%s]", g_ctx);
+            REQUIRE(0, "stage forward/backward failed [%s]", tg_ctx());
         }
         if (run == 0) {
-            out->y = download(stage_slot_y(st, 0), NC, 0);
-            out->dx = download(stage_slot_dx(st, 0), NC, 0);
-            copy_sync(y1, stage_slot_y(st, 0), bytes, cudaMemcpyDeviceToHost);
-            copy_sync(dx1, stage_slot_dx(st, 0), bytes, cudaMemcpyDeviceToHost);
+            out->y = tg_download(stage_slot_y(st, 0), NC, PP_DTYPE_BF16);
+            out->dx = tg_download(stage_slot_dx(st, 0), NC, PP_DTYPE_BF16);
+            tg_copy(y1, stage_slot_y(st, 0), bytes, cudaMemcpyDeviceToHost);
+            tg_copy(dx1, stage_slot_dx(st, 0), bytes, cudaMemcpyDeviceToHost);
         } else {
-            EXPECT(memcmp(y1, raw_get(stage_slot_y(st, 0), bytes), bytes) == 0,
-                   "y [%s]: the second run differs", g_ctx);
-            EXPECT(memcmp(dx1, raw_get(stage_slot_dx(st, 0), bytes), bytes) == 0,
-                   "dx [%s]: the second run differs", g_ctx);
+            EXPECT(memcmp(y1, tg_get(stage_slot_y(st, 0), bytes), bytes) == 0,
+                   "y [%s]: the second run differs", tg_ctx());
+            EXPECT(memcmp(dx1, tg_get(stage_slot_dx(st, 0), bytes), bytes) == 0,
+                   "dx [%s]: the second run differs", tg_ctx());
             EXPECT(memcmp(g, g2, out->n_params * sizeof(float)) == 0,
-                   "gradients [%s]: the second run differs", g_ctx);
+                   "gradients [%s]: the second run differs", tg_ctx());
         }
     }
     for (size_t i = 0; i < out->n_params; i++)
@@ -785,13 +617,14 @@ static void test_stage_paths(void)
     const size_t NC = (size_t)c.micro_batch_size * c.seq_len * c.hidden;
     ref_rng_t rng;
     ref_rng_seed(&rng, 301);
-    double *x = hrand(&rng, NC, 1.0), *dy = hrand(&rng, NC, 1e-2);
+    double *x = tg_randn(&rng, NC, 1.0, PP_DTYPE_BF16),
+           *dy = tg_randn(&rng, NC, 1e-2, PP_DTYPE_BF16);
 
     stage_out_t fused, unfused;
     memset(&fused, 0, sizeof fused), memset(&unfused, 0, sizeof unfused);
-    snprintf(g_ctx, sizeof g_ctx, "stage, fused");
+    tg_ctx_set("stage, fused");
     stage_run(&c, NULL, x, dy, &fused);
-    snprintf(g_ctx, sizeof g_ctx, "stage, unfused");
+    tg_ctx_set("stage, unfused");
     stage_run(&c, "unfused", x, dy, &unfused);
     REQUIRE(fused.grads && unfused.grads && fused.n_params == unfused.n_params);
     /* Per block: P [B,H,T,T] out, lse [B,H,T] in (q, k, v and the QKV output weigh the same). */
@@ -809,7 +642,7 @@ static void test_stage_paths(void)
     REQUIRE(ref_stage_init(&ref, &shape, c.seed) == 0, "ref_stage_init: out of memory");
     REQUIRE(ref.n_params == fused.n_params, "%zu parameters, reference %zu", fused.n_params,
             ref.n_params);
-    double *want_y = hbuf(NC), *want_dx = hbuf(NC);
+    double *want_y = tg_zeros(NC), *want_dx = tg_zeros(NC);
     ref_stage_forward(&ref, x, STAGE_MB, want_y);
     ref_stage_backward(&ref, dy, 1.0, want_dx);
 
@@ -817,22 +650,22 @@ static void test_stage_paths(void)
     const char *names[2] = {"fused", "unfused"};
     char what[96];
     for (int p = 0; p < 2; p++) {
-        snprintf(g_ctx, sizeof g_ctx, "stage, %s vs the CPU stage", names[p]);
-        compare_l2("y", outs[p]->y, want_y, NC, STAGE_RTOL_FWD);
-        compare_l2("dx", outs[p]->dx, want_dx, NC, STAGE_RTOL_BWD);
+        tg_ctx_set("stage, %s vs the CPU stage", names[p]);
+        EXPECT_REL_L2("y", outs[p]->y, want_y, NC, STAGE_RTOL_FWD);
+        EXPECT_REL_L2("dx", outs[p]->dx, want_dx, NC, STAGE_RTOL_BWD);
         for (int t = 0; t < ref.n_tensors; t++) {
             const pp_param_tensor_t *tt = &ref.tensors[t];
             snprintf(what, sizeof what, "d%s[layer %d]", model_param_name(tt->kind), tt->layer);
-            compare_l2(what, outs[p]->grads + tt->packed, ref.grads + tt->packed, tt->numel,
-                       STAGE_RTOL_BWD);
+            EXPECT_REL_L2(what, outs[p]->grads + tt->packed, ref.grads + tt->packed, tt->numel,
+                          STAGE_RTOL_BWD);
         }
     }
-    snprintf(g_ctx, sizeof g_ctx, "stage, fused vs unfused");
-    compare_l2("y", fused.y, unfused.y, NC, STAGE_RTOL_FWD);
-    compare_l2("dx", fused.dx, unfused.dx, NC, STAGE_RTOL_BWD);
-    compare_l2("gradients", fused.grads, unfused.grads, fused.n_params, STAGE_RTOL_BWD);
+    tg_ctx_set("stage, fused vs unfused");
+    EXPECT_REL_L2("y", fused.y, unfused.y, NC, STAGE_RTOL_FWD);
+    EXPECT_REL_L2("dx", fused.dx, unfused.dx, NC, STAGE_RTOL_BWD);
+    EXPECT_REL_L2("gradients", fused.grads, unfused.grads, fused.n_params, STAGE_RTOL_BWD);
     ref_stage_free(&ref);
-    arena_free();
+    tg_free_all();
 }
 
 /* run.recompute on the fused path: full gives none's bits; selective too, except fc2's weight
@@ -849,15 +682,15 @@ static void test_stage_recompute_fused(void)
     const size_t NC = (size_t)c.micro_batch_size * c.seq_len * c.hidden;
     ref_rng_t rng;
     ref_rng_seed(&rng, 302);
-    double *x = hrand(&rng, NC, 1.0), *dy = hrand(&rng, NC, 1e-2);
+    double *x = tg_randn(&rng, NC, 1.0, PP_DTYPE_BF16),
+           *dy = tg_randn(&rng, NC, 1e-2, PP_DTYPE_BF16);
     stage_out_t out[PP_RECOMPUTE_COUNT];
     memset(out, 0, sizeof out);
     for (int r = 0; r < PP_RECOMPUTE_COUNT; r++) {
         c.recompute = (pp_recompute_t)r;
-        snprintf(g_ctx, sizeof g_ctx, "stage, fused, recompute %s",
-                 stage_recompute_name(c.recompute));
+        tg_ctx_set("stage, fused, recompute %s", stage_recompute_name(c.recompute));
         stage_run(&c, NULL, x, dy, &out[r]);
-        REQUIRE(out[r].grads, "[%s]", g_ctx);
+        REQUIRE(out[r].grads, "[%s]", tg_ctx());
     }
     EXPECT(out[2].slot_bytes < out[1].slot_bytes && out[1].slot_bytes < out[0].slot_bytes,
            "slot bytes none %zu, selective %zu, full %zu", out[0].slot_bytes, out[1].slot_bytes,
@@ -869,28 +702,27 @@ static void test_stage_recompute_fused(void)
     shape.first_layer = c.first_layer, shape.total_layers = c.total_layers;
     ref_stage_t ref;
     REQUIRE(ref_stage_init(&ref, &shape, c.seed) == 0, "ref_stage_init: out of memory");
-    double *want_y = hbuf(NC), *want_dx = hbuf(NC);
+    double *want_y = tg_zeros(NC), *want_dx = tg_zeros(NC);
     ref_stage_forward(&ref, x, STAGE_MB, want_y);
     ref_stage_backward(&ref, dy, 1.0, want_dx);
     for (int r = 1; r < PP_RECOMPUTE_COUNT; r++) {
-        snprintf(g_ctx, sizeof g_ctx, "stage, fused, recompute %s vs none",
-                 stage_recompute_name((pp_recompute_t)r));
-        EXPECT(memcmp(out[r].y, out[0].y, NC * sizeof(double)) == 0, "y [%s]", g_ctx);
-        EXPECT(memcmp(out[r].dx, out[0].dx, NC * sizeof(double)) == 0, "dx [%s]", g_ctx);
+        tg_ctx_set("stage, fused, recompute %s vs none", stage_recompute_name((pp_recompute_t)r));
+        EXPECT(memcmp(out[r].y, out[0].y, NC * sizeof(double)) == 0, "y [%s]", tg_ctx());
+        EXPECT(memcmp(out[r].dx, out[0].dx, NC * sizeof(double)) == 0, "dx [%s]", tg_ctx());
         for (int t = 0; t < ref.n_tensors; t++) {
             const pp_param_tensor_t *tt = &ref.tensors[t];
             const double *got = out[r].grads + tt->packed;
             char what[96];
             snprintf(what, sizeof what, "d%s[layer %d]", model_param_name(tt->kind), tt->layer);
             if (r == PP_RECOMPUTE_SELECTIVE && tt->kind == PP_PARAM_FC2_W)
-                compare_l2(what, got, ref.grads + tt->packed, tt->numel, STAGE_RTOL_BWD);
+                EXPECT_REL_L2(what, got, ref.grads + tt->packed, tt->numel, STAGE_RTOL_BWD);
             else
                 EXPECT(memcmp(got, out[0].grads + tt->packed, tt->numel * sizeof(double)) == 0,
-                       "%s [%s]: not none's bits", what, g_ctx);
+                       "%s [%s]: not none's bits", what, tg_ctx());
         }
     }
     ref_stage_free(&ref);
-    arena_free();
+    tg_free_all();
 }
 
 /* ---- the QKV bias gradient from the flash backward's column sums ----------------------------- */
@@ -937,34 +769,35 @@ static void test_stage_qkv_bias_sums(void)
     const size_t NC = (size_t)c.micro_batch_size * c.seq_len * c.hidden;
     ref_rng_t rng;
     ref_rng_seed(&rng, 303);
-    void *x = dev_bf16(hrand(&rng, NC, 1.0), NC), *dy = dev_bf16(hrand(&rng, NC, 1e-2), NC);
+    void *x = tg_dev_of(tg_randn(&rng, NC, 1.0, PP_DTYPE_BF16), NC, PP_DTYPE_BF16),
+         *dy = tg_dev_of(tg_randn(&rng, NC, 1e-2, PP_DTYPE_BF16), NC, PP_DTYPE_BF16);
     pp_model_shape_t shape;
     memset(&shape, 0, sizeof shape);
     shape.hidden = c.hidden, shape.heads = c.heads, shape.seq_len = c.seq_len;
     shape.vocab = c.vocab, shape.batch = c.micro_batch_size, shape.n_layers = c.n_layers;
     shape.first_layer = c.first_layer, shape.total_layers = c.total_layers;
     const int nt = model_tensor_count(&shape);
-    pp_param_tensor_t *tensors = (pp_param_tensor_t *)hmem((size_t)nt * sizeof *tensors);
+    pp_param_tensor_t *tensors = (pp_param_tensor_t *)tg_host((size_t)nt * sizeof *tensors);
     size_t n = 0;
     model_tensors(&shape, tensors, &n);
     float *g[5];
     for (int i = 0; i < 5; i++)
-        g[i] = (float *)hmem(n * sizeof(float));
+        g[i] = (float *)tg_host(n * sizeof(float));
     /* 0: B, 1: I then W, 2: PPSCHED_WGRAD=unfused, 3: PPSCHED_FLASH_TILE=64, 4: I then W under
      * PPSCHED_FLASH_BWD=unfused */
     const char *vars[5] = {NULL, NULL, "PPSCHED_WGRAD", "PPSCHED_FLASH_TILE", "PPSCHED_FLASH_BWD"};
     const char *vals[5] = {NULL, NULL, "unfused", "64", "unfused"};
     for (int i = 0; i < 5; i++) {
-        snprintf(g_ctx, sizeof g_ctx, "stage, QKV bias sums, run %d %s=%s", i,
-                 vars[i] ? vars[i] : "-", vals[i] ? vals[i] : "-");
+        tg_ctx_set("stage, QKV bias sums, run %d %s=%s", i, vars[i] ? vars[i] : "-",
+                   vals[i] ? vals[i] : "-");
         if (vars[i]) setenv(vars[i], vals[i], 1);
         const int ok = stage_grads(&c, x, dy, i == 1 || i == 4, g[i]);
         if (vars[i]) unsetenv(vars[i]);
-        REQUIRE(ok, "stage run failed [%s]", g_ctx);
+        REQUIRE(ok, "stage run failed [%s]", tg_ctx());
     }
-    snprintf(g_ctx, sizeof g_ctx, "stage, QKV bias sums");
-    EXPECT(memcmp(g[0], g[1], n * sizeof(float)) == 0, "I then W differs from B [%s]", g_ctx);
-    double *a = hbuf(n), *b = hbuf(n), *e = hbuf(n), *u = hbuf(n);
+    tg_ctx_set("stage, QKV bias sums");
+    EXPECT(memcmp(g[0], g[1], n * sizeof(float)) == 0, "I then W differs from B [%s]", tg_ctx());
+    double *a = tg_zeros(n), *b = tg_zeros(n), *e = tg_zeros(n), *u = tg_zeros(n);
     for (size_t i = 0; i < n; i++)
         a[i] = g[0][i], b[i] = g[2][i], e[i] = g[3][i], u[i] = g[4][i];
     char what[96];
@@ -973,24 +806,23 @@ static void test_stage_qkv_bias_sums(void)
         if (tt->kind != PP_PARAM_QKV_B) {
             EXPECT(memcmp(a + tt->packed, u + tt->packed, tt->numel * sizeof(double)) == 0,
                    "d%s[layer %d] [%s]: PPSCHED_FLASH_BWD=unfused differs bitwise",
-                   model_param_name(tt->kind), tt->layer, g_ctx);
+                   model_param_name(tt->kind), tt->layer, tg_ctx());
             continue;
         }
         snprintf(what, sizeof what, "dqkv_b[layer %d] vs the separate reduction", tt->layer);
-        compare_l2(what, a + tt->packed, b + tt->packed, tt->numel, 1e-4);
+        EXPECT_REL_L2(what, a + tt->packed, b + tt->packed, tt->numel, 1e-4);
         snprintf(what, sizeof what, "dqkv_b[layer %d] vs PPSCHED_FLASH_BWD=unfused", tt->layer);
-        compare_l2(what, a + tt->packed, u + tt->packed, tt->numel, 1e-4);
+        EXPECT_REL_L2(what, a + tt->packed, u + tt->packed, tt->numel, 1e-4);
     }
-    compare_l2("gradients vs the 64-row kernels", a, e, n, STAGE_RTOL_BWD);
-    arena_free();
+    EXPECT_REL_L2("gradients vs the 64-row kernels", a, e, n, STAGE_RTOL_BWD);
+    tg_free_all();
 }
 
 int main(void)
 {
-    g_no_gpu = gpu_skip_reason();
-    if (!g_no_gpu && (cudaSetDevice(0) != cudaSuccess ||
-                      cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess ||
-                      gemm_init(&g_gemm, 0) != PP_OK)) {
+    g_no_gpu = tg_init("test_flash", GUARD_BYTES);
+    g_stream = tg_stream();
+    if (!g_no_gpu && gemm_init(&g_gemm, 0) != PP_OK) {
         fprintf(stderr, "test_flash: device setup failed\n");
         return 1;
     }
@@ -1011,9 +843,7 @@ int main(void)
     RUN(test_stage_paths);
     RUN(test_stage_recompute_fused);
     RUN(test_stage_qkv_bias_sums);
-    if (g_gpu) {
-        gemm_free(&g_gemm);
-        cudaStreamDestroy(g_stream);
-    }
+    if (g_gpu) gemm_free(&g_gemm);
+    tg_finish();
     return check_summary("test_flash");
 }

@@ -17,7 +17,7 @@
  * through the GEMM plan cache instead of 40 twice.
  */
 #include "tests/check.h"
-#include "gpu_skip.h"
+#include "tests/gpu/support.h"
 #include "tests/ref/ref_kernels.h"
 
 #include "common/pp_cuda.h"
@@ -28,21 +28,17 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-typedef struct tol {
-    double atol, rtol;
-} tol_t;
+static const tg_tol_t TOL_FP32 = {1e-5, 1e-4};
+static const tg_tol_t TOL_BF16 = {1e-2, 2e-2};
+static const tg_tol_t TOL_SUM = {1e-4, 1e-4};
+static const tg_tol_t TOL_EXACT = {0.0, 0.0};
 
-static const tol_t TOL_FP32 = {1e-5, 1e-4};
-static const tol_t TOL_BF16 = {1e-2, 2e-2};
-static const tol_t TOL_SUM = {1e-4, 1e-4};
-static const tol_t TOL_EXACT = {0.0, 0.0};
-
-static tol_t tol_of(pp_dtype_t t)
+static tg_tol_t tol_of(pp_dtype_t t)
 {
     return t == PP_DTYPE_BF16 ? TOL_BF16 : TOL_FP32;
 }
 /* storage-dtype output of a long reduction */
-static tol_t tol_sum_of(pp_dtype_t t)
+static tg_tol_t tol_sum_of(pp_dtype_t t)
 {
     return t == PP_DTYPE_BF16 ? TOL_BF16 : TOL_SUM;
 }
@@ -53,192 +49,24 @@ static int is_bf16(pp_dtype_t t)
 
 static const pp_dtype_t dtypes[2] = {PP_DTYPE_FP32, PP_DTYPE_BF16};
 
+#define GUARD_BYTES 16 /* after every device buffer (support.h) */
+
 static cudaStream_t g_stream;
 static pp_gemm_t g_gemm;
-static char g_ctx[160]; /* the sub-case being run, printed with a failure */
 
-/* ---- test memory: everything allocated in a case is released after it ------------------------ */
-
-#define MAX_ALLOCS 1024
-static void *g_dev[MAX_ALLOCS], *g_host[MAX_ALLOCS];
-static int g_ndev, g_nhost;
-
-#define CUDA_MUST(call)                                                                            \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                   \
-                    cudaGetErrorString(e_));                                                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-/* Copies on the test stream and waits: ordered after every kernel enqueued before, and complete
- * (also for pageable host memory) when it returns. */
-static void copy_sync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
-{
-    CUDA_MUST(cudaMemcpyAsync(dst, src, bytes, kind, g_stream));
-    CUDA_MUST(cudaStreamSynchronize(g_stream));
-}
-
-/* Fills device memory with 0xFF bytes (NaN in fp32 and bf16), in stream order. */
-static void poison(void *d, size_t bytes)
-{
-    CUDA_MUST(cudaMemsetAsync(d, 0xff, bytes, g_stream));
-}
-
-static void arena_free(void)
-{
-    cudaStreamSynchronize(g_stream);
-    for (int i = 0; i < g_ndev; i++)
-        cudaFree(g_dev[i]);
-    for (int i = 0; i < g_nhost; i++)
-        free(g_host[i]);
-    g_ndev = g_nhost = 0;
-}
-
-static void *hmem(size_t bytes)
-{
-    void *p = calloc(bytes ? bytes : 1, 1);
-    if (!p || g_nhost == MAX_ALLOCS) {
-        fprintf(stderr, "test_kernels: out of host memory or allocation slots\n");
-        exit(1);
-    }
-    g_host[g_nhost++] = p;
-    return p;
-}
-
-static double *hbuf(size_t n)
-{
-    return (double *)hmem(n * sizeof(double));
-}
-
-/* n normal values times `scale`, rounded to what dtype `t` can hold. */
-static double *hrand(ref_rng_t *rng, size_t n, double scale, pp_dtype_t t)
-{
-    double *x = hbuf(n);
-    ref_fill_normal(rng, x, n, scale);
-    ref_round(x, n, is_bf16(t));
-    return x;
-}
-
-/* Device memory poisoned with 0xFF bytes (NaN in fp32 and bf16), returned `offset` bytes into the
- * allocation (to test unaligned pointers). */
-static void *dbuf_at(size_t bytes, size_t offset)
-{
-    void *p = NULL;
-    if (g_ndev == MAX_ALLOCS) {
-        fprintf(stderr, "test_kernels: out of allocation slots\n");
-        exit(1);
-    }
-    CUDA_MUST(cudaMalloc(&p, bytes + offset + 16));
-    poison(p, bytes + offset + 16);
-    g_dev[g_ndev++] = p;
-    return (char *)p + offset;
-}
-
-static void *dbuf(size_t bytes)
-{
-    return dbuf_at(bytes, 0);
-}
-
-static void upload(void *d, const double *h, size_t n, pp_dtype_t t)
-{
-    void *tmp = hmem(n * pp_dtype_size(t));
-    for (size_t i = 0; i < n; i++) {
-        if (is_bf16(t))
-            ((uint16_t *)tmp)[i] = ref_f32_to_bf16((float)h[i]);
-        else
-            ((float *)tmp)[i] = (float)h[i];
-    }
-    copy_sync(d, tmp, n * pp_dtype_size(t), cudaMemcpyHostToDevice);
-}
-
-/* A poisoned device copy of h in dtype t, `offset` elements into its allocation. */
-static void *dev_of(const double *h, size_t n, pp_dtype_t t, size_t offset = 0)
-{
-    void *d = dbuf_at(n * pp_dtype_size(t), offset * pp_dtype_size(t));
-    upload(d, h, n, t);
-    return d;
-}
+/* Buffers come from support.h's arena, released after each case. */
 
 static int *dev_ints(const int *h, size_t n)
 {
-    int *d = (int *)dbuf(n * sizeof(int));
-    copy_sync(d, h, n * sizeof(int), cudaMemcpyHostToDevice);
+    int *d = (int *)tg_dev(n * sizeof(int));
+    tg_copy(d, h, n * sizeof(int), cudaMemcpyHostToDevice);
     return d;
-}
-
-/* Waits for the stream, then copies n elements of dtype t to a new host double array. */
-static double *download(const void *d, size_t n, pp_dtype_t t)
-{
-    void *tmp = hmem(n * pp_dtype_size(t));
-    double *h = hbuf(n);
-    copy_sync(tmp, d, n * pp_dtype_size(t), cudaMemcpyDeviceToHost);
-    for (size_t i = 0; i < n; i++)
-        h[i] = is_bf16(t) ? (double)ref_bf16_to_f32(((uint16_t *)tmp)[i]) : ((float *)tmp)[i];
-    return h;
-}
-
-static void *raw_get(const void *d, size_t bytes)
-{
-    void *h = hmem(bytes);
-    copy_sync(h, d, bytes, cudaMemcpyDeviceToHost);
-    return h;
-}
-
-static void raw_put(void *d, const void *h, size_t bytes)
-{
-    copy_sync(d, h, bytes, cudaMemcpyHostToDevice);
-}
-
-/* ---- comparisons ----------------------------------------------------------------------------- */
-
-/* Every element within tolerance (NaN never is). Reports the count and the first offender. */
-static int compare(const char *what, const double *got, const double *want, size_t n, tol_t tol)
-{
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++) {
-        double err = fabs(got[i] - want[i]);
-        if (!(err <= tol.atol + tol.rtol * fabs(want[i]))) {
-            if (!bad) first = i;
-            bad++;
-        }
-    }
-    EXPECT(bad == 0, "%s [%s]: %zu of %zu outside atol %g rtol %g; first [%zu] got %.9g want %.9g",
-           what, g_ctx, bad, n, tol.atol, tol.rtol, first, bad ? got[first] : 0.0,
-           bad ? want[first] : 0.0);
-    return bad == 0;
-}
-
-/* compare with the tolerance relative to mag[i], the magnitude of the terms that made want[i]:
- * where a sum is rounded term by term (a GEMM output to the storage type, then a residual added),
- * the error scales with the terms, not with their possibly cancelling sum. */
-static int compare_terms(const char *what, const double *got, const double *want, const double *mag,
-                         size_t n, tol_t tol)
-{
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++) {
-        double err = fabs(got[i] - want[i]);
-        if (!(err <= tol.atol + tol.rtol * mag[i])) {
-            if (!bad) first = i;
-            bad++;
-        }
-    }
-    EXPECT(bad == 0,
-           "%s [%s]: %zu of %zu outside atol %g rtol %g (of the terms); first [%zu] got %.9g want "
-           "%.9g terms %.9g",
-           what, g_ctx, bad, n, tol.atol, tol.rtol, first, bad ? got[first] : 0.0,
-           bad ? want[first] : 0.0, bad ? mag[first] : 0.0);
-    return bad == 0;
 }
 
 static void expect_same_bytes(const char *what, const void *a, const void *b, size_t bytes)
 {
-    EXPECT(memcmp(a, b, bytes) == 0, "%s [%s]: the second run differs bitwise", what, g_ctx);
+    EXPECT(memcmp(a, b, bytes) == 0, "%s [%s]: the second run differs bitwise", what, tg_ctx());
 }
-
-#define KOK(call) REQUIRE((call) == PP_OK, "%s [%s]", #call, g_ctx)
 
 /* ---- matmul ---------------------------------------------------------------------------------- */
 
@@ -246,64 +74,64 @@ static void matmul_case(pp_dtype_t t, int N, int IC, int OC, int misalign)
 {
     ref_rng_t rng;
     ref_rng_seed(&rng, 1000u + (uint64_t)N * 7 + IC * 13 + OC * 17 + t * 3 + misalign);
-    snprintf(g_ctx, sizeof g_ctx, "%s N=%d IC=%d OC=%d%s", pp_dtype_name(t), N, IC, OC,
-             misalign ? " unaligned" : "");
+    tg_ctx_set("%s N=%d IC=%d OC=%d%s", pp_dtype_name(t), N, IC, OC, misalign ? " unaligned" : "");
     const size_t off = misalign ? 1 : 0;
-    const tol_t tol = tol_sum_of(t);
-    double *inp = hrand(&rng, (size_t)N * IC, 1.0, t);
-    double *w = hrand(&rng, (size_t)OC * IC, 1.0 / sqrt((double)IC), t);
-    double *bias = hrand(&rng, OC, 1.0, t);
-    double *dout = hrand(&rng, (size_t)N * OC, 1.0, t);
-    void *d_inp = dev_of(inp, (size_t)N * IC, t, off), *d_w = dev_of(w, (size_t)OC * IC, t, off);
-    void *d_bias = dev_of(bias, OC, t, off), *d_dout = dev_of(dout, (size_t)N * OC, t, off);
+    const tg_tol_t tol = tol_sum_of(t);
+    double *inp = tg_randn(&rng, (size_t)N * IC, 1.0, t);
+    double *w = tg_randn(&rng, (size_t)OC * IC, 1.0 / sqrt((double)IC), t);
+    double *bias = tg_randn(&rng, OC, 1.0, t);
+    double *dout = tg_randn(&rng, (size_t)N * OC, 1.0, t);
+    void *d_inp = tg_dev_of_at(inp, (size_t)N * IC, t, off),
+         *d_w = tg_dev_of_at(w, (size_t)OC * IC, t, off);
+    void *d_bias = tg_dev_of_at(bias, OC, t, off),
+         *d_dout = tg_dev_of_at(dout, (size_t)N * OC, t, off);
 
     /* forward, with and without bias */
-    double *want = hbuf((size_t)N * OC);
+    double *want = tg_zeros((size_t)N * OC);
     for (int with_bias = 0; with_bias < 2; with_bias++) {
-        void *d_out = dbuf_at((size_t)N * OC * pp_dtype_size(t), off * pp_dtype_size(t));
-        KOK(matmul_fwd(d_out, d_inp, d_w, with_bias ? d_bias : NULL, N, IC, OC, t, &g_gemm,
-                       g_stream));
+        void *d_out = tg_dev_at((size_t)N * OC * pp_dtype_size(t), off * pp_dtype_size(t));
+        REQUIRE_OK(matmul_fwd(d_out, d_inp, d_w, with_bias ? d_bias : NULL, N, IC, OC, t, &g_gemm,
+                              g_stream));
         ref_matmul_fwd(want, inp, w, with_bias ? bias : NULL, N, IC, OC);
-        compare(with_bias ? "matmul_fwd (bias)" : "matmul_fwd", download(d_out, (size_t)N * OC, t),
-                want, (size_t)N * OC, tol);
+        EXPECT_CLOSE(with_bias ? "matmul_fwd (bias)" : "matmul_fwd",
+                     tg_download(d_out, (size_t)N * OC, t), want, (size_t)N * OC, tol);
     }
 
     /* input gradient: = and += */
     for (int acc = 0; acc < 2; acc++) {
-        double *dinp = acc ? hrand(&rng, (size_t)N * IC, 1.0, t) : hbuf((size_t)N * IC);
-        void *d_dinp = acc ? dev_of(dinp, (size_t)N * IC, t, off)
-                           : dbuf_at((size_t)N * IC * pp_dtype_size(t), off * pp_dtype_size(t));
+        double *dinp = acc ? tg_randn(&rng, (size_t)N * IC, 1.0, t) : tg_zeros((size_t)N * IC);
+        void *d_dinp = acc ? tg_dev_of_at(dinp, (size_t)N * IC, t, off)
+                           : tg_dev_at((size_t)N * IC * pp_dtype_size(t), off * pp_dtype_size(t));
         const size_t bytes = (size_t)N * IC * pp_dtype_size(t);
-        void *init = raw_get(d_dinp, bytes);
-        KOK(matmul_bwd_input(d_dinp, d_dout, d_w, N, IC, OC, acc, t, &g_gemm, g_stream));
-        void *first = raw_get(d_dinp, bytes);
+        void *init = tg_get(d_dinp, bytes);
+        REQUIRE_OK(matmul_bwd_input(d_dinp, d_dout, d_w, N, IC, OC, acc, t, &g_gemm, g_stream));
+        void *first = tg_get(d_dinp, bytes);
         ref_matmul_bwd_input(dinp, dout, w, N, IC, OC, acc);
-        compare(acc ? "matmul_bwd_input (+=)" : "matmul_bwd_input",
-                download(d_dinp, (size_t)N * IC, t), dinp, (size_t)N * IC, tol);
-        raw_put(d_dinp, init, bytes);
-        KOK(matmul_bwd_input(d_dinp, d_dout, d_w, N, IC, OC, acc, t, &g_gemm, g_stream));
-        expect_same_bytes("matmul_bwd_input", first, raw_get(d_dinp, bytes), bytes);
+        EXPECT_CLOSE(acc ? "matmul_bwd_input (+=)" : "matmul_bwd_input",
+                     tg_download(d_dinp, (size_t)N * IC, t), dinp, (size_t)N * IC, tol);
+        tg_put(d_dinp, init, bytes);
+        REQUIRE_OK(matmul_bwd_input(d_dinp, d_dout, d_w, N, IC, OC, acc, t, &g_gemm, g_stream));
+        expect_same_bytes("matmul_bwd_input", first, tg_get(d_dinp, bytes), bytes);
     }
 
     /* weight and bias gradients: fp32 += */
-    double *dw = hrand(&rng, (size_t)OC * IC, 1.0, PP_DTYPE_FP32);
-    double *db = hrand(&rng, OC, 1.0, PP_DTYPE_FP32);
-    float *d_dw = (float *)dev_of(dw, (size_t)OC * IC, PP_DTYPE_FP32);
-    float *d_db = (float *)dev_of(db, OC, PP_DTYPE_FP32);
-    void *dw0 = raw_get(d_dw, (size_t)OC * IC * 4), *db0 = raw_get(d_db, (size_t)OC * 4);
-    KOK(matmul_bwd_weight(d_dw, d_db, d_dout, d_inp, N, IC, OC, t, &g_gemm, g_stream));
-    void *dw1 = raw_get(d_dw, (size_t)OC * IC * 4), *db1 = raw_get(d_db, (size_t)OC * 4);
+    double *dw = tg_randn(&rng, (size_t)OC * IC, 1.0, PP_DTYPE_FP32);
+    double *db = tg_randn(&rng, OC, 1.0, PP_DTYPE_FP32);
+    float *d_dw = (float *)tg_dev_of(dw, (size_t)OC * IC, PP_DTYPE_FP32);
+    float *d_db = (float *)tg_dev_of(db, OC, PP_DTYPE_FP32);
+    void *dw0 = tg_get(d_dw, (size_t)OC * IC * 4), *db0 = tg_get(d_db, (size_t)OC * 4);
+    REQUIRE_OK(matmul_bwd_weight(d_dw, d_db, d_dout, d_inp, N, IC, OC, t, &g_gemm, g_stream));
+    void *dw1 = tg_get(d_dw, (size_t)OC * IC * 4), *db1 = tg_get(d_db, (size_t)OC * 4);
     ref_matmul_bwd_weight(dw, db, dout, inp, N, IC, OC);
-    compare("matmul_bwd_weight dweight", download(d_dw, (size_t)OC * IC, PP_DTYPE_FP32), dw,
-            (size_t)OC * IC, TOL_SUM);
-    compare("matmul_bwd_weight dbias", download(d_db, OC, PP_DTYPE_FP32), db, OC, TOL_SUM);
-    raw_put(d_dw, dw0, (size_t)OC * IC * 4);
-    raw_put(d_db, db0, (size_t)OC * 4);
-    KOK(matmul_bwd_weight(d_dw, d_db, d_dout, d_inp, N, IC, OC, t, &g_gemm, g_stream));
-    expect_same_bytes("matmul_bwd_weight dweight", dw1, raw_get(d_dw, (size_t)OC * IC * 4),
+    EXPECT_CLOSE("matmul_bwd_weight dweight", tg_download(d_dw, (size_t)OC * IC, PP_DTYPE_FP32), dw,
+                 (size_t)OC * IC, TOL_SUM);
+    EXPECT_CLOSE("matmul_bwd_weight dbias", tg_download(d_db, OC, PP_DTYPE_FP32), db, OC, TOL_SUM);
+    tg_put(d_dw, dw0, (size_t)OC * IC * 4);
+    tg_put(d_db, db0, (size_t)OC * 4);
+    REQUIRE_OK(matmul_bwd_weight(d_dw, d_db, d_dout, d_inp, N, IC, OC, t, &g_gemm, g_stream));
+    expect_same_bytes("matmul_bwd_weight dweight", dw1, tg_get(d_dw, (size_t)OC * IC * 4),
                       (size_t)OC * IC * 4);
-    expect_same_bytes("matmul_bwd_weight dbias", db1, raw_get(d_db, (size_t)OC * 4),
-                      (size_t)OC * 4);
+    expect_same_bytes("matmul_bwd_weight dbias", db1, tg_get(d_db, (size_t)OC * 4), (size_t)OC * 4);
 }
 
 /* More fused-bias shapes than gemm keeps plans for: evicted and rebuilt plans stay correct. */
@@ -316,16 +144,18 @@ static void test_matmul_many_shapes(void)
             const pp_dtype_t t = dtypes[(N + round) % 2];
             ref_rng_t rng;
             ref_rng_seed(&rng, 1500u + N * 2 + round);
-            snprintf(g_ctx, sizeof g_ctx, "%s N=%d round %d", pp_dtype_name(t), N, round);
-            double *inp = hrand(&rng, (size_t)N * IC, 1.0, t);
-            double *w = hrand(&rng, (size_t)OC * IC, 0.125, t), *bias = hrand(&rng, OC, 1.0, t);
-            void *d_out = dbuf((size_t)N * OC * pp_dtype_size(t));
-            KOK(matmul_fwd(d_out, dev_of(inp, (size_t)N * IC, t), dev_of(w, (size_t)OC * IC, t),
-                           dev_of(bias, OC, t), N, IC, OC, t, &g_gemm, g_stream));
-            double *want = hbuf((size_t)N * OC);
+            tg_ctx_set("%s N=%d round %d", pp_dtype_name(t), N, round);
+            double *inp = tg_randn(&rng, (size_t)N * IC, 1.0, t);
+            double *w = tg_randn(&rng, (size_t)OC * IC, 0.125, t),
+                   *bias = tg_randn(&rng, OC, 1.0, t);
+            void *d_out = tg_dev((size_t)N * OC * pp_dtype_size(t));
+            REQUIRE_OK(matmul_fwd(d_out, tg_dev_of(inp, (size_t)N * IC, t),
+                                  tg_dev_of(w, (size_t)OC * IC, t), tg_dev_of(bias, OC, t), N, IC,
+                                  OC, t, &g_gemm, g_stream));
+            double *want = tg_zeros((size_t)N * OC);
             ref_matmul_fwd(want, inp, w, bias, N, IC, OC);
-            compare("matmul_fwd", download(d_out, (size_t)N * OC, t), want, (size_t)N * OC,
-                    tol_sum_of(t));
+            EXPECT_CLOSE("matmul_fwd", tg_download(d_out, (size_t)N * OC, t), want, (size_t)N * OC,
+                         tol_sum_of(t));
         }
 }
 
@@ -337,18 +167,18 @@ static void matmul_epilogue_case(pp_dtype_t t, int N, int IC, int OC, int misali
     ref_rng_t rng;
     ref_rng_seed(&rng,
                  1700u + (uint64_t)N * 7 + IC * 13 + OC * 17 + t * 3 + misalign * 5 + unfused);
-    snprintf(g_ctx, sizeof g_ctx, "%s N=%d IC=%d OC=%d%s%s", pp_dtype_name(t), N, IC, OC,
-             misalign ? " unaligned" : "", unfused ? " unfused" : "");
+    tg_ctx_set("%s N=%d IC=%d OC=%d%s%s", pp_dtype_name(t), N, IC, OC, misalign ? " unaligned" : "",
+               unfused ? " unfused" : "");
     g_gemm.no_epilogue = unfused;
     const size_t off = misalign ? 1 : 0, es = pp_dtype_size(t);
     const size_t no = (size_t)N * OC, ni = (size_t)N * IC, bo = no * es, bi = ni * es;
-    const tol_t tol = tol_sum_of(t);
-    double *inp = hrand(&rng, ni, 1.0, t);
-    double *w = hrand(&rng, (size_t)OC * IC, 1.0 / sqrt((double)IC), t);
-    double *bias = hrand(&rng, OC, 1.0, t), *res = hrand(&rng, no, 1.0, t);
-    void *d_inp = dev_of(inp, ni, t, off), *d_w = dev_of(w, (size_t)OC * IC, t, off);
-    void *d_bias = dev_of(bias, OC, t, off), *d_res = dev_of(res, no, t, off);
-    double *want = hbuf(no), *pre = hbuf(no), *mag = hbuf(no);
+    const tg_tol_t tol = tol_sum_of(t);
+    double *inp = tg_randn(&rng, ni, 1.0, t);
+    double *w = tg_randn(&rng, (size_t)OC * IC, 1.0 / sqrt((double)IC), t);
+    double *bias = tg_randn(&rng, OC, 1.0, t), *res = tg_randn(&rng, no, 1.0, t);
+    void *d_inp = tg_dev_of_at(inp, ni, t, off), *d_w = tg_dev_of_at(w, (size_t)OC * IC, t, off);
+    void *d_bias = tg_dev_of_at(bias, OC, t, off), *d_res = tg_dev_of_at(res, no, t, off);
+    double *want = tg_zeros(no), *pre = tg_zeros(no), *mag = tg_zeros(no);
 
     for (int with_bias = 0; with_bias < 2; with_bias++) {
         const void *b = with_bias ? d_bias : NULL;
@@ -358,57 +188,65 @@ static void matmul_epilogue_case(pp_dtype_t t, int N, int IC, int OC, int misali
             mag[i] = fabs(want[i]) + fabs(res[i]);
             want[i] += res[i];
         }
-        void *d_out = dbuf_at(bo, off * es);
-        KOK(matmul_fwd_ex(d_out, d_inp, d_w, b, d_res, NULL, N, IC, OC, t, &g_gemm, g_stream));
-        void *first = raw_get(d_out, bo);
-        compare_terms(name, download(d_out, no, t), want, mag, no, tol);
-        compare("matmul_fwd_ex residual unchanged", download(d_res, no, t), res, no, TOL_EXACT);
-        poison(d_out, bo);
-        KOK(matmul_fwd_ex(d_out, d_inp, d_w, b, d_res, NULL, N, IC, OC, t, &g_gemm, g_stream));
-        expect_same_bytes(name, first, raw_get(d_out, bo), bo);
+        void *d_out = tg_dev_at(bo, off * es);
+        REQUIRE_OK(
+            matmul_fwd_ex(d_out, d_inp, d_w, b, d_res, NULL, N, IC, OC, t, &g_gemm, g_stream));
+        void *first = tg_get(d_out, bo);
+        EXPECT_CLOSE_TERMS(name, tg_download(d_out, no, t), want, mag, no, tol);
+        EXPECT_CLOSE("matmul_fwd_ex residual unchanged", tg_download(d_res, no, t), res, no,
+                     TOL_EXACT);
+        tg_poison(d_out, bo);
+        REQUIRE_OK(
+            matmul_fwd_ex(d_out, d_inp, d_w, b, d_res, NULL, N, IC, OC, t, &g_gemm, g_stream));
+        expect_same_bytes(name, first, tg_get(d_out, bo), bo);
 
         /* in place: out is the residual */
-        void *d_io = dev_of(res, no, t, off);
-        KOK(matmul_fwd_ex(d_io, d_inp, d_w, b, d_io, NULL, N, IC, OC, t, &g_gemm, g_stream));
-        void *first_io = raw_get(d_io, bo);
-        compare_terms("matmul_fwd_ex residual in place", download(d_io, no, t), want, mag, no, tol);
-        upload(d_io, res, no, t);
-        KOK(matmul_fwd_ex(d_io, d_inp, d_w, b, d_io, NULL, N, IC, OC, t, &g_gemm, g_stream));
-        expect_same_bytes("matmul_fwd_ex residual in place", first_io, raw_get(d_io, bo), bo);
+        void *d_io = tg_dev_of_at(res, no, t, off);
+        REQUIRE_OK(matmul_fwd_ex(d_io, d_inp, d_w, b, d_io, NULL, N, IC, OC, t, &g_gemm, g_stream));
+        void *first_io = tg_get(d_io, bo);
+        EXPECT_CLOSE_TERMS("matmul_fwd_ex residual in place", tg_download(d_io, no, t), want, mag,
+                           no, tol);
+        tg_upload(d_io, res, no, t);
+        REQUIRE_OK(matmul_fwd_ex(d_io, d_inp, d_w, b, d_io, NULL, N, IC, OC, t, &g_gemm, g_stream));
+        expect_same_bytes("matmul_fwd_ex residual in place", first_io, tg_get(d_io, bo), bo);
 
         /* GELU: pre_gelu = inp·Wᵀ + bias, out = gelu(pre_gelu) */
         ref_matmul_fwd(pre, inp, w, with_bias ? bias : NULL, N, IC, OC);
         for (size_t i = 0; i < no; i++)
             want[i] = ref_gelu(pre[i]);
-        void *d_pre = dbuf_at(bo, off * es);
-        poison(d_out, bo);
-        KOK(matmul_fwd_ex(d_out, d_inp, d_w, b, NULL, d_pre, N, IC, OC, t, &g_gemm, g_stream));
-        void *out1 = raw_get(d_out, bo), *pre1 = raw_get(d_pre, bo);
-        compare(with_bias ? "matmul_fwd_ex pre_gelu (bias)" : "matmul_fwd_ex pre_gelu",
-                download(d_pre, no, t), pre, no, tol);
-        compare(with_bias ? "matmul_fwd_ex gelu (bias)" : "matmul_fwd_ex gelu",
-                download(d_out, no, t), want, no, tol);
-        poison(d_out, bo);
-        poison(d_pre, bo);
-        KOK(matmul_fwd_ex(d_out, d_inp, d_w, b, NULL, d_pre, N, IC, OC, t, &g_gemm, g_stream));
-        expect_same_bytes("matmul_fwd_ex gelu", out1, raw_get(d_out, bo), bo);
-        expect_same_bytes("matmul_fwd_ex pre_gelu", pre1, raw_get(d_pre, bo), bo);
+        void *d_pre = tg_dev_at(bo, off * es);
+        tg_poison(d_out, bo);
+        REQUIRE_OK(
+            matmul_fwd_ex(d_out, d_inp, d_w, b, NULL, d_pre, N, IC, OC, t, &g_gemm, g_stream));
+        void *out1 = tg_get(d_out, bo), *pre1 = tg_get(d_pre, bo);
+        EXPECT_CLOSE(with_bias ? "matmul_fwd_ex pre_gelu (bias)" : "matmul_fwd_ex pre_gelu",
+                     tg_download(d_pre, no, t), pre, no, tol);
+        EXPECT_CLOSE(with_bias ? "matmul_fwd_ex gelu (bias)" : "matmul_fwd_ex gelu",
+                     tg_download(d_out, no, t), want, no, tol);
+        tg_poison(d_out, bo);
+        tg_poison(d_pre, bo);
+        REQUIRE_OK(
+            matmul_fwd_ex(d_out, d_inp, d_w, b, NULL, d_pre, N, IC, OC, t, &g_gemm, g_stream));
+        expect_same_bytes("matmul_fwd_ex gelu", out1, tg_get(d_out, bo), bo);
+        expect_same_bytes("matmul_fwd_ex pre_gelu", pre1, tg_get(d_pre, bo), bo);
     }
 
     /* input gradient through the GELU: pre_gelu spread over the curved part of gelu */
-    double *dout = hrand(&rng, no, 1.0, t), *pg = hrand(&rng, ni, 1.5, t), *dinp = hbuf(ni);
-    void *d_dout = dev_of(dout, no, t, off), *d_pg = dev_of(pg, ni, t, off);
-    void *d_dinp = dbuf_at(bi, off * es);
+    double *dout = tg_randn(&rng, no, 1.0, t), *pg = tg_randn(&rng, ni, 1.5, t),
+           *dinp = tg_zeros(ni);
+    void *d_dout = tg_dev_of_at(dout, no, t, off), *d_pg = tg_dev_of_at(pg, ni, t, off);
+    void *d_dinp = tg_dev_at(bi, off * es);
     ref_matmul_bwd_input(dinp, dout, w, N, IC, OC, 0);
     for (size_t i = 0; i < ni; i++)
         dinp[i] *= ref_gelu_grad(pg[i]);
-    KOK(matmul_bwd_input_dgelu(d_dinp, d_dout, d_w, d_pg, N, IC, OC, t, &g_gemm, g_stream));
-    void *first = raw_get(d_dinp, bi);
-    compare("matmul_bwd_input_dgelu", download(d_dinp, ni, t), dinp, ni, tol);
-    compare("matmul_bwd_input_dgelu pre_gelu unchanged", download(d_pg, ni, t), pg, ni, TOL_EXACT);
-    poison(d_dinp, bi);
-    KOK(matmul_bwd_input_dgelu(d_dinp, d_dout, d_w, d_pg, N, IC, OC, t, &g_gemm, g_stream));
-    expect_same_bytes("matmul_bwd_input_dgelu", first, raw_get(d_dinp, bi), bi);
+    REQUIRE_OK(matmul_bwd_input_dgelu(d_dinp, d_dout, d_w, d_pg, N, IC, OC, t, &g_gemm, g_stream));
+    void *first = tg_get(d_dinp, bi);
+    EXPECT_CLOSE("matmul_bwd_input_dgelu", tg_download(d_dinp, ni, t), dinp, ni, tol);
+    EXPECT_CLOSE("matmul_bwd_input_dgelu pre_gelu unchanged", tg_download(d_pg, ni, t), pg, ni,
+                 TOL_EXACT);
+    tg_poison(d_dinp, bi);
+    REQUIRE_OK(matmul_bwd_input_dgelu(d_dinp, d_dout, d_w, d_pg, N, IC, OC, t, &g_gemm, g_stream));
+    expect_same_bytes("matmul_bwd_input_dgelu", first, tg_get(d_dinp, bi), bi);
 }
 
 static void test_matmul_epilogues(void)
@@ -424,7 +262,7 @@ static void test_matmul_epilogues(void)
                 if (check_quick() && k == 1) continue; /* quick: not the largest shape */
                 matmul_epilogue_case(dtypes[i], shapes[k][0], shapes[k][1], shapes[k][2],
                                      shapes[k][3], unfused);
-                arena_free(); /* each case allocates ~60 host buffers */
+                tg_free_all(); /* each case allocates ~60 host buffers */
             }
     g_gemm.no_epilogue = 0;
 }
@@ -448,10 +286,10 @@ static void test_gemm_strided_batched(void)
         pp_dtype_t t = dtypes[i];
         ref_rng_t rng;
         ref_rng_seed(&rng, 2000 + i);
-        const tol_t tol = tol_of(t);
-        double *Q = hrand(&rng, nq, 1.0, t), *K = hrand(&rng, nq, 1.0, t);
-        double *S = hrand(&rng, ns, 0.2, t);
-        void *dQ = dev_of(Q, nq, t), *dK = dev_of(K, nq, t), *dS = dev_of(S, ns, t);
+        const tg_tol_t tol = tol_of(t);
+        double *Q = tg_randn(&rng, nq, 1.0, t), *K = tg_randn(&rng, nq, 1.0, t);
+        double *S = tg_randn(&rng, ns, 0.2, t);
+        void *dQ = tg_dev_of(Q, nq, t), *dK = tg_dev_of(K, nq, t), *dS = tg_dev_of(S, ns, t);
         struct {
             const char *name;
             int ta, tb, m, n, k;
@@ -469,19 +307,21 @@ static void test_gemm_strided_batched(void)
             {"dK += dS^T Q", 1, 0, T, d, T, S, Q, dS, dQ, nq, 1.0f, 1.0f},
         };
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-            snprintf(g_ctx, sizeof g_ctx, "%s %s", pp_dtype_name(t), cases[c].name);
+            tg_ctx_set("%s %s", pp_dtype_name(t), cases[c].name);
             const int m = cases[c].m, n = cases[c].n, k = cases[c].k;
             double *C =
-                cases[c].beta != 0.0f ? hrand(&rng, cases[c].nc, 1.0, t) : hbuf(cases[c].nc);
-            void *dC = cases[c].beta != 0.0f ? dev_of(C, cases[c].nc, t)
-                                             : dbuf(cases[c].nc * pp_dtype_size(t));
-            KOK(gemm_strided_batched(dC, cases[c].da, cases[c].db, cases[c].ta, cases[c].tb, m, n,
-                                     k, cases[c].alpha, cases[c].beta, (long long)m * k,
-                                     (long long)k * n, (long long)m * n, BH, t, &g_gemm, g_stream));
+                cases[c].beta != 0.0f ? tg_randn(&rng, cases[c].nc, 1.0, t) : tg_zeros(cases[c].nc);
+            void *dC = cases[c].beta != 0.0f ? tg_dev_of(C, cases[c].nc, t)
+                                             : tg_dev(cases[c].nc * pp_dtype_size(t));
+            REQUIRE_OK(gemm_strided_batched(dC, cases[c].da, cases[c].db, cases[c].ta, cases[c].tb,
+                                            m, n, k, cases[c].alpha, cases[c].beta,
+                                            (long long)m * k, (long long)k * n, (long long)m * n,
+                                            BH, t, &g_gemm, g_stream));
             ref_gemm_strided_batched(C, cases[c].a, cases[c].b, cases[c].ta, cases[c].tb, m, n, k,
                                      cases[c].alpha, cases[c].beta, (long long)m * k,
                                      (long long)k * n, (long long)m * n, BH);
-            compare("gemm_strided_batched", download(dC, cases[c].nc, t), C, cases[c].nc, tol);
+            EXPECT_CLOSE("gemm_strided_batched", tg_download(dC, cases[c].nc, t), C, cases[c].nc,
+                         tol);
         }
     }
 }
@@ -492,46 +332,48 @@ static void encoder_case(pp_dtype_t t, int B, int T, int C, int V, int same_toke
 {
     ref_rng_t rng;
     ref_rng_seed(&rng, 3000u + (uint64_t)B * 7 + T * 11 + C * 13 + V + t + same_token * 5);
-    snprintf(g_ctx, sizeof g_ctx, "%s B=%d T=%d C=%d V=%d%s", pp_dtype_name(t), B, T, C, V,
-             same_token ? " one token" : "");
+    tg_ctx_set("%s B=%d T=%d C=%d V=%d%s", pp_dtype_name(t), B, T, C, V,
+               same_token ? " one token" : "");
     const int N = B * T;
-    int *tok = (int *)hmem((size_t)N * sizeof(int));
+    int *tok = (int *)tg_host((size_t)N * sizeof(int));
     for (int i = 0; i < N; i++)
         tok[i] = same_token ? V - 1 : ref_rng_int(&rng, V);
-    double *wte = hrand(&rng, (size_t)V * C, 1.0, t), *wpe = hrand(&rng, (size_t)T * C, 1.0, t);
-    double *dout = hrand(&rng, (size_t)N * C, 1.0, t);
+    double *wte = tg_randn(&rng, (size_t)V * C, 1.0, t),
+           *wpe = tg_randn(&rng, (size_t)T * C, 1.0, t);
+    double *dout = tg_randn(&rng, (size_t)N * C, 1.0, t);
     int *d_tok = dev_ints(tok, N);
-    void *d_wte = dev_of(wte, (size_t)V * C, t), *d_wpe = dev_of(wpe, (size_t)T * C, t);
-    void *d_dout = dev_of(dout, (size_t)N * C, t);
+    void *d_wte = tg_dev_of(wte, (size_t)V * C, t), *d_wpe = tg_dev_of(wpe, (size_t)T * C, t);
+    void *d_dout = tg_dev_of(dout, (size_t)N * C, t);
 
-    void *d_out = dbuf((size_t)N * C * pp_dtype_size(t));
-    KOK(encoder_fwd(d_out, d_tok, d_wte, d_wpe, B, T, C, t, g_stream));
-    double *out = hbuf((size_t)N * C);
+    void *d_out = tg_dev((size_t)N * C * pp_dtype_size(t));
+    REQUIRE_OK(encoder_fwd(d_out, d_tok, d_wte, d_wpe, B, T, C, t, g_stream));
+    double *out = tg_zeros((size_t)N * C);
     ref_encoder_fwd(out, tok, wte, wpe, B, T, C);
-    compare("encoder_fwd", download(d_out, (size_t)N * C, t), out, (size_t)N * C, tol_of(t));
+    EXPECT_CLOSE("encoder_fwd", tg_download(d_out, (size_t)N * C, t), out, (size_t)N * C,
+                 tol_of(t));
 
-    double *dwte = hrand(&rng, (size_t)V * C, 1.0, PP_DTYPE_FP32);
-    double *dwpe = hrand(&rng, (size_t)T * C, 1.0, PP_DTYPE_FP32);
-    float *d_dwte = (float *)dev_of(dwte, (size_t)V * C, PP_DTYPE_FP32);
-    float *d_dwpe = (float *)dev_of(dwpe, (size_t)T * C, PP_DTYPE_FP32);
+    double *dwte = tg_randn(&rng, (size_t)V * C, 1.0, PP_DTYPE_FP32);
+    double *dwpe = tg_randn(&rng, (size_t)T * C, 1.0, PP_DTYPE_FP32);
+    float *d_dwte = (float *)tg_dev_of(dwte, (size_t)V * C, PP_DTYPE_FP32);
+    float *d_dwpe = (float *)tg_dev_of(dwpe, (size_t)T * C, PP_DTYPE_FP32);
     const size_t sb = encoder_bwd_scratch_bytes(B, T, V);
-    REQUIRE(sb > 0, "encoder_bwd_scratch_bytes [%s]", g_ctx);
-    void *scratch = dbuf(sb);
+    REQUIRE(sb > 0, "encoder_bwd_scratch_bytes [%s]", tg_ctx());
+    void *scratch = tg_dev(sb);
     const size_t bte = (size_t)V * C * 4, bpe = (size_t)T * C * 4;
-    void *te0 = raw_get(d_dwte, bte), *pe0 = raw_get(d_dwpe, bpe);
-    KOK(encoder_bwd(d_dwte, d_dwpe, d_dout, d_tok, scratch, B, T, C, V, t, g_stream));
-    void *te1 = raw_get(d_dwte, bte), *pe1 = raw_get(d_dwpe, bpe);
+    void *te0 = tg_get(d_dwte, bte), *pe0 = tg_get(d_dwpe, bpe);
+    REQUIRE_OK(encoder_bwd(d_dwte, d_dwpe, d_dout, d_tok, scratch, B, T, C, V, t, g_stream));
+    void *te1 = tg_get(d_dwte, bte), *pe1 = tg_get(d_dwpe, bpe);
     ref_encoder_bwd(dwte, dwpe, dout, tok, B, T, C);
-    compare("encoder_bwd dwte", download(d_dwte, (size_t)V * C, PP_DTYPE_FP32), dwte, (size_t)V * C,
-            TOL_SUM);
-    compare("encoder_bwd dwpe", download(d_dwpe, (size_t)T * C, PP_DTYPE_FP32), dwpe, (size_t)T * C,
-            TOL_SUM);
-    raw_put(d_dwte, te0, bte);
-    raw_put(d_dwpe, pe0, bpe);
-    poison(scratch, sb);
-    KOK(encoder_bwd(d_dwte, d_dwpe, d_dout, d_tok, scratch, B, T, C, V, t, g_stream));
-    expect_same_bytes("encoder_bwd dwte", te1, raw_get(d_dwte, bte), bte);
-    expect_same_bytes("encoder_bwd dwpe", pe1, raw_get(d_dwpe, bpe), bpe);
+    EXPECT_CLOSE("encoder_bwd dwte", tg_download(d_dwte, (size_t)V * C, PP_DTYPE_FP32), dwte,
+                 (size_t)V * C, TOL_SUM);
+    EXPECT_CLOSE("encoder_bwd dwpe", tg_download(d_dwpe, (size_t)T * C, PP_DTYPE_FP32), dwpe,
+                 (size_t)T * C, TOL_SUM);
+    tg_put(d_dwte, te0, bte);
+    tg_put(d_dwpe, pe0, bpe);
+    tg_poison(scratch, sb);
+    REQUIRE_OK(encoder_bwd(d_dwte, d_dwpe, d_dout, d_tok, scratch, B, T, C, V, t, g_stream));
+    expect_same_bytes("encoder_bwd dwte", te1, tg_get(d_dwte, bte), bte);
+    expect_same_bytes("encoder_bwd dwpe", pe1, tg_get(d_dwpe, bpe), bpe);
 }
 
 static void test_encoder(void)
@@ -553,9 +395,9 @@ static void layernorm_case(pp_dtype_t t, int N, int C)
 {
     ref_rng_t rng;
     ref_rng_seed(&rng, 4000u + (uint64_t)N * 3 + C * 5 + t);
-    snprintf(g_ctx, sizeof g_ctx, "%s N=%d C=%d", pp_dtype_name(t), N, C);
+    tg_ctx_set("%s N=%d C=%d", pp_dtype_name(t), N, C);
     const size_t n = (size_t)N * C;
-    double *inp = hbuf(n);
+    double *inp = tg_zeros(n);
     for (int r = 0; r < N; r++) /* rows with their own offset and spread */
     {
         double mu = 3.0 * ref_rng_normal(&rng), sd = 0.5 + 2.0 * ref_rng_uniform(&rng);
@@ -563,87 +405,89 @@ static void layernorm_case(pp_dtype_t t, int N, int C)
             inp[(size_t)r * C + c] = mu + sd * ref_rng_normal(&rng);
     }
     ref_round(inp, n, is_bf16(t));
-    double *w = hrand(&rng, C, 1.0, t), *b = hrand(&rng, C, 1.0, t);
-    double *dout = hrand(&rng, n, 1.0, t);
-    void *d_inp = dev_of(inp, n, t), *d_w = dev_of(w, C, t), *d_b = dev_of(b, C, t);
-    void *d_dout = dev_of(dout, n, t);
+    double *w = tg_randn(&rng, C, 1.0, t), *b = tg_randn(&rng, C, 1.0, t);
+    double *dout = tg_randn(&rng, n, 1.0, t);
+    void *d_inp = tg_dev_of(inp, n, t), *d_w = tg_dev_of(w, C, t), *d_b = tg_dev_of(b, C, t);
+    void *d_dout = tg_dev_of(dout, n, t);
 
-    void *d_out = dbuf(n * pp_dtype_size(t));
-    float *d_mean = (float *)dbuf((size_t)N * 4), *d_rstd = (float *)dbuf((size_t)N * 4);
-    KOK(layernorm_fwd(d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C, t, g_stream));
-    double *out = hbuf(n), *mean = hbuf(N), *rstd = hbuf(N);
+    void *d_out = tg_dev(n * pp_dtype_size(t));
+    float *d_mean = (float *)tg_dev((size_t)N * 4), *d_rstd = (float *)tg_dev((size_t)N * 4);
+    REQUIRE_OK(layernorm_fwd(d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C, t, g_stream));
+    double *out = tg_zeros(n), *mean = tg_zeros(N), *rstd = tg_zeros(N);
     ref_layernorm_fwd(out, mean, rstd, inp, w, b, N, C);
-    compare("layernorm_fwd out", download(d_out, n, t), out, n, tol_of(t));
-    compare("layernorm_fwd mean", download(d_mean, N, PP_DTYPE_FP32), mean, N, TOL_SUM);
-    compare("layernorm_fwd rstd", download(d_rstd, N, PP_DTYPE_FP32), rstd, N, TOL_SUM);
+    EXPECT_CLOSE("layernorm_fwd out", tg_download(d_out, n, t), out, n, tol_of(t));
+    EXPECT_CLOSE("layernorm_fwd mean", tg_download(d_mean, N, PP_DTYPE_FP32), mean, N, TOL_SUM);
+    EXPECT_CLOSE("layernorm_fwd rstd", tg_download(d_rstd, N, PP_DTYPE_FP32), rstd, N, TOL_SUM);
     /* the three-pass kernel (PPSCHED_LAYERNORM=unfused) against the reference, then the default
      * path again: both bitwise repeatable */
     {
-        void *out1 = raw_get(d_out, n * pp_dtype_size(t));
-        void *d_out2 = dbuf(n * pp_dtype_size(t));
+        void *out1 = tg_get(d_out, n * pp_dtype_size(t));
+        void *d_out2 = tg_dev(n * pp_dtype_size(t));
         setenv("PPSCHED_LAYERNORM", "unfused", 1);
-        KOK(layernorm_fwd(d_out2, NULL, NULL, d_inp, d_w, d_b, N, C, t, g_stream));
+        REQUIRE_OK(layernorm_fwd(d_out2, NULL, NULL, d_inp, d_w, d_b, N, C, t, g_stream));
         unsetenv("PPSCHED_LAYERNORM");
-        compare("layernorm_fwd out (three-pass)", download(d_out2, n, t), out, n, tol_of(t));
-        KOK(layernorm_fwd(d_out2, NULL, NULL, d_inp, d_w, d_b, N, C, t, g_stream));
-        expect_same_bytes("layernorm_fwd out", out1, raw_get(d_out2, n * pp_dtype_size(t)),
+        EXPECT_CLOSE("layernorm_fwd out (three-pass)", tg_download(d_out2, n, t), out, n,
+                     tol_of(t));
+        REQUIRE_OK(layernorm_fwd(d_out2, NULL, NULL, d_inp, d_w, d_b, N, C, t, g_stream));
+        expect_same_bytes("layernorm_fwd out", out1, tg_get(d_out2, n * pp_dtype_size(t)),
                           n * pp_dtype_size(t));
     }
 
     const size_t bytes = n * pp_dtype_size(t);
     for (int acc = 0; acc < 2; acc++) {
-        double *dinp = acc ? hrand(&rng, n, 1.0, t) : hbuf(n);
-        void *d_dinp = acc ? dev_of(dinp, n, t) : dbuf(bytes);
-        void *init = raw_get(d_dinp, bytes);
-        KOK(layernorm_bwd_input(d_dinp, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, acc, t,
-                                g_stream));
-        void *first = raw_get(d_dinp, bytes);
+        double *dinp = acc ? tg_randn(&rng, n, 1.0, t) : tg_zeros(n);
+        void *d_dinp = acc ? tg_dev_of(dinp, n, t) : tg_dev(bytes);
+        void *init = tg_get(d_dinp, bytes);
+        REQUIRE_OK(layernorm_bwd_input(d_dinp, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, acc, t,
+                                       g_stream));
+        void *first = tg_get(d_dinp, bytes);
         ref_layernorm_bwd_input(dinp, dout, inp, w, mean, rstd, N, C, acc);
-        compare(acc ? "layernorm_bwd_input (+=)" : "layernorm_bwd_input", download(d_dinp, n, t),
-                dinp, n, tol_sum_of(t));
-        raw_put(d_dinp, init, bytes);
-        KOK(layernorm_bwd_input(d_dinp, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, acc, t,
-                                g_stream));
-        expect_same_bytes("layernorm_bwd_input", first, raw_get(d_dinp, bytes), bytes);
+        EXPECT_CLOSE(acc ? "layernorm_bwd_input (+=)" : "layernorm_bwd_input",
+                     tg_download(d_dinp, n, t), dinp, n, tol_sum_of(t));
+        tg_put(d_dinp, init, bytes);
+        REQUIRE_OK(layernorm_bwd_input(d_dinp, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, acc, t,
+                                       g_stream));
+        expect_same_bytes("layernorm_bwd_input", first, tg_get(d_dinp, bytes), bytes);
     }
 
     /* the residual gradient added in the same pass: out of place, then in place (bitwise the
      * same: one kernel, the same alignment) */
-    double *dres = hrand(&rng, n, 1.0, t), *sum = hbuf(n);
+    double *dres = tg_randn(&rng, n, 1.0, t), *sum = tg_zeros(n);
     memcpy(sum, dres, n * sizeof(double));
     ref_layernorm_bwd_input(sum, dout, inp, w, mean, rstd, N, C, 1);
-    void *d_dres = dev_of(dres, n, t), *d_sum = dbuf(bytes);
-    KOK(layernorm_bwd_input_add(d_sum, NULL, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
-                                g_stream));
-    void *sum1 = raw_get(d_sum, bytes);
-    compare("layernorm_bwd_input_add", download(d_sum, n, t), sum, n, tol_sum_of(t));
-    compare("layernorm_bwd_input_add dres unchanged", download(d_dres, n, t), dres, n, TOL_EXACT);
-    poison(d_sum, bytes);
-    KOK(layernorm_bwd_input_add(d_sum, NULL, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
-                                g_stream));
-    expect_same_bytes("layernorm_bwd_input_add", sum1, raw_get(d_sum, bytes), bytes);
-    KOK(layernorm_bwd_input_add(d_dres, NULL, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, t,
-                                g_stream));
-    expect_same_bytes("layernorm_bwd_input_add in place", sum1, raw_get(d_dres, bytes), bytes);
+    void *d_dres = tg_dev_of(dres, n, t), *d_sum = tg_dev(bytes);
+    REQUIRE_OK(layernorm_bwd_input_add(d_sum, NULL, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N,
+                                       C, t, g_stream));
+    void *sum1 = tg_get(d_sum, bytes);
+    EXPECT_CLOSE("layernorm_bwd_input_add", tg_download(d_sum, n, t), sum, n, tol_sum_of(t));
+    EXPECT_CLOSE("layernorm_bwd_input_add dres unchanged", tg_download(d_dres, n, t), dres, n,
+                 TOL_EXACT);
+    tg_poison(d_sum, bytes);
+    REQUIRE_OK(layernorm_bwd_input_add(d_sum, NULL, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N,
+                                       C, t, g_stream));
+    expect_same_bytes("layernorm_bwd_input_add", sum1, tg_get(d_sum, bytes), bytes);
+    REQUIRE_OK(layernorm_bwd_input_add(d_dres, NULL, d_dres, d_dout, d_inp, d_w, d_mean, d_rstd, N,
+                                       C, t, g_stream));
+    expect_same_bytes("layernorm_bwd_input_add in place", sum1, tg_get(d_dres, bytes), bytes);
 
-    double *dw = hrand(&rng, C, 1.0, PP_DTYPE_FP32), *db = hrand(&rng, C, 1.0, PP_DTYPE_FP32);
-    float *d_dw = (float *)dev_of(dw, C, PP_DTYPE_FP32),
-          *d_db = (float *)dev_of(db, C, PP_DTYPE_FP32);
+    double *dw = tg_randn(&rng, C, 1.0, PP_DTYPE_FP32), *db = tg_randn(&rng, C, 1.0, PP_DTYPE_FP32);
+    float *d_dw = (float *)tg_dev_of(dw, C, PP_DTYPE_FP32),
+          *d_db = (float *)tg_dev_of(db, C, PP_DTYPE_FP32);
     const size_t sb = layernorm_bwd_weight_scratch_bytes(N, C);
-    void *scratch = dbuf(sb);
-    void *dw0 = raw_get(d_dw, (size_t)C * 4), *db0 = raw_get(d_db, (size_t)C * 4);
-    KOK(layernorm_bwd_weight(d_dw, d_db, d_dout, d_inp, d_mean, d_rstd, scratch, N, C, t,
-                             g_stream));
-    void *dw1 = raw_get(d_dw, (size_t)C * 4), *db1 = raw_get(d_db, (size_t)C * 4);
+    void *scratch = tg_dev(sb);
+    void *dw0 = tg_get(d_dw, (size_t)C * 4), *db0 = tg_get(d_db, (size_t)C * 4);
+    REQUIRE_OK(layernorm_bwd_weight(d_dw, d_db, d_dout, d_inp, d_mean, d_rstd, scratch, N, C, t,
+                                    g_stream));
+    void *dw1 = tg_get(d_dw, (size_t)C * 4), *db1 = tg_get(d_db, (size_t)C * 4);
     ref_layernorm_bwd_weight(dw, db, dout, inp, mean, rstd, N, C);
-    compare("layernorm_bwd_weight dw", download(d_dw, C, PP_DTYPE_FP32), dw, C, TOL_SUM);
-    compare("layernorm_bwd_weight db", download(d_db, C, PP_DTYPE_FP32), db, C, TOL_SUM);
-    raw_put(d_dw, dw0, (size_t)C * 4);
-    raw_put(d_db, db0, (size_t)C * 4);
-    KOK(layernorm_bwd_weight(d_dw, d_db, d_dout, d_inp, d_mean, d_rstd, scratch, N, C, t,
-                             g_stream));
-    expect_same_bytes("layernorm_bwd_weight dw", dw1, raw_get(d_dw, (size_t)C * 4), (size_t)C * 4);
-    expect_same_bytes("layernorm_bwd_weight db", db1, raw_get(d_db, (size_t)C * 4), (size_t)C * 4);
+    EXPECT_CLOSE("layernorm_bwd_weight dw", tg_download(d_dw, C, PP_DTYPE_FP32), dw, C, TOL_SUM);
+    EXPECT_CLOSE("layernorm_bwd_weight db", tg_download(d_db, C, PP_DTYPE_FP32), db, C, TOL_SUM);
+    tg_put(d_dw, dw0, (size_t)C * 4);
+    tg_put(d_db, db0, (size_t)C * 4);
+    REQUIRE_OK(layernorm_bwd_weight(d_dw, d_db, d_dout, d_inp, d_mean, d_rstd, scratch, N, C, t,
+                                    g_stream));
+    expect_same_bytes("layernorm_bwd_weight dw", dw1, tg_get(d_dw, (size_t)C * 4), (size_t)C * 4);
+    expect_same_bytes("layernorm_bwd_weight db", db1, tg_get(d_db, (size_t)C * 4), (size_t)C * 4);
 }
 
 static void test_layernorm(void)
@@ -666,41 +510,41 @@ static void elementwise_case(pp_dtype_t t, size_t n, size_t off)
 {
     ref_rng_t rng;
     ref_rng_seed(&rng, 5000u + n + off * 3 + t);
-    snprintf(g_ctx, sizeof g_ctx, "%s n=%zu offset=%zu", pp_dtype_name(t), n, off);
-    const tol_t tol = tol_of(t);
-    double *x = hrand(&rng, n, 2.0, t), *y = hrand(&rng, n, 1.0, t), *want = hbuf(n);
-    void *d_x = dev_of(x, n, t, off), *d_y = dev_of(y, n, t, off);
-    void *d_out = dbuf_at(n * pp_dtype_size(t), off * pp_dtype_size(t));
+    tg_ctx_set("%s n=%zu offset=%zu", pp_dtype_name(t), n, off);
+    const tg_tol_t tol = tol_of(t);
+    double *x = tg_randn(&rng, n, 2.0, t), *y = tg_randn(&rng, n, 1.0, t), *want = tg_zeros(n);
+    void *d_x = tg_dev_of_at(x, n, t, off), *d_y = tg_dev_of_at(y, n, t, off);
+    void *d_out = tg_dev_at(n * pp_dtype_size(t), off * pp_dtype_size(t));
 
-    KOK(gelu_fwd(d_out, d_x, n, t, g_stream));
+    REQUIRE_OK(gelu_fwd(d_out, d_x, n, t, g_stream));
     ref_gelu_fwd(want, x, n);
-    compare("gelu_fwd", download(d_out, n, t), want, n, tol);
+    EXPECT_CLOSE("gelu_fwd", tg_download(d_out, n, t), want, n, tol);
 
-    void *d_dinp = dbuf_at(n * pp_dtype_size(t), off * pp_dtype_size(t));
-    KOK(gelu_bwd(d_dinp, d_x, d_y, n, t, g_stream));
-    void *first = raw_get(d_dinp, n * pp_dtype_size(t));
+    void *d_dinp = tg_dev_at(n * pp_dtype_size(t), off * pp_dtype_size(t));
+    REQUIRE_OK(gelu_bwd(d_dinp, d_x, d_y, n, t, g_stream));
+    void *first = tg_get(d_dinp, n * pp_dtype_size(t));
     ref_gelu_bwd(want, x, y, n);
-    compare("gelu_bwd", download(d_dinp, n, t), want, n, tol);
-    KOK(gelu_bwd(d_dinp, d_x, d_y, n, t, g_stream));
-    expect_same_bytes("gelu_bwd", first, raw_get(d_dinp, n * pp_dtype_size(t)),
+    EXPECT_CLOSE("gelu_bwd", tg_download(d_dinp, n, t), want, n, tol);
+    REQUIRE_OK(gelu_bwd(d_dinp, d_x, d_y, n, t, g_stream));
+    expect_same_bytes("gelu_bwd", first, tg_get(d_dinp, n * pp_dtype_size(t)),
                       n * pp_dtype_size(t));
 
     /* in place: gelu_bwd with dinp = dout, gelu_fwd with out = inp */
-    void *d_io = dev_of(y, n, t, off);
-    KOK(gelu_bwd(d_io, d_x, d_io, n, t, g_stream));
-    compare("gelu_bwd in place", download(d_io, n, t), want, n, tol);
-    upload(d_io, x, n, t);
-    KOK(gelu_fwd(d_io, d_io, n, t, g_stream));
+    void *d_io = tg_dev_of_at(y, n, t, off);
+    REQUIRE_OK(gelu_bwd(d_io, d_x, d_io, n, t, g_stream));
+    EXPECT_CLOSE("gelu_bwd in place", tg_download(d_io, n, t), want, n, tol);
+    tg_upload(d_io, x, n, t);
+    REQUIRE_OK(gelu_fwd(d_io, d_io, n, t, g_stream));
     ref_gelu_fwd(want, x, n);
-    compare("gelu_fwd in place", download(d_io, n, t), want, n, tol);
+    EXPECT_CLOSE("gelu_fwd in place", tg_download(d_io, n, t), want, n, tol);
 
-    KOK(residual_fwd(d_out, d_x, d_y, n, t, g_stream));
+    REQUIRE_OK(residual_fwd(d_out, d_x, d_y, n, t, g_stream));
     for (size_t i = 0; i < n; i++)
         want[i] = x[i] + y[i];
-    compare("residual_fwd", download(d_out, n, t), want, n, tol);
-    upload(d_io, x, n, t);
-    KOK(add_inplace(d_io, d_y, n, t, g_stream));
-    compare("add_inplace", download(d_io, n, t), want, n, tol);
+    EXPECT_CLOSE("residual_fwd", tg_download(d_out, n, t), want, n, tol);
+    tg_upload(d_io, x, n, t);
+    REQUIRE_OK(add_inplace(d_io, d_y, n, t, g_stream));
+    EXPECT_CLOSE("add_inplace", tg_download(d_io, n, t), want, n, tol);
 }
 
 static void test_elementwise(void)
@@ -719,39 +563,40 @@ static void permute_case(pp_dtype_t t, int B, int T, int H, int d)
 {
     ref_rng_t rng;
     ref_rng_seed(&rng, 6000u + (uint64_t)B + T * 3 + H * 5 + d * 7 + t);
-    snprintf(g_ctx, sizeof g_ctx, "%s B=%d T=%d H=%d d=%d", pp_dtype_name(t), B, T, H, d);
+    tg_ctx_set("%s B=%d T=%d H=%d d=%d", pp_dtype_name(t), B, T, H, d);
     const size_t n = (size_t)B * T * H * d;
-    double *qkv = hrand(&rng, 3 * n, 1.0, t);
-    void *d_qkv = dev_of(qkv, 3 * n, t);
+    double *qkv = tg_randn(&rng, 3 * n, 1.0, t);
+    void *d_qkv = tg_dev_of(qkv, 3 * n, t);
     const size_t bytes = n * pp_dtype_size(t);
-    void *d_q = dbuf(bytes), *d_k = dbuf(bytes), *d_v = dbuf(bytes);
-    KOK(attention_permute_qkv(d_q, d_k, d_v, d_qkv, B, T, H, d, t, g_stream));
-    double *q = hbuf(n), *k = hbuf(n), *v = hbuf(n);
+    void *d_q = tg_dev(bytes), *d_k = tg_dev(bytes), *d_v = tg_dev(bytes);
+    REQUIRE_OK(attention_permute_qkv(d_q, d_k, d_v, d_qkv, B, T, H, d, t, g_stream));
+    double *q = tg_zeros(n), *k = tg_zeros(n), *v = tg_zeros(n);
     ref_attention_permute_qkv(q, k, v, qkv, B, T, H, d);
-    compare("attention_permute_qkv q", download(d_q, n, t), q, n, TOL_EXACT);
-    compare("attention_permute_qkv k", download(d_k, n, t), k, n, TOL_EXACT);
-    compare("attention_permute_qkv v", download(d_v, n, t), v, n, TOL_EXACT);
+    EXPECT_CLOSE("attention_permute_qkv q", tg_download(d_q, n, t), q, n, TOL_EXACT);
+    EXPECT_CLOSE("attention_permute_qkv k", tg_download(d_k, n, t), k, n, TOL_EXACT);
+    EXPECT_CLOSE("attention_permute_qkv v", tg_download(d_v, n, t), v, n, TOL_EXACT);
 
     /* backward: fresh gradients in head layout back to the token layout */
-    double *dq = hrand(&rng, n, 1.0, t), *dk = hrand(&rng, n, 1.0, t), *dv = hrand(&rng, n, 1.0, t);
-    void *d_dq = dev_of(dq, n, t), *d_dk = dev_of(dk, n, t), *d_dv = dev_of(dv, n, t);
-    void *d_dqkv = dbuf(3 * bytes);
-    KOK(attention_unpermute_dqkv(d_dqkv, d_dq, d_dk, d_dv, B, T, H, d, t, g_stream));
-    double *dqkv = hbuf(3 * n);
+    double *dq = tg_randn(&rng, n, 1.0, t), *dk = tg_randn(&rng, n, 1.0, t),
+           *dv = tg_randn(&rng, n, 1.0, t);
+    void *d_dq = tg_dev_of(dq, n, t), *d_dk = tg_dev_of(dk, n, t), *d_dv = tg_dev_of(dv, n, t);
+    void *d_dqkv = tg_dev(3 * bytes);
+    REQUIRE_OK(attention_unpermute_dqkv(d_dqkv, d_dq, d_dk, d_dv, B, T, H, d, t, g_stream));
+    double *dqkv = tg_zeros(3 * n);
     ref_attention_unpermute_dqkv(dqkv, dq, dk, dv, B, T, H, d);
-    compare("attention_unpermute_dqkv", download(d_dqkv, 3 * n, t), dqkv, 3 * n, TOL_EXACT);
+    EXPECT_CLOSE("attention_unpermute_dqkv", tg_download(d_dqkv, 3 * n, t), dqkv, 3 * n, TOL_EXACT);
 
-    void *d_out = dbuf(bytes);
-    KOK(attention_unpermute_out(d_out, d_dq, B, T, H, d, t, g_stream));
-    double *out = hbuf(n);
+    void *d_out = tg_dev(bytes);
+    REQUIRE_OK(attention_unpermute_out(d_out, d_dq, B, T, H, d, t, g_stream));
+    double *out = tg_zeros(n);
     ref_attention_unpermute_out(out, dq, B, T, H, d);
-    compare("attention_unpermute_out", download(d_out, n, t), out, n, TOL_EXACT);
-    void *d_datt = dbuf(bytes);
-    double *dout = hrand(&rng, n, 1.0, t), *datt = hbuf(n);
-    void *d_dout = dev_of(dout, n, t);
-    KOK(attention_permute_dout(d_datt, d_dout, B, T, H, d, t, g_stream));
+    EXPECT_CLOSE("attention_unpermute_out", tg_download(d_out, n, t), out, n, TOL_EXACT);
+    void *d_datt = tg_dev(bytes);
+    double *dout = tg_randn(&rng, n, 1.0, t), *datt = tg_zeros(n);
+    void *d_dout = tg_dev_of(dout, n, t);
+    REQUIRE_OK(attention_permute_dout(d_datt, d_dout, B, T, H, d, t, g_stream));
     ref_attention_permute_dout(datt, dout, B, T, H, d);
-    compare("attention_permute_dout", download(d_datt, n, t), datt, n, TOL_EXACT);
+    EXPECT_CLOSE("attention_permute_dout", tg_download(d_datt, n, t), datt, n, TOL_EXACT);
 }
 
 static void test_attention_permutes(void)
@@ -767,29 +612,29 @@ static void softmax_case(pp_dtype_t t, int BH, int T)
 {
     ref_rng_t rng;
     ref_rng_seed(&rng, 7000u + (uint64_t)BH * 3 + T + t);
-    snprintf(g_ctx, sizeof g_ctx, "%s BH=%d T=%d", pp_dtype_name(t), BH, T);
+    tg_ctx_set("%s BH=%d T=%d", pp_dtype_name(t), BH, T);
     const size_t n = (size_t)BH * T * T, bytes = n * pp_dtype_size(t);
     const float scale = 0.125f;
-    double *S = hrand(&rng, n, 16.0, t), *P = hbuf(n);
-    void *d_S = dev_of(S, n, t), *d_P = dbuf(bytes);
-    KOK(softmax_causal_fwd(d_P, d_S, scale, BH, T, t, g_stream));
+    double *S = tg_randn(&rng, n, 16.0, t), *P = tg_zeros(n);
+    void *d_S = tg_dev_of(S, n, t), *d_P = tg_dev(bytes);
+    REQUIRE_OK(softmax_causal_fwd(d_P, d_S, scale, BH, T, t, g_stream));
     ref_softmax_causal_fwd(P, S, scale, BH, T);
-    compare("softmax_causal_fwd", download(d_P, n, t), P, n, tol_of(t));
-    KOK(softmax_causal_fwd(d_S, d_S, scale, BH, T, t, g_stream)); /* in place */
-    compare("softmax_causal_fwd in place", download(d_S, n, t), P, n, tol_of(t));
+    EXPECT_CLOSE("softmax_causal_fwd", tg_download(d_P, n, t), P, n, tol_of(t));
+    REQUIRE_OK(softmax_causal_fwd(d_S, d_S, scale, BH, T, t, g_stream)); /* in place */
+    EXPECT_CLOSE("softmax_causal_fwd in place", tg_download(d_S, n, t), P, n, tol_of(t));
 
     ref_round(P, n, is_bf16(t)); /* the stored probabilities are the backward's input */
-    upload(d_P, P, n, t);
-    double *dP = hrand(&rng, n, 1.0, t), *dS = hbuf(n);
-    void *d_dP = dev_of(dP, n, t), *d_dS = dbuf(bytes);
-    KOK(softmax_causal_bwd(d_dS, d_dP, d_P, scale, BH, T, t, g_stream));
-    void *first = raw_get(d_dS, bytes);
+    tg_upload(d_P, P, n, t);
+    double *dP = tg_randn(&rng, n, 1.0, t), *dS = tg_zeros(n);
+    void *d_dP = tg_dev_of(dP, n, t), *d_dS = tg_dev(bytes);
+    REQUIRE_OK(softmax_causal_bwd(d_dS, d_dP, d_P, scale, BH, T, t, g_stream));
+    void *first = tg_get(d_dS, bytes);
     ref_softmax_causal_bwd(dS, dP, P, scale, BH, T);
-    compare("softmax_causal_bwd", download(d_dS, n, t), dS, n, tol_of(t));
-    KOK(softmax_causal_bwd(d_dS, d_dP, d_P, scale, BH, T, t, g_stream));
-    expect_same_bytes("softmax_causal_bwd", first, raw_get(d_dS, bytes), bytes);
-    KOK(softmax_causal_bwd(d_dP, d_dP, d_P, scale, BH, T, t, g_stream)); /* dS aliases dP */
-    compare("softmax_causal_bwd in place", download(d_dP, n, t), dS, n, tol_of(t));
+    EXPECT_CLOSE("softmax_causal_bwd", tg_download(d_dS, n, t), dS, n, tol_of(t));
+    REQUIRE_OK(softmax_causal_bwd(d_dS, d_dP, d_P, scale, BH, T, t, g_stream));
+    expect_same_bytes("softmax_causal_bwd", first, tg_get(d_dS, bytes), bytes);
+    REQUIRE_OK(softmax_causal_bwd(d_dP, d_dP, d_P, scale, BH, T, t, g_stream)); /* dS aliases dP */
+    EXPECT_CLOSE("softmax_causal_bwd in place", tg_download(d_dP, n, t), dS, n, tol_of(t));
 }
 
 static void test_softmax_causal(void)
@@ -810,61 +655,66 @@ static void crossentropy_case(pp_dtype_t t, int N, int V)
 {
     ref_rng_t rng;
     ref_rng_seed(&rng, 8000u + (uint64_t)N * 3 + V + t);
-    snprintf(g_ctx, sizeof g_ctx, "%s N=%d V=%d", pp_dtype_name(t), N, V);
+    tg_ctx_set("%s N=%d V=%d", pp_dtype_name(t), N, V);
     const size_t n = (size_t)N * V, bytes = n * pp_dtype_size(t);
     const float grad_scale = 0.5f;
-    double *logits = hrand(&rng, n, 2.0, t);
-    int *tgt = (int *)hmem((size_t)N * sizeof(int));
+    double *logits = tg_randn(&rng, n, 2.0, t);
+    int *tgt = (int *)tg_host((size_t)N * sizeof(int));
     for (int i = 0; i < N; i++)
         tgt[i] = ref_rng_int(&rng, V);
     tgt[0] = V - 1;
     int *d_tgt = dev_ints(tgt, N);
-    void *d_logits = dev_of(logits, n, t), *d_dlogits = dbuf(bytes);
-    float *d_losses = (float *)dbuf((size_t)N * 4);
-    double *losses = hbuf(N), *dlogits = hbuf(n);
+    void *d_logits = tg_dev_of(logits, n, t), *d_dlogits = tg_dev(bytes);
+    float *d_losses = (float *)tg_dev((size_t)N * 4);
+    double *losses = tg_zeros(N), *dlogits = tg_zeros(n);
     ref_crossentropy(losses, dlogits, logits, tgt, grad_scale, N, V);
     /* compare the gradient in units of grad_scale / N, where its entries are O(1/V) .. 1 */
     const double unit = (double)N / grad_scale;
     for (size_t i = 0; i < n; i++)
         dlogits[i] *= unit;
-    const tol_t dtol = {1e-6, is_bf16(t) ? 1e-2 : 1e-4};
+    const tg_tol_t dtol = {1e-6, is_bf16(t) ? 1e-2 : 1e-4};
 
-    KOK(crossentropy_fwd_bwd(d_losses, d_dlogits, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
-    void *first = raw_get(d_dlogits, bytes), *lfirst = raw_get(d_losses, (size_t)N * 4);
-    compare("crossentropy losses", download(d_losses, N, PP_DTYPE_FP32), losses, N, TOL_SUM);
-    double *got = download(d_dlogits, n, t);
+    REQUIRE_OK(
+        crossentropy_fwd_bwd(d_losses, d_dlogits, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
+    void *first = tg_get(d_dlogits, bytes), *lfirst = tg_get(d_losses, (size_t)N * 4);
+    EXPECT_CLOSE("crossentropy losses", tg_download(d_losses, N, PP_DTYPE_FP32), losses, N,
+                 TOL_SUM);
+    double *got = tg_download(d_dlogits, n, t);
     for (size_t i = 0; i < n; i++)
         got[i] *= unit;
-    compare("crossentropy dlogits", got, dlogits, n, dtol);
-    KOK(crossentropy_fwd_bwd(d_losses, d_dlogits, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
-    expect_same_bytes("crossentropy dlogits", first, raw_get(d_dlogits, bytes), bytes);
-    expect_same_bytes("crossentropy losses", lfirst, raw_get(d_losses, (size_t)N * 4),
+    EXPECT_CLOSE("crossentropy dlogits", got, dlogits, n, dtol);
+    REQUIRE_OK(
+        crossentropy_fwd_bwd(d_losses, d_dlogits, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
+    expect_same_bytes("crossentropy dlogits", first, tg_get(d_dlogits, bytes), bytes);
+    expect_same_bytes("crossentropy losses", lfirst, tg_get(d_losses, (size_t)N * 4),
                       (size_t)N * 4);
 
     /* dlogits aliasing logits, and losses only */
-    KOK(crossentropy_fwd_bwd(d_losses, d_logits, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
-    expect_same_bytes("crossentropy dlogits in place", first, raw_get(d_logits, bytes), bytes);
-    upload(d_logits, logits, n, t);
-    poison(d_losses, (size_t)N * 4);
-    KOK(crossentropy_fwd_bwd(d_losses, NULL, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
-    expect_same_bytes("crossentropy losses only", lfirst, raw_get(d_losses, (size_t)N * 4),
+    REQUIRE_OK(
+        crossentropy_fwd_bwd(d_losses, d_logits, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
+    expect_same_bytes("crossentropy dlogits in place", first, tg_get(d_logits, bytes), bytes);
+    tg_upload(d_logits, logits, n, t);
+    tg_poison(d_losses, (size_t)N * 4);
+    REQUIRE_OK(
+        crossentropy_fwd_bwd(d_losses, NULL, d_logits, d_tgt, grad_scale, N, V, t, g_stream));
+    expect_same_bytes("crossentropy losses only", lfirst, tg_get(d_losses, (size_t)N * 4),
                       (size_t)N * 4);
 
     /* the mean accumulates onto a non-zero value */
     const float acc0 = 1.75f;
-    float *d_acc = (float *)dbuf(4);
-    raw_put(d_acc, &acc0, 4);
-    KOK(loss_mean_accumulate(d_acc, d_losses, N, g_stream));
+    float *d_acc = (float *)tg_dev(4);
+    tg_put(d_acc, &acc0, 4);
+    REQUIRE_OK(loss_mean_accumulate(d_acc, d_losses, N, g_stream));
     double want = 0.0;
     for (int i = 0; i < N; i++)
         want += losses[i];
     want = acc0 + want / N;
-    double *acc = download(d_acc, 1, PP_DTYPE_FP32);
-    compare("loss_mean_accumulate", acc, &want, 1, TOL_SUM);
+    double *acc = tg_download(d_acc, 1, PP_DTYPE_FP32);
+    EXPECT_CLOSE("loss_mean_accumulate", acc, &want, 1, TOL_SUM);
     float a1 = (float)acc[0];
-    raw_put(d_acc, &acc0, 4);
-    KOK(loss_mean_accumulate(d_acc, d_losses, N, g_stream));
-    expect_same_bytes("loss_mean_accumulate", &a1, raw_get(d_acc, 4), 4);
+    tg_put(d_acc, &acc0, 4);
+    REQUIRE_OK(loss_mean_accumulate(d_acc, d_losses, N, g_stream));
+    expect_same_bytes("loss_mean_accumulate", &a1, tg_get(d_acc, 4), 4);
 }
 
 static void test_crossentropy(void)
@@ -884,33 +734,34 @@ static void adamw_case(int mode, size_t n)
     ref_rng_t rng;
     ref_rng_seed(&rng, 9000u + (uint64_t)mode * 31 + n);
     const pp_dtype_t t = mode == 3 ? PP_DTYPE_BF16 : PP_DTYPE_FP32;
-    snprintf(g_ctx, sizeof g_ctx, "%s mode %d n=%zu", pp_dtype_name(t), mode, n);
+    tg_ctx_set("%s mode %d n=%zu", pp_dtype_name(t), mode, n);
     const double lr = 3e-3, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
-    double *p = hrand(&rng, n, 1.0, PP_DTYPE_FP32), *m = hbuf(n), *v = hbuf(n);
-    float *d_p = (float *)dev_of(p, n, PP_DTYPE_FP32);
-    float *d_m = (float *)dev_of(m, n, PP_DTYPE_FP32), *d_v = (float *)dev_of(v, n, PP_DTYPE_FP32);
-    float *d_g = (float *)dbuf(n * 4);
-    void *d_store = mode == 0 ? (void *)d_p : (mode == 2 ? NULL : dbuf(n * pp_dtype_size(t)));
+    double *p = tg_randn(&rng, n, 1.0, PP_DTYPE_FP32), *m = tg_zeros(n), *v = tg_zeros(n);
+    float *d_p = (float *)tg_dev_of(p, n, PP_DTYPE_FP32);
+    float *d_m = (float *)tg_dev_of(m, n, PP_DTYPE_FP32),
+          *d_v = (float *)tg_dev_of(v, n, PP_DTYPE_FP32);
+    float *d_g = (float *)tg_dev(n * 4);
+    void *d_store = mode == 0 ? (void *)d_p : (mode == 2 ? NULL : tg_dev(n * pp_dtype_size(t)));
     for (int step = 1; step <= 3; step++) {
-        double *g = hrand(&rng, n, step == 2 ? 1e-3 : 1.0, PP_DTYPE_FP32);
-        upload(d_g, g, n, PP_DTYPE_FP32);
-        KOK(adamw_update(d_p, d_store, d_g, d_m, d_v, n, (float)lr, (float)b1, (float)b2,
-                         (float)eps, (float)wd, step, t, g_stream));
+        double *g = tg_randn(&rng, n, step == 2 ? 1e-3 : 1.0, PP_DTYPE_FP32);
+        tg_upload(d_g, g, n, PP_DTYPE_FP32);
+        REQUIRE_OK(adamw_update(d_p, d_store, d_g, d_m, d_v, n, (float)lr, (float)b1, (float)b2,
+                                (float)eps, (float)wd, step, t, g_stream));
         ref_adamw_update(p, m, v, g, n, lr, b1, b2, eps, wd, step);
     }
-    compare("adamw param", download(d_p, n, PP_DTYPE_FP32), p, n, TOL_FP32);
-    compare("adamw m", download(d_m, n, PP_DTYPE_FP32), m, n, TOL_FP32);
-    compare("adamw v", download(d_v, n, PP_DTYPE_FP32), v, n, TOL_FP32);
+    EXPECT_CLOSE("adamw param", tg_download(d_p, n, PP_DTYPE_FP32), p, n, TOL_FP32);
+    EXPECT_CLOSE("adamw m", tg_download(d_m, n, PP_DTYPE_FP32), m, n, TOL_FP32);
+    EXPECT_CLOSE("adamw v", tg_download(d_v, n, PP_DTYPE_FP32), v, n, TOL_FP32);
     if (mode == 1 || mode == 3) { /* storage = master rounded to the storage type, exactly */
-        float *master = (float *)raw_get(d_p, n * 4);
+        float *master = (float *)tg_get(d_p, n * 4);
         if (mode == 1) {
-            expect_same_bytes("adamw fp32 storage", master, raw_get(d_store, n * 4), n * 4);
+            expect_same_bytes("adamw fp32 storage", master, tg_get(d_store, n * 4), n * 4);
         } else {
-            uint16_t *st = (uint16_t *)raw_get(d_store, n * 2);
+            uint16_t *st = (uint16_t *)tg_get(d_store, n * 2);
             size_t bad = 0;
             for (size_t i = 0; i < n; i++)
                 bad += st[i] != ref_f32_to_bf16(master[i]);
-            EXPECT(bad == 0, "adamw bf16 storage [%s]: %zu of %zu not the rounded master", g_ctx,
+            EXPECT(bad == 0, "adamw bf16 storage [%s]: %zu of %zu not the rounded master", tg_ctx(),
                    bad, n);
         }
     }
@@ -932,37 +783,36 @@ static void test_casts_fill(void)
         const size_t n = 1003;
         ref_rng_t rng;
         ref_rng_seed(&rng, 9500u + off);
-        snprintf(g_ctx, sizeof g_ctx, "n=%zu offset=%zu", n, off);
-        double *x = hrand(&rng, n, 3.0, PP_DTYPE_FP32);
-        float *d_x = (float *)dev_of(x, n, PP_DTYPE_FP32, off);
-        void *d_b = dbuf_at(n * 2, off * 2);
-        KOK(cast_fp32_to_dtype(d_b, d_x, n, PP_DTYPE_BF16, g_stream));
-        uint16_t *b = (uint16_t *)raw_get(d_b, n * 2);
+        tg_ctx_set("n=%zu offset=%zu", n, off);
+        double *x = tg_randn(&rng, n, 3.0, PP_DTYPE_FP32);
+        float *d_x = (float *)tg_dev_of_at(x, n, PP_DTYPE_FP32, off);
+        void *d_b = tg_dev_at(n * 2, off * 2);
+        REQUIRE_OK(cast_fp32_to_dtype(d_b, d_x, n, PP_DTYPE_BF16, g_stream));
+        uint16_t *b = (uint16_t *)tg_get(d_b, n * 2);
         size_t bad = 0;
         for (size_t i = 0; i < n; i++)
             bad += b[i] != ref_f32_to_bf16((float)x[i]);
         EXPECT(bad == 0, "cast_fp32_to_dtype bf16 [%s]: %zu of %zu not round-to-nearest-even",
-               g_ctx, bad, n);
-        float *d_back = (float *)dbuf_at(n * 4, off * 4);
-        KOK(cast_dtype_to_fp32(d_back, d_b, n, PP_DTYPE_BF16, g_stream));
-        float *back = (float *)raw_get(d_back, n * 4);
+               tg_ctx(), bad, n);
+        float *d_back = (float *)tg_dev_at(n * 4, off * 4);
+        REQUIRE_OK(cast_dtype_to_fp32(d_back, d_b, n, PP_DTYPE_BF16, g_stream));
+        float *back = (float *)tg_get(d_back, n * 4);
         bad = 0;
         for (size_t i = 0; i < n; i++)
             bad += back[i] != ref_bf16_to_f32(b[i]);
-        EXPECT(bad == 0, "cast_dtype_to_fp32 bf16 [%s]: %zu of %zu not exact", g_ctx, bad, n);
-        float *d_f = (float *)dbuf(n * 4);
-        KOK(cast_fp32_to_dtype(d_f, d_x, n, PP_DTYPE_FP32, g_stream));
-        expect_same_bytes("cast_fp32_to_dtype fp32", raw_get(d_x, n * 4), raw_get(d_f, n * 4),
+        EXPECT(bad == 0, "cast_dtype_to_fp32 bf16 [%s]: %zu of %zu not exact", tg_ctx(), bad, n);
+        float *d_f = (float *)tg_dev(n * 4);
+        REQUIRE_OK(cast_fp32_to_dtype(d_f, d_x, n, PP_DTYPE_FP32, g_stream));
+        expect_same_bytes("cast_fp32_to_dtype fp32", tg_get(d_x, n * 4), tg_get(d_f, n * 4), n * 4);
+        tg_poison(d_back, n * 4);
+        REQUIRE_OK(cast_dtype_to_fp32(d_back, d_f, n, PP_DTYPE_FP32, g_stream));
+        expect_same_bytes("cast_dtype_to_fp32 fp32", tg_get(d_x, n * 4), tg_get(d_back, n * 4),
                           n * 4);
-        poison(d_back, n * 4);
-        KOK(cast_dtype_to_fp32(d_back, d_f, n, PP_DTYPE_FP32, g_stream));
-        expect_same_bytes("cast_dtype_to_fp32 fp32", raw_get(d_x, n * 4), raw_get(d_back, n * 4),
-                          n * 4);
-        KOK(fill_fp32(d_back, -2.5f, n, g_stream));
-        double *f = download(d_back, n, PP_DTYPE_FP32), *want = hbuf(n);
+        REQUIRE_OK(fill_fp32(d_back, -2.5f, n, g_stream));
+        double *f = tg_download(d_back, n, PP_DTYPE_FP32), *want = tg_zeros(n);
         for (size_t i = 0; i < n; i++)
             want[i] = -2.5;
-        compare("fill_fp32", f, want, n, TOL_EXACT);
+        EXPECT_CLOSE("fill_fp32", f, want, n, TOL_EXACT);
     }
 }
 
@@ -971,8 +821,8 @@ static void test_casts_fill(void)
 /* Bad sizes and pointers are refused with PP_ERR_INTERNAL (their messages are silenced here). */
 static void test_bad_arguments(void)
 {
-    snprintf(g_ctx, sizeof g_ctx, "argument checks");
-    void *d = dbuf(1024);
+    tg_ctx_set("argument checks");
+    void *d = tg_dev(1024);
     fflush(stderr);
     int saved = dup(2), devnull = open("/dev/null", O_WRONLY);
     if (saved >= 0 && devnull >= 0) dup2(devnull, 2);
@@ -1007,46 +857,36 @@ static void test_bad_arguments(void)
 
 /* ---- driver ---------------------------------------------------------------------------------- */
 
-static const char *g_skip_reason;
-
 static void test_device(void)
 {
-    SKIP("%s", g_skip_reason);
+    SKIP("%s", tg_skip_reason());
 }
-
-#define RUN_GPU(fn)                                                                                \
-    do {                                                                                           \
-        RUN(fn);                                                                                   \
-        arena_free();                                                                              \
-    } while (0)
 
 int main(void)
 {
-    g_skip_reason = gpu_skip_reason();
-    if (g_skip_reason) {
+    if (tg_init("test_kernels", GUARD_BYTES)) {
         RUN(test_device);
         return check_summary("test_kernels");
     }
-    if (cudaSetDevice(0) != cudaSuccess ||
-        cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess ||
-        gemm_init(&g_gemm, 0) != PP_OK) {
+    g_stream = tg_stream();
+    if (gemm_init(&g_gemm, 0) != PP_OK) {
         fprintf(stderr, "test_kernels: device setup failed\n");
         return 1;
     }
-    RUN_GPU(test_matmul);
-    RUN_GPU(test_matmul_many_shapes);
-    RUN_GPU(test_matmul_epilogues);
-    RUN_GPU(test_gemm_strided_batched);
-    RUN_GPU(test_encoder);
-    RUN_GPU(test_layernorm);
-    RUN_GPU(test_elementwise);
-    RUN_GPU(test_attention_permutes);
-    RUN_GPU(test_softmax_causal);
-    RUN_GPU(test_crossentropy);
-    RUN_GPU(test_adamw);
-    RUN_GPU(test_casts_fill);
-    RUN_GPU(test_bad_arguments);
+    RUN_AND_FREE(test_matmul);
+    RUN_AND_FREE(test_matmul_many_shapes);
+    RUN_AND_FREE(test_matmul_epilogues);
+    RUN_AND_FREE(test_gemm_strided_batched);
+    RUN_AND_FREE(test_encoder);
+    RUN_AND_FREE(test_layernorm);
+    RUN_AND_FREE(test_elementwise);
+    RUN_AND_FREE(test_attention_permutes);
+    RUN_AND_FREE(test_softmax_causal);
+    RUN_AND_FREE(test_crossentropy);
+    RUN_AND_FREE(test_adamw);
+    RUN_AND_FREE(test_casts_fill);
+    RUN_AND_FREE(test_bad_arguments);
     gemm_free(&g_gemm);
-    cudaStreamDestroy(g_stream);
+    tg_finish();
     return check_summary("test_kernels");
 }

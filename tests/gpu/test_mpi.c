@@ -9,7 +9,7 @@
  * prints the summary line, and every rank exits with the same code.
  */
 #include "tests/check.h"
-#include "gpu_skip.h"
+#include "tests/gpu/support.h"
 
 #include "common/pp_group.h"
 #include "exec/execute.h"
@@ -96,7 +96,7 @@ int main(int argc, char **argv)
 {
     pp_status_t st = group_init(&group, group_mpi_ops(), &argc, &argv);
     if (st != PP_OK) return pp_status_exit_code(st);
-    const char *why = gpu_skip_reason();
+    const char *why = tg_skip_reason();
     n_gpu = why ? 0 : execute_device_count();
     int least = -n_gpu;
     if (group.size > 1) group.ops->max_int(&group, &least);

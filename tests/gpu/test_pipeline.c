@@ -17,7 +17,7 @@
  * every step a 900 s deadline.
  */
 #include "tests/check.h"
-#include "gpu_skip.h"
+#include "tests/gpu/support.h"
 
 #include "exec/execute.h"
 #include "run/run.h"
@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 static int n_gpus;
-static const char *g_no_gpu; /* why there is none (gpu_skip_reason) */
+static const char *g_no_gpu; /* why there is none (tg_skip_reason) */
 
 /* A step's deadline (run.timeout, s): generous in the quick run, which compute-sanitizer
  * slows 10-100x. */
@@ -690,7 +690,7 @@ static void adamw_loss_falls(void)
 int main(void)
 {
     n_gpus = execute_device_count();
-    g_no_gpu = gpu_skip_reason();
+    g_no_gpu = tg_skip_reason();
     RUN(gpipe_1gpu);
     RUN(gpipe_2gpu_peer);
     RUN(gpipe_4gpu_peer);

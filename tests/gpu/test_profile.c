@@ -12,6 +12,7 @@
  * vary by machine.
  */
 #include "tests/check.h"
+#include "tests/gpu/support.h"
 
 #include "exec/execute.h"
 #include "run/profile_run.h"
@@ -39,7 +40,7 @@ static const char *yaml;
 
 static void profile_small(void)
 {
-    if (n_gpus < 1) SKIP("no CUDA device");
+    if (n_gpus < 1) SKIP("%s", tg_skip_reason());
     pp_config_t written;
     pp_job_t cfg;
     const char *sets[] = {n_gpus >= 2 ? "pipeline.devices=2" : "pipeline.devices=1"};

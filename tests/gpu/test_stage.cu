@@ -21,7 +21,7 @@
 #include "kernels/kernels.h"
 #include "stages/stage.h"
 #include "tests/check.h"
-#include "gpu_skip.h"
+#include "tests/gpu/support.h"
 #include "tests/ref/ref_stage.h"
 
 #include <math.h>
@@ -97,108 +97,33 @@ static pp_model_shape_t shape_of(const pp_stage_cfg_t *c)
 /* ---- host helpers ------------------------------------------------------------------------------
  */
 
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float bf16_to_f32(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* Seeded uniform values in [-amp, amp), rounded to what the storage dtype can hold. */
 static void fill_random(double *x, size_t n, uint64_t key, double amp, pp_dtype_t dt)
 {
-    for (size_t i = 0; i < n; i++) {
-        float f = (float)((2.0 * pp_unit53(pp_hash(key, 99, i, 0, 0)) - 1.0) * amp);
-        x[i] = dt == PP_DTYPE_BF16 ? bf16_to_f32(f32_to_bf16(f)) : f;
-    }
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((2.0 * pp_unit53(pp_hash(key, 99, i, 0, 0)) - 1.0) * amp);
+    ref_round(x, n, dt == PP_DTYPE_BF16);
 }
 
-static int upload(void *dev, const double *src, size_t n, pp_dtype_t dt)
+/* got (from the GPU) against want (the reference). fp32: per element |got - want| <= 1e-4 *
+ * max|want| + 1e-3 |want|; bf16: relative L2 error <= rtol_bf16. NaN (poisoned memory reads as
+ * NaN) fails either. */
+static void expect_stage_close(const char *what, const double *got, const double *want, size_t n,
+                               pp_dtype_t dt, double rtol_bf16)
 {
-    size_t es = pp_dtype_size(dt);
-    unsigned char *h = (unsigned char *)malloc(n * es);
-    if (!h) return -1;
-    for (size_t i = 0; i < n; i++) {
-        float f = (float)src[i];
-        if (dt == PP_DTYPE_BF16) {
-            uint16_t b = f32_to_bf16(f);
-            memcpy(h + 2 * i, &b, 2);
-        } else {
-            memcpy(h + 4 * i, &f, 4);
-        }
+    if (dt == PP_DTYPE_BF16) {
+        EXPECT_REL_L2(what, got, want, n, rtol_bf16);
+        return;
     }
-    cudaError_t e = cudaMemcpy(dev, h, n * es, cudaMemcpyHostToDevice);
-    free(h);
-    return e == cudaSuccess ? 0 : -1;
-}
-
-static int download(double *dst, const void *dev, size_t n, pp_dtype_t dt)
-{
-    size_t es = pp_dtype_size(dt);
-    unsigned char *h = (unsigned char *)malloc(n * es);
-    if (!h) return -1;
-    cudaError_t e = cudaMemcpy(h, dev, n * es, cudaMemcpyDeviceToHost);
-    for (size_t i = 0; e == cudaSuccess && i < n; i++) {
-        if (dt == PP_DTYPE_BF16) {
-            uint16_t b;
-            memcpy(&b, h + 2 * i, 2);
-            dst[i] = bf16_to_f32(b);
-        } else {
-            float f;
-            memcpy(&f, h + 4 * i, 4);
-            dst[i] = f;
-        }
-    }
-    free(h);
-    return e == cudaSuccess ? 0 : -1;
-}
-
-/* Compare got (from the GPU) with want (reference). fp32: per element |got - want| <= 1e-4 *
- * max|want| + 1e-3 |want|; bf16: relative L2 error <= rtol_bf16. Prints the first problem and
- * returns 1 on a mismatch. Also fails on NaN (poisoned memory reads as NaN). */
-static int mismatch(const char *what, const double *got, const double *want, size_t n,
-                    pp_dtype_t dt, double rtol_bf16)
-{
-    double maxw = 0.0, num = 0.0, den = 0.0;
+    double maxw = 0.0;
     for (size_t i = 0; i < n; i++)
         maxw = fmax(maxw, fabs(want[i]));
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs(got[i] - want[i]);
-        num += e * e;
-        den += want[i] * want[i];
-        int ok =
-            isfinite(got[i]) && (dt == PP_DTYPE_BF16 || e <= 1e-4 * maxw + 1e-3 * fabs(want[i]));
-        if (!ok && bad++ == 0) first = i;
-    }
-    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    if (dt == PP_DTYPE_BF16 && !(rel <= rtol_bf16)) bad += 1;
-    if (getenv("PP_TEST_VERBOSE"))
-        fprintf(stderr, "    %-28s n %6zu  max|ref| %.3e  rel L2 err %.2e\n", what, n, maxw, rel);
-    if (bad) {
-        fprintf(stderr,
-                "    %s: %zu of %zu off (rel L2 error %.3e); first at %zu: got %.9g want %.9g\n",
-                what, bad, n, rel, first, got[first], want[first]);
-        return 1;
-    }
-    return 0;
+    const tg_tol_t tol = {1e-4 * maxw, 1e-3};
+    EXPECT_CLOSE(what, got, want, n, tol);
 }
 
 /* ---- the cases ---------------------------------------------------------------------------------
  */
-
-#define CUDA_OK(call) REQUIRE((call) == cudaSuccess, "%s", #call)
-#define PP_OK_(call)  REQUIRE((call) == PP_OK, "%s", #call)
 
 /* Everything one case holds, freed at one place. */
 typedef struct fixture {
@@ -206,7 +131,7 @@ typedef struct fixture {
     ref_stage_t ref;
     int ref_ok;
     cudaStream_t stream;
-    double *x, *x_b, *dy, *dy_b, *buf, *want;
+    double *x, *x_b, *dy, *dy_b, *want;
     float *g_ref, *g_b, *g_tmp, *p0;
     double *pd, *gd, *m, *v;
 } fixture_t;
@@ -217,7 +142,7 @@ static void fixture_free(fixture_t *f)
     stage_free(f->st2);
     if (f->ref_ok) ref_stage_free(&f->ref);
     if (f->stream) cudaStreamDestroy(f->stream);
-    free(f->x), free(f->x_b), free(f->dy), free(f->dy_b), free(f->buf), free(f->want);
+    free(f->x), free(f->x_b), free(f->dy), free(f->dy_b), free(f->want);
     free(f->g_ref), free(f->g_b), free(f->g_tmp), free(f->p0);
     free(f->pd), free(f->gd), free(f->m), free(f->v);
 }
@@ -230,12 +155,11 @@ static int poison_outputs(pp_stage_t *st, int slot, size_t bytes)
     return 0;
 }
 
-static int set_inputs(pp_stage_t *st, int slot, const double *x, const double *dy, size_t n,
-                      pp_dtype_t dt)
+static void set_inputs(pp_stage_t *st, int slot, const double *x, const double *dy, size_t n,
+                       pp_dtype_t dt)
 {
-    if (stage_slot_x(st, slot) && upload(stage_slot_x(st, slot), x, n, dt)) return -1;
-    if (stage_slot_dy(st, slot) && upload(stage_slot_dy(st, slot), dy, n, dt)) return -1;
-    return 0;
+    if (stage_slot_x(st, slot)) tg_upload(stage_slot_x(st, slot), x, n, dt);
+    if (stage_slot_dy(st, slot)) tg_upload(stage_slot_dy(st, slot), dy, n, dt);
 }
 
 /* Forward then backward (B, or I then W) of one micro-batch in `slot`. */
@@ -273,13 +197,13 @@ static void run_case(case_t kind, pp_dtype_t dt)
     size_t n = stage_n_params(f.st);
     f.x = (double *)malloc(NC * sizeof(double)), f.x_b = (double *)malloc(NC * sizeof(double));
     f.dy = (double *)malloc(NC * sizeof(double)), f.dy_b = (double *)malloc(NC * sizeof(double));
-    f.buf = (double *)malloc(NC * sizeof(double)), f.want = (double *)malloc(NC * sizeof(double));
+    f.want = (double *)malloc(NC * sizeof(double));
     f.g_ref = (float *)malloc(n * sizeof(float)), f.g_b = (float *)malloc(n * sizeof(float));
     f.g_tmp = (float *)malloc(n * sizeof(float)), f.p0 = (float *)malloc(n * sizeof(float));
     f.pd = (double *)malloc(n * sizeof(double)), f.gd = (double *)malloc(n * sizeof(double));
     f.m = (double *)calloc(n, sizeof(double)), f.v = (double *)calloc(n, sizeof(double));
-    if (!f.ref_ok || !f.x || !f.x_b || !f.dy || !f.dy_b || !f.buf || !f.want || !f.g_ref ||
-        !f.g_b || !f.g_tmp || !f.p0 || !f.pd || !f.gd || !f.m || !f.v ||
+    if (!f.ref_ok || !f.x || !f.x_b || !f.dy || !f.dy_b || !f.want || !f.g_ref || !f.g_b ||
+        !f.g_tmp || !f.p0 || !f.pd || !f.gd || !f.m || !f.v ||
         cudaStreamCreateWithFlags(&f.stream, cudaStreamNonBlocking) != cudaSuccess) {
         fixture_free(&f);
         REQUIRE(0, "out of memory");
@@ -312,10 +236,11 @@ static void run_case(case_t kind, pp_dtype_t dt)
     fill_random(f.x_b, NC, SEED + 2 + kind + 8 * dt, 1.5, dt);
     fill_random(f.dy, NC, SEED + 3 + kind + 8 * dt, 1e-2, dt);
     fill_random(f.dy_b, NC, SEED + 4 + kind + 8 * dt, 1e-2, dt);
-    if (poison_outputs(f.st, 0, bytes) || set_inputs(f.st, 0, f.x, f.dy, NC, dt)) {
+    if (poison_outputs(f.st, 0, bytes)) {
         fixture_free(&f);
         REQUIRE(0, "could not set the slot's buffers");
     }
+    set_inputs(f.st, 0, f.x, f.dy, NC, dt);
 
     /* 1. forward and backward against the reference. */
     pp_status_t ps = run_fb(f.st, 0, MB_A, 0, s);
@@ -326,9 +251,8 @@ static void run_case(case_t kind, pp_dtype_t dt)
     double loss_ref = ref_stage_forward(ref, f.x, MB_A, f.want);
     double loss_a = 0.0;
     if (!last) {
-        download(f.buf, stage_slot_y(f.st, 0), NC, dt);
         snprintf(what, sizeof what, "%s %s y", cn, pp_dtype_name(dt));
-        EXPECT(!mismatch(what, f.buf, f.want, NC, dt, rt_f), "%s", what);
+        expect_stage_close(what, tg_download(stage_slot_y(f.st, 0), NC, dt), f.want, NC, dt, rt_f);
     } else {
         EXPECT(stage_loss_read(f.st, &loss_a, s) == PP_OK);
         EXPECT_NEAR(loss_a, loss_ref, 0, dt == PP_DTYPE_BF16 ? 1e-2 : 1e-5);
@@ -337,22 +261,17 @@ static void run_case(case_t kind, pp_dtype_t dt)
     }
     ref_stage_backward(ref, f.dy, GRAD_SCALE, f.want);
     if (!first) {
-        download(f.buf, stage_slot_dx(f.st, 0), NC, dt);
         snprintf(what, sizeof what, "%s %s dx", cn, pp_dtype_name(dt));
-        EXPECT(!mismatch(what, f.buf, f.want, NC, dt, rt_b), "%s", what);
+        expect_stage_close(what, tg_download(stage_slot_dx(f.st, 0), NC, dt), f.want, NC, dt, rt_b);
     }
     REQUIRE(stage_grads_to_host(f.st, f.g_ref) == PP_OK);
-    {
-        int bad = 0;
-        for (int t = 0; t < ref->n_tensors; t++) {
-            const pp_param_tensor_t *tt = &ref->tensors[t];
-            for (size_t i = 0; i < tt->numel; i++)
-                f.gd[i] = f.g_ref[tt->packed + i];
-            snprintf(what, sizeof what, "%s %s d%s[layer %d]", cn, pp_dtype_name(dt),
-                     model_param_name(tt->kind), tt->layer);
-            bad += mismatch(what, f.gd, ref->grads + tt->packed, tt->numel, dt, rt_b);
-        }
-        EXPECT(bad == 0, "%s: %d gradient tensors differ from the reference", cn, bad);
+    for (int t = 0; t < ref->n_tensors; t++) {
+        const pp_param_tensor_t *tt = &ref->tensors[t];
+        for (size_t i = 0; i < tt->numel; i++)
+            f.gd[i] = f.g_ref[tt->packed + i];
+        snprintf(what, sizeof what, "%s %s d%s[layer %d]", cn, pp_dtype_name(dt),
+                 model_param_name(tt->kind), tt->layer);
+        expect_stage_close(what, f.gd, ref->grads + tt->packed, tt->numel, dt, rt_b);
     }
 
     /* 2. I then W in the other slot gives B's bits (dx, y, loss and gradients). */
@@ -363,7 +282,8 @@ static void run_case(case_t kind, pp_dtype_t dt)
         if (yb) cudaMemcpy(b_out, yb, bytes, cudaMemcpyDeviceToHost);
         if (dxb) cudaMemcpy(b_out + bytes, dxb, bytes, cudaMemcpyDeviceToHost);
         EXPECT(stage_zero_grads(f.st, s) == PP_OK);
-        EXPECT(poison_outputs(f.st, 1, bytes) == 0 && set_inputs(f.st, 1, f.x, f.dy, NC, dt) == 0);
+        EXPECT(poison_outputs(f.st, 1, bytes) == 0);
+        set_inputs(f.st, 1, f.x, f.dy, NC, dt);
         EXPECT(run_fb(f.st, 1, MB_A, 1, s) == PP_OK);
         EXPECT(stage_grads_to_host(f.st, f.g_tmp) == PP_OK);
         EXPECT(memcmp(f.g_tmp, f.g_ref, n * sizeof(float)) == 0, "%s: I+W gradients != B's", cn);
@@ -392,7 +312,7 @@ static void run_case(case_t kind, pp_dtype_t dt)
     EXPECT(stage_grads_to_host(f.st, f.g_tmp) == PP_OK);
     EXPECT(memcmp(f.g_tmp, f.g_ref, n * sizeof(float)) == 0, "%s: second run differs", cn);
     if (stage_init(&f.st2, &cfg) == PP_OK) {
-        EXPECT(set_inputs(f.st2, 0, f.x, f.dy, NC, dt) == 0);
+        set_inputs(f.st2, 0, f.x, f.dy, NC, dt);
         EXPECT(run_fb(f.st2, 0, MB_A, 0, s) == PP_OK);
         EXPECT(stage_grads_to_host(f.st2, f.g_tmp) == PP_OK);
         EXPECT(memcmp(f.g_tmp, f.g_ref, n * sizeof(float)) == 0,
@@ -407,12 +327,12 @@ static void run_case(case_t kind, pp_dtype_t dt)
      * their gradients taken one at a time. */
     double loss_b = 0.0, loss_ab = 0.0;
     EXPECT(stage_zero_grads(f.st, s) == PP_OK);
-    EXPECT(set_inputs(f.st, 1, f.x_b, f.dy_b, NC, dt) == 0);
+    set_inputs(f.st, 1, f.x_b, f.dy_b, NC, dt);
     EXPECT(run_fb(f.st, 1, MB_B, 0, s) == PP_OK);
     EXPECT(stage_grads_to_host(f.st, f.g_b) == PP_OK);
     if (last) EXPECT(stage_loss_read(f.st, &loss_b, s) == PP_OK);
     EXPECT(stage_zero_grads(f.st, s) == PP_OK);
-    EXPECT(set_inputs(f.st, 0, f.x, f.dy, NC, dt) == 0);
+    set_inputs(f.st, 0, f.x, f.dy, NC, dt);
     EXPECT(stage_forward(f.st, 0, MB_A, s) == PP_OK);
     EXPECT(stage_forward(f.st, 1, MB_B, s) == PP_OK);
     EXPECT(stage_backward_input(f.st, 1, MB_B, s) == PP_OK);
@@ -464,15 +384,15 @@ static void run_case(case_t kind, pp_dtype_t dt)
         for (size_t i = 0; i < n; i++)
             ref->params[i] = f.p0[i];
         EXPECT(stage_zero_grads(f.st, s) == PP_OK);
-        EXPECT(poison_outputs(f.st, 0, bytes) == 0 &&
-               set_inputs(f.st, 0, f.x_b, f.dy_b, NC, dt) == 0);
+        EXPECT(poison_outputs(f.st, 0, bytes) == 0);
+        set_inputs(f.st, 0, f.x_b, f.dy_b, NC, dt);
         EXPECT(stage_forward(f.st, 0, MB_B, s) == PP_OK);
         EXPECT(cudaStreamSynchronize(s) == cudaSuccess);
         double lr2 = ref_stage_forward(ref, f.x_b, MB_B, f.want);
         if (!last) {
-            download(f.buf, stage_slot_y(f.st, 0), NC, dt);
             snprintf(what, sizeof what, "%s %s y after AdamW", cn, pp_dtype_name(dt));
-            EXPECT(!mismatch(what, f.buf, f.want, NC, dt, rt_f), "%s", what);
+            expect_stage_close(what, tg_download(stage_slot_y(f.st, 0), NC, dt), f.want, NC, dt,
+                               rt_f);
         } else {
             double l = 0.0;
             EXPECT(stage_loss_read(f.st, &l, s) == PP_OK);
@@ -509,9 +429,9 @@ static int run_outcome(pp_stage_t *st, int slot, int split, const double *x, con
     o->y = (unsigned char *)calloc(1, bytes), o->dx = (unsigned char *)calloc(1, bytes);
     o->grads = (float *)malloc(n * sizeof(float));
     if (!o->y || !o->dx || !o->grads) return -1;
-    if (stage_zero_grads(st, s) != PP_OK || poison_outputs(st, slot, bytes) ||
-        set_inputs(st, slot, x, dy, NC, c->dtype) || run_fb(st, slot, MB_A, split, s) != PP_OK ||
-        stage_grads_to_host(st, o->grads) != PP_OK)
+    if (stage_zero_grads(st, s) != PP_OK || poison_outputs(st, slot, bytes)) return -1;
+    set_inputs(st, slot, x, dy, NC, c->dtype);
+    if (run_fb(st, slot, MB_A, split, s) != PP_OK || stage_grads_to_host(st, o->grads) != PP_OK)
         return -1;
     if (stage_slot_y(st, slot))
         cudaMemcpy(o->y, stage_slot_y(st, slot), bytes, cudaMemcpyDeviceToHost);
@@ -588,8 +508,7 @@ static void run_recompute(case_t kind, pp_dtype_t dt)
             }
             for (size_t i = 0; i < tt->numel; i++)
                 gd[i] = got[i];
-            EXPECT(!mismatch(what, gd, ref.grads + tt->packed, tt->numel, dt, BF16_RTOL_BWD), "%s",
-                   what);
+            expect_stage_close(what, gd, ref.grads + tt->packed, tt->numel, dt, BF16_RTOL_BWD);
         }
         outcome_free(&o);
         outcome_free(&o_iw);
@@ -625,12 +544,14 @@ static void run_offload(case_t kind, pp_dtype_t dt, pp_recompute_t rc)
     float *g = (float *)malloc(stage_n_params(st) * sizeof(float));
     unsigned char *dx = (unsigned char *)calloc(1, bytes);
     double loss = 0.0;
-    ok = ok && g && dx && stage_zero_grads(st, s) == PP_OK && set_inputs(st, 0, x, dy, NC, dt) == 0;
+    ok = ok && g && dx && stage_zero_grads(st, s) == PP_OK;
+    if (ok) set_inputs(st, 0, x, dy, NC, dt);
     ok =
         ok && stage_forward(st, 0, MB_A, s) == PP_OK && stage_slot_to_host(st, 0, host, s) == PP_OK;
     ok = ok && stage_slot_from_host(st, 1, junk, s) == PP_OK &&
          stage_slot_from_host(st, 1, host, s) == PP_OK && poison_outputs(st, 1, bytes) == 0;
-    ok = ok && cudaStreamSynchronize(s) == cudaSuccess && set_inputs(st, 1, x, dy, NC, dt) == 0;
+    ok = ok && cudaStreamSynchronize(s) == cudaSuccess;
+    if (ok) set_inputs(st, 1, x, dy, NC, dt);
     /* slot 1's x came with the copy; set_inputs rewrites it with the same values */
     ok = ok && stage_backward(st, 1, MB_A, s) == PP_OK && cudaStreamSynchronize(s) == cudaSuccess;
     ok = ok && stage_grads_to_host(st, g) == PP_OK;
@@ -655,7 +576,7 @@ static void run_offload(case_t kind, pp_dtype_t dt, pp_recompute_t rc)
 
 static void test_offload_round_trip(void)
 {
-    if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());
+    if (tg_skip_reason()) SKIP("%s", tg_skip_reason());
     run_offload(CASE_SINGLE, PP_DTYPE_FP32, PP_RECOMPUTE_NONE);
     run_offload(CASE_MIDDLE, PP_DTYPE_BF16, PP_RECOMPUTE_NONE);
     run_offload(CASE_MIDDLE, PP_DTYPE_FP32, PP_RECOMPUTE_SELECTIVE);
@@ -672,7 +593,7 @@ static int quick_skips(case_t kind)
 #define CASE(kind, dt, name)                                                                       \
     static void name(void)                                                                         \
     {                                                                                              \
-        if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());                                      \
+        if (tg_skip_reason()) SKIP("%s", tg_skip_reason());                                        \
         if (quick_skips(kind)) SKIP_IF_QUICK("the single stage covers the first and last");        \
         run_case(kind, dt);                                                                        \
     }
@@ -691,7 +612,7 @@ CASE(CASE_HEADS, PP_DTYPE_FP32, test_no_blocks_fp32)
 #define WGRAD_CASE(kind, dt, name)                                                                 \
     static void name(void)                                                                         \
     {                                                                                              \
-        if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());                                      \
+        if (tg_skip_reason()) SKIP("%s", tg_skip_reason());                                        \
         if (dt == PP_DTYPE_FP32) SKIP_IF_QUICK("one separate-reduction case");                     \
         setenv("PPSCHED_WGRAD", "unfused", 1);                                                     \
         run_case(kind, dt);                                                                        \
@@ -705,7 +626,7 @@ WGRAD_CASE(CASE_SINGLE, PP_DTYPE_BF16, test_wgrad_unfused_single_bf16)
 #define LN_SUMS_CASE(kind, dt, name)                                                               \
     static void name(void)                                                                         \
     {                                                                                              \
-        if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());                                      \
+        if (tg_skip_reason()) SKIP("%s", tg_skip_reason());                                        \
         if (dt == PP_DTYPE_FP32) SKIP_IF_QUICK("one case with the sums in W");                     \
         setenv("PPSCHED_LAYERNORM_BWD", "unfused", 1);                                             \
         run_case(kind, dt);                                                                        \
@@ -718,7 +639,7 @@ LN_SUMS_CASE(CASE_MIDDLE, PP_DTYPE_BF16, test_layernorm_sums_in_w_middle_bf16)
 #define RECOMPUTE_CASE(kind, dt, name)                                                             \
     static void name(void)                                                                         \
     {                                                                                              \
-        if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());                                      \
+        if (tg_skip_reason()) SKIP("%s", tg_skip_reason());                                        \
         if ((kind == CASE_SINGLE) == (dt == PP_DTYPE_FP32))                                        \
             SKIP_IF_QUICK("one recompute case per dtype");                                         \
         run_recompute(kind, dt);                                                                   \
@@ -748,7 +669,7 @@ static double gemm_overhead_bytes(void)
 /* Sizes agree with what init allocates, and bad configurations are refused with a message. */
 static void test_sizes_and_errors(void)
 {
-    if (gpu_skip_reason()) SKIP("%s", gpu_skip_reason());
+    if (tg_skip_reason()) SKIP("%s", tg_skip_reason());
     pp_stage_cfg_t c = make_cfg(CASE_MIDDLE, PP_DTYPE_BF16);
     size_t free0 = 0, free1 = 0, total = 0;
     pp_stage_t *st = NULL;
@@ -794,24 +715,24 @@ static void test_sizes_and_errors(void)
 
 int main(void)
 {
-    RUN(test_first_fp32);
-    RUN(test_middle_fp32);
-    RUN(test_last_fp32);
-    RUN(test_single_fp32);
-    RUN(test_first_bf16);
-    RUN(test_middle_bf16);
-    RUN(test_last_bf16);
-    RUN(test_single_bf16);
-    RUN(test_no_blocks_fp32);
-    RUN(test_wgrad_unfused_middle_fp32);
-    RUN(test_wgrad_unfused_single_bf16);
-    RUN(test_layernorm_sums_in_w_single_fp32);
-    RUN(test_layernorm_sums_in_w_middle_bf16);
-    RUN(test_recompute_single_fp32);
-    RUN(test_recompute_middle_fp32);
-    RUN(test_recompute_single_bf16);
-    RUN(test_recompute_middle_bf16);
-    RUN(test_offload_round_trip);
-    RUN(test_sizes_and_errors);
+    RUN_AND_FREE(test_first_fp32);
+    RUN_AND_FREE(test_middle_fp32);
+    RUN_AND_FREE(test_last_fp32);
+    RUN_AND_FREE(test_single_fp32);
+    RUN_AND_FREE(test_first_bf16);
+    RUN_AND_FREE(test_middle_bf16);
+    RUN_AND_FREE(test_last_bf16);
+    RUN_AND_FREE(test_single_bf16);
+    RUN_AND_FREE(test_no_blocks_fp32);
+    RUN_AND_FREE(test_wgrad_unfused_middle_fp32);
+    RUN_AND_FREE(test_wgrad_unfused_single_bf16);
+    RUN_AND_FREE(test_layernorm_sums_in_w_single_fp32);
+    RUN_AND_FREE(test_layernorm_sums_in_w_middle_bf16);
+    RUN_AND_FREE(test_recompute_single_fp32);
+    RUN_AND_FREE(test_recompute_middle_fp32);
+    RUN_AND_FREE(test_recompute_single_bf16);
+    RUN_AND_FREE(test_recompute_middle_bf16);
+    RUN_AND_FREE(test_offload_round_trip);
+    RUN_AND_FREE(test_sizes_and_errors);
     return check_summary("test_stage");
 }
