@@ -9,11 +9,9 @@
  *   ppsched plan FILE [options]          search the schedules for a model and GPUs (main_plan.c)
  *
  * This file parses arguments and dispatches commands; every command goes through the one chain of
- * run.h (config → schedule → plan → execute | simulate → report), compare's outputs are in
- * report_compare.c. Exit codes: 0 ok, 2 usage or input error, 1 runtime failure. Only this file
- * exits. About 790 lines: a sixth are the five commands' usage texts, and compare's sweeps and
- * failed rows a sixth more; they share the option table and the run options with the other
- * commands, which is why they have not moved to a file of their own. Under mpirun (pp_group.h)
+ * run.h (config → schedule → plan → execute | simulate → report); compare's runs are compare.h's,
+ * its outputs report_compare.h's. Exit codes: 0 ok, 2 usage or input error, 1 runtime failure.
+ * Only this file exits. Under mpirun (pp_group.h)
  * main starts the process group, only the run command runs, every process agrees on loading and
  * on measuring or simulating, only rank 0 prints, and every process exits with the same code.
  */
@@ -21,7 +19,7 @@
 #include "main_plan.h"
 #include "model/profile.h"
 #include "run/profile_run.h"
-#include "run/report_compare.h"
+#include "run/compare.h"
 #include "report/report_io.h"
 #include "run/run.h"
 
@@ -32,12 +30,10 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define PP_VERSION "0.1.0"
 #define MAX_SETS   256
 #define MAX_SWEEP  8
-#define MAX_RUNS   4096 /* runs one compare may hold */
 
 /* ---------------------------------------------------------------------------------------------
  * Options shared by the commands
@@ -383,16 +379,17 @@ static int want_measure(const opts_t *o, int n_visible)
     return !o->simulate && n_visible > 0;
 }
 
-/* The note that a GPU run was wanted but is not possible; printed once the input has loaded, so
- * an input error comes first and alone. */
-static void note_simulating(const opts_t *o, int n_visible)
+/* The note that a GPU run was wanted but is not possible, into buf; NULL when there is none. It is
+ * printed once the input has loaded, so an input error comes first and alone. */
+static const char *simulating_note(const opts_t *o, int n_visible, char *buf, size_t size)
 {
-    if (o->simulate || n_visible > 0 || o->quiet || o->group->rank != 0) return;
-    fprintf(stderr,
-            "# %s: simulating with the cost model (pass --simulate to ask for this "
-            "explicitly)%s\n",
-            execute_built_with_cuda() ? "no CUDA device found" : "ppsched was built without CUDA",
-            o->sync ? "; --sync does not apply to a simulation" : "");
+    if (o->simulate || n_visible > 0 || o->quiet || o->group->rank != 0) return NULL;
+    snprintf(buf, size,
+             "# %s: simulating with the cost model (pass --simulate to ask for this "
+             "explicitly)%s\n",
+             execute_built_with_cuda() ? "no CUDA device found" : "ppsched was built without CUDA",
+             o->sync ? "; --sync does not apply to a simulation" : "");
+    return buf;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -414,6 +411,7 @@ static pp_status_t load_agreed(pp_run_t *j, const char *path, const opts_t *o, i
 static pp_status_t cmd_run(const char *path, const opts_t *o)
 {
     pp_run_t j = {0};
+    char note[256];
     pp_status_t st;
     int n_visible = o->simulate ? 0 : execute_device_count();
     /* Under mpirun every process measures, or every one simulates (one without a GPU decides). */
@@ -427,7 +425,7 @@ static pp_status_t cmd_run(const char *path, const opts_t *o)
     const int spans_hosts = o->group->local_size < o->group->size;
     PP_CHECK_GOTO(load_agreed(&j, path, o, spans_hosts && n_visible > 0 ? -1 : n_visible), st,
                   done);
-    note_simulating(o, n_visible);
+    if (simulating_note(o, n_visible, note, sizeof note)) fputs(note, stderr);
     if (!o->quiet && !o->json) run_note_processes(&j, o->group, stderr);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
     if (o->group->rank != 0) goto done; /* rank 0 prints the one report */
@@ -524,199 +522,39 @@ done:
     return st;
 }
 
-/* --- compare ------------------------------------------------------------------------------- */
+/* --- compare (compare.h) ----------------------------------------------------------------- */
 
-/* The values of one --sweep: key and a list split at commas (pointers into `buf`). */
-typedef struct sweep {
-    char key[128];
-    char buf[1024];
-    const char *val[64];
-    int n;
-} sweep_t;
-
-static pp_status_t sweep_parse(sweep_t *sw, const char *arg)
+/* The comparison as CSV, JSON or the table. */
+static pp_status_t compare_print(const pp_compare_t *c, const opts_t *o)
 {
-    const char *eq = strchr(arg, '=');
-    size_t klen = (size_t)(eq - arg);
-    if (klen >= sizeof sw->key || strlen(eq + 1) >= sizeof sw->buf) {
-        fprintf(stderr, "%s: --sweep %s: too long\n", prog, arg);
-        return PP_ERR_USAGE;
-    }
-    memcpy(sw->key, arg, klen);
-    sw->key[klen] = '\0';
-    strcpy(sw->buf, eq + 1);
-    sw->n = 0;
-    /* Values split at the commas outside brackets, so a list is one value: devices=[0,1],[2,3]. */
-    int depth = 0;
-    for (char *p = sw->buf, *tok = sw->buf;; p++) {
-        depth += (*p == '[' || *p == '{') - (depth > 0 && (*p == ']' || *p == '}'));
-        if (*p && (*p != ',' || depth > 0)) continue;
-        int end = !*p;
-        *p = '\0';
-        if (*tok) {
-            if (sw->n == 64) {
-                fprintf(stderr, "%s: --sweep %s: at most 64 values\n", prog, arg);
-                return PP_ERR_USAGE;
-            }
-            sw->val[sw->n++] = tok;
-        }
-        if (end) break;
-        tok = p + 1;
-    }
-    if (sw->n == 0) {
-        fprintf(stderr, "%s: --sweep %s: no values\n", prog, arg);
-        return PP_ERR_USAGE;
-    }
-    return PP_OK;
-}
-
-/* The overrides of combination c of the sweeps (the command's --set first, then one value of each
- * sweep) into sets[] (pointing into setbuf), and the " key=value ..." label suffix. Returns the
- * count. */
-static int sweep_combo(const opts_t *o, const sweep_t *sw, int c, const char **sets,
-                       char setbuf[][1200], char *suffix, size_t suffix_size)
-{
-    int n_sets = 0, rem = c;
-    for (int k = 0; k < o->n_sets; k++)
-        sets[n_sets++] = o->sets[k];
-    suffix[0] = '\0';
-    for (int k = o->n_sweep - 1; k >= 0; k--) {
-        const char *v = sw[k].val[rem % sw[k].n];
-        rem /= sw[k].n;
-        snprintf(setbuf[k], 1200, "--sweep %s=%s", sw[k].key, v); /* messages name --sweep */
-        sets[n_sets++] = setbuf[k];
-        const char *leaf = strrchr(sw[k].key, '.');
-        char part[96];
-        snprintf(part, sizeof part, " %s=%s", leaf ? leaf + 1 : sw[k].key, v);
-        strncat(suffix, part, suffix_size - strlen(suffix) - 1);
-    }
-    return n_sets;
-}
-
-/* The Gantt chart of one run of a comparison, into DIR, named after its label. */
-static pp_status_t compare_svg(const pp_compare_row_t *j, const char *dir)
-{
-    char path[4096], name[300];
-    snprintf(path, sizeof path, "%s/%s.svg", dir, out_file_name(j->label, name, sizeof name));
-    return report_write_svg(&j->run.plan, run_timeline(&j->run), j->label, path);
-}
-
-/* Every run of a comparison: each file with each combination of sweep values. A file the input
- * refuses on its own stops the comparison; a combination of sweep values it refuses is a failed
- * row, and the others run. *n_done counts the rows filled. */
-static pp_status_t compare_runs(char **files, int n_files, const opts_t *o, const sweep_t *sw,
-                                int n_combo, int n_visible, const pp_run_opts_t *ro,
-                                pp_compare_row_t *jobs, int *n_done)
-{
-    pp_status_t st;
-    for (int fi = 0; fi < n_files; fi++) {
-        pp_config_t alone; /* the file with the --set overrides, before any sweep value */
-        st = config_load(&alone, files[fi], o->sets, o->n_sets);
-        config_free(&alone);
-        PP_CHECK(st);
-        for (int c = 0; c < n_combo; c++) {
-            pp_compare_row_t *j = &jobs[*n_done];
-            const char *sets[MAX_SETS + MAX_SWEEP];
-            char setbuf[MAX_SWEEP][1200], suffix[200];
-            int n_sets = sweep_combo(o, sw, c, sets, setbuf, suffix, sizeof suffix);
-            if (!o->quiet && !o->json && !o->csv)
-                fprintf(stderr, "# [%d/%d] %s%s\n", *n_done + 1, n_files * n_combo, files[fi],
-                        suffix);
-            st = run_load(&j->run, files[fi], NULL, sets, n_sets, n_visible);
-            if (st == PP_OK && *n_done == 0) note_simulating(o, n_visible);
-            snprintf(j->label, sizeof j->label, "%s%s",
-                     j->run.cfg.name ? j->run.cfg.name : files[fi], suffix);
-            if (st == PP_OK) st = run_go(&j->run, ro);
-            ++*n_done;
-            if (st == PP_ERR_INPUT && o->n_sweep > 0) {
-                j->failed = 1;
-                continue;
-            }
-            PP_CHECK(st);
-            if (o->svg) PP_CHECK(compare_svg(j, o->svg));
-        }
-    }
-    return PP_OK;
-}
-
-/* The comparison as JSON (an array; a failed row is {"label": label, "error": ...}), CSV or
- * the table. */
-static pp_status_t compare_print(const pp_compare_row_t *jobs, int n, const opts_t *o, int measure)
-{
-    if (o->csv) return compare_print_csv(jobs, n, stdout);
-    if (!o->json) {
-        printf("# ppsched compare: %d run%s, mode %s\n", n, n == 1 ? "" : "s",
-               measure ? "measure" : "simulate");
-        return compare_print_table(jobs, n, stdout);
-    }
-    pp_status_t st = PP_OK;
-    printf("[");
-    for (int i = 0; i < n && st == PP_OK; i++) {
-        if (i) printf(",\n");
-        if (!jobs[i].failed) {
-            st = report_print_json(&jobs[i].run.report, stdout);
-            continue;
-        }
-        pp_out_t out;
-        out_wrap(&out, stdout, "output", "the JSON report");
-        out_puts(&out, "{\"label\":");
-        out_json_str(&out, jobs[i].label);
-        out_puts(&out, ",\"error\":\"its --sweep values are not valid\"}");
-        st = out_close(&out);
-    }
-    printf("]\n");
-    return st;
+    if (o->csv) return compare_print_csv(c->rows, c->n_rows, stdout);
+    if (o->json) return compare_print_json(c->rows, c->n_rows, stdout);
+    printf("# ppsched compare: %d run%s, mode %s\n", c->n_rows, c->n_rows == 1 ? "" : "s",
+           c->measure ? "measure" : "simulate");
+    return compare_print_table(c->rows, c->n_rows, stdout);
 }
 
 static pp_status_t cmd_compare(char **files, int n_files, const opts_t *o)
 {
-    sweep_t sw[MAX_SWEEP];
-    /* At most 8 sweeps of 64 values: 2^48 combinations, counted exactly in 64 bits. */
-    unsigned long long n_runs = (unsigned long long)n_files;
-    for (int k = 0; k < o->n_sweep; k++) {
-        PP_CHECK(sweep_parse(&sw[k], o->sweep[k]));
-        n_runs *= (unsigned long long)sw[k].n;
-    }
-    if (n_runs > MAX_RUNS) {
-        fprintf(stderr,
-                "%s: compare: %llu runs (files x sweep values) is too many (allowed: at most %d)\n",
-                prog, n_runs, MAX_RUNS);
-        return PP_ERR_USAGE;
-    }
-    int n_jobs = (int)n_runs, n_combo = n_jobs / n_files, n_failed = 0;
-    pp_compare_row_t *jobs = calloc((size_t)n_jobs, sizeof *jobs);
-    PP_ALLOC_CHECK(jobs);
     int n_visible = o->simulate ? 0 : execute_device_count();
-    int measure = want_measure(o, n_visible);
-    pp_run_opts_t ro = run_opts(o, measure);
-    pp_status_t st = PP_OK;
-    int done_jobs = 0;
-    if (o->svg && mkdir(o->svg, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "%s: --svg %s: %s\n", prog, o->svg, strerror(errno));
-        st = PP_ERR_IO;
-        goto done;
-    }
-    if (o->svg) {
-        char probe[4096];
-        snprintf(probe, sizeof probe, "%s/chart.svg", o->svg);
-        PP_CHECK_GOTO(out_probe(probe, "the SVG charts"), st, done);
-    }
-    PP_CHECK_GOTO(compare_runs(files, n_files, o, sw, n_combo, n_visible, &ro, jobs, &done_jobs),
-                  st, done);
-    if (o->svg) PP_CHECK_GOTO(compare_bubble_charts(jobs, done_jobs, o->svg, measure), st, done);
-    if (o->svg) PP_CHECK_GOTO(compare_bubble_bars(jobs, done_jobs, o->svg, measure), st, done);
-    PP_CHECK_GOTO(compare_print(jobs, done_jobs, o, measure), st, done);
-    for (int i = 0; i < done_jobs; i++)
-        n_failed += jobs[i].failed;
-    if (n_failed) {
-        fprintf(stderr, "%s: compare: %d of %d runs not run: their --sweep values are not valid\n",
-                prog, n_failed, done_jobs);
-        st = PP_ERR_INPUT;
-    }
-done:
-    for (int i = 0; i < n_jobs; i++)
-        run_free(&jobs[i].run);
-    free(jobs);
+    pp_run_opts_t ro = run_opts(o, want_measure(o, n_visible));
+    char note[256];
+    pp_compare_opts_t co = {.files = files,
+                            .n_files = n_files,
+                            .sets = o->sets,
+                            .n_sets = o->n_sets,
+                            .sweeps = o->sweep,
+                            .n_sweeps = o->n_sweep,
+                            .svg_dir = o->svg,
+                            .progress = !o->quiet && !o->json && !o->csv,
+                            .n_visible = n_visible,
+                            .run = &ro,
+                            .first_note = simulating_note(o, n_visible, note, sizeof note)};
+    pp_compare_t c;
+    pp_status_t st = compare_run(&c, &co);
+    if (st == PP_OK) st = compare_print(&c, o);
+    if (st == PP_OK) st = compare_check_failed(&c);
+    compare_free(&c);
     return st;
 }
 

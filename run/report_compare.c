@@ -1,6 +1,6 @@
 /*
  * report_compare.c — `ppsched compare` output: runs side by side as one fixed-width table (names
- * row, units row, a verdict footer naming the highest throughput) or as CSV, and one
+ * row, units row, a verdict footer naming the highest throughput), as CSV or as JSON, and one
  * bubble-against-m chart per schedule that ran at two or more micro-batch counts. The table and
  * the CSV end with the bubble split by reason (explain.h), one column per row of its table. Reads
  * finished runs only (each with its report built).
@@ -181,6 +181,27 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         out_puts(o, "\n");
     }
     return out_close(o);
+}
+
+pp_status_t compare_print_json(const pp_compare_row_t *jobs, int n, FILE *f)
+{
+    pp_status_t st = PP_OK;
+    fprintf(f, "[");
+    for (int i = 0; i < n && st == PP_OK; i++) {
+        if (i) fprintf(f, ",\n");
+        if (!jobs[i].failed) {
+            st = report_print_json(&jobs[i].run.report, f);
+            continue;
+        }
+        pp_out_t out;
+        out_wrap(&out, f, "output", "the JSON report");
+        out_puts(&out, "{\"label\":");
+        out_json_str(&out, jobs[i].label);
+        out_puts(&out, ",\"error\":\"its --sweep values are not valid\"}");
+        st = out_close(&out);
+    }
+    fprintf(f, "]\n");
+    return st;
 }
 
 /* One bubble-against-m chart per schedule (same name, p and v) that ran at two or more m. */
