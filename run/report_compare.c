@@ -1,6 +1,6 @@
 /*
  * report_compare.c — `ppsched compare` output: runs side by side as one fixed-width table (names
- * row, units row, a verdict footer naming the highest throughput) or as CSV, and one
+ * row, units row, a verdict footer naming the highest throughput), as CSV or as JSON, and one
  * bubble-against-m chart per schedule that ran at two or more micro-batch counts. The table and
  * the CSV end with the bubble split by reason (explain.h), one column per row of its table. Reads
  * finished runs only (each with its report built).
@@ -183,6 +183,27 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
     return out_close(o);
 }
 
+pp_status_t compare_print_json(const pp_compare_row_t *jobs, int n, FILE *f)
+{
+    pp_status_t st = PP_OK;
+    fprintf(f, "[");
+    for (int i = 0; i < n && st == PP_OK; i++) {
+        if (i) fprintf(f, ",\n");
+        if (!jobs[i].failed) {
+            st = report_print_json(&jobs[i].run.report, f);
+            continue;
+        }
+        pp_out_t out;
+        out_wrap(&out, f, "output", "the JSON report");
+        out_puts(&out, "{\"label\":");
+        out_json_str(&out, jobs[i].label);
+        out_puts(&out, ",\"error\":\"its --sweep values are not valid\"}");
+        st = out_close(&out);
+    }
+    fprintf(f, "]\n");
+    return st;
+}
+
 /* One bubble-against-m chart per schedule (same name, p and v) that ran at two or more m. */
 pp_status_t compare_bubble_charts(const pp_compare_row_t *jobs, int n, const char *dir, int measure)
 {
@@ -200,10 +221,10 @@ pp_status_t compare_bubble_charts(const pp_compare_row_t *jobs, int n, const cha
         int k = 0;
         for (int j = i; j < n; j++) {
             const pp_compare_row_t *b = &jobs[j];
-            if (done[j] || b->failed || strcmp(a->run.cfg.name, b->run.cfg.name) != 0 ||
+            if (done[j] || b->failed || strcmp(a->run.job.name, b->run.job.name) != 0 ||
                 a->run.plan.n_devices != b->run.plan.n_devices ||
                 a->run.plan.chunks != b->run.plan.chunks ||
-                a->run.cfg.schedule.kind != b->run.cfg.schedule.kind)
+                a->run.job.kind != b->run.job.kind)
                 continue;
             done[j] = 1;
             m[k] = b->run.plan.n_mb;
@@ -227,9 +248,9 @@ pp_status_t compare_bubble_charts(const pp_compare_row_t *jobs, int n, const cha
         if (k < 2 || m[0] == m[k - 1]) continue;
         char path[4096], title[300], file[256];
         snprintf(path, sizeof path, "%s/bubble-%s-p%d.svg", dir,
-                 out_file_name(a->run.cfg.name, file, sizeof file), a->run.plan.n_devices);
-        snprintf(title, sizeof title, "%s: bubble against micro-batches", a->run.cfg.name);
-        st = report_write_bubble_chart(path, title, a->run.cfg.schedule.kind, a->run.plan.n_devices,
+                 out_file_name(a->run.job.name, file, sizeof file), a->run.plan.n_devices);
+        snprintf(title, sizeof title, "%s: bubble against micro-batches", a->run.job.name);
+        st = report_write_bubble_chart(path, title, a->run.job.kind, a->run.plan.n_devices,
                                        a->run.plan.chunks, k, m, meas, sim,
                                        measure ? "measured" : "simulated");
     }
@@ -257,7 +278,7 @@ pp_status_t compare_bubble_bars(const pp_compare_row_t *jobs, int n, const char 
     for (int i = 0; i < n; i++) {
         if (jobs[i].failed) continue; /* refused --sweep values: nothing ran */
         if (first < 0) first = i;
-        group[k] = jobs[i].run.cfg.name;
+        group[k] = jobs[i].run.job.name;
         m[k] = jobs[i].run.plan.n_mb;
         bubble[k] = jobs[i].run.report.bubble;
         theory[k] = jobs[i].run.report.bubble_theory;

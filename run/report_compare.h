@@ -1,6 +1,7 @@
 /*
- * report_compare.h — the outputs of `ppsched compare`: several finished runs in one table, as CSV,
- * bubble-against-micro-batches charts, and all the runs' bubbles in one bar chart.
+ * report_compare.h — the outputs of `ppsched compare` (compare.h): several finished runs in one
+ * table, as CSV or JSON, bubble-against-micro-batches charts, and all the runs' bubbles in one bar
+ * chart.
  */
 #ifndef PP_REPORT_COMPARE_H
 #define PP_REPORT_COMPARE_H
@@ -24,6 +25,9 @@ typedef struct pp_compare_row {
 pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f);
 /* The same as CSV with a header row. */
 pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f);
+/* The same as JSON: an array of the runs' reports (report_print_json), a failed row as
+ * {"label": ..., "error": ...}. */
+pp_status_t compare_print_json(const pp_compare_row_t *jobs, int n, FILE *f);
 /* One bubble-against-m chart into DIR per schedule (same name, p and v) run at two or more m;
  * `measure` says whether the points are measured (the simulated ones are drawn beside them). */
 pp_status_t compare_bubble_charts(const pp_compare_row_t *jobs, int n, const char *dir,
