@@ -175,7 +175,8 @@ check-includes:
 test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
 	@PP_BUILD=$(BUILD) PP_MPI=$(MPI) PP_MPIRUN=$(MPIRUN) sh tests/run_tests.sh $(BUILD) \
 	    mk/check_includes.sh tests/check_include_rules.sh $(CPU_TESTS) \
-	    tests/check_install.sh tests/check_cli.sh tests/check_mpi.sh -- $(GPU_TESTS) \
+	    tests/check_install.sh tests/check_cli.sh tests/check_mpi.sh tests/check_sanitize_split.sh \
+	    -- $(GPU_TESTS) \
 	    $(if $(GPU_TESTS),tests/check_mpi_gpu.sh)
 
 test-cpu: $(CPU_TESTS)
@@ -291,4 +292,4 @@ clean:
 distclean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj $(BUILD)/fuzz -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/fuzz $(BUILD)/tests -name '*.d' 2>/dev/null)

@@ -10,11 +10,16 @@
 #   The Sanitizer failed to handle a hardware exception" (one H100, 2026-11-23), so the exclusion
 #   is off by default. Racecheck's reports inside those kernels (they order shared memory with
 #   asynchronous barriers racecheck does not follow) are listed apart, not counted (below).
-# - SANITIZE_JOBS runs go at once (default 10: all of them; the tools spend most of their time
-#   on the host, so the runs overlap well on one GPU), each under SANITIZE_TIMEOUT seconds
-#   (default 420), so the whole target ends within about 7.5 minutes. A run that reaches the limit
-#   is a TIMEOUT, never a pass, and its line names the test case it was in (PPSCHED_TEST_TRACE=1)
-#   and how many it had started.
+# - The programs named in SANITIZE_SPLIT (default: test_pipeline test_profile, whose whole runs
+#   outlast any bound under racecheck) run one test case per process (PPSCHED_TEST_LIST=1 lists
+#   the cases, PPSCHED_TEST_CASE=name runs one: tests/check.h); the others run whole.
+# - Every run sees one GPU (CUDA_VISIBLE_DEVICES), the runs dealt round the GPUs present
+#   (SANITIZE_GPUS to say how many), so cases that need several GPUs over nccl skip, and cases of
+#   several pipeline devices share the one (test_pipeline wraps them).
+# - SANITIZE_JOBS runs go at once (default: one per CPU core, at least 10; the tools spend most of
+#   their time on the host, so the runs overlap well on a GPU), each under SANITIZE_TIMEOUT
+#   seconds (default 420). A run that reaches the limit is a TIMEOUT, never a pass, and its line
+#   names the test case it was in (PPSCHED_TEST_TRACE=1) and how many it had started.
 # - SANITIZE_RACECHECK_SKIP overrides the list of cuBLAS kernel-name substrings racecheck skips.
 #
 # A run passes when the program exits 0 and the tool's summary reports nothing: memcheck
@@ -24,22 +29,24 @@
 # run in a fixed order, the whole log of any run that did not pass, and the totals last.
 # Exit status: 0 clean, 1 any run reported, failed or timed out, 2 no compute-sanitizer.
 #
-# Internal: sanitize.sh --one SANITIZER TOOL TEST LOG runs one program into LOG and writes its
-# exit status to LOG.rc (xargs -P calls it).
+# Internal: sanitize.sh --one SANITIZER TOOL TEST CASE GPU LOG runs one program (one case of it,
+# unless CASE is "-") on GPU into LOG and writes its exit status to LOG.rc (xargs -P calls it).
 set -u
 
 # cuBLAS's kernels, by the substring of their names, that racecheck skips.
 LIB_KERNELS=${SANITIZE_RACECHECK_SKIP-}
 
 if [ "${1:-}" = "--one" ]; then
-    san=$2 tool=$3 t=$4 log=$5
+    san=$2 tool=$3 t=$4 case=$5 gpu=$6 log=$7
+    [ "$case" = - ] && case=
     set --
     if [ "$tool" = racecheck ] && [ -n "${SANITIZE_EXCLUDE:-}" ]; then
         for k in $LIB_KERNELS; do
             set -- "$@" --kernel-name-exclude "kns=$k"
         done
     fi
-    PPSCHED_TEST_QUICK=1 PPSCHED_TEST_TRACE=1 timeout -k 10 "${SANITIZE_TIMEOUT:-420}" \
+    CUDA_VISIBLE_DEVICES=$gpu PPSCHED_TEST_CASE=$case PPSCHED_TEST_QUICK=1 PPSCHED_TEST_TRACE=1 \
+        timeout -k 10 "${SANITIZE_TIMEOUT:-420}" \
         "$san" --tool "$tool" --error-exitcode 3 "$@" "$t" >"$log" 2>&1
     echo $? >"$log.rc"
     exit 0
@@ -53,7 +60,12 @@ if [ -z "$san" ] || ! [ -x "$san" ]; then
     exit 2
 fi
 command -v timeout >/dev/null 2>&1 || { echo "make sanitize: needs timeout (coreutils)" >&2; exit 2; }
-jobs=${SANITIZE_JOBS:-10}
+cores=$(nproc 2>/dev/null || echo 10)
+[ "$cores" -ge 10 ] || cores=10
+jobs=${SANITIZE_JOBS:-$cores}
+gpus=${SANITIZE_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
+[ "${gpus:-0}" -ge 1 ] || gpus=1
+split=${SANITIZE_SPLIT-test_pipeline test_profile}
 limit=${SANITIZE_TIMEOUT:-420}
 self=$0
 dir=$(mktemp -d) || exit 1
@@ -76,32 +88,43 @@ done
 export SANITIZE_EXCLUDE SANITIZE_TIMEOUT="$limit"
 skips="nothing"
 [ -n "$SANITIZE_EXCLUDE" ] && skips="cuBLAS's kernels named *$(echo $LIB_KERNELS | sed 's/ /* and */g')*"
+# What runs: each program whole, or one line per case for those in SANITIZE_SPLIT.
+for t in "$@"; do
+    if echo " $split " | grep -q " $(basename "$t") "; then
+        PPSCHED_TEST_LIST=1 "$t" 2>/dev/null | sed -n "s|^CASE \(.*\)|$t \1|p"
+    else
+        echo "$t -"
+    fi
+done >"$dir/units"
 echo "# compute-sanitizer $("$san" --version 2>/dev/null | sed -n 's/.*Version \(.*\)/\1/p' | head -n 1):" \
-    "$# programs x memcheck, racecheck; PPSCHED_TEST_QUICK=1; $jobs at once, ${limit} s each;" \
-    "racecheck skips $skips"
+    "$# programs ($(wc -l <"$dir/units" | tr -d ' ') runs each; one case a run for: ${split:-none})" \
+    "x memcheck, racecheck; PPSCHED_TEST_QUICK=1; $jobs at once over $gpus GPU(s)," \
+    "${limit} s each; racecheck skips $skips"
 
-# Runs, racecheck (the slower tool) first, each tool over the programs in the order given:
-# index tool program.
+# Runs, racecheck (the slower tool) first, each tool over the units in the order given:
+# index tool program case gpu.
 i=0
 for tool in racecheck memcheck; do
-    for t in "$@"; do
+    while read -r t c; do
+        echo "$((i + 1)) $tool $t $c $((i % gpus))"
         i=$((i + 1))
-        echo "$i $tool $t"
-    done
+    done <"$dir/units"
 done >"$dir/runs"
 start=$(date +%s)
-while read -r n tool t; do
-    printf '%s\n%s\n%s\n%s\n' "$san" "$tool" "$t" "$dir/$n.log"
-done <"$dir/runs" | xargs -d '\n' -n 4 -P "$jobs" sh -c 'exec sh "$0" --one "$1" "$2" "$3" "$4"' "$self"
+while read -r n tool t c g; do
+    printf '%s\n%s\n%s\n%s\n%s\n%s\n' "$san" "$tool" "$t" "$c" "$g" "$dir/$n.log"
+done <"$dir/runs" |
+    xargs -d '\n' -n 6 -P "$jobs" sh -c 'exec sh "$0" --one "$1" "$2" "$3" "$4" "$5" "$6"' "$self"
 
 # One line per run, memcheck first as before.
 bad=0 runs=0
 for tool in memcheck racecheck; do
-    while read -r n rtool t; do
+    while read -r n rtool t c g; do
         [ "$rtool" = "$tool" ] || continue
         log=$dir/$n.log
         rc=$(cat "$log.rc" 2>/dev/null || echo 255)
         name=$(basename "$t")
+        [ "$c" = - ] || name="$name/$c"
         runs=$((runs + 1))
         case $tool in
         memcheck) clean='ERROR SUMMARY: 0 errors' ;;

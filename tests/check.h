@@ -9,11 +9,13 @@
  * marks the current case skipped with a reason. check_summary prints the one summary line that
  * tests/run_tests.sh reads — "test_foo: N passed, N failed, N skipped" — and returns the exit code.
  *
- * Two environment variables, both set by `make sanitize` (mk/sanitize.sh): PPSCHED_TEST_QUICK=1
- * asks the GPU tests for their reduced run (check_quick: smaller shapes, fewer cases and steps,
- * every kernel path still taken once), for tools that slow kernels 10-100x; PPSCHED_TEST_TRACE=1
- * prints "  RUN name" to stderr as each case starts, so a run stopped from outside shows how far
- * it got.
+ * Environment variables, set by `make sanitize` (mk/sanitize.sh): PPSCHED_TEST_QUICK=1 asks the
+ * GPU tests for their reduced run (check_quick: smaller shapes, fewer cases and steps, every
+ * kernel path still taken once), for tools that slow kernels 10-100x; PPSCHED_TEST_TRACE=1 prints
+ * "  RUN name" to stderr as each case starts, so a run stopped from outside shows how far it got;
+ * PPSCHED_TEST_LIST=1 prints "CASE name" for every case and runs none; PPSCHED_TEST_CASE=name
+ * runs that case alone (the others are neither run nor counted), so a program can be split into
+ * one process per case.
  */
 #ifndef PP_TEST_CHECK_H
 #define PP_TEST_CHECK_H
@@ -92,8 +94,21 @@ static inline void check_trace_(const char *name)
     if (t && *t && strcmp(t, "0") != 0) fprintf(stderr, "  RUN %s\n", name);
 }
 
+/* 1 when case `name` is to run: PPSCHED_TEST_LIST lists it instead (and says 0), and
+ * PPSCHED_TEST_CASE, when set, names the one case that runs. */
+static inline int check_selected_(const char *name)
+{
+    const char *list = getenv("PPSCHED_TEST_LIST"), *only = getenv("PPSCHED_TEST_CASE");
+    if (list && *list && strcmp(list, "0") != 0) {
+        printf("CASE %s\n", name);
+        return 0;
+    }
+    return !(only && *only && strcmp(only, name) != 0);
+}
+
 #define RUN(fn)                                                                                    \
     do {                                                                                           \
+        if (!check_selected_(#fn)) break;                                                          \
         check_case_name_ = #fn;                                                                    \
         check_trace_(#fn);                                                                         \
         check_case_failures_ = 0;                                                                  \
