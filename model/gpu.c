@@ -82,11 +82,51 @@ static const pp_link_desc_t links[] = {
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* ---- reading a table ------------------------------------------------------------------------- */
+
+/* Both tables are read the same way: rows whose first member is the name, found by name
+ * (case-insensitive), read by index, listed for `allowed:` messages. */
+typedef struct row_table {
+    const void *rows; /* the first row */
+    size_t stride;    /* bytes from one row to the next */
+    int n;            /* rows */
+} row_table_t;
+
+static const row_table_t gpu_table = {gpus, sizeof gpus[0], N_OF(gpus)};
+static const row_table_t link_table = {links, sizeof links[0], N_OF(links)};
+
+static const void *row_at(const row_table_t *t, int i)
+{
+    return i >= 0 && i < t->n ? (const char *)t->rows + (size_t)i * t->stride : NULL;
+}
+
+/* A row's name: its first member (a pointer to a struct points to its first member). */
+static const char *row_name(const row_table_t *t, int i)
+{
+    return *(const char *const *)row_at(t, i);
+}
+
+static const void *row_find(const row_table_t *t, const char *name)
+{
+    for (int i = 0; name && i < t->n; i++)
+        if (strcasecmp(row_name(t, i), name) == 0) return row_at(t, i);
+    return NULL;
+}
+
+/* "a, b, c" into buf. */
+static void row_names(const row_table_t *t, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < t->n && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", row_name(t, i));
+}
+
+/* ---- GPUs ------------------------------------------------------------------------------------ */
+
 const pp_gpu_t *gpu_find(const char *name)
 {
-    for (int i = 0; name && i < N_OF(gpus); i++)
-        if (strcasecmp(gpus[i].name, name) == 0) return &gpus[i];
-    return NULL;
+    return row_find(&gpu_table, name);
 }
 
 const pp_gpu_t *gpu_match_device(const char *device_name)
@@ -98,20 +138,17 @@ const pp_gpu_t *gpu_match_device(const char *device_name)
 
 int gpu_count(void)
 {
-    return N_OF(gpus);
+    return gpu_table.n;
 }
 
 const pp_gpu_t *gpu_at(int i)
 {
-    return i >= 0 && i < N_OF(gpus) ? &gpus[i] : NULL;
+    return row_at(&gpu_table, i);
 }
 
 void gpu_names(char *buf, size_t size)
 {
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < N_OF(gpus) && n < size; i++)
-        n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", gpus[i].name);
+    row_names(&gpu_table, buf, size);
 }
 
 double gpu_curve_log(const double *xs, const double *ys, int n, double x)
@@ -131,29 +168,26 @@ double gpu_overlap(const pp_gpu_t *g, double elements)
     return gpu_curve_log(g->overlap_elements, g->overlap, 2, elements);
 }
 
+/* ---- links ----------------------------------------------------------------------------------- */
+
 const pp_link_desc_t *link_find(const char *name)
 {
-    for (int i = 0; name && i < N_OF(links); i++)
-        if (strcasecmp(links[i].name, name) == 0) return &links[i];
-    return NULL;
+    return row_find(&link_table, name);
 }
 
 int link_count(void)
 {
-    return N_OF(links);
+    return link_table.n;
 }
 
 const pp_link_desc_t *link_at(int i)
 {
-    return i >= 0 && i < N_OF(links) ? &links[i] : NULL;
+    return row_at(&link_table, i);
 }
 
 void link_names(char *buf, size_t size)
 {
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < N_OF(links) && n < size; i++)
-        n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", links[i].name);
+    row_names(&link_table, buf, size);
 }
 
 double link_time_ms(const pp_link_desc_t *l, double bytes)
