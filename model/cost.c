@@ -297,20 +297,8 @@ double cost_stage_ms(const pp_model_shape_t *s, pp_dtype_t dt, const pp_gpu_t *g
 pp_model_shape_t cost_stage_shape(const pp_config_t *cfg, const pp_plan_t *plan, int s)
 {
     pp_stage_cfg_t c;
-    pp_model_shape_t sh;
     plan_stage_cfg(&c, cfg, plan, s);
-    memset(&sh, 0, sizeof sh);
-    sh.hidden = c.hidden;
-    sh.heads = c.heads;
-    sh.seq_len = c.seq_len;
-    sh.vocab = c.vocab;
-    sh.batch = c.micro_batch_size;
-    sh.n_layers = c.n_layers;
-    sh.first_layer = c.first_layer;
-    sh.total_layers = c.total_layers;
-    sh.is_first = c.is_first;
-    sh.is_last = c.is_last;
-    return sh;
+    return stage_shape_of(&c);
 }
 
 const pp_gpu_t *cost_gpu_for(const pp_config_t *cfg, const pp_gpu_t *present,
