@@ -107,6 +107,18 @@ void out_puts(pp_out_t *o, const char *s)
     note(o, fputs(s, o->f) == EOF);
 }
 
+const char *out_cell(char *buf, size_t size, int known, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (known)
+        vsnprintf(buf, size, fmt, ap);
+    else
+        snprintf(buf, size, "-");
+    va_end(ap);
+    return buf;
+}
+
 void out_json_str(pp_out_t *o, const char *s)
 {
     out_puts(o, "\"");

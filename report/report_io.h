@@ -58,6 +58,14 @@ void out_printf(pp_out_t *o, const char *fmt, ...);
 
 void out_puts(pp_out_t *o, const char *s);
 
+/* A table cell: fmt's text in buf when `known`, else "-", the way every table prints a figure the
+ * run does not know. Returns buf. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+const char *
+out_cell(char *buf, size_t size, int known, const char *fmt, ...);
+
 /* A JSON string, quoted and escaped. */
 void out_json_str(pp_out_t *o, const char *s);
 
