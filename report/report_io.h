@@ -79,6 +79,12 @@ void out_json_key_num(pp_out_t *o, const char *key, double x);
  * than tab and newline left out: XML 1.0 does not allow them). */
 void out_xml(pp_out_t *o, const char *s);
 
+/* The head of a standalone SVG 1.1 chart (report_plot.c, report_bars.c): the XML prolog, the
+ * <svg> element, width x height in sans-serif 12, a white background, `title` (escaped) in bold 16
+ * at (x, 26) and `subtitle` (written as it is) in grey at (x, 44). The caller closes the <svg>. */
+void out_svg_chart_head(pp_out_t *o, int width, int height, int x, const char *title,
+                        const char *subtitle);
+
 /* Flush and (for a file opened here) close; report the first write error. */
 pp_status_t out_close(pp_out_t *o);
 
