@@ -217,15 +217,10 @@ __global__ void __launch_bounds__(FA_THREADS)
 
     const int nq = nb - kb;
     for (int it = 0; it < nq; it++) {
-        /* Block it has landed and every warp is done with block it − 1, whose buffer the next
-         * copy overwrites. A thread sees its own completed copies before the barrier: the
-         * threads that copied the lse convert it to base 2. */
         const int b = it & 1;
         float *lse2_s = rows_b + 2 * FA_TILE * b;
         const float *dr_s = lse2_s + FA_TILE;
-        fa_cp_wait_all();
-        if (threadIdx.x < FA_TILE) lse2_s[threadIdx.x] *= FA_LOG2E;
-        __syncthreads();
+        fa_bwd_block_landed(lse2_s);
         if (it + 1 < nq) issue(it + 1);
         if (A_REG && it == 0) {
             fa_load_rows_a<D>(ka, Ks, w16, lane);
@@ -253,10 +248,10 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int key = key0 + 8 * h;
-                    const float ex = fa_exp2(st[j][2 * h + e] * scale_log2 - l2);
+                    const float ex = fa_bwd_p(st[j][2 * h + e], scale_log2, l2);
                     const float p = (diag && key > qry) ? 0.0f : ex;
                     st[j][2 * h + e] = p;
-                    dpt[j][2 * h + e] = p * (dpt[j][2 * h + e] - d_r) * scale;
+                    dpt[j][2 * h + e] = fa_bwd_ds(p, dpt[j][2 * h + e], d_r, scale);
                 }
             }
         fa_mma_px<D>(acc_dv, st, dOs, lane); /* dV += Pᵀ·dO */
@@ -343,9 +338,9 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int key = 8 * j + 2 * t4 + (e & 1), h = e >> 1;
-                const float ex = fa_exp2(s[j][e] * scale_log2 - lse2[h]);
+                const float ex = fa_bwd_p(s[j][e], scale_log2, lse2[h]);
                 const float p = (diag && key > row0 + 8 * h) ? 0.0f : ex;
-                s[j][e] = p * (dp[j][e] - d_r[h]) * scale;
+                s[j][e] = fa_bwd_ds(p, dp[j][e], d_r[h], scale);
             }
         fa_mma_px<D>(acc, s, Ks, lane); /* dQ += dS·K */
     }

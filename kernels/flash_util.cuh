@@ -119,6 +119,34 @@ __device__ __forceinline__ void fa_load_rows_async(float *rows_s, const float *l
     }
 }
 
+/* ---- the backward's arithmetic, for the 64-row and the wide kernels alike -------------------- */
+
+/* P of one score s in the backward, recomputed before the causal mask: exp(scale·s − lse) in
+ * base 2 (lse2 = lse·log2 e). Every backward kernel takes it from here (and sets it to 0 where the
+ * key comes after the query), so P, and with it dS, dQ, dK and dV, have the same bits whichever
+ * kernel ran. */
+__device__ __forceinline__ float fa_bwd_p(float s, float scale_log2, float lse2)
+{
+    return fa_exp2(s * scale_log2 - lse2);
+}
+
+/* dS of one score: scale·P∘(dP − Dr), multiplied in this order. */
+__device__ __forceinline__ float fa_bwd_ds(float p, float dp, float dr, float scale)
+{
+    return p * (dp - dr) * scale;
+}
+
+/* The start of a dK/dV step over streamed query blocks: this thread's copies of the block have
+ * landed (a thread sees its own completed copies before the barrier), the threads that copied its
+ * lse, the first 64, convert it to base 2 in place, then the barrier makes every copy visible and
+ * tells that every warp is done with the block before, whose buffer the next copy overwrites. */
+__device__ __forceinline__ void fa_bwd_block_landed(float *lse2_s)
+{
+    fa_cp_wait_all();
+    if (threadIdx.x < FA_TILE) lse2_s[threadIdx.x] *= FA_LOG2E;
+    __syncthreads();
+}
+
 /* Σ_j a[j]·b[j] over one 8-element pack, added in j order from 0: a lane's share of a row's
  * dO·O (Dr). flash_bwd_dot_kernel and flash_wide_bwd_dq_kernel both take it, with fa_lanes_sum,
  * so that Dr has the same bits on both paths. */

@@ -571,7 +571,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int key = koff + FW_SUB * hf + 8 * j + 2 * t4 + (e & 1), h = e >> 1;
-                        const float ex = fa_exp2(sp[m][j][e] * scale_log2 - lse2[m][h]);
+                        const float ex = fa_bwd_p(sp[m][j][e], scale_log2, lse2[m][h]);
                         sp[m][j][e] = (diag && key > 16 * m + g + 8 * h) ? 0.0f : ex;
                     }
 
@@ -592,8 +592,8 @@ __global__ void __launch_bounds__(FA_THREADS)
                     for (int i = 0; i < 4; i++) {
                         const int j = 2 * c + (i >> 1), e = 2 * (i & 1), h = i & 1;
                         ds[m][c][i] =
-                            fa_pack(sp[m][j][e] * (dp[m][j][e] - d_r[m][h]) * scale,
-                                    sp[m][j][e + 1] * (dp[m][j][e + 1] - d_r[m][h]) * scale);
+                            fa_pack(fa_bwd_ds(sp[m][j][e], dp[m][j][e], d_r[m][h], scale),
+                                    fa_bwd_ds(sp[m][j][e + 1], dp[m][j][e + 1], d_r[m][h], scale));
                     }
             fw_mma_ax<NJ / 2>(acc, ds, kx + off_t); /* dQ += dS·K */
         }
@@ -692,15 +692,10 @@ __global__ void __launch_bounds__(FA_THREADS)
     const unsigned qb_at = fa_smem_addr(Qb), off_b = fw_off_b(lane), off_t = fw_off_t(lane);
 
     for (int it = 0; it < nit; it++) {
-        /* Block it has landed and every warp is done with block it − 1, whose buffer the next
-         * copy overwrites. A thread sees its own completed copies before the barrier: the
-         * threads that copied the lse convert it to base 2. */
         const int b = it & 1;
         float *lse2_s = rows_b + 2 * FA_TILE * b;
         const float *dr_s = lse2_s + FA_TILE;
-        fa_cp_wait_all();
-        if (threadIdx.x < FA_TILE) lse2_s[threadIdx.x] *= FA_LOG2E;
-        __syncthreads();
+        fa_bwd_block_landed(lse2_s);
         if (it + 1 < nit) issue(it + 1);
         if (it < it_warp) continue; /* queries before the warp's keys (or no keys) */
         const unsigned qs = qb_at + b * 4 * FW_TILE, ds_ = qs + 2 * FW_TILE; /* bytes */
@@ -731,8 +726,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
                             const int qry = FW_SUB * hf + 8 * j + 2 * t4 + e;
-                            const float ex =
-                                fa_exp2(st[m][j][2 * h + e] * scale_log2 - lse2_s[qry]);
+                            const float ex = fa_bwd_p(st[m][j][2 * h + e], scale_log2, lse2_s[qry]);
                             st[m][j][2 * h + e] =
                                 (diag && 16 * m + g + 8 * h > qoff + qry) ? 0.0f : ex;
                         }
@@ -760,7 +754,8 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
                             const int qry = FW_SUB * hf + 8 * j + 2 * t4 + e;
-                            x[e] = st[m][j][2 * h + e] * (dpt[m][j][2 * h + e] - dr_s[qry]) * scale;
+                            x[e] = fa_bwd_ds(st[m][j][2 * h + e], dpt[m][j][2 * h + e], dr_s[qry],
+                                             scale);
                         }
                         dst[m][j >> 1][2 * (j & 1) + h] = fa_pack(x[0], x[1]);
                     }
