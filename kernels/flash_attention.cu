@@ -62,9 +62,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 
     unsigned qa[D / 16][4]; /* this warp's 16 query rows, loaded at the first step */
     float acc[D / 8][4];
-#pragma unroll
-    for (int n = 0; n < D / 8; n++)
-        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    fa_zero(acc);
     float m_run[2] = {-INFINITY, -INFINITY}; /* base-2 running max of rows g, g + 8 */
     float l_run[2] = {0.0f, 0.0f};           /* this lane's share of their running sums */
     const int row0 = w16 + g;                /* row g in the 64-row block; row g + 8 is row0 + 8 */
@@ -79,9 +77,7 @@ __global__ void __launch_bounds__(FA_THREADS)
         const bf16 *Ks = KVb + 2 * (kb & 1) * TILE, *Vs = Ks + TILE;
 
         float s[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        fa_zero(s);
         fa_mma_abt<D>(s, qa, Qs, w16, Ks, lane); /* S = Q·Kᵀ */
 
         /* Online softmax in base 2; on the diagonal block key > query is masked. */
@@ -208,11 +204,8 @@ __global__ void __launch_bounds__(FA_THREADS)
     constexpr bool A_REG = D == 64;
     unsigned ka[A_REG ? D / 16 : 1][4], va[A_REG ? D / 16 : 1][4];
     float acc_dk[D / 8][4], acc_dv[D / 8][4];
-#pragma unroll
-    for (int n = 0; n < D / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            acc_dk[n][e] = acc_dv[n][e] = 0.0f;
+    fa_zero(acc_dk);
+    fa_zero(acc_dv);
     const int key0 = w16 + g; /* key g in the block; key g + 8 is key0 + 8 */
 
     const int nq = nb - kb;
@@ -229,11 +222,8 @@ __global__ void __launch_bounds__(FA_THREADS)
         const bf16 *Qs = Qb + 2 * b * TILE, *dOs = Qs + TILE;
 
         float st[8][4], dpt[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                st[j][e] = dpt[j][e] = 0.0f;
+        fa_zero(st);
+        fa_zero(dpt);
         fa_mma_abt<D>(st, A_REG ? ka : NULL, Ks, w16, Qs, lane);   /* Sᵀ = K·Qᵀ */
         fa_mma_abt<D>(dpt, A_REG ? va : NULL, Vs, w16, dOs, lane); /* dPᵀ = V·dOᵀ */
 
@@ -298,9 +288,7 @@ __global__ void __launch_bounds__(FA_THREADS)
     constexpr bool A_REG = D == 64;
     unsigned qa[A_REG ? D / 16 : 1][4], da[A_REG ? D / 16 : 1][4];
     float acc[D / 8][4];
-#pragma unroll
-    for (int n = 0; n < D / 8; n++)
-        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    fa_zero(acc);
     const int row0 = w16 + g;
     float lse2[2], d_r[2];
 
@@ -323,11 +311,8 @@ __global__ void __launch_bounds__(FA_THREADS)
         const bf16 *Ks = Kb + 2 * (kb & 1) * TILE, *Vs = Ks + TILE;
 
         float s[8][4], dp[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                s[j][e] = dp[j][e] = 0.0f;
+        fa_zero(s);
+        fa_zero(dp);
         fa_mma_abt<D>(s, A_REG ? qa : NULL, Qs, w16, Ks, lane);   /* S = Q·Kᵀ */
         fa_mma_abt<D>(dp, A_REG ? da : NULL, dOs, w16, Vs, lane); /* dP = dO·Vᵀ */
 

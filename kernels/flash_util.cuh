@@ -185,6 +185,21 @@ __device__ __forceinline__ void fa_ldsm4_t(unsigned r[4], const bf16 *p)
                  : "memory");
 }
 
+/* Accumulators to zero: N fragments of 4 (a warp's 16 rows), or M such sets (its tiles). */
+template <int N> __device__ __forceinline__ void fa_zero(float (&x)[N][4])
+{
+#pragma unroll
+    for (int n = 0; n < N; n++)
+        x[n][0] = x[n][1] = x[n][2] = x[n][3] = 0.0f;
+}
+
+template <int M, int N> __device__ __forceinline__ void fa_zero(float (&x)[M][N][4])
+{
+#pragma unroll
+    for (int m = 0; m < M; m++)
+        fa_zero(x[m]);
+}
+
 /* c += a·b on one 16×8×16 tile. */
 __device__ __forceinline__ void fa_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1)
 {

@@ -163,11 +163,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 
     unsigned qa[2][FW_D / 16][4]; /* the warp's 32 query rows, loaded at the first step */
     float acc[2][FW_D / 8][4];
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int n = 0; n < FW_D / 8; n++)
-            acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+    fa_zero(acc);
     float m_run[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}}; /* rows g, g + 8 */
     float l_run[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}; /* this lane's share of their sums */
 
@@ -185,11 +181,7 @@ __global__ void __launch_bounds__(FA_THREADS)
         const bf16 *Ks = KVb + 2 * (kb & 1) * FW_TILE, *Vs = Ks + FW_TILE;
 
         float s[2][8][4];
-#pragma unroll
-        for (int m = 0; m < 2; m++)
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                s[m][j][0] = s[m][j][1] = s[m][j][2] = s[m][j][3] = 0.0f;
+        fa_zero(s);
         fw_mma_abt(s, qa, Ks, lane); /* S = Q·Kᵀ */
         const int koff = FA_TILE * kb - q0 - w32;
         fw_softmax(s, acc, m_run, l_run, scale_log2, koff + FA_TILE - 1 > 0, koff, lane);
@@ -519,11 +511,7 @@ __global__ void __launch_bounds__(FA_THREADS)
     }
 
     float acc[2][FW_D / 8][4];
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int n = 0; n < FW_D / 8; n++)
-            acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+    fa_zero(acc);
     float lse2[2][2], d_r[2][2]; /* rows g, g + 8 of each tile */
     const unsigned q_at = fa_smem_addr(Qs) + w32 * FW_ROW_BYTES + fw_off_a(lane);
     const unsigned do_at = fa_smem_addr(dOs) + w32 * FW_ROW_BYTES + fw_off_a(lane);
@@ -558,11 +546,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 
             /* P = exp(scale·S − lse) in place of S; key > query masked on the diagonal blocks. */
             float sp[2][NJ][4];
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    sp[m][j][0] = sp[m][j][1] = sp[m][j][2] = sp[m][j][3] = 0.0f;
+            fa_zero(sp);
             fw_mma_abt_s<NJ>(sp, q_at, kx + off_b); /* S = Q·Kᵀ */
 #pragma unroll
             for (int m = 0; m < 2; m++)
@@ -576,11 +560,7 @@ __global__ void __launch_bounds__(FA_THREADS)
                     }
 
             float dp[2][NJ][4];
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    dp[m][j][0] = dp[m][j][1] = dp[m][j][2] = dp[m][j][3] = 0.0f;
+            fa_zero(dp);
             fw_mma_abt_s<NJ>(dp, do_at, vx + off_b); /* dP = dO·Vᵀ */
             /* dS = scale·P∘(dP − Dr), packed: ds[m][c] is the A operand of keys 16c.. of tile m */
             unsigned ds[2][NJ / 2][4];
@@ -680,13 +660,8 @@ __global__ void __launch_bounds__(FA_THREADS)
     issue(0);
 
     float acc_dk[2][FW_D / 8][4], acc_dv[2][FW_D / 8][4];
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int n = 0; n < FW_D / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc_dk[m][n][e] = acc_dv[m][n][e] = 0.0f;
+    fa_zero(acc_dk);
+    fa_zero(acc_dv);
     const unsigned k_at = fa_smem_addr(Ks) + w32 * FW_ROW_BYTES + fw_off_a(lane);
     const unsigned v_at = fa_smem_addr(Vs) + w32 * FW_ROW_BYTES + fw_off_a(lane);
     const unsigned qb_at = fa_smem_addr(Qb), off_b = fw_off_b(lane), off_t = fw_off_t(lane);
@@ -710,11 +685,7 @@ __global__ void __launch_bounds__(FA_THREADS)
             /* Pᵀ = exp(scale·Sᵀ − lse) in place of Sᵀ, and packed: pt[m][c] is the A operand of
              * queries 16c.. of tile m; dV += Pᵀ·dO before dPᵀ takes the registers */
             float st[2][NJ][4];
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    st[m][j][0] = st[m][j][1] = st[m][j][2] = st[m][j][3] = 0.0f;
+            fa_zero(st);
             fw_mma_abt_s<NJ>(st, k_at, qx + off_b); /* Sᵀ = K·Qᵀ */
             unsigned pt[2][NJ / 2][4];
 #pragma unroll
@@ -737,11 +708,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 
             /* dSᵀ = scale·Pᵀ∘(dPᵀ − Dr), packed as pt */
             float dpt[2][NJ][4];
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    dpt[m][j][0] = dpt[m][j][1] = dpt[m][j][2] = dpt[m][j][3] = 0.0f;
+            fa_zero(dpt);
             fw_mma_abt_s<NJ>(dpt, v_at, dx + off_b); /* dPᵀ = V·dOᵀ */
             unsigned dst[2][NJ / 2][4];
 #pragma unroll
