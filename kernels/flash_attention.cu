@@ -82,40 +82,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 
         /* Online softmax in base 2; on the diagonal block key > query is masked. */
         const bool diag = kb == qb;
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = 8 * j + 2 * t4 + (e & 1), row = row0 + 8 * (e >> 1);
-                const float x = (diag && key > row) ? -INFINITY : s[j][e] * scale_log2;
-                s[j][e] = x;
-                mx[e >> 1] = fmaxf(mx[e >> 1], x);
-            }
-        float alpha[2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            /* the four lanes of a row group hold its 64 keys; key 0 is never masked: finite */
-            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-            const float m_new = fmaxf(m_run[h], mx[h]);
-            alpha[h] = fa_exp2(m_run[h] - m_new); /* 0 on the first block */
-            m_run[h] = m_new;
-            l_run[h] *= alpha[h];
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = fa_exp2(s[j][e] - m_run[e >> 1]); /* masked: 0 */
-                s[j][e] = p;
-                l_run[e >> 1] += p;
-            }
-#pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-            acc[n][0] *= alpha[0], acc[n][1] *= alpha[0];
-            acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
-        }
+        fa_softmax_rows(s, acc, m_run, l_run, scale_log2, diag, 0, row0, lane);
         fa_mma_px<D>(acc, s, Vs, lane); /* O += P·V */
     }
 

@@ -277,6 +277,54 @@ __device__ __forceinline__ void fa_mma_px(float acc[][4], const float p[8][4], c
     }
 }
 
+/* The forward's online softmax of one step over 16 rows × 64 keys, in place (s: scores in, P out),
+ * in base 2. Lane (g, t4) holds rows row + 8h (h = 0, 1) at the fragment layout's places, with
+ * their running max m_run[h] (base 2) and its share l_run[h] of their running sums; the key at
+ * place (j, e) is koff + 8j + 2t4 + (e & 1), masked past its row when `diag`. Rescales the rows'
+ * accumulators acc[NA] by the change of the running max. A row's first step holds key 0, never
+ * masked, and no later step it computes is wholly masked, so the new max is finite. */
+template <int NA>
+__device__ __forceinline__ void fa_softmax_rows(float (&s)[8][4], float (&acc)[NA][4],
+                                                float m_run[2], float l_run[2], float scale_log2,
+                                                bool diag, int koff, int row, int lane)
+{
+    const int t4 = lane & 3;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int key = koff + 8 * j + 2 * t4 + (e & 1), r = row + 8 * (e >> 1);
+            const float x = (diag && key > r) ? -INFINITY : s[j][e] * scale_log2;
+            s[j][e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        }
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        /* the four lanes of a row group hold its 64 keys */
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        const float m_new = fmaxf(m_run[h], mx[h]);
+        alpha[h] = fa_exp2(m_run[h] - m_new); /* 0 on the first step */
+        m_run[h] = m_new;
+        l_run[h] *= alpha[h];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float p = fa_exp2(s[j][e] - m_run[e >> 1]); /* masked: 0 */
+            s[j][e] = p;
+            l_run[e >> 1] += p;
+        }
+#pragma unroll
+    for (int n = 0; n < NA; n++) {
+        acc[n][0] *= alpha[0], acc[n][1] *= alpha[0];
+        acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
+    }
+}
+
 /* Write the warp's accumulators acc[D/8] (16 rows × D), times row_scale (rows g, g + 8), as
  * bf16 into its 16 rows of a shared tile at `stage`, then copy them to dst (row stride ld) in
  * 16-byte stores. */

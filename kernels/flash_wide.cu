@@ -96,45 +96,10 @@ __device__ __forceinline__ void fw_softmax(float s[2][8][4], float acc[2][FW_D /
                                            float m_run[2][2], float l_run[2][2], float scale_log2,
                                            bool diag, int koff, int lane)
 {
-    const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
-    for (int m = 0; m < 2; m++) {
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = koff + 8 * j + 2 * t4 + (e & 1), row = 16 * m + g + 8 * (e >> 1);
-                const float x = (diag && key > row) ? -INFINITY : s[m][j][e] * scale_log2;
-                s[m][j][e] = x;
-                mx[e >> 1] = fmaxf(mx[e >> 1], x);
-            }
-        float alpha[2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            /* a row's first step holds key 0, never masked; no later step it computes is wholly
-             * masked: m_new is finite */
-            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-            const float m_new = fmaxf(m_run[m][h], mx[h]);
-            alpha[h] = fa_exp2(m_run[m][h] - m_new); /* 0 on the first step */
-            m_run[m][h] = m_new;
-            l_run[m][h] *= alpha[h];
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = fa_exp2(s[m][j][e] - m_run[m][e >> 1]); /* masked: 0 */
-                s[m][j][e] = p;
-                l_run[m][e >> 1] += p;
-            }
-#pragma unroll
-        for (int n = 0; n < FW_D / 8; n++) {
-            acc[m][n][0] *= alpha[0], acc[m][n][1] *= alpha[0];
-            acc[m][n][2] *= alpha[1], acc[m][n][3] *= alpha[1];
-        }
-    }
+    for (int m = 0; m < 2; m++)
+        fa_softmax_rows(s[m], acc[m], m_run[m], l_run[m], scale_log2, diag, koff,
+                        16 * m + (lane >> 2), lane);
 }
 
 /* O and lse of one 128-row query block (flash_fwd_kernel's products with two tiles a warp): per
