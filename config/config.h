@@ -60,7 +60,7 @@ typedef struct pp_pipeline_cfg {
     pp_placement_t placement;       /* loop | v */
     int micro_batches;              /* m */
     int micro_batch_size;           /* sequences per micro-batch */
-    pp_transport_t transport;       /* a selectable row of p2p/transport.h, for stage boundaries
+    pp_transport_t transport;       /* a selectable row of model/transport.h, for stage boundaries
                                        across devices */
     pp_split_t split;               /* even | balanced (unless model.layers_per_stage is given) */
     int devices_per_process;        /* under mpirun: consecutive pipeline devices each process

@@ -138,7 +138,7 @@ static pp_status_t get_row(const cfg_ctx_t *c, const yaml_node_t *n, const char 
     return PP_OK;
 }
 
-/* `transport:` a selectable row of the transport table (p2p/transport.h). */
+/* `transport:` a selectable row of the transport table (model/transport.h). */
 static pp_status_t set_transport(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 {
     char allowed[256];

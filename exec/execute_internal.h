@@ -1,5 +1,5 @@
 /*
- * execute_internal.h — the executor's parts, shared by scheduler/execute*.c and private to them.
+ * execute_internal.h — the executor's parts, shared by exec/execute*.c and private to them.
  *
  *   world  (execute_world.c):  the devices this process owns, their streams (one per row of the
  *                              role table, or per peer device for a per-peer row, at the row's

@@ -76,7 +76,7 @@ typedef struct pp_op {
     int device;                /* pipeline device index 0..n_devices-1 */
     pp_role_t role : 8;        /* stream the op runs on */
     pp_action_kind_t kind : 8; /* what it does */
-    pp_transport_t link : 8;   /* SEND/RECV: a row of p2p/transport.h; NONE for compute */
+    pp_transport_t link : 8;   /* SEND/RECV: a row of model/transport.h; NONE for compute */
     int stage;     /* the stage the action belongs to (for SEND/RECV: the local stage) */
     int mb;        /* micro-batch */
     int slot;      /* activation slot of (stage, mb) on this device */
