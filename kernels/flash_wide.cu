@@ -246,7 +246,7 @@ __device__ __forceinline__ void fw_colsum_wait()
 
 /* One warp's share of the CTA's column sums: warp w's row red[32w + lane] (fw_colsum_warp's
  * columns 2·lane, + 1), the 4 rows added in warp order, into cs[2·lane], cs[2·lane + 1]. A warp
- * without rows wrote zeros, which it adds as before. */
+ * without rows wrote zeros, added like any other row. */
 __device__ __forceinline__ void fw_colsum_add(float *cs, const float2 *red, int lane)
 {
     static_assert(FA_WARPS == 4 && FW_D == 64, "four warps, two columns a lane");
@@ -578,8 +578,8 @@ __global__ void __launch_bounds__(FA_THREADS)
  * the first key blocks (the most work) first; each element sums its queries in the 64-row
  * kernel's order. With cs_k, cs_v, the block's column sums of dK and dV as stored follow the
  * stores (fw_colsum_warp, fw_colsum_add: one named barrier, which only warps 2, 3 wait at). The
- * column sums' parameters come last: placed before BH, they moved the parameters the loop reads
- * and ptxas spilled 8 bytes. */
+ * column sums' parameters come last: placed before BH, they would shift the parameters the loop
+ * reads, and ptxas would spill 8 bytes. */
 __global__ void __launch_bounds__(FA_THREADS)
     flash_wide_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
                                const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o,
@@ -695,7 +695,7 @@ __global__ void __launch_bounds__(FA_THREADS)
         }
     }
     /* The block's place is worked out again from the CTA index, read afresh: kept from the
-     * start, it was the one value the registers could not hold through the loop. */
+     * start, it would be the one value the registers cannot hold through the loop. */
     unsigned cta;
     asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cta));
     const bool has_keys = it_warp < nit;

@@ -83,7 +83,7 @@ __device__ __forceinline__ void ln_row_means(const T *x, const T *dy, const T *w
 
 /* One element's input gradient before the residual is added; x̂ for the caller's column sum. The
  * residual is added with __fadd_rn by both kernels: the product rs·(...) is rounded first in
- * both (the plain kernel's conditional add was never fused into it), so they give the same bits. */
+ * both (the plain kernel's conditional add is never fused into it), so they give the same bits. */
 __device__ __forceinline__ float ln_dx(float w, float dy, float x, float mu, float rs, float mg,
                                        float mgx, float &xh)
 {

@@ -24,12 +24,12 @@
 /* The kernel floor, us: bench_stage's small shape on the H200 ran F, I and W of a 4-block stage
  * (28, 36 and 40 kernels, every one at the floor) in 0.186, 0.238 and 0.256 ms. The least-squares
  * line through the three is 5.9 us a kernel plus 21 us a pass: the eager benchmark pays a start
- * for every timed pass, which a replayed graph of a whole step does not pay per kernel. (It was
- * 6.5, the mean over all 104 kernels with those starts folded in; the small model's one-GPU steps
- * in a replayed graph ran 5.6-5.8 us a kernel on an H100 and an H200, bench/NOTES.md.) */
+ * for every timed pass, which a replayed graph of a whole step does not pay per kernel. (The mean
+ * over all 104 kernels, 6.5, folds those starts in; the small model's one-GPU steps in a replayed
+ * graph run 5.6-5.8 us a kernel on an H100 and an H200, bench/NOTES.md.) */
 #define FIT_LAUNCH 5.9
-/* The pair overlap, from DualPipeV's whole-model step on one H100 and one H200 (2026-11-23,
- * bench/results/predict-2026-11-23-*) against 1F1B's, which runs the same passes one after the
+/* The pair overlap, from DualPipeV's whole-model step on one H100 and one H200 (bench/NOTES.md,
+ * "The whole model's step in the profile") against 1F1B's, which runs the same passes one after the
  * other: the overlap the simulator needs to turn the one into the other is 0.47-0.50 at the small
  * shape (512 tokens x hidden 512 a micro-batch, every kernel at the floor) and 0.04-0.05 at the
  * reference one (4096 x 1024), on both GPUs and at m = 8 and 32 (one H100 run at m = 32: 0). Small
