@@ -104,10 +104,10 @@ void stage_report_verdicts(const result_t *r)
         printf("# verdict: reference shape at %.1f%% of the cuBLAS GEMM rate (target 60%%): %s\n",
                100.0 * ratio, ratio >= 0.6 ? "met" : "not met");
     }
-    /* The backward before this layout was I then W over the whole stage, with the same kernels:
-     * the split columns time exactly that order. */
+    /* B runs each block's W right after its I; the split columns time I over the whole stage,
+     * then W, with the same kernels: what B costs against that order. */
     const double split = e->fwd.median + e->bwd_i.median + e->bwd_w.median;
-    printf("# %s, none: F + B %.3f ms, F + I + W (the previous B's order) %.3f ms: %+.1f%% "
+    printf("# %s, none: F + B %.3f ms, F + I + W (I over the stage, then W) %.3f ms: %+.1f%% "
            "(goal: within 3%%)\n",
            r->shape->name, e->total.median, split, 100.0 * (e->total.median / split - 1.0));
     for (int k = 1; k < STAGE_REPORT_MODES; k++)
@@ -118,7 +118,7 @@ void stage_report_verdicts(const result_t *r)
     verdicts_launch(r);
 }
 
-/* The time keys of one launch (the eager one's are the original names: fwd_ms ... model_tflops). */
+/* The time keys of one launch (the eager one's carry no infix: fwd_ms ... model_tflops). */
 static void json_times(const times_t *m)
 {
     const char *k = m->key;
@@ -129,7 +129,7 @@ static void json_times(const times_t *m)
            m->bwd.p90, k, m->bwd_i.median, k, m->bwd_w.median, k, m->total.median, k, m->tflops);
 }
 
-/* One line per setting: the eager keys as they always were, then the later launches' keys. */
+/* One line per setting: the eager launch's keys, then each later launch's keys with its infix. */
 void stage_report_json(const char *device, const stage_report_opts_t *o, const result_t *r)
 {
     const stage_report_shape_t *sh = r->shape;

@@ -100,13 +100,7 @@ static pp_status_t m_barrier(pp_group_t *g)
 static pp_status_t m_post_send(pp_group_t *g, const double *v, int peer, int tag)
 {
     mpi_state_t *s = state(g);
-    if (s->n_sends == s->cap_sends) {
-        int cap = s->cap_sends ? 2 * s->cap_sends : 256;
-        MPI_Request *r = realloc(s->sends, sizeof *r * (size_t)cap);
-        PP_ALLOC_CHECK(r);
-        s->sends = r;
-        s->cap_sends = cap;
-    }
+    PP_GROW(s->sends, s->n_sends, s->cap_sends, 256);
     MPI_CHECK(MPI_Isend(v, 1, MPI_DOUBLE, peer, tag, MPI_COMM_WORLD, &s->sends[s->n_sends]));
     s->n_sends++;
     return PP_OK;

@@ -4,7 +4,8 @@
  * Each macro evaluates the call once; on failure it prints `file:line: <call> failed: <library
  * message>` to stderr and returns the matching pp_status_t from the enclosing function. The _GOTO
  * forms store the status and jump to a cleanup label instead. Include this only from code that
- * links the CUDA libraries (kernels/, stages/, exec/); the core folders never include it. Define PP_WITH_NCCL before including to get PP_NCCL_CHECK.
+ * links the CUDA libraries (kernels/, stages/, exec/); the core folders never include it. Define
+ * PP_WITH_NCCL before including to get PP_NCCL_CHECK.
  */
 #ifndef PP_CUDA_H
 #define PP_CUDA_H
@@ -35,22 +36,31 @@ static inline const char *pp_cublas_str(cublasStatus_t s)
 #endif
 }
 
-#define PP_CUDA_CHECK(call)                                                                        \
-    do {                                                                                           \
-        cudaError_t pp_cuda_e_ = (call);                                                           \
-        if (pp_cuda_e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,              \
-                    cudaGetErrorString(pp_cuda_e_), cudaGetErrorName(pp_cuda_e_));                 \
-            return PP_ERR_CUDA;                                                                    \
-        }                                                                                          \
-    } while (0)
+/* PP_OK, or PP_ERR_CUDA after printing `file:line: <call> failed: <message> (<name>)`: what
+ * PP_CUDA_CHECK and its _GOTO form print and return. */
+static inline pp_status_t pp_cuda_status(cudaError_t e, const char *file, int line,
+                                         const char *call)
+{
+    if (e == cudaSuccess) return PP_OK;
+    fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", file, line, call, cudaGetErrorString(e),
+            cudaGetErrorName(e));
+    return PP_ERR_CUDA;
+}
+
+/* PP_OK, or PP_ERR_CUBLAS after printing `file:line: <call> failed: <message>`. */
+static inline pp_status_t pp_cublas_status(cublasStatus_t s, const char *file, int line,
+                                           const char *call)
+{
+    if (s == CUBLAS_STATUS_SUCCESS) return PP_OK;
+    fprintf(stderr, "%s:%d: %s failed: %s\n", file, line, call, pp_cublas_str(s));
+    return PP_ERR_CUBLAS;
+}
+
+#define PP_CUDA_CHECK(call) PP_CHECK(pp_cuda_status((call), __FILE__, __LINE__, #call))
 
 #define PP_CUDA_CHECK_GOTO(call, st, label)                                                        \
     do {                                                                                           \
-        cudaError_t pp_cuda_e_ = (call);                                                           \
-        if (pp_cuda_e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,              \
-                    cudaGetErrorString(pp_cuda_e_), cudaGetErrorName(pp_cuda_e_));                 \
+        if (pp_cuda_status((call), __FILE__, __LINE__, #call) != PP_OK) {                          \
             (st) = PP_ERR_CUDA;                                                                    \
             goto label;                                                                            \
         }                                                                                          \
@@ -59,22 +69,11 @@ static inline const char *pp_cublas_str(cublasStatus_t s)
 /* After a kernel launch: catches bad launch configurations without synchronizing. */
 #define PP_CUDA_LAUNCH_CHECK() PP_CUDA_CHECK(cudaGetLastError())
 
-#define PP_CUBLAS_CHECK(call)                                                                      \
-    do {                                                                                           \
-        cublasStatus_t pp_cublas_s_ = (call);                                                      \
-        if (pp_cublas_s_ != CUBLAS_STATUS_SUCCESS) {                                               \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                   \
-                    pp_cublas_str(pp_cublas_s_));                                                  \
-            return PP_ERR_CUBLAS;                                                                  \
-        }                                                                                          \
-    } while (0)
+#define PP_CUBLAS_CHECK(call) PP_CHECK(pp_cublas_status((call), __FILE__, __LINE__, #call))
 
 #define PP_CUBLAS_CHECK_GOTO(call, st, label)                                                      \
     do {                                                                                           \
-        cublasStatus_t pp_cublas_s_ = (call);                                                      \
-        if (pp_cublas_s_ != CUBLAS_STATUS_SUCCESS) {                                               \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                   \
-                    pp_cublas_str(pp_cublas_s_));                                                  \
+        if (pp_cublas_status((call), __FILE__, __LINE__, #call) != PP_OK) {                        \
             (st) = PP_ERR_CUBLAS;                                                                  \
             goto label;                                                                            \
         }                                                                                          \

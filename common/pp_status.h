@@ -86,6 +86,21 @@ static inline int pp_status_exit_code(pp_status_t s)
         if ((ptr) == NULL) PP_FAIL(PP_ERR_NOMEM, "out of host memory allocating %s", #ptr);        \
     } while (0)
 
+/* Room for one more element in the growing array `a` (of `cap` elements, `n` of them used): doubles
+ * cap, from `first`, when the array is full; on a failed realloc prints file:line and returns
+ * PP_ERR_NOMEM, leaving `a` and `cap` as they were. Plain C (the new pointer is assigned from
+ * void *). */
+#define PP_GROW(a, n, cap, first)                                                                  \
+    do {                                                                                           \
+        if ((n) == (cap)) {                                                                        \
+            int pp_grow_cap_ = (cap) ? 2 * (cap) : (first);                                        \
+            void *pp_grow_p_ = realloc((a), sizeof *(a) * (size_t)pp_grow_cap_);                   \
+            if (!pp_grow_p_) PP_FAIL(PP_ERR_NOMEM, "out of host memory growing %s", #a);           \
+            (a) = pp_grow_p_;                                                                      \
+            (cap) = pp_grow_cap_;                                                                  \
+        }                                                                                          \
+    } while (0)
+
 /* "device" or "devices" after a count n: one place for the plural of every message and report. */
 static inline const char *pp_plural(long n, const char *one, const char *many)
 {

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Messages name a key by its place in the file when known; these are the names otherwise (each
- * at its key's index: a list in order had schedule.csv and the cost keys' names swapped). */
+/* Messages name a key by its place in the file when known; these are the names otherwise, each
+ * at its key's index, so that no key can take another's name. */
 const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     [PP_CFG_LAYERS] = "model.layers",
     [PP_CFG_HIDDEN] = "model.hidden",

@@ -62,9 +62,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 
     unsigned qa[D / 16][4]; /* this warp's 16 query rows, loaded at the first step */
     float acc[D / 8][4];
-#pragma unroll
-    for (int n = 0; n < D / 8; n++)
-        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    fa_zero(acc);
     float m_run[2] = {-INFINITY, -INFINITY}; /* base-2 running max of rows g, g + 8 */
     float l_run[2] = {0.0f, 0.0f};           /* this lane's share of their running sums */
     const int row0 = w16 + g;                /* row g in the 64-row block; row g + 8 is row0 + 8 */
@@ -79,47 +77,12 @@ __global__ void __launch_bounds__(FA_THREADS)
         const bf16 *Ks = KVb + 2 * (kb & 1) * TILE, *Vs = Ks + TILE;
 
         float s[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        fa_zero(s);
         fa_mma_abt<D>(s, qa, Qs, w16, Ks, lane); /* S = Q·Kᵀ */
 
         /* Online softmax in base 2; on the diagonal block key > query is masked. */
         const bool diag = kb == qb;
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = 8 * j + 2 * t4 + (e & 1), row = row0 + 8 * (e >> 1);
-                const float x = (diag && key > row) ? -INFINITY : s[j][e] * scale_log2;
-                s[j][e] = x;
-                mx[e >> 1] = fmaxf(mx[e >> 1], x);
-            }
-        float alpha[2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            /* the four lanes of a row group hold its 64 keys; key 0 is never masked: finite */
-            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-            const float m_new = fmaxf(m_run[h], mx[h]);
-            alpha[h] = fa_exp2(m_run[h] - m_new); /* 0 on the first block */
-            m_run[h] = m_new;
-            l_run[h] *= alpha[h];
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = fa_exp2(s[j][e] - m_run[e >> 1]); /* masked: 0 */
-                s[j][e] = p;
-                l_run[e >> 1] += p;
-            }
-#pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-            acc[n][0] *= alpha[0], acc[n][1] *= alpha[0];
-            acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
-        }
+        fa_softmax_rows(s, acc, m_run, l_run, scale_log2, diag, 0, row0, lane);
         fa_mma_px<D>(acc, s, Vs, lane); /* O += P·V */
     }
 
@@ -208,24 +171,16 @@ __global__ void __launch_bounds__(FA_THREADS)
     constexpr bool A_REG = D == 64;
     unsigned ka[A_REG ? D / 16 : 1][4], va[A_REG ? D / 16 : 1][4];
     float acc_dk[D / 8][4], acc_dv[D / 8][4];
-#pragma unroll
-    for (int n = 0; n < D / 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            acc_dk[n][e] = acc_dv[n][e] = 0.0f;
+    fa_zero(acc_dk);
+    fa_zero(acc_dv);
     const int key0 = w16 + g; /* key g in the block; key g + 8 is key0 + 8 */
 
     const int nq = nb - kb;
     for (int it = 0; it < nq; it++) {
-        /* Block it has landed and every warp is done with block it − 1, whose buffer the next
-         * copy overwrites. A thread sees its own completed copies before the barrier: the
-         * threads that copied the lse convert it to base 2. */
         const int b = it & 1;
         float *lse2_s = rows_b + 2 * FA_TILE * b;
         const float *dr_s = lse2_s + FA_TILE;
-        fa_cp_wait_all();
-        if (threadIdx.x < FA_TILE) lse2_s[threadIdx.x] *= FA_LOG2E;
-        __syncthreads();
+        fa_bwd_block_landed(lse2_s);
         if (it + 1 < nq) issue(it + 1);
         if (A_REG && it == 0) {
             fa_load_rows_a<D>(ka, Ks, w16, lane);
@@ -234,11 +189,8 @@ __global__ void __launch_bounds__(FA_THREADS)
         const bf16 *Qs = Qb + 2 * b * TILE, *dOs = Qs + TILE;
 
         float st[8][4], dpt[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                st[j][e] = dpt[j][e] = 0.0f;
+        fa_zero(st);
+        fa_zero(dpt);
         fa_mma_abt<D>(st, A_REG ? ka : NULL, Ks, w16, Qs, lane);   /* Sᵀ = K·Qᵀ */
         fa_mma_abt<D>(dpt, A_REG ? va : NULL, Vs, w16, dOs, lane); /* dPᵀ = V·dOᵀ */
 
@@ -253,10 +205,10 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int key = key0 + 8 * h;
-                    const float ex = fa_exp2(st[j][2 * h + e] * scale_log2 - l2);
+                    const float ex = fa_bwd_p(st[j][2 * h + e], scale_log2, l2);
                     const float p = (diag && key > qry) ? 0.0f : ex;
                     st[j][2 * h + e] = p;
-                    dpt[j][2 * h + e] = p * (dpt[j][2 * h + e] - d_r) * scale;
+                    dpt[j][2 * h + e] = fa_bwd_ds(p, dpt[j][2 * h + e], d_r, scale);
                 }
             }
         fa_mma_px<D>(acc_dv, st, dOs, lane); /* dV += Pᵀ·dO */
@@ -303,9 +255,7 @@ __global__ void __launch_bounds__(FA_THREADS)
     constexpr bool A_REG = D == 64;
     unsigned qa[A_REG ? D / 16 : 1][4], da[A_REG ? D / 16 : 1][4];
     float acc[D / 8][4];
-#pragma unroll
-    for (int n = 0; n < D / 8; n++)
-        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    fa_zero(acc);
     const int row0 = w16 + g;
     float lse2[2], d_r[2];
 
@@ -328,11 +278,8 @@ __global__ void __launch_bounds__(FA_THREADS)
         const bf16 *Ks = Kb + 2 * (kb & 1) * TILE, *Vs = Ks + TILE;
 
         float s[8][4], dp[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                s[j][e] = dp[j][e] = 0.0f;
+        fa_zero(s);
+        fa_zero(dp);
         fa_mma_abt<D>(s, A_REG ? qa : NULL, Qs, w16, Ks, lane);   /* S = Q·Kᵀ */
         fa_mma_abt<D>(dp, A_REG ? da : NULL, dOs, w16, Vs, lane); /* dP = dO·Vᵀ */
 
@@ -343,9 +290,9 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int key = 8 * j + 2 * t4 + (e & 1), h = e >> 1;
-                const float ex = fa_exp2(s[j][e] * scale_log2 - lse2[h]);
+                const float ex = fa_bwd_p(s[j][e], scale_log2, lse2[h]);
                 const float p = (diag && key > row0 + 8 * h) ? 0.0f : ex;
-                s[j][e] = p * (dp[j][e] - d_r[h]) * scale;
+                s[j][e] = fa_bwd_ds(p, dp[j][e], d_r[h], scale);
             }
         fa_mma_px<D>(acc, s, Ks, lane); /* dQ += dS·K */
     }

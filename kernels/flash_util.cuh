@@ -119,6 +119,34 @@ __device__ __forceinline__ void fa_load_rows_async(float *rows_s, const float *l
     }
 }
 
+/* ---- the backward's arithmetic, for the 64-row and the wide kernels alike -------------------- */
+
+/* P of one score s in the backward, recomputed before the causal mask: exp(scale·s − lse) in
+ * base 2 (lse2 = lse·log2 e). Every backward kernel takes it from here (and sets it to 0 where the
+ * key comes after the query), so P, and with it dS, dQ, dK and dV, have the same bits whichever
+ * kernel ran. */
+__device__ __forceinline__ float fa_bwd_p(float s, float scale_log2, float lse2)
+{
+    return fa_exp2(s * scale_log2 - lse2);
+}
+
+/* dS of one score: scale·P∘(dP − Dr), multiplied in this order. */
+__device__ __forceinline__ float fa_bwd_ds(float p, float dp, float dr, float scale)
+{
+    return p * (dp - dr) * scale;
+}
+
+/* The start of a dK/dV step over streamed query blocks: this thread's copies of the block have
+ * landed (a thread sees its own completed copies before the barrier), the threads that copied its
+ * lse, the first 64, convert it to base 2 in place, then the barrier makes every copy visible and
+ * tells that every warp is done with the block before, whose buffer the next copy overwrites. */
+__device__ __forceinline__ void fa_bwd_block_landed(float *lse2_s)
+{
+    fa_cp_wait_all();
+    if (threadIdx.x < FA_TILE) lse2_s[threadIdx.x] *= FA_LOG2E;
+    __syncthreads();
+}
+
 /* Σ_j a[j]·b[j] over one 8-element pack, added in j order from 0: a lane's share of a row's
  * dO·O (Dr). flash_bwd_dot_kernel and flash_wide_bwd_dq_kernel both take it, with fa_lanes_sum,
  * so that Dr has the same bits on both paths. */
@@ -155,6 +183,21 @@ __device__ __forceinline__ void fa_ldsm4_t(unsigned r[4], const bf16 *p)
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(fa_smem_addr(p))
                  : "memory");
+}
+
+/* Accumulators to zero: N fragments of 4 (a warp's 16 rows), or M such sets (its tiles). */
+template <int N> __device__ __forceinline__ void fa_zero(float (&x)[N][4])
+{
+#pragma unroll
+    for (int n = 0; n < N; n++)
+        x[n][0] = x[n][1] = x[n][2] = x[n][3] = 0.0f;
+}
+
+template <int M, int N> __device__ __forceinline__ void fa_zero(float (&x)[M][N][4])
+{
+#pragma unroll
+    for (int m = 0; m < M; m++)
+        fa_zero(x[m]);
 }
 
 /* c += a·b on one 16×8×16 tile. */
@@ -231,6 +274,54 @@ __device__ __forceinline__ void fa_mma_px(float acc[][4], const float p[8][4], c
             fa_mma(acc[n], pa, b[0], b[1]);
             fa_mma(acc[n + 1], pa, b[2], b[3]);
         }
+    }
+}
+
+/* The forward's online softmax of one step over 16 rows × 64 keys, in place (s: scores in, P out),
+ * in base 2. Lane (g, t4) holds rows row + 8h (h = 0, 1) at the fragment layout's places, with
+ * their running max m_run[h] (base 2) and its share l_run[h] of their running sums; the key at
+ * place (j, e) is koff + 8j + 2t4 + (e & 1), masked past its row when `diag`. Rescales the rows'
+ * accumulators acc[NA] by the change of the running max. A row's first step holds key 0, never
+ * masked, and no later step it computes is wholly masked, so the new max is finite. */
+template <int NA>
+__device__ __forceinline__ void fa_softmax_rows(float (&s)[8][4], float (&acc)[NA][4],
+                                                float m_run[2], float l_run[2], float scale_log2,
+                                                bool diag, int koff, int row, int lane)
+{
+    const int t4 = lane & 3;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int key = koff + 8 * j + 2 * t4 + (e & 1), r = row + 8 * (e >> 1);
+            const float x = (diag && key > r) ? -INFINITY : s[j][e] * scale_log2;
+            s[j][e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        }
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        /* the four lanes of a row group hold its 64 keys */
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        const float m_new = fmaxf(m_run[h], mx[h]);
+        alpha[h] = fa_exp2(m_run[h] - m_new); /* 0 on the first step */
+        m_run[h] = m_new;
+        l_run[h] *= alpha[h];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float p = fa_exp2(s[j][e] - m_run[e >> 1]); /* masked: 0 */
+            s[j][e] = p;
+            l_run[e >> 1] += p;
+        }
+#pragma unroll
+    for (int n = 0; n < NA; n++) {
+        acc[n][0] *= alpha[0], acc[n][1] *= alpha[0];
+        acc[n][2] *= alpha[1], acc[n][3] *= alpha[1];
     }
 }
 

@@ -96,45 +96,10 @@ __device__ __forceinline__ void fw_softmax(float s[2][8][4], float acc[2][FW_D /
                                            float m_run[2][2], float l_run[2][2], float scale_log2,
                                            bool diag, int koff, int lane)
 {
-    const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
-    for (int m = 0; m < 2; m++) {
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = koff + 8 * j + 2 * t4 + (e & 1), row = 16 * m + g + 8 * (e >> 1);
-                const float x = (diag && key > row) ? -INFINITY : s[m][j][e] * scale_log2;
-                s[m][j][e] = x;
-                mx[e >> 1] = fmaxf(mx[e >> 1], x);
-            }
-        float alpha[2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            /* a row's first step holds key 0, never masked; no later step it computes is wholly
-             * masked: m_new is finite */
-            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-            const float m_new = fmaxf(m_run[m][h], mx[h]);
-            alpha[h] = fa_exp2(m_run[m][h] - m_new); /* 0 on the first step */
-            m_run[m][h] = m_new;
-            l_run[m][h] *= alpha[h];
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = fa_exp2(s[m][j][e] - m_run[m][e >> 1]); /* masked: 0 */
-                s[m][j][e] = p;
-                l_run[m][e >> 1] += p;
-            }
-#pragma unroll
-        for (int n = 0; n < FW_D / 8; n++) {
-            acc[m][n][0] *= alpha[0], acc[m][n][1] *= alpha[0];
-            acc[m][n][2] *= alpha[1], acc[m][n][3] *= alpha[1];
-        }
-    }
+    for (int m = 0; m < 2; m++)
+        fa_softmax_rows(s[m], acc[m], m_run[m], l_run[m], scale_log2, diag, koff,
+                        16 * m + (lane >> 2), lane);
 }
 
 /* O and lse of one 128-row query block (flash_fwd_kernel's products with two tiles a warp): per
@@ -163,11 +128,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 
     unsigned qa[2][FW_D / 16][4]; /* the warp's 32 query rows, loaded at the first step */
     float acc[2][FW_D / 8][4];
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int n = 0; n < FW_D / 8; n++)
-            acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+    fa_zero(acc);
     float m_run[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}}; /* rows g, g + 8 */
     float l_run[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}; /* this lane's share of their sums */
 
@@ -185,11 +146,7 @@ __global__ void __launch_bounds__(FA_THREADS)
         const bf16 *Ks = KVb + 2 * (kb & 1) * FW_TILE, *Vs = Ks + FW_TILE;
 
         float s[2][8][4];
-#pragma unroll
-        for (int m = 0; m < 2; m++)
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                s[m][j][0] = s[m][j][1] = s[m][j][2] = s[m][j][3] = 0.0f;
+        fa_zero(s);
         fw_mma_abt(s, qa, Ks, lane); /* S = Q·Kᵀ */
         const int koff = FA_TILE * kb - q0 - w32;
         fw_softmax(s, acc, m_run, l_run, scale_log2, koff + FA_TILE - 1 > 0, koff, lane);
@@ -289,7 +246,7 @@ __device__ __forceinline__ void fw_colsum_wait()
 
 /* One warp's share of the CTA's column sums: warp w's row red[32w + lane] (fw_colsum_warp's
  * columns 2·lane, + 1), the 4 rows added in warp order, into cs[2·lane], cs[2·lane + 1]. A warp
- * without rows wrote zeros, which it adds as before. */
+ * without rows wrote zeros, added like any other row. */
 __device__ __forceinline__ void fw_colsum_add(float *cs, const float2 *red, int lane)
 {
     static_assert(FA_WARPS == 4 && FW_D == 64, "four warps, two columns a lane");
@@ -519,11 +476,7 @@ __global__ void __launch_bounds__(FA_THREADS)
     }
 
     float acc[2][FW_D / 8][4];
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int n = 0; n < FW_D / 8; n++)
-            acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+    fa_zero(acc);
     float lse2[2][2], d_r[2][2]; /* rows g, g + 8 of each tile */
     const unsigned q_at = fa_smem_addr(Qs) + w32 * FW_ROW_BYTES + fw_off_a(lane);
     const unsigned do_at = fa_smem_addr(dOs) + w32 * FW_ROW_BYTES + fw_off_a(lane);
@@ -558,11 +511,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 
             /* P = exp(scale·S − lse) in place of S; key > query masked on the diagonal blocks. */
             float sp[2][NJ][4];
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    sp[m][j][0] = sp[m][j][1] = sp[m][j][2] = sp[m][j][3] = 0.0f;
+            fa_zero(sp);
             fw_mma_abt_s<NJ>(sp, q_at, kx + off_b); /* S = Q·Kᵀ */
 #pragma unroll
             for (int m = 0; m < 2; m++)
@@ -571,16 +520,12 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int key = koff + FW_SUB * hf + 8 * j + 2 * t4 + (e & 1), h = e >> 1;
-                        const float ex = fa_exp2(sp[m][j][e] * scale_log2 - lse2[m][h]);
+                        const float ex = fa_bwd_p(sp[m][j][e], scale_log2, lse2[m][h]);
                         sp[m][j][e] = (diag && key > 16 * m + g + 8 * h) ? 0.0f : ex;
                     }
 
             float dp[2][NJ][4];
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    dp[m][j][0] = dp[m][j][1] = dp[m][j][2] = dp[m][j][3] = 0.0f;
+            fa_zero(dp);
             fw_mma_abt_s<NJ>(dp, do_at, vx + off_b); /* dP = dO·Vᵀ */
             /* dS = scale·P∘(dP − Dr), packed: ds[m][c] is the A operand of keys 16c.. of tile m */
             unsigned ds[2][NJ / 2][4];
@@ -592,8 +537,8 @@ __global__ void __launch_bounds__(FA_THREADS)
                     for (int i = 0; i < 4; i++) {
                         const int j = 2 * c + (i >> 1), e = 2 * (i & 1), h = i & 1;
                         ds[m][c][i] =
-                            fa_pack(sp[m][j][e] * (dp[m][j][e] - d_r[m][h]) * scale,
-                                    sp[m][j][e + 1] * (dp[m][j][e + 1] - d_r[m][h]) * scale);
+                            fa_pack(fa_bwd_ds(sp[m][j][e], dp[m][j][e], d_r[m][h], scale),
+                                    fa_bwd_ds(sp[m][j][e + 1], dp[m][j][e + 1], d_r[m][h], scale));
                     }
             fw_mma_ax<NJ / 2>(acc, ds, kx + off_t); /* dQ += dS·K */
         }
@@ -633,8 +578,8 @@ __global__ void __launch_bounds__(FA_THREADS)
  * the first key blocks (the most work) first; each element sums its queries in the 64-row
  * kernel's order. With cs_k, cs_v, the block's column sums of dK and dV as stored follow the
  * stores (fw_colsum_warp, fw_colsum_add: one named barrier, which only warps 2, 3 wait at). The
- * column sums' parameters come last: placed before BH, they moved the parameters the loop reads
- * and ptxas spilled 8 bytes. */
+ * column sums' parameters come last: placed before BH, they would shift the parameters the loop
+ * reads, and ptxas would spill 8 bytes. */
 __global__ void __launch_bounds__(FA_THREADS)
     flash_wide_bwd_dkdv_kernel(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, const bf16 *k,
                                const bf16 *v, int ld_qkv, const bf16 *dout, int ld_o,
@@ -680,27 +625,17 @@ __global__ void __launch_bounds__(FA_THREADS)
     issue(0);
 
     float acc_dk[2][FW_D / 8][4], acc_dv[2][FW_D / 8][4];
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int n = 0; n < FW_D / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc_dk[m][n][e] = acc_dv[m][n][e] = 0.0f;
+    fa_zero(acc_dk);
+    fa_zero(acc_dv);
     const unsigned k_at = fa_smem_addr(Ks) + w32 * FW_ROW_BYTES + fw_off_a(lane);
     const unsigned v_at = fa_smem_addr(Vs) + w32 * FW_ROW_BYTES + fw_off_a(lane);
     const unsigned qb_at = fa_smem_addr(Qb), off_b = fw_off_b(lane), off_t = fw_off_t(lane);
 
     for (int it = 0; it < nit; it++) {
-        /* Block it has landed and every warp is done with block it − 1, whose buffer the next
-         * copy overwrites. A thread sees its own completed copies before the barrier: the
-         * threads that copied the lse convert it to base 2. */
         const int b = it & 1;
         float *lse2_s = rows_b + 2 * FA_TILE * b;
         const float *dr_s = lse2_s + FA_TILE;
-        fa_cp_wait_all();
-        if (threadIdx.x < FA_TILE) lse2_s[threadIdx.x] *= FA_LOG2E;
-        __syncthreads();
+        fa_bwd_block_landed(lse2_s);
         if (it + 1 < nit) issue(it + 1);
         if (it < it_warp) continue; /* queries before the warp's keys (or no keys) */
         const unsigned qs = qb_at + b * 4 * FW_TILE, ds_ = qs + 2 * FW_TILE; /* bytes */
@@ -715,11 +650,7 @@ __global__ void __launch_bounds__(FA_THREADS)
             /* Pᵀ = exp(scale·Sᵀ − lse) in place of Sᵀ, and packed: pt[m][c] is the A operand of
              * queries 16c.. of tile m; dV += Pᵀ·dO before dPᵀ takes the registers */
             float st[2][NJ][4];
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    st[m][j][0] = st[m][j][1] = st[m][j][2] = st[m][j][3] = 0.0f;
+            fa_zero(st);
             fw_mma_abt_s<NJ>(st, k_at, qx + off_b); /* Sᵀ = K·Qᵀ */
             unsigned pt[2][NJ / 2][4];
 #pragma unroll
@@ -731,8 +662,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
                             const int qry = FW_SUB * hf + 8 * j + 2 * t4 + e;
-                            const float ex =
-                                fa_exp2(st[m][j][2 * h + e] * scale_log2 - lse2_s[qry]);
+                            const float ex = fa_bwd_p(st[m][j][2 * h + e], scale_log2, lse2_s[qry]);
                             st[m][j][2 * h + e] =
                                 (diag && 16 * m + g + 8 * h > qoff + qry) ? 0.0f : ex;
                         }
@@ -743,11 +673,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 
             /* dSᵀ = scale·Pᵀ∘(dPᵀ − Dr), packed as pt */
             float dpt[2][NJ][4];
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    dpt[m][j][0] = dpt[m][j][1] = dpt[m][j][2] = dpt[m][j][3] = 0.0f;
+            fa_zero(dpt);
             fw_mma_abt_s<NJ>(dpt, v_at, dx + off_b); /* dPᵀ = V·dOᵀ */
             unsigned dst[2][NJ / 2][4];
 #pragma unroll
@@ -760,7 +686,8 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
                             const int qry = FW_SUB * hf + 8 * j + 2 * t4 + e;
-                            x[e] = st[m][j][2 * h + e] * (dpt[m][j][2 * h + e] - dr_s[qry]) * scale;
+                            x[e] = fa_bwd_ds(st[m][j][2 * h + e], dpt[m][j][2 * h + e], dr_s[qry],
+                                             scale);
                         }
                         dst[m][j >> 1][2 * (j & 1) + h] = fa_pack(x[0], x[1]);
                     }
@@ -768,7 +695,7 @@ __global__ void __launch_bounds__(FA_THREADS)
         }
     }
     /* The block's place is worked out again from the CTA index, read afresh: kept from the
-     * start, it was the one value the registers could not hold through the loop. */
+     * start, it would be the one value the registers cannot hold through the loop. */
     unsigned cta;
     asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cta));
     const bool has_keys = it_warp < nit;

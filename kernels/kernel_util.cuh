@@ -71,6 +71,15 @@ static inline bool is_aligned16(const void *p)
     return ((uintptr_t)p & 15u) == 0;
 }
 
+/* Whether rows of C elements of T at a, b, c and d can all be read in 16-byte packs (pack128):
+ * whole packs a row, every pointer 16-byte aligned. */
+template <typename T>
+static inline bool pack_rows_ok(int C, const void *a, const void *b, const void *c, const void *d)
+{
+    return C % pack128<T>::n == 0 && is_aligned16(a) && is_aligned16(b) && is_aligned16(c) &&
+           is_aligned16(d);
+}
+
 /* ---- reductions (fixed order) ---------------------------------------------------------------- */
 
 __device__ __forceinline__ float warp_sum(float x)

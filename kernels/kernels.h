@@ -266,8 +266,8 @@ pp_status_t softmax_causal_bwd(void *dS, const void *dP, const void *P, float sc
 /* attention_flash_supported (kernel_sizes.h) says which shapes the fused kernels take. At d = 64
  * both launchers run 128-row blocks (flash_wide.cu) unless the environment sets
  * PPSCHED_FLASH_TILE=64 (read at every call) for the 64-row kernels; d = 128 always takes those.
- * PPSCHED_FLASH_BWD=unfused (read at every call) runs the 128-row backward as before Dr and the
- * column sums moved into it: flash_bwd_dot_kernel first, no colsum. */
+ * PPSCHED_FLASH_BWD=unfused (read at every call) runs the 128-row backward without Dr and the
+ * column sums inside it: flash_bwd_dot_kernel first, and no colsum. */
 
 /* Layout of q, k, v, o and their gradients: element (b, h, t, i) of x is x[(b·T + t)·ld + h·d + i],
  * token-major rows with head h in columns h·d..h·d + d − 1 and a row stride `ld` ≥ H·d, a

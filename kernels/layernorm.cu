@@ -208,13 +208,6 @@ static pp_status_t ln_check(const char *what, int N, int C, pp_dtype_t dtype)
     return PP_OK;
 }
 
-template <typename T>
-static bool ln_vec_ok(int C, const void *a, const void *b, const void *c, const void *d)
-{
-    return C % pack128<T>::n == 0 && is_aligned16(a) && is_aligned16(b) && is_aligned16(c) &&
-           is_aligned16(d);
-}
-
 /* 0 when PPSCHED_LAYERNORM=unfused asks for the three-pass forward kernel everywhere. */
 static bool ln_rows_enabled(void)
 {
@@ -251,7 +244,7 @@ static pp_status_t ln_fwd_t(void *out, float *mean, float *rstd, const void *inp
                             const void *b, int N, int C, cudaStream_t stream)
 {
     unsigned grid = grid_for((size_t)N * 32, ln_threads);
-    const bool vec = ln_vec_ok<T>(C, out, inp, w, b);
+    const bool vec = pack_rows_ok<T>(C, out, inp, w, b);
     if (vec && ln_rows_enabled() &&
         ln_fwd_rows<T>(grid, (T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C,
                        stream)) {

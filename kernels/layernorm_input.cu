@@ -83,7 +83,7 @@ __device__ __forceinline__ void ln_row_means(const T *x, const T *dy, const T *w
 
 /* One element's input gradient before the residual is added; x̂ for the caller's column sum. The
  * residual is added with __fadd_rn by both kernels: the product rs·(...) is rounded first in
- * both (the plain kernel's conditional add was never fused into it), so they give the same bits. */
+ * both (the plain kernel's conditional add is never fused into it), so they give the same bits. */
 __device__ __forceinline__ float ln_dx(float w, float dy, float x, float mu, float rs, float mg,
                                        float mgx, float &xh)
 {
@@ -250,19 +250,12 @@ __global__ void __launch_bounds__(LNC_THREADS)
 /* ---- launchers ------------------------------------------------------------------------------- */
 
 template <typename T>
-static bool ln_vec_ok(int C, const void *a, const void *b, const void *c, const void *d)
-{
-    return C % pack128<T>::n == 0 && is_aligned16(a) && is_aligned16(b) && is_aligned16(c) &&
-           is_aligned16(d);
-}
-
-template <typename T>
 static pp_status_t ln_bwd_input_t(void *dinp, float *colsum, const void *dres, const void *dout,
                                   const void *inp, const void *w, const float *mean,
                                   const float *rstd, int N, int C, cudaStream_t stream)
 {
     const T *dr = (const T *)dres, *dy = (const T *)dout, *x = (const T *)inp, *wt = (const T *)w;
-    const bool vec = ln_vec_ok<T>(C, dinp, dout, inp, w) && is_aligned16(dres);
+    const bool vec = pack_rows_ok<T>(C, dinp, dout, inp, w) && is_aligned16(dres);
     if (colsum) {
         const int rows = layernorm_colsum_chunk_rows(N);
         const unsigned grid = (unsigned)layernorm_bwd_input_colsum_rows(N);

@@ -6,9 +6,9 @@
 #   fewer cases and steps, every kernel path still taken; the tools slow kernels 10-100x.
 # - racecheck traces every kernel, cuBLAS's included: with cuBLAS's Hopper GEMMs excluded
 #   (--kernel-name-exclude kns=nvjet, kns=sm90_xmma; SANITIZE_RACECHECK_SKIP names them)
-#   compute-sanitizer 2025.3 stopped every program that ran one with "Internal Sanitizer Error:
-#   The Sanitizer failed to handle a hardware exception" (one H100, 2026-11-23), so the exclusion
-#   is off by default. Racecheck's reports inside those kernels (they order shared memory with
+#   compute-sanitizer 2025.3 stops every program that runs one with "Internal Sanitizer Error:
+#   The Sanitizer failed to handle a hardware exception" (on an H100, bench/NOTES.md), so the
+#   exclusion is off by default. Racecheck's reports inside those kernels (they order shared memory with
 #   asynchronous barriers racecheck does not follow) are listed apart, not counted (below).
 # - The programs named in SANITIZE_SPLIT (default: test_pipeline test_profile, whose whole runs
 #   outlast any bound under racecheck) run one test case per process (PPSCHED_TEST_LIST=1 lists
@@ -116,7 +116,7 @@ while read -r n tool t c g; do
 done <"$dir/runs" |
     xargs -d '\n' -n 6 -P "$jobs" sh -c 'exec sh "$0" --one "$1" "$2" "$3" "$4" "$5" "$6"' "$self"
 
-# One line per run, memcheck first as before.
+# One line per run, in the order of the runs file: memcheck's, then racecheck's.
 bad=0 runs=0
 for tool in memcheck racecheck; do
     while read -r n rtool t c g; do

@@ -350,10 +350,10 @@ double cost_busy_share(const pp_model_shape_t *s, pp_dtype_t dt, const pp_gpu_t 
 /* The step factor f of a profile (measured at its own micro-batch) at stage shape s: what a real
  * step adds to the replayed passes is taken to grow with the work above the launch floor, which
  * a launch-bound kernel does not have (its launches are replayed from a graph in both), so the
- * factor's excess is scaled by s's share above the floor against the profiled shape's. Chosen
- * after the first check put the small model 8-12 % over with the whole factor on an H200 (at
- * 2 x 256 tokens of hidden 512, where most kernels sit at the floor, a real step was 1.02-1.05
- * times the passes, against 1.07-1.11 at the profiled 4 x 1024). */
+ * factor's excess is scaled by s's share above the floor against the profiled shape's. With the
+ * whole factor the small model comes out 8-12 % over on an H200: at 2 x 256 tokens of hidden 512,
+ * where most kernels sit at the floor, a real step is 1.02-1.05 times the passes, against
+ * 1.07-1.11 at the profiled 4 x 1024 (bench/NOTES.md). */
 double cost_scaled_step_factor(double f, const pp_model_shape_t *s, pp_dtype_t dt,
                                const pp_gpu_t *gpu, const struct pp_profile *prof)
 {

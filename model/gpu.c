@@ -24,12 +24,12 @@
 /* The kernel floor, us: bench_stage's small shape on the H200 ran F, I and W of a 4-block stage
  * (28, 36 and 40 kernels, every one at the floor) in 0.186, 0.238 and 0.256 ms. The least-squares
  * line through the three is 5.9 us a kernel plus 21 us a pass: the eager benchmark pays a start
- * for every timed pass, which a replayed graph of a whole step does not pay per kernel. (It was
- * 6.5, the mean over all 104 kernels with those starts folded in; the small model's one-GPU steps
- * in a replayed graph ran 5.6-5.8 us a kernel on an H100 and an H200, bench/NOTES.md.) */
+ * for every timed pass, which a replayed graph of a whole step does not pay per kernel. (The mean
+ * over all 104 kernels, 6.5, folds those starts in; the small model's one-GPU steps in a replayed
+ * graph run 5.6-5.8 us a kernel on an H100 and an H200, bench/NOTES.md.) */
 #define FIT_LAUNCH 5.9
-/* The pair overlap, from DualPipeV's whole-model step on one H100 and one H200 (2026-11-23,
- * bench/results/predict-2026-11-23-*) against 1F1B's, which runs the same passes one after the
+/* The pair overlap, from DualPipeV's whole-model step on one H100 and one H200 (bench/NOTES.md,
+ * "The whole model's step in the profile") against 1F1B's, which runs the same passes one after the
  * other: the overlap the simulator needs to turn the one into the other is 0.47-0.50 at the small
  * shape (512 tokens x hidden 512 a micro-batch, every kernel at the floor) and 0.04-0.05 at the
  * reference one (4096 x 1024), on both GPUs and at m = 8 and 32 (one H100 run at m = 32: 0). Small
@@ -82,11 +82,51 @@ static const pp_link_desc_t links[] = {
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* ---- reading a table ------------------------------------------------------------------------- */
+
+/* Both tables are read the same way: rows whose first member is the name, found by name
+ * (case-insensitive), read by index, listed for `allowed:` messages. */
+typedef struct row_table {
+    const void *rows; /* the first row */
+    size_t stride;    /* bytes from one row to the next */
+    int n;            /* rows */
+} row_table_t;
+
+static const row_table_t gpu_table = {gpus, sizeof gpus[0], N_OF(gpus)};
+static const row_table_t link_table = {links, sizeof links[0], N_OF(links)};
+
+static const void *row_at(const row_table_t *t, int i)
+{
+    return i >= 0 && i < t->n ? (const char *)t->rows + (size_t)i * t->stride : NULL;
+}
+
+/* A row's name: its first member (a pointer to a struct points to its first member). */
+static const char *row_name(const row_table_t *t, int i)
+{
+    return *(const char *const *)row_at(t, i);
+}
+
+static const void *row_find(const row_table_t *t, const char *name)
+{
+    for (int i = 0; name && i < t->n; i++)
+        if (strcasecmp(row_name(t, i), name) == 0) return row_at(t, i);
+    return NULL;
+}
+
+/* "a, b, c" into buf. */
+static void row_names(const row_table_t *t, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < t->n && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", row_name(t, i));
+}
+
+/* ---- GPUs ------------------------------------------------------------------------------------ */
+
 const pp_gpu_t *gpu_find(const char *name)
 {
-    for (int i = 0; name && i < N_OF(gpus); i++)
-        if (strcasecmp(gpus[i].name, name) == 0) return &gpus[i];
-    return NULL;
+    return row_find(&gpu_table, name);
 }
 
 const pp_gpu_t *gpu_match_device(const char *device_name)
@@ -98,20 +138,17 @@ const pp_gpu_t *gpu_match_device(const char *device_name)
 
 int gpu_count(void)
 {
-    return N_OF(gpus);
+    return gpu_table.n;
 }
 
 const pp_gpu_t *gpu_at(int i)
 {
-    return i >= 0 && i < N_OF(gpus) ? &gpus[i] : NULL;
+    return row_at(&gpu_table, i);
 }
 
 void gpu_names(char *buf, size_t size)
 {
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < N_OF(gpus) && n < size; i++)
-        n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", gpus[i].name);
+    row_names(&gpu_table, buf, size);
 }
 
 double gpu_curve_log(const double *xs, const double *ys, int n, double x)
@@ -131,29 +168,26 @@ double gpu_overlap(const pp_gpu_t *g, double elements)
     return gpu_curve_log(g->overlap_elements, g->overlap, 2, elements);
 }
 
+/* ---- links ----------------------------------------------------------------------------------- */
+
 const pp_link_desc_t *link_find(const char *name)
 {
-    for (int i = 0; name && i < N_OF(links); i++)
-        if (strcasecmp(links[i].name, name) == 0) return &links[i];
-    return NULL;
+    return row_find(&link_table, name);
 }
 
 int link_count(void)
 {
-    return N_OF(links);
+    return link_table.n;
 }
 
 const pp_link_desc_t *link_at(int i)
 {
-    return i >= 0 && i < N_OF(links) ? &links[i] : NULL;
+    return row_at(&link_table, i);
 }
 
 void link_names(char *buf, size_t size)
 {
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < N_OF(links) && n < size; i++)
-        n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", links[i].name);
+    row_names(&link_table, buf, size);
 }
 
 double link_time_ms(const pp_link_desc_t *l, double bytes)

@@ -5,10 +5,10 @@
  * micro_batch_size, layers, dtype}, runtime_bytes, stages {middle, first, last: {forward,
  * backward_input, backward_weight (ms), bytes}}, sends [{bytes, ms}...], steps
  * [{micro_batch_size, seq_len, layers, micro_batches, ms}...] and pairs [{micro_batch_size,
- * seq_len, layers, micro_batches, serial_ms, overlapped_ms, overlap}...] (the last two since
- * `profile 2`; a file without them loads, with a note). Reading walks the libyaml document with one
- * table of keys per mapping; every problem names path:line:col and what is allowed. Writing builds
- * a libyaml document and lets the emitter print it.
+ * seq_len, layers, micro_batches, serial_ms, overlapped_ms, overlap}...] (the last two come with
+ * `ppsched: profile 2`; a file without them loads, with a note). Reading walks the libyaml
+ * document with one table of keys per mapping; every problem names path:line:col and what is
+ * allowed. Writing builds a libyaml document and lets the emitter print it.
  */
 #include "profile.h"
 

@@ -16,8 +16,8 @@
  * And DualPipeV's step on one GPU with its pairs on two compute streams against one (`pairs:`): the
  * cost.overlap that turns one into the other in the simulator. Both depend on the size of a
  * micro-batch, elements = tokens x hidden, and are interpolated in log elements (and log m). A
- * profile written before these (no `steps:`) loads with factor 1 and the GPU description's
- * overlap, and says so. Plain C (libyaml); a pp_profile_t owns no heap memory.
+ * profile without them (no `steps:`) loads with factor 1 and the GPU description's overlap, and
+ * says so. Plain C (libyaml); a pp_profile_t owns no heap memory.
  */
 #ifndef PP_PROFILE_H
 #define PP_PROFILE_H

@@ -97,10 +97,11 @@ static double factor_at_size(const pp_profile_t *p, double el, int m)
 /* The step factor comes from the steps measured at the profiled micro-batch only: the passes were
  * timed there, and what a real step adds to them is measured there. Steps measured at other sizes
  * say how far the model's scaling is off there; they are reported (profile_print_summary) and not
- * interpolated: on one H100 (2026-11-23, m = 8) the measured step over the passes' prediction was
- * 1.07 at 4 x 1024 tokens of hidden 1024, 1.58 at 1 x 1024 and 1.40 at 1 x 256, and 1.055 for the
- * small model (2 x 256 tokens of hidden 512, the same elements as 1 x 256): tokens x hidden does
- * not tell the regimes apart, and interpolating in it put the small model 32-35 % over. */
+ * interpolated: on one H100 at m = 8 (bench/NOTES.md) the measured step over the passes'
+ * prediction is 1.07 at 4 x 1024 tokens of hidden 1024, 1.58 at 1 x 1024 and 1.40 at 1 x 256, and
+ * 1.055 for the small model (2 x 256 tokens of hidden 512, the same elements as 1 x 256): tokens x
+ * hidden does not tell the regimes apart, and interpolating in it puts the small model 32-35 %
+ * over. */
 double profile_step_factor(const pp_profile_t *p, double elements, int m)
 {
     (void)elements;

@@ -2,7 +2,7 @@
  * transport.c — the rows of the transport table (see transport.h), in enum order. Plain C: it is
  * built into the scheduler core as well as used by p2p.c.
  *
- * local: both halves on one device; today a device-local copy on the sender's send stream (the
+ * local: both halves on one device; a device-local copy on the sender's send stream (the
  * consumer reads its input from its own slot, see docs/architecture.md). peer: one copy on the
  * sender's send stream, into the receiver's slot; capturable where peer access makes it a plain
  * cudaMemcpyAsync (the staged cudaMemcpyPeerAsync is not, and the executor then falls back to

@@ -491,24 +491,13 @@ static void lower_drop_scratch(lower_t *L)
 
 static void lower_free(lower_t *L)
 {
+    lower_drop_scratch(L);
     free(L->ops);
-    free(L->step);
-    free(L->inserted);
     free(L->begin);
-    free(L->idx);
     free(L->dep);
     free(L->n_dep);
-    free(L->n_data);
     free(L->order);
     free(L->where);
-    free(L->partner);
-    free(L->off_after);
-    free(L->rel_before);
-    free(L->copy_head);
-    free(L->copy_next);
-    free(L->chan);
-    free(L->chan_next);
-    free(L->chan_first);
 }
 
 pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job)

@@ -57,13 +57,7 @@ pp_status_t schedule_push(pp_schedule_t *s, int d, pp_action_kind_t kind, int st
     if (d < 0 || d >= s->n_devices)
         PP_FAIL(PP_ERR_INTERNAL, "schedule_push: device %d of %d", d, s->n_devices);
     pp_program_t *p = &s->prog[d];
-    if (p->n == p->cap) {
-        int cap = p->cap ? 2 * p->cap : 16;
-        pp_action_t *a = realloc(p->a, sizeof *a * (size_t)cap);
-        PP_ALLOC_CHECK(a);
-        p->a = a;
-        p->cap = cap;
-    }
+    PP_GROW(p->a, p->n, p->cap, 16);
     p->a[p->n++] = (pp_action_t){kind, stage, mb, 0};
     if (pp_action_is_comm(kind)) s->has_comm = 1;
     if (kind == PP_ACT_I || kind == PP_ACT_W) s->split_backward = 1;

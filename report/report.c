@@ -298,21 +298,13 @@ void report_free(pp_report_t *r)
 /* Writes x with `prec` decimals, scaled by `scale`, or "-" when x is NAN/infinite. */
 static const char *fmt_num(char *buf, size_t size, double x, double scale, int prec)
 {
-    if (!isfinite(x))
-        snprintf(buf, size, "-");
-    else
-        snprintf(buf, size, "%.*f", prec, x * scale);
-    return buf;
+    return out_cell(buf, size, isfinite(x), "%.*f", prec, x * scale);
 }
 
 /* A fraction as "15.79%", or "-" when unknown. */
 static const char *fmt_pct(char *buf, size_t size, double x, int prec)
 {
-    if (!isfinite(x))
-        snprintf(buf, size, "-");
-    else
-        snprintf(buf, size, "%.*f%%", prec, 100.0 * x);
-    return buf;
+    return out_cell(buf, size, isfinite(x), "%.*f%%", prec, 100.0 * x);
 }
 
 const char *report_mode_name(pp_mode_t m)
@@ -323,12 +315,9 @@ const char *report_mode_name(pp_mode_t m)
 /* "+1.2 pp" difference of two fractions, or "-" when either is unknown. */
 static const char *fmt_delta_pp(char *buf, size_t size, double a, double b)
 {
-    if (!isfinite(a) || !isfinite(b))
-        snprintf(buf, size, "-");
-    else
-        /* A difference that rounds to zero prints as +0.0, never -0.0. */
-        snprintf(buf, size, "%+.1f pp", fabs(a - b) < 0.0005 ? 0.0 : 100.0 * (a - b));
-    return buf;
+    /* A difference that rounds to zero prints as +0.0, never -0.0. */
+    return out_cell(buf, size, isfinite(a) && isfinite(b), "%+.1f pp",
+                    fabs(a - b) < 0.0005 ? 0.0 : 100.0 * (a - b));
 }
 
 /* Preamble: every option that shaped the numbers. */
@@ -396,18 +385,10 @@ static void table_devices(pp_out_t *o, const pp_report_t *r)
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
         char cuda[16], mem[32], inflight[16];
-        if (ds->cuda_device >= 0)
-            snprintf(cuda, sizeof cuda, "%d", ds->cuda_device);
-        else
-            snprintf(cuda, sizeof cuda, "-");
-        if (ds->peak_inflight >= 0)
-            snprintf(inflight, sizeof inflight, "%d", ds->peak_inflight);
-        else
-            snprintf(inflight, sizeof inflight, "-");
-        if (ds->peak_mem_bytes > 0)
-            snprintf(mem, sizeof mem, "%.2f", (double)ds->peak_mem_bytes / (1024.0 * 1024 * 1024));
-        else
-            snprintf(mem, sizeof mem, "-");
+        out_cell(cuda, sizeof cuda, ds->cuda_device >= 0, "%d", ds->cuda_device);
+        out_cell(inflight, sizeof inflight, ds->peak_inflight >= 0, "%d", ds->peak_inflight);
+        out_cell(mem, sizeof mem, ds->peak_mem_bytes > 0, "%.2f",
+                 (double)ds->peak_mem_bytes / (1024.0 * 1024 * 1024));
         out_printf(o, "  %6d %5s %11s %11s %8s %8s %9s %9s %10.2f\n", ds->device, cuda,
                    fmt_num(a, sizeof a, ds->busy_ms, 1.0, 3),
                    fmt_num(b, sizeof b, ds->idle_ms, 1.0, 3),
@@ -432,12 +413,9 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_job_t *job, FILE *
                fmt_num(a, sizeof a, r->step_ms, 1.0, 3),
                fmt_num(b, sizeof b, r->step_ms_p10, 1.0, 3),
                fmt_num(c, sizeof c, r->step_ms_p90, 1.0, 3));
-    if (isfinite(r->tokens_per_s))
-        snprintf(a, sizeof a, "%.4g", r->tokens_per_s);
-    else
-        snprintf(a, sizeof a, "-");
     out_printf(o, "# throughput%s: %s tokens/s, %s TFLOP/s (%s per device)\n",
-               r->mode == PP_MODE_SIMULATE ? " (at the cost model's op times)" : "", a,
+               r->mode == PP_MODE_SIMULATE ? " (at the cost model's op times)" : "",
+               out_cell(a, sizeof a, isfinite(r->tokens_per_s), "%.4g", r->tokens_per_s),
                fmt_num(b, sizeof b, r->tflops, 1.0, 1),
                fmt_num(c, sizeof c, r->tflops / r->devices, 1.0, 1));
     out_printf(o,

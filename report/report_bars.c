@@ -6,8 +6,8 @@
  * writes it as bubble-all.svg when two or more schedules ran.
  */
 #include "report.h"
+#include "report_io.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,20 +17,6 @@ enum { MAX_MS = 8 }; /* distinct micro-batch counts with their own colour */
 
 static const char *const bar_colour[MAX_MS] = {"#4c78a8", "#f58518", "#54a24b", "#b279a2",
                                                "#e45756", "#72b7b2", "#eeca3b", "#9d755d"};
-
-static void bars_escape(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '&')
-            fputs("&amp;", f);
-        else if (*s == '<')
-            fputs("&lt;", f);
-        else if (*s == '>')
-            fputs("&gt;", f);
-        else if ((unsigned char)*s >= 0x20)
-            fputc(*s, f);
-    }
-}
 
 /* The distinct micro-batch counts, ascending (at most MAX_MS), and the groups in order. */
 typedef struct bars {
@@ -66,37 +52,76 @@ static pp_status_t bars_layout(bars_t *b, int n, const char *const *group, const
 }
 
 /* Axes, grid lines every 5 % (or 10 %), the title and the legend of the m colours. */
-static void bars_frame(FILE *f, const bars_t *b, const char *title, int width, double y_hi)
+static void bars_frame(pp_out_t *o, const bars_t *b, const char *title, int width, double y_hi)
 {
     int height = CH_T + CH_H + 110;
-    fprintf(f,
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-            "font-family=\"sans-serif\" font-size=\"12\">\n"
-            "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n"
-            "<text x=\"%d\" y=\"26\" font-size=\"16\" font-weight=\"bold\">",
-            width, height, width, height, CH_L);
-    bars_escape(f, title);
-    fprintf(f,
-            "</text>\n<text x=\"%d\" y=\"44\" fill=\"#555\">bubble (idle / makespan) of each "
-            "run; dark tick: closed form</text>\n",
-            CH_L);
+    out_svg_chart_head(o, width, height, CH_L, title,
+                       "bubble (idle / makespan) of each run; dark tick: closed form");
     double step = y_hi > 0.3 ? 0.1 : 0.05;
     for (double v = 0.0; v <= y_hi + 1e-9; v += step) {
         double y = CH_T + CH_H - v / y_hi * CH_H;
-        fprintf(f,
-                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>\n"
-                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.0f%%</text>\n",
-                CH_L, y, width - CH_R, y, CH_L - 8, y + 4, v * 100.0);
+        out_printf(o,
+                   "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>\n"
+                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.0f%%</text>\n",
+                   CH_L, y, width - CH_R, y, CH_L - 8, y + 4, v * 100.0);
     }
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", CH_L,
-            CH_T + CH_H, width - CH_R, CH_T + CH_H);
+    out_printf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", CH_L,
+               CH_T + CH_H, width - CH_R, CH_T + CH_H);
     for (int k = 0; k < b->n_ms; k++)
-        fprintf(f,
-                "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                "<text x=\"%d\" y=\"%d\">m = %d</text>\n",
-                CH_L + 90 * k, height - 24, bar_colour[k], CH_L + 90 * k + 18, height - 14,
-                b->ms[k]);
+        out_printf(o,
+                   "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+                   "<text x=\"%d\" y=\"%d\">m = %d</text>\n",
+                   CH_L + 90 * k, height - 24, bar_colour[k], CH_L + 90 * k + 18, height - 14,
+                   b->ms[k]);
+}
+
+/* The whole chart: the frame scaled to the highest bar or tick, the group labels, then a bar per
+ * run (and its closed-form tick). */
+static void bars_draw(pp_out_t *o, const bars_t *b, const char *title, int n,
+                      const char *const *group, const int *m, const double *bubble,
+                      const double *theory)
+{
+    double y_hi = 0.05;
+    for (int i = 0; i < n; i++) {
+        if (isfinite(bubble[i]) && bubble[i] > y_hi) y_hi = bubble[i];
+        if (theory && isfinite(theory[i]) && theory[i] > y_hi) y_hi = theory[i];
+    }
+    y_hi = ceil(y_hi * 20.0) / 20.0; /* round up to 5 % */
+    int group_w = b->n_ms * (BAR_W + BAR_GAP) - BAR_GAP;
+    int width = CH_L + CH_R + GROUP_GAP + b->n_groups * (group_w + GROUP_GAP);
+    if (width < 420) width = 420;
+    bars_frame(o, b, title, width, y_hi);
+    for (int g = 0; g < b->n_groups; g++) {
+        int gx = CH_L + GROUP_GAP + g * (group_w + GROUP_GAP);
+        out_printf(o, "<text transform=\"translate(%.1f,%d) rotate(30)\" font-size=\"11\">",
+                   gx + group_w / 2.0 - 4, CH_T + CH_H + 14);
+        out_xml(o, group[b->first[g]]);
+        out_puts(o, "</text>\n");
+    }
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        while (k < b->n_ms && b->ms[k] != m[i])
+            k++;
+        if (k == b->n_ms || !isfinite(bubble[i])) continue; /* beyond the colours: left out */
+        double x =
+            CH_L + GROUP_GAP + b->group_of[i] * (group_w + GROUP_GAP) + k * (BAR_W + BAR_GAP);
+        double h = bubble[i] / y_hi * CH_H, y = CH_T + CH_H - h;
+        out_printf(
+            o,
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\">"
+            "<title>m = %d: %.1f%%</title></rect>\n"
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\">%.1f</text>\n",
+            x, y, BAR_W, h, bar_colour[k], m[i], bubble[i] * 100.0, x + BAR_W / 2.0, y - 3,
+            bubble[i] * 100.0);
+        if (theory && isfinite(theory[i])) {
+            double ty = CH_T + CH_H - theory[i] / y_hi * CH_H;
+            out_printf(o,
+                       "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" "
+                       "stroke-width=\"2\"/>\n",
+                       x - 2, ty, x + BAR_W + 2, ty);
+        }
+    }
+    out_puts(o, "</svg>\n");
 }
 
 pp_status_t report_write_bubble_bars(const char *path, const char *title, int n,
@@ -105,57 +130,13 @@ pp_status_t report_write_bubble_bars(const char *path, const char *title, int n,
 {
     if (n < 1) PP_FAIL(PP_ERR_INTERNAL, "report_write_bubble_bars: no runs");
     bars_t b = {0};
+    pp_out_t out, *o = &out;
     pp_status_t st = bars_layout(&b, n, group, m);
-    FILE *f = st == PP_OK ? fopen(path, "w") : NULL;
-    if (st == PP_OK && !f) {
-        fprintf(stderr, "%s: %s\n", path, strerror(errno));
-        st = PP_ERR_IO;
+    if (st == PP_OK) st = out_open(o, path, "the bar chart");
+    if (st == PP_OK) {
+        bars_draw(o, &b, title, n, group, m, bubble, theory);
+        st = out_close(o);
     }
-    if (st != PP_OK) goto out;
-    double y_hi = 0.05;
-    for (int i = 0; i < n; i++) {
-        if (isfinite(bubble[i]) && bubble[i] > y_hi) y_hi = bubble[i];
-        if (theory && isfinite(theory[i]) && theory[i] > y_hi) y_hi = theory[i];
-    }
-    y_hi = ceil(y_hi * 20.0) / 20.0; /* round up to 5 % */
-    int group_w = b.n_ms * (BAR_W + BAR_GAP) - BAR_GAP;
-    int width = CH_L + CH_R + GROUP_GAP + b.n_groups * (group_w + GROUP_GAP);
-    if (width < 420) width = 420;
-    bars_frame(f, &b, title, width, y_hi);
-    for (int g = 0; g < b.n_groups; g++) {
-        int gx = CH_L + GROUP_GAP + g * (group_w + GROUP_GAP);
-        fprintf(f, "<text transform=\"translate(%.1f,%d) rotate(30)\" font-size=\"11\">",
-                gx + group_w / 2.0 - 4, CH_T + CH_H + 14);
-        bars_escape(f, group[b.first[g]]);
-        fprintf(f, "</text>\n");
-    }
-    for (int i = 0; i < n; i++) {
-        int k = 0;
-        while (k < b.n_ms && b.ms[k] != m[i])
-            k++;
-        if (k == b.n_ms || !isfinite(bubble[i])) continue; /* beyond the colours: left out */
-        double x = CH_L + GROUP_GAP + b.group_of[i] * (group_w + GROUP_GAP) + k * (BAR_W + BAR_GAP);
-        double h = bubble[i] / y_hi * CH_H, y = CH_T + CH_H - h;
-        fprintf(f,
-                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\">"
-                "<title>m = %d: %.1f%%</title></rect>\n"
-                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\">%.1f</text>\n",
-                x, y, BAR_W, h, bar_colour[k], m[i], bubble[i] * 100.0, x + BAR_W / 2.0, y - 3,
-                bubble[i] * 100.0);
-        if (theory && isfinite(theory[i])) {
-            double ty = CH_T + CH_H - theory[i] / y_hi * CH_H;
-            fprintf(f,
-                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" "
-                    "stroke-width=\"2\"/>\n",
-                    x - 2, ty, x + BAR_W + 2, ty);
-        }
-    }
-    fprintf(f, "</svg>\n");
-    if (fclose(f) != 0) {
-        fprintf(stderr, "%s: %s\n", path, strerror(errno));
-        st = PP_ERR_IO;
-    }
-out:
     free(b.group_of);
     free(b.first);
     return st;

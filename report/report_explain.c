@@ -3,7 +3,7 @@
  * (see explain.h for what each reason means, docs/explain.md for how to read them).
  *
  * Every line of the block starts with '#', so a script that reads the device rows of the table
- * (the lines without '#') reads the same rows as before. Reasons come from pp_idle_reasons and
+ * (the lines without '#') reads the same rows whether the block is there or not. Reasons come from pp_idle_reasons and
  * what-if rows from pp_what_ifs, in table order: adding a row there adds a column here. A figure
  * the report does not know (no per-op times, no simulator run) is left out, never printed as 0.
  */

@@ -107,6 +107,18 @@ void out_puts(pp_out_t *o, const char *s)
     note(o, fputs(s, o->f) == EOF);
 }
 
+const char *out_cell(char *buf, size_t size, int known, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (known)
+        vsnprintf(buf, size, fmt, ap);
+    else
+        snprintf(buf, size, "-");
+    va_end(ap);
+    return buf;
+}
+
 void out_json_str(pp_out_t *o, const char *s)
 {
     out_puts(o, "\"");
@@ -190,6 +202,20 @@ void out_xml(pp_out_t *o, const char *s)
             if (*p >= 0x20 || *p == '\t' || *p == '\n') out_printf(o, "%c", *p);
         }
     }
+}
+
+void out_svg_chart_head(pp_out_t *o, int width, int height, int x, const char *title,
+                        const char *subtitle)
+{
+    out_printf(o,
+               "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" "
+               "height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+               "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n",
+               width, height, width, height);
+    out_printf(o, "<text x=\"%d\" y=\"26\" font-size=\"16\" font-weight=\"bold\">", x);
+    out_xml(o, title);
+    out_printf(o, "</text>\n<text x=\"%d\" y=\"44\" fill=\"#555\">%s</text>\n", x, subtitle);
 }
 
 pp_status_t out_close(pp_out_t *o)

@@ -58,6 +58,14 @@ void out_printf(pp_out_t *o, const char *fmt, ...);
 
 void out_puts(pp_out_t *o, const char *s);
 
+/* A table cell: fmt's text in buf when `known`, else "-", the way every table prints a figure the
+ * run does not know. Returns buf. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+const char *
+out_cell(char *buf, size_t size, int known, const char *fmt, ...);
+
 /* A JSON string, quoted and escaped. */
 void out_json_str(pp_out_t *o, const char *s);
 
@@ -70,6 +78,12 @@ void out_json_key_num(pp_out_t *o, const char *key, double x);
 /* Text for XML character data or an attribute value (& < > " ' escaped, control characters other
  * than tab and newline left out: XML 1.0 does not allow them). */
 void out_xml(pp_out_t *o, const char *s);
+
+/* The head of a standalone SVG 1.1 chart (report_plot.c, report_bars.c): the XML prolog, the
+ * <svg> element, width x height in sans-serif 12, a white background, `title` (escaped) in bold 16
+ * at (x, 26) and `subtitle` (written as it is) in grey at (x, 44). The caller closes the <svg>. */
+void out_svg_chart_head(pp_out_t *o, int width, int height, int x, const char *title,
+                        const char *subtitle);
 
 /* Flush and (for a file opened here) close; report the first write error. */
 pp_status_t out_close(pp_out_t *o);

@@ -60,18 +60,10 @@ static plot_t plot_ranges(int n, const int *m, const double *measured, const dou
 static void plot_frame(pp_out_t *o, const plot_t *g, const char *title, int p, int v)
 {
     const double pw = g->pw, ph = g->ph;
-    out_printf(o,
-               "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" "
-               "height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n"
-               "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n",
-               PLOT_W, PLOT_H, PLOT_W, PLOT_H);
-    out_printf(o, "<text x=\"%d\" y=\"26\" font-size=\"16\" font-weight=\"bold\">", PLOT_L);
-    out_xml(o, title);
-    out_printf(o,
-               "</text>\n<text x=\"%d\" y=\"44\" fill=\"#555\">bubble (idle / makespan) against "
-               "micro-batches, p = %d, v = %d</text>\n",
-               PLOT_L, p, v);
+    char subtitle[96];
+    snprintf(subtitle, sizeof subtitle,
+             "bubble (idle / makespan) against micro-batches, p = %d, v = %d", p, v);
+    out_svg_chart_head(o, PLOT_W, PLOT_H, PLOT_L, title, subtitle);
     for (int k = 0; k <= 5; k++) {
         double b = g->y_hi * k / 5.0, y = py(g, b);
         out_printf(o,

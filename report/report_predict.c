@@ -27,11 +27,8 @@ void report_set_prediction(pp_report_t *r, double step_ms, const size_t *mem,
 /* Signed relative error of `pred` against `meas`, as "+1.2%", or "-". */
 static const char *fmt_err(char *buf, size_t n, double pred, double meas)
 {
-    if (!(isfinite(pred) && isfinite(meas) && meas > 0))
-        snprintf(buf, n, "-");
-    else
-        snprintf(buf, n, "%+.1f%%", 100.0 * (pred - meas) / meas);
-    return buf;
+    return out_cell(buf, n, isfinite(pred) && isfinite(meas) && meas > 0, "%+.1f%%",
+                    100.0 * (pred - meas) / meas);
 }
 
 /* A measured run: what the model predicted before running, and its error. */
@@ -53,13 +50,11 @@ static void print_predicted(struct pp_out *o, const pp_report_t *r)
     for (int d = 0; d < r->devices; d++) {
         const pp_device_stats_t *ds = &r->per_device[d];
         if (!ds->peak_mem_predicted) continue;
-        if (ds->peak_mem_bytes)
-            snprintf(b, sizeof b, "%.2f", (double)ds->peak_mem_bytes / GIB);
-        else
-            snprintf(b, sizeof b, "-");
         out_printf(
             o, "%s device %d %.2f GiB (measured %s, error %s)", d ? "," : "; peak memory:", d,
-            (double)ds->peak_mem_predicted / GIB, b,
+            (double)ds->peak_mem_predicted / GIB,
+            out_cell(b, sizeof b, ds->peak_mem_bytes != 0, "%.2f",
+                     (double)ds->peak_mem_bytes / GIB),
             fmt_err(a, sizeof a, (double)ds->peak_mem_predicted, (double)ds->peak_mem_bytes));
     }
     out_puts(o, "\n");

@@ -263,11 +263,9 @@ pp_status_t generate_auto(pp_schedule_t *out, int p, int m, const pp_auto_costs_
                           const pp_job_t *job)
 {
     memset(out, 0, sizeof *out);
-    if (p < 1 || p > PP_MAX_DEVICES || m < 1 || m > PP_MAX_MICRO_BATCHES || c->limit < 1) {
-        fprintf(stderr,
-                "auto: needs 1..%d devices, 1..%d micro-batches and an in-flight limit of "
-                "1 or more (got %d devices, %d micro-batches, limit %d)\n",
-                PP_MAX_DEVICES, PP_MAX_MICRO_BATCHES, p, m, c->limit);
+    if (!generate_sizes_ok("auto", p, m, 1)) return PP_ERR_INPUT;
+    if (c->limit < 1) {
+        fprintf(stderr, "auto: needs an in-flight limit of 1 or more (got %d)\n", c->limit);
         return PP_ERR_INPUT;
     }
     int n_threads, win = -1;

@@ -23,16 +23,16 @@ static pp_status_t init_one_stage_per_device(pp_schedule_t *out, int p, int m)
     return PP_OK;
 }
 
-static int check_sizes(const char *name, int p, int m)
+int generate_sizes_ok(const char *name, int p, int m, int v)
 {
-    if (p < 1 || p > PP_MAX_DEVICES || m < 1 || m > PP_MAX_MICRO_BATCHES) {
-        fprintf(stderr,
-                "%s: needs 1..%d devices and 1..%d micro-batches (got %d devices, %d "
-                "micro-batches)\n",
-                name, PP_MAX_DEVICES, PP_MAX_MICRO_BATCHES, p, m);
-        return 0;
-    }
-    return 1;
+    if (p >= 1 && p <= PP_MAX_DEVICES && m >= 1 && m <= PP_MAX_MICRO_BATCHES && v >= 1 &&
+        (long)p * v <= PP_MAX_STAGES)
+        return 1;
+    fprintf(stderr,
+            "%s: needs 1..%d devices, 1..%d micro-batches and 1..%d stages in all (got %d "
+            "devices, %d micro-batches, %d chunks)\n",
+            name, PP_MAX_DEVICES, PP_MAX_MICRO_BATCHES, PP_MAX_STAGES, p, m, v);
+    return 0;
 }
 
 /* ============================== GPipe ========================================================= */
@@ -43,7 +43,7 @@ static int check_sizes(const char *name, int p, int m)
 static pp_status_t fill_gpipe(pp_schedule_t *out, int p, int m)
 {
     memset(out, 0, sizeof *out);
-    if (!check_sizes("gpipe", p, m)) return PP_ERR_INPUT;
+    if (!generate_sizes_ok("gpipe", p, m, 1)) return PP_ERR_INPUT;
     PP_CHECK(init_one_stage_per_device(out, p, m));
     for (int d = 0; d < p; d++) {
         for (int k = 0; k < m; k++)
@@ -60,7 +60,7 @@ static pp_status_t fill_gpipe(pp_schedule_t *out, int p, int m)
 static pp_status_t fill_1f1b(pp_schedule_t *out, int p, int m)
 {
     memset(out, 0, sizeof *out);
-    if (!check_sizes("1f1b", p, m)) return PP_ERR_INPUT;
+    if (!generate_sizes_ok("1f1b", p, m, 1)) return PP_ERR_INPUT;
     PP_CHECK(init_one_stage_per_device(out, p, m));
     for (int i = 0; i < p; i++) {
         int w = p - i - 1 < m ? p - i - 1 : m;
@@ -98,12 +98,7 @@ static void interleaved_virtual(int p, int v, int d, int j, int backward, int *s
 static pp_status_t fill_interleaved(pp_schedule_t *out, int p, int m, int v)
 {
     memset(out, 0, sizeof *out);
-    if (!check_sizes("interleaved", p, m)) return PP_ERR_INPUT;
-    if (v < 1 || (long)p * v > PP_MAX_STAGES) {
-        fprintf(stderr, "interleaved: chunks per device must be 1..%d (got %d)\n",
-                PP_MAX_STAGES / p, v);
-        return PP_ERR_INPUT;
-    }
+    if (!generate_sizes_ok("interleaved", p, m, v)) return PP_ERR_INPUT;
     if (v == 1) return fill_1f1b(out, p, m);
     if (m % p != 0) {
         fprintf(stderr,
@@ -150,7 +145,7 @@ static pp_status_t fill_interleaved(pp_schedule_t *out, int p, int m, int v)
 static pp_status_t fill_zbh1(pp_schedule_t *out, int p, int m)
 {
     memset(out, 0, sizeof *out);
-    if (!check_sizes("zb-h1", p, m)) return PP_ERR_INPUT;
+    if (!generate_sizes_ok("zb-h1", p, m, 1)) return PP_ERR_INPUT;
     PP_CHECK(init_one_stage_per_device(out, p, m));
     for (int i = 0; i < p; i++) {
         int w = p - i - 1 < m ? p - i - 1 : m;
@@ -178,12 +173,7 @@ static pp_status_t fill_zbh1(pp_schedule_t *out, int p, int m)
 static pp_status_t fill_looped_bfs(pp_schedule_t *out, int p, int m, int v)
 {
     memset(out, 0, sizeof *out);
-    if (!check_sizes("looped-bfs", p, m)) return PP_ERR_INPUT;
-    if (v < 1 || (long)p * v > PP_MAX_STAGES) {
-        fprintf(stderr, "looped-bfs: chunks per device must be 1..%d (got %d)\n", PP_MAX_STAGES / p,
-                v);
-        return PP_ERR_INPUT;
-    }
+    if (!generate_sizes_ok("looped-bfs", p, m, v)) return PP_ERR_INPUT;
     PP_CHECK(schedule_init(out, p, p * v, m));
     for (int s = 0; s < p * v; s++)
         out->stage_device[s] = s % p;

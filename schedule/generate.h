@@ -47,6 +47,11 @@ pp_status_t generate_interleaved_zb(pp_schedule_t *out, int p, int m, int v); /*
 pp_status_t generate_zbv(pp_schedule_t *out, int p, int m);                   /* generate_v.c */
 pp_status_t generate_dualpipev(pp_schedule_t *out, int p, int m);             /* generate_v.c */
 
+/* Whether p devices, m micro-batches and v chunks per device are within the IR's limits (devices,
+ * micro-batches and stages in all); prints "<name>: needs ..." when not. Every generator checks
+ * this first. */
+int generate_sizes_ok(const char *name, int p, int m, int v);
+
 /* V placement of p*v stages: down over devices 0..p-1, back up p-1..0, and so on; device d holds
  * stages d and 2p-1-d when v = 2. */
 void generate_place_v(int *stage_device, int p, int v);

@@ -43,11 +43,7 @@ static pp_status_t v_push(vdev_t *v, pp_action_kind_t kind, int chunk, int skip_
 static pp_status_t v_init(pp_schedule_t *out, const char *name, int p, int m)
 {
     memset(out, 0, sizeof *out);
-    if (p < 1 || 2 * p > PP_MAX_STAGES || m < 1 || m > PP_MAX_MICRO_BATCHES) {
-        fprintf(stderr, "%s: needs 1..%d devices and 1..%d micro-batches (got %d, %d)\n", name,
-                PP_MAX_STAGES / 2, PP_MAX_MICRO_BATCHES, p, m);
-        return PP_ERR_INPUT;
-    }
+    if (!generate_sizes_ok(name, p, m, 2)) return PP_ERR_INPUT;
     PP_CHECK(schedule_init(out, p, 2 * p, m));
     generate_place_v(out->stage_device, p, 2);
     return PP_OK;

@@ -107,11 +107,7 @@ fail:
 pp_status_t generate_zbh2(pp_schedule_t *out, int p, int m)
 {
     memset(out, 0, sizeof *out);
-    if (p < 1 || p > PP_MAX_DEVICES || m < 1 || m > PP_MAX_MICRO_BATCHES) {
-        fprintf(stderr, "zb-h2: needs 1..%d devices and 1..%d micro-batches (got %d, %d)\n",
-                PP_MAX_DEVICES, PP_MAX_MICRO_BATCHES, p, m);
-        return PP_ERR_INPUT;
-    }
+    if (!generate_sizes_ok("zb-h2", p, m, 1)) return PP_ERR_INPUT;
     pp_status_t st = schedule_init(out, p, p, m);
     for (int d = 0; st == PP_OK && d < p; d++)
         out->stage_device[d] = d;
@@ -182,14 +178,7 @@ static pp_status_t izb_device(pp_schedule_t *out, int p, int m, int v, int r, in
 pp_status_t generate_interleaved_zb(pp_schedule_t *out, int p, int m, int v)
 {
     memset(out, 0, sizeof *out);
-    if (p < 1 || p > PP_MAX_DEVICES || m < 1 || m > PP_MAX_MICRO_BATCHES || v < 1 ||
-        (long)p * v > PP_MAX_STAGES) {
-        fprintf(stderr,
-                "interleaved-zb: needs 1..%d devices, 1..%d micro-batches and 1..%d stages in "
-                "all (got %d devices, %d micro-batches, %d chunks)\n",
-                PP_MAX_DEVICES, PP_MAX_MICRO_BATCHES, PP_MAX_STAGES, p, m, v);
-        return PP_ERR_INPUT;
-    }
+    if (!generate_sizes_ok("interleaved-zb", p, m, v)) return PP_ERR_INPUT;
     int rounds = m / p > 1 ? m / p : 1;
     if (m % rounds != 0) {
         fprintf(stderr,

@@ -46,16 +46,37 @@ static double bubble_zb_chunks(int p, double m, int v)
 
 /* ---- preconditions --------------------------------------------------------------------------- */
 
+/* A kind that runs exactly `want` chunks per device (`how`: "one stage per device"); `also`
+ * follows the allowed value in the message. */
+static pp_kind_problem_t check_chunks_exactly(const char *name, int want, const char *how,
+                                              const char *also, int p, int v, char *msg,
+                                              size_t size)
+{
+    if (v == want) return PP_KIND_OK;
+    snprintf(msg, size, "%s runs %s, but %d stages on %d %s make %d chunks (allowed: chunks %d%s)",
+             name, how, p * v, p, pp_plural(p, "device", "devices"), v, want, also);
+    return PP_KIND_BAD_CHUNKS;
+}
+
+/* The interleaved orders: at least two chunks per device. */
+static pp_kind_problem_t check_several_chunks(const char *name, int p, int v, char *msg,
+                                              size_t size)
+{
+    if (v >= 2) return PP_KIND_OK;
+    snprintf(msg, size,
+             "%s needs at least 2 chunks per device, but %d %s on %d %s make%s %d "
+             "(allowed: chunks 2 or more)",
+             name, p * v, pp_plural(p * v, "stage", "stages"), p, pp_plural(p, "device", "devices"),
+             p * v == 1 ? "s" : "", v);
+    return PP_KIND_BAD_CHUNKS;
+}
+
 /* GPipe: one stage per device. */
 static pp_kind_problem_t check_one_stage(const char *name, int p, int m, int v, char *msg,
                                          size_t size)
 {
-    if (v == 1) return PP_KIND_OK;
-    snprintf(msg, size,
-             "%s runs one stage per device, but %d stages on %d %s make %d chunks "
-             "(allowed: chunks 1; interleaved-1f1b runs several)",
-             name, p * v, p, pp_plural(p, "device", "devices"), v);
-    return PP_KIND_BAD_CHUNKS;
+    return check_chunks_exactly(name, 1, "one stage per device", "; interleaved-1f1b runs several",
+                                p, v, msg, size);
 }
 
 /* 1F1B and ZB-H1: one stage per device and at least one micro-batch per device. */
@@ -70,37 +91,24 @@ static pp_kind_problem_t check_one_stage_m_ge_p(const char *name, int p, int m, 
     return PP_KIND_BAD_MICRO_BATCHES;
 }
 
+/* Interleaved 1F1B: several chunks, and micro-batches in groups of one per device. */
 static pp_kind_problem_t check_interleaved(const char *name, int p, int m, int v, char *msg,
                                            size_t size)
 {
-    if (v < 2) {
-        snprintf(msg, size,
-                 "%s needs at least 2 chunks per device, but %d %s on %d %s make%s %d "
-                 "(allowed: chunks 2 or more)",
-                 name, p * v, pp_plural(p * v, "stage", "stages"), p,
-                 pp_plural(p, "device", "devices"), p * v == 1 ? "s" : "", v);
-        return PP_KIND_BAD_CHUNKS;
-    }
-    if (m % p != 0) {
-        snprintf(msg, size,
-                 "%s needs micro-batches in multiples of the device count: %d is not a multiple "
-                 "of %d (allowed: a multiple of %d)",
-                 name, m, p, p);
-        return PP_KIND_BAD_MICRO_BATCHES;
-    }
-    return PP_KIND_OK;
+    pp_kind_problem_t k = check_several_chunks(name, p, v, msg, size);
+    if (k != PP_KIND_OK || m % p == 0) return k;
+    snprintf(msg, size,
+             "%s needs micro-batches in multiples of the device count: %d is not a multiple "
+             "of %d (allowed: a multiple of %d)",
+             name, m, p, p);
+    return PP_KIND_BAD_MICRO_BATCHES;
 }
 
 /* ZB-V: two chunks per device, in a V. */
 static pp_kind_problem_t check_two_chunks(const char *name, int p, int m, int v, char *msg,
                                           size_t size)
 {
-    if (v == 2) return PP_KIND_OK;
-    snprintf(msg, size,
-             "%s runs two chunks per device in a V, but %d stages on %d devices make %d chunks "
-             "(allowed: chunks 2)",
-             name, p * v, p, v);
-    return PP_KIND_BAD_CHUNKS;
+    return check_chunks_exactly(name, 2, "two chunks per device in a V", "", p, v, msg, size);
 }
 
 /* DualPipeV: two chunks per device and at least one micro-batch per stage. */
@@ -121,14 +129,8 @@ static pp_kind_problem_t check_interleaved_zb(const char *name, int p, int m, in
                                               size_t size)
 {
     int rounds = m / p > 1 ? m / p : 1;
-    if (v < 2) {
-        snprintf(msg, size,
-                 "%s needs at least 2 chunks per device, but %d stages on %d devices make %d "
-                 "(allowed: chunks 2 or more)",
-                 name, p * v, p, v);
-        return PP_KIND_BAD_CHUNKS;
-    }
-    if (m % rounds == 0) return PP_KIND_OK;
+    pp_kind_problem_t k = check_several_chunks(name, p, v, msg, size);
+    if (k != PP_KIND_OK || m % rounds == 0) return k;
     snprintf(msg, size,
              "%s runs micro-batches in %d rounds (micro-batches / devices), which do not divide "
              "%d (allowed: a multiple of %d, or fewer than %d)",

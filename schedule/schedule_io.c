@@ -36,13 +36,7 @@ typedef struct csv_table {
 
 static pp_status_t csv_add(csv_table_t *t, const csv_cell_t *c)
 {
-    if (t->n_cells == t->cap_cells) {
-        int cap = t->cap_cells ? 2 * t->cap_cells : 256;
-        csv_cell_t *p = realloc(t->cells, sizeof *p * (size_t)cap);
-        PP_ALLOC_CHECK(p);
-        t->cells = p;
-        t->cap_cells = cap;
-    }
+    PP_GROW(t->cells, t->n_cells, t->cap_cells, 256);
     t->cells[t->n_cells++] = *c;
     t->row_count[c->row]++;
     return PP_OK;

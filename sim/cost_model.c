@@ -7,6 +7,7 @@
 #include "cost_model.h"
 
 #include "model/profile.h"
+#include "model/stage_layout.h"
 #include "plan/stage_cfg.h"
 
 #include <stdio.h>
@@ -15,20 +16,8 @@
 pp_model_shape_t cost_stage_shape(const pp_job_t *job, const pp_plan_t *plan, int s)
 {
     pp_stage_cfg_t c;
-    pp_model_shape_t sh;
     plan_stage_cfg(&c, job, plan, s);
-    memset(&sh, 0, sizeof sh);
-    sh.hidden = c.hidden;
-    sh.heads = c.heads;
-    sh.seq_len = c.seq_len;
-    sh.vocab = c.vocab;
-    sh.batch = c.micro_batch_size;
-    sh.n_layers = c.n_layers;
-    sh.first_layer = c.first_layer;
-    sh.total_layers = c.total_layers;
-    sh.is_first = c.is_first;
-    sh.is_last = c.is_last;
-    return sh;
+    return stage_shape_of(&c);
 }
 
 /* The stages' times from the model (the part of cost_model_build that is not hand-set). */

@@ -249,9 +249,11 @@ fail:
     PP_FAIL(st, "out of host memory splitting the idle time of %d ops", plan->n_ops);
 }
 
-/* pred[] (stream_preds) of a plan whose timeline check_fit accepted, in *pred (owned). */
-static pp_status_t preds_new(const pp_plan_t *plan, int **pred)
+/* The start of every walk: `tl` fits the plan (check_fit), then pred[] (stream_preds) in *pred
+ * (owned). */
+static pp_status_t preds_new(const pp_plan_t *plan, const pp_timeline_t *tl, int **pred)
 {
+    PP_CHECK(check_fit(plan, tl));
     *pred = malloc(sizeof **pred * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1));
     if (!*pred) PP_FAIL(PP_ERR_NOMEM, "out of host memory for the streams of %d ops", plan->n_ops);
     stream_preds(plan, *pred);
@@ -262,8 +264,7 @@ pp_status_t explain_idle_split(pp_idle_split_t *s, const pp_plan_t *plan, const 
 {
     int *pred;
     memset(s, 0, sizeof *s);
-    PP_CHECK(check_fit(plan, tl));
-    PP_CHECK(preds_new(plan, &pred));
+    PP_CHECK(preds_new(plan, tl, &pred));
     pp_status_t st = idle_split(s, plan, tl, pred);
     free(pred);
     return st;
@@ -385,8 +386,7 @@ pp_status_t explain_critical_path(pp_critical_path_t *cp, const pp_plan_t *plan,
 {
     int *pred;
     memset(cp, 0, sizeof *cp);
-    PP_CHECK(check_fit(plan, tl));
-    PP_CHECK(preds_new(plan, &pred));
+    PP_CHECK(preds_new(plan, tl, &pred));
     pp_status_t st = critical_path(cp, plan, tl, pred);
     free(pred);
     return st;
@@ -433,8 +433,7 @@ pp_status_t explain_build(pp_explain_t *ex, const pp_plan_t *plan, const pp_time
     }
     if (!tl->has_op_times) return PP_OK;
     /* One check and one set of stream predecessors for every walk below. */
-    PP_CHECK_GOTO(check_fit(plan, tl), st, fail);
-    PP_CHECK_GOTO(preds_new(plan, &pred), st, fail);
+    PP_CHECK_GOTO(preds_new(plan, tl, &pred), st, fail);
     PP_CHECK_GOTO(idle_split(&ex->split, plan, tl, pred), st, fail);
     PP_CHECK_GOTO(critical_path(&ex->path, plan, tl, pred), st, fail);
     if (sim == tl) { /* a simulated run: the same timeline, split once */
