@@ -111,12 +111,7 @@ static void prof_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job, pp_prof_stage
 {
     const pp_prof_stage_desc_t *d = profile_stage_desc(k);
     int stages = job->pipeline.stages > 0 ? job->pipeline.stages : 1;
-    memset(c, 0, sizeof *c);
-    c->hidden = job->model.hidden;
-    c->heads = job->model.heads;
-    c->seq_len = job->model.seq_len;
-    c->vocab = job->model.vocab;
-    c->micro_batch_size = job->pipeline.micro_batch_size;
+    job_stage_cfg(c, job);
     /* An uneven split (model.layers_per_stage, split: balanced) may leave fewer blocks than
      * stages: profile one block then, since the block part is what the calibration needs. */
     c->n_layers = job->model.layers >= stages ? job->model.layers / stages : 1;
@@ -124,15 +119,10 @@ static void prof_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job, pp_prof_stage
      * model, which stays inside it even when one stage holds every block. */
     int rest = job->model.layers - c->n_layers;
     c->first_layer = d->is_first ? 0 : d->is_last ? rest : rest / 2;
-    c->total_layers = job->model.layers;
     c->is_first = d->is_first;
     c->is_last = d->is_last;
-    c->dtype = job->model.dtype;
-    c->seed = job->run.seed;
     c->n_slots = 1;
     c->n_wgrad_slots = 1; /* I then W of one micro-batch */
-    c->recompute = job->run.recompute;
-    c->with_optimizer = job->run.optimizer == PP_OPT_ADAMW;
     c->grad_scale = 1.0f;
 }
 

@@ -34,6 +34,21 @@ double job_flops_per_step(const pp_job_t *job, int m)
 }
 
 
+void job_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job)
+{
+    memset(c, 0, sizeof *c);
+    c->hidden = job->model.hidden;
+    c->heads = job->model.heads;
+    c->seq_len = job->model.seq_len;
+    c->vocab = job->model.vocab;
+    c->micro_batch_size = job->pipeline.micro_batch_size;
+    c->total_layers = job->model.layers;
+    c->dtype = job->model.dtype;
+    c->seed = job->run.seed;
+    c->recompute = job->run.recompute;
+    c->with_optimizer = job->run.optimizer == PP_OPT_ADAMW;
+}
+
 static char *dup_or_null(const char *s, int *failed)
 {
     if (!s) return NULL;

@@ -148,6 +148,11 @@ double job_flops_per_step(const pp_job_t *job, int m);
 int job_shared_gpu(const pp_job_t *job, int *a, int *b);
 
 
+/* The part of a stage's configuration the job alone decides (stage_size.h): the shape, dtype,
+ * seed, recompute and optimizer; the rest (blocks, place, slots, gradient scale) zero, for the
+ * caller to fill: the one place the job's model reaches a stage. */
+void job_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job);
+
 /* A deep copy of `src` into `dst` (both strings duplicated). */
 pp_status_t job_copy(pp_job_t *dst, const pp_job_t *src);
 

@@ -6,6 +6,7 @@
 #include "split.h"
 
 #include "cost.h"
+#include "stage_layout.h"
 
 #include <string.h>
 
@@ -29,15 +30,11 @@ void split_balanced(int *out, int n_stages, int layers, double block_cost, doubl
 void split_part_ms(const pp_job_t *job, double *block, double *embed, double *head)
 {
     const pp_gpu_t *gpu = cost_gpu_for(&job->cost_src, NULL, NULL);
-    pp_model_shape_t sh;
-    memset(&sh, 0, sizeof sh);
-    sh.hidden = job->model.hidden;
-    sh.heads = job->model.heads;
-    sh.seq_len = job->model.seq_len;
-    sh.vocab = job->model.vocab;
-    sh.batch = job->pipeline.micro_batch_size;
-    sh.n_layers = 1;
-    sh.total_layers = job->model.layers;
+    /* One middle block: what run.recompute rebuilds is block work, priced on the same stage. */
+    pp_stage_cfg_t c;
+    job_stage_cfg(&c, job);
+    c.n_layers = 1;
+    pp_model_shape_t sh = stage_shape_of(&c);
     double *out[PP_PART_COUNT] = {block, embed, head};
     for (int part = 0; part < PP_PART_COUNT; part++) {
         *out[part] = 0.0;
@@ -45,18 +42,6 @@ void split_part_ms(const pp_job_t *job, double *block, double *embed, double *he
             *out[part] +=
                 cost_part(&sh, job->model.dtype, gpu, (pp_pass_t)pass, (pp_part_t)part).ms;
     }
-    /* What run.recompute rebuilds is block work: a middle stage of one block prices it. */
-    pp_stage_cfg_t c;
-    memset(&c, 0, sizeof c);
-    c.hidden = sh.hidden;
-    c.heads = sh.heads;
-    c.seq_len = sh.seq_len;
-    c.vocab = sh.vocab;
-    c.micro_batch_size = sh.batch;
-    c.n_layers = 1;
-    c.total_layers = sh.total_layers;
-    c.dtype = job->model.dtype;
-    c.recompute = job->run.recompute;
     double rc_i, rc_w;
     cost_recompute_ms(&c, gpu, NULL, &rc_i, &rc_w);
     *block += rc_i;

@@ -5,25 +5,14 @@
 #include "stage_cfg.h"
 #include "model/split.h"
 
-#include <string.h>
 
 void plan_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job, const pp_plan_t *plan, int s)
 {
-    memset(c, 0, sizeof *c);
-    c->hidden = job->model.hidden;
-    c->heads = job->model.heads;
-    c->seq_len = job->model.seq_len;
-    c->vocab = job->model.vocab;
-    c->micro_batch_size = job->pipeline.micro_batch_size;
+    job_stage_cfg(c, job);
     split_stage_layers(job, plan->n_stages, s, &c->n_layers, &c->first_layer);
-    c->total_layers = job->model.layers;
     c->is_first = s == 0;
     c->is_last = s == plan->n_stages - 1;
-    c->dtype = job->model.dtype;
-    c->seed = job->run.seed;
     c->n_slots = plan->slots_per_stage[s];
     c->n_wgrad_slots = plan->wgrad_slots_per_stage ? plan->wgrad_slots_per_stage[s] : 0;
-    c->recompute = job->run.recompute;
-    c->with_optimizer = job->run.optimizer == PP_OPT_ADAMW;
     c->grad_scale = 1.0f / (float)plan->n_mb;
 }
