@@ -108,7 +108,8 @@ static int sweep_combo(const pp_compare_opts_t *o, const sweep_t *sw, int c, con
         sets[n_sets++] = setbuf[k];
         const char *leaf = strrchr(sw[k].key, '.');
         char part[96];
-        snprintf(part, sizeof part, " %s=%s", leaf ? leaf + 1 : sw[k].key, v);
+        /* A label: a long key or value is cut short, as the label's own size cuts it. */
+        if (snprintf(part, sizeof part, " %s=%s", leaf ? leaf + 1 : sw[k].key, v) < 0) continue;
         strncat(suffix, part, suffix_size - strlen(suffix) - 1);
     }
     return n_sets;
