@@ -15,7 +15,7 @@
 #                   (needs a GPU; about 8 min on one H100; SANITIZE_JOBS=, SANITIZE_TIMEOUT=)
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local,
 #                   bench-overlap, bench-peer
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local  (ppsched, the schedules and the profiles they name)
 #
 # Options: CUDA_HOME=, NCCL_HOME=, MPI_HOME= (the MPI whose mpicc to use; MPI=off builds without
 # MPI), SM=90 (GPU architecture), DEBUG=1 (no optimisation), CI=true (warnings are errors),
@@ -286,10 +286,14 @@ bench-peer: $(BUILD)/ppsched
 	@PEER=$(PEER) sh bench/run_peer.sh $(BUILD)
 
 # --- housekeeping ------------------------------------------------------------------------------
+# The schedules and the measured profiles side by side, as in the tree: a schedule's
+# `profile: ../profiles/h100.yaml` finds the installed profile.
 install: $(BUILD)/ppsched
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ppsched/schedules
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ppsched/schedules \
+	    $(DESTDIR)$(PREFIX)/share/ppsched/profiles
 	install -m 755 $(BUILD)/ppsched $(DESTDIR)$(PREFIX)/bin/ppsched
 	install -m 644 schedules/*.yaml schedules/*.csv $(DESTDIR)$(PREFIX)/share/ppsched/schedules/
+	install -m 644 profiles/*.yaml profiles/README.md $(DESTDIR)$(PREFIX)/share/ppsched/profiles/
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
