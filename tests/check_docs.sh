@@ -25,7 +25,7 @@
 # leaves a block as it stands when nothing else in it changed.
 build=${PP_BUILD:-build}
 mode=check
-[ "${1:-}" = --write ] && mode=write
+[ "${1:-}" = --write ] && mode="write"
 root=$(cd "$(dirname "$0")/.." && pwd)
 readme=$root/README.md
 case $build in /*) bindir=$build ;; *) bindir=$root/$build ;; esac
@@ -130,7 +130,7 @@ export CUDA_VISIBLE_DEVICES LC_ALL PATH
 
 changed=0
 [ -f "$tmp/blocks" ] || : >"$tmp/blocks"
-while read -r i first last fence n; do
+while read -r i _first _last fence n; do
     work=$tmp/w$i
     mkdir "$work"
     for d in schedules profiles tests; do ln -s "$root/$d" "$work/$d"; done
@@ -193,8 +193,8 @@ if [ -n "$allowed" ] && [ "$allowed" = "$listed" ]; then
     passed=$((passed + 1))
 else
     failed=$((failed + 1))
-    echo "  FAIL schedules/1f1b.yaml's schedule.kind comment lists" $listed "; the reader accepts" \
-        $allowed
+    echo "  FAIL schedules/1f1b.yaml's schedule.kind comment lists" \
+        "$(echo "$listed" | tr '\n' ' ')but the reader accepts $(echo "$allowed" | tr '\n' ' ')"
 fi
 
 echo "check_docs: $passed passed, $failed failed, 0 skipped"
