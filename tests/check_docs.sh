@@ -128,6 +128,9 @@ LC_ALL=C
 PATH=$bindir:$PATH
 export CUDA_VISIBLE_DEVICES LC_ALL PATH
 
+# A command that hangs fails its block after two minutes instead of holding make test.
+bound=
+command -v timeout >/dev/null 2>&1 && bound="timeout 120"
 changed=0
 [ -f "$tmp/blocks" ] || : >"$tmp/blocks"
 while read -r i _first _last fence n; do
@@ -139,7 +142,8 @@ while read -r i _first _last fence n; do
     j=1
     while [ "$j" -le "$n" ]; do
         cat "$tmp/b$i.c$j.show" >>"$tmp/b$i.new"
-        (cd "$work" && sh "$tmp/b$i.c$j.run") <"/dev/null" >"$tmp/out" 2>>"$tmp/b$i.err"
+        # shellcheck disable=SC2086
+        (cd "$work" && $bound sh "$tmp/b$i.c$j.run") <"/dev/null" >"$tmp/out" 2>>"$tmp/b$i.err"
         cat "$tmp/out" >>"$tmp/b$i.new"
         # Output without a final newline still ends its line in the block.
         [ -s "$tmp/out" ] && [ "$(tail -c 1 "$tmp/out" | od -An -c | tr -d ' ')" != '\n' ] &&
