@@ -3,16 +3,19 @@
 #   make            build build/ppsched (probes CUDA, cuBLAS, NCCL and libyaml first)
 #   make run        build, then run schedules/1f1b.yaml (measured on the GPUs, simulated without)
 #   make test       the include rules (mk/check_includes.sh), then the CPU tests always (with MPI,
-#                   mpirun -np 2 and 4 on CPU: tests/check_mpi.sh); GPU tests where a device is
-#                   present (skipped with the reason)
+#                   mpirun -np 2 and 4 on CPU: tests/check_mpi.sh; the README's transcripts:
+#                   tests/check_docs.sh); GPU tests where a device is present (skipped with the
+#                   reason)
 #   make check-includes  who may include whom (docs/architecture.md), alone
+#   make readme     re-run the README's checked transcripts and rewrite those that changed (make
+#                   test fails on any difference: tests/check_docs.sh)
 #   make test-asan  the CPU tests under AddressSanitizer + UBSan, then make fuzz
 #   make fuzz       the config and CSV readers under a bounded fuzz run (FUZZ_SECONDS=, per target)
 #   make sanitize   the GPU tests (quick cases) under compute-sanitizer memcheck and racecheck
 #                   (needs a GPU; about 8 min on one H100; SANITIZE_JOBS=, SANITIZE_TIMEOUT=)
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local,
 #                   bench-overlap, bench-peer
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local  (ppsched, the schedules and the profiles they name)
 #
 # Options: CUDA_HOME=, NCCL_HOME=, MPI_HOME= (the MPI whose mpicc to use; MPI=off builds without
 # MPI), SM=90 (GPU architecture), DEBUG=1 (no optimisation), CI=true (warnings are errors),
@@ -104,7 +107,7 @@ LIBS_CUDA :=
 LINK := $(CC)
 endif
 
-.PHONY: all run check-includes test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-overlap bench-peer install clean distclean format probe
+.PHONY: all run check-includes readme test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-overlap bench-peer install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -168,6 +171,11 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.cu.o $(GPU_TEST_LIB) $(MPI_OBJ) $
 	@mkdir -p $(@D)
 	$(CXX_LINK) $< $(GPU_TEST_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
 
+# The README's transcripts of commands that need no GPU, run again with this build's ppsched and
+# rewritten where their output changed (tests/check_docs.sh says how they are marked).
+readme: $(BUILD)/ppsched
+	@PP_BUILD=$(BUILD) sh tests/check_docs.sh --write
+
 # The include rules come first: a violation fails `make test` with the others' results still shown.
 check-includes:
 	@sh mk/check_includes.sh
@@ -175,8 +183,8 @@ check-includes:
 test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
 	@PP_BUILD=$(BUILD) PP_MPI=$(MPI) PP_MPIRUN=$(MPIRUN) sh tests/run_tests.sh $(BUILD) \
 	    mk/check_includes.sh tests/check_include_rules.sh $(CPU_TESTS) \
-	    tests/check_install.sh tests/check_cli.sh tests/check_mpi.sh tests/check_sanitize_split.sh \
-	    -- $(GPU_TESTS) \
+	    tests/check_install.sh tests/check_cli.sh tests/check_docs.sh tests/check_mpi.sh \
+	    tests/check_sanitize_split.sh -- $(GPU_TESTS) \
 	    $(if $(GPU_TESTS),tests/check_mpi_gpu.sh)
 
 test-cpu: $(CPU_TESTS)
@@ -278,10 +286,14 @@ bench-peer: $(BUILD)/ppsched
 	@PEER=$(PEER) sh bench/run_peer.sh $(BUILD)
 
 # --- housekeeping ------------------------------------------------------------------------------
+# The schedules and the measured profiles side by side, as in the tree: a schedule's
+# `profile: ../profiles/h100.yaml` finds the installed profile.
 install: $(BUILD)/ppsched
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ppsched/schedules
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ppsched/schedules \
+	    $(DESTDIR)$(PREFIX)/share/ppsched/profiles
 	install -m 755 $(BUILD)/ppsched $(DESTDIR)$(PREFIX)/bin/ppsched
 	install -m 644 schedules/*.yaml schedules/*.csv $(DESTDIR)$(PREFIX)/share/ppsched/schedules/
+	install -m 644 profiles/*.yaml profiles/README.md $(DESTDIR)$(PREFIX)/share/ppsched/profiles/
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')

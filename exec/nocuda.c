@@ -8,7 +8,8 @@
 #include <string.h>
 
 static const char *no_cuda = "ppsched was built without CUDA (CPU-only: simulate, show, check, "
-                             "compare); rebuild with the CUDA toolkit installed to run on GPUs";
+                             "compare, plan); rebuild with the CUDA toolkit installed to run on "
+                             "GPUs";
 
 int execute_built_with_cuda(void)
 {

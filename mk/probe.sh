@@ -6,8 +6,9 @@
 # ppsched is built to run under mpirun, each process driving its share of the pipeline devices;
 # as root with apt-get, a missing MPI is installed (libopenmpi-dev, openmpi-bin) as libyaml is.
 # Honours CUDA_HOME and NCCL_HOME, and CUDA=off (build the CPU-only ppsched even where CUDA is
-# installed). Without nvcc the build goes on CPU-only: simulate, show, check and compare work, the
-# GPU commands say ppsched was built without CUDA. With nvcc, cuBLAS and NCCL are required.
+# installed). Without nvcc the build goes on CPU-only: simulate, show, check, compare and plan
+# work, the GPU commands say ppsched was built without CUDA. With nvcc, cuBLAS and NCCL are
+# required.
 # libyaml-dev is installed with apt-get when it is missing and we run as root; otherwise the script
 # stops with the command to run. Exit 0 when everything needed is there, 1 otherwise (with the
 # reason on stderr).
@@ -162,7 +163,7 @@ if [ "$cuda" = on ]; then
     printf '  %-8s %s, %s (%s)\n' NCCL "$nccl_inc" "$nccl_lib" "$nccl_ver"
 else
     printf '  %-8s off: %s\n' CUDA "$cuda_why"
-    echo "  building the CPU-only ppsched (simulate, show, check, compare; no GPU runs)"
+    echo "  building the CPU-only ppsched (simulate, show, check, compare, plan; no GPU runs)"
 fi
 printf '  %-8s %s\n' libyaml "$yaml_ver $yaml_libs"
 if [ "$mpi" = on ]; then

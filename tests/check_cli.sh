@@ -107,6 +107,17 @@ expect 0 - "$P" check --set name=try "$S"
 grep -q ": ok: try (1f1b), 4 devices" "$tmp/out" && passed=$((passed + 1)) ||
     { failed=$((failed + 1)); echo "  FAIL check does not name the schedule 'try'"; }
 
+# The CPU-only build's refusal of a GPU command lists every command that works without CUDA.
+"$P" profile "$S" -o "$tmp/profile.yaml" >/dev/null 2>"$tmp/err"
+if grep -q "built without CUDA" "$tmp/err"; then
+    if grep -q "(CPU-only: simulate, show, check, compare, plan)" "$tmp/err"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "  FAIL the CPU-only build's message leaves out a command: $(cat "$tmp/err")"
+    fi
+fi
+
 rm -rf "$tmp"
 echo "check_cli: $passed passed, $failed failed, 0 skipped"
 [ "$failed" -eq 0 ]
