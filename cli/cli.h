@@ -69,8 +69,8 @@ struct cli_opts {
     int simulate;                       /* --simulate */
     int sync;                           /* --sync */
     int quiet;                          /* --quiet */
-    char gpu_set[64];                   /* --gpu NAME as the override "cost.gpu=NAME" */
-    char timeout_set[64];               /* --timeout S as the override "--timeout run.timeout=S" */
+    char gpu_set[128];                  /* --gpu NAME as the override "--gpu= cost.gpu=NAME" */
+    char timeout_set[128];              /* --timeout S as "--timeout= run.timeout=S" */
     const char *sweeps[CLI_MAX_SWEEPS]; /* --sweep KEY=V1,V2,... (compare) */
     int n_sweeps;
     const char *output; /* -o FILE (profile) */

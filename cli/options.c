@@ -98,14 +98,18 @@ static int add_set(cli_opts_t *o, const cli_option_t *opt, const char *arg)
 
 static int add_gpu(cli_opts_t *o, const cli_option_t *opt, const char *arg)
 {
-    snprintf(o->gpu_set, sizeof o->gpu_set, "cost.gpu=%s", arg);
+    if (snprintf(o->gpu_set, sizeof o->gpu_set, "--gpu= cost.gpu=%s", arg) >=
+        (int)sizeof o->gpu_set) {
+        fprintf(stderr, "%s: --gpu %.32s...: too long\n", o->cmd->prefix, arg);
+        return -1;
+    }
     return cli_add_set(o, o->gpu_set);
 }
 
 /* run.timeout's own parser and range: the value goes in as an override, after every --set. */
 static int set_timeout(cli_opts_t *o, const cli_option_t *opt, const char *arg)
 {
-    if (snprintf(o->timeout_set, sizeof o->timeout_set, "--timeout run.timeout=%s", arg) >=
+    if (snprintf(o->timeout_set, sizeof o->timeout_set, "--timeout= run.timeout=%s", arg) >=
         (int)sizeof o->timeout_set) {
         fprintf(stderr, "%s: --timeout %.32s...: too long\n", o->cmd->prefix, arg);
         return -1;

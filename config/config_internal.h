@@ -19,6 +19,8 @@ typedef struct cfg_ctx {
     const char *set;      /* the override being applied, or NULL while reading the file */
     yaml_document_t *doc; /* the document the nodes belong to */
     const char *flag;     /* the override's command-line flag for messages ("--set", "--sweep") */
+    const char *shown;    /* the override as messages name it after the flag: its text, or only
+                           * the value for a flag that stands for one key ("--gpu h1000") */
 } cfg_ctx_t;
 
 /* The names of the keys the resolve step blames (config.c). */

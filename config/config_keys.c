@@ -481,14 +481,19 @@ pp_status_t cfg_apply_root(cfg_ctx_t *c, const yaml_node_t *root)
 /* Apply one `section.key=value` override. */
 pp_status_t cfg_apply_set(pp_config_t *cfg, const char *set)
 {
-    /* "--sweep key=value": an override that came from another flag, named in messages. */
-    char flag[16] = "--set";
+    /* "--sweep key=value": an override that came from another flag, named in messages with its
+     * text. "--gpu= cost.gpu=NAME": the flag stands for one key (it ends in '='), and messages
+     * name it as typed, with the value alone ("--gpu NAME"). */
+    char flag[24] = "--set";
     size_t fl = strncmp(set, "--", 2) == 0 ? strcspn(set, " ") : 0;
+    int one_key = 0;
     if (fl && fl < sizeof flag && set[fl] == ' ') {
-        snprintf(flag, sizeof flag, "%.*s", (int)fl, set);
+        one_key = set[fl - 1] == '=';
+        snprintf(flag, sizeof flag, "%.*s", (int)(fl - (size_t)one_key), set);
         set += fl + 1;
     }
-    cfg_ctx_t c = {cfg, cfg->path, set, NULL, flag};
+    const char *shown = one_key && strchr(set, '=') ? strchr(set, '=') + 1 : set;
+    cfg_ctx_t c = {cfg, cfg->path, set, NULL, flag, shown};
     char section[64], name[64];
     const char *eq = strchr(set, '=');
     const char *dot = memchr(set, '.', eq ? (size_t)(eq - set) : 0);

@@ -44,9 +44,12 @@ expect 2 "--json and --csv" "$P" compare --json --csv "$S"
 expect 2 "--trace given twice" "$P" --simulate --trace "$tmp/a.json" --trace "$tmp/b.json" "$S"
 expect 2 "--sync and --simulate" "$P" --simulate --sync "$S"
 for t in inf 0x10 0 -1 abc; do
-    expect 2 "^--timeout run.timeout=$t: " "$P" --simulate --timeout "$t" "$S"
+    expect 2 "^--timeout $t: " "$P" --simulate --timeout "$t" "$S"
 done
 expect 0 - "$P" --simulate --quiet --timeout 30 "$S"
+# A flag that stands for one key is named as typed, not as the --set it is read as.
+expect 2 "^--gpu h1000: unknown GPU 'h1000' (allowed: a100, " "$P" --simulate --gpu h1000 "$S"
+expect 2 "^--gpu zz: unknown GPU" "$P" plan --gpu zz "$S"
 
 # An input error first and alone: no note about GPUs before "No such file".
 expect 2 "^nosuch.yaml: No such file or directory" "$P" nosuch.yaml

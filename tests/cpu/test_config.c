@@ -682,6 +682,13 @@ static void test_set(void)
     EXPECT_SET_ERROR("schedule.steps=[[0F0, 0Q0]]",
                      "--set schedule.steps=[[0F0, 0Q0]]: device 0, step 1: '0Q0' is not an "
                      "action " ACTION_ALLOWED);
+    /* A flag that stands for one key is named as typed: the flag and the value. */
+    EXPECT_SET_ERROR("--gpu= cost.gpu=h1000",
+                     "--gpu h1000: unknown GPU 'h1000' (allowed: a100, h100, h200, b200)");
+    EXPECT_SET_ERROR("--timeout= run.timeout=inf",
+                     "--timeout inf: 'inf' is not a number (allowed: a number > 0 and <= 86400)");
+    EXPECT_SET_ERROR("--sweep model.layers=0",
+                     "--sweep model.layers=0: 0 is out of range (allowed: an integer 1..100000)");
     /* A resolve problem caused by an override names the override. */
     const char *e;
     const char *few[] = {"pipeline.micro_batches=2"};
