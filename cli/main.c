@@ -10,6 +10,7 @@
  * prints, and every process exits with the same code.
  */
 #include "cli.h"
+#include "common/input.h"
 #include "config/resolve.h"
 #include "exec/execute.h"
 #include "run/profile_run.h"
@@ -19,6 +20,7 @@
 #include <malloc.h>
 #endif
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Runs
@@ -222,11 +224,64 @@ static const cli_command_t *command_named(const char *word)
     return NULL;
 }
 
+/* The edit distance of a and b, a swap of two neighbours counting one (optimal string alignment):
+ * how far a mistyped word is from a command. Words longer than 31 bytes are far from all. */
+static int edit_distance(const char *a, const char *b)
+{
+    int la = (int)strlen(a), lb = (int)strlen(b), d[32][32];
+    if (la > 31 || lb > 31) return 99;
+    for (int i = 0; i <= la; i++)
+        for (int j = 0; j <= lb; j++) {
+            if (!i || !j) {
+                d[i][j] = i + j;
+                continue;
+            }
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+/* Whether the first word names neither a command nor a schedule file: a bare word (no '.' or '/',
+ * not an option) that is not a file here. `ppsched FILE.yaml` takes a path in its place. */
+static int unknown_word(const char *word)
+{
+    struct stat sb;
+    return word[0] && word[0] != '-' && !strpbrk(word, "./") && stat(word, &sb) != 0 &&
+           strcmp(word, "help") != 0;
+}
+
+/* "unknown command", the closest command when one is close (at most 2 edits, and fewer than half
+ * its letters), and every command of the table. */
+static int refuse_unknown(const char *word)
+{
+    const cli_command_t *near = NULL;
+    int best = 3;
+    for (int k = 0; k < cli_n_commands; k++) {
+        const char *w = cli_commands[k].word;
+        int d = w ? edit_distance(word, w) : 99;
+        if (d < best && 2 * d < (int)strlen(w)) best = d, near = &cli_commands[k];
+    }
+    fprintf(stderr, "ppsched: unknown command '%s'", PP_SHORT(word));
+    if (near) fprintf(stderr, "; did you mean '%s'?", near->word);
+    fputs(" (allowed: ", stderr);
+    for (int k = 0; k < cli_n_commands; k++)
+        if (cli_commands[k].word) fprintf(stderr, "%s, ", cli_commands[k].word);
+    fputs("or a schedule FILE.yaml to run it)\ntry 'ppsched --help'\n", stderr);
+    return 2;
+}
+
 static int run_command(int argc, char **argv, pp_group_t *group)
 {
     const char *word = argc >= 2 ? argv[1] : "";
     const cli_command_t *cmd = command_named(word);
     int help = strcmp(word, "help") == 0;
+    if (!cmd && unknown_word(word)) return group->rank == 0 ? refuse_unknown(word) : 2;
     if (group->size > 1 && (cmd || help)) {
         fprintf(stderr,
                 "ppsched: under mpirun only `ppsched FILE.yaml` runs, not %s (%d processes)\n",

@@ -51,6 +51,18 @@ expect 0 - "$P" --simulate --quiet --timeout 30 "$S"
 expect 2 "^--gpu h1000: unknown GPU 'h1000' (allowed: a100, " "$P" --simulate --gpu h1000 "$S"
 expect 2 "^--gpu zz: unknown GPU" "$P" plan --gpu zz "$S"
 
+# A mistyped command is named unknown, with the closest command and every command; a bare word
+# that is a file here still runs.
+all="compare, show, check, profile, plan, or a schedule FILE.yaml to run it"
+expect 2 "^ppsched: unknown command 'plna'; did you mean 'plan'? (allowed: $all)" "$P" plna "$S"
+if grep -q "one schedule file" "$tmp/err"; then
+    failed=$((failed + 1))
+    echo "  FAIL an unknown command was taken for a schedule file"
+else passed=$((passed + 1)); fi
+expect 2 "^ppsched: unknown command 'xyz' (allowed: $all)" "$P" xyz
+cp tests/data/minimal.yaml "$tmp/sched"
+expect 0 - sh -c "cd '$tmp' && '$PWD/$P' sched --simulate --quiet"
+
 # An input error first and alone: no note about GPUs before "No such file".
 expect 2 "^nosuch.yaml: No such file or directory" "$P" nosuch.yaml
 if grep -q "no CUDA device" "$tmp/err"; then
