@@ -61,6 +61,16 @@ struct cli_command {
 extern const cli_command_t cli_commands[]; /* the default first */
 extern const int cli_n_commands;
 
+/* One exit code and what it means for some commands: a row of cli_exits[] (main.c), listed at the
+ * foot of their --help. Every command has one row for each of 0, 1 and 2. */
+typedef struct cli_exit {
+    int code;
+    unsigned cmds;       /* the commands it describes */
+    const char *meaning; /* a newline continues it */
+} cli_exit_t;
+
+extern const cli_exit_t cli_exits[]; /* ends with a row of no meaning */
+
 /* What the command line asked for. Zero-initialised, then filled by cli_parse. */
 struct cli_opts {
     const cli_command_t *cmd;

@@ -5,9 +5,11 @@
  * The options are the rows of options.c, the output formats those of outputs.c (cli.h). Every
  * command goes through the one chain of run.h (config → schedule → plan → execute | simulate →
  * report); compare's runs are compare.h's. Exit codes: 0 ok, 2 usage or input error, 1 runtime
- * failure; only this file exits. Under mpirun (pp_group.h) main starts the process group, only the
- * run command runs, every process agrees on loading and on measuring or simulating, only rank 0
- * prints, and every process exits with the same code.
+ * failure or a run that does not fit the GPUs' memory, measured or simulated (cli_exits[] says
+ * what each means per command, at the foot of its --help); only this file exits. Under mpirun
+ * (pp_group.h) main starts the process group, only the run command runs, every process agrees on
+ * loading and on measuring or simulating, only rank 0 prints, and every process exits with the
+ * same code.
  */
 #include "cli.h"
 #include "common/input.h"
@@ -81,6 +83,22 @@ static pp_status_t load_agreed(pp_run_t *j, const char *path, const cli_opts_t *
     return run_check_processes(j, o->group);
 }
 
+/* A simulated run whose predicted memory is over the GPU's: after its report, the refusal a
+ * measured run gives before running (the executor's fit check), exit 1. */
+static pp_status_t check_fit(const pp_run_t *j, const cli_opts_t *o)
+{
+    const pp_mem_pred_t *m = &j->mem;
+    if (j->measured || m->n_over == 0) return PP_OK;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    if (o->group->rank == 0)
+        fprintf(stderr,
+                "ppsched: the run would not fit: device %d needs %.1f GiB, the %s has %.1f GiB "
+                "(%d of %d %s over; see the memory line of the report)\n",
+                m->fullest, m->dev[m->fullest].total / gib, m->gpu->name, m->limit / gib, m->n_over,
+                m->n_devices, pp_plural(m->n_devices, "device", "devices"));
+    return PP_ERR_DEVICE;
+}
+
 static pp_status_t cmd_run(char **files, int n_files, cli_opts_t *o)
 {
     pp_run_t j = {0};
@@ -103,6 +121,7 @@ static pp_status_t cmd_run(char **files, int n_files, cli_opts_t *o)
     if (cli_chatty(o)) run_note_processes(&j, o->group, stderr);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
     if (o->group->rank == 0) st = cli_write_outputs(&res, o); /* rank 0 prints the one report */
+    if (st == PP_OK) st = check_fit(&j, o);
 done:
     run_free(&j);
     return st;
@@ -177,9 +196,8 @@ const cli_command_t cli_commands[] = {
      "Print the schedule of FILE.yaml as a compact grid (one row per device), or export it.\n", 0,
      "ppsched", CLI_SHARED, 0, cmd_inspect},
     {"check", CLI_CHECK, "load, generate, lower and validate; print a summary",
-     "Load FILE.yaml, generate, lower and validate its schedule; print a one-line summary.\n"
-     "Exit 0 when valid, 2 with the problem otherwise.\n",
-     0, "ppsched", CLI_SHARED, 0, cmd_inspect},
+     "Load FILE.yaml, generate, lower and validate its schedule; print a one-line summary.\n", 0,
+     "ppsched", CLI_SHARED, 0, cmd_inspect},
     {"profile", CLI_PROFILE, "measure stage and transfer costs on the GPU",
      "Measure, on the first GPU of the pipeline, the forward, input-gradient and weight-\n"
      "gradient time of a middle, a first and a last stage of the model in FILE.yaml, their\n"
@@ -197,6 +215,34 @@ const cli_command_t cli_commands[] = {
      0, "ppsched plan", CLI_PLAN, CLI_TERSE_ERRORS | CLI_FILES_FIRST, cli_plan},
 };
 const int cli_n_commands = (int)(sizeof cli_commands / sizeof cli_commands[0]);
+
+/* What each exit code means, per command: pp_status_exit_code's 0, 1 (runtime) and 2 (input). */
+const cli_exit_t cli_exits[] = {
+    {0, CLI_SHARED | CLI_PLAN, "ok"},
+    {1, CLI_RUN,
+     "runtime failure (CUDA, NCCL, a timeout, writing an output), or the run does not fit\n"
+     "in the GPUs' memory (measured: refused before it runs; simulated: after the report)"},
+    {1, CLI_COMPARE,
+     "runtime failure: a run failed or did not fit on the GPUs, or writing an output"},
+    {1, CLI_SHOW | CLI_CHECK, "writing the output failed"},
+    {1, CLI_PROFILE, "no GPU, a measurement failed, or writing the profile failed"},
+    {1, CLI_PLAN, "nothing fits the memory, a --verify run failed, or writing an output failed"},
+    {2, CLI_RUN,
+     "input or usage error: the YAML, the schedule, an option or an output path\n"
+     "(found before anything runs)"},
+    {2, CLI_COMPARE,
+     "input or usage error: a YAML, a schedule, an option or an output path (found\n"
+     "before anything runs), or --sweep values some runs refused (the others ran)"},
+    {2, CLI_SHOW, "input or usage error: the YAML, the schedule or an option"},
+    {2, CLI_CHECK, "the schedule is not valid (the problem printed), or a usage error"},
+    {2, CLI_PROFILE,
+     "input or usage error: the YAML, an option or the -o path (found before\n"
+     "anything runs)"},
+    {2, CLI_PLAN,
+     "input or usage error: the YAML, an option or the --emit path (found before\n"
+     "the search)"},
+    {0, 0, NULL},
+};
 
 /* ---------------------------------------------------------------------------------------------
  * main

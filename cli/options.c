@@ -447,6 +447,23 @@ static void other_commands(FILE *f)
     fprintf(f, "\n%*s(ppsched COMMAND --help for each)\n", indent, "");
 }
 
+/* The exit codes of a command, from the rows of cli_exits[] that name it. */
+static void exit_codes(const cli_command_t *cmd, FILE *f)
+{
+    fputs("\nexit status:\n", f);
+    for (const cli_exit_t *e = cli_exits; e->meaning; e++) {
+        if (!(e->cmds & cmd->id)) continue;
+        fprintf(f, "  %d  ", e->code);
+        for (const char *m = e->meaning;;) {
+            const char *nl = strchr(m, '\n');
+            fprintf(f, "%.*s\n", nl ? (int)(nl - m) : (int)strlen(m), m);
+            if (!nl) break;
+            m = nl + 1;
+            fputs("     ", f);
+        }
+    }
+}
+
 void cli_usage(const cli_command_t *cmd, FILE *f)
 {
     int width = HELP_MIN_COLUMN - 6;
@@ -459,6 +476,7 @@ void cli_usage(const cli_command_t *cmd, FILE *f)
             cmd->word ? cmd->word : "", cmd->many_files ? "..." : "", cmd->about);
     for (const cli_option_t *r = cli_options; r->name; r++)
         if ((r->cmds & cmd->id) && r->help) option_help(f, r, width);
+    exit_codes(cmd, f);
     if (!cmd->word) {
         fputs("\n", f);
         other_commands(f);

@@ -61,7 +61,8 @@ if grep -q "one schedule file" "$tmp/err"; then
 else passed=$((passed + 1)); fi
 expect 2 "^ppsched: unknown command 'xyz' (allowed: $all)" "$P" xyz
 cp tests/data/minimal.yaml "$tmp/sched"
-expect 0 - sh -c "cd '$tmp' && '$PWD/$P' sched --simulate --quiet"
+case $P in /*) abs=$P ;; *) abs=$PWD/$P ;; esac
+expect 0 - sh -c "cd '$tmp' && '$abs' sched --simulate --quiet"
 
 # An input error first and alone: no note about GPUs before "No such file".
 expect 2 "^nosuch.yaml: No such file or directory" "$P" nosuch.yaml
@@ -110,6 +111,38 @@ if [ "$n_out" -eq 0 ] && [ "$n_in" -eq 3 ]; then passed=$((passed + 1)); else
     failed=$((failed + 1))
     echo "  FAIL charts: $n_in in the folder (want 3), $n_out outside it"
 fi
+
+# profile without a GPU: a condition of the machine, said without a source place; exit 1.
+expect 1 "^ppsched profile: " "$P" profile "$S"
+if grep -q '\.c:[0-9]' "$tmp/err"; then
+    failed=$((failed + 1))
+    echo "  FAIL profile without a GPU names a source file: $(cat "$tmp/err")"
+else passed=$((passed + 1)); fi
+
+# Every command's --help ends with its exit codes, one line each for 0, 1 and 2.
+for c in "" compare show check profile plan; do
+    # shellcheck disable=SC2086
+    "$P" $c --help >"$tmp/out"
+    if grep -q '^exit status:$' "$tmp/out" && grep -q '^  0  ok$' "$tmp/out" &&
+        [ "$(grep -c '^  1  ' "$tmp/out")" -eq 1 ] && [ "$(grep -c '^  2  ' "$tmp/out")" -eq 1 ]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "  FAIL 'ppsched $c --help' does not list the exit codes 0, 1 and 2 once each"
+    fi
+done
+
+# A simulated run that would not fit: the report, then exit 1 saying what it needs.
+big="--set model.hidden=8192 --set model.heads=64 --set model.layers=48"
+# shellcheck disable=SC2086
+expect 1 "^ppsched: the run would not fit: device 0 needs 141.0 GiB, the h100 has 79.2 GiB" \
+    "$P" --simulate --quiet $big "$S"
+grep -q '^# memory: does not fit' "$tmp/out" && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL the report did not come before the refusal"; }
+# shellcheck disable=SC2086
+expect 1 "would not fit" "$P" --simulate --json $big "$S"
+grep -q '^{"schedule":"1f1b"' "$tmp/out" && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL the JSON report did not come before the refusal"; }
 
 # name: the one name of a schedule, in the table, the JSON and the check line.
 expect 0 - "$P" --simulate --quiet --set name=try "$S"
