@@ -113,6 +113,10 @@ typedef struct cli_option {
 } cli_option_t;
 /* Given twice is a usage error: the second would silently replace the first. */
 #define CLI_ONCE 1u
+/* Its value is a file the command writes, or a folder it writes files into: checked by
+ * cli_probe_outputs before the work. */
+#define CLI_OUT_FILE 2u
+#define CLI_OUT_DIR  4u
 
 extern const cli_option_t cli_options[];
 
@@ -159,7 +163,6 @@ typedef struct cli_format {
     cli_dest_t dest;
     /* Write it; `path` is the option's value for CLI_FILE. */
     pp_status_t (*write)(const cli_result_t *r, const cli_opts_t *o, const char *path);
-    const char *what; /* a file's contents, for messages ("the trace") */
     const char *note; /* a file's line under the default report ("# trace: %s") */
 } cli_format_t;
 
@@ -169,8 +172,11 @@ extern const cli_format_t cli_formats[];
  * output, what follows it, then the files (a failure stops the rest), then the files' notes. */
 pp_status_t cli_write_outputs(const cli_result_t *r, const cli_opts_t *o);
 
-/* Check, before the work, that every file output selected can be written. */
-pp_status_t cli_probe_outputs(const cli_opts_t *o);
+/* Before anything is loaded: every output path the options name (the rows flagged CLI_OUT_FILE
+ * or CLI_OUT_DIR) can be written (its folder exists, it is not a folder itself; a new folder of
+ * outputs has a parent that exists), no two outputs are one file, and none is one of the input
+ * `files`. Prints the problem, naming the option, and returns PP_ERR_USAGE. */
+pp_status_t cli_probe_outputs(const cli_opts_t *o, char **files, int n_files);
 
 /* Whether the command talks on stderr and in notes: not --quiet, and its report on standard
  * output is the default one (a machine-read format stays alone). */

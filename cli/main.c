@@ -73,12 +73,10 @@ static const char *simulating_note(const cli_opts_t *o, int n_visible, char *buf
  * ------------------------------------------------------------------------------------------- */
 
 /* Load the run on every process and agree: a failure on any one (its own message printed) is
- * every process's; then check the split over the processes. A bad output path of rank 0's is
- * found now, not after the whole measurement. */
+ * every process's; then check the split over the processes. */
 static pp_status_t load_agreed(pp_run_t *j, const char *path, const cli_opts_t *o, int n_visible)
 {
     pp_status_t st = run_load(j, path, NULL, o->sets, o->n_sets, n_visible);
-    if (st == PP_OK && o->group->rank == 0) st = cli_probe_outputs(o);
     PP_CHECK(group_agree(o->group, st));
     return run_check_processes(j, o->group);
 }
@@ -345,6 +343,11 @@ static int run_command(int argc, char **argv, pp_group_t *group)
     int n_files;
     int r = cli_parse(cmd, argc - shift, argv + shift, &o, &files, &n_files);
     if (r) return r > 0 ? finish_stdout(0) : 2;
+    /* Every output path, before anything is loaded: a bad one is found now, not after the run
+     * (rank 0 writes the outputs, and checks them). */
+    pp_status_t st = group->rank == 0 ? cli_probe_outputs(&o, files, n_files) : PP_OK;
+    st = group_agree(group, st);
+    if (st != PP_OK) return pp_status_exit_code(st);
     return finish_stdout(pp_status_exit_code(cmd->run(files, n_files, &o)));
 }
 

@@ -165,8 +165,9 @@ const cli_option_t cli_options[] = {
      "b200; same as --set cost.gpu=NAME)",
      add_gpu, 0, CLI_ONCE},
     {"trace", 't', "FILE.json", CLI_RUN, "write a Chrome trace / Perfetto timeline of the step",
-     NULL, 0, CLI_ONCE},
-    {"svg", 'g', "FILE.svg", CLI_RUN, "write a Gantt chart of the step", NULL, 0, CLI_ONCE},
+     NULL, 0, CLI_ONCE | CLI_OUT_FILE},
+    {"svg", 'g', "FILE.svg", CLI_RUN, "write a Gantt chart of the step", NULL, 0,
+     CLI_ONCE | CLI_OUT_FILE},
     {"critical-path", 0, NULL, CLI_RUN, "list the chain of ops that set the step's makespan", NULL,
      0, CLI_ONCE},
     {"timeout", 0, "SECONDS", CLI_RUN,
@@ -190,7 +191,8 @@ const cli_option_t cli_options[] = {
      CLI_ONCE},
     {"json", 'j', NULL, CLI_COMPARE, "the table as JSON (an array of reports)", NULL, 0, CLI_ONCE},
     {"csv", 'c', NULL, CLI_COMPARE, "the table as CSV", NULL, 0, CLI_ONCE},
-    {"svg", 'g', "DIR", CLI_COMPARE, "one Gantt chart per run into DIR", NULL, 0, CLI_ONCE},
+    {"svg", 'g', "DIR", CLI_COMPARE, "one Gantt chart per run into DIR", NULL, 0,
+     CLI_ONCE | CLI_OUT_DIR},
     {"timeout", 0, "SECONDS", CLI_COMPARE, "longest wait for one step", set_timeout, 0, CLI_ONCE},
     {"quiet", 'q', NULL, CLI_RUN | CLI_COMPARE, "no banner", set_flag, AT(quiet), CLI_ONCE},
     /* show */
@@ -200,7 +202,7 @@ const cli_option_t cli_options[] = {
      cli_pick_format, 0, CLI_ONCE},
     /* profile */
     {"output", 'o', "FILE", CLI_PROFILE, "write the profile to FILE (default: standard output)",
-     set_string, AT(output), CLI_ONCE},
+     set_string, AT(output), CLI_ONCE | CLI_OUT_FILE},
     /* plan: repeats are not refused, the last one counts */
     {"gpus", 0, "N", CLI_PLAN, "pipeline devices (default: the file's pipeline.devices)", set_count,
      AT(gpus), 0},
@@ -217,7 +219,8 @@ const cli_option_t cli_options[] = {
      "override a config key (repeatable)", add_set, 0, 0},
     {"json", 'j', NULL, CLI_PLAN, "the plan as JSON", NULL, 0, 0},
     {"csv", 'c', NULL, CLI_PLAN, "every candidate as CSV", NULL, 0, 0},
-    {"emit", 'e', "FILE.yaml", CLI_PLAN, "write the best as a schedule file", NULL, 0, 0},
+    {"emit", 'e', "FILE.yaml", CLI_PLAN, "write the best as a schedule file", NULL, 0,
+     CLI_OUT_FILE},
     {"verify", 0, "K", CLI_PLAN,
      "run the best K that fit the GPUs present; re-rank by the\n"
      "measured step (needs the CUDA build and a GPU)",

@@ -1,10 +1,13 @@
 #!/bin/sh
 # check_cli.sh — the command line's contract, run on build/ppsched (PP_BUILD names the build
 # folder): a full output device makes every command exit 1; contradictory or repeated flags and
-# --timeout values run.timeout refuses exit 2; an input error comes before the note that no GPU
-# is present; compare counts its runs in 64 bits, reports an invalid --sweep combination as a
-# failed row naming --sweep, quotes CSV labels and keeps chart names inside its folder. Prints
-# the summary line tests/run_tests.sh reads.
+# --timeout values run.timeout refuses exit 2, and a flag of one key is named as typed; an
+# unknown command is named so; an input error comes before the note that no GPU is present;
+# every --help lists the exit codes; a simulated run that does not fit exits 1 after its report;
+# every output path is checked before anything loads (exit 2), none may be another output or an
+# input; compare counts its runs in 64 bits, reports an
+# invalid --sweep combination as a failed row naming --sweep, quotes CSV labels and keeps chart
+# names inside its folder. Prints the summary line tests/run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
 S=schedules/1f1b.yaml
 # The schedules are checked as files, not against this machine's GPUs: hide them, so that a
@@ -28,6 +31,18 @@ expect() {
         sed 's/^/    /' "$tmp/err" | head -5
     fi
 }
+
+# verify WHAT COMMAND...: one more check, which passes when COMMAND succeeds.
+verify() {
+    what=$1
+    shift
+    if "$@"; then passed=$((passed + 1)); else
+        failed=$((failed + 1))
+        echo "  FAIL $what"
+    fi
+}
+# absent PATTERN FILE: no line of FILE matches.
+absent() { ! grep -q -- "$1" "$2"; }
 
 # Output to a full device: exit 1, whatever the command.
 if [ -c /dev/full ]; then
@@ -55,10 +70,7 @@ expect 2 "^--gpu zz: unknown GPU" "$P" plan --gpu zz "$S"
 # that is a file here still runs.
 all="compare, show, check, profile, plan, or a schedule FILE.yaml to run it"
 expect 2 "^ppsched: unknown command 'plna'; did you mean 'plan'? (allowed: $all)" "$P" plna "$S"
-if grep -q "one schedule file" "$tmp/err"; then
-    failed=$((failed + 1))
-    echo "  FAIL an unknown command was taken for a schedule file"
-else passed=$((passed + 1)); fi
+verify "an unknown command was taken for a schedule file" absent "one schedule file" "$tmp/err"
 expect 2 "^ppsched: unknown command 'xyz' (allowed: $all)" "$P" xyz
 cp tests/data/minimal.yaml "$tmp/sched"
 case $P in /*) abs=$P ;; *) abs=$PWD/$P ;; esac
@@ -114,22 +126,14 @@ fi
 
 # profile without a GPU: a condition of the machine, said without a source place; exit 1.
 expect 1 "^ppsched profile: " "$P" profile "$S"
-if grep -q '\.c:[0-9]' "$tmp/err"; then
-    failed=$((failed + 1))
-    echo "  FAIL profile without a GPU names a source file: $(cat "$tmp/err")"
-else passed=$((passed + 1)); fi
+verify "profile without a GPU names a source file" absent '\.c:[0-9]' "$tmp/err"
 
 # Every command's --help ends with its exit codes, one line each for 0, 1 and 2.
 for c in "" compare show check profile plan; do
     # shellcheck disable=SC2086
     "$P" $c --help >"$tmp/out"
-    if grep -q '^exit status:$' "$tmp/out" && grep -q '^  0  ok$' "$tmp/out" &&
-        [ "$(grep -c '^  1  ' "$tmp/out")" -eq 1 ] && [ "$(grep -c '^  2  ' "$tmp/out")" -eq 1 ]; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "  FAIL 'ppsched $c --help' does not list the exit codes 0, 1 and 2 once each"
-    fi
+    verify "'ppsched $c --help' does not list the exit codes 0, 1 and 2 once each" \
+        [ "$(grep -c -e '^exit status:$' -e '^  0  ok$' -e '^  1  ' -e '^  2  ' "$tmp/out")" = 4 ]
 done
 
 # A simulated run that would not fit: the report, then exit 1 saying what it needs.
@@ -137,12 +141,37 @@ big="--set model.hidden=8192 --set model.heads=64 --set model.layers=48"
 # shellcheck disable=SC2086
 expect 1 "^ppsched: the run would not fit: device 0 needs 141.0 GiB, the h100 has 79.2 GiB" \
     "$P" --simulate --quiet $big "$S"
-grep -q '^# memory: does not fit' "$tmp/out" && passed=$((passed + 1)) ||
-    { failed=$((failed + 1)); echo "  FAIL the report did not come before the refusal"; }
+verify "the report did not come before the refusal" grep -q '^# memory: does not fit' "$tmp/out"
 # shellcheck disable=SC2086
 expect 1 "would not fit" "$P" --simulate --json $big "$S"
-grep -q '^{"schedule":"1f1b"' "$tmp/out" && passed=$((passed + 1)) ||
-    { failed=$((failed + 1)); echo "  FAIL the JSON report did not come before the refusal"; }
+verify "the JSON report did not come before the refusal" grep -q '^{"schedule":"1f1b"' "$tmp/out"
+
+# Output paths, checked before anything loads: exit 2 naming the option, nothing printed or run.
+for args in "--simulate --svg $tmp/no/x.svg" "--simulate --trace $tmp/no/x.json" \
+    "compare --simulate --svg $tmp/no/charts" "profile -o $tmp/no/p.yaml" \
+    "plan --emit $tmp/no/x.yaml"; do
+    # shellcheck disable=SC2086
+    expect 2 "^--[a-z]* $tmp/no/[a-z.]*: no such folder '$tmp/no' (allowed: " "$P" $args "$S"
+    verify "$args: the work began before the path was checked" [ "$(wc -l <"$tmp/err")" = 1 ]
+    verify "$args: printed a report" [ ! -s "$tmp/out" ]
+done
+expect 2 "^--svg $tmp: a folder (allowed: a file path)" "$P" --simulate --svg "$tmp" "$S"
+expect 2 "^--emit $S/x.yaml: '$S' is not a folder" "$P" plan --emit "$S/x.yaml" "$S"
+
+# Two outputs into one file, or an output onto an input: refused, the input untouched. A device
+# may take several.
+expect 2 "^--svg $tmp/x: --trace writes there too" "$P" -s --trace "$tmp/x" --svg "$tmp/x" "$S"
+expect 2 "^--svg ./x: --trace writes there too" sh -c "cd '$tmp' && '$abs' -s -t x -g ./x sched"
+cp tests/data/minimal.yaml "$tmp/in.yaml"
+ln -s in.yaml "$tmp/link.yaml"
+for out in "$tmp/in.yaml" "$tmp/link.yaml"; do
+    expect 2 "^--trace $out: that is the schedule file $tmp/in.yaml" "$P" -s --trace "$out" \
+        "$tmp/in.yaml"
+done
+expect 2 "^--emit $tmp/in.yaml: that is the schedule file" "$P" plan --emit "$tmp/in.yaml" \
+    "$tmp/in.yaml"
+verify "an output overwrote the schedule file" cmp -s tests/data/minimal.yaml "$tmp/in.yaml"
+expect 0 - "$P" --simulate --quiet --trace /dev/null --svg /dev/null "$S"
 
 # name: the one name of a schedule, in the table, the JSON and the check line.
 expect 0 - "$P" --simulate --quiet --set name=try "$S"
