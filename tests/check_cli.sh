@@ -5,7 +5,7 @@
 # unknown command is named so; an input error comes before the note that no GPU is present;
 # every --help lists the exit codes; a simulated run that does not fit exits 1 after its report;
 # every output path is checked before anything loads (exit 2), none may be another output or an
-# input; compare counts its runs in 64 bits, reports an
+# input; compare checks every file before running any, counts its runs in 64 bits, reports an
 # invalid --sweep combination as a failed row naming --sweep, quotes CSV labels and keeps chart
 # names inside its folder. Prints the summary line tests/run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
@@ -172,6 +172,20 @@ expect 2 "^--emit $tmp/in.yaml: that is the schedule file" "$P" plan --emit "$tm
     "$tmp/in.yaml"
 verify "an output overwrote the schedule file" cmp -s tests/data/minimal.yaml "$tmp/in.yaml"
 expect 0 - "$P" --simulate --quiet --trace /dev/null --svg /dev/null "$S"
+
+# compare checks every file before running any: every bad one named, nothing run, no chart left.
+printf 'model: {layers: x}\n' >"$tmp/bad1.yaml"
+printf 'pipeline: {devices: 4, micro_batches: 2}\n' >"$tmp/bad2.yaml"
+mkdir "$tmp/kept"
+for dir in "$tmp/made" "$tmp/kept"; do
+    expect 2 "^ppsched: compare: 2 of 4 files not valid" "$P" compare --simulate --svg "$dir" "$S" \
+        "$tmp/bad1.yaml" schedules/zb-h1.yaml "$tmp/bad2.yaml"
+    verify "compare did not name both bad files" \
+        [ "$(grep -c -e "^$tmp/bad1.yaml:1:" -e "^$tmp/bad2.yaml:1:" "$tmp/err")" = 2 ]
+    verify "compare ran before every file was checked" [ ! -s "$tmp/out" ]
+    verify "compare left charts in $dir" [ "$(find "$dir" -type f 2>/dev/null | wc -l)" = 0 ]
+done
+verify "the chart folder made for a failed comparison is left" [ ! -e "$tmp/made" ]
 
 # name: the one name of a schedule, in the table, the JSON and the check line.
 expect 0 - "$P" --simulate --quiet --set name=try "$S"
