@@ -52,6 +52,9 @@ pp_status_t cfg_get_long(const cfg_ctx_t *c, const yaml_node_t *n, const char *k
                          long hi, const char *allowed, long *out);
 pp_status_t cfg_get_double(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, double lo,
                            double hi, int lo_open, double *out);
+/* cfg_get_double whose messages name `allowed` (a range with a gap, "0, or 0.001..1e6"). */
+pp_status_t cfg_get_double_in(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, double lo,
+                              double hi, int lo_open, const char *allowed, double *out);
 pp_status_t cfg_get_u64(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, uint64_t *out);
 pp_status_t cfg_get_enum(const cfg_ctx_t *c, const yaml_node_t *n, const char *key,
                          const char *const *names, int *out);

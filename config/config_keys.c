@@ -206,6 +206,22 @@ static pp_status_t set_link(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
     return set_table_name(c, n, key, 0);
 }
 
+/* `host_link_gbps: GB/s` — 0 for the link table's host row, else at least HOST_LINK_MIN_GBPS: a
+ * copy over a slower link would take longer than a double holds (a value as small as 1e-310 made
+ * every offload last forever, and the trace and chart print infinities). */
+#define HOST_LINK_MIN_GBPS 1e-3
+static pp_status_t set_host_link(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
+{
+    const char *allowed = "0 for the link table's host row, or a number >= 0.001 and <= 1e+06";
+    double v;
+    PP_CHECK(cfg_get_double_in(c, n, key, 0, 1e6, 0, allowed, &v));
+    if (v > 0 && v < HOST_LINK_MIN_GBPS)
+        return cfg_err(c, n, key, "%s is out of range (allowed: %s)", PP_SHORT(cfg_node_text(n)),
+                       allowed);
+    c->cfg->cost.host_link_gbps = v;
+    return PP_OK;
+}
+
 /* `profile: FILE` — relative to the YAML file's folder (to the working folder in a --set); it
  * must open (profile.h reads it when the run is priced). */
 static pp_status_t set_profile(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
@@ -340,7 +356,7 @@ static const key_spec_t cost_keys[] = {
     FN_KEY("gpu", set_gpu, -1),
     FN_KEY("link", set_link, -1),
     FN_KEY("profile", set_profile, PP_CFG_PROFILE),
-    REAL_KEY("host_link_gbps", cost.host_link_gbps, 0, 1e6, 0),
+    FN_KEY("host_link_gbps", set_host_link, -1),
     {"overlap", VAL_REAL, OFF(cost.overlap), 0, 1, 0, NULL, NULL, NULL, PP_CFG_OVERLAP},
 };
 

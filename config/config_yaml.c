@@ -120,6 +120,12 @@ pp_status_t cfg_get_double(const cfg_ctx_t *c, const yaml_node_t *n, const char 
 {
     char allowed[96];
     snprintf(allowed, sizeof allowed, "a number %s %g and <= %g", lo_open ? ">" : ">=", lo, hi);
+    return cfg_get_double_in(c, n, key, lo, hi, lo_open, allowed, out);
+}
+
+pp_status_t cfg_get_double_in(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, double lo,
+                              double hi, int lo_open, const char *allowed, double *out)
+{
     const char *s;
     PP_CHECK(cfg_scalar(c, n, key, "a number", allowed, 1, &s));
     const char *d = s + (*s == '-' || *s == '+');

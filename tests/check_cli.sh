@@ -172,6 +172,12 @@ expect 2 "^--emit $tmp/in.yaml: that is the schedule file" "$P" plan --emit "$tm
     "$tmp/in.yaml"
 verify "an output overwrote the schedule file" cmp -s tests/data/minimal.yaml "$tmp/in.yaml"
 expect 0 - "$P" --simulate --quiet --trace /dev/null --svg /dev/null "$S"
+# A host link so slow that an offload lasts forever is refused as input, and nothing is written.
+expect 2 "^--set cost.host_link_gbps=1e-310: 1e-310 is out of range (allowed: 0 for" "$P" -s \
+    --set run.offload=activations --set cost.host_link_gbps=1e-310 --trace "$tmp/h.json" \
+    --svg "$tmp/h.svg" "$S"
+verify "a trace was written for a refused run" [ ! -e "$tmp/h.json" ]
+verify "a chart was written for a refused run" [ ! -e "$tmp/h.svg" ]
 
 # compare checks every file before running any: every bad one named, nothing run, no chart left.
 printf 'model: {layers: x}\n' >"$tmp/bad1.yaml"

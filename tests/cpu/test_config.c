@@ -293,8 +293,8 @@ static void test_unknown_keys(void)
                       "activations)");
     EXPECT_LOAD_ERROR(
         "cost: {host_link_gbps: -1}\n",
-        "t.yaml:1:24: cost.host_link_gbps: -1 is out of range (allowed: a number >= 0 "
-        "and <= 1e+06)");
+        "t.yaml:1:24: cost.host_link_gbps: -1 is out of range (allowed: 0 for the link table's "
+        "host row, or a number >= 0.001 and <= 1e+06)");
     EXPECT_LOAD_ERROR("run:\n  recompute: partial\n",
                       "t.yaml:2:14: run.recompute: unknown value 'partial' (allowed: none, "
                       "selective, full)");
@@ -373,6 +373,10 @@ static void test_out_of_range(void)
     EXPECT_LOAD_ERROR("cost:\n  send: -0.5\n",
                       "t.yaml:2:9: cost.send: -0.5 is out of range (allowed: a number >= 0 and "
                       "<= 1e+06)");
+    /* a host link so slow that an offload would take longer than a double holds */
+    EXPECT_LOAD_ERROR("cost:\n  host_link_gbps: 1e-310\n",
+                      "t.yaml:2:19: cost.host_link_gbps: 1e-310 is out of range (allowed: 0 for "
+                      "the link table's host row, or a number >= 0.001 and <= 1e+06)");
     EXPECT_LOAD_ERROR("run:\n  seed: -1\n",
                       "t.yaml:2:9: run.seed: -1 is out of range (allowed: an integer "
                       "0..18446744073709551615)");
