@@ -282,16 +282,17 @@ static pp_status_t check_file(const char *opt, const char *path, place_t *pl)
 {
     struct stat sb;
     if (!path[0]) return refuse("--%s: an empty path (allowed: a file)", opt);
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    int exists = stat(path, &sb) == 0;
+    if (exists && S_ISDIR(sb.st_mode))
         return refuse("--%s %s: a folder (allowed: a file path)", opt, path);
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    if (exists && !S_ISREG(sb.st_mode)) {
         if (access(path, W_OK) != 0)
             return refuse("--%s %s: cannot write: %s", opt, path, strerror(errno));
         *pl = (place_t){sb.st_dev, sb.st_ino, NULL, 0};
         return PP_OK;
     }
     PP_CHECK(check_folder(opt, path, pl));
-    if (stat(path, &sb) == 0) *pl = (place_t){sb.st_dev, sb.st_ino, NULL, 1};
+    if (exists) *pl = (place_t){sb.st_dev, sb.st_ino, NULL, 1};
     /* a file is written as a temporary file beside it, then renamed (report/report_io.h) */
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);

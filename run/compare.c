@@ -110,7 +110,9 @@ static int sweep_combo(const pp_compare_opts_t *o, const sweep_t *sw, int c, con
         sets[n_sets++] = setbuf[k];
         const char *leaf = strrchr(sw[k].key, '.');
         char part[96];
-        snprintf(part, sizeof part, " %s=%s", leaf ? leaf + 1 : sw[k].key, v);
+        if (snprintf(part, sizeof part, " %s=%s", leaf ? leaf + 1 : sw[k].key, v) >=
+            (int)sizeof part)
+            strcpy(part + sizeof part - 4, "..."); /* a label is for reading: cut, and say so */
         strncat(suffix, part, suffix_size - strlen(suffix) - 1);
     }
     return n_sets;
