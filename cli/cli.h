@@ -61,6 +61,16 @@ struct cli_command {
 extern const cli_command_t cli_commands[]; /* the default first */
 extern const int cli_n_commands;
 
+/* One exit code and what it means for some commands: a row of cli_exits[] (main.c), listed at the
+ * foot of their --help. Every command has one row for each of 0, 1 and 2. */
+typedef struct cli_exit {
+    int code;
+    unsigned cmds;       /* the commands it describes */
+    const char *meaning; /* a newline continues it */
+} cli_exit_t;
+
+extern const cli_exit_t cli_exits[]; /* ends with a row of no meaning */
+
 /* What the command line asked for. Zero-initialised, then filled by cli_parse. */
 struct cli_opts {
     const cli_command_t *cmd;
@@ -69,8 +79,8 @@ struct cli_opts {
     int simulate;                       /* --simulate */
     int sync;                           /* --sync */
     int quiet;                          /* --quiet */
-    char gpu_set[64];                   /* --gpu NAME as the override "cost.gpu=NAME" */
-    char timeout_set[64];               /* --timeout S as the override "--timeout run.timeout=S" */
+    char gpu_set[128];                  /* --gpu NAME as the override "--gpu= cost.gpu=NAME" */
+    char timeout_set[128];              /* --timeout S as "--timeout= run.timeout=S" */
     const char *sweeps[CLI_MAX_SWEEPS]; /* --sweep KEY=V1,V2,... (compare) */
     int n_sweeps;
     const char *output; /* -o FILE (profile) */
@@ -103,6 +113,10 @@ typedef struct cli_option {
 } cli_option_t;
 /* Given twice is a usage error: the second would silently replace the first. */
 #define CLI_ONCE 1u
+/* Its value is a file the command writes, or a folder it writes files into: checked by
+ * cli_probe_outputs before the work. */
+#define CLI_OUT_FILE 2u
+#define CLI_OUT_DIR  4u
 
 extern const cli_option_t cli_options[];
 
@@ -149,7 +163,6 @@ typedef struct cli_format {
     cli_dest_t dest;
     /* Write it; `path` is the option's value for CLI_FILE. */
     pp_status_t (*write)(const cli_result_t *r, const cli_opts_t *o, const char *path);
-    const char *what; /* a file's contents, for messages ("the trace") */
     const char *note; /* a file's line under the default report ("# trace: %s") */
 } cli_format_t;
 
@@ -159,8 +172,11 @@ extern const cli_format_t cli_formats[];
  * output, what follows it, then the files (a failure stops the rest), then the files' notes. */
 pp_status_t cli_write_outputs(const cli_result_t *r, const cli_opts_t *o);
 
-/* Check, before the work, that every file output selected can be written. */
-pp_status_t cli_probe_outputs(const cli_opts_t *o);
+/* Before anything is loaded: every output path the options name (the rows flagged CLI_OUT_FILE
+ * or CLI_OUT_DIR) can be written (its folder exists, it is not a folder itself; a new folder of
+ * outputs has a parent that exists), no two outputs are one file, and none is one of the input
+ * `files`. Prints the problem, naming the option, and returns PP_ERR_USAGE. */
+pp_status_t cli_probe_outputs(const cli_opts_t *o, char **files, int n_files);
 
 /* Whether the command talks on stderr and in notes: not --quiet, and its report on standard
  * output is the default one (a machine-read format stays alone). */

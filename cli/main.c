@@ -5,11 +5,14 @@
  * The options are the rows of options.c, the output formats those of outputs.c (cli.h). Every
  * command goes through the one chain of run.h (config → schedule → plan → execute | simulate →
  * report); compare's runs are compare.h's. Exit codes: 0 ok, 2 usage or input error, 1 runtime
- * failure; only this file exits. Under mpirun (pp_group.h) main starts the process group, only the
- * run command runs, every process agrees on loading and on measuring or simulating, only rank 0
- * prints, and every process exits with the same code.
+ * failure or a run that does not fit the GPUs' memory, measured or simulated (cli_exits[] says
+ * what each means per command, at the foot of its --help); only this file exits. Under mpirun
+ * (pp_group.h) main starts the process group, only the run command runs, every process agrees on
+ * loading and on measuring or simulating, only rank 0 prints, and every process exits with the
+ * same code.
  */
 #include "cli.h"
+#include "common/input.h"
 #include "config/resolve.h"
 #include "exec/execute.h"
 #include "run/profile_run.h"
@@ -19,6 +22,7 @@
 #include <malloc.h>
 #endif
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Runs
@@ -69,14 +73,28 @@ static const char *simulating_note(const cli_opts_t *o, int n_visible, char *buf
  * ------------------------------------------------------------------------------------------- */
 
 /* Load the run on every process and agree: a failure on any one (its own message printed) is
- * every process's; then check the split over the processes. A bad output path of rank 0's is
- * found now, not after the whole measurement. */
+ * every process's; then check the split over the processes. */
 static pp_status_t load_agreed(pp_run_t *j, const char *path, const cli_opts_t *o, int n_visible)
 {
     pp_status_t st = run_load(j, path, NULL, o->sets, o->n_sets, n_visible);
-    if (st == PP_OK && o->group->rank == 0) st = cli_probe_outputs(o);
     PP_CHECK(group_agree(o->group, st));
     return run_check_processes(j, o->group);
+}
+
+/* A simulated run whose predicted memory is over the GPU's: after its report, the refusal a
+ * measured run gives before running (the executor's fit check), exit 1. */
+static pp_status_t check_fit(const pp_run_t *j, const cli_opts_t *o)
+{
+    const pp_mem_pred_t *m = &j->mem;
+    if (j->measured || m->n_over == 0) return PP_OK;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    if (o->group->rank == 0)
+        fprintf(stderr,
+                "ppsched: the run would not fit: device %d needs %.1f GiB, the %s has %.1f GiB "
+                "(%d of %d %s over; see the memory line of the report)\n",
+                m->fullest, m->dev[m->fullest].total / gib, m->gpu->name, m->limit / gib, m->n_over,
+                m->n_devices, pp_plural(m->n_devices, "device", "devices"));
+    return PP_ERR_DEVICE;
 }
 
 static pp_status_t cmd_run(char **files, int n_files, cli_opts_t *o)
@@ -101,6 +119,7 @@ static pp_status_t cmd_run(char **files, int n_files, cli_opts_t *o)
     if (cli_chatty(o)) run_note_processes(&j, o->group, stderr);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
     if (o->group->rank == 0) st = cli_write_outputs(&res, o); /* rank 0 prints the one report */
+    if (st == PP_OK) st = check_fit(&j, o);
 done:
     run_free(&j);
     return st;
@@ -175,9 +194,8 @@ const cli_command_t cli_commands[] = {
      "Print the schedule of FILE.yaml as a compact grid (one row per device), or export it.\n", 0,
      "ppsched", CLI_SHARED, 0, cmd_inspect},
     {"check", CLI_CHECK, "load, generate, lower and validate; print a summary",
-     "Load FILE.yaml, generate, lower and validate its schedule; print a one-line summary.\n"
-     "Exit 0 when valid, 2 with the problem otherwise.\n",
-     0, "ppsched", CLI_SHARED, 0, cmd_inspect},
+     "Load FILE.yaml, generate, lower and validate its schedule; print a one-line summary.\n", 0,
+     "ppsched", CLI_SHARED, 0, cmd_inspect},
     {"profile", CLI_PROFILE, "measure stage and transfer costs on the GPU",
      "Measure, on the first GPU of the pipeline, the forward, input-gradient and weight-\n"
      "gradient time of a middle, a first and a last stage of the model in FILE.yaml, their\n"
@@ -195,6 +213,34 @@ const cli_command_t cli_commands[] = {
      0, "ppsched plan", CLI_PLAN, CLI_TERSE_ERRORS | CLI_FILES_FIRST, cli_plan},
 };
 const int cli_n_commands = (int)(sizeof cli_commands / sizeof cli_commands[0]);
+
+/* What each exit code means, per command: pp_status_exit_code's 0, 1 (runtime) and 2 (input). */
+const cli_exit_t cli_exits[] = {
+    {0, CLI_SHARED | CLI_PLAN, "ok"},
+    {1, CLI_RUN,
+     "runtime failure (CUDA, NCCL, a timeout, writing an output), or the run does not fit\n"
+     "in the GPUs' memory (measured: refused before it runs; simulated: after the report)"},
+    {1, CLI_COMPARE,
+     "runtime failure: a run failed or did not fit on the GPUs, or writing an output"},
+    {1, CLI_SHOW | CLI_CHECK, "writing the output failed"},
+    {1, CLI_PROFILE, "no GPU, a measurement failed, or writing the profile failed"},
+    {1, CLI_PLAN, "nothing fits the memory, a --verify run failed, or writing an output failed"},
+    {2, CLI_RUN,
+     "input or usage error: the YAML, the schedule, an option or an output path\n"
+     "(found before anything runs)"},
+    {2, CLI_COMPARE,
+     "input or usage error: a YAML, a schedule, an option or an output path (found\n"
+     "before anything runs), or --sweep values some runs refused (the others ran)"},
+    {2, CLI_SHOW, "input or usage error: the YAML, the schedule or an option"},
+    {2, CLI_CHECK, "the schedule is not valid (the problem printed), or a usage error"},
+    {2, CLI_PROFILE,
+     "input or usage error: the YAML, an option or the -o path (found before\n"
+     "anything runs)"},
+    {2, CLI_PLAN,
+     "input or usage error: the YAML, an option or the --emit path (found before\n"
+     "the search)"},
+    {0, 0, NULL},
+};
 
 /* ---------------------------------------------------------------------------------------------
  * main
@@ -222,11 +268,64 @@ static const cli_command_t *command_named(const char *word)
     return NULL;
 }
 
+/* The edit distance of a and b, a swap of two neighbours counting one (optimal string alignment):
+ * how far a mistyped word is from a command. Words longer than 31 bytes are far from all. */
+static int edit_distance(const char *a, const char *b)
+{
+    int la = (int)strlen(a), lb = (int)strlen(b), d[32][32];
+    if (la > 31 || lb > 31) return 99;
+    for (int i = 0; i <= la; i++)
+        for (int j = 0; j <= lb; j++) {
+            if (!i || !j) {
+                d[i][j] = i + j;
+                continue;
+            }
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+/* Whether the first word names neither a command nor a schedule file: a bare word (no '.' or '/',
+ * not an option) that is not a file here. `ppsched FILE.yaml` takes a path in its place. */
+static int unknown_word(const char *word)
+{
+    struct stat sb;
+    return word[0] && word[0] != '-' && !strpbrk(word, "./") && stat(word, &sb) != 0 &&
+           strcmp(word, "help") != 0;
+}
+
+/* "unknown command", the closest command when one is close (at most 2 edits, and fewer than half
+ * its letters), and every command of the table. */
+static int refuse_unknown(const char *word)
+{
+    const cli_command_t *near = NULL;
+    int best = 3;
+    for (int k = 0; k < cli_n_commands; k++) {
+        const char *w = cli_commands[k].word;
+        int d = w ? edit_distance(word, w) : 99;
+        if (d < best && 2 * d < (int)strlen(w)) best = d, near = &cli_commands[k];
+    }
+    fprintf(stderr, "ppsched: unknown command '%s'", PP_SHORT(word));
+    if (near) fprintf(stderr, "; did you mean '%s'?", near->word);
+    fputs(" (allowed: ", stderr);
+    for (int k = 0; k < cli_n_commands; k++)
+        if (cli_commands[k].word) fprintf(stderr, "%s, ", cli_commands[k].word);
+    fputs("or a schedule FILE.yaml to run it)\ntry 'ppsched --help'\n", stderr);
+    return 2;
+}
+
 static int run_command(int argc, char **argv, pp_group_t *group)
 {
     const char *word = argc >= 2 ? argv[1] : "";
     const cli_command_t *cmd = command_named(word);
     int help = strcmp(word, "help") == 0;
+    if (!cmd && unknown_word(word)) return group->rank == 0 ? refuse_unknown(word) : 2;
     if (group->size > 1 && (cmd || help)) {
         fprintf(stderr,
                 "ppsched: under mpirun only `ppsched FILE.yaml` runs, not %s (%d processes)\n",
@@ -244,6 +343,11 @@ static int run_command(int argc, char **argv, pp_group_t *group)
     int n_files;
     int r = cli_parse(cmd, argc - shift, argv + shift, &o, &files, &n_files);
     if (r) return r > 0 ? finish_stdout(0) : 2;
+    /* Every output path, before anything is loaded: a bad one is found now, not after the run
+     * (rank 0 writes the outputs, and checks them). */
+    pp_status_t st = group->rank == 0 ? cli_probe_outputs(&o, files, n_files) : PP_OK;
+    st = group_agree(group, st);
+    if (st != PP_OK) return pp_status_exit_code(st);
     return finish_stdout(pp_status_exit_code(cmd->run(files, n_files, &o)));
 }
 

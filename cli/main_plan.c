@@ -72,7 +72,6 @@ pp_status_t cli_plan(char **files, int n_files, cli_opts_t *o)
                          .tokens = o->tokens,
                          .memory_gib = o->memory_gib,
                          .progress = !o->quiet};
-    PP_CHECK(cli_probe_outputs(o));
     pp_search_t s;
     cli_result_t res = {.path = files[0], .search = &s};
     pp_status_t st = plan_search(&s, &q);

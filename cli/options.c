@@ -98,14 +98,18 @@ static int add_set(cli_opts_t *o, const cli_option_t *opt, const char *arg)
 
 static int add_gpu(cli_opts_t *o, const cli_option_t *opt, const char *arg)
 {
-    snprintf(o->gpu_set, sizeof o->gpu_set, "cost.gpu=%s", arg);
+    if (snprintf(o->gpu_set, sizeof o->gpu_set, "--gpu= cost.gpu=%s", arg) >=
+        (int)sizeof o->gpu_set) {
+        fprintf(stderr, "%s: --gpu %.32s...: too long\n", o->cmd->prefix, arg);
+        return -1;
+    }
     return cli_add_set(o, o->gpu_set);
 }
 
 /* run.timeout's own parser and range: the value goes in as an override, after every --set. */
 static int set_timeout(cli_opts_t *o, const cli_option_t *opt, const char *arg)
 {
-    if (snprintf(o->timeout_set, sizeof o->timeout_set, "--timeout run.timeout=%s", arg) >=
+    if (snprintf(o->timeout_set, sizeof o->timeout_set, "--timeout= run.timeout=%s", arg) >=
         (int)sizeof o->timeout_set) {
         fprintf(stderr, "%s: --timeout %.32s...: too long\n", o->cmd->prefix, arg);
         return -1;
@@ -161,8 +165,9 @@ const cli_option_t cli_options[] = {
      "b200; same as --set cost.gpu=NAME)",
      add_gpu, 0, CLI_ONCE},
     {"trace", 't', "FILE.json", CLI_RUN, "write a Chrome trace / Perfetto timeline of the step",
-     NULL, 0, CLI_ONCE},
-    {"svg", 'g', "FILE.svg", CLI_RUN, "write a Gantt chart of the step", NULL, 0, CLI_ONCE},
+     NULL, 0, CLI_ONCE | CLI_OUT_FILE},
+    {"svg", 'g', "FILE.svg", CLI_RUN, "write a Gantt chart of the step", NULL, 0,
+     CLI_ONCE | CLI_OUT_FILE},
     {"critical-path", 0, NULL, CLI_RUN, "list the chain of ops that set the step's makespan", NULL,
      0, CLI_ONCE},
     {"timeout", 0, "SECONDS", CLI_RUN,
@@ -186,7 +191,8 @@ const cli_option_t cli_options[] = {
      CLI_ONCE},
     {"json", 'j', NULL, CLI_COMPARE, "the table as JSON (an array of reports)", NULL, 0, CLI_ONCE},
     {"csv", 'c', NULL, CLI_COMPARE, "the table as CSV", NULL, 0, CLI_ONCE},
-    {"svg", 'g', "DIR", CLI_COMPARE, "one Gantt chart per run into DIR", NULL, 0, CLI_ONCE},
+    {"svg", 'g', "DIR", CLI_COMPARE, "one Gantt chart per run into DIR", NULL, 0,
+     CLI_ONCE | CLI_OUT_DIR},
     {"timeout", 0, "SECONDS", CLI_COMPARE, "longest wait for one step", set_timeout, 0, CLI_ONCE},
     {"quiet", 'q', NULL, CLI_RUN | CLI_COMPARE, "no banner", set_flag, AT(quiet), CLI_ONCE},
     /* show */
@@ -196,7 +202,7 @@ const cli_option_t cli_options[] = {
      cli_pick_format, 0, CLI_ONCE},
     /* profile */
     {"output", 'o', "FILE", CLI_PROFILE, "write the profile to FILE (default: standard output)",
-     set_string, AT(output), CLI_ONCE},
+     set_string, AT(output), CLI_ONCE | CLI_OUT_FILE},
     /* plan: repeats are not refused, the last one counts */
     {"gpus", 0, "N", CLI_PLAN, "pipeline devices (default: the file's pipeline.devices)", set_count,
      AT(gpus), 0},
@@ -213,7 +219,8 @@ const cli_option_t cli_options[] = {
      "override a config key (repeatable)", add_set, 0, 0},
     {"json", 'j', NULL, CLI_PLAN, "the plan as JSON", NULL, 0, 0},
     {"csv", 'c', NULL, CLI_PLAN, "every candidate as CSV", NULL, 0, 0},
-    {"emit", 'e', "FILE.yaml", CLI_PLAN, "write the best as a schedule file", NULL, 0, 0},
+    {"emit", 'e', "FILE.yaml", CLI_PLAN, "write the best as a schedule file", NULL, 0,
+     CLI_OUT_FILE},
     {"verify", 0, "K", CLI_PLAN,
      "run the best K that fit the GPUs present; re-rank by the\n"
      "measured step (needs the CUDA build and a GPU)",
@@ -443,6 +450,23 @@ static void other_commands(FILE *f)
     fprintf(f, "\n%*s(ppsched COMMAND --help for each)\n", indent, "");
 }
 
+/* The exit codes of a command, from the rows of cli_exits[] that name it. */
+static void exit_codes(const cli_command_t *cmd, FILE *f)
+{
+    fputs("\nexit status:\n", f);
+    for (const cli_exit_t *e = cli_exits; e->meaning; e++) {
+        if (!(e->cmds & cmd->id)) continue;
+        fprintf(f, "  %d  ", e->code);
+        for (const char *m = e->meaning;;) {
+            const char *nl = strchr(m, '\n');
+            fprintf(f, "%.*s\n", nl ? (int)(nl - m) : (int)strlen(m), m);
+            if (!nl) break;
+            m = nl + 1;
+            fputs("     ", f);
+        }
+    }
+}
+
 void cli_usage(const cli_command_t *cmd, FILE *f)
 {
     int width = HELP_MIN_COLUMN - 6;
@@ -455,6 +479,7 @@ void cli_usage(const cli_command_t *cmd, FILE *f)
             cmd->word ? cmd->word : "", cmd->many_files ? "..." : "", cmd->about);
     for (const cli_option_t *r = cli_options; r->name; r++)
         if ((r->cmds & cmd->id) && r->help) option_help(f, r, width);
+    exit_codes(cmd, f);
     if (!cmd->word) {
         fputs("\n", f);
         other_commands(f);

@@ -6,14 +6,17 @@
  *
  * Adding a format is a writer here and a row (and, if no option selects it yet, an option row in
  * options.c). Compare's --svg charts are not rows: they are written by the comparison itself
- * (compare.h), each as its run finishes.
+ * (compare.h), once every run has finished. Every output path an option names (its row flagged
+ * CLI_OUT_FILE or CLI_OUT_DIR) is checked by cli_probe_outputs before anything is loaded.
  */
 #include "cli.h"
 
-#include "report/report_io.h"
-
 #include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------
  * Writers
@@ -147,26 +150,26 @@ static pp_status_t plan_schedule(const cli_result_t *r, const cli_opts_t *o, con
  * ------------------------------------------------------------------------------------------- */
 
 const cli_format_t cli_formats[] = {
-    /* name, command, option, its value, where, writer, what a file holds, its note */
-    {"table", CLI_RUN, NULL, NULL, CLI_STDOUT, run_table, NULL, NULL},
-    {"json", CLI_RUN, "json", NULL, CLI_STDOUT, run_json, NULL, NULL},
-    {"critical-path", CLI_RUN, "critical-path", NULL, CLI_AFTER, run_critical_path, NULL, NULL},
-    {"trace", CLI_RUN, "trace", NULL, CLI_FILE, run_trace, "the trace",
+    /* name, command, option, its value, where, writer, its note */
+    {"table", CLI_RUN, NULL, NULL, CLI_STDOUT, run_table, NULL},
+    {"json", CLI_RUN, "json", NULL, CLI_STDOUT, run_json, NULL},
+    {"critical-path", CLI_RUN, "critical-path", NULL, CLI_AFTER, run_critical_path, NULL},
+    {"trace", CLI_RUN, "trace", NULL, CLI_FILE, run_trace,
      "# trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n"},
-    {"svg", CLI_RUN, "svg", NULL, CLI_FILE, run_svg, "the SVG chart", "# gantt chart: %s\n"},
-    {"table", CLI_COMPARE, NULL, NULL, CLI_STDOUT, compare_table, NULL, NULL},
-    {"json", CLI_COMPARE, "json", NULL, CLI_STDOUT, compare_json, NULL, NULL},
-    {"csv", CLI_COMPARE, "csv", NULL, CLI_STDOUT, compare_csv, NULL, NULL},
-    {"grid", CLI_SHOW, NULL, NULL, CLI_STDOUT, show_grid, NULL, NULL},
-    {"csv", CLI_SHOW, "emit", "csv", CLI_STDOUT, show_csv, NULL, NULL},
-    {"yaml", CLI_SHOW, "emit", "yaml", CLI_STDOUT, show_yaml, NULL, NULL},
-    {"summary", CLI_CHECK, NULL, NULL, CLI_STDOUT, check_summary, NULL, NULL},
-    {"profile", CLI_PROFILE, NULL, NULL, CLI_STDOUT, profile_yaml, NULL, NULL},
-    {"table", CLI_PLAN, NULL, NULL, CLI_STDOUT, plan_table, NULL, NULL},
-    {"json", CLI_PLAN, "json", NULL, CLI_STDOUT, plan_json, NULL, NULL},
-    {"csv", CLI_PLAN, "csv", NULL, CLI_STDOUT, plan_csv, NULL, NULL},
-    {"schedule", CLI_PLAN, "emit", NULL, CLI_FILE, plan_schedule, "the schedule file", NULL},
-    {NULL, 0, NULL, NULL, CLI_STDOUT, NULL, NULL, NULL},
+    {"svg", CLI_RUN, "svg", NULL, CLI_FILE, run_svg, "# gantt chart: %s\n"},
+    {"table", CLI_COMPARE, NULL, NULL, CLI_STDOUT, compare_table, NULL},
+    {"json", CLI_COMPARE, "json", NULL, CLI_STDOUT, compare_json, NULL},
+    {"csv", CLI_COMPARE, "csv", NULL, CLI_STDOUT, compare_csv, NULL},
+    {"grid", CLI_SHOW, NULL, NULL, CLI_STDOUT, show_grid, NULL},
+    {"csv", CLI_SHOW, "emit", "csv", CLI_STDOUT, show_csv, NULL},
+    {"yaml", CLI_SHOW, "emit", "yaml", CLI_STDOUT, show_yaml, NULL},
+    {"summary", CLI_CHECK, NULL, NULL, CLI_STDOUT, check_summary, NULL},
+    {"profile", CLI_PROFILE, NULL, NULL, CLI_STDOUT, profile_yaml, NULL},
+    {"table", CLI_PLAN, NULL, NULL, CLI_STDOUT, plan_table, NULL},
+    {"json", CLI_PLAN, "json", NULL, CLI_STDOUT, plan_json, NULL},
+    {"csv", CLI_PLAN, "csv", NULL, CLI_STDOUT, plan_csv, NULL},
+    {"schedule", CLI_PLAN, "emit", NULL, CLI_FILE, plan_schedule, NULL},
+    {NULL, 0, NULL, NULL, CLI_STDOUT, NULL, NULL},
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -215,12 +218,156 @@ pp_status_t cli_write_outputs(const cli_result_t *r, const cli_opts_t *o)
     return PP_OK;
 }
 
-pp_status_t cli_probe_outputs(const cli_opts_t *o)
+/* ---------------------------------------------------------------------------------------------
+ * Checking the output paths before the work
+ * ------------------------------------------------------------------------------------------- */
+
+/* Where a path leads, to tell two names of one file apart from two files: an existing file's
+ * device and inode, or a new file's folder's and its last name. */
+typedef struct place {
+    dev_t dev;
+    ino_t ino;
+    const char *name; /* a new file's last name (into its path); NULL for an existing file */
+    int regular;      /* a regular file, or one to be made: two writers would replace each other */
+} place_t;
+
+/* Print a problem with an output path (one line); returns PP_ERR_USAGE. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static pp_status_t
+refuse(const char *fmt, ...)
 {
-    for (const cli_format_t *f = cli_formats; f->name; f++)
-        if (f->dest == CLI_FILE && selected(o, f))
-            PP_CHECK(out_probe(cli_value(o, f->option), f->what));
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return PP_ERR_USAGE;
+}
+
+/* The folder of `path` into buf: "." when it names none, "/" for a file at the root; a trailing
+ * slash ("charts/") names the folder itself, so its folder is the one above. */
+static const char *folder_of(const char *path, char *buf, size_t size)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    const char *slash = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (path[i] == '/') slash = path + i;
+    if (!slash) return ".";
+    snprintf(buf, size, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    return buf;
+}
+
+/* The folder a new file or folder `path` goes into exists and can be written; else the problem,
+ * named after the option, and PP_ERR_USAGE. */
+static pp_status_t check_folder(const char *opt, const char *path, place_t *pl)
+{
+    char buf[4096];
+    struct stat sb;
+    const char *dir = folder_of(path, buf, sizeof buf);
+    int found = stat(dir, &sb) == 0;
+    if (!found && (errno == ENOENT || errno == ENOTDIR))
+        return refuse("--%s %s: no such folder '%s' (allowed: a path in an existing folder)", opt,
+                      path, dir);
+    if (!found) return refuse("--%s %s: '%s': %s", opt, path, dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return refuse("--%s %s: '%s' is not a folder", opt, path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return refuse("--%s %s: cannot write in '%s': %s", opt, path, dir, strerror(errno));
+    const char *slash = strrchr(path, '/');
+    *pl = (place_t){sb.st_dev, sb.st_ino, slash ? slash + 1 : path, 1};
     return PP_OK;
+}
+
+/* One output file: a file that exists and is not a folder (a device or FIFO is written in place
+ * and not opened now), or a new one in a folder that exists; a regular or new one is probed by
+ * making a temporary file beside it. */
+static pp_status_t check_file(const char *opt, const char *path, place_t *pl)
+{
+    struct stat sb;
+    if (!path[0]) return refuse("--%s: an empty path (allowed: a file)", opt);
+    int exists = stat(path, &sb) == 0;
+    if (exists && S_ISDIR(sb.st_mode))
+        return refuse("--%s %s: a folder (allowed: a file path)", opt, path);
+    if (exists && !S_ISREG(sb.st_mode)) {
+        if (access(path, W_OK) != 0)
+            return refuse("--%s %s: cannot write: %s", opt, path, strerror(errno));
+        *pl = (place_t){sb.st_dev, sb.st_ino, NULL, 0};
+        return PP_OK;
+    }
+    PP_CHECK(check_folder(opt, path, pl));
+    if (exists) *pl = (place_t){sb.st_dev, sb.st_ino, NULL, 1};
+    /* a file is written as a temporary file beside it, then renamed (report/report_io.h) */
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) return refuse("--%s %s: cannot write: %s", opt, path, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return PP_OK;
+}
+
+/* A folder of outputs (compare's charts): one that exists and can be written, or a new one in a
+ * folder that exists (made when the work starts). */
+static pp_status_t check_dir(const char *opt, const char *path, place_t *pl)
+{
+    struct stat sb;
+    if (!path[0]) return refuse("--%s: an empty path (allowed: a folder)", opt);
+    if (stat(path, &sb) != 0) return check_folder(opt, path, pl);
+    if (!S_ISDIR(sb.st_mode)) return refuse("--%s %s: not a folder (allowed: a folder)", opt, path);
+    if (access(path, W_OK | X_OK) != 0)
+        return refuse("--%s %s: cannot write in it: %s", opt, path, strerror(errno));
+    *pl = (place_t){sb.st_dev, sb.st_ino, NULL, 0};
+    return PP_OK;
+}
+
+static int same_place(const place_t *a, const place_t *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && !a->name == !b->name &&
+           (!a->name || strcmp(a->name, b->name) == 0);
+}
+
+/* No file is both an input and an output, and no two outputs write one file. */
+static pp_status_t check_distinct(const cli_option_t *const *opt, const place_t *pl, int n,
+                                  const cli_opts_t *o, char **files, int n_files)
+{
+    for (int k = 0; k < n; k++) {
+        const char *path = cli_value(o, opt[k]->name);
+        for (int i = 0; i < n_files && pl[k].regular; i++) {
+            struct stat sb;
+            place_t in;
+            if (stat(files[i], &sb) != 0) continue;
+            in = (place_t){sb.st_dev, sb.st_ino, NULL, 1};
+            if (same_place(&pl[k], &in))
+                return refuse("--%s %s: that is the schedule file %s (allowed: a path that is not "
+                              "an input)",
+                              opt[k]->name, path, files[i]);
+        }
+        for (int j = 0; j < k; j++)
+            if (pl[k].regular && same_place(&pl[k], &pl[j]))
+                return refuse("--%s %s: --%s writes there too (allowed: one output per file)",
+                              opt[k]->name, path, opt[j]->name);
+    }
+    return PP_OK;
+}
+
+pp_status_t cli_probe_outputs(const cli_opts_t *o, char **files, int n_files)
+{
+    const cli_option_t *opt[CLI_MAX_OPTIONS];
+    place_t pl[CLI_MAX_OPTIONS];
+    int n = 0;
+    for (const cli_option_t *r = cli_options; r->name; r++) {
+        if (!(r->cmds & o->cmd->id) || !(r->flags & (CLI_OUT_FILE | CLI_OUT_DIR)) ||
+            !cli_given(o, r->name))
+            continue;
+        const char *path = cli_value(o, r->name);
+        PP_CHECK(r->flags & CLI_OUT_DIR ? check_dir(r->name, path, &pl[n])
+                                        : check_file(r->name, path, &pl[n]));
+        opt[n++] = r;
+    }
+    return check_distinct(opt, pl, n, o, files, n_files);
 }
 
 int cli_pick_format(cli_opts_t *o, const cli_option_t *opt, const char *arg)

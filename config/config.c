@@ -186,7 +186,7 @@ static pp_status_t load_text(pp_config_t *cfg, const char *name, const char *tex
     config_defaults(cfg);
     cfg->path = strdup(name);
     PP_ALLOC_CHECK(cfg->path);
-    c = (cfg_ctx_t){cfg, cfg->path, NULL, &doc, "--set"};
+    c = (cfg_ctx_t){cfg, cfg->path, NULL, &doc, "--set", NULL};
     PP_CHECK_GOTO(cfg_yaml_load_text(&c, text, len, &doc, &loaded), st, done);
     if (is_file && !yaml_document_get_root_node(&doc)) {
         fprintf(stderr, "%s: empty (allowed: a mapping of sections, see docs/schedule-format.md)\n",

@@ -96,7 +96,10 @@ typedef struct pp_config {
 void config_defaults(pp_config_t *cfg);
 
 /* Read `path` into `cfg` (defaults first, then the file), then apply the `n_sets` overrides
- * "section.key=value" in order. Returns PP_OK, or PP_ERR_INPUT / PP_ERR_IO after printing the
+ * "section.key=value" in order. An override may start with the flag it came from and a space,
+ * which its messages name instead of --set: "--sweep key=value" is named with its text, and a
+ * flag that stands for one key, written with a trailing '=' ("--gpu= cost.gpu=h100"), with the
+ * value alone ("--gpu h100: ..."). Returns PP_OK, or PP_ERR_INPUT / PP_ERR_IO after printing the
  * message. On failure `cfg` is left freeable. */
 pp_status_t config_load(pp_config_t *cfg, const char *path, const char *const *sets, int n_sets);
 

@@ -19,6 +19,8 @@ typedef struct cfg_ctx {
     const char *set;      /* the override being applied, or NULL while reading the file */
     yaml_document_t *doc; /* the document the nodes belong to */
     const char *flag;     /* the override's command-line flag for messages ("--set", "--sweep") */
+    const char *shown;    /* the override as messages name it after the flag: its text, or only
+                           * the value for a flag that stands for one key ("--gpu h1000") */
 } cfg_ctx_t;
 
 /* The names of the keys the resolve step blames (config.c). */
@@ -50,6 +52,9 @@ pp_status_t cfg_get_long(const cfg_ctx_t *c, const yaml_node_t *n, const char *k
                          long hi, const char *allowed, long *out);
 pp_status_t cfg_get_double(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, double lo,
                            double hi, int lo_open, double *out);
+/* cfg_get_double whose messages name `allowed` (a range with a gap, "0, or 0.001..1e6"). */
+pp_status_t cfg_get_double_in(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, double lo,
+                              double hi, int lo_open, const char *allowed, double *out);
 pp_status_t cfg_get_u64(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, uint64_t *out);
 pp_status_t cfg_get_enum(const cfg_ctx_t *c, const yaml_node_t *n, const char *key,
                          const char *const *names, int *out);

@@ -206,6 +206,22 @@ static pp_status_t set_link(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
     return set_table_name(c, n, key, 0);
 }
 
+/* `host_link_gbps: GB/s` — 0 for the link table's host row, else at least HOST_LINK_MIN_GBPS: a
+ * copy over a slower link would take longer than a double holds (a value as small as 1e-310 made
+ * every offload last forever, and the trace and chart print infinities). */
+#define HOST_LINK_MIN_GBPS 1e-3
+static pp_status_t set_host_link(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
+{
+    const char *allowed = "0 for the link table's host row, or a number >= 0.001 and <= 1e+06";
+    double v;
+    PP_CHECK(cfg_get_double_in(c, n, key, 0, 1e6, 0, allowed, &v));
+    if (v > 0 && v < HOST_LINK_MIN_GBPS)
+        return cfg_err(c, n, key, "%s is out of range (allowed: %s)", PP_SHORT(cfg_node_text(n)),
+                       allowed);
+    c->cfg->cost.host_link_gbps = v;
+    return PP_OK;
+}
+
 /* `profile: FILE` — relative to the YAML file's folder (to the working folder in a --set); it
  * must open (profile.h reads it when the run is priced). */
 static pp_status_t set_profile(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
@@ -340,7 +356,7 @@ static const key_spec_t cost_keys[] = {
     FN_KEY("gpu", set_gpu, -1),
     FN_KEY("link", set_link, -1),
     FN_KEY("profile", set_profile, PP_CFG_PROFILE),
-    REAL_KEY("host_link_gbps", cost.host_link_gbps, 0, 1e6, 0),
+    FN_KEY("host_link_gbps", set_host_link, -1),
     {"overlap", VAL_REAL, OFF(cost.overlap), 0, 1, 0, NULL, NULL, NULL, PP_CFG_OVERLAP},
 };
 
@@ -481,14 +497,19 @@ pp_status_t cfg_apply_root(cfg_ctx_t *c, const yaml_node_t *root)
 /* Apply one `section.key=value` override. */
 pp_status_t cfg_apply_set(pp_config_t *cfg, const char *set)
 {
-    /* "--sweep key=value": an override that came from another flag, named in messages. */
-    char flag[16] = "--set";
+    /* "--sweep key=value": an override that came from another flag, named in messages with its
+     * text. "--gpu= cost.gpu=NAME": the flag stands for one key (it ends in '='), and messages
+     * name it as typed, with the value alone ("--gpu NAME"). */
+    char flag[24] = "--set";
     size_t fl = strncmp(set, "--", 2) == 0 ? strcspn(set, " ") : 0;
+    int one_key = 0;
     if (fl && fl < sizeof flag && set[fl] == ' ') {
-        snprintf(flag, sizeof flag, "%.*s", (int)fl, set);
+        one_key = set[fl - 1] == '=';
+        snprintf(flag, sizeof flag, "%.*s", (int)(fl - (size_t)one_key), set);
         set += fl + 1;
     }
-    cfg_ctx_t c = {cfg, cfg->path, set, NULL, flag};
+    const char *shown = one_key && strchr(set, '=') ? strchr(set, '=') + 1 : set;
+    cfg_ctx_t c = {cfg, cfg->path, set, NULL, flag, shown};
     char section[64], name[64];
     const char *eq = strchr(set, '=');
     const char *dot = memchr(set, '.', eq ? (size_t)(eq - set) : 0);

@@ -23,7 +23,7 @@ pp_status_t cfg_err(const cfg_ctx_t *c, const yaml_node_t *node, const char *key
 {
     va_list ap;
     if (c->set) {
-        fprintf(stderr, "%s %s: ", c->flag, PP_SHORT(c->set));
+        fprintf(stderr, "%s %s: ", c->flag, PP_SHORT(c->shown));
     } else {
         fputs(c->file, stderr);
         if (node)
@@ -44,7 +44,7 @@ void cfg_mark(const cfg_ctx_t *c, int k, const yaml_node_t *node, const char *ke
 {
     char *o = c->cfg->origin[k];
     if (c->set)
-        snprintf(o, PP_CFG_ORIGIN_MAX, "%s %s", c->flag, PP_SHORT(c->set));
+        snprintf(o, PP_CFG_ORIGIN_MAX, "%s %s", c->flag, PP_SHORT(c->shown));
     else
         snprintf(o, PP_CFG_ORIGIN_MAX, "%s:%zu:%zu: %s", c->file, (size_t)node->start_mark.line + 1,
                  (size_t)node->start_mark.column + 1, key);
@@ -120,6 +120,12 @@ pp_status_t cfg_get_double(const cfg_ctx_t *c, const yaml_node_t *n, const char 
 {
     char allowed[96];
     snprintf(allowed, sizeof allowed, "a number %s %g and <= %g", lo_open ? ">" : ">=", lo, hi);
+    return cfg_get_double_in(c, n, key, lo, hi, lo_open, allowed, out);
+}
+
+pp_status_t cfg_get_double_in(const cfg_ctx_t *c, const yaml_node_t *n, const char *key, double lo,
+                              double hi, int lo_open, const char *allowed, double *out)
+{
     const char *s;
     PP_CHECK(cfg_scalar(c, n, key, "a number", allowed, 1, &s));
     const char *d = s + (*s == '-' || *s == '+');
@@ -346,7 +352,7 @@ static pp_status_t yaml_problem(const cfg_ctx_t *c, const yaml_parser_t *p, cons
     const char *problem = p->problem ? p->problem : "unreadable input";
     if (c->set) {
         fprintf(stderr, "%s %s: invalid value: %s (allowed: a YAML scalar or flow list)\n", c->flag,
-                PP_SHORT(c->set), problem);
+                PP_SHORT(c->shown), problem);
     } else if (p->context) {
         fprintf(stderr, "%s:%zu:%zu: invalid YAML: %s (%s at line %zu)\n", c->file, line, col,
                 problem, p->context, (size_t)p->context_mark.line + 1);
@@ -408,7 +414,7 @@ pp_status_t cfg_yaml_load_text(const cfg_ctx_t *c, const char *text, size_t len,
         size_t line = (size_t)extra.start_mark.line + 1, col = (size_t)extra.start_mark.column + 1;
         if (c->set)
             fprintf(stderr, "%s %s: a second YAML document (allowed: one value)\n", c->flag,
-                    PP_SHORT(c->set));
+                    PP_SHORT(c->shown));
         else
             fprintf(
                 stderr,

@@ -239,8 +239,11 @@ pp_status_t execute_profile(pp_profile_t *p, const pp_job_t *job, int iters, int
     pp_status_t rc = PP_OK;
     int dev = job->pipeline.device_ids[0];
     memset(p, 0, sizeof *p);
-    if (execute_device_count() == 0)
-        PP_FAIL(PP_ERR_DEVICE, "ppsched profile: no CUDA device is visible: nothing to measure");
+    if (execute_device_count() == 0) { /* the machine's condition, not a bug: no source place */
+        fprintf(stderr, "ppsched profile: no CUDA device: profile measures on a GPU (without one, "
+                        "`ppsched --simulate FILE.yaml` predicts with the cost model)\n");
+        return PP_ERR_DEVICE;
+    }
     PP_CUDA_CHECK(cudaSetDevice(dev));
     PP_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
     profile_header(p, job, prop.name);

@@ -129,13 +129,42 @@ static const char *schedule_name(const pp_job_t *job, const pp_plan_t *plan)
     return sched_kind_name(job ? job->kind : plan->kind);
 }
 
-/* The plan and timelines fit together (an internal error otherwise). */
+pp_status_t report_check_finite(const pp_plan_t *plan, const pp_timeline_t *tl)
+{
+    const char *what = tl->mode == PP_MODE_MEASURE ? "measured" : "simulated";
+    for (int k = 0; tl->has_op_times && k < tl->n_ops && k < plan->n_ops; k++) {
+        if (isfinite(tl->t[k].start_ms) && isfinite(tl->t[k].end_ms)) continue;
+        const pp_op_t *op = &plan->ops[k];
+        pp_action_t a = {op->kind, op->stage, op->mb, 0};
+        char name[32];
+        action_format(&a, name, sizeof name);
+        fprintf(stderr,
+                "the %s step has an op time that is not finite: %s on device %d runs %g..%g ms "
+                "(allowed: finite op costs; see the cost: keys and cost.profile)\n",
+                what, name, op->device, tl->t[k].start_ms, tl->t[k].end_ms);
+        return PP_ERR_INPUT;
+    }
+    for (int i = 0; i < tl->n_steps && tl->step_ms; i++)
+        if (!isfinite(tl->step_ms[i])) {
+            fprintf(stderr,
+                    "the %s step %d takes %g ms, not a finite time (allowed: finite op costs; see "
+                    "the cost: keys and cost.profile)\n",
+                    what, i, tl->step_ms[i]);
+            return PP_ERR_INPUT;
+        }
+    return PP_OK;
+}
+
+/* The plan and timelines fit together (an internal error otherwise), and their times are finite
+ * (an input error otherwise: every writer prints them). */
 static pp_status_t check_inputs(const pp_plan_t *plan, const pp_timeline_t *tl,
                                 const pp_timeline_t *sim)
 {
     if (tl->n_ops != plan->n_ops || (sim && sim->n_ops != plan->n_ops))
         PP_FAIL(PP_ERR_INTERNAL, "report: timeline of %d ops (simulated %d) for a plan of %d ops",
                 tl->n_ops, sim ? sim->n_ops : -1, plan->n_ops);
+    PP_CHECK(report_check_finite(plan, tl));
+    if (sim && sim != tl) PP_CHECK(report_check_finite(plan, sim));
     if (plan->n_devices < 1)
         PP_FAIL(PP_ERR_INTERNAL, "report: plan has %d devices", plan->n_devices);
     for (int k = 0; k < plan->n_ops; k++) {

@@ -57,6 +57,11 @@ typedef struct pp_report {
     pp_explain_t explain;          /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;
 
+/* Every op time and step time of `tl` is finite: else prints which is not, and that an op cost
+ * is out of range, and returns PP_ERR_INPUT. report_build and the trace check it before any
+ * writer prints a time (a JSON number, an SVG coordinate). */
+pp_status_t report_check_finite(const pp_plan_t *plan, const pp_timeline_t *tl);
+
 /* Compute every metric. `sim` may be NULL; when given, bubble_simulated comes from it (and when
  * `tl` is itself simulated, pass the same timeline or NULL). The explanation gets the idle split
  * and critical path of `tl` and the idle split of `sim` (of `tl` when that is simulated). */

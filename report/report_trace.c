@@ -198,6 +198,7 @@ pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_
     pp_critical_path_t cp = {0};
     unsigned char *critical = NULL;
     pp_out_t out, *o = &out;
+    PP_CHECK(report_check_finite(plan, tl)); /* "dur":inf is not JSON */
     pp_status_t st = trace_explain(plan, tl, &s, &cp, &critical);
     if (st == PP_OK) st = out_open(o, path, "the trace");
     if (st == PP_OK) {

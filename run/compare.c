@@ -1,7 +1,8 @@
 /*
  * compare.c — the runs of `ppsched compare`: the --sweep values split, their cross product with the
  * files counted (in 64 bits, so a product too large to hold is refused, not wrapped), every
- * combination loaded and run through the chain, and the charts of a chart folder. The rows are
+ * combination loaded (all before any runs, so every bad file is named and none leaves an output),
+ * then run through the chain, and the charts of a chart folder once all have run. The rows are
  * written by report_compare.c. A refused sweep value names --sweep: its override reaches the
  * config as "--sweep KEY=VALUE".
  */
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The values of one --sweep: key and a list split at commas (pointers into `buf`). */
 typedef struct sweep {
@@ -108,8 +110,9 @@ static int sweep_combo(const pp_compare_opts_t *o, const sweep_t *sw, int c, con
         sets[n_sets++] = setbuf[k];
         const char *leaf = strrchr(sw[k].key, '.');
         char part[96];
-        /* A label: a long key or value is cut short, as the label's own size cuts it. */
-        if (snprintf(part, sizeof part, " %s=%s", leaf ? leaf + 1 : sw[k].key, v) < 0) continue;
+        if (snprintf(part, sizeof part, " %s=%s", leaf ? leaf + 1 : sw[k].key, v) >=
+            (int)sizeof part)
+            strcpy(part + sizeof part - 4, "..."); /* a label is for reading: cut, and say so */
         strncat(suffix, part, suffix_size - strlen(suffix) - 1);
     }
     return n_sets;
@@ -123,10 +126,12 @@ static pp_status_t compare_svg(const pp_compare_row_t *j, const char *dir)
     return report_write_svg(&j->run.plan, run_timeline(&j->run), j->label, path);
 }
 
-/* The chart folder, made when missing, and checked writable before anything runs. */
-static pp_status_t chart_dir(const char *dir)
+/* The chart folder, made when missing (*made says so), and checked writable before anything
+ * runs. */
+static pp_status_t chart_dir(const char *dir, int *made)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    *made = mkdir(dir, 0777) == 0;
+    if (!*made && errno != EEXIST) {
         fprintf(stderr, "ppsched: --svg %s: %s\n", dir, strerror(errno));
         return PP_ERR_IO;
     }
@@ -135,66 +140,98 @@ static pp_status_t chart_dir(const char *dir)
     return out_probe(probe, "the SVG charts");
 }
 
-/* One run: combination `combo` of file `fi` into the next row. A combination of sweep values the
- * input refuses is a failed row. */
-static pp_status_t compare_one(pp_compare_t *c, const pp_compare_opts_t *o, const sweep_t *sw,
-                               int fi, int combo, int n_combo, const char **sets)
+/* Load combination `combo` of file `fi` into the next row, labelled. A combination of sweep
+ * values the input refuses is a failed row (PP_OK); without sweeps, a file the input refuses is
+ * a failed row that returns PP_ERR_INPUT. */
+static pp_status_t compare_load(pp_compare_t *c, const pp_compare_opts_t *o, const sweep_t *sw,
+                                int fi, int combo, const char **sets)
 {
-    pp_compare_row_t *j = &c->rows[c->n_rows];
+    pp_compare_row_t *j = &c->rows[c->n_rows++];
     sweep_set_t setbuf[PP_COMPARE_MAX_SWEEPS];
     char suffix[200];
     int n_sets = sweep_combo(o, sw, combo, sets, setbuf, suffix, sizeof suffix);
-    if (o->progress)
-        fprintf(stderr, "# [%d/%d] %s%s\n", c->n_rows + 1, o->n_files * n_combo, o->files[fi],
-                suffix);
     pp_status_t st = run_load(&j->run, o->files[fi], NULL, sets, n_sets, o->n_visible);
-    if (st == PP_OK && c->n_rows == 0 && o->first_note) fputs(o->first_note, stderr);
-    snprintf(j->label, sizeof j->label, "%s%s", j->run.job.name ? j->run.job.name : o->files[fi],
-             suffix);
-    if (st == PP_OK) st = run_go(&j->run, o->run);
-    c->n_rows++;
-    if (st == PP_ERR_INPUT && o->n_sweeps > 0) {
-        j->failed = 1;
-        return PP_OK;
-    }
-    PP_CHECK(st);
-    return o->svg_dir ? compare_svg(j, o->svg_dir) : PP_OK;
+    const char *name = j->run.job.name ? j->run.job.name : j->run.cfg.name;
+    snprintf(j->label, sizeof j->label, "%s%s", name ? name : o->files[fi], suffix);
+    j->failed = st == PP_ERR_INPUT;
+    return st == PP_ERR_INPUT && o->n_sweeps > 0 ? PP_OK : st;
 }
 
-/* Every run: each file with each combination of sweep values. A file the input refuses on its own
- * (with the comparison's overrides, before any sweep value) stops the comparison. */
-static pp_status_t compare_runs(pp_compare_t *c, const pp_compare_opts_t *o, const sweep_t *sw)
+/* Every file, with each combination of sweep values, loaded into its row before any runs: a file
+ * the input refuses on its own (with the comparison's overrides, before any sweep value) is
+ * counted in *n_bad, and the others are still checked, so every bad file is named at once. */
+static pp_status_t compare_load_all(pp_compare_t *c, const pp_compare_opts_t *o, const sweep_t *sw,
+                                    int *n_bad)
 {
     int n_combo = c->n_alloc / o->n_files;
     const char **sets = calloc((size_t)(o->n_sets + o->n_sweeps), sizeof *sets);
     PP_ALLOC_CHECK(sets);
     pp_status_t st = PP_OK;
+    *n_bad = 0;
     for (int fi = 0; fi < o->n_files && st == PP_OK; fi++) {
         pp_config_t alone;
         st = config_load(&alone, o->files[fi], o->sets, o->n_sets);
         config_free(&alone);
         for (int combo = 0; combo < n_combo && st == PP_OK; combo++)
-            st = compare_one(c, o, sw, fi, combo, n_combo, sets);
+            st = compare_load(c, o, sw, fi, combo, sets);
+        if (st == PP_ERR_INPUT) ++*n_bad, st = PP_OK;
     }
     free(sets);
-    return st;
+    if (st == PP_OK && *n_bad)
+        fprintf(stderr,
+                "ppsched: compare: %d of %d files not valid (their problems above); nothing "
+                "ran\n",
+                *n_bad, o->n_files);
+    return st == PP_OK && *n_bad ? PP_ERR_INPUT : st;
+}
+
+/* Every loaded row run in turn. A combination of sweep values the input refuses while running is
+ * a failed row too. */
+static pp_status_t compare_runs(pp_compare_t *c, const pp_compare_opts_t *o)
+{
+    int n_combo = c->n_alloc / o->n_files; /* every file loaded: row r is of file r / n_combo */
+    if (o->first_note) fputs(o->first_note, stderr);
+    for (int r = 0; r < c->n_rows; r++) {
+        pp_compare_row_t *j = &c->rows[r];
+        if (j->failed) continue;
+        if (o->progress)
+            fprintf(stderr, "# [%d/%d] %s (%s)\n", r + 1, c->n_rows, j->label,
+                    o->files[r / n_combo]);
+        pp_status_t st = run_go(&j->run, o->run);
+        if (st == PP_ERR_INPUT && o->n_sweeps > 0)
+            j->failed = 1;
+        else
+            PP_CHECK(st);
+    }
+    return PP_OK;
+}
+
+/* The charts of a chart folder: every run's Gantt chart, then the bubble charts of all of them. */
+static pp_status_t compare_charts(const pp_compare_t *c, const char *dir)
+{
+    for (int r = 0; r < c->n_rows; r++)
+        if (!c->rows[r].failed) PP_CHECK(compare_svg(&c->rows[r], dir));
+    PP_CHECK(compare_bubble_charts(c->rows, c->n_rows, dir, c->measure));
+    return compare_bubble_bars(c->rows, c->n_rows, dir, c->measure);
 }
 
 pp_status_t compare_run(pp_compare_t *c, const pp_compare_opts_t *o)
 {
     sweep_t sw[PP_COMPARE_MAX_SWEEPS];
-    int n_runs;
+    int n_runs, n_bad, made = 0;
     memset(c, 0, sizeof *c);
     c->measure = o->run->measure;
     PP_CHECK(sweeps_parse(o, sw, &n_runs));
     c->rows = calloc((size_t)n_runs, sizeof *c->rows);
     PP_ALLOC_CHECK(c->rows);
     c->n_alloc = n_runs;
-    if (o->svg_dir) PP_CHECK(chart_dir(o->svg_dir));
-    PP_CHECK(compare_runs(c, o, sw));
-    if (!o->svg_dir) return PP_OK;
-    PP_CHECK(compare_bubble_charts(c->rows, c->n_rows, o->svg_dir, c->measure));
-    return compare_bubble_bars(c->rows, c->n_rows, o->svg_dir, c->measure);
+    PP_CHECK(compare_load_all(c, o, sw, &n_bad));
+    if (o->svg_dir) PP_CHECK(chart_dir(o->svg_dir, &made));
+    pp_status_t st = compare_runs(c, o);
+    if (st == PP_OK && o->svg_dir) st = compare_charts(c, o->svg_dir);
+    if (st != PP_OK && made)
+        rmdir(o->svg_dir); /* a folder made for nothing (not when it holds charts) */
+    return st;
 }
 
 pp_status_t compare_check_failed(const pp_compare_t *c)

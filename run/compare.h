@@ -3,9 +3,11 @@
  * run (or simulated) in turn through the one chain (run.h), kept side by side for the writers of
  * report_compare.h.
  *
- * A file the input refuses on its own stops the comparison; a combination of sweep values it
- * refuses is a failed row (its message printed), and the others run. With a chart folder every
- * run's Gantt chart goes there as it finishes, then the bubble charts of the whole comparison.
+ * Every run is loaded (config, resolve, schedule, plan) before any runs: the files the input
+ * refuses on their own are all named, and nothing runs; a combination of sweep values it refuses
+ * is a failed row (its message printed), and the others run. With a chart folder every run's
+ * Gantt chart goes there once all have run, then the bubble charts of the whole comparison: a
+ * comparison that fails writes none (and removes the folder it made).
  * Plain C: the executor comes in through pp_run_opts_t. A pp_compare_t owns its rows.
  */
 #ifndef PP_COMPARE_H
@@ -46,9 +48,9 @@ typedef struct pp_compare {
     int measure;            /* 1: the rows were measured on the GPUs; 0: simulated */
 } pp_compare_t;
 
-/* Every run of the comparison, then (with a chart folder) the bubble charts of all of them. A bad
- * --sweep or too many runs is PP_ERR_USAGE (printed). On failure `c` holds the rows that ran and
- * is left freeable. */
+/* Every run of the comparison, then (with a chart folder) the charts of all of them. A bad
+ * --sweep or too many runs is PP_ERR_USAGE (printed); files the input refuses are PP_ERR_INPUT
+ * (each printed, then how many) before anything runs. On failure `c` is left freeable. */
 pp_status_t compare_run(pp_compare_t *c, const pp_compare_opts_t *o);
 
 /* The refusal of a comparison with failed rows: prints how many did not run and returns

@@ -15,7 +15,7 @@
 
 static void fmt_num(char *buf, size_t n, double v, const char *fmt)
 {
-    if (isnan(v))
+    if (!isfinite(v))
         snprintf(buf, n, "-");
     else
         snprintf(buf, n, fmt, v);
@@ -128,7 +128,7 @@ pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
 
 static void csv_field(pp_out_t *o, double v)
 {
-    if (isnan(v))
+    if (!isfinite(v))
         out_puts(o, ",");
     else
         out_printf(o, ",%.6g", v);

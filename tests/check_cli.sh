@@ -1,10 +1,13 @@
 #!/bin/sh
 # check_cli.sh — the command line's contract, run on build/ppsched (PP_BUILD names the build
 # folder): a full output device makes every command exit 1; contradictory or repeated flags and
-# --timeout values run.timeout refuses exit 2; an input error comes before the note that no GPU
-# is present; compare counts its runs in 64 bits, reports an invalid --sweep combination as a
-# failed row naming --sweep, quotes CSV labels and keeps chart names inside its folder. Prints
-# the summary line tests/run_tests.sh reads.
+# --timeout values run.timeout refuses exit 2, and a flag of one key is named as typed; an
+# unknown command is named so; an input error comes before the note that no GPU is present;
+# every --help lists the exit codes; a simulated run that does not fit exits 1 after its report;
+# every output path is checked before anything loads (exit 2), none may be another output or an
+# input; compare checks every file before running any, counts its runs in 64 bits, reports an
+# invalid --sweep combination as a failed row naming --sweep, quotes CSV labels and keeps chart
+# names inside its folder. Prints the summary line tests/run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
 S=schedules/1f1b.yaml
 # The schedules are checked as files, not against this machine's GPUs: hide them, so that a
@@ -29,6 +32,18 @@ expect() {
     fi
 }
 
+# verify WHAT COMMAND...: one more check, which passes when COMMAND succeeds.
+verify() {
+    what=$1
+    shift
+    if "$@"; then passed=$((passed + 1)); else
+        failed=$((failed + 1))
+        echo "  FAIL $what"
+    fi
+}
+# absent PATTERN FILE: no line of FILE matches.
+absent() { ! grep -q -- "$1" "$2"; }
+
 # Output to a full device: exit 1, whatever the command.
 if [ -c /dev/full ]; then
     for args in "--simulate --json $S" "--simulate $S" "check $S" "show $S" "show --emit csv $S" \
@@ -44,9 +59,22 @@ expect 2 "--json and --csv" "$P" compare --json --csv "$S"
 expect 2 "--trace given twice" "$P" --simulate --trace "$tmp/a.json" --trace "$tmp/b.json" "$S"
 expect 2 "--sync and --simulate" "$P" --simulate --sync "$S"
 for t in inf 0x10 0 -1 abc; do
-    expect 2 "^--timeout run.timeout=$t: " "$P" --simulate --timeout "$t" "$S"
+    expect 2 "^--timeout $t: " "$P" --simulate --timeout "$t" "$S"
 done
 expect 0 - "$P" --simulate --quiet --timeout 30 "$S"
+# A flag that stands for one key is named as typed, not as the --set it is read as.
+expect 2 "^--gpu h1000: unknown GPU 'h1000' (allowed: a100, " "$P" --simulate --gpu h1000 "$S"
+expect 2 "^--gpu zz: unknown GPU" "$P" plan --gpu zz "$S"
+
+# A mistyped command is named unknown, with the closest command and every command; a bare word
+# that is a file here still runs.
+all="compare, show, check, profile, plan, or a schedule FILE.yaml to run it"
+expect 2 "^ppsched: unknown command 'plna'; did you mean 'plan'? (allowed: $all)" "$P" plna "$S"
+verify "an unknown command was taken for a schedule file" absent "one schedule file" "$tmp/err"
+expect 2 "^ppsched: unknown command 'xyz' (allowed: $all)" "$P" xyz
+cp tests/data/minimal.yaml "$tmp/sched"
+case $P in /*) abs=$P ;; *) abs=$PWD/$P ;; esac
+expect 0 - sh -c "cd '$tmp' && '$abs' sched --simulate --quiet"
 
 # An input error first and alone: no note about GPUs before "No such file".
 expect 2 "^nosuch.yaml: No such file or directory" "$P" nosuch.yaml
@@ -95,6 +123,78 @@ if [ "$n_out" -eq 0 ] && [ "$n_in" -eq 3 ]; then passed=$((passed + 1)); else
     failed=$((failed + 1))
     echo "  FAIL charts: $n_in in the folder (want 3), $n_out outside it"
 fi
+# compare --svg makes a new chart folder, named with or without its trailing slash.
+expect 0 - "$P" compare --simulate --quiet --svg "$tmp/newcharts/" "$S"
+verify "compare --svg DIR/ made no DIR" [ -d "$tmp/newcharts" ]
+
+# profile without a GPU: a condition of the machine, said without a source place; exit 1.
+expect 1 "^ppsched profile: " "$P" profile "$S"
+verify "profile without a GPU names a source file" absent '\.c:[0-9]' "$tmp/err"
+
+# Every command's --help ends with its exit codes, one line each for 0, 1 and 2.
+for c in "" compare show check profile plan; do
+    # shellcheck disable=SC2086
+    "$P" $c --help >"$tmp/out"
+    verify "'ppsched $c --help' does not list the exit codes 0, 1 and 2 once each" \
+        [ "$(grep -c -e '^exit status:$' -e '^  0  ok$' -e '^  1  ' -e '^  2  ' "$tmp/out")" = 4 ]
+done
+
+# A simulated run that would not fit: the report, then exit 1 saying what it needs.
+big="--set model.hidden=8192 --set model.heads=64 --set model.layers=48"
+# shellcheck disable=SC2086
+expect 1 "^ppsched: the run would not fit: device 0 needs 141.0 GiB, the h100 has 79.2 GiB" \
+    "$P" --simulate --quiet $big "$S"
+verify "the report did not come before the refusal" grep -q '^# memory: does not fit' "$tmp/out"
+# shellcheck disable=SC2086
+expect 1 "would not fit" "$P" --simulate --json $big "$S"
+verify "the JSON report did not come before the refusal" grep -q '^{"schedule":"1f1b"' "$tmp/out"
+
+# Output paths, checked before anything loads: exit 2 naming the option, nothing printed or run.
+for args in "--simulate --svg $tmp/no/x.svg" "--simulate --trace $tmp/no/x.json" \
+    "compare --simulate --svg $tmp/no/charts" "profile -o $tmp/no/p.yaml" \
+    "plan --emit $tmp/no/x.yaml"; do
+    # shellcheck disable=SC2086
+    expect 2 "^--[a-z]* $tmp/no/[a-z.]*: no such folder '$tmp/no' (allowed: " "$P" $args "$S"
+    verify "$args: the work began before the path was checked" [ "$(wc -l <"$tmp/err")" = 1 ]
+    verify "$args: printed a report" [ ! -s "$tmp/out" ]
+done
+expect 2 "^--svg $tmp: a folder (allowed: a file path)" "$P" --simulate --svg "$tmp" "$S"
+expect 2 "^--emit $S/x.yaml: '$S' is not a folder" "$P" plan --emit "$S/x.yaml" "$S"
+
+# Two outputs into one file, or an output onto an input: refused, the input untouched. A device
+# may take several.
+expect 2 "^--svg $tmp/x: --trace writes there too" "$P" -s --trace "$tmp/x" --svg "$tmp/x" "$S"
+expect 2 "^--svg ./x: --trace writes there too" sh -c "cd '$tmp' && '$abs' -s -t x -g ./x sched"
+cp tests/data/minimal.yaml "$tmp/in.yaml"
+ln -s in.yaml "$tmp/link.yaml"
+for out in "$tmp/in.yaml" "$tmp/link.yaml"; do
+    expect 2 "^--trace $out: that is the schedule file $tmp/in.yaml" "$P" -s --trace "$out" \
+        "$tmp/in.yaml"
+done
+expect 2 "^--emit $tmp/in.yaml: that is the schedule file" "$P" plan --emit "$tmp/in.yaml" \
+    "$tmp/in.yaml"
+verify "an output overwrote the schedule file" cmp -s tests/data/minimal.yaml "$tmp/in.yaml"
+expect 0 - "$P" --simulate --quiet --trace /dev/null --svg /dev/null "$S"
+# A host link so slow that an offload lasts forever is refused as input, and nothing is written.
+expect 2 "^--set cost.host_link_gbps=1e-310: 1e-310 is out of range (allowed: 0 for" "$P" -s \
+    --set run.offload=activations --set cost.host_link_gbps=1e-310 --trace "$tmp/h.json" \
+    --svg "$tmp/h.svg" "$S"
+verify "a trace was written for a refused run" [ ! -e "$tmp/h.json" ]
+verify "a chart was written for a refused run" [ ! -e "$tmp/h.svg" ]
+
+# compare checks every file before running any: every bad one named, nothing run, no chart left.
+printf 'model: {layers: x}\n' >"$tmp/bad1.yaml"
+printf 'pipeline: {devices: 4, micro_batches: 2}\n' >"$tmp/bad2.yaml"
+mkdir "$tmp/kept"
+for dir in "$tmp/made" "$tmp/kept"; do
+    expect 2 "^ppsched: compare: 2 of 4 files not valid" "$P" compare --simulate --svg "$dir" "$S" \
+        "$tmp/bad1.yaml" schedules/zb-h1.yaml "$tmp/bad2.yaml"
+    verify "compare did not name both bad files" \
+        [ "$(grep -c -e "^$tmp/bad1.yaml:1:" -e "^$tmp/bad2.yaml:1:" "$tmp/err")" = 2 ]
+    verify "compare ran before every file was checked" [ ! -s "$tmp/out" ]
+    verify "compare left charts in $dir" [ "$(find "$dir" -type f 2>/dev/null | wc -l)" = 0 ]
+done
+verify "the chart folder made for a failed comparison is left" [ ! -e "$tmp/made" ]
 
 # name: the one name of a schedule, in the table, the JSON and the check line.
 expect 0 - "$P" --simulate --quiet --set name=try "$S"

@@ -293,8 +293,8 @@ static void test_unknown_keys(void)
                       "activations)");
     EXPECT_LOAD_ERROR(
         "cost: {host_link_gbps: -1}\n",
-        "t.yaml:1:24: cost.host_link_gbps: -1 is out of range (allowed: a number >= 0 "
-        "and <= 1e+06)");
+        "t.yaml:1:24: cost.host_link_gbps: -1 is out of range (allowed: 0 for the link table's "
+        "host row, or a number >= 0.001 and <= 1e+06)");
     EXPECT_LOAD_ERROR("run:\n  recompute: partial\n",
                       "t.yaml:2:14: run.recompute: unknown value 'partial' (allowed: none, "
                       "selective, full)");
@@ -373,6 +373,10 @@ static void test_out_of_range(void)
     EXPECT_LOAD_ERROR("cost:\n  send: -0.5\n",
                       "t.yaml:2:9: cost.send: -0.5 is out of range (allowed: a number >= 0 and "
                       "<= 1e+06)");
+    /* a host link so slow that an offload would take longer than a double holds */
+    EXPECT_LOAD_ERROR("cost:\n  host_link_gbps: 1e-310\n",
+                      "t.yaml:2:19: cost.host_link_gbps: 1e-310 is out of range (allowed: 0 for "
+                      "the link table's host row, or a number >= 0.001 and <= 1e+06)");
     EXPECT_LOAD_ERROR("run:\n  seed: -1\n",
                       "t.yaml:2:9: run.seed: -1 is out of range (allowed: an integer "
                       "0..18446744073709551615)");
@@ -682,6 +686,13 @@ static void test_set(void)
     EXPECT_SET_ERROR("schedule.steps=[[0F0, 0Q0]]",
                      "--set schedule.steps=[[0F0, 0Q0]]: device 0, step 1: '0Q0' is not an "
                      "action " ACTION_ALLOWED);
+    /* A flag that stands for one key is named as typed: the flag and the value. */
+    EXPECT_SET_ERROR("--gpu= cost.gpu=h1000",
+                     "--gpu h1000: unknown GPU 'h1000' (allowed: a100, h100, h200, b200)");
+    EXPECT_SET_ERROR("--timeout= run.timeout=inf",
+                     "--timeout inf: 'inf' is not a number (allowed: a number > 0 and <= 86400)");
+    EXPECT_SET_ERROR("--sweep model.layers=0",
+                     "--sweep model.layers=0: 0 is out of range (allowed: an integer 1..100000)");
     /* A resolve problem caused by an override names the override. */
     const char *e;
     const char *few[] = {"pipeline.micro_batches=2"};

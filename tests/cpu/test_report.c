@@ -13,6 +13,7 @@
 #include "support.h"
 #include "textcheck.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -556,6 +557,43 @@ static void test_svg(void)
     ts_plan_free(&x);
 }
 
+/* A time that is not finite (a cost out of range) is refused before any writer prints it: no
+ * report, no trace or chart file ("dur":inf is not JSON, x="-nan" not SVG), and the message names
+ * the op. */
+static void test_non_finite_times(void)
+{
+    int sends;
+    ts_plan_t x;
+    tp_small(&x, 1.0, &sends);
+    pp_timeline_t tl;
+    REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+    int k = ts_rand_int(0, x.pl.n_ops - 1);
+    tl.t[k].end_ms = INFINITY;
+    pp_report_t r;
+    char path[512];
+    temp_path(path, sizeof path, ".json");
+    unlink(path); /* made empty by temp_path: no writer may make it again */
+    ts_capture_begin();
+    pp_status_t st = report_build(&r, NULL, &x.pl, &tl, NULL);
+    const char *got = ts_capture_end();
+    EXPECT(st == PP_ERR_INPUT && strstr(got, "has an op time that is not finite") &&
+               strstr(got, "..inf ms"),
+           "report_build: %s", got);
+    ts_capture_begin();
+    EXPECT(report_write_trace(&x.pl, &tl, path) == PP_ERR_INPUT);
+    EXPECT(report_write_svg(&x.pl, &tl, NULL, path) == PP_ERR_INPUT);
+    ts_capture_end();
+    EXPECT(access(path, F_OK) != 0, "a file was written with a time that is not finite");
+    tl.t[k].end_ms = tl.t[k].start_ms;
+    tl.step_ms[0] = NAN;
+    ts_capture_begin();
+    EXPECT(report_build(&r, NULL, &x.pl, &tl, NULL) == PP_ERR_INPUT);
+    got = ts_capture_end();
+    EXPECT(strstr(got, "step 0 takes nan ms") != NULL, "%s", got);
+    timeline_free(&tl);
+    ts_plan_free(&x);
+}
+
 /* The bubble-against-m chart: well-formed, one point per finite value, escaped title, and the
  * closed-form curve passing through the theory at the measured m. */
 static void test_bubble_chart(void)
@@ -670,6 +708,7 @@ int main(void)
     RUN(test_table_wording);
     RUN(test_trace);
     RUN(test_svg);
+    RUN(test_non_finite_times);
     RUN(test_bubble_chart);
     RUN(test_bubble_bars);
     RUN(test_checkers_reject_bad_input);
