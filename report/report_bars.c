@@ -99,6 +99,21 @@ static void bars_frame(FILE *f, const bars_t *b, const char *title, int width, d
                 b->ms[k]);
 }
 
+/* The chart's width: every group, the legend of the m colours, and the last group's name, which
+ * is written slanted down to the right from under its bars, all inside the frame. */
+static int bars_width(const bars_t *b, const char *const *group, int group_w)
+{
+    int width = CH_L + CH_R + GROUP_GAP + b->n_groups * (group_w + GROUP_GAP);
+    if (width < CH_L + 90 * b->n_ms + CH_R) width = CH_L + 90 * b->n_ms + CH_R;
+    for (int g = 0; g < b->n_groups; g++) {
+        /* 11 px text at about 0.62 em a character, at 30 degrees: cos 30 = 0.87 */
+        double end = CH_L + GROUP_GAP + g * (group_w + GROUP_GAP) + group_w / 2.0 - 4 +
+                     0.87 * 0.62 * 11.0 * (double)strlen(group[b->first[g]]);
+        if (end + CH_R > width) width = (int)ceil(end) + CH_R;
+    }
+    return width < 420 ? 420 : width;
+}
+
 pp_status_t report_write_bubble_bars(const char *path, const char *title, int n,
                                      const char *const *group, const int *m, const double *bubble,
                                      const double *theory)
@@ -119,8 +134,7 @@ pp_status_t report_write_bubble_bars(const char *path, const char *title, int n,
     }
     y_hi = ceil(y_hi * 20.0) / 20.0; /* round up to 5 % */
     int group_w = b.n_ms * (BAR_W + BAR_GAP) - BAR_GAP;
-    int width = CH_L + CH_R + GROUP_GAP + b.n_groups * (group_w + GROUP_GAP);
-    if (width < 420) width = 420;
+    int width = bars_width(&b, group, group_w);
     bars_frame(f, &b, title, width, y_hi);
     for (int g = 0; g < b.n_groups; g++) {
         int gx = CH_L + GROUP_GAP + g * (group_w + GROUP_GAP);

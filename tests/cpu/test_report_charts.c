@@ -3,7 +3,10 @@
  * at most 2400 px wide, ticks 95-240 px apart at round values, each chunk of a V schedule in its
  * own shade, micro-batch labels past 9 wherever the box holds them (and inside the box), a small
  * file at m = 512 whose merged boxes still add up to each device's busy time, and finite
- * coordinates whatever the times.
+ * coordinates whatever the times. The bubble chart: the closed form through every m the kind
+ * accepts, the runs as markers and not a line, round y ticks. The bar chart: slanted names inside
+ * the frame. The peer chart (bench/plot_peer.py, when python3 is there): round ticks, every label
+ * inside the frame.
  *
  * Plans come from the generators, lowered and simulated with uneven stage costs drawn from a
  * seeded generator.
@@ -363,6 +366,176 @@ static void test_gantt_not_finite(void)
     ts_plan_free(&x);
 }
 
+/* ---- the bubble chart ------------------------------------------------------------------------ */
+
+/* The chart of `kind` on p = 4 at the given m, as text (the caller frees it). */
+static char *bubble_chart(pp_sched_kind_t kind, int v, int n, const int *m, const double *meas,
+                          const double *sim)
+{
+    char path[512];
+    temp_path(path, sizeof path, ".svg");
+    if (report_write_bubble_chart(path, "b", kind, 4, v, n, m, meas, sim, "measured") != PP_OK)
+        return NULL;
+    char *s = read_all(path);
+    unlink(path);
+    return s;
+}
+
+/* The closed form's points: how many, and whether x rises throughout and y never rises (one
+ * decimal place may round two close values to the same y). */
+static int curve_points(const char *s, int *monotone)
+{
+    const char *p = strstr(s, "class=\"closed-form\"");
+    *monotone = 1;
+    if (!p || !(p = strstr(p, "points=\""))) return 0;
+    p += 8;
+    int n = 0;
+    double px = -INFINITY, py = -INFINITY, x, y;
+    int used;
+    while (sscanf(p, "%lf,%lf %n", &x, &y, &used) == 2) {
+        if (!(x > px) || !(n == 0 || y >= py)) *monotone = 0; /* y grows downward */
+        px = x, py = y, p += used, n++;
+    }
+    return n;
+}
+
+/* Every accepted m between the runs (1F1B: each of 8..32; interleaved: multiples of p), or 400
+ * of them over a wide range; the runs as markers with no line; round y ticks; NAN and m = 0 left
+ * out. */
+static void test_bubble_samples(void)
+{
+    int m[3] = {8, 32, 0};
+    double meas[3] = {0.30, 0.13, 0.5}, sim[3] = {0.295, NAN, 0.5};
+    int mono;
+    char *s = bubble_chart(PP_SCHED_1F1B, 1, 3, m, meas, sim);
+    REQUIRE(s != NULL);
+    xc_t xc;
+    EXPECT(xml_wellformed(s, &xc));
+    EXPECT(curve_points(s, &mono) == 25 && mono, "1f1b: %d points", curve_points(s, &mono));
+    EXPECT(count_substr(s, "<polyline") == 1, "the runs joined by a line");
+    EXPECT(count_substr(s, "class=\"measured\"") == 2 &&
+           count_substr(s, "class=\"simulated\"") == 1);
+    EXPECT(coords_finite(s));
+    double prev = NAN, step = NAN;
+    int n = 0;
+    for (const char *p = strstr(s, "class=\"ytick\""); p;
+         p = strstr(p + 1, "class=\"ytick\""), n++) {
+        char txt[32];
+        double v = strtod(el_text(strstr(p, "<text"), txt, sizeof txt), NULL);
+        if (n == 1) step = v - prev;
+        if (n > 1) EXPECT(fabs(v - prev - step) < 1e-9, "ticks %g then %g", prev, v);
+        prev = v;
+    }
+    EXPECT(n >= 4 && is_round(step), "%d y ticks, step %g %%", n, step);
+    EXPECT(prev >= 30.0, "top tick %g %% under the highest point", prev);
+    free(s);
+
+    s = bubble_chart(PP_SCHED_INTERLEAVED, 2, 2, m, meas, sim);
+    REQUIRE(s != NULL);
+    EXPECT(curve_points(s, &mono) == 7 && mono, "interleaved: %d points", curve_points(s, &mono));
+    free(s);
+
+    int wide[2] = {4, 65536};
+    s = bubble_chart(PP_SCHED_ZBH1, 1, 2, wide, meas, sim);
+    REQUIRE(s != NULL);
+    int pts = curve_points(s, &mono);
+    EXPECT(pts >= 300 && pts <= 400 && mono, "zb-h1 4..65536: %d points", pts);
+    free(s);
+}
+
+/* ---- the bar chart --------------------------------------------------------------------------- */
+
+/* Each slanted group name ends inside the frame, however long the last one is. */
+static void test_bars_inside(void)
+{
+    const char *group[] = {"gpipe", "1f1b", "interleaved-zb micro_batches=32"};
+    int m[] = {8, 8, 8};
+    double bubble[] = {0.27, 0.27, 0.06};
+    char path[512];
+    temp_path(path, sizeof path, ".svg");
+    REQUIRE(report_write_bubble_bars(path, "bars", 3, group, m, bubble, NULL) == PP_OK);
+    char *s = read_all(path);
+    REQUIRE(s != NULL);
+    double width = attr_num(strstr(s, "<svg"), "width");
+    int n = 0;
+    for (const char *p = strstr(s, "translate("); p; p = strstr(p + 1, "translate("), n++) {
+        double x = strtod(p + 10, NULL);
+        char txt[64];
+        el_text(p, txt, sizeof txt);
+        double end = x + 0.87 * 0.6 * 11.0 * strlen(txt);
+        EXPECT(end <= width, "\"%s\" ends at %.0f of %.0f px", txt, end, width);
+    }
+    EXPECT(n == 3);
+    free(s);
+    unlink(path);
+}
+
+/* ---- the peer chart -------------------------------------------------------------------------- */
+
+/* Every text element's estimated extent (0.6 em a character) inside [0, width]. */
+static void expect_text_inside(const char *s, double width, const char *what)
+{
+    for (const char *p = strstr(s, "<text "); p; p = strstr(p + 1, "<text ")) {
+        char txt[256], anchor[16];
+        double x = attr_num(p, "x"), fs = attr_num(p, "font-size");
+        if (isnan(fs)) fs = 12.0;
+        double w = 0.6 * fs * strlen(el_text(p, txt, sizeof txt));
+        attr_str(p, "text-anchor", anchor, sizeof anchor);
+        double x0 = strcmp(anchor, "end") == 0      ? x - w
+                    : strcmp(anchor, "middle") == 0 ? x - w / 2
+                                                    : x;
+        EXPECT(x0 >= 0.0 && x0 + w <= width, "%s: \"%s\" spans %.0f-%.0f of %.0f px", what, txt, x0,
+               x0 + w, width);
+    }
+}
+
+static void test_peer_chart(void)
+{
+    if (system("python3 -c 'import json' >/dev/null 2>&1") != 0) SKIP("no python3");
+    if (access("bench/plot_peer.py", R_OK) != 0) SKIP("bench/plot_peer.py not here");
+    static const char *const sched[] = {"gpipe", "1f1b", "interleaved", "zb"};
+    for (int presets = 1; presets <= 2; presets++) {
+        char in[512], out[512], cmd[1200];
+        temp_path(in, sizeof in, ".jsonl");
+        temp_path(out, sizeof out, ".svg");
+        FILE *f = fopen(in, "w");
+        REQUIRE(f != NULL);
+        for (int p = 0; p < presets; p++)
+            for (int k = 0; k < 4; k++)
+                for (int fw = 0; fw < 2; fw++) {
+                    double tps = (fw ? 2.1e5 : 7.1e5) * (1.0 + 0.03 * k) / (p ? 1.7 : 1.0);
+                    fprintf(f,
+                            "{\"framework\": \"%s\", \"preset\": \"%s\", \"schedule\": \"%s\", "
+                            "\"m\": 32, \"step_ms\": %g, \"tokens_per_s\": %g}\n",
+                            fw ? "pytorch" : "ppsched", p ? "small" : "reference", sched[k],
+                            1.3e8 / tps, tps);
+                }
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "python3 bench/plot_peer.py %s %s", in, out);
+        REQUIRE(system(cmd) == 0);
+        char *s = read_all(out);
+        REQUIRE(s != NULL);
+        xc_t xc;
+        EXPECT(xml_wellformed(s, &xc));
+        double width = attr_num(strstr(s, "<svg"), "width");
+        expect_text_inside(s, width, presets == 1 ? "one preset" : "two presets");
+        double prev = NAN, step = NAN;
+        int n = 0;
+        for (const char *p = strstr(s, "<text class=\"ytick\""); p;
+             p = strstr(p + 1, "<text class=\"ytick\""), n++) {
+            char txt[32];
+            double v = strtod(el_text(p, txt, sizeof txt), NULL) * (strchr(txt, 'k') ? 1e3 : 1);
+            if (n == 1) step = v - prev;
+            if (n > 1) EXPECT(fabs(v - prev - step) < 1e-6 * step, "ticks %g then %g", prev, v);
+            prev = v;
+        }
+        EXPECT(n >= 4 && is_round(step), "%d y ticks, step %g", n, step);
+        free(s);
+        unlink(in);
+        unlink(out);
+    }
+}
+
 int main(void)
 {
     /* a writer that never stops (an axis that never reaches its end) fails here, not by filling
@@ -375,5 +548,8 @@ int main(void)
     RUN(test_gantt_chunks);
     RUN(test_gantt_labels);
     RUN(test_gantt_not_finite);
+    RUN(test_bubble_samples);
+    RUN(test_bars_inside);
+    RUN(test_peer_chart);
     return check_summary("test_report_charts");
 }
