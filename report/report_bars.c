@@ -75,6 +75,21 @@ static void bars_frame(pp_out_t *o, const bars_t *b, const char *title, int widt
                    b->ms[k]);
 }
 
+/* The chart's width: every group, the legend of the m colours, and the last group's name, which
+ * is written slanted down to the right from under its bars, all inside the frame. */
+static int bars_width(const bars_t *b, const char *const *group, int group_w)
+{
+    int width = CH_L + CH_R + GROUP_GAP + b->n_groups * (group_w + GROUP_GAP);
+    if (width < CH_L + 90 * b->n_ms + CH_R) width = CH_L + 90 * b->n_ms + CH_R;
+    for (int g = 0; g < b->n_groups; g++) {
+        /* 11 px text at about 0.62 em a character, at 30 degrees: cos 30 = 0.87 */
+        double end = CH_L + GROUP_GAP + g * (group_w + GROUP_GAP) + group_w / 2.0 - 4 +
+                     0.87 * 0.62 * 11.0 * (double)strlen(group[b->first[g]]);
+        if (end + CH_R > width) width = (int)ceil(end) + CH_R;
+    }
+    return width < 420 ? 420 : width;
+}
+
 /* The whole chart: the frame scaled to the highest bar or tick, the group labels, then a bar per
  * run (and its closed-form tick). */
 static void bars_draw(pp_out_t *o, const bars_t *b, const char *title, int n,
@@ -88,8 +103,7 @@ static void bars_draw(pp_out_t *o, const bars_t *b, const char *title, int n,
     }
     y_hi = ceil(y_hi * 20.0) / 20.0; /* round up to 5 % */
     int group_w = b->n_ms * (BAR_W + BAR_GAP) - BAR_GAP;
-    int width = CH_L + CH_R + GROUP_GAP + b->n_groups * (group_w + GROUP_GAP);
-    if (width < 420) width = 420;
+    int width = bars_width(b, group, group_w);
     bars_frame(o, b, title, width, y_hi);
     for (int g = 0; g < b->n_groups; g++) {
         int gx = CH_L + GROUP_GAP + g * (group_w + GROUP_GAP);

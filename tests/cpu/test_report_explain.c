@@ -339,8 +339,8 @@ static void test_svg_marks(void)
         n_crit_compute += x.r.explain.path.links[i].role == PP_ROLE_COMPUTE;
     EXPECT(xc.n_op_rects == n_compute, "%d op boxes for %d compute ops", xc.n_op_rects, n_compute);
     EXPECT(count_substr(s, " critical\" x=") == x.r.explain.path.n, "marked ops");
-    EXPECT(count_substr(s, "<rect class=\"op F critical\"") +
-                   count_substr(s, "<rect class=\"op B critical\"") ==
+    EXPECT(count_substr(s, "<rect class=\"op F c0 critical\"") +
+                   count_substr(s, "<rect class=\"op B c0 critical\"") ==
                n_crit_compute,
            "critical boxes");
     EXPECT(count_substr(s, "<rect class=\"gap ") == x.r.explain.split.n_gaps);
