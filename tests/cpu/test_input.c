@@ -1,8 +1,9 @@
 /*
  * test_input.c — what the readers refuse before they parse: files that are not regular (a
  * device, a FIFO, a directory), files over the size limit, YAML nested past the depth limit (in
- * a file, inline and in a --set value), explicit YAML tags, empty and comment-only files, --set
- * keys with an empty part, and long values cut short in messages (YAML and CSV).
+ * a file, inline and in a --set value), explicit YAML tags, empty, comment-only and null-only
+ * files (`---`, `~`, `null`), --set keys with an empty part, and long values cut short in
+ * messages (YAML and CSV).
  *
  * Each case expects one exact message line and PP_ERR_INPUT. Files are made in a temporary
  * folder that the program removes at the end.
@@ -137,6 +138,17 @@ static void test_empty_file(void)
     EXPECT_FILE_ERROR("tests/data/comments_only.yaml",
                       "tests/data/comments_only.yaml: empty (allowed: a mapping of sections, see "
                       "docs/schedule-format.md)");
+    /* A document that is a null alone is as empty (it would run every default). */
+    static const char *const nulls[] = {"---\n", "~\n", "null\n", "--- ~\n", "# a comment\nNULL\n"};
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++) {
+        char p[256], want[512];
+        write_file(p, sizeof p, "null.yaml", "", 0, nulls[i]);
+        const char *e;
+        pp_status_t st = load_file(p, NULL, 0, &e);
+        snprintf(want, sizeof want,
+                 "%s: empty (allowed: a mapping of sections, see docs/schedule-format.md)\n", p);
+        EXPECT(st == PP_ERR_INPUT && !strcmp(e, want), "%s: %s", nulls[i], e);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
