@@ -206,14 +206,16 @@ static pp_status_t set_link(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
     return set_table_name(c, n, key, 0);
 }
 
-/* `profile: FILE` — relative to the YAML file's folder (to the working folder in a --set); it
- * must open (profile.h reads it when the run is priced). */
+/* `profile: FILE` — relative to the YAML file's folder, written in the file or in a --set override
+ * alike (as `csv:` is); an absolute path as it is. It must be a regular file of at most
+ * PP_INPUT_MAX_BYTES, checked here without reading it (a FIFO would wait for a writer); the run
+ * chain reads it when it loads the job (profile.h). */
 static pp_status_t set_profile(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 {
     const char *allowed = "a profile written by `ppsched profile`, relative to the YAML's folder";
-    char *rel = NULL;
+    char *rel = NULL, why[160];
     PP_CHECK(cfg_get_string(c, n, key, allowed, &rel));
-    const char *slash = c->set ? NULL : strrchr(c->file, '/');
+    const char *slash = strrchr(c->file, '/');
     size_t dir_len = (rel[0] == '/' || !slash) ? 0 : (size_t)(slash - c->file) + 1;
     char *full = malloc(dir_len + strlen(rel) + 1);
     if (!full) {
@@ -223,14 +225,15 @@ static pp_status_t set_profile(cfg_ctx_t *c, const yaml_node_t *n, const char *k
     memcpy(full, c->file, dir_len);
     strcpy(full + dir_len, rel);
     free(rel);
-    FILE *f = fopen(full, "r");
-    if (!f) {
+    if (input_check_file(full, PP_INPUT_MAX_BYTES, why, sizeof why) != PP_OK) {
+        /* the reason may carry its own "(allowed: a regular file)" */
         pp_status_t st =
-            cfg_err(c, n, key, "cannot open %s: %s (allowed: %s)", full, strerror(errno), allowed);
+            strstr(why, "(allowed: ")
+                ? cfg_err(c, n, key, "cannot open %s: %s", full, why)
+                : cfg_err(c, n, key, "cannot open %s: %s (allowed: %s)", full, why, allowed);
         free(full);
         return st;
     }
-    fclose(f);
     free(c->cfg->cost_src.profile);
     c->cfg->cost_src.profile = full;
     return PP_OK;
