@@ -55,6 +55,12 @@ int cfg_is_set(const pp_config_t *cfg, int k)
     return cfg->origin[k][0] != '\0';
 }
 
+const char *cfg_source(const pp_config_t *cfg, int k)
+{
+    if (strncmp(cfg->origin[k], "--", 2) == 0) return cfg->origin[k];
+    return cfg->path ? cfg->path : "config";
+}
+
 /* The prefix of a message about key k (see config_error_at). */
 static void cfg_prefix(const pp_config_t *cfg, int k, int line, int col)
 {

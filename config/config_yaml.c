@@ -225,6 +225,10 @@ static pp_status_t collect_steps(cfg_ctx_t *c, const char *key, const yaml_node_
     for (int d = 0; d < n_dev; d++) {
         const yaml_node_t *l = rows[d];
         int len = (int)(l->data.sequence.items.top - l->data.sequence.items.start);
+        if (!c->set) { /* a place in a --set value would name no line of any file */
+            out->list_line[d] = (int)l->start_mark.line + 1;
+            out->list_col[d] = (int)l->start_mark.column + 1;
+        }
         for (int i = 0; i < len; i++) {
             yaml_node_t *item = yaml_document_get_node(c->doc, l->data.sequence.items.start[i]);
             pp_step_text_t *t = &out->items[out->n++];
