@@ -44,6 +44,8 @@ const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     [PP_CFG_TRANSPORT] = "pipeline.transport",
     [PP_CFG_OVERLAP] = "cost.overlap",
     [PP_CFG_DEVICES_PER_PROCESS] = "pipeline.devices_per_process",
+    [PP_CFG_SEQ_LEN] = "model.seq_len",
+    [PP_CFG_MICRO_BATCH_SIZE] = "pipeline.micro_batch_size",
 };
 
 /* ---------------------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ typedef enum pp_config_key {
     PP_CFG_TRANSPORT,
     PP_CFG_OVERLAP,
     PP_CFG_DEVICES_PER_PROCESS,
+    PP_CFG_SEQ_LEN,
+    PP_CFG_MICRO_BATCH_SIZE,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 
