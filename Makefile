@@ -10,7 +10,7 @@
 #   make readme     re-run the README's checked transcripts and rewrite those that changed (make
 #                   test fails on any difference: tests/check_docs.sh)
 #   make test-asan  the CPU tests under AddressSanitizer + UBSan, then make fuzz
-#   make fuzz       the config and CSV readers under a bounded fuzz run (FUZZ_SECONDS=, per target)
+#   make fuzz       the config, CSV and profile readers under a bounded fuzz run (FUZZ_SECONDS=, per target)
 #   make sanitize   the GPU tests (quick cases) under compute-sanitizer memcheck and racecheck
 #                   (needs a GPU; about 8 min on one H100; SANITIZE_JOBS=, SANITIZE_TIMEOUT=)
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local,
@@ -216,11 +216,11 @@ LIBS += $(LDFLAGS_EXTRA)
 endif
 
 # --- fuzzing -----------------------------------------------------------------------------------
-# Two targets from tests/fuzz/fuzz_readers.c (the YAML config reader, the CSV reader) over the
-# core, built with ASan and UBSan: with libFuzzer where clang is present, else with the
-# bounded mutation driver tests/fuzz/fuzz_main.c. `make fuzz` replays the seeds (every shipped
-# YAML and CSV, and tests/data/fuzz/, which keeps the inputs that once broke a reader), then
-# fuzzes each target for FUZZ_SECONDS. `make test-asan` runs it, so CI does.
+# Three targets from tests/fuzz/fuzz_readers.c (the YAML config reader, the CSV reader, the profile
+# reader) over the core, built with ASan and UBSan: with libFuzzer where clang is present, else
+# with the bounded mutation driver tests/fuzz/fuzz_main.c. `make fuzz` replays the seeds (every
+# shipped YAML, CSV and profile, and tests/data/fuzz/, which keeps the inputs that once broke a
+# reader), then fuzzes each target for FUZZ_SECONDS. `make test-asan` runs it, so CI does.
 FUZZ_SECONDS ?= 20
 FUZZ_CLANG := $(shell command -v clang 2>/dev/null)
 ifneq ($(FUZZ_CLANG),)
@@ -248,7 +248,10 @@ $(BUILD)/fuzz/fuzz_config: tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ)
 $(BUILD)/fuzz/fuzz_csv: tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LINK) -DFUZZ_CSV tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ) -o $@ $(YAML_LIBS) -lm -pthread
 
-fuzz: $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_csv
+$(BUILD)/fuzz/fuzz_profile: tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LINK) -DFUZZ_PROFILE tests/fuzz/fuzz_readers.c $(FUZZ_MAIN) $(FUZZ_OBJ) -o $@ $(YAML_LIBS) -lm -pthread
+
+fuzz: $(BUILD)/fuzz/fuzz_config $(BUILD)/fuzz/fuzz_csv $(BUILD)/fuzz/fuzz_profile
 	@sh tests/fuzz/run_fuzz.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
 
 # --- benchmarks --------------------------------------------------------------------------------

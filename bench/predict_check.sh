@@ -57,6 +57,8 @@ if [ "$make_profile" = 1 ]; then
     made="made in the same call, $(($(date +%s) - start)) s"
 fi
 [ -f "$profile" ] || { echo "predict_check.sh: no profile $profile (make one: $ppsched profile schedules/1f1b.yaml --set pipeline.devices=1 -o $profile, or pass --profile)" >&2; exit 2; }
+# --set cost.profile is relative to the schedule's folder: give it the profile's absolute path
+profile_set=$(cd "$(dirname "$profile")" && pwd)/$(basename "$profile")
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "# predict_check: $gpu, profile $profile, commit $commit -> $out"
 
@@ -74,7 +76,7 @@ for model in reference small; do
                 >"$base.measured.json" 2>"$base.measured.err" || true
             # shellcheck disable=SC2086
             "$ppsched" schedules/$kind.yaml $common $extra --set pipeline.micro_batches=$m \
-                --simulate --gpu "$tag" --set cost.profile="$profile" >"$base.profile.json" 2>"$base.profile.err" || true
+                --simulate --gpu "$tag" --set cost.profile="$profile_set" >"$base.profile.json" 2>"$base.profile.err" || true
             # shellcheck disable=SC2086
             "$ppsched" schedules/$kind.yaml $common $extra --set pipeline.micro_batches=$m \
                 --simulate --gpu "$tag" >"$base.gpu.json" 2>"$base.gpu.err" || true
@@ -138,7 +140,7 @@ for model in reference small; do
     [ "$model" = small ] && extra=$small
     for src in profile gpu; do
         set -- --gpu "$tag"
-        [ "$src" = profile ] && set -- "$@" --set cost.profile="$profile"
+        [ "$src" = profile ] && set -- "$@" --set cost.profile="$profile_set"
         # shellcheck disable=SC2086
         line=$("$ppsched" schedules/dualpipe-v.yaml --simulate --set pipeline.devices=1 $extra "$@" 2>/dev/null |
             grep '^# cost model:' | sed 's/; ms per micro-batch.*//') || line="# cost model: ?"

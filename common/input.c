@@ -4,6 +4,8 @@
  * bytes, so a device that never ends is refused at the limit. The YAML check walks libyaml's
  * events and stops at the first collection past the depth limit: the scanner never runs far
  * beyond it, which keeps libyaml's cost on deeply nested text (quadratic in the depth) small.
+ * input_yaml_load runs that check before it builds a document, so every YAML reader (the config,
+ * a profile) has the same limits and says the same words about them.
  */
 #include "input.h"
 
@@ -67,28 +69,52 @@ static pp_status_t read_fd(int fd, const char *path, size_t max, char **text, si
     return PP_OK;
 }
 
-pp_status_t input_read_file(const char *path, size_t max_bytes, char **text, size_t *len, char *why,
-                            size_t why_size)
+/* Open path for reading without waiting (a FIFO with no writer), and check it is a regular file
+ * of at most max_bytes by its size. Returns the descriptor, blocking again, or -1 with why. */
+static int open_regular(const char *path, size_t max_bytes, char *why, size_t why_size)
 {
     struct stat sb;
-    *text = NULL;
-    *len = 0;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         snprintf(why, why_size, "%s", strerror(errno));
-        return PP_ERR_INPUT;
+        return -1;
     }
     int bad = fstat(fd, &sb) != 0;
     if (bad || !S_ISREG(sb.st_mode)) {
         snprintf(why, why_size, "%s%s", bad ? strerror(errno) : file_kind(sb.st_mode),
                  bad ? "" : " (allowed: a regular file)");
         close(fd);
-        return PP_ERR_INPUT;
+        return -1;
+    }
+    if ((unsigned long long)sb.st_size > (unsigned long long)max_bytes) {
+        snprintf(why, why_size, "larger than %zu bytes (allowed: a file of at most %zu bytes)",
+                 max_bytes, max_bytes);
+        close(fd);
+        return -1;
     }
     (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+pp_status_t input_read_file(const char *path, size_t max_bytes, char **text, size_t *len, char *why,
+                            size_t why_size)
+{
+    *text = NULL;
+    *len = 0;
+    int fd = open_regular(path, max_bytes, why, why_size);
+    if (fd < 0) return PP_ERR_INPUT;
+    /* read to the limit all the same: the file may grow after fstat */
     pp_status_t st = read_fd(fd, path, max_bytes, text, len, why, why_size);
     close(fd);
     return st;
+}
+
+pp_status_t input_check_file(const char *path, size_t max_bytes, char *why, size_t why_size)
+{
+    int fd = open_regular(path, max_bytes, why, why_size);
+    if (fd < 0) return PP_ERR_INPUT;
+    close(fd);
+    return PP_OK;
 }
 
 /* The explicit tag of a node event, or NULL. */
@@ -147,4 +173,98 @@ const char *input_shorten(const char *s, char *buf, size_t size)
     if (size) buf[i] = '\0';
     if (n > keep && size > keep) snprintf(buf + keep, size - keep, "... (%zu bytes)", n);
     return buf;
+}
+
+/* 1-based line and column of byte `off` of text (libyaml's reader errors carry only an offset). */
+static void offset_to_mark(const char *text, size_t len, size_t off, size_t *line, size_t *col)
+{
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && i < len; i++) {
+        if (text[i] == '\n') {
+            ++*line;
+            *col = 1;
+        } else {
+            ++*col;
+        }
+    }
+}
+
+/* err from what input_yaml_check found (DEEP or TAG). */
+static void check_error(const input_yaml_check_t *k, int max_depth, input_yaml_error_t *err)
+{
+    err->problem = k->problem;
+    err->line = k->line;
+    err->col = k->col;
+    if (k->problem == INPUT_YAML_DEEP)
+        snprintf(err->message, sizeof err->message,
+                 "nested deeper than %d levels (allowed: at most %d)", max_depth, max_depth);
+    else
+        snprintf(err->message, sizeof err->message,
+                 "explicit tag %s (allowed: values without tags; quote a value to make it text)",
+                 k->tag);
+}
+
+/* err from libyaml's problem: PP_ERR_NOMEM or PP_ERR_INPUT. */
+static pp_status_t parser_error(const yaml_parser_t *p, const char *text, size_t len,
+                                input_yaml_error_t *err)
+{
+    if (p->error == YAML_MEMORY_ERROR) {
+        snprintf(err->message, sizeof err->message, "out of host memory parsing YAML");
+        return PP_ERR_NOMEM;
+    }
+    err->problem = INPUT_YAML_INVALID;
+    if (p->error == YAML_READER_ERROR) {
+        offset_to_mark(text, len, p->problem_offset, &err->line, &err->col);
+    } else {
+        err->line = (size_t)p->problem_mark.line + 1;
+        err->col = (size_t)p->problem_mark.column + 1;
+    }
+    snprintf(err->problem_text, sizeof err->problem_text, "%s",
+             p->problem ? p->problem : "unreadable input");
+    if (p->context)
+        snprintf(err->message, sizeof err->message, "invalid YAML: %s (%s at line %zu)",
+                 err->problem_text, p->context, (size_t)p->context_mark.line + 1);
+    else
+        snprintf(err->message, sizeof err->message, "invalid YAML: %s", err->problem_text);
+    return PP_ERR_INPUT;
+}
+
+pp_status_t input_yaml_load(const char *text, size_t len, int max_depth, yaml_document_t *doc,
+                            input_yaml_error_t *err)
+{
+    yaml_parser_t p;
+    yaml_document_t extra;
+    input_yaml_check_t k;
+    memset(err, 0, sizeof *err);
+    input_yaml_problem_t found = input_yaml_check(text, len, max_depth, &k);
+    if (found == INPUT_YAML_DEEP || found == INPUT_YAML_TAG) {
+        check_error(&k, max_depth, err);
+        return PP_ERR_INPUT;
+    } /* ok, or invalid YAML: the load below says where */
+    if (!yaml_parser_initialize(&p)) {
+        snprintf(err->message, sizeof err->message, "out of host memory starting the YAML parser");
+        return PP_ERR_NOMEM;
+    }
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    pp_status_t st = PP_OK;
+    if (!yaml_parser_load(&p, doc)) {
+        st = parser_error(&p, text, len, err);
+    } else if (!yaml_parser_load(&p, &extra)) {
+        st = parser_error(&p, text, len, err);
+        yaml_document_delete(doc);
+    } else {
+        if (yaml_document_get_root_node(&extra)) {
+            err->problem = INPUT_YAML_SECOND;
+            err->line = (size_t)extra.start_mark.line + 1;
+            err->col = (size_t)extra.start_mark.column + 1;
+            snprintf(err->message, sizeof err->message,
+                     "a second YAML document starts here (allowed: one document per file)");
+            st = PP_ERR_INPUT;
+            yaml_document_delete(doc);
+        }
+        yaml_document_delete(&extra);
+    }
+    yaml_parser_delete(&p);
+    return st;
 }

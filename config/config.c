@@ -44,6 +44,8 @@ const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     [PP_CFG_TRANSPORT] = "pipeline.transport",
     [PP_CFG_OVERLAP] = "cost.overlap",
     [PP_CFG_DEVICES_PER_PROCESS] = "pipeline.devices_per_process",
+    [PP_CFG_SEQ_LEN] = "model.seq_len",
+    [PP_CFG_MICRO_BATCH_SIZE] = "pipeline.micro_batch_size",
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -53,6 +55,12 @@ const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
 int cfg_is_set(const pp_config_t *cfg, int k)
 {
     return cfg->origin[k][0] != '\0';
+}
+
+const char *cfg_source(const pp_config_t *cfg, int k)
+{
+    if (strncmp(cfg->origin[k], "--", 2) == 0) return cfg->origin[k];
+    return cfg->path ? cfg->path : "config";
 }
 
 /* The prefix of a message about key k (see config_error_at). */
@@ -174,11 +182,13 @@ static char *base_name(const char *path)
 }
 
 /* Parse `text` as the file `name` and apply the overrides. A file (is_file) must hold something
- * besides comments; text from a test may be empty (every default). */
+ * besides comments and a null (`---`, `~`, `null` alone); text from a test may be empty (every
+ * default). */
 static pp_status_t load_text(pp_config_t *cfg, const char *name, const char *text, size_t len,
                              const char *const *sets, int n_sets, int is_file)
 {
     yaml_document_t doc;
+    yaml_node_t *root;
     int loaded = 0;
     pp_status_t st;
     cfg_ctx_t c;
@@ -188,13 +198,14 @@ static pp_status_t load_text(pp_config_t *cfg, const char *name, const char *tex
     PP_ALLOC_CHECK(cfg->path);
     c = (cfg_ctx_t){cfg, cfg->path, NULL, &doc, "--set", NULL};
     PP_CHECK_GOTO(cfg_yaml_load_text(&c, text, len, &doc, &loaded), st, done);
-    if (is_file && !yaml_document_get_root_node(&doc)) {
+    root = yaml_document_get_root_node(&doc);
+    if (is_file && (!root || cfg_node_is_null(root))) {
         fprintf(stderr, "%s: empty (allowed: a mapping of sections, see docs/schedule-format.md)\n",
                 name);
         st = PP_ERR_INPUT;
         goto done;
     }
-    PP_CHECK_GOTO(cfg_apply_root(&c, yaml_document_get_root_node(&doc)), st, done);
+    PP_CHECK_GOTO(cfg_apply_root(&c, root), st, done);
     for (int i = 0; i < n_sets; i++)
         PP_CHECK_GOTO(cfg_apply_set(cfg, sets[i]), st, done);
     config_finish(cfg);

@@ -38,6 +38,9 @@ typedef struct pp_steps_cfg {
     int n_devices;         /* lists written; 0 when there are no steps */
     int n;                 /* actions in all lists */
     pp_step_text_t *items; /* [n], device 0's first, each list in its order */
+    /* Where each device's list starts in the file (1-based), for messages about its program;
+     * 0 when the steps came from a --set value. */
+    int list_line[PP_MAX_DEVICES], list_col[PP_MAX_DEVICES];
 } pp_steps_cfg_t;
 
 typedef struct pp_schedule_cfg {
@@ -66,6 +69,8 @@ typedef enum pp_config_key {
     PP_CFG_TRANSPORT,
     PP_CFG_OVERLAP,
     PP_CFG_DEVICES_PER_PROCESS,
+    PP_CFG_SEQ_LEN,
+    PP_CFG_MICRO_BATCH_SIZE,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 

@@ -34,6 +34,9 @@ pp_status_t cfg_err(const cfg_ctx_t *c, const yaml_node_t *node, const char *key
 /* Remember where key k was set (the value node's place, or the override's text). */
 void cfg_mark(const cfg_ctx_t *c, int k, const yaml_node_t *node, const char *key);
 int cfg_is_set(const pp_config_t *cfg, int k);
+/* Where the value of key k came from, for a message that names no line: the `--set` text of the
+ * override that set it, else the file's name. */
+const char *cfg_source(const pp_config_t *cfg, int k);
 /* The key to blame for a problem: the first of the keys (the list ends with -1) set by a --set
  * override, else the first the input set, else `fallback`. */
 int cfg_pick(const pp_config_t *cfg, int fallback, ...);

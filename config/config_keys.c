@@ -222,14 +222,16 @@ static pp_status_t set_host_link(cfg_ctx_t *c, const yaml_node_t *n, const char 
     return PP_OK;
 }
 
-/* `profile: FILE` — relative to the YAML file's folder (to the working folder in a --set); it
- * must open (profile.h reads it when the run is priced). */
+/* `profile: FILE` — relative to the YAML file's folder, written in the file or in a --set override
+ * alike (as `csv:` is); an absolute path as it is. It must be a regular file of at most
+ * PP_INPUT_MAX_BYTES, checked here without reading it (a FIFO would wait for a writer); the run
+ * chain reads it when it loads the job (profile.h). */
 static pp_status_t set_profile(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 {
     const char *allowed = "a profile written by `ppsched profile`, relative to the YAML's folder";
-    char *rel = NULL;
+    char *rel = NULL, why[160];
     PP_CHECK(cfg_get_string(c, n, key, allowed, &rel));
-    const char *slash = c->set ? NULL : strrchr(c->file, '/');
+    const char *slash = strrchr(c->file, '/');
     size_t dir_len = (rel[0] == '/' || !slash) ? 0 : (size_t)(slash - c->file) + 1;
     char *full = malloc(dir_len + strlen(rel) + 1);
     if (!full) {
@@ -239,14 +241,15 @@ static pp_status_t set_profile(cfg_ctx_t *c, const yaml_node_t *n, const char *k
     memcpy(full, c->file, dir_len);
     strcpy(full + dir_len, rel);
     free(rel);
-    FILE *f = fopen(full, "r");
-    if (!f) {
+    if (input_check_file(full, PP_INPUT_MAX_BYTES, why, sizeof why) != PP_OK) {
+        /* the reason may carry its own "(allowed: a regular file)" */
         pp_status_t st =
-            cfg_err(c, n, key, "cannot open %s: %s (allowed: %s)", full, strerror(errno), allowed);
+            strstr(why, "(allowed: ")
+                ? cfg_err(c, n, key, "cannot open %s: %s", full, why)
+                : cfg_err(c, n, key, "cannot open %s: %s (allowed: %s)", full, why, allowed);
         free(full);
         return st;
     }
-    fclose(f);
     free(c->cfg->cost_src.profile);
     c->cfg->cost_src.profile = full;
     return PP_OK;
@@ -307,7 +310,7 @@ static const key_spec_t model_keys[] = {
     INT_KEY("layers", model.layers, 1, 100000, PP_CFG_LAYERS),
     INT_KEY("hidden", model.hidden, 1, 1 << 20, PP_CFG_HIDDEN),
     INT_KEY("heads", model.heads, 1, 1 << 16, PP_CFG_HEADS),
-    INT_KEY("seq_len", model.seq_len, 1, 1 << 20, -1),
+    INT_KEY("seq_len", model.seq_len, 1, 1 << 20, PP_CFG_SEQ_LEN),
     INT_KEY("vocab", model.vocab, 1, 1 << 24, -1),
     ENUM_KEY("dtype", model.dtype, dtype),
     FN_KEY("layers_per_stage", set_layers_per_stage, PP_CFG_LAYERS_PER_STAGE),
@@ -320,7 +323,7 @@ static const key_spec_t pipeline_keys[] = {
     {"placement", VAL_ENUM, OFF(pipeline.placement), 0, 0, 0, placement_names, placement_values,
      NULL, PP_CFG_PLACEMENT},
     INT_KEY("micro_batches", pipeline.micro_batches, 1, PP_MAX_MICRO_BATCHES, PP_CFG_MICRO_BATCHES),
-    INT_KEY("micro_batch_size", pipeline.micro_batch_size, 1, 1 << 16, -1),
+    INT_KEY("micro_batch_size", pipeline.micro_batch_size, 1, 1 << 16, PP_CFG_MICRO_BATCH_SIZE),
     FN_KEY("transport", set_transport, PP_CFG_TRANSPORT),
     {"split", VAL_ENUM, OFF(pipeline.split), 0, 0, 0, split_names, split_values, NULL,
      PP_CFG_SPLIT},

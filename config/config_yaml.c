@@ -231,6 +231,10 @@ static pp_status_t collect_steps(cfg_ctx_t *c, const char *key, const yaml_node_
     for (int d = 0; d < n_dev; d++) {
         const yaml_node_t *l = rows[d];
         int len = (int)(l->data.sequence.items.top - l->data.sequence.items.start);
+        if (!c->set) { /* a place in a --set value would name no line of any file */
+            out->list_line[d] = (int)l->start_mark.line + 1;
+            out->list_col[d] = (int)l->start_mark.column + 1;
+        }
         for (int i = 0; i < len; i++) {
             yaml_node_t *item = yaml_document_get_node(c->doc, l->data.sequence.items.start[i]);
             pp_step_text_t *t = &out->items[out->n++];
@@ -318,112 +322,31 @@ pp_status_t cfg_set_steps(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
  * Parsing YAML text
  * ------------------------------------------------------------------------------------------- */
 
-/* 1-based line and column of byte `off` of text (for libyaml's reader errors, which carry only an
- * offset). */
-static void offset_to_mark(const char *text, size_t len, size_t off, size_t *line, size_t *col)
-{
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off && i < len; i++) {
-        if (text[i] == '\n') {
-            ++*line;
-            *col = 1;
-        } else {
-            ++*col;
-        }
-    }
-}
-
-/* Print libyaml's problem. In file mode `file:line:col: invalid YAML: problem (context)`. */
-static pp_status_t yaml_problem(const cfg_ctx_t *c, const yaml_parser_t *p, const char *text,
-                                size_t len)
-{
-    size_t line, col;
-    if (p->error == YAML_MEMORY_ERROR) {
-        fprintf(stderr, "%s: out of host memory parsing YAML\n", c->set ? c->set : c->file);
-        return PP_ERR_NOMEM;
-    }
-    if (p->error == YAML_READER_ERROR) {
-        offset_to_mark(text, len, p->problem_offset, &line, &col);
-    } else {
-        line = (size_t)p->problem_mark.line + 1;
-        col = (size_t)p->problem_mark.column + 1;
-    }
-    const char *problem = p->problem ? p->problem : "unreadable input";
-    if (c->set) {
-        fprintf(stderr, "%s %s: invalid value: %s (allowed: a YAML scalar or flow list)\n", c->flag,
-                PP_SHORT(c->shown), problem);
-    } else if (p->context) {
-        fprintf(stderr, "%s:%zu:%zu: invalid YAML: %s (%s at line %zu)\n", c->file, line, col,
-                problem, p->context, (size_t)p->context_mark.line + 1);
-    } else {
-        fprintf(stderr, "%s:%zu:%zu: invalid YAML: %s\n", c->file, line, col, problem);
-    }
-    return PP_ERR_INPUT;
-}
-
-/* Refuse text nested deeper than PP_YAML_MAX_DEPTH, or with an explicit tag, before libyaml
- * builds a document of it. */
-static pp_status_t check_depth_and_tags(const cfg_ctx_t *c, const char *text, size_t len)
-{
-    input_yaml_check_t k;
-    char what[192];
-    switch (input_yaml_check(text, len, PP_YAML_MAX_DEPTH, &k)) {
-    case INPUT_YAML_DEEP:
-        snprintf(what, sizeof what, "nested deeper than %d levels (allowed: at most %d)",
-                 PP_YAML_MAX_DEPTH, PP_YAML_MAX_DEPTH);
-        break;
-    case INPUT_YAML_TAG:
-        snprintf(what, sizeof what,
-                 "explicit tag %s (allowed: values without tags; quote a value to make it text)",
-                 k.tag);
-        break;
-    default: return PP_OK; /* ok, or invalid YAML: the loader says where */
-    }
-    if (c->set) return cfg_err(c, NULL, NULL, "%s", what);
-    fprintf(stderr, "%s:%zu:%zu: %s\n", c->file, k.line, k.col, what);
-    return PP_ERR_INPUT;
-}
-
-/* Parse one YAML document from text into doc (which the caller deletes when *loaded). A second
- * document in the same text is an error. */
+/* Parse one YAML document from text into doc (which the caller deletes when *loaded), with the
+ * limits and words of input_yaml_load: `file:line:col: ...` for the file, `--set text: ...` for
+ * an override, whose value is one scalar or flow list rather than a file. */
 pp_status_t cfg_yaml_load_text(const cfg_ctx_t *c, const char *text, size_t len,
                                yaml_document_t *doc, int *loaded)
 {
-    yaml_parser_t p;
-    yaml_document_t extra;
-    pp_status_t st = PP_OK;
+    input_yaml_error_t e;
     *loaded = 0;
-    PP_CHECK(check_depth_and_tags(c, text, len));
-    if (!yaml_parser_initialize(&p)) {
-        fprintf(stderr, "%s:%d: out of host memory starting the YAML parser\n", __FILE__, __LINE__);
-        return PP_ERR_NOMEM;
+    pp_status_t st = input_yaml_load(text, len, PP_YAML_MAX_DEPTH, doc, &e);
+    if (st == PP_OK) {
+        *loaded = 1;
+        return PP_OK;
     }
-    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&p, doc)) {
-        st = yaml_problem(c, &p, text, len);
-        goto done;
+    if (st == PP_ERR_NOMEM) {
+        fprintf(stderr, "%s: %s\n", c->set ? c->set : c->file, e.message);
+        return st;
     }
-    *loaded = 1;
-    if (!yaml_parser_load(&p, &extra)) {
-        st = yaml_problem(c, &p, text, len);
-        goto done;
+    if (!c->set) {
+        fprintf(stderr, "%s:%zu:%zu: %s\n", c->file, e.line, e.col, e.message);
+        return st;
     }
-    yaml_node_t *root2 = yaml_document_get_root_node(&extra);
-    if (root2) {
-        size_t line = (size_t)extra.start_mark.line + 1, col = (size_t)extra.start_mark.column + 1;
-        if (c->set)
-            fprintf(stderr, "%s %s: a second YAML document (allowed: one value)\n", c->flag,
-                    PP_SHORT(c->shown));
-        else
-            fprintf(
-                stderr,
-                "%s:%zu:%zu: a second YAML document starts here (allowed: one document per file)\n",
-                c->file, line, col);
-        st = PP_ERR_INPUT;
-    }
-    yaml_document_delete(&extra);
-done:
-    yaml_parser_delete(&p);
-    return st;
+    if (e.problem == INPUT_YAML_INVALID)
+        return cfg_err(c, NULL, NULL, "invalid value: %s (allowed: a YAML scalar or flow list)",
+                       e.problem_text);
+    if (e.problem == INPUT_YAML_SECOND)
+        return cfg_err(c, NULL, NULL, "a second YAML document (allowed: one value)");
+    return cfg_err(c, NULL, NULL, "%s", e.message);
 }

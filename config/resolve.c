@@ -1,22 +1,23 @@
 /*
- * resolve.c — what the user wrote (pp_config_t) and the machine in, the job (model/job.h) out.
- *
- * The job starts as a copy of the config's typed values; a written schedule (steps, csv) then
- * brings the pipeline keys in line with itself (written_reconcile), and the rest is resolved here:
+ * resolve.c — what the user wrote (pp_config_t) and the machine in, the job (model/job.h) out. The
+ * job starts as a copy of the config's typed values; a written schedule (steps, csv) then brings
+ * the pipeline keys in line with itself (written_reconcile), and the rest is resolved here:
  * `devices: all` against the devices visible, `stages: auto`, chunks, the layer split (even,
  * listed, or balanced on the cost model's part times), and the checks of values that only make
  * sense together (the kind's preconditions and placements, the plan's size, GPUs shared over a
- * transport that needs one each). Every message names the key to blame where the input set it
- * (config_error_at), so the config is read here but never changed. After this nothing reads the
- * config but the command line.
+ * transport that needs one each, the counts the GPU kernels keep in int). Every message names the
+ * key to blame where the input set it (config_error_at), so the config is read here but never
+ * changed. After this nothing reads the config but the command line.
  */
 #include "resolve.h"
 
 #include "config_internal.h"
+#include "model/kernel_sizes.h"
 #include "model/split.h"
 #include "schedule/kinds.h"
 #include "written.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,13 +226,52 @@ pp_status_t job_check_processes(const pp_job_t *job, const pp_config_t *cfg, int
     return PP_OK;
 }
 
+/* What the GPU kernels count in int (kernels/, stages/): the rows of a micro-batch (its tokens,
+ * at most 2^30 so that the LayerNorm and column-sum chunks' row sums, N + rows - 1, stay in int),
+ * the attention's batch of sequences x heads, and the fused attention's tiles (B·H·T/64). A shape
+ * past one is refused before anything is sized; the cost model and the memory layout count in 64
+ * bits (kernel_sizes.h), so the limit is the kernels', not theirs. */
+#define PP_MAX_TOKENS_PER_MB (1L << 30)
+
+static pp_status_t check_kernel_counts(const pp_job_t *job, const pp_config_t *cfg)
+{
+    const long B = job->pipeline.micro_batch_size, T = job->model.seq_len, H = job->model.heads;
+    const int d = job->model.heads > 0 ? job->model.hidden / job->model.heads : 0;
+    if (B * T > PP_MAX_TOKENS_PER_MB)
+        return cfg_err_at(
+            cfg,
+            cfg_pick(cfg, PP_CFG_MICRO_BATCH_SIZE, PP_CFG_MICRO_BATCH_SIZE, PP_CFG_SEQ_LEN, -1),
+            "micro_batch_size %ld x seq_len %ld = %ld tokens a micro-batch, more "
+            "than the GPU kernels count (allowed: pipeline.micro_batch_size x "
+            "model.seq_len at most %ld)",
+            B, T, B * T, PP_MAX_TOKENS_PER_MB);
+    if (B * H > INT_MAX)
+        return cfg_err_at(
+            cfg, cfg_pick(cfg, PP_CFG_MICRO_BATCH_SIZE, PP_CFG_MICRO_BATCH_SIZE, PP_CFG_HEADS, -1),
+            "micro_batch_size %ld x heads %ld = %ld attention batches, more than "
+            "the GPU kernels count (allowed: pipeline.micro_batch_size x model.heads "
+            "at most %d)",
+            B, H, B * H, INT_MAX);
+    if (attention_flash_supported((int)T, d, job->model.dtype) &&
+        B * H * (T / PP_FLASH_TILE) > INT_MAX)
+        return cfg_err_at(cfg,
+                          cfg_pick(cfg, PP_CFG_MICRO_BATCH_SIZE, PP_CFG_MICRO_BATCH_SIZE,
+                                   PP_CFG_SEQ_LEN, PP_CFG_HEADS, -1),
+                          "micro_batch_size %ld x heads %ld x seq_len %ld / %d = %ld fused "
+                          "attention tiles, more than the GPU kernels count (allowed: "
+                          "pipeline.micro_batch_size x model.heads x model.seq_len / %d at most "
+                          "%d)",
+                          B, H, T, PP_FLASH_TILE, B * H * (T / PP_FLASH_TILE), PP_FLASH_TILE,
+                          INT_MAX);
+    return PP_OK;
+}
 
 pp_status_t job_resolve(pp_job_t *job, const pp_config_t *cfg, const pp_schedule_t *written,
                         int n_visible)
 {
     PP_CHECK(job_from_config(job, cfg));
-    pp_status_t st = PP_OK;
-    if (written) st = written_reconcile(job, cfg, written, n_visible);
+    pp_status_t st = check_kernel_counts(job, cfg);
+    if (st == PP_OK && written) st = written_reconcile(job, cfg, written, n_visible);
     if (st == PP_OK) st = resolve_pipeline(job, cfg, n_visible);
     if (st != PP_OK) job_free(job);
     return st;

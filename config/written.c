@@ -3,13 +3,15 @@
  *
  * Steps: every action's text is parsed first (so the first bad one is reported wherever it is),
  * then pushed in order (a device's program is its list, so a program step is the item's index),
- * then schedule_place puts each stage on its one device. CSV: schedule_read_csv reads and places
+ * then schedule_place puts each stage on its one device; the schedule keeps where each list
+ * starts, so that validation's messages name it too. CSV: schedule_read_csv reads and places
  * it, naming the file's own line and column. Messages about the YAML go through config_error_at,
  * so they carry the place the config recorded: the item's line and column in the file, or the
  * `--set` text.
  */
 #include "written.h"
 #include "common/input.h"
+#include "config_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -71,6 +73,11 @@ static pp_status_t fill_steps(pp_schedule_t *out, const pp_config_t *cfg, pp_act
         if (a[k].mb > max_mb) max_mb = a[k].mb;
     }
     PP_CHECK(schedule_init(out, st->n_devices, max_stage + 1, max_mb + 1));
+    schedule_set_origin(out, cfg_source(cfg, PP_CFG_STEPS));
+    for (int d = 0; d < st->n_devices; d++) {
+        out->origin.line[d] = st->list_line[d];
+        out->origin.col[d] = st->list_col[d];
+    }
     for (int k = 0; k < st->n; k++)
         PP_CHECK(schedule_push(out, st->items[k].device, a[k].kind, a[k].stage, a[k].mb));
     pp_place_problem_t why;

@@ -218,7 +218,8 @@ static pp_work_t row_work(const kernel_row_t *r, const pp_model_shape_t *s, pp_d
     const double V = s->vocab, H = s->heads, es = (double)pp_dtype_size(dt);
     const int d = s->heads > 0 ? s->hidden / s->heads : 0;
     const double qs = (double)attention_flash_bwd_colsum_bytes(s->batch, s->heads, s->seq_len, d);
-    const double ls = (double)layernorm_bwd_input_colsum_bytes(s->batch * s->seq_len, s->hidden);
+    const double ls =
+        (double)layernorm_bwd_input_colsum_bytes64((int64_t)s->batch * s->seq_len, s->hidden);
     pp_work_t w;
     w.flops = r->f_ncc * N * C * C + r->f_ntc * N * T * C + r->f_nvc * N * V * C;
     w.bytes = es * (r->nc * N * C + r->nv * N * V + r->nth * N * T * H + r->cc * C * C +

@@ -4,6 +4,8 @@
  * fused attention takes a shape. Plain C11, no CUDA header, static inline only, so the scheduler
  * core (built with a C compiler alone) sizes memory with the very functions the kernels use.
  * kernels.h includes this file; the kernel files take their tile and chunk constants from here.
+ * The core counts tokens with the 64-bit twins at the end (`..64`), the kernels with the int
+ * functions, whose types are what the kernels compute with.
  */
 #ifndef PP_KERNEL_SIZES_H
 #define PP_KERNEL_SIZES_H
@@ -11,6 +13,7 @@
 #include "common/pp_status.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,6 +149,63 @@ static inline size_t attention_flash_bwd_colsum_bytes(int B, int H, int T, int d
     if (H <= 0 || d != 64) return 0;
     return (size_t)attention_flash_bwd_colsum_rows(B, T) * 3 * (size_t)H * (size_t)d *
            sizeof(float);
+}
+
+/* ---- 64-bit token counts, for the core -------------------------------------------------------
+ * The kernels count the rows of a micro-batch (its tokens, N = B·T) in int, and the functions
+ * above do too, so that they size exactly what the kernels compute with; the resolve step refuses
+ * a shape past that (config/resolve.c). The cost model and the memory layout (model/) price any
+ * shape they are given, so they count tokens in int64_t with these: each is its namesake above in
+ * 64-bit arithmetic, equal to it wherever that one's arithmetic stays in int (tests/cpu/
+ * test_stage_size.c compares them). */
+
+static inline size_t encoder_bwd_scratch_bytes64(int B, int T, int V)
+{
+    if (B <= 0 || T <= 0 || V <= 0) return 0;
+    const size_t N = (size_t)B * (size_t)T;
+    return 3 * kernel_align256(N * sizeof(int)) +
+           kernel_align256((size_t)32 * N + ((size_t)128 << 10));
+}
+
+static inline int64_t layernorm_bwd_chunks64(int64_t N)
+{
+    int64_t chunks = (N + PP_LN_MIN_ROWS - 1) / PP_LN_MIN_ROWS;
+    if (chunks > PP_LN_MAX_CHUNKS) chunks = PP_LN_MAX_CHUNKS;
+    return chunks < 1 ? 1 : chunks;
+}
+
+static inline size_t layernorm_bwd_weight_scratch_bytes64(int64_t N, int C)
+{
+    if (N <= 0 || C <= 0) return 0;
+    return (size_t)2 * (size_t)layernorm_bwd_chunks64(N) * (size_t)C * sizeof(float) +
+           (size_t)layernorm_bwd_strips(C) * sizeof(unsigned int);
+}
+
+static inline int64_t layernorm_colsum_chunk_rows64(int64_t N)
+{
+    if (N <= 0) return 0;
+    int64_t chunks = N / PP_LN_COLSUM_MIN_ROWS;
+    if (chunks < PP_LN_COLSUM_WAVE) {
+        chunks = N / PP_LN_COLSUM_SMALL_ROWS;
+        if (chunks > PP_LN_COLSUM_WAVE) chunks = PP_LN_COLSUM_WAVE;
+    }
+    if (chunks < 1) chunks = 1;
+    if (chunks > PP_LN_COLSUM_CHUNKS) chunks = PP_LN_COLSUM_CHUNKS;
+    const int64_t least = (N + PP_LN_COLSUM_MAX_ROWS - 1) / PP_LN_COLSUM_MAX_ROWS;
+    if (chunks < least) chunks = least;
+    return (N + chunks - 1) / chunks;
+}
+
+static inline int64_t layernorm_bwd_input_colsum_rows64(int64_t N)
+{
+    const int64_t rows = layernorm_colsum_chunk_rows64(N);
+    return rows > 0 ? (N + rows - 1) / rows : 0;
+}
+
+static inline size_t layernorm_bwd_input_colsum_bytes64(int64_t N, int C)
+{
+    if (N <= 0 || C <= 0) return 0;
+    return (size_t)3 * (size_t)layernorm_bwd_input_colsum_rows64(N) * (size_t)C * sizeof(float);
 }
 
 /* ---- the flash kernels' path at d = 64 (read from the environment at every call) ------------- */

@@ -148,7 +148,7 @@ static size_t part_bytes(const pp_stage_cfg_t *cfg, part_size_t sz)
         B * H * T * sizeof(float),
         B * H * T * T * es,
         attention_flash_bwd_colsum_bytes(cfg->micro_batch_size, cfg->heads, cfg->seq_len, d),
-        layernorm_bwd_input_colsum_bytes((int)N, cfg->hidden)};
+        layernorm_bwd_input_colsum_bytes64((int64_t)N, cfg->hidden)};
     return bytes[sz];
 }
 
@@ -287,7 +287,6 @@ static size_t layout_scratch(const pp_stage_cfg_t *cfg, int fused, char *base, s
     size_t es = pp_dtype_size(cfg->dtype);
     size_t B = (size_t)cfg->micro_batch_size, T = (size_t)cfg->seq_len, C = (size_t)cfg->hidden;
     size_t H = (size_t)cfg->heads, N = B * T;
-    int N_int = cfg->micro_batch_size * cfg->seq_len;
     size_t most = 0;
     carver_t c = {base, 0};
     scratch_t *s = w; /* TAKE writes through `s` */
@@ -312,10 +311,10 @@ static size_t layout_scratch(const pp_stage_cfg_t *cfg, int fused, char *base, s
     }
     if (carved_bytes(&c) > most) most = carved_bytes(&c);
     c.off = 0;
-    TAKE(s->ln_scratch, layernorm_bwd_weight_scratch_bytes(N_int, cfg->hidden));
+    TAKE(s->ln_scratch, layernorm_bwd_weight_scratch_bytes64((int64_t)N, cfg->hidden));
     if (cfg->is_first)
         TAKE(s->enc_scratch,
-             encoder_bwd_scratch_bytes(cfg->micro_batch_size, cfg->seq_len, cfg->vocab));
+             encoder_bwd_scratch_bytes64(cfg->micro_batch_size, cfg->seq_len, cfg->vocab));
     if (carved_bytes(&c) > most) most = carved_bytes(&c);
     return most;
 #undef TAKE

@@ -49,19 +49,21 @@ static int find(const lower_t *L, pp_action_kind_t k, int stage, int mb)
     return *idx_at(L, k, stage, mb);
 }
 
-/* "device d, step i, action X" for messages; an inserted transfer also names its compute op. */
+/* "[where] device d, step i, action X" for messages (where: the place of the device's program in a
+ * written schedule); an inserted transfer also names its compute op. */
 const char *lower_op_place(const lower_t *L, int id, char *buf, size_t size)
 {
-    char a[32], c[32];
+    char a[32], c[32], where[PP_ORIGIN_NAME_MAX + 32];
     const pp_op_t *o = &L->ops[id];
     pp_action_t act = {o->kind, o->stage, o->mb, 0};
     action_format(&act, a, sizeof a);
+    schedule_origin(L->sched, o->device, where, sizeof where);
     if (L->inserted[id]) {
         const pp_action_t *src = &L->sched->prog[o->device].a[L->step[id]];
-        snprintf(buf, size, "device %d, step %d, action %s (added for %s)", o->device, L->step[id],
-                 a, action_format(src, c, sizeof c));
+        snprintf(buf, size, "%sdevice %d, step %d, action %s (added for %s)", where, o->device,
+                 L->step[id], a, action_format(src, c, sizeof c));
     } else {
-        snprintf(buf, size, "device %d, step %d, action %s", o->device, L->step[id], a);
+        snprintf(buf, size, "%sdevice %d, step %d, action %s", where, o->device, L->step[id], a);
     }
     return buf;
 }
@@ -219,7 +221,7 @@ static pp_status_t lower_ops(lower_t *L)
             lower_put_copies(L, &n, d, base, i, PP_ACT_OFFLOAD);
         }
     }
-    char p1[160], p2[160];
+    char p1[PP_ORIGIN_NAME_MAX + 160], p2[160];
     for (int id = 0; id < L->n_ops; id++) {
         const pp_op_t *o = &L->ops[id];
         int *slot = idx_at(L, o->kind, o->stage, o->mb);
@@ -249,7 +251,7 @@ static void pair_of(const pp_op_t *o, pp_action_kind_t *kind, int *stage)
 static pp_status_t lower_pairs(lower_t *L, const int *stage_device, const int *cuda,
                                pp_transport_t remote, size_t bytes)
 {
-    char p1[160], txt[32];
+    char p1[PP_ORIGIN_NAME_MAX + 160], txt[32];
     for (int id = 0; id < L->n_ops; id++) {
         pp_op_t *o = &L->ops[id];
         if (!pp_action_is_comm(o->kind)) continue;

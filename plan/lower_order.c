@@ -362,7 +362,7 @@ static int dry_run(lower_t *L, order_t *O)
 /* Explain, for each device that still has ops, the op it is stuck on. */
 static void report_deadlock(const lower_t *L, const order_t *O)
 {
-    char p1[160], p2[160];
+    char p1[PP_ORIGIN_NAME_MAX + 160], p2[160];
     for (int d = 0; d < L->n_dev; d++) {
         int id = L->begin[d];
         while (id < L->begin[d + 1] && O->done[id])

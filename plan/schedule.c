@@ -72,6 +72,23 @@ pp_status_t schedule_mark_overlap(pp_schedule_t *s, int d)
     return PP_OK;
 }
 
+void schedule_set_origin(pp_schedule_t *s, const char *name)
+{
+    snprintf(s->origin.name, sizeof s->origin.name, "%s", name ? name : "");
+}
+
+const char *schedule_origin(const pp_schedule_t *s, int d, char *buf, size_t size)
+{
+    const pp_sched_origin_t *o = &s->origin;
+    if (!o->name[0] || d < 0 || d >= PP_MAX_DEVICES)
+        snprintf(buf, size, "%s", "");
+    else if (o->line[d] > 0)
+        snprintf(buf, size, "%s:%d:%d: ", o->name, o->line[d], o->col[d] > 0 ? o->col[d] : 1);
+    else
+        snprintf(buf, size, "%s: ", o->name);
+    return buf;
+}
+
 /* Reads a non-negative decimal integer at *p; returns -1 when there is none or it overflows. */
 static long read_uint(const char **p)
 {

@@ -7,7 +7,9 @@
  * A schedule is "compute-only" when it holds F/B/I/W alone (lowering adds the communication), and
  * "with communication" when it holds SEND/RECV too (taken as written, then validated).
  * Device indices here are pipeline positions 0..n_devices-1, not CUDA ordinals.
- * A pp_schedule_t owns its arrays; schedule_free releases a partly built one too.
+ * A pp_schedule_t owns its arrays; schedule_free releases a partly built one too. A written one
+ * carries its origin, so that validation and lowering name the file and line of a device's
+ * program in their messages, as the readers do.
  */
 #ifndef PP_SCHEDULE_H
 #define PP_SCHEDULE_H
@@ -66,14 +68,25 @@ typedef struct pp_program {
     pp_action_t *a; /* in the order the device runs them */
 } pp_program_t;
 
+/* Where a written schedule came from, for messages (schedule_origin): its source (a file, or the
+ * --set text that gave it) and where each device's program starts in it (its `steps:` list, its
+ * CSV row). Plain storage; all zero for a generated schedule, whose messages name no place. */
+#define PP_ORIGIN_NAME_MAX 256
+typedef struct pp_sched_origin {
+    char name[PP_ORIGIN_NAME_MAX]; /* "" when the schedule has no source */
+    int line[PP_MAX_DEVICES];      /* 1-based; 0 where the source has no lines (a --set value) */
+    int col[PP_MAX_DEVICES];       /* 1-based */
+} pp_sched_origin_t;
+
 typedef struct pp_schedule {
-    int n_devices;      /* p */
-    int n_stages;       /* total stages */
-    int n_mb;           /* m */
-    int *stage_device;  /* [n_stages]: the device that owns each stage */
-    pp_program_t *prog; /* [n_devices] */
-    int has_comm;       /* 1 when the programs hold SEND/RECV actions */
-    int split_backward; /* 1 when backward is written as I + W (zero-bubble style) */
+    int n_devices;            /* p */
+    int n_stages;             /* total stages */
+    int n_mb;                 /* m */
+    int *stage_device;        /* [n_stages]: the device that owns each stage */
+    pp_program_t *prog;       /* [n_devices] */
+    int has_comm;             /* 1 when the programs hold SEND/RECV actions */
+    int split_backward;       /* 1 when backward is written as I + W (zero-bubble style) */
+    pp_sched_origin_t origin; /* where it was written (schedule_set_origin), zero otherwise */
 } pp_schedule_t;
 
 /* Allocate an empty schedule: every program empty, stage_device all -1. */
@@ -86,6 +99,14 @@ pp_status_t schedule_push(pp_schedule_t *s, int d, pp_action_kind_t kind, int st
 /* Mark the last action of device d's program as the second half of an overlapped pair
  * (pp_action_t.overlap): it may run at once with the compute action before it. */
 pp_status_t schedule_mark_overlap(pp_schedule_t *s, int d);
+
+/* Name the source of s (cut to PP_ORIGIN_NAME_MAX - 1 bytes) for messages; each device's place in
+ * it is set in s->origin.line[] and col[] by the reader. */
+void schedule_set_origin(pp_schedule_t *s, const char *name);
+
+/* The prefix of a message about device d's program: "name:line:col: ", "name: " where the source
+ * has no lines, "" for a schedule with no source. Returns buf (size >= PP_ORIGIN_NAME_MAX + 32). */
+const char *schedule_origin(const pp_schedule_t *s, int d, char *buf, size_t size);
 
 /* The text form, as messages give it after "allowed:". */
 #define PP_ACTION_FORMS                                                                            \

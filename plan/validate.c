@@ -5,9 +5,11 @@
  * Both read per-device programs: the schedule's own, or the plan's (prog_ops) with positions as in
  * the plan. The first problem found is printed as one line, `device d, step i, action X: ...`
  * (i 0-based in that device's program), or `device d: action X is missing (...)` for an action
- * that never appears, and the function returns PP_ERR_INPUT. Deadlocks are found by plan_lower's
- * dry run (it names each stuck device), which the run chain does once, right after
- * schedule_validate; plan_validate checks that the plan's order never waits on a later op.
+ * that never appears, and the function returns PP_ERR_INPUT; for a written schedule the line
+ * starts with where device d's program was written (`file:line:col: `, schedule_origin).
+ * Deadlocks are found by plan_lower's dry run (it names each stuck device, at the same place),
+ * which the run chain does once, right after schedule_validate; plan_validate checks that the
+ * plan's order never waits on a later op.
  * A little over 500 lines: the rules for programs and for plans share the table of where each
  * action was seen (seen_t), so they stay together.
  */
@@ -34,6 +36,7 @@ typedef struct seen {
     int *owner; /* [n_st]: device of the stage's first action, -1 none */
     int *n_fwd; /* [n_st]: micro-batches with an F */
     int *n_bwd; /* [n_st]: micro-batches with a B or an I */
+    const pp_schedule_t *src; /* a written schedule: where each device's program came from */
 } seen_t;
 
 static uint64_t seen_key(const seen_t *S, pp_action_kind_t k, int stage, int mb)
@@ -94,10 +97,19 @@ static pp_status_t seen_init(seen_t *S, int n_st, int n_mb, size_t n_actions)
     return PP_OK;
 }
 
-/* Print `device d, step i, action X: ` (the caller finishes the line). */
-static void at(int d, int i, const pp_action_t *a)
+/* Print `where` of device d's program (schedule_origin; nothing for a generated schedule or a
+ * plan). */
+static void origin(const seen_t *S, int d)
+{
+    char where[PP_ORIGIN_NAME_MAX + 32];
+    if (S->src) fputs(schedule_origin(S->src, d, where, sizeof where), stderr);
+}
+
+/* Print `[where] device d, step i, action X: ` (the caller finishes the line). */
+static void at(const seen_t *S, int d, int i, const pp_action_t *a)
 {
     char txt[32];
+    origin(S, d);
     fprintf(stderr, "device %d, step %d, action %s: ", d, i, action_format(a, txt, sizeof txt));
 }
 
@@ -111,7 +123,7 @@ static pp_status_t check_unique(seen_t *S, const pp_program_t *prog, int n_dev, 
             const pp_action_t *a = &prog[d].a[i];
             if (a->kind < 0 || a->kind >= PP_ACT_COUNT || a->stage < 0 || a->stage >= S->n_st ||
                 a->mb < 0 || a->mb >= S->n_mb) {
-                at(d, i, a);
+                at(S, d, i, a);
                 fprintf(stderr,
                         "stage or micro-batch out of range (stages 0..%d, micro-batches "
                         "0..%d)\n",
@@ -121,7 +133,7 @@ static pp_status_t check_unique(seen_t *S, const pp_program_t *prog, int n_dev, 
             int *owner = &S->owner[a->stage];
             if (*owner < 0) *owner = d;
             if (*owner != d) {
-                at(d, i, a);
+                at(S, d, i, a);
                 fprintf(stderr,
                         "stage %d already runs on device %d (each stage lives on one "
                         "device)\n",
@@ -129,14 +141,14 @@ static pp_status_t check_unique(seen_t *S, const pp_program_t *prog, int n_dev, 
                 return PP_ERR_INPUT;
             }
             if (placed && placed[a->stage] >= 0 && placed[a->stage] != d) {
-                at(d, i, a);
+                at(S, d, i, a);
                 fprintf(stderr, "stage %d is placed on device %d\n", a->stage, placed[a->stage]);
                 return PP_ERR_INPUT;
             }
             uint64_t key = seen_key(S, a->kind, a->stage, a->mb);
             seen_entry_t *e = seen_slot(S, key);
             if (e->key) {
-                at(d, i, a);
+                at(S, d, i, a);
                 fprintf(stderr, "appears twice (first at device %d, step %d)\n", e->dev, e->pos);
                 return PP_ERR_INPUT;
             }
@@ -156,12 +168,12 @@ static int need_before(const seen_t *S, int d, int i, const pp_action_t *a, pp_a
     char txt[32];
     int j = seen_pos(S, need, a->stage, a->mb);
     if (j < 0) {
-        at(d, i, a);
+        at(S, d, i, a);
         fprintf(stderr, "%s %s is missing\n", what, action_format(&n, txt, sizeof txt));
         return 0;
     }
     if (j > i) {
-        at(d, i, a);
+        at(S, d, i, a);
         fprintf(stderr, "runs before %s %s (step %d)\n", what, action_format(&n, txt, sizeof txt),
                 j);
         return 0;
@@ -176,7 +188,7 @@ static int need_pair(const seen_t *S, int d, int i, const pp_action_t *a, pp_act
     pp_action_t n = {kind, stage, a->mb, 0};
     char txt[32];
     if (seen_pos(S, kind, stage, a->mb) >= 0) return 1;
-    at(d, i, a);
+    at(S, d, i, a);
     if (kind == PP_ACT_RECV_F || kind == PP_ACT_RECV_B)
         fprintf(stderr, "unmatched: no %s receives it\n", action_format(&n, txt, sizeof txt));
     else
@@ -203,7 +215,7 @@ static pp_status_t check_order(const seen_t *S, const pp_program_t *prog, int n_
                 ok = need_before(S, d, i, a, PP_ACT_F, "its forward");
                 if (ok && a->kind == PP_ACT_B &&
                     (seen_pos(S, PP_ACT_I, s, k) >= 0 || seen_pos(S, PP_ACT_W, s, k) >= 0)) {
-                    at(d, i, a);
+                    at(S, d, i, a);
                     fprintf(stderr,
                             "micro-batch %d of stage %d has both a full backward B and a "
                             "split backward I/W\n",
@@ -211,7 +223,7 @@ static pp_status_t check_order(const seen_t *S, const pp_program_t *prog, int n_
                     ok = 0;
                 }
                 if (ok && a->kind == PP_ACT_I && seen_pos(S, PP_ACT_W, s, k) < 0) {
-                    at(d, i, a);
+                    at(S, d, i, a);
                     fprintf(stderr, "no %dW%d follows it (a split backward needs both I and W)\n",
                             s, k);
                     ok = 0;
@@ -224,7 +236,7 @@ static pp_status_t check_order(const seen_t *S, const pp_program_t *prog, int n_
                 break;
             case PP_ACT_SEND_F:
                 if (s == last) {
-                    at(d, i, a);
+                    at(S, d, i, a);
                     fprintf(stderr, "stage %d is the last stage: there is no stage %d to send to\n",
                             s, s + 1);
                     ok = 0;
@@ -234,7 +246,7 @@ static pp_status_t check_order(const seen_t *S, const pp_program_t *prog, int n_
                 break;
             case PP_ACT_RECV_F:
                 if (s == 0) {
-                    at(d, i, a);
+                    at(S, d, i, a);
                     fprintf(stderr, "stage 0 is the first stage: no stage sends it an input\n");
                     ok = 0;
                 }
@@ -242,7 +254,7 @@ static pp_status_t check_order(const seen_t *S, const pp_program_t *prog, int n_
                 break;
             case PP_ACT_SEND_B:
                 if (s == 0) {
-                    at(d, i, a);
+                    at(S, d, i, a);
                     fprintf(stderr, "stage 0 is the first stage: there is no stage -1 to send a "
                                     "gradient to\n");
                     ok = 0;
@@ -255,7 +267,7 @@ static pp_status_t check_order(const seen_t *S, const pp_program_t *prog, int n_
                 break;
             case PP_ACT_RECV_B:
                 if (s == last) {
-                    at(d, i, a);
+                    at(S, d, i, a);
                     fprintf(stderr, "stage %d is the last stage: no stage sends it a gradient\n",
                             s);
                     ok = 0;
@@ -283,6 +295,7 @@ static pp_status_t check_complete(const seen_t *S)
         if (S->n_fwd[s] == S->n_mb && S->n_bwd[s] == S->n_mb) continue;
         for (int k = 0; k < S->n_mb; k++) {
             if (seen_pos(S, PP_ACT_F, s, k) < 0) {
+                origin(S, S->owner[s]);
                 fprintf(stderr,
                         "device %d: action %dF%d is missing (stage %d, micro-batch %d has no "
                         "forward)\n",
@@ -290,6 +303,7 @@ static pp_status_t check_complete(const seen_t *S)
                 return PP_ERR_INPUT;
             }
             if (seen_pos(S, PP_ACT_B, s, k) < 0 && seen_pos(S, PP_ACT_I, s, k) < 0) {
+                origin(S, S->owner[s]);
                 fprintf(stderr,
                         "device %d: action %dB%d is missing (stage %d, micro-batch %d has no "
                         "backward: neither %dB%d nor %dI%d + %dW%d)\n",
@@ -301,15 +315,16 @@ static pp_status_t check_complete(const seen_t *S)
     return PP_OK;
 }
 
-/* All three passes over per-device programs. */
+/* All three passes over per-device programs; src (may be NULL) names where they were written. */
 static pp_status_t check_programs(const pp_program_t *prog, int n_dev, int n_st, int n_mb,
-                                  const int *placed, int comm)
+                                  const int *placed, int comm, const pp_schedule_t *src)
 {
     seen_t S;
     size_t n_actions = 0;
     for (int d = 0; d < n_dev; d++)
         n_actions += (size_t)prog[d].n;
     PP_CHECK(seen_init(&S, n_st, n_mb, n_actions));
+    S.src = src;
     pp_status_t st = check_unique(&S, prog, n_dev, placed);
     if (st == PP_OK) st = check_order(&S, prog, n_dev, comm);
     if (st == PP_OK) st = check_complete(&S);
@@ -326,7 +341,7 @@ pp_status_t schedule_validate(const pp_schedule_t *sched)
         return PP_ERR_INPUT;
     }
     return check_programs(sched->prog, sched->n_devices, sched->n_stages, sched->n_mb,
-                          sched->stage_device, sched->has_comm);
+                          sched->stage_device, sched->has_comm, sched);
 }
 
 /* ============================== plan_validate ================================================= */
@@ -346,7 +361,8 @@ static void plan_at(const pp_plan_t *plan, int i)
 {
     const pp_op_t *o = &plan->ops[i];
     pp_action_t a = {o->kind, o->stage, o->mb, 0};
-    at(o->device, o->pos, &a);
+    const seen_t none = {0};
+    at(&none, o->device, o->pos, &a);
 }
 
 /* The arrays hang together: devices in range, prog_ops a grouping of all ops by device with
@@ -575,7 +591,7 @@ pp_status_t plan_validate(const pp_plan_t *plan)
     }
     if (st == PP_OK)
         st = check_programs(prog, plan->n_devices, plan->n_stages, plan->n_mb, plan->stage_device,
-                            1);
+                            1, NULL);
     free(prog);
     free(acts);
     PP_CHECK(st);

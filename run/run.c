@@ -25,6 +25,7 @@
 #include "schedule/kinds.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,11 @@ pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char
     /* A written schedule decides the pipeline's shape: build it, then resolve the job with it. */
     if (written) PP_CHECK(written_build(&r->sched, &r->cfg));
     PP_CHECK(job_resolve(&r->job, &r->cfg, written ? &r->sched : NULL, n_visible));
+    /* cost.profile is read with the job, so that check and show refuse a bad one as a run does */
+    if (r->job.cost_src.profile) {
+        PP_CHECK(profile_load(&r->prof, r->job.cost_src.profile));
+        r->have_prof = 1;
+    }
     return run_plan(r);
 }
 
@@ -108,7 +114,8 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
     return cost_model_build(cm, job, plan, present, prof, NULL);
 }
 
-/* The predicted cost model: cost.profile read once, the model built on `present`. */
+/* The predicted cost model: cost.profile read once (run_load reads it; a run built otherwise
+ * reads it here), the model built on `present`. */
 static pp_status_t predict_cost(pp_run_t *r, const pp_gpu_t *present, pp_cost_source_t *source)
 {
     if (r->job.cost_src.profile && !r->have_prof) {
@@ -202,7 +209,8 @@ pp_status_t run_finish(pp_run_t *r)
     double mb[PP_MAX_DEVICES];
     char verdict[256];
     for (int d = 0; d < r->mem.n_devices; d++) {
-        mem[d] = (size_t)r->mem.dev[d].total;
+        /* a prediction past what size_t holds (a shape no GPU holds) is shown as the most it can */
+        mem[d] = r->mem.dev[d].total < 0x1p64 ? (size_t)r->mem.dev[d].total : SIZE_MAX;
         mb[d] = r->mem.dev[d].mb_equiv;
     }
     memory_verdict(&r->mem, verdict, sizeof verdict);

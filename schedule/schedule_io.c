@@ -8,7 +8,8 @@
  * quotes around them; an action itself has the strict text form of action_parse, and PyTorch's
  * composite `(0F3;5B1)OVERLAP_F_B` (DualPipeV) reads as its actions in order; its FSDP and
  * data-parallel steps (UNSHARD, RESHARD, REDUCE_GRAD) are left out. Errors name
- * `where:line:col: cell N` and stop at the first. On failure the schedule is left freed (zeroed).
+ * `where:line:col: cell N` and stop at the first. On failure the schedule is left freed (zeroed);
+ * a schedule read keeps `where` and each row's line as its origin, for validation's messages.
  */
 #include "common/input.h"
 #include "plan/schedule.h"
@@ -249,6 +250,11 @@ pp_status_t schedule_read_csv(pp_schedule_t *s, FILE *f, const char *where)
         if (t.cells[i].a.mb > max_mb) max_mb = t.cells[i].a.mb;
     }
     PP_CHECK_GOTO(schedule_init(s, n_rows, max_stage + 1, max_mb + 1), st, fail);
+    schedule_set_origin(s, where); /* validation names a rank's row by its line */
+    for (int r = 0; r < n_rows; r++) {
+        s->origin.line[r] = t.row_line[r];
+        s->origin.col[r] = 1;
+    }
     for (int i = 0; i < t.n_cells; i++) {
         const csv_cell_t *c = &t.cells[i];
         PP_CHECK_GOTO(schedule_push(s, c->row, c->a.kind, c->a.stage, c->a.mb), st, fail);

@@ -5,7 +5,8 @@
  * FLOPs and bytes of a pass are checked against the sums written out by hand from stages/stage.cu;
  * times against GPU rows built here so that one term dominates (infinite bandwidth: the time is
  * FLOPs / rate; infinite rates: launches x floor). Shapes are drawn from a seeded generator.
- * Monotonicity: more layers, width, sequence, vocabulary or micro-batch never costs less.
+ * Monotonicity: more layers, width, sequence, vocabulary or micro-batch never costs less, past
+ * 2^31 tokens a micro-batch too.
  */
 #include "model/cost.h"
 #include "sim/cost_model.h"
@@ -260,6 +261,26 @@ static void test_monotonic(void)
     }
 }
 
+/* Near 2^31 tokens a micro-batch (2047 and 2048 x 1M) the model counts in 64 bits: one more
+ * sequence costs about 1/2047 more in every pass (an int sum wrapped and made 2047's I and W
+ * 170 and 130 000 times too long). The resolve step refuses such shapes for the GPU kernels; the
+ * model still prices them right. */
+static void test_tokens_past_int(void)
+{
+    const pp_gpu_t *g = gpu_find("h100");
+    pp_model_shape_t s = {0};
+    s.hidden = 1024, s.heads = 16, s.seq_len = 1 << 20, s.vocab = 8192, s.n_layers = 6;
+    s.total_layers = 24, s.is_first = s.is_last = 1;
+    for (int p = 0; p < PP_PASS_COUNT; p++) {
+        s.batch = 2047;
+        double a = cost_stage_ms(&s, PP_DTYPE_BF16, g, NULL, (pp_pass_t)p);
+        s.batch = 2048;
+        double b = cost_stage_ms(&s, PP_DTYPE_BF16, g, NULL, (pp_pass_t)p);
+        EXPECT(b >= a && b / a < 1.0 + 2.0 / 2047, "pass %d: %g ms at 2047, %g ms at 2048", p, a,
+               b);
+    }
+}
+
 /* run.recompute: none adds nothing; full re-runs the block forward but its fc2 GEMM in I (and in a
  * W apart from I; once in B); selective rebuilds LayerNorms and GELU before W. */
 static void test_recompute(void)
@@ -499,6 +520,7 @@ int main(void)
     RUN(test_column_sums);
     RUN(test_stage_composition);
     RUN(test_monotonic);
+    RUN(test_tokens_past_int);
     RUN(test_recompute);
     RUN(test_tables);
     RUN(test_model_build);

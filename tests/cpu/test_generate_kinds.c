@@ -465,7 +465,7 @@ static void test_torch_spaced_lengths(void)
 }
 
 /* The 1F1B order PyTorch 2.11's visualizer wrote has forwards of micro-batches 1..8 on the last
- * rank (m = 8): importing it names the first problem instead of running it. */
+ * rank (m = 8): importing it names the first problem, at the rank's row, instead of running it. */
 static void test_torch_1f1b_rejected(void)
 {
     const char *file = "tests/data/torch_1f1b_p4_m8.csv";
@@ -478,7 +478,9 @@ static void test_torch_1f1b_rejected(void)
     ts_capture_begin();
     st = schedule_validate(&read);
     const char *err = ts_capture_end();
-    TS_EXPECT_REJECT(st, err, "device 3, step 1, action 3B0: its forward 3F0 is missing");
+    TS_EXPECT_REJECT(st, err,
+                     "tests/data/torch_1f1b_p4_m8.csv:4:1: device 3, step 1, action 3B0: its "
+                     "forward 3F0 is missing");
     schedule_free(&read);
 }
 

@@ -1,8 +1,9 @@
 /*
  * test_input.c — what the readers refuse before they parse: files that are not regular (a
  * device, a FIFO, a directory), files over the size limit, YAML nested past the depth limit (in
- * a file, inline and in a --set value), explicit YAML tags, empty and comment-only files, --set
- * keys with an empty part, and long values cut short in messages (YAML and CSV).
+ * a file, inline and in a --set value), explicit YAML tags, empty, comment-only and null-only
+ * files (`---`, `~`, `null`), --set keys with an empty part, sizes no host or GPU kernel takes
+ * (a plan's ops, a micro-batch's tokens), and long values cut short in messages (YAML and CSV).
  *
  * Each case expects one exact message line and PP_ERR_INPUT. Files are made in a temporary
  * folder that the program removes at the end.
@@ -137,6 +138,17 @@ static void test_empty_file(void)
     EXPECT_FILE_ERROR("tests/data/comments_only.yaml",
                       "tests/data/comments_only.yaml: empty (allowed: a mapping of sections, see "
                       "docs/schedule-format.md)");
+    /* A document that is a null alone is as empty (it would run every default). */
+    static const char *const nulls[] = {"---\n", "~\n", "null\n", "--- ~\n", "# a comment\nNULL\n"};
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++) {
+        char p[256], want[512];
+        write_file(p, sizeof p, "null.yaml", "", 0, nulls[i]);
+        const char *e;
+        pp_status_t st = load_file(p, NULL, 0, &e);
+        snprintf(want, sizeof want,
+                 "%s: empty (allowed: a mapping of sections, see docs/schedule-format.md)\n", p);
+        EXPECT(st == PP_ERR_INPUT && !strcmp(e, want), "%s: %s", nulls[i], e);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -225,6 +237,63 @@ static void test_plan_size_limit(void)
     job_free(&job);
 }
 
+/* What the GPU kernels count in int: tokens a micro-batch (at most 2^30), sequences x heads and
+ * the fused attention's tiles. Past each, the shape is refused naming the key the input set (the
+ * --set override first); at the limit it resolves. */
+static void test_kernel_count_limits(void)
+{
+    pp_job_t job;
+    const char *e;
+    const char *yaml = "model: {seq_len: 1048576}\n"
+                       "pipeline: {devices: 2, micro_batch_size: 2048}\n";
+    ts_capture_begin();
+    pp_status_t st = ts_load_job(&job, yaml, NULL, 0, 0);
+    e = ts_capture_end();
+    TS_EXPECT_REJECT(st, e,
+                     "t.yaml:2:42: pipeline.micro_batch_size: micro_batch_size 2048 x seq_len "
+                     "1048576 = 2147483648 tokens a micro-batch, more than the GPU kernels count "
+                     "(allowed: pipeline.micro_batch_size x model.seq_len at most 1073741824)");
+    const char *one_more[] = {"pipeline.micro_batch_size=1025"},
+               *at_limit[] = {"pipeline.micro_batch_size=1024"};
+    ts_capture_begin();
+    st = ts_load_job(&job, "model: {seq_len: 1048576}\n", one_more, 1, 0);
+    e = ts_capture_end();
+    TS_EXPECT_REJECT(st, e,
+                     "--set pipeline.micro_batch_size=1025: micro_batch_size 1025 x seq_len "
+                     "1048576 = 1074790400 tokens a micro-batch, more than the GPU kernels count "
+                     "(allowed: pipeline.micro_batch_size x model.seq_len at most 1073741824)");
+    EXPECT(ts_load_job(&job, "model: {seq_len: 1048576}\n", at_limit, 1, 0) == PP_OK);
+    job_free(&job);
+    ts_capture_begin();
+    st = ts_load_job(&job,
+                     "model: {hidden: 65536, heads: 65536, seq_len: 1}\n"
+                     "pipeline: {micro_batch_size: 65536}\n",
+                     NULL, 0, 0);
+    e = ts_capture_end();
+    TS_EXPECT_REJECT(st, e,
+                     "t.yaml:2:30: pipeline.micro_batch_size: micro_batch_size 65536 x heads "
+                     "65536 = 4294967296 attention batches, more than the GPU kernels count "
+                     "(allowed: pipeline.micro_batch_size x model.heads at most 2147483647)");
+    ts_capture_begin();
+    st = ts_load_job(&job,
+                     "model: {hidden: 16384, heads: 256, seq_len: 1048576}\n"
+                     "pipeline: {micro_batch_size: 1024}\n",
+                     NULL, 0, 0);
+    e = ts_capture_end();
+    TS_EXPECT_REJECT(st, e,
+                     "t.yaml:2:30: pipeline.micro_batch_size: micro_batch_size 1024 x heads 256 x "
+                     "seq_len 1048576 / 64 = 4294967296 fused attention tiles, more than the GPU "
+                     "kernels count (allowed: pipeline.micro_batch_size x model.heads x "
+                     "model.seq_len / 64 at most 2147483647)");
+    /* fp32 takes the GEMM path, which has no tiles */
+    const char *fp32[] = {"model.dtype=fp32"};
+    EXPECT(ts_load_job(&job,
+                       "model: {hidden: 16384, heads: 256, seq_len: 1048576}\n"
+                       "pipeline: {micro_batch_size: 1024}\n",
+                       fp32, 1, 0) == PP_OK);
+    job_free(&job);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Messages
  * ------------------------------------------------------------------------------------------- */
@@ -274,6 +343,7 @@ int main(void)
     RUN(test_tags);
     RUN(test_set_key_parts);
     RUN(test_plan_size_limit);
+    RUN(test_kernel_count_limits);
     RUN(test_shortened_values);
     ts_tmpdir_remove();
     return check_summary("test_input");

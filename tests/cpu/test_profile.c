@@ -217,18 +217,22 @@ static void test_round_trip(void)
     unlink(path);
 }
 
-/* A profile from before steps and pairs: loads, factor 1, the GPU's overlap, and a note. */
+/* A profile from before steps and pairs (version 1): loads, factor 1, the GPU's overlap, and a
+ * note. */
 static void test_old_profile(void)
 {
     pp_profile_t a, b;
     char path[32];
     ts_profile_fake(&a, ones);
     REQUIRE(write_tmp(&a, path) == 0);
-    /* drop the two lists the writer adds */
+    /* drop the two lists the writer adds, and name the version that had none */
     FILE *f = fopen(path, "r");
     char text[4096] = "", line[512];
     while (fgets(line, sizeof line, f))
-        if (strncmp(line, "steps:", 6) && strncmp(line, "pairs:", 6)) strcat(text, line);
+        if (!strncmp(line, "ppsched:", 8))
+            strcat(text, "ppsched: profile 1\n");
+        else if (strncmp(line, "steps:", 6) && strncmp(line, "pairs:", 6))
+            strcat(text, line);
     fclose(f);
     f = fopen(path, "w");
     fputs(text, f);
@@ -290,20 +294,21 @@ static void test_bad_rows(void)
                "pairs:\n"
                "  - {micro_batch_size: 1, seq_len: 256, layers: 24, micro_batches: 2.5, "
                "serial_ms: 1, overlapped_ms: 1, overlap: 0}\n",
-               ":20:68: micro_batches: 2.5 (allowed: a whole number >= 1)");
+               ":20:68: micro_batches: 2.5 is not a whole number (allowed: a whole number "
+               "1..100000000)");
     expect_bad("steps: []\n"
                "pairs:\n"
                "  - {micro_batch_size: 1, seq_len: 256, layers: 24, micro_batches: 8, "
                "serial_ms: 1, overlapped_ms: 1, overlap: 1.5}\n",
-               ": overlap: 1.5 (allowed: 0 to 1)");
+               ": overlap: 1.5 is out of range (allowed: 0 to 1)");
     expect_bad("steps:\n  - {ms: fast}\npairs: []\n",
-               ":19:10: ms: expected a number >= 0 (allowed: a number >= 0)");
+               ":19:10: ms: expected a number (allowed: a number 0..1e9 (ms))");
     expect_bad("steps: []\npairs:\n  - {speed: 3}\n",
                ":20:6: unknown key 'speed' in pairs[0] (allowed: micro_batch_size, seq_len, "
                "layers, micro_batches, serial_ms, overlapped_ms, overlap)");
     expect_bad("steps: {ms: 3}\npairs: []\n",
                ":18:8: steps: expected a list (allowed: a list of {micro_batch_size");
-    expect_bad("steps: []\n", ":4:1: pairs is missing (allowed: both steps and pairs");
+    expect_bad("steps: []\n", ":4:1: pairs is missing (allowed: profile 2 has every one of ");
 }
 
 /* ---- the runs, with a simulated executor ------------------------------------------------------

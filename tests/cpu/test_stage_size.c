@@ -1,7 +1,8 @@
 /*
  * test_stage_size.c — the stage's memory sizes (model/stage_size.h) as the scheduler core sees
  * them, without a GPU: a hand computation of every piece for a tiny shape, growth with layers,
- * micro-batch and sequence, the attention path's effect, and the state and parameter counts.
+ * micro-batch and sequence, the attention path's effect, and the state and parameter counts;
+ * the core's 64-bit token counts against the kernels' int ones, and sizes past 2^31 tokens.
  */
 #include "tests/check.h"
 #include "model/kernel_sizes.h"
@@ -315,6 +316,43 @@ static void test_layernorm_colsum_chunks(void)
     EXPECT(layernorm_bwd_input_colsum_bytes(8, 0) == 0);
 }
 
+/* The core's 64-bit token counts agree with the kernels' int functions wherever the resolve step
+ * lets a shape through (at most 2^30 tokens): every N up to 200000, and a spread above it. */
+static void test_sizes64_match(void)
+{
+    int bad = 0;
+    for (long n = 0; n <= (1L << 30) && bad < 5; n = n < 200000 ? n + 1 : n + n / 977 + 1) {
+        const int N = (int)n, C = 1024;
+        bad += layernorm_colsum_chunk_rows(N) != layernorm_colsum_chunk_rows64(n);
+        bad += layernorm_bwd_input_colsum_rows(N) != layernorm_bwd_input_colsum_rows64(n);
+        bad += layernorm_bwd_input_colsum_bytes(N, C) != layernorm_bwd_input_colsum_bytes64(n, C);
+        bad += layernorm_bwd_chunks(N) != layernorm_bwd_chunks64(n);
+        bad +=
+            layernorm_bwd_weight_scratch_bytes(N, C) != layernorm_bwd_weight_scratch_bytes64(n, C);
+        bad += encoder_bwd_scratch_bytes(N, 1, 50304) != encoder_bwd_scratch_bytes64(N, 1, 50304);
+        EXPECT(!bad, "N = %ld", n);
+    }
+    EXPECT(encoder_bwd_scratch_bytes(4, 1024, 8) == encoder_bwd_scratch_bytes64(4, 1024, 8));
+}
+
+/* Micro-batches of 2047 and 2048 x 1M tokens are sized in 64 bits: the second larger by at most
+ * the ratio of their tokens (in int, a sum of rows wrapped at 2047 and the product at 2048). */
+static void test_sizes_past_int(void)
+{
+    pp_stage_cfg_t a = ref_cfg(2), b = ref_cfg(2);
+    a.seq_len = b.seq_len = 1 << 20;
+    a.micro_batch_size = 2047;
+    b.micro_batch_size = 2048;
+    a.is_first = b.is_first = 1;
+    const size_t wa = stage_workspace_bytes(&a), wb = stage_workspace_bytes(&b);
+    const size_t sa = stage_slot_bytes(&a), sb = stage_slot_bytes(&b);
+    const size_t ga = stage_wgrad_slot_bytes(&a), gb = stage_wgrad_slot_bytes(&b);
+    const double most = 2048.0 / 2047 + 1e-4; /* every part grows with the tokens, or not at all */
+    EXPECT(wb > wa && (double)wb / (double)wa < most, "workspace %zu then %zu", wa, wb);
+    EXPECT(sb > sa && (double)sb / (double)sa < most, "slot %zu then %zu", sa, sb);
+    EXPECT(gb > ga && (double)gb / (double)ga < most, "I->W buffer %zu then %zu", ga, gb);
+}
+
 int main(void)
 {
     RUN(test_boundary_and_params);
@@ -329,5 +367,7 @@ int main(void)
     RUN(test_state_bytes);
     RUN(test_workspace_bytes);
     RUN(test_layernorm_colsum_chunks);
+    RUN(test_sizes64_match);
+    RUN(test_sizes_past_int);
     return check_summary("test_stage_size");
 }

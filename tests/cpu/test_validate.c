@@ -1,10 +1,12 @@
 /*
  * test_validate.c — schedule_validate and plan_validate: every rule rejects what it should, with
  * the device, the step and the action in a one-line message (stderr is captured and searched),
- * generated schedules pass, and random mutations of them (seeded) are caught.
+ * prefixed with the file and line of the device's list or row for a written schedule (`steps:`,
+ * a CSV), generated schedules pass, and random mutations of them (seeded) are caught.
  */
 #include "schedule/generate.h"
 #include "plan/plan.h"
+#include "run/run.h"
 #include "tests/check.h"
 #include "support.h"
 
@@ -246,6 +248,90 @@ static void test_deadlock_compute_only(void)
     schedule_free(&s);
 }
 
+/* ---- written schedules name their place ----------------------------------------------------- */
+
+/* run_load of `yaml` (as t.yaml) with the overrides: the status and what it printed. */
+static pp_status_t load_written(const char *yaml, const char *set, const char **err)
+{
+    pp_run_t r;
+    const char *sets[] = {set};
+    ts_capture_begin();
+    pp_status_t st = run_load(&r, "t.yaml", yaml, sets, set ? 1 : 0, 0);
+    *err = ts_capture_end();
+    run_free(&r);
+    return st;
+}
+
+/* An order error in `steps:` names the file, line and column of the device's list; in a --set,
+ * the override; a deadlock found by the lowering, the same place. */
+static void test_steps_errors_name_the_list(void)
+{
+    const char *err;
+    pp_status_t st = load_written("pipeline: {micro_batches: 2}\n"
+                                  "schedule:\n"
+                                  "  steps:\n"
+                                  "    0: [0F0, 0F1, 0B0, 0B1]\n"
+                                  "    1: [1F0, 1F1,\n"
+                                  "        1B0]\n",
+                                  NULL, &err);
+    EXPECT(st == PP_ERR_INPUT &&
+               !strcmp(err, "t.yaml:5:8: device 1: action 1B1 is missing (stage 1, micro-batch 1 "
+                            "has no backward: neither 1B1 nor 1I1 + 1W1)\n"
+                            "t.yaml: the steps schedule above is not valid\n"),
+           "%s", err);
+    st = load_written("schedule:\n"
+                      "  steps:\n"
+                      "  - [0F0, 0B0]\n"
+                      "  - - 1B0\n"
+                      "    - 1F0\n",
+                      NULL, &err);
+    EXPECT(st == PP_ERR_INPUT &&
+               strstr(err, "t.yaml:4:5: device 1, step 0, action 1B0: runs before its forward 1F0 "
+                           "(step 1)\n"),
+           "%s", err);
+    st = load_written("name: x\n", "schedule.steps=[[0F0, 0B0], [1F0]]", &err);
+    EXPECT(st == PP_ERR_INPUT &&
+               strstr(err, "--set schedule.steps=[[0F0, 0B0], [1F0]]: device 1: action 1B0 is "
+                           "missing"),
+           "%s", err);
+    st = load_written("schedule:\n"
+                      "  steps:\n"
+                      "    0: [0F0, 0B0, 0F1, 0B1]\n"
+                      "    1: [1F1, 1F0, 1B0, 1B1]\n",
+                      NULL, &err);
+    EXPECT(st == PP_ERR_INPUT &&
+               strstr(err, "t.yaml:4:8: device 1, step 0, action 1RECV_F1 (added for 1F1): waits "
+                           "for 0SEND_F1"),
+           "%s", err);
+}
+
+/* A CSV's order error names the file and the device's row; a generated schedule's names no
+ * place, as before. */
+static void test_csv_errors_name_the_row(void)
+{
+    char csv[] = "0F0,0F1,,0B0,0B1\r\n,1F0,,1B0,1I1,1W1\r\n";
+    pp_schedule_t s;
+    FILE *f = fmemopen(csv, strlen(csv), "r");
+    REQUIRE(f);
+    REQUIRE(schedule_read_csv(&s, f, "t.csv") == PP_OK);
+    fclose(f);
+    ts_capture_begin();
+    pp_status_t st = schedule_validate(&s);
+    const char *err = ts_capture_end();
+    EXPECT(
+        st == PP_ERR_INPUT &&
+            !strcmp(err, "t.csv:2:1: device 1, step 2, action 1I1: its forward 1F1 is missing\n"),
+        "%s", err);
+    schedule_free(&s);
+    const char *progs[] = {"0F0 0B0", "1F0"};
+    REQUIRE(ts_sched_from(&s, 2, 1, 2, progs, 0) == PP_OK);
+    ts_capture_begin();
+    st = schedule_validate(&s);
+    err = ts_capture_end();
+    EXPECT(st == PP_ERR_INPUT && !strncmp(err, "device 1: action 1B0 is missing", 31), "%s", err);
+    schedule_free(&s);
+}
+
 /* ---- random mutations of generated schedules ------------------------------------------------- */
 
 static void test_mutations_caught(void)
@@ -405,6 +491,8 @@ int main(void)
     RUN(test_boundary_that_does_not_exist);
     RUN(test_deadlock_each_recv_first);
     RUN(test_deadlock_compute_only);
+    RUN(test_steps_errors_name_the_list);
+    RUN(test_csv_errors_name_the_row);
     RUN(test_mutations_caught);
     RUN(test_plan_damaged);
     return check_summary("test_validate");

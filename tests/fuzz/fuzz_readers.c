@@ -1,10 +1,13 @@
 /*
- * fuzz_readers.c — one fuzz target for the two readers of user input. Built with -DFUZZ_CSV it
- * feeds the bytes to the CSV schedule reader, otherwise to the YAML config reader (as a file
+ * fuzz_readers.c — one fuzz target for the three readers of user input. Built with -DFUZZ_CSV it
+ * feeds the bytes to the CSV schedule reader, with -DFUZZ_PROFILE to the profile reader (through a
+ * temporary file, as cost.profile names one), otherwise to the YAML config reader (as a file
  * named fuzz.yaml in the current folder, so `csv:` paths resolve from the repository root).
  * A config is then taken as far as the command line takes it (run.h: resolve, generate,
  * validate, lower, validate, simulate, report, printed as JSON and as a table); a CSV schedule
- * is validated, lowered and simulated.
+ * is validated, lowered and simulated; a profile that loads prices a small run (its calibration,
+ * step factor and pair overlap in the cost model, its runtime share in the memory prediction) and
+ * prints its summary.
  *
  * The contract checked: no crash, no sanitizer report, no leak, and every refusal is a status
  * (PP_ERR_INPUT for input) rather than a signal. Schedules of more than FUZZ_MAX_OPS actions
@@ -58,6 +61,40 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         schedule_free(&s);
     }
     fclose(f);
+    return 0;
+}
+#elif defined(FUZZ_PROFILE)
+#include <unistd.h>
+
+/* The bytes as a profile file; then, when it loads, a small simulated run priced with it. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static char path[64];
+    pp_profile_t p;
+    if (!path[0]) {
+        int fd = mkstemp(strcpy(path, "/tmp/fuzz_profile_XXXXXX"));
+        if (fd < 0) return 0;
+        close(fd);
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    size_t put = fwrite(data, 1, size, f);
+    fclose(f);
+    if (put != size || profile_load(&p, path) != PP_OK) return 0;
+    FILE *devnull = fopen("/dev/null", "w");
+    if (devnull) {
+        profile_print_summary(&p, devnull);
+        fclose(devnull);
+    }
+    char set[96];
+    snprintf(set, sizeof set, "cost.profile=%s", path);
+    const char *sets[] = {set};
+    pp_run_t r;
+    pp_run_opts_t o = {.measure = 0};
+    if (run_load(&r, "fuzz.yaml", "pipeline: {devices: 2, micro_batches: 4}\nmodel: {layers: 4}\n",
+                 sets, 1, 0) == PP_OK)
+        run_go(&r, &o);
+    run_free(&r);
     return 0;
 }
 #else

@@ -1,16 +1,17 @@
 #!/bin/sh
-# run_fuzz.sh DIR SECONDS — replay the seeds of both fuzz targets in DIR, then fuzz each for
-# SECONDS. Seeds: every YAML (or CSV) in schedules/ and tests/data/, and tests/data/fuzz/config
-# (or csv), the inputs that once broke a reader. New inputs go to a temporary folder, never into
+# run_fuzz.sh DIR SECONDS — replay the seeds of the three fuzz targets in DIR, then fuzz each for
+# SECONDS. Seeds: every YAML (or CSV) in schedules/ and tests/data/, every profile in profiles/,
+# and tests/data/fuzz/config (or csv, profile), the inputs that once broke a reader. New inputs go to a temporary folder, never into
 # the repository; a crash is kept as DIR/crash-* and fails the run. Prints each target's summary.
 dir=$1
 secs=${2:-20}
 fail=0
-for target in config csv; do
+for target in config csv profile; do
     bin=$dir/fuzz_$target
     case $target in
     config) seeds="schedules/*.yaml tests/data/*.yaml" ;;
     csv) seeds="schedules/*.csv tests/data/*.csv" ;;
+    profile) seeds="profiles/*.yaml" ;;
     esac
     corpus=$(mktemp -d)
     # shellcheck disable=SC2086
