@@ -80,6 +80,17 @@ static inline int pp_status_exit_code(pp_status_t s)
         return (status);                                                                           \
     } while (0)
 
+/* A problem the user can act on (no device, a bad environment variable, a file that cannot be
+ * written): the message alone after "ppsched: ", no source location, which is for PP_FAIL's
+ * broken invariants and failed library calls. */
+#define PP_REFUSE(status, ...)                                                                     \
+    do {                                                                                           \
+        fputs("ppsched: ", stderr);                                                                \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        return (status);                                                                           \
+    } while (0)
+
 /* Check a host allocation; on NULL print file:line and return PP_ERR_NOMEM. */
 #define PP_ALLOC_CHECK(ptr)                                                                        \
     do {                                                                                           \

@@ -146,11 +146,11 @@ static pp_status_t exec_devices(exec_t *x)
     int cuda[PP_MAX_DEVICES];
     int n_vis = execute_device_count();
     if (n_vis == 0)
-        PP_FAIL(PP_ERR_DEVICE, "no CUDA device is visible: nothing to run on (use --simulate)");
+        PP_REFUSE(PP_ERR_DEVICE, "no CUDA device is visible: nothing to run on (use --simulate)");
     for (int d = 0; d < x->plan->n_devices; d++) {
         cuda[d] = x->job->pipeline.device_ids[d];
         if (!exec_in_group(x) && (cuda[d] < 0 || cuda[d] >= n_vis))
-            PP_FAIL(PP_ERR_DEVICE, "pipeline device %d is CUDA device %d, but only %d are visible",
+            PP_REFUSE(PP_ERR_DEVICE, "pipeline device %d is CUDA device %d, but only %d are visible",
                     d, cuda[d], n_vis);
     }
     if (exec_in_group(x))

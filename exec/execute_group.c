@@ -28,7 +28,7 @@ pp_status_t exec_share_devices(exec_t *x, int *cuda, int n_vis)
         if (x->rank_of[d] != g->rank) continue;
         if (spans_hosts) cuda[d] = g->local_rank * (p / g->size) + j++;
         if (cuda[d] < 0 || cuda[d] >= n_vis)
-            PP_FAIL(PP_ERR_DEVICE,
+            PP_REFUSE(PP_ERR_DEVICE,
                     "rank %d (local rank %d): pipeline device %d is CUDA device %d, but only %d "
                     "are visible",
                     g->rank, g->local_rank, d, cuda[d], n_vis);

@@ -184,6 +184,6 @@ pp_status_t profile_write(const pp_profile_t *p, FILE *f)
     else
         yaml_document_delete(&doc);
     yaml_emitter_delete(&em);
-    if (!ok) PP_FAIL(PP_ERR_IO, "could not write the profile: %s", strerror(errno));
+    if (!ok) PP_REFUSE(PP_ERR_IO, "could not write the profile: %s", strerror(errno));
     return PP_OK;
 }

@@ -50,7 +50,7 @@ pp_status_t stage_attention_env_check(void)
         const env_switch_t *e = &ENV_SWITCHES[i];
         const char *env = getenv(e->var);
         if (env && strcmp(env, e->value[0]) != 0 && strcmp(env, e->value[1]) != 0)
-            PP_FAIL(PP_ERR_INPUT, "stage: %s is '%s'; allowed: %s (%s), %s (%s)", e->var, env,
+            PP_REFUSE(PP_ERR_INPUT, "%s=%s: unknown value (allowed: %s (%s), %s (%s))", e->var, env,
                     e->value[0], e->what[0], e->value[1], e->what[1]);
     }
     return PP_OK;

@@ -189,7 +189,7 @@ static pp_status_t auto_threads(int *n)
         char *end;
         want = strtol(env, &end, 10);
         if (*end || want < 1)
-            PP_FAIL(PP_ERR_INPUT, "PPSCHED_THREADS=%s: expected a whole number, 1 or more", env);
+            PP_REFUSE(PP_ERR_INPUT, "PPSCHED_THREADS=%s: expected a whole number, 1 or more", env);
     }
     *n = want < AUTO_ROWS ? (int)want : AUTO_ROWS;
     return PP_OK;

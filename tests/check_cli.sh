@@ -123,6 +123,10 @@ if [ "$n_out" -eq 0 ] && [ "$n_in" -eq 3 ]; then passed=$((passed + 1)); else
     failed=$((failed + 1))
     echo "  FAIL charts: $n_in in the folder (want 3), $n_out outside it"
 fi
+# A bad environment variable is the user's to fix: its message carries no source location.
+expect 2 "^ppsched: PPSCHED_THREADS=x: expected a whole number" env PPSCHED_THREADS=x "$P" \
+    --simulate "$(dirname "$S")/auto.yaml"
+verify "a source location in the message" absent '\.c:[0-9]' "$tmp/err"
 # compare --svg makes a new chart folder, named with or without its trailing slash.
 expect 0 - "$P" compare --simulate --quiet --svg "$tmp/newcharts/" "$S"
 verify "compare --svg DIR/ made no DIR" [ -d "$tmp/newcharts" ]
