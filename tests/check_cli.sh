@@ -3,8 +3,9 @@
 # folder): a full output device makes every command exit 1; contradictory or repeated flags and
 # --timeout values run.timeout refuses exit 2; an input error comes before the note that no GPU
 # is present; compare counts its runs in 64 bits, reports an invalid --sweep combination as a
-# failed row naming --sweep, quotes CSV labels and keeps chart names inside its folder. Prints
-# the summary line tests/run_tests.sh reads.
+# failed row naming --sweep, quotes CSV labels and keeps chart names inside its folder; a
+# generated plan larger than the host memory allows is refused before it is built. Prints the
+# summary line tests/run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
 S=schedules/1f1b.yaml
 # The schedules are checked as files, not against this machine's GPUs: hide them, so that a
@@ -106,6 +107,13 @@ grep -q '^{"schedule":"try","kind":"1f1b",' "$tmp/out" && passed=$((passed + 1))
 expect 0 - "$P" check --set name=try "$S"
 grep -q ": ok: try (1f1b), 4 devices" "$tmp/out" && passed=$((passed + 1)) ||
     { failed=$((failed + 1)); echo "  FAIL check does not name the schedule 'try'"; }
+
+# A generated plan that would take more host memory than the process may have: refused (exit 2)
+# naming the key, before it is built (64 x 16384 needs about 1.2 GiB).
+big="64 stages x 16384 micro-batches take about .* GiB of host memory to lower and simulate"
+expect 2 "^--set pipeline.micro_batches=16384: $big" \
+    sh -c "ulimit -v 1048576 && exec $P check $S --set model.layers=64 --set pipeline.devices=64 \
+        --set pipeline.micro_batches=16384"
 
 rm -rf "$tmp"
 echo "check_cli: $passed passed, $failed failed, 0 skipped"
