@@ -33,7 +33,8 @@ static pp_status_t plan_verify_here(const pp_search_t *s, const pp_plan_query_t 
     char name[256];
     execute_describe_devices(name, sizeof name);
     pp_run_opts_t ro = {.measure = 1, .exec = execute_plan, .gpu = gpu_match_device(name)};
-    pp_verified_t *v = calloc((size_t)k, sizeof *v);
+    if (k > s->n_fit) k = s->n_fit; /* no more can run */
+    pp_verified_t *v = calloc((size_t)(k > 0 ? k : 1), sizeof *v);
     PP_ALLOC_CHECK(v);
     pp_status_t st = plan_verify(s, q, k, n_visible, &ro, v, &n);
     if (st == PP_OK) st = plan_print_verified(s, v, n, stdout);

@@ -20,8 +20,7 @@
 #include <time.h>
 
 #define PLAN_MAX_CHUNKS 8
-#define PLAN_MAX_SEQS   (1L << 24) /* global batch, sequences */
-#define PLAN_MAX_ROOT   4096       /* its square root */
+#define PLAN_MAX_ROOT   4096 /* the square root of PP_PLAN_MAX_SEQS */
 
 static const char *const skip_names[PP_SKIP_COUNT] = {
     [PP_SKIP_CHUNKS] = "chunks",       [PP_SKIP_MICRO_BATCHES] = "micro-batches",
@@ -43,11 +42,40 @@ static double now_s(void)
 
 /* ---- the base file and the batch ------------------------------------------------------------ */
 
+/* Sequences per step: --global-batch, --tokens over model.seq_len, or the file's m x b. */
+static pp_status_t plan_batch(pp_search_t *s, const pp_plan_query_t *q)
+{
+    const pp_config_t *b = &s->base;
+    double seq = b->model.seq_len, seqs;
+    if (q->global_batch > 0) {
+        seqs = (double)q->global_batch;
+    } else if (q->tokens > 0) {
+        seqs = floor(q->tokens / seq + 0.5);
+        if (seqs < 1 || fabs(seqs * seq - q->tokens) > 0.5) {
+            fprintf(stderr,
+                    "plan: --tokens %.0f is not a whole number of %d-token sequences (allowed: a "
+                    "multiple of model.seq_len, e.g. %.0f)\n",
+                    q->tokens, b->model.seq_len, (seqs < 1 ? 1 : seqs) * seq);
+            return PP_ERR_INPUT;
+        }
+    } else {
+        seqs = (double)b->pipeline.micro_batches * b->pipeline.micro_batch_size;
+    }
+    if (seqs > PP_PLAN_MAX_SEQS) {
+        fprintf(stderr, "plan: a global batch of %.0f sequences (allowed: 1..%ld)\n", seqs,
+                PP_PLAN_MAX_SEQS);
+        return PP_ERR_INPUT;
+    }
+    s->seqs = (long)seqs;
+    s->tokens = seqs * seq;
+    return PP_OK;
+}
+
 static pp_status_t plan_base(pp_search_t *s, const pp_plan_query_t *q)
 {
     pp_config_t *b = &s->base;
+    s->have_base = 1; /* config_load leaves it freeable on failure */
     PP_CHECK(config_load(b, q->path, q->sets, q->n_sets));
-    s->have_base = 1;
     if (sched_kind(b->schedule.kind)->written) {
         fprintf(stderr,
                 "%s: plan searches the generated kinds, but this file writes its schedule "
@@ -60,27 +88,7 @@ static pp_status_t plan_base(pp_search_t *s, const pp_plan_query_t *q)
         fprintf(stderr, "plan: --gpus %d (allowed: 1..%d)\n", s->p, PP_MAX_DEVICES);
         return PP_ERR_INPUT;
     }
-    double seq = b->model.seq_len;
-    if (q->global_batch > 0) {
-        s->seqs = q->global_batch;
-    } else if (q->tokens > 0) {
-        s->seqs = (long)floor(q->tokens / seq + 0.5);
-        if (s->seqs < 1 || fabs((double)s->seqs * seq - q->tokens) > 0.5) {
-            fprintf(stderr,
-                    "plan: --tokens %.0f is not a whole number of %d-token sequences (allowed: a "
-                    "multiple of model.seq_len, e.g. %.0f)\n",
-                    q->tokens, b->model.seq_len, (s->seqs < 1 ? 1 : (double)s->seqs) * seq);
-            return PP_ERR_INPUT;
-        }
-    } else {
-        s->seqs = (long)b->pipeline.micro_batches * b->pipeline.micro_batch_size;
-    }
-    if (s->seqs > PLAN_MAX_SEQS) {
-        fprintf(stderr, "plan: a global batch of %ld sequences (allowed: 1..%ld)\n", s->seqs,
-                PLAN_MAX_SEQS);
-        return PP_ERR_INPUT;
-    }
-    s->tokens = (double)s->seqs * seq;
+    PP_CHECK(plan_batch(s, q));
     const pp_gpu_t *g = cost_gpu_for(&b->cost_src, NULL, NULL);
     snprintf(s->gpu, sizeof s->gpu, "%s", g->name);
     s->limit_bytes = q->memory_gib > 0 ? q->memory_gib * 1073741824.0 : 0;

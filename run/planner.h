@@ -36,6 +36,11 @@ typedef struct pp_plan_query {
     int progress;      /* 1: progress on stderr once the search takes over a second */
 } pp_plan_query_t;
 
+/* Sequences per step the search takes at most (--global-batch), and tokens (--tokens: that many
+ * sequences of the longest model.seq_len). */
+#define PP_PLAN_MAX_SEQS   (1L << 24)
+#define PP_PLAN_MAX_TOKENS ((double)PP_PLAN_MAX_SEQS * (1 << 20))
+
 /* Why a combination was not evaluated. */
 typedef enum pp_skip {
     PP_SKIP_CHUNKS = 0,    /* the kind does not run that many chunks per device */

@@ -3,9 +3,9 @@
 # folder): a full output device makes every command exit 1; contradictory or repeated flags and
 # --timeout values run.timeout refuses exit 2; an input error comes before the note that no GPU
 # is present; compare counts its runs in 64 bits, reports an invalid --sweep combination as a
-# failed row naming --sweep, quotes CSV labels and keeps chart names inside its folder; a
-# generated plan larger than the host memory allows is refused before it is built. Prints the
-# summary line tests/run_tests.sh reads.
+# failed row naming --sweep, quotes CSV labels and keeps chart names inside its folder; plan
+# refuses numbers out of their range by name; a generated plan larger than the host memory
+# allows is refused before it is built. Prints the summary line tests/run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
 S=schedules/1f1b.yaml
 # The schedules are checked as files, not against this machine's GPUs: hide them, so that a
@@ -107,6 +107,14 @@ grep -q '^{"schedule":"try","kind":"1f1b",' "$tmp/out" && passed=$((passed + 1))
 expect 0 - "$P" check --set name=try "$S"
 grep -q ": ok: try (1f1b), 4 devices" "$tmp/out" && passed=$((passed + 1)) ||
     { failed=$((failed + 1)); echo "  FAIL check does not name the schedule 'try'"; }
+
+# plan: a number out of its option's range is refused naming the range, before the file is read.
+for a in "--gpus 1e10:1..64" "--top 3e9:1..2147483647" "--verify 3e9:1..2147483647" \
+    "--global-batch 1e19:1..16777216" "--memory 1e-300:0.1..100000"; do
+    flag=${a%%:*} range=${a#*:}
+    # shellcheck disable=SC2086
+    expect 2 "^ppsched plan: $flag: out of range (allowed: $range)\$" "$P" plan $flag "$S"
+done
 
 # A generated plan that would take more host memory than the process may have: refused (exit 2)
 # naming the key, before it is built (64 x 16384 needs about 1.2 GiB).

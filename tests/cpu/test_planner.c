@@ -6,6 +6,7 @@
  * same step; a memory limit below every candidate's need gives "nothing fits" naming the closest;
  * refusals are counted by reason; the Pareto front only grows in memory and speed; --verify runs
  * the best through the chain with a stand-in executor and re-ranks them by its "measurement".
+ * A file that does not load is freed with the search.
  */
 #include "tests/check.h"
 #include "model/cost.h"
@@ -36,7 +37,12 @@ static int n_wide; /* 3: the queries and the test's own candidates use the wider
 
 static pp_plan_query_t query(int gpus, long seqs, double memory_gib)
 {
-    pp_plan_query_t q = {yaml_path, wide, n_wide, gpus, seqs, 0, memory_gib, 0};
+    pp_plan_query_t q = {.path = yaml_path,
+                         .sets = wide,
+                         .n_sets = n_wide,
+                         .gpus = gpus,
+                         .global_batch = seqs,
+                         .memory_gib = memory_gib};
     return q;
 }
 
@@ -257,6 +263,28 @@ static void test_verify(void)
     plan_search_free(&s);
 }
 
+/* A file that does not load: the search owns what config_load left of it, so plan_search_free
+ * releases it (LeakSanitizer checks the rest under make test-asan). */
+static void test_bad_file_freed(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_planner_bad_XXXXXX");
+    int fd = mkstemp(path);
+    const char *text = "model:\n  layers: abc\n";
+    REQUIRE(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    pp_search_t s;
+    pp_plan_query_t q = {.path = path, .gpus = 4, .global_batch = 16};
+    ts_capture_begin();
+    pp_status_t st = plan_search(&s, &q);
+    const char *err = ts_capture_end();
+    EXPECT(st == PP_ERR_INPUT && strstr(err, "model.layers"), "%s", err);
+    EXPECT(s.have_base == 1 && s.base.path != NULL, "the half-read file is the search's to free");
+    plan_search_free(&s);
+    EXPECT(s.base.path == NULL);
+    unlink(path);
+}
+
 int main(void)
 {
     ts_rng_seed(11);
@@ -267,6 +295,7 @@ int main(void)
     RUN(test_skips_counted);
     RUN(test_pareto);
     RUN(test_verify);
+    RUN(test_bad_file_freed);
     unlink(yaml_path);
     return check_summary("test_planner");
 }
