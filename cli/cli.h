@@ -81,6 +81,7 @@ struct cli_opts {
     double memory_gib; /* --memory GIB */
     int top;           /* --top N */
     int verify;        /* --verify K */
+    const char *optimizer; /* --optimizer adamw|none; NULL: the search's default */
     /* every option given, by the index of its name's first row in cli_options[] */
     int seen[CLI_MAX_OPTIONS];          /* times given */
     const char *value[CLI_MAX_OPTIONS]; /* the last value */

@@ -72,7 +72,8 @@ pp_status_t cli_plan(char **files, int n_files, cli_opts_t *o)
                          .global_batch = o->global_batch,
                          .tokens = o->tokens,
                          .memory_gib = o->memory_gib,
-                         .progress = !o->quiet};
+                         .progress = !o->quiet,
+                         .optimizer = o->optimizer};
     PP_CHECK(cli_probe_outputs(o));
     pp_search_t s;
     cli_result_t res = {.path = files[0], .search = &s};

@@ -100,6 +100,23 @@ static int set_number(cli_opts_t *o, const cli_option_t *opt, const char *arg)
     return positive(o, opt, arg, 0, 1e300, FIELD(o, opt, double));
 }
 
+/* One of the values the row's `arg` lists ("adamw|none"), kept as given. */
+static int set_choice(cli_opts_t *o, const cli_option_t *opt, const char *arg)
+{
+    size_t n = strlen(arg);
+    for (const char *c = opt->arg; *c;) {
+        size_t len = strcspn(c, "|");
+        if (len == n && strncmp(c, arg, n) == 0) {
+            *FIELD(o, opt, const char *) = arg;
+            return 0;
+        }
+        c += len + (c[len] == '|');
+    }
+    fprintf(stderr, "%s: --%s %s: not a choice (allowed: %s)\n", o->cmd->prefix, opt->name, arg,
+            opt->arg);
+    return -1;
+}
+
 int cli_add_set(cli_opts_t *o, const char *set)
 {
     if (o->n_sets == CLI_MAX_SETS) {
@@ -227,6 +244,9 @@ const cli_option_t cli_options[] = {
      AT(tokens), 0},
     {"memory", 0, "GIB", CLI_PLAN, "memory per GPU, 0.1..100000 (default: the GPU description's)",
      set_number, AT(memory_gib), 0},
+    {"optimizer", 0, "adamw|none", CLI_PLAN,
+     "the optimizer whose state counts in memory (default adamw,\nwhatever run.optimizer says)",
+     set_choice, AT(optimizer), 0},
     {"top", 0, "N", CLI_PLAN, "rows in the table (default 10)", set_count, AT(top), 0},
     /* several */
     {"set", 'S', "KEY=VALUE", CLI_SHOW | CLI_CHECK | CLI_PROFILE | CLI_PLAN,

@@ -42,6 +42,42 @@ static double now_s(void)
 
 /* ---- the base file and the batch ------------------------------------------------------------ */
 
+/* The optimizer every candidate runs with: the query's, else AdamW. A --set of run.optimizer is
+ * refused: the file's value (none in the shipped schedules) is not what plan counts. */
+static pp_status_t plan_optimizer(pp_search_t *s, const pp_plan_query_t *q, char *set, size_t size)
+{
+    const char *opt = q->optimizer ? q->optimizer : "adamw";
+    for (int k = 0; k < q->n_sets; k++)
+        if (strncmp(q->sets[k], "run.optimizer=", 14) == 0) {
+            fprintf(stderr,
+                    "plan: --set %s: plan counts the optimizer of --optimizer, AdamW unless it "
+                    "says none (allowed: --optimizer adamw|none)\n",
+                    q->sets[k]);
+            return PP_ERR_INPUT;
+        }
+    if (strcmp(opt, "adamw") != 0 && strcmp(opt, "none") != 0) {
+        fprintf(stderr, "plan: --optimizer %s (allowed: adamw, none)\n", opt);
+        return PP_ERR_INPUT;
+    }
+    s->optimizer_default = q->optimizer == NULL;
+    snprintf(set, size, "run.optimizer=%s", opt);
+    return PP_OK;
+}
+
+/* The file with the query's overrides and the optimizer's. */
+static pp_status_t plan_load_base(pp_search_t *s, const pp_plan_query_t *q)
+{
+    char opt[64];
+    const char *sets[256 + 1];
+    if (q->n_sets > 256) PP_FAIL(PP_ERR_USAGE, "plan: at most 256 --set options");
+    PP_CHECK(plan_optimizer(s, q, opt, sizeof opt));
+    for (int k = 0; k < q->n_sets; k++)
+        sets[k] = q->sets[k];
+    sets[q->n_sets] = opt;
+    s->have_base = 1; /* config_load leaves it freeable on failure */
+    return config_load(&s->base, q->path, sets, q->n_sets + 1);
+}
+
 /* Sequences per step: --global-batch, --tokens over model.seq_len, or the file's m x b. */
 static pp_status_t plan_batch(pp_search_t *s, const pp_plan_query_t *q)
 {
@@ -74,8 +110,7 @@ static pp_status_t plan_batch(pp_search_t *s, const pp_plan_query_t *q)
 static pp_status_t plan_base(pp_search_t *s, const pp_plan_query_t *q)
 {
     pp_config_t *b = &s->base;
-    s->have_base = 1; /* config_load leaves it freeable on failure */
-    PP_CHECK(config_load(b, q->path, q->sets, q->n_sets));
+    PP_CHECK(plan_load_base(s, q));
     if (sched_kind(b->schedule.kind)->written) {
         fprintf(stderr,
                 "%s: plan searches the generated kinds, but this file writes its schedule "
@@ -202,16 +237,18 @@ int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs
     snprintf(bufs[5], 64, "pipeline.micro_batches=%d", c->m);
     snprintf(bufs[6], 64, "pipeline.micro_batch_size=%d", c->mbs);
     snprintf(bufs[7], 64, "pipeline.split=%s", c->split == PP_SPLIT_BALANCED ? "balanced" : "even");
-    for (int k = 0; k < 8; k++)
+    snprintf(bufs[8], 64, "run.optimizer=%s",
+             s->base.run.optimizer == PP_OPT_ADAMW ? "adamw" : "none");
+    for (int k = 0; k < PP_PLAN_CANDIDATE_SETS; k++)
         sets[k] = bufs[k];
-    return 8;
+    return PP_PLAN_CANDIDATE_SETS;
 }
 
 pp_status_t plan_candidate_load(pp_run_t *r, const pp_search_t *s, const pp_plan_query_t *q,
                                 const pp_candidate_t *c, int n_visible)
 {
-    char bufs[8][64];
-    const char *sets[256 + 8];
+    char bufs[PP_PLAN_CANDIDATE_SETS][64];
+    const char *sets[256 + PP_PLAN_CANDIDATE_SETS];
     int n = 0;
     if (q->n_sets > 256) PP_FAIL(PP_ERR_USAGE, "plan: at most 256 --set options");
     for (int k = 0; k < q->n_sets; k++)

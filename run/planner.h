@@ -10,6 +10,9 @@
  * candidate's overrides, then run_predict: the cost model, one simulation, the memory of every
  * device), so the planner predicts exactly what `ppsched FILE --simulate` would. Plain C: no
  * CUDA; --verify's executor comes in through pp_run_opts_t. A pp_search_t owns its candidates.
+ *
+ * "Will it fit" counts the optimizer's state: every candidate runs with run.optimizer set to the
+ * query's optimizer (AdamW unless the query says none), whatever the file says.
  */
 #ifndef PP_PLANNER_H
 #define PP_PLANNER_H
@@ -34,6 +37,7 @@ typedef struct pp_plan_query {
     double tokens;     /* tokens per step when global_batch is 0; 0: the file's m * b */
     double memory_gib; /* the limit per GPU; 0: the GPU description's memory */
     int progress;      /* 1: progress on stderr once the search takes over a second */
+    const char *optimizer; /* run.optimizer of every candidate: "adamw" or "none"; NULL: adamw */
 } pp_plan_query_t;
 
 /* Sequences per step the search takes at most (--global-batch), and tokens (--tokens: that many
@@ -85,12 +89,13 @@ typedef struct pp_search {
     char gpu[16];       /* the GPU description priced on */
     pp_config_t base;   /* the file with the overrides, unresolved (model and run keys) */
     int have_base;
-    double seconds; /* wall time of the search */
+    int optimizer_default; /* 1: the query left the optimizer to the default (AdamW) */
+    double seconds;        /* wall time of the search */
 } pp_search_t;
 
 /* Search: every candidate of the space above for `q`, ranked. Input problems (a file that does
- * not load, a batch that no micro-batch count makes) print their message and return
- * PP_ERR_INPUT. `s` is freeable after any return. */
+ * not load, a batch that no micro-batch count makes, a --set of run.optimizer) print their
+ * message and return PP_ERR_INPUT. `s` is freeable after any return. */
 pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q);
 
 /* Rank: candidates that fit first, by tokens/s (then less memory); then those that do not fit,
@@ -98,7 +103,8 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q);
 void plan_search_rank(pp_search_t *s);
 
 /* The --set overrides that make candidate c from the query's file (into bufs; sets points at
- * them). Returns their count (at most 8). */
+ * them), the search's optimizer last. Returns their count (at most PP_PLAN_CANDIDATE_SETS). */
+#define PP_PLAN_CANDIDATE_SETS 9
 int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs[][64],
                         const char **sets);
 

@@ -4,8 +4,9 @@
 # --timeout values run.timeout refuses exit 2; an input error comes before the note that no GPU
 # is present; compare counts its runs in 64 bits, reports an invalid --sweep combination as a
 # failed row naming --sweep, quotes CSV labels and keeps chart names inside its folder; plan
-# refuses numbers out of their range by name; a generated plan larger than the host memory
-# allows is refused before it is built. Prints the summary line tests/run_tests.sh reads.
+# refuses numbers out of their range by name and counts AdamW unless told otherwise; a generated
+# plan larger than the host memory allows is refused before it is built. Prints the summary line
+# tests/run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
 S=schedules/1f1b.yaml
 # The schedules are checked as files, not against this machine's GPUs: hide them, so that a
@@ -115,6 +116,18 @@ for a in "--gpus 1e10:1..64" "--top 3e9:1..2147483647" "--verify 3e9:1..21474836
     # shellcheck disable=SC2086
     expect 2 "^ppsched plan: $flag: out of range (allowed: $range)\$" "$P" plan $flag "$S"
 done
+expect 2 "^ppsched plan: --optimizer sgd: not a choice (allowed: adamw|none)" "$P" plan \
+    --optimizer sgd "$S"
+expect 2 "^plan: --set run.optimizer=none: plan counts the optimizer of --optimizer" "$P" plan \
+    --set run.optimizer=none "$S"
+# The header says which optimizer's state counts; --optimizer none leaves it out.
+expect 0 - "$P" plan --quiet "$S"
+grep -q "^# optimizer: adamw, its state counted in each GPU's memory (the default;" "$tmp/out" &&
+    passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL plan does not say it counts AdamW"; }
+expect 0 - "$P" plan --quiet --optimizer none "$S"
+grep -q "^# optimizer: none, no optimizer state counted" "$tmp/out" && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL plan --optimizer none does not say so"; }
 
 # A generated plan that would take more host memory than the process may have: refused (exit 2)
 # naming the key, before it is built (64 x 16384 needs about 1.2 GiB).

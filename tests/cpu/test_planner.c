@@ -6,7 +6,8 @@
  * same step; a memory limit below every candidate's need gives "nothing fits" naming the closest;
  * refusals are counted by reason; the Pareto front only grows in memory and speed; --verify runs
  * the best through the chain with a stand-in executor and re-ranks them by its "measurement".
- * A file that does not load is freed with the search.
+ * The search counts AdamW's state unless told otherwise and says so, notes a wide model on the
+ * default vocabulary, and frees the file it read when the file is bad.
  */
 #include "tests/check.h"
 #include "model/cost.h"
@@ -51,7 +52,7 @@ static int predict_own(int p, const char *kind, int v, const char *place, const 
                        int b, double *step, double *peak)
 {
     char s[7][64];
-    const char *sets[10];
+    const char *sets[11];
     int n = 0;
     for (int k = 0; k < n_wide; k++)
         sets[n++] = wide[k];
@@ -64,6 +65,7 @@ static int predict_own(int p, const char *kind, int v, const char *place, const 
     snprintf(s[6], 64, "pipeline.split=%s", split);
     for (int k = 0; k < 7; k++)
         sets[n++] = s[k];
+    sets[n++] = "run.optimizer=adamw"; /* what the search counts by default */
     pp_run_t r;
     ts_capture_begin();
     pp_status_t st = run_load(&r, yaml_path, NULL, sets, n, -1);
@@ -263,6 +265,90 @@ static void test_verify(void)
     plan_search_free(&s);
 }
 
+/* The plan's table (or JSON) as text. */
+static char *printed(const pp_search_t *s, int json)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (!f) abort();
+    pp_status_t st = json ? plan_print_json(s, 3, f) : plan_print_table(s, 3, f);
+    fclose(f);
+    EXPECT(st == PP_OK);
+    return buf;
+}
+
+/* AdamW's state counts unless the query says none, whatever run.optimizer the file has; the
+ * header and the JSON say which. A --set of run.optimizer is refused. */
+static void test_optimizer_counted(void)
+{
+    pp_search_t a, n;
+    pp_plan_query_t q = query(4, 16, 0);
+    REQUIRE(plan_search(&a, &q) == PP_OK);
+    q.optimizer = "none";
+    REQUIRE(plan_search(&n, &q) == PP_OK);
+    EXPECT(a.base.run.optimizer == PP_OPT_ADAMW && n.base.run.optimizer == PP_OPT_NONE);
+    REQUIRE(a.n == n.n && a.n > 0);
+    int same = 0;
+    for (int i = 0; i < a.n; i++)
+        for (int j = 0; j < n.n; j++)
+            if (strcmp(a.c[i].label, n.c[j].label) == 0) {
+                same++;
+                EXPECT(a.c[i].peak_bytes > n.c[j].peak_bytes, "%s: %.0f vs %.0f", a.c[i].label,
+                       a.c[i].peak_bytes, n.c[j].peak_bytes);
+            }
+    EXPECT(same == a.n, "%d of %d labels in both", same, a.n);
+    char *t = printed(&a, 0), *j = printed(&a, 1), *tn = printed(&n, 0);
+    EXPECT(strstr(t, "\n# optimizer: adamw, its state counted in each GPU's memory (the default; "
+                     "--optimizer none leaves it out)\n"),
+           "%s", t);
+    EXPECT(strstr(j, "\"optimizer\":\"adamw\""), "%s", j);
+    EXPECT(strstr(tn, "\n# optimizer: none, no optimizer state counted (--optimizer)\n"), "%s", tn);
+    free(t);
+    free(j);
+    free(tn);
+    plan_search_free(&a);
+    plan_search_free(&n);
+    const char *const sets[] = {"run.optimizer=none"};
+    pp_plan_query_t bad = {
+        .path = yaml_path, .sets = sets, .n_sets = 1, .gpus = 4, .global_batch = 16};
+    ts_capture_begin();
+    EXPECT(plan_search(&a, &bad) == PP_ERR_INPUT);
+    EXPECT(strstr(ts_capture_end(), "--set run.optimizer=none: plan counts the optimizer of "
+                                    "--optimizer"));
+    plan_search_free(&a);
+}
+
+/* A 7B-wide model on the default vocabulary (the test's file has 128) says so in the header; its
+ * own vocabulary, or a narrow model, does not. */
+static void test_vocab_note(void)
+{
+    const char *const big[] = {"model.hidden=4096", "model.heads=32", "model.seq_len=64",
+                               "model.vocab=8192"};
+    const char *const own[] = {"model.hidden=4096", "model.heads=32", "model.seq_len=64",
+                               "model.vocab=32000"};
+    const char *const small[] = {"model.vocab=8192"};
+    struct {
+        const char *const *sets;
+        int n, note;
+    } cases[] = {{big, 4, 1}, {own, 4, 0}, {small, 1, 0}};
+    for (int k = 0; k < 3; k++) {
+        pp_search_t s;
+        pp_plan_query_t q = {.path = yaml_path,
+                             .sets = cases[k].sets,
+                             .n_sets = cases[k].n,
+                             .gpus = 2,
+                             .global_batch = 4};
+        REQUIRE(plan_search(&s, &q) == PP_OK);
+        char *t = printed(&s, 0);
+        EXPECT(!strstr(t, "(the default; set model.vocab)") == !cases[k].note, "case %d:\n%s", k,
+               t);
+        if (cases[k].note) EXPECT(strstr(t, ", vocab 8192 (the default; set model.vocab), bf16\n"));
+        free(t);
+        plan_search_free(&s);
+    }
+}
+
 /* A file that does not load: the search owns what config_load left of it, so plan_search_free
  * releases it (LeakSanitizer checks the rest under make test-asan). */
 static void test_bad_file_freed(void)
@@ -295,6 +381,8 @@ int main(void)
     RUN(test_skips_counted);
     RUN(test_pareto);
     RUN(test_verify);
+    RUN(test_optimizer_counted);
+    RUN(test_vocab_note);
     RUN(test_bad_file_freed);
     unlink(yaml_path);
     return check_summary("test_planner");
