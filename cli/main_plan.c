@@ -2,7 +2,8 @@
  * main_plan.c — the `ppsched plan` command: the search (planner.h) with the options of its rows in
  * options.c, its outputs (outputs.c), and --verify K, which runs the best K that fit the GPUs
  * present through the chain with the executor, re-ranks them by the measured step and prints
- * predicted against measured.
+ * predicted against measured. The search is held to --budget (60 s unless given); what it left
+ * out is said on stderr and in the outputs.
  *
  * Part of the command line (outside the core: it hands execute_plan to the chain). Exit codes as
  * elsewhere: 0 ok, 2 usage or input error, 1 when nothing fits the memory or a GPU run fails.
@@ -12,7 +13,8 @@
 
 #include <stdlib.h>
 
-#define PLAN_TOP 10 /* rows in the table without --top */
+#define PLAN_TOP    10   /* rows in the table without --top */
+#define PLAN_BUDGET 60.0 /* seconds of search without --budget */
 
 /* ---- --verify ------------------------------------------------------------------------------- */
 
@@ -73,11 +75,13 @@ pp_status_t cli_plan(char **files, int n_files, cli_opts_t *o)
                          .tokens = o->tokens,
                          .memory_gib = o->memory_gib,
                          .progress = !o->quiet,
-                         .optimizer = o->optimizer};
+                         .optimizer = o->optimizer,
+                         .budget_s = o->budget_s > 0 ? o->budget_s : PLAN_BUDGET};
     PP_CHECK(cli_probe_outputs(o));
     pp_search_t s;
     cli_result_t res = {.path = files[0], .search = &s};
     pp_status_t st = plan_search(&s, &q);
+    if (st == PP_OK) plan_print_unevaluated(&s, stderr);
     if (st == PP_OK && plan_print_nothing_fits(&s, stderr))
         st = PP_ERR_DEVICE;
     else if (st == PP_OK)

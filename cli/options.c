@@ -247,6 +247,9 @@ const cli_option_t cli_options[] = {
     {"optimizer", 0, "adamw|none", CLI_PLAN,
      "the optimizer whose state counts in memory (default adamw,\nwhatever run.optimizer says)",
      set_choice, AT(optimizer), 0},
+    {"budget", 0, "SECONDS", CLI_PLAN,
+     "stop predicting after this long, leaving the largest plans\n(default 60; 0.01..86400)",
+     set_number, AT(budget_s), 0},
     {"top", 0, "N", CLI_PLAN, "rows in the table (default 10)", set_count, AT(top), 0},
     /* several */
     {"set", 'S', "KEY=VALUE", CLI_SHOW | CLI_CHECK | CLI_PROFILE | CLI_PLAN,
@@ -292,6 +295,7 @@ static const struct range ranges[] = {
     {CLI_PLAN, "global-batch", 1, PP_PLAN_MAX_SEQS},
     {CLI_PLAN, "tokens", 1, PP_PLAN_MAX_TOKENS},
     {CLI_PLAN, "memory", 0.1, 100000},
+    {CLI_PLAN, "budget", 0.01, 86400},
     {CLI_PLAN, "top", 1, INT_MAX},
     {CLI_PLAN, "verify", 1, INT_MAX},
 };

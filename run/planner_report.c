@@ -71,6 +71,11 @@ static void plan_preamble(pp_out_t *o, const pp_search_t *s)
                s->n_fit, s->n - s->n_fit);
     plan_skips(o, s);
     out_printf(o, "\n");
+    if (s->unevaluated > 0)
+        out_printf(o,
+                   "# budget: %.3g s ran out with %d of %d candidates not predicted (the largest "
+                   "plans, from %lld stages x micro-batches up)\n",
+                   s->budget_s, s->unevaluated, s->listed, s->unevaluated_from);
 }
 
 int plan_print_nothing_fits(const pp_search_t *s, FILE *f)
@@ -87,6 +92,17 @@ int plan_print_nothing_fits(const pp_search_t *s, FILE *f)
             "device %d (%.1f times the limit)\n",
             s->limit_bytes / GIB, c->label, c->peak_bytes / GIB, c->fullest,
             c->peak_bytes / s->limit_bytes);
+    return 1;
+}
+
+int plan_print_unevaluated(const pp_search_t *s, FILE *f)
+{
+    if (s->unevaluated == 0) return 0;
+    fprintf(f,
+            "plan: the budget of %.3g s ran out: %d of %d candidates were not predicted, the "
+            "largest plans (from %lld stages x micro-batches up); --budget SECONDS searches "
+            "longer\n",
+            s->budget_s, s->unevaluated, s->listed, s->unevaluated_from);
     return 1;
 }
 
@@ -150,7 +166,8 @@ pp_status_t plan_print_json(const pp_search_t *s, int top, FILE *f)
                s->limit_bytes, s->seqs, s->tokens);
     out_printf(&o, "\"optimizer\":\"%s\",\"vocab\":%d,",
                s->base.run.optimizer == PP_OPT_ADAMW ? "adamw" : "none", s->base.model.vocab);
-    out_printf(&o, "\"evaluated\":%d,\"fit\":%d,\"search_s\":", s->n, s->n_fit);
+    out_printf(&o, "\"evaluated\":%d,\"fit\":%d,\"unevaluated\":%d,\"search_s\":", s->n, s->n_fit,
+               s->unevaluated);
     out_json_num(&o, s->seconds);
     out_printf(&o, ",\"skipped\":{");
     for (int k = 0; k < PP_SKIP_COUNT; k++)

@@ -4,9 +4,9 @@
 # --timeout values run.timeout refuses exit 2; an input error comes before the note that no GPU
 # is present; compare counts its runs in 64 bits, reports an invalid --sweep combination as a
 # failed row naming --sweep, quotes CSV labels and keeps chart names inside its folder; plan
-# refuses numbers out of their range by name and counts AdamW unless told otherwise; a generated
-# plan larger than the host memory allows is refused before it is built. Prints the summary line
-# tests/run_tests.sh reads.
+# refuses numbers out of their range by name, counts AdamW unless told otherwise and says what its
+# budget left out; a generated plan larger than the host memory allows is refused before it is
+# built. Prints the summary line tests/run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
 S=schedules/1f1b.yaml
 # The schedules are checked as files, not against this machine's GPUs: hide them, so that a
@@ -111,7 +111,7 @@ grep -q ": ok: try (1f1b), 4 devices" "$tmp/out" && passed=$((passed + 1)) ||
 
 # plan: a number out of its option's range is refused naming the range, before the file is read.
 for a in "--gpus 1e10:1..64" "--top 3e9:1..2147483647" "--verify 3e9:1..2147483647" \
-    "--global-batch 1e19:1..16777216" "--memory 1e-300:0.1..100000"; do
+    "--global-batch 1e19:1..16777216" "--memory 1e-300:0.1..100000" "--budget 1e9:0.01..86400"; do
     flag=${a%%:*} range=${a#*:}
     # shellcheck disable=SC2086
     expect 2 "^ppsched plan: $flag: out of range (allowed: $range)\$" "$P" plan $flag "$S"
@@ -128,6 +128,12 @@ grep -q "^# optimizer: adamw, its state counted in each GPU's memory (the defaul
 expect 0 - "$P" plan --quiet --optimizer none "$S"
 grep -q "^# optimizer: none, no optimizer state counted" "$tmp/out" && passed=$((passed + 1)) ||
     { failed=$((failed + 1)); echo "  FAIL plan --optimizer none does not say so"; }
+# A budget that runs out: what it left is counted on stderr and in the header.
+expect 0 "^plan: the budget of 0.01 s ran out: [0-9]* of [0-9]* candidates were not predicted" \
+    "$P" plan --quiet --budget 0.01 --gpus 8 --global-batch 512 "$S"
+grep -q "^# budget: 0.01 s ran out with [0-9]* of [0-9]* candidates not predicted" "$tmp/out" &&
+    passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL the plan's header does not count what the budget left"; }
 
 # A generated plan that would take more host memory than the process may have: refused (exit 2)
 # naming the key, before it is built (64 x 16384 needs about 1.2 GiB).

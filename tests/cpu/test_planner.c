@@ -7,7 +7,8 @@
  * refusals are counted by reason; the Pareto front only grows in memory and speed; --verify runs
  * the best through the chain with a stand-in executor and re-ranks them by its "measurement".
  * The search counts AdamW's state unless told otherwise and says so, notes a wide model on the
- * default vocabulary, and frees the file it read when the file is bad.
+ * default vocabulary, stops at its budget counting what it left (the largest plans), and frees
+ * the file it read when the file is bad.
  */
 #include "tests/check.h"
 #include "model/cost.h"
@@ -349,6 +350,41 @@ static void test_vocab_note(void)
     }
 }
 
+/* A budget that runs out at once: the smallest plan is predicted, every other one is counted as
+ * left out, and the outputs say so; without a budget nothing is left out. */
+static void test_budget(void)
+{
+    pp_search_t all, s;
+    pp_plan_query_t q = query(4, 32, 0);
+    REQUIRE(plan_search(&all, &q) == PP_OK);
+    EXPECT(all.unevaluated == 0 && all.listed > 1);
+    long long least = -1;
+    for (int i = 0; i < all.n; i++) {
+        long long size = 4LL * all.c[i].v * all.c[i].m;
+        if (least < 0 || size < least) least = size;
+    }
+    q.budget_s = 1e-9;
+    REQUIRE(plan_search(&s, &q) == PP_OK);
+    EXPECT(s.listed == all.listed && s.unevaluated == s.listed - 1, "%d of %d left", s.unevaluated,
+           s.listed);
+    EXPECT(s.n <= 1 && (s.n == 0 || 4LL * s.c[0].v * s.c[0].m == least));
+    EXPECT(s.unevaluated_from >= least);
+    char *t = printed(&s, 0), *j = printed(&s, 1);
+    char want[128];
+    snprintf(want, sizeof want, "ran out with %d of %d candidates not predicted", s.unevaluated,
+             s.listed);
+    EXPECT(strstr(t, want), "%s", t);
+    snprintf(want, sizeof want, "\"unevaluated\":%d,", s.unevaluated);
+    EXPECT(strstr(j, want), "%s", j);
+    ts_capture_begin();
+    EXPECT(plan_print_unevaluated(&s, stderr) == 1 && plan_print_unevaluated(&all, stderr) == 0);
+    EXPECT(strstr(ts_capture_end(), "were not predicted, the largest plans"));
+    free(t);
+    free(j);
+    plan_search_free(&s);
+    plan_search_free(&all);
+}
+
 /* A file that does not load: the search owns what config_load left of it, so plan_search_free
  * releases it (LeakSanitizer checks the rest under make test-asan). */
 static void test_bad_file_freed(void)
@@ -383,6 +419,7 @@ int main(void)
     RUN(test_verify);
     RUN(test_optimizer_counted);
     RUN(test_vocab_note);
+    RUN(test_budget);
     RUN(test_bad_file_freed);
     unlink(yaml_path);
     return check_summary("test_planner");
