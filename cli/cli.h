@@ -85,12 +85,14 @@ struct cli_opts {
     int n_sweeps;
     const char *output; /* -o FILE (profile) */
     /* plan's search */
-    int gpus;          /* --gpus N */
-    long global_batch; /* --global-batch SEQS */
-    double tokens;     /* --tokens N */
-    double memory_gib; /* --memory GIB */
-    int top;           /* --top N */
-    int verify;        /* --verify K */
+    int gpus;              /* --gpus N */
+    long global_batch;     /* --global-batch SEQS */
+    double tokens;         /* --tokens N */
+    double memory_gib;     /* --memory GIB */
+    int top;               /* --top N */
+    int verify;            /* --verify K */
+    const char *optimizer; /* --optimizer adamw|none; NULL: the search's default */
+    double budget_s;       /* --budget SECONDS; 0: main_plan.c's default */
     /* every option given, by the index of its name's first row in cli_options[] */
     int seen[CLI_MAX_OPTIONS];          /* times given */
     const char *value[CLI_MAX_OPTIONS]; /* the last value */

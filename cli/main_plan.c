@@ -2,7 +2,8 @@
  * main_plan.c — the `ppsched plan` command: the search (planner.h) with the options of its rows in
  * options.c, its outputs (outputs.c), and --verify K, which runs the best K that fit the GPUs
  * present through the chain with the executor, re-ranks them by the measured step and prints
- * predicted against measured.
+ * predicted against measured. The search is held to --budget (60 s unless given); what it left
+ * out is said on stderr and in the outputs.
  *
  * Part of the command line (outside the core: it hands execute_plan to the chain). Exit codes as
  * elsewhere: 0 ok, 2 usage or input error, 1 when nothing fits the memory or a GPU run fails.
@@ -12,7 +13,8 @@
 
 #include <stdlib.h>
 
-#define PLAN_TOP 10 /* rows in the table without --top */
+#define PLAN_TOP    10   /* rows in the table without --top */
+#define PLAN_BUDGET 60.0 /* seconds of search without --budget */
 
 /* ---- --verify ------------------------------------------------------------------------------- */
 
@@ -33,7 +35,8 @@ static pp_status_t plan_verify_here(const pp_search_t *s, const pp_plan_query_t 
     char name[256];
     execute_describe_devices(name, sizeof name);
     pp_run_opts_t ro = {.measure = 1, .exec = execute_plan, .gpu = gpu_match_device(name)};
-    pp_verified_t *v = calloc((size_t)k, sizeof *v);
+    if (k > s->n_fit) k = s->n_fit; /* no more can run */
+    pp_verified_t *v = calloc((size_t)(k > 0 ? k : 1), sizeof *v);
     PP_ALLOC_CHECK(v);
     pp_status_t st = plan_verify(s, q, k, n_visible, &ro, v, &n);
     if (st == PP_OK) st = plan_print_verified(s, v, n, stdout);
@@ -71,10 +74,13 @@ pp_status_t cli_plan(char **files, int n_files, cli_opts_t *o)
                          .global_batch = o->global_batch,
                          .tokens = o->tokens,
                          .memory_gib = o->memory_gib,
-                         .progress = !o->quiet};
+                         .progress = !o->quiet,
+                         .optimizer = o->optimizer,
+                         .budget_s = o->budget_s > 0 ? o->budget_s : PLAN_BUDGET};
     pp_search_t s;
     cli_result_t res = {.path = files[0], .search = &s};
     pp_status_t st = plan_search(&s, &q);
+    if (st == PP_OK) plan_print_unevaluated(&s, stderr);
     if (st == PP_OK && plan_print_nothing_fits(&s, stderr))
         st = PP_ERR_DEVICE;
     else if (st == PP_OK)

@@ -37,28 +37,47 @@ static int set_string(cli_opts_t *o, const cli_option_t *opt, const char *arg)
     return 0;
 }
 
-/* A positive number (integral when `whole`) into *v; -1 after printing the problem. */
+/* A numeric option's range for some commands: a row of ranges[] (beside the options). */
+struct range {
+    unsigned cmds;
+    const char *name;
+    double lo, hi;
+};
+static const struct range *range_of(const cli_opts_t *o, const cli_option_t *opt);
+
+/* A positive number (integral when `whole`) within the option's range, else at most max, into
+ * *v; -1 after printing the problem and the range. */
 static int positive(const cli_opts_t *o, const cli_option_t *opt, const char *arg, int whole,
-                    double *v)
+                    double max, double *v)
 {
     char *end;
+    const struct range *r = range_of(o, opt);
+    double lo = r ? r->lo : 0, hi = r ? r->hi : max;
     errno = 0;
     *v = strtod(arg, &end);
-    if (errno || *end || !(*v > 0) || !isfinite(*v) || (whole && *v != floor(*v))) {
+    if (end == arg || *end || isnan(*v) || !(*v > 0) ||
+        (whole && isfinite(*v) && *v != floor(*v))) {
         fprintf(stderr, "%s: --%s %s: expected a positive %s\n", o->cmd->prefix, opt->name, arg,
                 whole ? "whole number" : "number");
+        *v = -1;
+        return -1;
+    }
+    if (errno == ERANGE || !isfinite(*v) || *v < lo || *v > hi) {
+        fprintf(stderr,
+                whole ? "%s: --%s %s: out of range (allowed: %.0f..%.0f)\n"
+                      : "%s: --%s %s: out of range (allowed: %g..%g)\n",
+                o->cmd->prefix, opt->name, arg, whole && lo < 1 ? 1 : lo, hi);
         *v = -1;
         return -1;
     }
     return 0;
 }
 
-/* A count into an int (or long) field. A value past the field's range is refused, as yet without
- * a message of its own. */
+/* A count into an int (or long) field. */
 static int set_count(cli_opts_t *o, const cli_option_t *opt, const char *arg)
 {
     double v;
-    if (positive(o, opt, arg, 1, &v) < 0 || v > INT_MAX) return -1;
+    if (positive(o, opt, arg, 1, INT_MAX, &v) < 0) return -1;
     *FIELD(o, opt, int) = (int)v;
     return 0;
 }
@@ -66,19 +85,36 @@ static int set_count(cli_opts_t *o, const cli_option_t *opt, const char *arg)
 static int set_long_count(cli_opts_t *o, const cli_option_t *opt, const char *arg)
 {
     double v;
-    if (positive(o, opt, arg, 1, &v) < 0 || v >= (double)LONG_MAX) return -1;
+    if (positive(o, opt, arg, 1, (double)(1LL << 53), &v) < 0) return -1;
     *FIELD(o, opt, long) = (long)v;
     return 0;
 }
 
 static int set_whole(cli_opts_t *o, const cli_option_t *opt, const char *arg)
 {
-    return positive(o, opt, arg, 1, FIELD(o, opt, double));
+    return positive(o, opt, arg, 1, (double)(1LL << 53), FIELD(o, opt, double));
 }
 
 static int set_number(cli_opts_t *o, const cli_option_t *opt, const char *arg)
 {
-    return positive(o, opt, arg, 0, FIELD(o, opt, double));
+    return positive(o, opt, arg, 0, 1e300, FIELD(o, opt, double));
+}
+
+/* One of the values the row's `arg` lists ("adamw|none"), kept as given. */
+static int set_choice(cli_opts_t *o, const cli_option_t *opt, const char *arg)
+{
+    size_t n = strlen(arg);
+    for (const char *c = opt->arg; *c;) {
+        size_t len = strcspn(c, "|");
+        if (len == n && strncmp(c, arg, n) == 0) {
+            *FIELD(o, opt, const char *) = arg;
+            return 0;
+        }
+        c += len + (c[len] == '|');
+    }
+    fprintf(stderr, "%s: --%s %s: not a choice (allowed: %s)\n", o->cmd->prefix, opt->name, arg,
+            opt->arg);
+    return -1;
 }
 
 int cli_add_set(cli_opts_t *o, const char *set)
@@ -203,16 +239,23 @@ const cli_option_t cli_options[] = {
     /* profile */
     {"output", 'o', "FILE", CLI_PROFILE, "write the profile to FILE (default: standard output)",
      set_string, AT(output), CLI_ONCE | CLI_OUT_FILE},
-    /* plan: repeats are not refused, the last one counts */
-    {"gpus", 0, "N", CLI_PLAN, "pipeline devices (default: the file's pipeline.devices)", set_count,
-     AT(gpus), 0},
+    /* plan: repeats are not refused, the last one counts; numbers are held to their ranges */
+    {"gpus", 0, "N", CLI_PLAN, "pipeline devices, 1..64 (default: the file's pipeline.devices)",
+     set_count, AT(gpus), 0},
     {"gpu", 0, "NAME", CLI_PLAN, "the GPU description (h100, h200, a100, b200)", add_gpu, 0, 0},
-    {"global-batch", 0, "SEQS", CLI_PLAN, "sequences per training step (default: the file's m x b)",
-     set_long_count, AT(global_batch), 0},
+    {"global-batch", 0, "SEQS", CLI_PLAN,
+     "sequences per training step, at most 2^24 (default: the file's\nm x b)", set_long_count,
+     AT(global_batch), 0},
     {"tokens", 0, "N", CLI_PLAN, "tokens per step instead (a multiple of model.seq_len)", set_whole,
      AT(tokens), 0},
-    {"memory", 0, "GIB", CLI_PLAN, "memory per GPU (default: the GPU description's)", set_number,
-     AT(memory_gib), 0},
+    {"memory", 0, "GIB", CLI_PLAN, "memory per GPU, 0.1..100000 (default: the GPU description's)",
+     set_number, AT(memory_gib), 0},
+    {"optimizer", 0, "adamw|none", CLI_PLAN,
+     "the optimizer whose state counts in memory (default adamw,\nwhatever run.optimizer says)",
+     set_choice, AT(optimizer), 0},
+    {"budget", 0, "SECONDS", CLI_PLAN,
+     "stop predicting after this long, leaving the largest plans\n(default 60; 0.01..86400)",
+     set_number, AT(budget_s), 0},
     {"top", 0, "N", CLI_PLAN, "rows in the table (default 10)", set_count, AT(top), 0},
     /* several */
     {"set", 'S', "KEY=VALUE", CLI_SHOW | CLI_CHECK | CLI_PROFILE | CLI_PLAN,
@@ -251,9 +294,30 @@ static const struct conflict {
     {CLI_PLAN, "json", "csv", "--json and --csv both given (allowed: one)"},
 };
 
+/* The ranges of numeric options, per command: a value outside is refused naming the range. An
+ * option without a row here takes any positive value its field holds (every one of plan's has a
+ * row: a count past INT_MAX, or a memory of 1e-300 GiB, is refused by name). */
+static const struct range ranges[] = {
+    {CLI_PLAN, "gpus", 1, PP_MAX_DEVICES},
+    {CLI_PLAN, "global-batch", 1, PP_PLAN_MAX_SEQS},
+    {CLI_PLAN, "tokens", 1, PP_PLAN_MAX_TOKENS},
+    {CLI_PLAN, "memory", 0.1, 100000},
+    {CLI_PLAN, "budget", 0.01, 86400},
+    {CLI_PLAN, "top", 1, INT_MAX},
+    {CLI_PLAN, "verify", 1, INT_MAX},
+};
+
 /* ---------------------------------------------------------------------------------------------
  * The parser
  * ------------------------------------------------------------------------------------------- */
+
+static const struct range *range_of(const cli_opts_t *o, const cli_option_t *opt)
+{
+    for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++)
+        if ((ranges[k].cmds & o->cmd->id) && strcmp(ranges[k].name, opt->name) == 0)
+            return &ranges[k];
+    return NULL;
+}
 
 /* The index of the first row named `name`: the key its count and value are kept under. */
 static int option_key(const char *name)

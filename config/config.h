@@ -77,10 +77,13 @@ typedef enum pp_config_key {
 #define PP_CFG_ORIGIN_MAX 256
 
 /* The largest plan the resolve step lets a generated schedule make, in ops, and the most ops one
- * (stage, micro-batch) can take (F, B or I + W, and a SEND and a RECV each way). About 200 bytes
- * of host memory go to each op while it is planned, so the limit is near 7 GB. */
-#define PP_MAX_PLAN_OPS    (1L << 25)
-#define PP_PLAN_OPS_PER_MB 7
+ * (stage, micro-batch) can take (F, B or I + W, and a SEND and a RECV each way; run.offload adds
+ * an OFFLOAD and a RELOAD). Lowering and simulating take up to PP_PLAN_HOST_BYTES_PER_OP of host
+ * memory for each of those ops (the most measured over the generated kinds), about 5.6 GiB at the
+ * limit; a plan that would take more than the process may have is refused too. */
+#define PP_MAX_PLAN_OPS           (1L << 25)
+#define PP_PLAN_OPS_PER_MB        7
+#define PP_PLAN_HOST_BYTES_PER_OP 180
 
 typedef struct pp_config {
     char *path; /* the YAML file it came from (for messages) */

@@ -18,8 +18,11 @@
 #include "written.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #define cfg_err_at(cfg, k, ...) config_error_at((cfg), (pp_config_key_t)(k), 0, 0, __VA_ARGS__)
 
@@ -117,20 +120,57 @@ static pp_status_t check_placement(const pp_job_t *job, const pp_config_t *cfg)
                       msg);
 }
 
+/* The host memory a process may take: the machine's physical memory, or less where ulimit -v or
+ * -d says so. *what names the bound. */
+static double host_memory_room(const char **what)
+{
+    static const struct {
+        int resource;
+        const char *what;
+    } limits[] = {{RLIMIT_AS, "ulimit -v allows"}, {RLIMIT_DATA, "ulimit -d allows"}};
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double room = pages > 0 && page > 0 ? (double)pages * (double)page : INFINITY;
+    *what = "this machine has";
+    for (size_t k = 0; k < sizeof limits / sizeof limits[0]; k++) {
+        struct rlimit rl;
+        if (getrlimit(limits[k].resource, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+            (double)rl.rlim_cur < room) {
+            room = (double)rl.rlim_cur;
+            *what = limits[k].what;
+        }
+    }
+    return room;
+}
+
 /* A generated schedule's plan, estimated before anything is allocated: refused over
- * PP_MAX_PLAN_OPS. A written one (steps, csv) is as large as its file. */
+ * PP_MAX_PLAN_OPS, or when lowering and simulating it would take more host memory than the
+ * process may have (PP_PLAN_HOST_BYTES_PER_OP an op, the copies of run.offload counted). A
+ * written one (steps, csv) is as large as its file. */
 static pp_status_t check_plan_size(const pp_job_t *job, const pp_config_t *cfg)
 {
     const pp_job_pipeline_t *pl = &job->pipeline;
     long long ops = (long long)pl->stages * pl->micro_batches * PP_PLAN_OPS_PER_MB;
-    if (sched_kind(job->kind)->written || ops <= PP_MAX_PLAN_OPS) return PP_OK;
-    return cfg_err_at(cfg,
-                      cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES,
-                               PP_CFG_CHUNKS, PP_CFG_STAGES, -1),
-                      "%d stages x %d micro-batches make a plan of up to %lld ops, over the limit "
-                      "of %ld (allowed: stages x micro-batches at most %ld)",
-                      pl->stages, pl->micro_batches, ops, PP_MAX_PLAN_OPS,
-                      PP_MAX_PLAN_OPS / PP_PLAN_OPS_PER_MB);
+    int key = cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES,
+                       PP_CFG_CHUNKS, PP_CFG_STAGES, -1);
+    if (sched_kind(job->kind)->written) return PP_OK;
+    if (ops > PP_MAX_PLAN_OPS)
+        return cfg_err_at(cfg, key,
+                          "%d stages x %d micro-batches make a plan of up to %lld ops, over the "
+                          "limit of %ld (allowed: stages x micro-batches at most %ld)",
+                          pl->stages, pl->micro_batches, ops, PP_MAX_PLAN_OPS,
+                          PP_MAX_PLAN_OPS / PP_PLAN_OPS_PER_MB);
+    const char *what;
+    int per_mb = PP_PLAN_OPS_PER_MB + (job->run.offload == PP_OFFLOAD_ACTIVATIONS ? 2 : 0);
+    double per_unit = (double)per_mb * PP_PLAN_HOST_BYTES_PER_OP; /* a (stage, micro-batch) */
+    double need = per_unit * pl->stages * pl->micro_batches, room = host_memory_room(&what);
+    if (need <= room) return PP_OK;
+    const double gib = 1073741824.0;
+    return cfg_err_at(cfg, key,
+                      "%d stages x %d micro-batches take about %.1f GiB of host memory to lower "
+                      "and simulate, more than the %.1f GiB %s (allowed: stages x micro-batches "
+                      "at most %.0f here)",
+                      pl->stages, pl->micro_batches, need / gib, room / gib, what,
+                      floor(room / per_unit));
 }
 
 /* Pipeline devices may share a CUDA device (`devices: [0, 0]`), but not over a transport that

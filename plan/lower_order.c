@@ -7,7 +7,10 @@
  * on each role; host slots (run.offload) alongside, through offload.c's step. While cap[stage] is 0
  * the stage takes the lowest free slot and cap becomes the most it held at once (the schedule's own
  * need); once the stage has a cap it takes the free slot released longest ago (a FIFO of free
- * slots), which leaves the most room between a slot's last reader and its next writer.
+ * slots), which leaves the most room between a slot's last reader and its next writer. A take
+ * costs O(log m) at most: the released slots wait in a min-heap (no cap) or the FIFO ring (a cap),
+ * and a counter hands out the slots never taken, so GPipe and looped BFS, which hold all m
+ * micro-batches at once, lower in about the time 1F1B does.
  *
  * The dry run advances one head per channel (plan.h: a device's compute, offload or load stream,
  * its send or recv channel with one peer device) in lock-step rounds, emits an op once its
@@ -39,8 +42,7 @@ typedef struct order {
     int *slot;      /* [unit] slot held, -1 none yet */
     int *last_role; /* [unit * PP_ROLE_COUNT] last op of the unit per role */
     int *holder;    /* [slot] unit that last held it, -1 none */
-    int *queue;     /* [slot] ring of free slots, released longest ago first (with a cap) */
-    char *busy;     /* [slot] */
+    int *queue;     /* [slot] the released free slots (pool_t): a min-heap, or a FIFO ring */
     int *saved;     /* [max stage ops * (LOWER_MAX_DEPS + 1)] slot deps before a reassignment */
     host_state_t H; /* host slots, [stage * n_mb + slot or mb] as offload.c indexes them */
     /* The dry run. */
@@ -57,10 +59,10 @@ typedef struct order {
 
 static void order_free(order_t *O)
 {
-    void *p[] = {O->cap,    O->used_cap,  O->grown_from, O->st_begin,    O->st_ops, O->last,
-                 O->slot,   O->last_role, O->holder,     O->queue,       O->busy,   O->saved,
-                 O->head,   O->done,      O->head_round, O->round_start, O->H.busy, O->H.reader,
-                 O->H.held, O->live,      O->wait};
+    void *p[] = {O->cap,    O->used_cap, O->grown_from, O->st_begin,   O->st_ops,
+                 O->last,   O->slot,     O->last_role,  O->holder,     O->queue,
+                 O->saved,  O->head,     O->done,       O->head_round, O->round_start,
+                 O->H.busy, O->H.reader, O->H.held,     O->live,       O->wait};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
     memset(O, 0, sizeof *O);
@@ -118,7 +120,6 @@ static pp_status_t order_init(order_t *O, const lower_t *L)
                           malloc(st * m * sizeof(int))};
     O->holder = malloc(m * sizeof *O->holder);
     O->queue = malloc(m * sizeof *O->queue);
-    O->busy = malloc(m);
     O->head = malloc((size_t)L->n_chan * sizeof *O->head);
     O->live = malloc((size_t)L->n_chan * sizeof *O->live);
     O->wait = malloc(2 * (size_t)L->n_chan * sizeof *O->wait);
@@ -130,9 +131,9 @@ static pp_status_t order_init(order_t *O, const lower_t *L)
         O->saved = malloc((most > 0 ? most : 1) * (LOWER_MAX_DEPS + 1) * sizeof *O->saved);
     }
     if (!O->cap || !O->used_cap || !O->grown_from || !O->st_begin || !O->st_ops || !O->last ||
-        !O->slot || !O->last_role || !O->holder || !O->queue || !O->busy || !O->saved || !O->head ||
-        !O->done || !O->head_round || !O->round_start || !O->H.busy || !O->H.reader || !O->H.held ||
-        !O->live || !O->wait) {
+        !O->slot || !O->last_role || !O->holder || !O->queue || !O->saved || !O->head || !O->done ||
+        !O->head_round || !O->round_start || !O->H.busy || !O->H.reader || !O->H.held || !O->live ||
+        !O->wait) {
         order_free(O);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory ordering a plan of %d ops", L->n_ops);
     }
@@ -170,19 +171,70 @@ static int slots_changed(const lower_t *L, const order_t *O, const int *ids, int
     return first;
 }
 
-/* A free slot for a new holder: the lowest (no cap yet), else the one released longest ago. */
-static int slots_take(order_t *O, int cap, int m, int *qh, int *qn)
+/* A stage's free slots while it is assigned. Every slot below `fresh` has been taken; those of
+ * them released again are in queue[]: with no cap, a min-heap of n (the lowest free slot is its
+ * top, else fresh); with a cap, a ring of n from `head`, released longest ago first (then fresh,
+ * which starts at the cap: the ring starts with the slots below it). */
+typedef struct pool {
+    int *queue; /* order_t's queue: [m] the released free slots */
+    int cap;    /* the stage's cap; 0: none yet, take the lowest free slot */
+    int m;      /* micro-batches: the ring's size */
+    int head;   /* the ring's first entry (with a cap) */
+    int n;      /* entries in queue[] */
+    int fresh;  /* the lowest slot never taken */
+} pool_t;
+
+static void pool_start(pool_t *P, int *queue, int cap, int m)
 {
-    int j = 0;
-    if (cap > 0 && *qn > 0) {
-        j = O->queue[*qh];
-        *qh = (*qh + 1) % m;
-        --*qn;
-        return j;
+    *P = (pool_t){queue, cap, m, 0, 0, cap};
+    for (int c = 0; c < cap; c++)
+        queue[P->n++] = c;
+}
+
+/* The heap's top goes; the last entry sifts down from the root. */
+static int heap_pop(pool_t *P)
+{
+    int *h = P->queue, top = h[0], x = h[--P->n], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= P->n) break;
+        if (c + 1 < P->n && h[c + 1] < h[c]) c++;
+        if (h[c] >= x) break;
+        h[i] = h[c];
+        i = c;
     }
-    while (O->busy[j]) /* at most n_mb holders at once, so j < n_mb */
-        j++;
+    if (P->n > 0) h[i] = x;
+    return top;
+}
+
+static void heap_push(pool_t *P, int slot)
+{
+    int *h = P->queue, i = P->n++;
+    while (i > 0 && h[(i - 1) / 2] > slot) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = slot;
+}
+
+/* A free slot for a new holder: the lowest (no cap yet), else the one released longest ago. At
+ * most m holders at once, so fresh stays below m. */
+static int pool_take(pool_t *P)
+{
+    if (P->n == 0) return P->fresh++;
+    if (P->cap == 0) return heap_pop(P);
+    int j = P->queue[P->head];
+    P->head = (P->head + 1) % P->m;
+    P->n--;
     return j;
+}
+
+static void pool_give(pool_t *P, int slot)
+{
+    if (P->cap == 0)
+        heap_push(P, slot);
+    else
+        P->queue[(P->head + P->n++) % P->m] = slot;
 }
 
 /* Clear stage s's scratch and host slots for a reassignment of ids[0..n). */
@@ -198,7 +250,6 @@ static void slots_reset(lower_t *L, order_t *O, int s, const int *ids, int n)
             O->last_role[u * PP_ROLE_COUNT + r] = -1;
         O->H.held[base + o->mb] = -1;
     }
-    memset(O->busy, 0, (size_t)L->n_mb);
     memset(O->H.busy + base, 0, (size_t)L->n_mb);
     for (int j = 0; j < L->n_mb; j++)
         O->holder[j] = O->H.reader[base + j] = -1;
@@ -209,20 +260,19 @@ static void slots_reset(lower_t *L, order_t *O, int s, const int *ids, int n)
 static int slots_stage(lower_t *L, order_t *O, int s, int *slots_per_stage)
 {
     const int *ids = &O->st_ops[O->st_begin[s]];
-    int n = O->st_begin[s + 1] - O->st_begin[s], cap = O->cap[s], m = L->n_mb, qh = 0, qn = 0;
-    size_t ubase = 2 * (size_t)s * (size_t)m;
+    int n = O->st_begin[s + 1] - O->st_begin[s], cap = O->cap[s];
+    size_t ubase = 2 * (size_t)s * (size_t)L->n_mb;
+    pool_t P;
     slots_save(L, O, ids, n);
     slots_reset(L, O, s, ids, n);
-    for (int c = 0; c < cap; c++)
-        O->queue[qn++] = c;
+    pool_start(&P, O->queue, cap, L->n_mb);
     slots_per_stage[s] = 0;
     for (int k = 0; k < n; k++) {
         int id = ids[k];
         pp_op_t *o = &L->ops[id];
         size_t u = lower_slot_unit(L, o) - ubase;
         if (O->slot[u] < 0) {
-            int j = slots_take(O, cap, m, &qh, &qn), prev = O->holder[j];
-            O->busy[j] = 1;
+            int j = pool_take(&P), prev = O->holder[j];
             O->slot[u] = j;
             if (j + 1 > slots_per_stage[s]) slots_per_stage[s] = j + 1;
             if (prev >= 0)
@@ -233,9 +283,8 @@ static int slots_stage(lower_t *L, order_t *O, int s, int *slots_per_stage)
         O->last_role[u * PP_ROLE_COUNT + o->role] = id;
         lower_host_slot_step(L, &O->H, id);
         if (O->last[u] == id) {
-            O->busy[o->slot] = 0;
             O->holder[o->slot] = (int)u;
-            if (cap > 0) O->queue[(qh + qn++) % m] = o->slot;
+            pool_give(&P, o->slot);
         }
     }
     O->used_cap[s] = cap;

@@ -4,9 +4,11 @@
  * and the comparison of the best two.
  *
  * Two passes: the first lists the combinations and counts the skipped ones by reason (cheap, the
- * kind table's checks); the second evaluates the list, with progress on stderr once it has taken
- * a second. Every candidate is loaded from the file again with its own overrides, so it is
- * exactly the run `ppsched FILE --set ...` would make; the chain is freed after each.
+ * kind table's checks); the second evaluates the list smallest plan first (stages x micro-batches:
+ * what lowering and simulating cost), with progress and the best so far on stderr once it has
+ * taken a second, until the list ends or the budget runs out. Every candidate is loaded from the
+ * file again with its own overrides, so it is exactly the run `ppsched FILE --set ...` would
+ * make; the chain is freed after each.
  */
 #include "planner.h"
 
@@ -20,8 +22,7 @@
 #include <time.h>
 
 #define PLAN_MAX_CHUNKS 8
-#define PLAN_MAX_SEQS   (1L << 24) /* global batch, sequences */
-#define PLAN_MAX_ROOT   4096       /* its square root */
+#define PLAN_MAX_ROOT   4096 /* the square root of PP_PLAN_MAX_SEQS */
 
 static const char *const skip_names[PP_SKIP_COUNT] = {
     [PP_SKIP_CHUNKS] = "chunks",       [PP_SKIP_MICRO_BATCHES] = "micro-batches",
@@ -43,11 +44,75 @@ static double now_s(void)
 
 /* ---- the base file and the batch ------------------------------------------------------------ */
 
+/* The optimizer every candidate runs with: the query's, else AdamW. A --set of run.optimizer is
+ * refused: the file's value (none in the shipped schedules) is not what plan counts. */
+static pp_status_t plan_optimizer(pp_search_t *s, const pp_plan_query_t *q, char *set, size_t size)
+{
+    const char *opt = q->optimizer ? q->optimizer : "adamw";
+    for (int k = 0; k < q->n_sets; k++)
+        if (strncmp(q->sets[k], "run.optimizer=", 14) == 0) {
+            fprintf(stderr,
+                    "plan: --set %s: plan counts the optimizer of --optimizer, AdamW unless it "
+                    "says none (allowed: --optimizer adamw|none)\n",
+                    q->sets[k]);
+            return PP_ERR_INPUT;
+        }
+    if (strcmp(opt, "adamw") != 0 && strcmp(opt, "none") != 0) {
+        fprintf(stderr, "plan: --optimizer %s (allowed: adamw, none)\n", opt);
+        return PP_ERR_INPUT;
+    }
+    s->optimizer_default = q->optimizer == NULL;
+    snprintf(set, size, "run.optimizer=%s", opt);
+    return PP_OK;
+}
+
+/* The file with the query's overrides and the optimizer's. */
+static pp_status_t plan_load_base(pp_search_t *s, const pp_plan_query_t *q)
+{
+    char opt[64];
+    const char *sets[256 + 1];
+    if (q->n_sets > 256) PP_FAIL(PP_ERR_USAGE, "plan: at most 256 --set options");
+    PP_CHECK(plan_optimizer(s, q, opt, sizeof opt));
+    for (int k = 0; k < q->n_sets; k++)
+        sets[k] = q->sets[k];
+    sets[q->n_sets] = opt;
+    s->have_base = 1; /* config_load leaves it freeable on failure */
+    return config_load(&s->base, q->path, sets, q->n_sets + 1);
+}
+
+/* Sequences per step: --global-batch, --tokens over model.seq_len, or the file's m x b. */
+static pp_status_t plan_batch(pp_search_t *s, const pp_plan_query_t *q)
+{
+    const pp_config_t *b = &s->base;
+    double seq = b->model.seq_len, seqs;
+    if (q->global_batch > 0) {
+        seqs = (double)q->global_batch;
+    } else if (q->tokens > 0) {
+        seqs = floor(q->tokens / seq + 0.5);
+        if (seqs < 1 || fabs(seqs * seq - q->tokens) > 0.5) {
+            fprintf(stderr,
+                    "plan: --tokens %.0f is not a whole number of %d-token sequences (allowed: a "
+                    "multiple of model.seq_len, e.g. %.0f)\n",
+                    q->tokens, b->model.seq_len, (seqs < 1 ? 1 : seqs) * seq);
+            return PP_ERR_INPUT;
+        }
+    } else {
+        seqs = (double)b->pipeline.micro_batches * b->pipeline.micro_batch_size;
+    }
+    if (seqs > PP_PLAN_MAX_SEQS) {
+        fprintf(stderr, "plan: a global batch of %.0f sequences (allowed: 1..%ld)\n", seqs,
+                PP_PLAN_MAX_SEQS);
+        return PP_ERR_INPUT;
+    }
+    s->seqs = (long)seqs;
+    s->tokens = seqs * seq;
+    return PP_OK;
+}
+
 static pp_status_t plan_base(pp_search_t *s, const pp_plan_query_t *q)
 {
     pp_config_t *b = &s->base;
-    PP_CHECK(config_load(b, q->path, q->sets, q->n_sets));
-    s->have_base = 1;
+    PP_CHECK(plan_load_base(s, q));
     if (sched_kind(b->schedule.kind)->written) {
         fprintf(stderr,
                 "%s: plan searches the generated kinds, but this file writes its schedule "
@@ -60,30 +125,11 @@ static pp_status_t plan_base(pp_search_t *s, const pp_plan_query_t *q)
         fprintf(stderr, "plan: --gpus %d (allowed: 1..%d)\n", s->p, PP_MAX_DEVICES);
         return PP_ERR_INPUT;
     }
-    double seq = b->model.seq_len;
-    if (q->global_batch > 0) {
-        s->seqs = q->global_batch;
-    } else if (q->tokens > 0) {
-        s->seqs = (long)floor(q->tokens / seq + 0.5);
-        if (s->seqs < 1 || fabs((double)s->seqs * seq - q->tokens) > 0.5) {
-            fprintf(stderr,
-                    "plan: --tokens %.0f is not a whole number of %d-token sequences (allowed: a "
-                    "multiple of model.seq_len, e.g. %.0f)\n",
-                    q->tokens, b->model.seq_len, (s->seqs < 1 ? 1 : (double)s->seqs) * seq);
-            return PP_ERR_INPUT;
-        }
-    } else {
-        s->seqs = (long)b->pipeline.micro_batches * b->pipeline.micro_batch_size;
-    }
-    if (s->seqs > PLAN_MAX_SEQS) {
-        fprintf(stderr, "plan: a global batch of %ld sequences (allowed: 1..%ld)\n", s->seqs,
-                PLAN_MAX_SEQS);
-        return PP_ERR_INPUT;
-    }
-    s->tokens = (double)s->seqs * seq;
+    PP_CHECK(plan_batch(s, q));
     const pp_gpu_t *g = cost_gpu_for(&b->cost_src, NULL, NULL);
     snprintf(s->gpu, sizeof s->gpu, "%s", g->name);
     s->limit_bytes = q->memory_gib > 0 ? q->memory_gib * 1073741824.0 : 0;
+    s->budget_s = q->budget_s > 0 ? q->budget_s : 0;
     return PP_OK;
 }
 
@@ -194,16 +240,18 @@ int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs
     snprintf(bufs[5], 64, "pipeline.micro_batches=%d", c->m);
     snprintf(bufs[6], 64, "pipeline.micro_batch_size=%d", c->mbs);
     snprintf(bufs[7], 64, "pipeline.split=%s", c->split == PP_SPLIT_BALANCED ? "balanced" : "even");
-    for (int k = 0; k < 8; k++)
+    snprintf(bufs[8], 64, "run.optimizer=%s",
+             s->base.run.optimizer == PP_OPT_ADAMW ? "adamw" : "none");
+    for (int k = 0; k < PP_PLAN_CANDIDATE_SETS; k++)
         sets[k] = bufs[k];
-    return 8;
+    return PP_PLAN_CANDIDATE_SETS;
 }
 
 pp_status_t plan_candidate_load(pp_run_t *r, const pp_search_t *s, const pp_plan_query_t *q,
                                 const pp_candidate_t *c, int n_visible)
 {
-    char bufs[8][64];
-    const char *sets[256 + 8];
+    char bufs[PP_PLAN_CANDIDATE_SETS][64];
+    const char *sets[256 + PP_PLAN_CANDIDATE_SETS];
     int n = 0;
     if (q->n_sets > 256) PP_FAIL(PP_ERR_USAGE, "plan: at most 256 --set options");
     for (int k = 0; k < q->n_sets; k++)
@@ -268,21 +316,67 @@ static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i
     return st == PP_ERR_INPUT && *why == PP_SKIP_BUILD ? PP_OK : st;
 }
 
-static void plan_progress(const pp_search_t *s, int done, double t0, double *last)
+/* What lowering and simulating candidate c costs, about: its stages x micro-batches. */
+static long long plan_size(const pp_search_t *s, const pp_candidate_t *c)
 {
+    return (long long)s->p * c->v * c->m;
+}
+
+/* The order of evaluation: smallest plan first (every candidate has the same p); the rest of the
+ * fields make the order total. */
+static int plan_by_size(const void *pa, const void *pb)
+{
+    const pp_candidate_t *a = pa, *b = pb;
+    long long sa = (long long)a->v * a->m, sb = (long long)b->v * b->m;
+    if (sa != sb) return sa < sb ? -1 : 1;
+    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+    if (a->v != b->v) return a->v < b->v ? -1 : 1;
+    if (a->placement != b->placement) return a->placement < b->placement ? -1 : 1;
+    if (a->split != b->split) return a->split < b->split ? -1 : 1;
+    return a->m < b->m ? -1 : a->m > b->m;
+}
+
+/* The progress line: done of all, and the fastest that fits among c[0..kept). */
+typedef struct progress {
+    double t0, last; /* the search's start; the last line's time, 0 before the first */
+    int best;        /* index of the best so far among the kept, -1 none */
+} progress_t;
+
+static void plan_progress(const pp_search_t *s, int done, int kept, progress_t *pg, int final)
+{
+    const pp_candidate_t *c = kept > 0 ? &s->c[kept - 1] : NULL;
+    if (c && c->peak_bytes <= s->limit_bytes &&
+        (pg->best < 0 || c->step_ms < s->c[pg->best].step_ms))
+        pg->best = kept - 1;
     double t = now_s();
-    if (t - t0 < 1.0 || t - *last < 0.25) return;
-    *last = t;
-    fprintf(stderr, "\r# plan: %d of %d candidates predicted (%.1f s)", done, s->n, t - t0);
+    if (!final && (t - pg->t0 < 1.0 || t - pg->last < 0.25)) return;
+    if (final && pg->last == 0) return;
+    pg->last = t;
+    fprintf(stderr, "\r# plan: %d of %d candidates predicted (%.1f s)", done, s->n, t - pg->t0);
+    if (pg->best >= 0)
+        fprintf(stderr, "; best so far %-40s %10.4g tokens/s", s->c[pg->best].label,
+                s->c[pg->best].tokens_per_s);
+    if (final) fputc('\n', stderr);
+}
+
+/* Stop after candidate i when the budget ran out: count what is left. */
+static int plan_out_of_time(pp_search_t *s, int i, double t0)
+{
+    if (!(s->budget_s > 0) || i + 1 >= s->n || now_s() - t0 <= s->budget_s) return 0;
+    s->unevaluated = s->n - (i + 1);
+    s->unevaluated_from = plan_size(s, &s->c[i + 1]);
+    return 1;
 }
 
 pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q)
 {
-    double t0 = now_s(), last = 0;
+    progress_t pg = {now_s(), 0, -1};
     memset(s, 0, sizeof *s);
     PP_CHECK(plan_base(s, q));
     PP_CHECK(plan_enumerate(s));
-    int kept = 0;
+    if (s->n > 1) qsort(s->c, (size_t)s->n, sizeof *s->c, plan_by_size);
+    s->listed = s->n;
+    int kept = 0, done = 0;
     for (int i = 0; i < s->n; i++) {
         int why;
         PP_CHECK(plan_evaluate(s, q, i, &why));
@@ -290,16 +384,16 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q)
             s->c[kept++] = s->c[i];
         else
             s->skipped[why]++;
-        if (q->progress) plan_progress(s, i + 1, t0, &last);
+        done = i + 1;
+        if (q->progress) plan_progress(s, done, kept, &pg, 0);
+        if (plan_out_of_time(s, i, pg.t0)) break;
     }
-    if (q->progress && last > 0)
-        fprintf(stderr, "\r# plan: %d of %d candidates predicted (%.1f s)\n", s->n, s->n,
-                now_s() - t0);
+    if (q->progress) plan_progress(s, done, kept, &pg, 1);
     s->n = kept;
     for (int i = 0; i < s->n; i++)
         s->c[i].fits = s->c[i].peak_bytes <= s->limit_bytes;
     plan_search_rank(s);
-    s->seconds = now_s() - t0;
+    s->seconds = now_s() - pg.t0;
     return PP_OK;
 }
 

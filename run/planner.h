@@ -10,6 +10,11 @@
  * candidate's overrides, then run_predict: the cost model, one simulation, the memory of every
  * device), so the planner predicts exactly what `ppsched FILE --simulate` would. Plain C: no
  * CUDA; --verify's executor comes in through pp_run_opts_t. A pp_search_t owns its candidates.
+ *
+ * "Will it fit" counts the optimizer's state: every candidate runs with run.optimizer set to the
+ * query's optimizer (AdamW unless the query says none), whatever the file says. The candidates are
+ * predicted smallest plan first (stages x micro-batches), so a time budget that runs out leaves
+ * the largest unevaluated, and says how many.
  */
 #ifndef PP_PLANNER_H
 #define PP_PLANNER_H
@@ -34,7 +39,14 @@ typedef struct pp_plan_query {
     double tokens;     /* tokens per step when global_batch is 0; 0: the file's m * b */
     double memory_gib; /* the limit per GPU; 0: the GPU description's memory */
     int progress;      /* 1: progress on stderr once the search takes over a second */
+    const char *optimizer; /* run.optimizer of every candidate: "adamw" or "none"; NULL: adamw */
+    double budget_s;       /* > 0: stop predicting once the search has taken this long */
 } pp_plan_query_t;
+
+/* Sequences per step the search takes at most (--global-batch), and tokens (--tokens: that many
+ * sequences of the longest model.seq_len). */
+#define PP_PLAN_MAX_SEQS   (1L << 24)
+#define PP_PLAN_MAX_TOKENS ((double)PP_PLAN_MAX_SEQS * (1 << 20))
 
 /* Why a combination was not evaluated. */
 typedef enum pp_skip {
@@ -80,11 +92,17 @@ typedef struct pp_search {
     char gpu[16];       /* the GPU description priced on */
     pp_config_t base;   /* the file with the overrides, unresolved (model and run keys) */
     int have_base;
-    double seconds; /* wall time of the search */
+    int optimizer_default; /* 1: the query left the optimizer to the default (AdamW) */
+    double seconds;        /* wall time of the search */
+    double budget_s;       /* the query's budget; 0: none */
+    int listed;            /* candidates listed, before the chain and the budget */
+    int unevaluated;       /* of them, those the budget left out (the largest plans) */
+    long long unevaluated_from; /* the smallest of them, in stages x micro-batches */
 } pp_search_t;
 
-/* Search: every candidate of the space above for `q`, ranked. Input problems (a file that does
- * not load, a batch that no micro-batch count makes) print their message and return
+/* Search: every candidate of the space above for `q`, ranked (those the budget left out are
+ * counted in s->unevaluated). Input problems (a file that does not load, a batch that no
+ * micro-batch count makes, a --set of run.optimizer) print their message and return
  * PP_ERR_INPUT. `s` is freeable after any return. */
 pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q);
 
@@ -93,7 +111,8 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q);
 void plan_search_rank(pp_search_t *s);
 
 /* The --set overrides that make candidate c from the query's file (into bufs; sets points at
- * them). Returns their count (at most 8). */
+ * them), the search's optimizer last. Returns their count (at most PP_PLAN_CANDIDATE_SETS). */
+#define PP_PLAN_CANDIDATE_SETS 9
 int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs[][64],
                         const char **sets);
 
@@ -136,6 +155,10 @@ pp_status_t plan_print_verified(const pp_search_t *s, const pp_verified_t *v, in
 /* "nothing fits in 1.0 GiB per GPU: the closest is ... (needs 37.5 GiB on device 0)" on f when no
  * candidate fits; returns 1 then, 0 otherwise. */
 int plan_print_nothing_fits(const pp_search_t *s, FILE *f);
+
+/* "the budget of 60 s ran out: 120 of 500 candidates not predicted ..." on f when the budget
+ * left some out; returns 1 then, 0 otherwise. */
+int plan_print_unevaluated(const pp_search_t *s, FILE *f);
 
 void plan_search_free(pp_search_t *s);
 

@@ -15,6 +15,9 @@
 
 #define GIB 1073741824.0
 
+/* A model this wide is 7B-sized or more: its vocabulary matters to the memory of the end stages. */
+#define PLAN_LARGE_HIDDEN 4096
+
 static void plan_skips(pp_out_t *o, const pp_search_t *s)
 {
     int total = 0;
@@ -36,19 +39,43 @@ static void plan_row(pp_out_t *o, int rank, const pp_candidate_t *c)
                c->peak_bytes / GIB, c->mb_equiv, c->sent_bytes / GIB, c->fits ? "fits" : "no");
 }
 
-static void plan_preamble(pp_out_t *o, const pp_search_t *s)
+/* The model line. A 7B-sized model on the default vocabulary says so, whether or not the file
+ * wrote it out (the shipped ones do): the embedding and the LM head weigh on the end devices, and
+ * such models have several times more. */
+static void plan_model_line(pp_out_t *o, const pp_search_t *s)
 {
     const pp_job_model_t *m = &s->base.model;
+    pp_config_t d;
+    config_defaults(&d);
+    int note = m->hidden >= PLAN_LARGE_HIDDEN && m->vocab == d.model.vocab;
+    config_free(&d);
+    out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d%s, %s\n", m->layers,
+               m->hidden, m->heads, m->seq_len, m->vocab,
+               note ? " (the default; set model.vocab)" : "", pp_dtype_name(m->dtype));
+    if (s->base.run.optimizer == PP_OPT_ADAMW)
+        out_printf(o, "# optimizer: adamw, its state counted in each GPU's memory (%s)\n",
+                   s->optimizer_default ? "the default; --optimizer none leaves it out"
+                                        : "--optimizer");
+    else
+        out_printf(o, "# optimizer: none, no optimizer state counted (--optimizer)\n");
+}
+
+static void plan_preamble(pp_out_t *o, const pp_search_t *s)
+{
     out_printf(o,
                "# ppsched plan: %d x %s, %.1f GiB per GPU; global batch %ld sequences (%.0f "
                "tokens)\n",
                s->p, s->gpu, s->limit_bytes / GIB, s->seqs, s->tokens);
-    out_printf(o, "# model: %d layers, hidden %d, %d heads, seq %d, vocab %d, %s\n", m->layers,
-               m->hidden, m->heads, m->seq_len, m->vocab, pp_dtype_name(m->dtype));
+    plan_model_line(o, s);
     out_printf(o, "# searched %d candidates in %.2f s: %d fit, %d do not; ", s->n, s->seconds,
                s->n_fit, s->n - s->n_fit);
     plan_skips(o, s);
     out_printf(o, "\n");
+    if (s->unevaluated > 0)
+        out_printf(o,
+                   "# budget: %.3g s ran out with %d of %d candidates not predicted (the largest "
+                   "plans, from %lld stages x micro-batches up)\n",
+                   s->budget_s, s->unevaluated, s->listed, s->unevaluated_from);
 }
 
 int plan_print_nothing_fits(const pp_search_t *s, FILE *f)
@@ -65,6 +92,17 @@ int plan_print_nothing_fits(const pp_search_t *s, FILE *f)
             "device %d (%.1f times the limit)\n",
             s->limit_bytes / GIB, c->label, c->peak_bytes / GIB, c->fullest,
             c->peak_bytes / s->limit_bytes);
+    return 1;
+}
+
+int plan_print_unevaluated(const pp_search_t *s, FILE *f)
+{
+    if (s->unevaluated == 0) return 0;
+    fprintf(f,
+            "plan: the budget of %.3g s ran out: %d of %d candidates were not predicted, the "
+            "largest plans (from %lld stages x micro-batches up); --budget SECONDS searches "
+            "longer\n",
+            s->budget_s, s->unevaluated, s->listed, s->unevaluated_from);
     return 1;
 }
 
@@ -126,7 +164,10 @@ pp_status_t plan_print_json(const pp_search_t *s, int top, FILE *f)
     out_json_str(&o, s->gpu);
     out_printf(&o, ",\"memory_limit_bytes\":%.0f,\"global_batch\":%ld,\"tokens_per_step\":%.0f,",
                s->limit_bytes, s->seqs, s->tokens);
-    out_printf(&o, "\"evaluated\":%d,\"fit\":%d,\"search_s\":", s->n, s->n_fit);
+    out_printf(&o, "\"optimizer\":\"%s\",\"vocab\":%d,",
+               s->base.run.optimizer == PP_OPT_ADAMW ? "adamw" : "none", s->base.model.vocab);
+    out_printf(&o, "\"evaluated\":%d,\"fit\":%d,\"unevaluated\":%d,\"search_s\":", s->n, s->n_fit,
+               s->unevaluated);
     out_json_num(&o, s->seconds);
     out_printf(&o, ",\"skipped\":{");
     for (int k = 0; k < PP_SKIP_COUNT; k++)

@@ -7,7 +7,9 @@
 # every output path is checked before anything loads (exit 2), none may be another output or an
 # input; compare checks every file before running any, counts its runs in 64 bits, reports an
 # invalid --sweep combination as a failed row naming --sweep, quotes CSV labels and keeps chart
-# names inside its folder. Prints the summary line tests/run_tests.sh reads.
+# names inside its folder; plan refuses numbers out of their range by name, counts AdamW unless
+# told otherwise and says what its budget left out; a generated plan larger than the host memory
+# allows is refused before it is built. Prints the summary line tests/run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
 S=schedules/1f1b.yaml
 # The schedules are checked as files, not against this machine's GPUs: hide them, so that a
@@ -221,6 +223,38 @@ if grep -q "built without CUDA" "$tmp/err"; then
         echo "  FAIL the CPU-only build's message leaves out a command: $(cat "$tmp/err")"
     fi
 fi
+# plan: a number out of its option's range is refused naming the range, before the file is read.
+for a in "--gpus 1e10:1..64" "--top 3e9:1..2147483647" "--verify 3e9:1..2147483647" \
+    "--global-batch 1e19:1..16777216" "--memory 1e-300:0.1..100000" "--budget 1e9:0.01..86400"; do
+    flag=${a%%:*} range=${a#*:}
+    # shellcheck disable=SC2086
+    expect 2 "^ppsched plan: $flag: out of range (allowed: $range)\$" "$P" plan $flag "$S"
+done
+expect 2 "^ppsched plan: --optimizer sgd: not a choice (allowed: adamw|none)" "$P" plan \
+    --optimizer sgd "$S"
+expect 2 "^plan: --set run.optimizer=none: plan counts the optimizer of --optimizer" "$P" plan \
+    --set run.optimizer=none "$S"
+# The header says which optimizer's state counts; --optimizer none leaves it out.
+expect 0 - "$P" plan --quiet "$S"
+grep -q "^# optimizer: adamw, its state counted in each GPU's memory (the default;" "$tmp/out" &&
+    passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL plan does not say it counts AdamW"; }
+expect 0 - "$P" plan --quiet --optimizer none "$S"
+grep -q "^# optimizer: none, no optimizer state counted" "$tmp/out" && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL plan --optimizer none does not say so"; }
+# A budget that runs out: what it left is counted on stderr and in the header.
+expect 0 "^plan: the budget of 0.01 s ran out: [0-9]* of [0-9]* candidates were not predicted" \
+    "$P" plan --quiet --budget 0.01 --gpus 8 --global-batch 512 "$S"
+grep -q "^# budget: 0.01 s ran out with [0-9]* of [0-9]* candidates not predicted" "$tmp/out" &&
+    passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL the plan's header does not count what the budget left"; }
+
+# A generated plan that would take more host memory than the process may have: refused (exit 2)
+# naming the key, before it is built (64 x 16384 needs about 1.2 GiB).
+big="64 stages x 16384 micro-batches take about .* GiB of host memory to lower and simulate"
+expect 2 "^--set pipeline.micro_batches=16384: $big" \
+    sh -c "ulimit -v 1048576 && exec $P check $S --set model.layers=64 --set pipeline.devices=64 \
+        --set pipeline.micro_batches=16384"
 
 rm -rf "$tmp"
 echo "check_cli: $passed passed, $failed failed, 0 skipped"

@@ -6,6 +6,9 @@
  * same step; a memory limit below every candidate's need gives "nothing fits" naming the closest;
  * refusals are counted by reason; the Pareto front only grows in memory and speed; --verify runs
  * the best through the chain with a stand-in executor and re-ranks them by its "measurement".
+ * The search counts AdamW's state unless told otherwise and says so, notes a wide model on the
+ * default vocabulary, stops at its budget counting what it left (the largest plans), and frees
+ * the file it read when the file is bad.
  */
 #include "tests/check.h"
 #include "model/cost.h"
@@ -36,7 +39,12 @@ static int n_wide; /* 3: the queries and the test's own candidates use the wider
 
 static pp_plan_query_t query(int gpus, long seqs, double memory_gib)
 {
-    pp_plan_query_t q = {yaml_path, wide, n_wide, gpus, seqs, 0, memory_gib, 0};
+    pp_plan_query_t q = {.path = yaml_path,
+                         .sets = wide,
+                         .n_sets = n_wide,
+                         .gpus = gpus,
+                         .global_batch = seqs,
+                         .memory_gib = memory_gib};
     return q;
 }
 
@@ -45,7 +53,7 @@ static int predict_own(int p, const char *kind, int v, const char *place, const 
                        int b, double *step, double *peak)
 {
     char s[7][64];
-    const char *sets[10];
+    const char *sets[11];
     int n = 0;
     for (int k = 0; k < n_wide; k++)
         sets[n++] = wide[k];
@@ -58,6 +66,7 @@ static int predict_own(int p, const char *kind, int v, const char *place, const 
     snprintf(s[6], 64, "pipeline.split=%s", split);
     for (int k = 0; k < 7; k++)
         sets[n++] = s[k];
+    sets[n++] = "run.optimizer=adamw"; /* what the search counts by default */
     pp_run_t r;
     ts_capture_begin();
     pp_status_t st = run_load(&r, yaml_path, NULL, sets, n, -1);
@@ -257,6 +266,147 @@ static void test_verify(void)
     plan_search_free(&s);
 }
 
+/* The plan's table (or JSON) as text. */
+static char *printed(const pp_search_t *s, int json)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (!f) abort();
+    pp_status_t st = json ? plan_print_json(s, 3, f) : plan_print_table(s, 3, f);
+    fclose(f);
+    EXPECT(st == PP_OK);
+    return buf;
+}
+
+/* AdamW's state counts unless the query says none, whatever run.optimizer the file has; the
+ * header and the JSON say which. A --set of run.optimizer is refused. */
+static void test_optimizer_counted(void)
+{
+    pp_search_t a, n;
+    pp_plan_query_t q = query(4, 16, 0);
+    REQUIRE(plan_search(&a, &q) == PP_OK);
+    q.optimizer = "none";
+    REQUIRE(plan_search(&n, &q) == PP_OK);
+    EXPECT(a.base.run.optimizer == PP_OPT_ADAMW && n.base.run.optimizer == PP_OPT_NONE);
+    REQUIRE(a.n == n.n && a.n > 0);
+    int same = 0;
+    for (int i = 0; i < a.n; i++)
+        for (int j = 0; j < n.n; j++)
+            if (strcmp(a.c[i].label, n.c[j].label) == 0) {
+                same++;
+                EXPECT(a.c[i].peak_bytes > n.c[j].peak_bytes, "%s: %.0f vs %.0f", a.c[i].label,
+                       a.c[i].peak_bytes, n.c[j].peak_bytes);
+            }
+    EXPECT(same == a.n, "%d of %d labels in both", same, a.n);
+    char *t = printed(&a, 0), *j = printed(&a, 1), *tn = printed(&n, 0);
+    EXPECT(strstr(t, "\n# optimizer: adamw, its state counted in each GPU's memory (the default; "
+                     "--optimizer none leaves it out)\n"),
+           "%s", t);
+    EXPECT(strstr(j, "\"optimizer\":\"adamw\""), "%s", j);
+    EXPECT(strstr(tn, "\n# optimizer: none, no optimizer state counted (--optimizer)\n"), "%s", tn);
+    free(t);
+    free(j);
+    free(tn);
+    plan_search_free(&a);
+    plan_search_free(&n);
+    const char *const sets[] = {"run.optimizer=none"};
+    pp_plan_query_t bad = {
+        .path = yaml_path, .sets = sets, .n_sets = 1, .gpus = 4, .global_batch = 16};
+    ts_capture_begin();
+    EXPECT(plan_search(&a, &bad) == PP_ERR_INPUT);
+    EXPECT(strstr(ts_capture_end(), "--set run.optimizer=none: plan counts the optimizer of "
+                                    "--optimizer"));
+    plan_search_free(&a);
+}
+
+/* A 7B-wide model on the default vocabulary (the test's file has 128) says so in the header; its
+ * own vocabulary, or a narrow model, does not. */
+static void test_vocab_note(void)
+{
+    const char *const big[] = {"model.hidden=4096", "model.heads=32", "model.seq_len=64",
+                               "model.vocab=8192"};
+    const char *const own[] = {"model.hidden=4096", "model.heads=32", "model.seq_len=64",
+                               "model.vocab=32000"};
+    const char *const small[] = {"model.vocab=8192"};
+    struct {
+        const char *const *sets;
+        int n, note;
+    } cases[] = {{big, 4, 1}, {own, 4, 0}, {small, 1, 0}};
+    for (int k = 0; k < 3; k++) {
+        pp_search_t s;
+        pp_plan_query_t q = {.path = yaml_path,
+                             .sets = cases[k].sets,
+                             .n_sets = cases[k].n,
+                             .gpus = 2,
+                             .global_batch = 4};
+        REQUIRE(plan_search(&s, &q) == PP_OK);
+        char *t = printed(&s, 0);
+        EXPECT(!strstr(t, "(the default; set model.vocab)") == !cases[k].note, "case %d:\n%s", k,
+               t);
+        if (cases[k].note) EXPECT(strstr(t, ", vocab 8192 (the default; set model.vocab), bf16\n"));
+        free(t);
+        plan_search_free(&s);
+    }
+}
+
+/* A budget that runs out at once: the smallest plan is predicted, every other one is counted as
+ * left out, and the outputs say so; without a budget nothing is left out. */
+static void test_budget(void)
+{
+    pp_search_t all, s;
+    pp_plan_query_t q = query(4, 32, 0);
+    REQUIRE(plan_search(&all, &q) == PP_OK);
+    EXPECT(all.unevaluated == 0 && all.listed > 1);
+    long long least = -1;
+    for (int i = 0; i < all.n; i++) {
+        long long size = 4LL * all.c[i].v * all.c[i].m;
+        if (least < 0 || size < least) least = size;
+    }
+    q.budget_s = 1e-9;
+    REQUIRE(plan_search(&s, &q) == PP_OK);
+    EXPECT(s.listed == all.listed && s.unevaluated == s.listed - 1, "%d of %d left", s.unevaluated,
+           s.listed);
+    EXPECT(s.n <= 1 && (s.n == 0 || 4LL * s.c[0].v * s.c[0].m == least));
+    EXPECT(s.unevaluated_from >= least);
+    char *t = printed(&s, 0), *j = printed(&s, 1);
+    char want[128];
+    snprintf(want, sizeof want, "ran out with %d of %d candidates not predicted", s.unevaluated,
+             s.listed);
+    EXPECT(strstr(t, want), "%s", t);
+    snprintf(want, sizeof want, "\"unevaluated\":%d,", s.unevaluated);
+    EXPECT(strstr(j, want), "%s", j);
+    ts_capture_begin();
+    EXPECT(plan_print_unevaluated(&s, stderr) == 1 && plan_print_unevaluated(&all, stderr) == 0);
+    EXPECT(strstr(ts_capture_end(), "were not predicted, the largest plans"));
+    free(t);
+    free(j);
+    plan_search_free(&s);
+    plan_search_free(&all);
+}
+
+/* A file that does not load: the search owns what config_load left of it, so plan_search_free
+ * releases it (LeakSanitizer checks the rest under make test-asan). */
+static void test_bad_file_freed(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_planner_bad_XXXXXX");
+    int fd = mkstemp(path);
+    const char *text = "model:\n  layers: abc\n";
+    REQUIRE(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    pp_search_t s;
+    pp_plan_query_t q = {.path = path, .gpus = 4, .global_batch = 16};
+    ts_capture_begin();
+    pp_status_t st = plan_search(&s, &q);
+    const char *err = ts_capture_end();
+    EXPECT(st == PP_ERR_INPUT && strstr(err, "model.layers"), "%s", err);
+    EXPECT(s.have_base == 1 && s.base.path != NULL, "the half-read file is the search's to free");
+    plan_search_free(&s);
+    EXPECT(s.base.path == NULL);
+    unlink(path);
+}
+
 int main(void)
 {
     ts_rng_seed(11);
@@ -267,6 +417,10 @@ int main(void)
     RUN(test_skips_counted);
     RUN(test_pareto);
     RUN(test_verify);
+    RUN(test_optimizer_counted);
+    RUN(test_vocab_note);
+    RUN(test_budget);
+    RUN(test_bad_file_freed);
     unlink(yaml_path);
     return check_summary("test_planner");
 }
