@@ -16,8 +16,9 @@
 # - Every run sees one GPU (CUDA_VISIBLE_DEVICES), the runs dealt round the GPUs present
 #   (SANITIZE_GPUS to say how many), so cases that need several GPUs over nccl skip, and cases of
 #   several pipeline devices share the one (test_pipeline wraps them).
-# - SANITIZE_JOBS runs go at once (default: one per CPU core, at least 10; the tools spend most of
-#   their time on the host, so the runs overlap well on a GPU), each under SANITIZE_TIMEOUT
+# - SANITIZE_JOBS runs go at once (default: one per CPU core, at most 8 a GPU, at least 10; the
+#   tools spend most of their time on the host, so the runs overlap well on a GPU, but 64 at once
+#   on four GPUs lost one run to a kill), each under SANITIZE_TIMEOUT
 #   seconds (default 420). A run that reaches the limit is a TIMEOUT, never a pass, and its line
 #   names the test case it was in (PPSCHED_TEST_TRACE=1) and how many it had started.
 # - SANITIZE_RACECHECK_SKIP overrides the list of cuBLAS kernel-name substrings racecheck skips.
@@ -60,11 +61,12 @@ if [ -z "$san" ] || ! [ -x "$san" ]; then
     exit 2
 fi
 command -v timeout >/dev/null 2>&1 || { echo "make sanitize: needs timeout (coreutils)" >&2; exit 2; }
-cores=$(nproc 2>/dev/null || echo 10)
-[ "$cores" -ge 10 ] || cores=10
-jobs=${SANITIZE_JOBS:-$cores}
 gpus=${SANITIZE_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 [ "${gpus:-0}" -ge 1 ] || gpus=1
+cores=$(nproc 2>/dev/null || echo 10)
+[ "$cores" -le $((8 * gpus)) ] || cores=$((8 * gpus))
+[ "$cores" -ge 10 ] || cores=10
+jobs=${SANITIZE_JOBS:-$cores}
 split=${SANITIZE_SPLIT-test_pipeline test_profile}
 limit=${SANITIZE_TIMEOUT:-420}
 self=$0

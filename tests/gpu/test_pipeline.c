@@ -362,9 +362,12 @@ static void explicit_schedules_run_as_written(void)
 {
     if (n_gpus < 1) SKIP("%s", g_no_gpu);
     const char *files[] = {"schedules/explicit.yaml", "schedules/csv.yaml"};
-    char devs[64];
+    char devs[64], timeout[64];
     devices_set(devs, sizeof devs, 4); /* the shipped explicit schedules use 4 devices */
+    /* the files' own run.timeout is for a real run, not one under a sanitizer */
+    snprintf(timeout, sizeof timeout, "run.timeout=%d", step_timeout_s());
     const char *sets[] = {devs,
+                          timeout,
                           "model.layers=8",
                           "model.hidden=64",
                           "model.heads=4",
@@ -375,7 +378,7 @@ static void explicit_schedules_run_as_written(void)
                           "run.steps=1",
                           "run.warmup=0"};
     for (int f = 0; f < 2; f++)
-        run_and_compare(files[f], NULL, sets, 10, files[f]);
+        run_and_compare(files[f], NULL, sets, 11, files[f]);
 }
 
 /* A plan that cannot fit is refused before anything is allocated: the executor prints what each
