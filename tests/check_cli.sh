@@ -129,6 +129,9 @@ fi
 expect 2 "^ppsched: PPSCHED_THREADS=x: expected a whole number" env PPSCHED_THREADS=x "$P" \
     --simulate "$(dirname "$S")/auto.yaml"
 verify "a source location in the message" absent '\.c:[0-9]' "$tmp/err"
+# `devices: all` with no GPU counted is 4 devices, and a simulated run says so.
+expect 0 "^# pipeline.devices: all is 4 devices when simulating with no GPU counted" "$P" \
+    --simulate "$S"
 # compare --svg makes a new chart folder, named with or without its trailing slash.
 expect 0 - "$P" compare --simulate --quiet --svg "$tmp/newcharts/" "$S"
 verify "compare --svg DIR/ made no DIR" [ -d "$tmp/newcharts" ]
