@@ -13,7 +13,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -452,31 +451,6 @@ static void test_slots_lowest_free(void)
     }
 }
 
-static double lower_seconds(pp_status_t (*gen)(pp_schedule_t *, int, int), int p, int m)
-{
-    pp_schedule_t s;
-    pp_plan_t pl;
-    struct timespec a, b;
-    if (gen(&s, p, m) != PP_OK) return -1;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a); /* CPU time: other processes do not count */
-    pp_status_t st = plan_lower(&pl, &s, NULL);
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
-    if (st == PP_OK) plan_free(&pl);
-    schedule_free(&s);
-    return st == PP_OK ? (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec)
-                       : -1;
-}
-
-/* GPipe holds all m micro-batches at once: taking a slot must not cost a scan of the m held, so
- * its lowering at m = 65536 costs about what 1F1B's does (a scan made it some 20 times more). */
-static void test_slots_scale(void)
-{
-    double one = lower_seconds(generate_1f1b, 2, 65536);
-    double all = lower_seconds(generate_gpipe, 2, 65536);
-    REQUIRE(one > 0 && all > 0);
-    EXPECT(all < 4 * one + 0.1, "gpipe %.3f s, 1f1b %.3f s", all, one);
-}
-
 /* ---- dependencies ---------------------------------------------------------------------------- */
 
 static void test_data_deps(void)
@@ -676,7 +650,6 @@ int main(void)
     RUN(test_slot_reuse_deps);
     RUN(test_slot_holders_ordered);
     RUN(test_slots_lowest_free);
-    RUN(test_slots_scale);
     RUN(test_data_deps);
     RUN(test_order_all_generators);
     RUN(test_deadlock_report);
