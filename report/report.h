@@ -118,8 +118,10 @@ pp_status_t report_write_trace(const pp_plan_t *plan, const pp_timeline_t *tl, c
 /* Same, naming each device's track "device d (cuda N)" from cuda_ids[d] (NULL or -1: unknown). */
 pp_status_t report_write_trace_devices(const pp_plan_t *plan, const pp_timeline_t *tl,
                                        const int *cuda_ids, const char *path);
-/* SVG Gantt chart: a row per device, F/B/I/W coloured, micro-batch numbers in the boxes, idle
- * stretches shaded by reason, the critical path outlined. */
+/* SVG Gantt chart: a row per device, F/B/I/W coloured (a shade per chunk), micro-batch numbers in
+ * the boxes, idle stretches shaded by reason, the critical path outlined; at most 2400 px wide,
+ * runs of boxes narrower than 8 px drawn as one stacked box per kind and chunk. A timeline whose
+ * times are not finite is refused (report_check_finite). */
 pp_status_t report_write_svg(const pp_plan_t *plan, const pp_timeline_t *tl, const char *title,
                              const char *path);
 
