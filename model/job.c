@@ -1,5 +1,5 @@
 /*
- * job.c — the job's small queries and its copy and release (job.h).
+ * job.c — the job's small queries and its release (job.h).
  */
 #include "job.h"
 
@@ -47,27 +47,6 @@ void job_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job)
     c->seed = job->run.seed;
     c->recompute = job->run.recompute;
     c->with_optimizer = job->run.optimizer == PP_OPT_ADAMW;
-}
-
-static char *dup_or_null(const char *s, int *failed)
-{
-    if (!s) return NULL;
-    char *d = strdup(s);
-    if (!d) *failed = 1;
-    return d;
-}
-
-pp_status_t job_copy(pp_job_t *dst, const pp_job_t *src)
-{
-    int failed = 0;
-    *dst = *src;
-    dst->path = dup_or_null(src->path, &failed);
-    dst->name = dup_or_null(src->name, &failed);
-    dst->cost_src.profile = dup_or_null(src->cost_src.profile, &failed);
-    if (!failed) return PP_OK;
-    job_free(dst);
-    fprintf(stderr, "out of host memory\n");
-    return PP_ERR_NOMEM;
 }
 
 void job_free(pp_job_t *job)

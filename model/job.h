@@ -153,9 +153,6 @@ int job_shared_gpu(const pp_job_t *job, int *a, int *b);
  * caller to fill: the one place the job's model reaches a stage. */
 void job_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job);
 
-/* A deep copy of `src` into `dst` (both strings duplicated). */
-pp_status_t job_copy(pp_job_t *dst, const pp_job_t *src);
-
 void job_free(pp_job_t *job);
 
 #ifdef __cplusplus

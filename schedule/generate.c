@@ -266,24 +266,22 @@ pp_status_t generate_schedule(pp_schedule_t *out, const pp_job_t *job)
     const pp_job_pipeline_t *pc = &job->pipeline;
     const pp_kind_row_t *row = sched_kind(job->kind);
     char msg[512];
-    if (!row->generate) {
+    if (!row->generate) { /* the written rows: config/written.c builds them */
         fprintf(stderr, "schedule %s: the order is written, not generated\n", row->name);
         return PP_ERR_INPUT;
     }
-    if (!row->written) {
-        int v = cfg_chunks(job);
-        if (v < 1) {
-            fprintf(stderr, "schedule %s: stages (%d) must be a multiple of devices (%d)\n",
-                    row->name, pc->stages, pc->n_devices);
-            return PP_ERR_INPUT;
-        }
-        if (sched_kind_check(job->kind, pc->n_devices, pc->micro_batches, v, msg,
-                             sizeof msg) != PP_KIND_OK ||
-            sched_kind_check_placement(job->kind, v, pc->placement, msg, sizeof msg) !=
-                PP_KIND_OK) {
-            fprintf(stderr, "schedule %s\n", msg);
-            return PP_ERR_INPUT;
-        }
+    int v = cfg_chunks(job);
+    if (v < 1) {
+        fprintf(stderr, "schedule %s: stages (%d) must be a multiple of devices (%d)\n",
+                row->name, pc->stages, pc->n_devices);
+        return PP_ERR_INPUT;
+    }
+    if (sched_kind_check(job->kind, pc->n_devices, pc->micro_batches, v, msg,
+                         sizeof msg) != PP_KIND_OK ||
+        sched_kind_check_placement(job->kind, v, pc->placement, msg, sizeof msg) !=
+            PP_KIND_OK) {
+        fprintf(stderr, "schedule %s\n", msg);
+        return PP_ERR_INPUT;
     }
     return row->generate(out, job);
 }

@@ -19,6 +19,7 @@
  */
 #include "common/pp_cuda.h"
 #include "kernels/kernels.h"
+#include "model/stage_layout.h"
 #include "stages/stage.h"
 #include "tests/check.h"
 #include "tests/gpu/support.h"
@@ -76,22 +77,6 @@ static pp_stage_cfg_t make_cfg(case_t k, pp_dtype_t dt)
     c.with_optimizer = 1;
     c.grad_scale = GRAD_SCALE;
     return c;
-}
-
-static pp_model_shape_t shape_of(const pp_stage_cfg_t *c)
-{
-    pp_model_shape_t s;
-    s.hidden = c->hidden;
-    s.heads = c->heads;
-    s.seq_len = c->seq_len;
-    s.vocab = c->vocab;
-    s.batch = c->micro_batch_size;
-    s.n_layers = c->n_layers;
-    s.first_layer = c->first_layer;
-    s.total_layers = c->total_layers;
-    s.is_first = c->is_first;
-    s.is_last = c->is_last;
-    return s;
 }
 
 /* ---- host helpers ------------------------------------------------------------------------------
@@ -181,7 +166,7 @@ static void run_case(case_t kind, pp_dtype_t dt)
     fixture_t f;
     memset(&f, 0, sizeof f);
     const pp_stage_cfg_t cfg = make_cfg(kind, dt);
-    const pp_model_shape_t shape = shape_of(&cfg);
+    const pp_model_shape_t shape = stage_shape_of(&cfg);
     const size_t NC = (size_t)BATCH * SEQ * HIDDEN, bytes = stage_boundary_bytes(&cfg);
     const char *cn = case_name(kind);
     const int last = cfg.is_last, first = cfg.is_first;
@@ -454,7 +439,7 @@ static int may_differ(pp_recompute_t rc, pp_param_kind_t kind)
 static void run_recompute(case_t kind, pp_dtype_t dt)
 {
     pp_stage_cfg_t cfg = make_cfg(kind, dt);
-    const pp_model_shape_t shape = shape_of(&cfg);
+    const pp_model_shape_t shape = stage_shape_of(&cfg);
     const size_t NC = (size_t)BATCH * SEQ * HIDDEN, bytes = stage_boundary_bytes(&cfg);
     const char *cn = case_name(kind);
     double *x = (double *)malloc(NC * sizeof(double)), *dy = (double *)malloc(NC * sizeof(double));
