@@ -148,7 +148,12 @@ void config_defaults(pp_config_t *cfg)
                               .timing = 1,
                               .graph = 1,
                               .recompute = PP_RECOMPUTE_NONE,
-                              .offload = PP_OFFLOAD_NONE};
+                              .offload = PP_OFFLOAD_NONE,
+                              .priorities = 1};
+    cfg->nccl = (pp_job_nccl_t){.communicators = PP_NCCL_COMMS_PAIR,
+                                .wait_for_peer = 1,
+                                .max_ctas = 0,
+                                .cta_policy = PP_NCCL_CTA_DEFAULT};
     cfg->cost = (pp_job_cost_t){.forward = 1.0,
                                 .backward_input = 1.0,
                                 .backward_weight = 1.0,

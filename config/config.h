@@ -92,6 +92,7 @@ typedef struct pp_config {
     pp_job_pipeline_t pipeline;
     pp_schedule_cfg_t schedule;
     pp_job_run_t run;
+    pp_job_nccl_t nccl;
     pp_job_cost_t cost;
     pp_job_cost_src_t cost_src;
     /* Private to config.c: where each pp_config_key_t was set, kept as the prefix of a message

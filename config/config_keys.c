@@ -20,7 +20,8 @@
 _Static_assert(sizeof(pp_dtype_t) == sizeof(int) && sizeof(pp_placement_t) == sizeof(int) &&
                    sizeof(pp_transport_t) == sizeof(int) && sizeof(pp_optimizer_t) == sizeof(int) &&
                    sizeof(pp_recompute_t) == sizeof(int) && sizeof(pp_split_t) == sizeof(int) &&
-                   sizeof(pp_offload_t) == sizeof(int),
+                   sizeof(pp_offload_t) == sizeof(int) && sizeof(pp_nccl_comms_t) == sizeof(int) &&
+                   sizeof(pp_nccl_cta_policy_t) == sizeof(int),
                "enum fields are stored as int");
 
 #define DEVICE_FORMS "all, a count 1..64, or a list of CUDA ids such as [0, 1, 2, 3]"
@@ -296,6 +297,11 @@ static const char *const offload_names[] = {"none", "activations", NULL};
 static const int offload_values[] = {PP_OFFLOAD_NONE, PP_OFFLOAD_ACTIVATIONS};
 static const char *const timing_names[] = {"on", "off", "true", "false", NULL};
 static const int timing_values[] = {1, 0, 1, 0};
+static const char *const comms_names[] = {"pair", "device", NULL};
+static const int comms_values[] = {PP_NCCL_COMMS_PAIR, PP_NCCL_COMMS_DEVICE};
+static const char *const cta_policy_names[] = {"default", "efficiency", "zero", NULL};
+static const int cta_policy_values[] = {PP_NCCL_CTA_DEFAULT, PP_NCCL_CTA_EFFICIENCY,
+                                        PP_NCCL_CTA_ZERO};
 
 /* clang-format off */
 #define OFF(field) offsetof(pp_config_t, field)
@@ -349,6 +355,14 @@ static const key_spec_t run_keys[] = {
     ENUM_KEY("graph", run.graph, timing),
     ENUM_KEY("recompute", run.recompute, recompute),
     ENUM_KEY("offload", run.offload, offload),
+    ENUM_KEY("priorities", run.priorities, timing),
+};
+
+static const key_spec_t nccl_keys[] = {
+    ENUM_KEY("communicators", nccl.communicators, comms),
+    ENUM_KEY("wait_for_peer", nccl.wait_for_peer, timing),
+    INT_KEY("max_ctas", nccl.max_ctas, 0, 64, -1),
+    ENUM_KEY("cta_policy", nccl.cta_policy, cta_policy),
 };
 
 static const key_spec_t cost_keys[] = {
@@ -371,9 +385,10 @@ static const section_spec_t sections[] = {
     {"schedule", schedule_keys, N_OF(schedule_keys)},
     {"run", run_keys, N_OF(run_keys)},
     {"cost", cost_keys, N_OF(cost_keys)},
+    {"nccl", nccl_keys, N_OF(nccl_keys)},
 };
 
-static const char *top_allowed = "name, model, pipeline, schedule, run, cost";
+static const char *top_allowed = "name, model, pipeline, schedule, run, cost, nccl";
 
 static const section_spec_t *find_section(const char *name)
 {

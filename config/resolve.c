@@ -33,6 +33,7 @@ pp_status_t job_from_config(pp_job_t *job, const pp_config_t *cfg)
     job->model = cfg->model;
     job->pipeline = cfg->pipeline;
     job->run = cfg->run;
+    job->nccl = cfg->nccl;
     job->cost = cfg->cost;
     job->cost_src = cfg->cost_src;
     job->cost_src.profile = NULL;

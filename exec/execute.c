@@ -157,6 +157,7 @@ static pp_status_t exec_devices(exec_t *x)
         PP_CHECK(exec_share_devices(x, cuda, n_vis));
     else
         world_own_all(&x->w, x->plan->n_devices, cuda);
+    x->w.priorities = x->job->run.priorities;
     for (int i = 0; i < x->plan->n_ops; i++) { /* the directed pairs that get channels */
         const pp_op_t *op = &x->plan->ops[i];
         if (op->role == PP_ROLE_SEND) world_talk(&x->w, op->device, x->plan->ops[op->peer].device);
@@ -290,10 +291,22 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_job_t *j
     st = exec_init_local(x);
     if (g) st = group_agree(g, st);
     if (st != PP_OK) goto fail;
-    unsigned used = 0;
-    for (int i = 0; i < plan->n_ops; i++)
-        used |= 1u << plan->ops[i].link;
-    PP_CHECK_GOTO(p2p_init(&x->p2p, x->w.p, x->w.cuda, x->w.owned, g, used), st, fail);
+    p2p_setup_t *setup = calloc(1, sizeof *setup);
+    if (!setup) {
+        st = PP_ERR_NOMEM;
+        fprintf(stderr, "out of host memory\n");
+        goto fail;
+    }
+    setup->nccl = job->nccl;
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *op = &plan->ops[i];
+        setup->used |= 1u << op->link;
+        if (op->link == PP_TRANSPORT_NCCL && op->role == PP_ROLE_SEND)
+            setup->nccl_pair[op->device][plan->ops[op->peer].device] = 1;
+    }
+    st = p2p_init(&x->p2p, x->w.p, x->w.cuda, x->w.owned, g, setup);
+    free(setup);
+    if (st != PP_OK) goto fail;
     st = exec_stages(x);
     if (g) st = group_agree(g, st); /* then every process measures its clock, or none */
     if (g && st == PP_OK) st = g->ops->clock_offset(g, &x->clock_offset_ms, &x->clock_residual_ms);

@@ -33,6 +33,7 @@
 typedef struct pp_world {
     int p;                               /* pipeline devices, global numbering 0..p-1 */
     int origin;                          /* the first owned device: forks and joins a step */
+    int priorities;                      /* 1: streams at their role's priority (run.priorities) */
     unsigned char owned[PP_MAX_DEVICES]; /* 1: this process drives device d */
     int cuda[PP_MAX_DEVICES];            /* CUDA ordinal of device d */
     unsigned char talks[PP_MAX_DEVICES][PP_MAX_DEVICES]; /* 1: d sends to q (world_talk) */

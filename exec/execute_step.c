@@ -170,17 +170,22 @@ static pp_status_t enqueue_transfer(exec_t *x, int i, double deadline, int step)
     if (transport_row(t)->send_moves_bytes) return enqueue_moved(x, i, &xf, deadline, step);
     const int own_s = world_owns(&x->w, op->device), own_r = world_owns(&x->w, rcv->device);
     cudaStream_t ss = own_s ? op_stream(x, op) : NULL, rs = own_r ? op_stream(x, rcv) : NULL;
+    const int pair = own_s && own_r;
+    /* nccl.wait_for_peer: each half also waits for the other's dependencies, so neither kernel
+     * starts, holding its SMs, before the other end can meet it. */
+    const int align = pair && x->job->nccl.wait_for_peer && t == PP_TRANSPORT_NCCL;
     if (own_s) {
         PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[op->device]));
         PP_CHECK(wait_deps(x, i, -1, ss));
+        if (align) PP_CHECK(wait_deps(x, r, i, ss));
         PP_CHECK(record_start(x, i, ss));
     }
     if (own_r) {
         PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[rcv->device]));
         PP_CHECK(wait_deps(x, r, i, rs));
+        if (align) PP_CHECK(wait_deps(x, i, r, rs));
         PP_CHECK(record_start(x, r, rs));
     }
-    const int pair = own_s && own_r;
     if (pair) PP_CHECK(p2p_pair_begin(x->p2p, t));
     pp_status_t st = own_s ? p2p_post_send(x->p2p, t, &xf, ss) : PP_OK;
     if (st == PP_OK && own_r) st = p2p_post_recv(x->p2p, t, &xf, rs);
@@ -313,7 +318,9 @@ pp_status_t exec_capture_step(exec_t *x, int step, double deadline)
     PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[x->w.origin]));
     e = cudaStreamEndCapture(origin, &g);
     if (st == PP_OK && e == cudaSuccess && g) {
-        e = cudaGraphInstantiate(&x->gexec, g, 0);
+        /* Each kernel node keeps its stream's priority (run.priorities). */
+        e = cudaGraphInstantiate(&x->gexec, g,
+                                 x->w.priorities ? cudaGraphInstantiateFlagUseNodePriority : 0);
         if (e == cudaSuccess) {
             x->graph = g;
             return PP_OK;

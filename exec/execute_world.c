@@ -67,13 +67,15 @@ int world_side_streams(const pp_world_t *w, int d, cudaStream_t *s, cudaEvent_t 
     return n;
 }
 
-/* One stream of role r at its priority, with the event that ends its step. */
-static pp_status_t create_stream(cudaStream_t *s, cudaEvent_t *tail, pp_role_t r)
+/* One stream of role r at its priority (every one at the least without w->priorities), with the
+ * event that ends its step. */
+static pp_status_t create_stream(const pp_world_t *w, cudaStream_t *s, cudaEvent_t *tail,
+                                 pp_role_t r)
 {
     int lo, hi;
     PP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
     /* The greatest priority is numerically the least. */
-    int prio = pp_role_row(r)->high_priority ? hi : lo;
+    int prio = w->priorities && pp_role_row(r)->high_priority ? hi : lo;
     PP_CUDA_CHECK(cudaStreamCreateWithPriority(s, cudaStreamNonBlocking, prio));
     if (tail) PP_CUDA_CHECK(cudaEventCreateWithFlags(tail, cudaEventDisableTiming));
     return PP_OK;
@@ -86,13 +88,13 @@ static pp_status_t create_device(pp_world_t *w, int d)
     for (int r = 0; r < PP_ROLE_COUNT; r++) {
         cudaEvent_t *tail = r == PP_ROLE_COMPUTE ? NULL : &w->tail[d][r];
         if (!pp_role_row((pp_role_t)r)->per_peer) {
-            PP_CHECK(create_stream(&w->stream[d][r], tail, (pp_role_t)r));
+            PP_CHECK(create_stream(w, &w->stream[d][r], tail, (pp_role_t)r));
             continue;
         }
         for (int q = 0; q < w->p; q++) {
             if (!w->talks[d][q] && !w->talks[q][d]) continue;
             size_t k = peer_index(w, d, (pp_role_t)r, q);
-            PP_CHECK(create_stream(&w->peer_stream[k], &w->peer_tail[k], (pp_role_t)r));
+            PP_CHECK(create_stream(w, &w->peer_stream[k], &w->peer_tail[k], (pp_role_t)r));
         }
     }
     PP_CUDA_CHECK(cudaEventCreate(&w->ref[d]));

@@ -4,9 +4,9 @@
  *
  * Peer access is enabled once, at init, for every ordered pair that reports it; a pair already
  * enabled (another object did it) is not an error, and only between devices this process owns.
- * NCCL communicators are created with ncclCommInitAll when this one process drives every device,
- * and with ncclCommInitRank over the group's processes (pp_group.h) under an MPI launch: one
- * communicator over every GPU, rank = pipeline device index.
+ * NCCL communicators are made with ncclCommInitRankConfig, in one group call per process, under
+ * unique ids that rank 0 of the group (pp_group.h) makes and broadcasts: per directed pair or
+ * per device, as init_nccl says.
  * The object owns the communicators; p2p_free destroys them.
  */
 #ifndef PP_WITH_NCCL
@@ -23,7 +23,13 @@ struct pp_p2p {
     int n;                                             /* devices */
     int cuda_ids[PP_MAX_DEVICES];                      /* CUDA ordinal of pipeline device d */
     unsigned char can[PP_MAX_DEVICES][PP_MAX_DEVICES]; /* peer access a -> b */
-    ncclComm_t *comms; /* [n], rank d on cuda_ids[d]; NULL without nccl */
+    pp_nccl_comms_t layout;                            /* how the communicators below are cut */
+    /* per device (PP_NCCL_COMMS_DEVICE): [d], rank d on cuda_ids[d]; NULL without nccl */
+    ncclComm_t *comms;
+    /* per directed pair (PP_NCCL_COMMS_PAIR): [a][b][0] on a (rank 0, sends), [a][b][1] on b
+     * (rank 1, receives); NULL where this process owns neither end or a never sends to b */
+    ncclComm_t (*pair)[PP_MAX_DEVICES][2];
+    int has_nccl;
     int aborted;
 };
 
@@ -52,10 +58,65 @@ static pp_status_t enable_peers(pp_p2p_t *p, const unsigned char *owned)
     return PP_OK;
 }
 
-/* The communicators of the owned devices, rank d for pipeline device d: with ncclCommInitAll when
- * this process owns every device, else with ncclCommInitRank over one unique id that rank 0 of
- * the group makes and broadcasts (one group call: this thread drives several devices). */
-static pp_status_t init_nccl(pp_p2p_t *p, const unsigned char *owned, pp_group_t *g)
+/* The communicator settings of `nccl:` (ncclConfig_t; unset fields keep NCCL's defaults). */
+static ncclConfig_t comm_config(const pp_job_nccl_t *o)
+{
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    if (o->max_ctas > 0) {
+        c.minCTAs = 1;
+        c.maxCTAs = o->max_ctas;
+    }
+    static const int policy[] = {
+        [PP_NCCL_CTA_DEFAULT] = NCCL_CTA_POLICY_DEFAULT,
+        [PP_NCCL_CTA_EFFICIENCY] = NCCL_CTA_POLICY_EFFICIENCY,
+        [PP_NCCL_CTA_ZERO] = NCCL_CTA_POLICY_ZERO,
+    };
+    if (o->cta_policy != PP_NCCL_CTA_DEFAULT) c.CTAPolicy = policy[o->cta_policy];
+    return c;
+}
+
+/* The k communicators this process takes part in, rank[i] of size[i] under ids[i] on CUDA device
+ * dev[i], made in one group call (this thread may drive several devices). */
+static pp_status_t init_comms(ncclComm_t **out, const int *size, const int *rank, const int *dev,
+                              const ncclUniqueId *ids, const int *id_of, int k,
+                              const pp_job_nccl_t *o)
+{
+    ncclResult_t r = ncclSuccess;
+    if (k == 0) return PP_OK;
+    PP_NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < k && r == ncclSuccess; i++) {
+        ncclConfig_t c = comm_config(o);
+        if (cudaSetDevice(dev[i]) != cudaSuccess) r = ncclUnhandledCudaError;
+        if (r == ncclSuccess) r = ncclCommInitRankConfig(out[i], size[i], ids[id_of[i]], rank[i], &c);
+    }
+    ncclResult_t end = ncclGroupEnd();
+    if (r != ncclSuccess || end != ncclSuccess) {
+        fprintf(stderr, "%s:%d: making %d NCCL communicator%s failed: %s\n", __FILE__, __LINE__, k,
+                k == 1 ? "" : "s", ncclGetErrorString(r != ncclSuccess ? r : end));
+        return PP_ERR_NCCL;
+    }
+    return PP_OK;
+}
+
+/* `n_ids` unique ids, made on rank 0 of g (or here, without a group) and known to every process. */
+static pp_status_t share_ids(ncclUniqueId *ids, int n_ids, pp_group_t *g)
+{
+    memset(ids, 0, sizeof *ids * (size_t)n_ids);
+    if (!g || g->rank == 0)
+        for (int i = 0; i < n_ids; i++)
+            PP_NCCL_CHECK(ncclGetUniqueId(&ids[i]));
+    if (g && g->size > 1 && n_ids > 0) PP_CHECK(g->ops->bcast(g, ids, sizeof *ids * (size_t)n_ids, 0));
+    return PP_OK;
+}
+
+/* The communicators of the owned devices. PP_NCCL_COMMS_DEVICE: one over every device, rank d
+ * for pipeline device d, so every transfer of a device goes through one communicator, whose
+ * kernels run one after another. PP_NCCL_COMMS_PAIR: a communicator of two ranks for each
+ * directed pair a -> b the plan sends over (`pairs`), so a transfer waits only for the earlier
+ * transfers of its own pair, as the per-pair streams do. Every process walks the pairs in the
+ * same order, and every id comes from rank 0 in one broadcast. */
+static pp_status_t init_nccl(pp_p2p_t *p, const unsigned char *owned, pp_group_t *g,
+                             const p2p_setup_t *setup)
 {
     for (int a = 0; a < p->n; a++)
         for (int b = 0; b < a; b++)
@@ -66,35 +127,49 @@ static pp_status_t init_nccl(pp_p2p_t *p, const unsigned char *owned, pp_group_t
                         b, a, p->cuda_ids[a]);
                 return PP_ERR_INPUT;
             }
-    p->comms = calloc((size_t)p->n, sizeof(ncclComm_t));
-    PP_ALLOC_CHECK(p->comms);
-    if (!g || g->size <= 1) {
-        PP_NCCL_CHECK(ncclCommInitAll(p->comms, p->n, p->cuda_ids));
-        return PP_OK;
+    const int maxc = 2 * p->n * p->n;
+    ncclUniqueId *ids = calloc((size_t)(p->n * p->n), sizeof *ids);
+    ncclComm_t **slot = calloc((size_t)maxc, sizeof *slot);
+    int *ints = calloc((size_t)maxc * 4, sizeof *ints);
+    if (!ids || !slot || !ints) {
+        free(ids), free(slot), free(ints);
+        PP_ALLOC_CHECK(NULL);
     }
-    ncclUniqueId id;
-    memset(&id, 0, sizeof id);
-    if (g->rank == 0) PP_NCCL_CHECK(ncclGetUniqueId(&id));
-    PP_CHECK(g->ops->bcast(g, &id, sizeof id, 0));
-    PP_NCCL_CHECK(ncclGroupStart());
-    ncclResult_t r = ncclSuccess;
-    for (int d = 0; d < p->n && r == ncclSuccess; d++) {
-        if (!owned[d]) continue;
-        if (cudaSetDevice(p->cuda_ids[d]) != cudaSuccess) r = ncclUnhandledCudaError;
-        if (r == ncclSuccess) r = ncclCommInitRank(&p->comms[d], p->n, id, d);
+    int *size = ints, *rank = ints + maxc, *dev = ints + 2 * maxc, *id_of = ints + 3 * maxc;
+    int k = 0, n_ids = 0;
+    p->layout = setup->nccl.communicators;
+    p->has_nccl = 1;
+    if (p->layout == PP_NCCL_COMMS_DEVICE) {
+        p->comms = calloc((size_t)p->n, sizeof(ncclComm_t));
+        n_ids = 1;
+        for (int d = 0; d < p->n; d++) {
+            if (!owned[d]) continue;
+            slot[k] = &p->comms[d], size[k] = p->n, rank[k] = d, dev[k] = p->cuda_ids[d];
+            id_of[k++] = 0;
+        }
+    } else {
+        p->pair = calloc((size_t)p->n, sizeof *p->pair);
+        for (int a = 0; p->pair && a < p->n; a++)
+            for (int b = 0; b < p->n; b++) {
+                if (!setup->nccl_pair[a][b]) continue;
+                for (int side = 0; side < 2; side++) {
+                    int d = side ? b : a;
+                    if (!owned[d]) continue;
+                    slot[k] = &p->pair[a][b][side], size[k] = 2, rank[k] = side;
+                    dev[k] = p->cuda_ids[d], id_of[k++] = n_ids;
+                }
+                n_ids++;
+            }
     }
-    ncclResult_t end = ncclGroupEnd();
-    if (r != ncclSuccess || end != ncclSuccess) {
-        fprintf(stderr, "%s:%d: ncclCommInitRank over %d devices (rank %d of %d) failed: %s\n",
-                __FILE__, __LINE__, p->n, g->rank, g->size,
-                ncclGetErrorString(r != ncclSuccess ? r : end));
-        return PP_ERR_NCCL;
-    }
-    return PP_OK;
+    pp_status_t st = p->comms || p->pair ? share_ids(ids, n_ids, g) : PP_ERR_NOMEM;
+    if (st == PP_ERR_NOMEM) fprintf(stderr, "out of host memory\n");
+    if (st == PP_OK) st = init_comms(slot, size, rank, dev, ids, id_of, k, &setup->nccl);
+    free(ids), free(slot), free(ints);
+    return st;
 }
 
 pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, const unsigned char *owned,
-                     pp_group_t *g, unsigned used)
+                     pp_group_t *g, const p2p_setup_t *setup)
 {
     pp_status_t st = PP_OK;
     unsigned char all[PP_MAX_DEVICES];
@@ -108,8 +183,8 @@ pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, const unsigned 
     st = enable_peers(p, owned ? owned : all);
     /* Every process learns of a failure before the collective set-up of the communicators. */
     if (g) st = group_agree(g, st);
-    if (st == PP_OK && (used & (1u << PP_TRANSPORT_NCCL))) {
-        st = init_nccl(p, owned ? owned : all, g);
+    if (st == PP_OK && (setup->used & (1u << PP_TRANSPORT_NCCL))) {
+        st = init_nccl(p, owned ? owned : all, g, setup);
         if (g) st = group_agree(g, st);
     }
     if (st != PP_OK) goto fail;
@@ -120,17 +195,25 @@ fail:
     return st;
 }
 
+/* Every communicator slot, by index (NULL slots included): the per-device ones or the pairs'. */
+static int n_comms(const pp_p2p_t *p)
+{
+    return p->comms ? p->n : p->pair ? p->n * p->n * 2 : 0;
+}
+
+static ncclComm_t *comm_at(pp_p2p_t *p, int i)
+{
+    return p->comms ? &p->comms[i] : &p->pair[i / (2 * p->n)][(i / 2) % p->n][i % 2];
+}
+
 void p2p_free(pp_p2p_t *p)
 {
     if (!p) return;
-    if (p->comms) {
-        for (int d = 0; d < p->n; d++) {
-            if (!p->comms[d]) continue;
-            if (p->aborted) continue; /* ncclCommAbort already freed it */
-            ncclCommDestroy(p->comms[d]);
-        }
-        free(p->comms);
-    }
+    if (!p->aborted) /* ncclCommAbort already freed them */
+        for (int i = 0; i < n_comms(p); i++)
+            if (*comm_at(p, i)) ncclCommDestroy(*comm_at(p, i));
+    free(p->comms);
+    free(p->pair);
     free(p);
 }
 
@@ -141,7 +224,7 @@ int p2p_can_access(const pp_p2p_t *p, int a, int b)
 
 int p2p_has_nccl(const pp_p2p_t *p)
 {
-    return p->comms != NULL;
+    return p->has_nccl;
 }
 
 void p2p_print_matrix(const pp_p2p_t *p, FILE *f)
@@ -182,30 +265,44 @@ static pp_status_t nothing(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream
     return PP_OK;
 }
 
-static pp_status_t nccl_send(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream)
+/* The communicator that carries a -> b on `side` (0: a's, the sender; 1: b's) and the other
+ * end's rank in it; NULL when none was made. */
+static ncclComm_t nccl_comm(const pp_p2p_t *p, int a, int b, int side, int *peer)
 {
-    if (!p->comms) PP_FAIL(PP_ERR_INTERNAL, "p2p_post_send: NCCL was not initialised");
-    ncclResult_t r =
-        ncclSend(x->src, x->bytes, ncclUint8, x->dst_dev, p->comms[x->src_dev], stream);
+    if (p->comms) {
+        *peer = side ? a : b;
+        return p->comms[side ? b : a];
+    }
+    *peer = !side;
+    return p->pair ? p->pair[a][b][side] : NULL;
+}
+
+static pp_status_t nccl_half(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream, int side)
+{
+    int peer;
+    ncclComm_t c = nccl_comm(p, x->src_dev, x->dst_dev, side, &peer);
+    if (!c)
+        PP_FAIL(PP_ERR_INTERNAL, "p2p: no NCCL communicator for %d -> %d", x->src_dev,
+                x->dst_dev);
+    ncclResult_t r = side ? ncclRecv(x->dst, x->bytes, ncclUint8, peer, c, stream)
+                          : ncclSend(x->src, x->bytes, ncclUint8, peer, c, stream);
     if (r != ncclSuccess) {
-        fprintf(stderr, "%s:%d: NCCL send of %zu bytes from device %d to %d failed: %s\n", __FILE__,
-                __LINE__, x->bytes, x->src_dev, x->dst_dev, ncclGetErrorString(r));
+        fprintf(stderr, "%s:%d: NCCL %s of %zu bytes from device %d to %d failed: %s\n", __FILE__,
+                __LINE__, side ? "receive" : "send", x->bytes, x->src_dev, x->dst_dev,
+                ncclGetErrorString(r));
         return PP_ERR_NCCL;
     }
     return PP_OK;
 }
 
+static pp_status_t nccl_send(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream)
+{
+    return nccl_half(p, x, stream, 0);
+}
+
 static pp_status_t nccl_recv(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream)
 {
-    if (!p->comms) PP_FAIL(PP_ERR_INTERNAL, "p2p_post_recv: NCCL was not initialised");
-    ncclResult_t r =
-        ncclRecv(x->dst, x->bytes, ncclUint8, x->src_dev, p->comms[x->dst_dev], stream);
-    if (r != ncclSuccess) {
-        fprintf(stderr, "%s:%d: NCCL receive of %zu bytes from device %d to %d failed: %s\n",
-                __FILE__, __LINE__, x->bytes, x->src_dev, x->dst_dev, ncclGetErrorString(r));
-        return PP_ERR_NCCL;
-    }
-    return PP_OK;
+    return nccl_half(p, x, stream, 1);
 }
 
 static pp_status_t nccl_group_begin(pp_p2p_t *p)
@@ -270,8 +367,8 @@ const char *p2p_describe(const pp_p2p_t *p, pp_transport_t t, int a, int b)
 
 void p2p_abort(pp_p2p_t *p)
 {
-    if (!p || !p->comms || p->aborted) return;
-    for (int d = 0; d < p->n; d++)
-        if (p->comms[d]) ncclCommAbort(p->comms[d]);
+    if (!p || p->aborted) return;
+    for (int i = 0; i < n_comms(p); i++)
+        if (*comm_at(p, i)) ncclCommAbort(*comm_at(p, i));
     p->aborted = 1;
 }

@@ -10,8 +10,10 @@
  * receiver's buffer (cudaMemcpyAsync over unified addresses, or cudaMemcpyPeerAsync staged by the
  * driver where peer access is impossible) and the receive half posts nothing. `local`: both ends on
  * one device, the same copy; `shared`: two pipeline devices on one CUDA device, the same copy.
- * `nccl`: one communicator per device from ncclCommInitAll (rank = pipeline device index); the
- * halves are ncclSend and ncclRecv, and one thread posting both brackets them with
+ * `nccl`: ncclSend and ncclRecv on communicators cut as `nccl.communicators` says: a two-rank
+ * communicator per directed pair the plan sends over (the default), or one over every device
+ * (rank = pipeline device index); each made with ncclCommInitRankConfig under a unique id from
+ * rank 0, with the CTA limits of `nccl:`. One thread posting both halves brackets them with
  * p2p_pair_begin/end (one ncclGroupStart/End). Nothing here knows of stages or schedules. Every
  * call enqueues only; none synchronizes.
  */
@@ -20,6 +22,7 @@
 
 #include "common/pp_group.h"
 #include "common/pp_status.h"
+#include "model/job.h"
 #include "model/transport.h"
 
 #include <cuda_runtime.h>
@@ -32,12 +35,19 @@ extern "C" {
 
 typedef struct pp_p2p pp_p2p_t;
 
+/* What the plan needs of the transports. */
+typedef struct p2p_setup {
+    unsigned used; /* bit 1u << t for each pp_transport_t t the plan uses */
+    unsigned char nccl_pair[PP_MAX_DEVICES][PP_MAX_DEVICES]; /* 1: a sends to b over nccl */
+    pp_job_nccl_t nccl;                                      /* how the communicators are made */
+} p2p_setup_t;
+
 /* Enable peer access among the devices this process owns of the n (CUDA ordinals `cuda_ids`;
- * owned[d], NULL: every one) and set up what the transports in `used` need (bit 1u << t for each
- * pp_transport_t t): the communicators for nccl, over every process of `g` (NULL: this one owns
- * every device). Collective over g: every process calls it, and a failure on one is every one's. */
+ * owned[d], NULL: every one) and set up what the transports of `setup` need: the communicators
+ * for nccl, over every process of `g` (NULL: this one owns every device). Collective over g:
+ * every process calls it, and a failure on one is every one's. */
 pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, const unsigned char *owned,
-                     pp_group_t *g, unsigned used);
+                     pp_group_t *g, const p2p_setup_t *setup);
 void p2p_free(pp_p2p_t *p); /* accepts NULL; destroys (or, after p2p_abort, frees) communicators */
 
 /* 1 when device a can read/write device b's memory directly (pipeline indices). */

@@ -93,7 +93,30 @@ typedef struct pp_job_run {
     int graph;                /* 1: capture one step as a CUDA graph and replay it */
     pp_recompute_t recompute; /* what the forward keeps for the backward (stage_size.h) */
     pp_offload_t offload;     /* activations to pinned host memory between F and backward */
+    int priorities;           /* 1: communication streams at the device's greatest priority (the
+                                 role table's), kept by the captured step's nodes; 0: all equal */
 } pp_job_run_t;
+
+/* How the nccl transport is set up (`nccl:`); what each does is in docs/architecture.md. */
+typedef enum pp_nccl_comms {
+    PP_NCCL_COMMS_PAIR = 0, /* a communicator of two ranks per directed device pair the plan uses */
+    PP_NCCL_COMMS_DEVICE    /* one communicator over every device, rank = pipeline device */
+} pp_nccl_comms_t;
+
+typedef enum pp_nccl_cta_policy {
+    PP_NCCL_CTA_DEFAULT = 0, /* NCCL's own */
+    PP_NCCL_CTA_EFFICIENCY,  /* the fewest CTAs that keep decent speed */
+    PP_NCCL_CTA_ZERO         /* no CTA wherever NCCL can (copy engines) */
+} pp_nccl_cta_policy_t;
+
+typedef struct pp_job_nccl {
+    pp_nccl_comms_t communicators;
+    int wait_for_peer; /* 1: where one process posts both halves of a transfer, each half's stream
+                          also waits for the other half's dependencies, so neither kernel is
+                          launched to spin before its peer can meet it */
+    int max_ctas;      /* most CTAs a communicator's kernels take (ncclConfig_t maxCTAs); 0: NCCL's */
+    pp_nccl_cta_policy_t cta_policy;
+} pp_job_nccl_t;
 
 /* Simulator cost model, hand-set: milliseconds per op for one micro-batch on one device's share of
  * the layers (a full backward `B` costs backward_input + backward_weight). They override the model
@@ -127,6 +150,7 @@ typedef struct pp_job {
     pp_job_model_t model;   /* layers_per_stage filled for every stage */
     pp_job_pipeline_t pipeline; /* devices, stages and chunks resolved */
     pp_job_run_t run;
+    pp_job_nccl_t nccl;
     pp_job_cost_t cost;         /* the hand-set `cost:` values (cost_hand_set says if any) */
     pp_job_cost_src_t cost_src; /* cost_src.profile owned */
     int cost_hand_set;          /* 1: any of cost.forward, backward_input, backward_weight, send set */

@@ -270,7 +270,7 @@ static void test_syntax_errors(void)
                       "file)");
     EXPECT_LOAD_ERROR("- model\n- run\n",
                       "t.yaml:1:1: expected a mapping of sections, got a list (allowed: name, "
-                      "model, pipeline, schedule, run, cost)");
+                      "model, pipeline, schedule, run, cost, nccl)");
 }
 
 static void test_unknown_keys(void)
@@ -284,10 +284,11 @@ static void test_unknown_keys(void)
         "transport, split, devices_per_process)");
     EXPECT_LOAD_ERROR("model:\n  layers: 24\nmdoel:\n  hidden: 8\n",
                       "t.yaml:3:1: unknown section 'mdoel' (allowed: name, model, pipeline, "
-                      "schedule, run, cost)");
+                      "schedule, run, cost, nccl)");
     EXPECT_LOAD_ERROR("run:\n    steps: 3\n    lr_decay: 0.1\n",
                       "t.yaml:3:5: unknown key 'lr_decay' in run (allowed: steps, warmup, seed, "
-                      "optimizer, lr, weight_decay, timeout, timing, graph, recompute, offload)");
+                      "optimizer, lr, weight_decay, timeout, timing, graph, recompute, offload, "
+                      "priorities)");
     EXPECT_LOAD_ERROR("run:\n  offload: weights\n",
                       "t.yaml:2:12: run.offload: unknown value 'weights' (allowed: none, "
                       "activations)");
@@ -430,6 +431,25 @@ static void test_enums(void)
                                NULL, 0) == PP_OK);
     EXPECT(c.run.timing == 0 && c.schedule.kind == PP_SCHED_ZBH1);
     config_free(&c);
+    /* nccl: and run.priorities: the defaults, each value, and the refusals */
+    REQUIRE(config_load_string(&c, "t.yaml", "name: x\n", NULL, 0) == PP_OK);
+    EXPECT(c.nccl.communicators == PP_NCCL_COMMS_PAIR && c.nccl.wait_for_peer == 1 &&
+           c.nccl.max_ctas == 0 && c.nccl.cta_policy == PP_NCCL_CTA_DEFAULT &&
+           c.run.priorities == 1);
+    config_free(&c);
+    REQUIRE(config_load_string(&c, "t.yaml",
+                               "nccl: {communicators: device, wait_for_peer: off, max_ctas: 2, "
+                               "cta_policy: zero}\nrun: {priorities: off}\n",
+                               NULL, 0) == PP_OK);
+    EXPECT(c.nccl.communicators == PP_NCCL_COMMS_DEVICE && c.nccl.wait_for_peer == 0 &&
+           c.nccl.max_ctas == 2 && c.nccl.cta_policy == PP_NCCL_CTA_ZERO && c.run.priorities == 0);
+    config_free(&c);
+    EXPECT_LOAD_ERROR("nccl:\n  communicators: rank\n",
+                      "t.yaml:2:18: nccl.communicators: unknown value 'rank' (allowed: pair, "
+                      "device)");
+    EXPECT_LOAD_ERROR("nccl:\n  cta_policy: fast\n",
+                      "t.yaml:2:15: nccl.cta_policy: unknown value 'fast' (allowed: default, "
+                      "efficiency, zero)");
 }
 
 static void test_duplicates(void)
@@ -670,7 +690,7 @@ static void test_set(void)
                      "heads, seq_len, vocab, dtype, layers_per_stage)");
     EXPECT_SET_ERROR("modle.layers=3",
                      "--set modle.layers=3: unknown section 'modle' (allowed: name, model, "
-                     "pipeline, schedule, run, cost)");
+                     "pipeline, schedule, run, cost, nccl)");
     EXPECT_SET_ERROR("layers=3",
                      "--set layers=3: 'layers' is not a key (allowed: name, or section.key with "
                      "section one of model, pipeline, schedule, run, cost)");

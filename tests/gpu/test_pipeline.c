@@ -233,6 +233,30 @@ static void check_case(const char *kind, int p, const char *transport, const cha
     run_and_compare("test.yaml", model_yaml(dtype), setp, 4, label);
 }
 
+/* Every setting of `nccl:` and run.priorities moves the same bytes in the same order: 1F1B and
+ * ZB-V over nccl on a GPU per pipeline device match the one-device run bitwise in fp32 with the
+ * communicators per device, the CTAs capped, the CTA policies, neither half waiting for its peer,
+ * and the streams at one priority. */
+static void nccl_levers_match_reference(void)
+{
+    if (n_gpus < 2) SKIP("nccl needs a GPU per pipeline device, %d present", n_gpus);
+    static const char *levers[] = {"nccl.communicators=device", "nccl.max_ctas=1",
+                                   "nccl.cta_policy=efficiency", "nccl.cta_policy=zero",
+                                   "nccl.wait_for_peer=off", "run.priorities=off"};
+    static const char *kinds[] = {"schedule.kind=1f1b", "schedule.kind=zb-v"};
+    const int p = n_gpus >= 4 ? 4 : 2;
+    char devs[64], label[128];
+    devices_set(devs, sizeof devs, p);
+    for (int k = 0; k < 2; k++)
+        for (size_t l = 0; l < sizeof levers / sizeof levers[0]; l++) {
+            if (check_quick() && l > 1) break;
+            const char *sets[] = {kinds[k], devs, "pipeline.transport=nccl",
+                                  "pipeline.micro_batches=8", levers[l]};
+            snprintf(label, sizeof label, "%s p=%d nccl %s", kinds[k] + 14, p, levers[l]);
+            run_and_compare("nccl.yaml", model_yaml("fp32"), sets, 5, label);
+        }
+}
+
 /* bf16 with 64-dimensional heads and T a multiple of 64 takes the fused attention path: the
  * pipelined step still matches the one-device run within bf16 tolerance. */
 static void fused_attention_bf16(void)
@@ -724,6 +748,7 @@ int main(void)
     RUN(interleaved_zb_2gpu_peer);
     RUN(interleaved_zb_4gpu_peer);
     RUN(interleaved_zb_4gpu_nccl);
+    RUN(nccl_levers_match_reference);
     RUN(uneven_split);
     RUN(torch_orders);
     RUN(dualpipev_overlap);
