@@ -57,6 +57,7 @@ void execute_describe_devices(char *buf, size_t size)
 
 static void exec_free(exec_t *x)
 {
+    free(x->clock_all);
     if (x->gexec) cudaGraphExecDestroy(x->gexec);
     if (x->graph) cudaGraphDestroy(x->graph);
     if (x->ev_end || x->ev_start || x->ev_dep) {
@@ -311,6 +312,14 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_job_t *j
     if (g) st = group_agree(g, st); /* then every process measures its clock, or none */
     if (g && st == PP_OK) st = g->ops->clock_offset(g, &x->clock_offset_ms, &x->clock_residual_ms);
     if (g) st = group_agree(g, st);
+    if (g && st == PP_OK) { /* rank 0 names every process's clock in the banner */
+        double mine[2] = {x->clock_offset_ms, x->clock_residual_ms};
+        if (g->rank == 0 && !(x->clock_all = calloc((size_t)g->size * 2, sizeof(double))))
+            st = PP_ERR_NOMEM;
+        st = group_agree(g, st);
+        if (st == PP_OK) st = g->ops->gather(g, mine, x->clock_all, sizeof mine, 0);
+        st = group_agree(g, st);
+    }
     if (st != PP_OK) goto fail;
     return PP_OK;
 fail:
@@ -477,9 +486,13 @@ static pp_status_t prepare_run(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *r
             stderr,
             "# time axis: device origins aligned within %.1f us (cross-device signal round trip)\n",
             tl->skew_ms * 1000);
-    if (x->opts.verbose && exec_in_group(x))
-        fprintf(stderr, "# processes: %d, clocks aligned to rank 0's within %.1f us (ping-pong)\n",
-                x->opts.group->size, x->clock_residual_ms * 1000);
+    if (x->opts.verbose && exec_in_group(x) && x->clock_all) { /* rank 0 */
+        fprintf(stderr, "# processes: %d; clock of each against rank 0's (ping-pong), ms:",
+                x->opts.group->size);
+        for (int k = 1; k < x->opts.group->size; k++)
+            fprintf(stderr, " rank %d %+.4f (+-%.4f)%s", k, x->clock_all[2 * k],
+                    x->clock_all[2 * k + 1], k + 1 < x->opts.group->size ? "," : "\n");
+    }
     log->step_ms = calloc((size_t)steps, sizeof *log->step_ms);
     PP_ALLOC_CHECK(log->step_ms);
     if (x->opts.timing) {

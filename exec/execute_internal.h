@@ -78,6 +78,7 @@ typedef struct exec {
     double *launch_s;            /* [warmup + steps]: host time each step was launched */
     double clock_offset_ms;      /* this process's clock minus rank 0's */
     double clock_residual_ms;    /* the bound on that offset's error */
+    double *clock_all;           /* rank 0: [size][2], every process's offset and bound */
 } exec_t;
 
 /* ---- world (execute_world.c) ---- */

@@ -253,6 +253,7 @@ pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
     r->loss = NAN;
     r->chunks = plan->chunks;
     r->shared_gpus = tl->mode == PP_MODE_MEASURE && job && job_shared_gpu(job, NULL, NULL);
+    r->clock_skew_ms = tl->mode == PP_MODE_MEASURE ? tl->skew_ms : NAN;
     r->per_device = calloc((size_t)p, sizeof *r->per_device);
     busy = malloc(sizeof *busy * (size_t)p);
     peak = malloc(sizeof *peak * (size_t)p);

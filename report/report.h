@@ -49,6 +49,8 @@ typedef struct pp_report {
     double bubble_simulated; /* the simulator's figure for the same plan; NAN when not run */
     double loss; /* measured: mean loss of the last step (set by the run chain); NAN otherwise */
     double step_ms_predicted; /* the cost model's step before running; NAN when none */
+    double clock_skew_ms;     /* measured: the bound on the misalignment of the devices' (and the
+                                 processes') clocks on the time axis; NAN when simulated */
     char cost_desc[512];      /* where the simulator's costs came from; "" = the config's */
     char mem_verdict[256];    /* the memory fit check; "" = none */
     int shared_gpus;          /* measured with pipeline devices sharing a GPU: the timings (and each

@@ -112,6 +112,7 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
         out_puts(o, "null");
     out_json_key_num(o, "step_ms_predicted", r->step_ms_predicted);
     out_printf(o, ",\"shared_gpus\":%s", r->shared_gpus ? "true" : "false");
+    out_json_key_num(o, "clock_skew_ms", r->clock_skew_ms);
     out_puts(o, ",\n \"per_device\":[");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];

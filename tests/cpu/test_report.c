@@ -343,6 +343,7 @@ static void test_json_schema(void)
                                       "loss",
                                       "step_ms_predicted",
                                       "shared_gpus",
+                                      "clock_skew_ms",
                                       "per_device",
                                       "idle_ms_by_reason",
                                       "idle_ms_by_reason_simulated",
