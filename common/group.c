@@ -61,11 +61,32 @@ static pp_status_t one_clock_offset(pp_group_t *g, double *offset_ms, double *re
     *offset_ms = *residual_ms = 0;
     return PP_OK;
 }
+static pp_status_t one_host_share(pp_group_t *g, size_t bytes, void **ptr)
+{
+    *ptr = calloc(1, bytes);
+    PP_ALLOC_CHECK(*ptr);
+    return PP_OK;
+}
+static void one_host_unshare(pp_group_t *g, void *ptr)
+{
+    free(ptr);
+}
 static void one_finish(pp_group_t *g) {}
 
 static const pp_group_ops_t single_ops = {
-    "single",      one_init, one_bcast, one_gather,       one_max_int, one_barrier,
-    one_post_send, one_recv, one_flush, one_clock_offset, one_finish,
+    .name = "single",
+    .init = one_init,
+    .bcast = one_bcast,
+    .gather = one_gather,
+    .max_int = one_max_int,
+    .barrier = one_barrier,
+    .post_send = one_post_send,
+    .recv = one_recv,
+    .flush = one_flush,
+    .clock_offset = one_clock_offset,
+    .host_share = one_host_share,
+    .host_unshare = one_host_unshare,
+    .finish = one_finish,
 };
 
 void group_single(pp_group_t *g)

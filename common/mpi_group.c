@@ -19,7 +19,10 @@
 typedef struct mpi_state {
     MPI_Request *sends; /* posted, not yet completed */
     int n_sends, cap_sends;
-    int inited; /* 1: this process called MPI_Init */
+    int inited;     /* 1: this process called MPI_Init */
+    MPI_Comm host;  /* the processes of this host */
+    MPI_Win shared; /* host_share's window (MPI_WIN_NULL: none) */
+    void *shared_at;
 } mpi_state_t;
 
 /* MPI's message for error code e at file:line; PP_ERR_INTERNAL. */
@@ -57,12 +60,12 @@ static pp_status_t m_init(pp_group_t *g, int *argc, char ***argv)
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g->size));
-    MPI_Comm host;
-    MPI_CHECK(
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &host));
-    MPI_CHECK(MPI_Comm_rank(host, &g->local_rank));
-    MPI_CHECK(MPI_Comm_size(host, &g->local_size));
-    MPI_Comm_free(&host);
+    s->shared = MPI_WIN_NULL;
+    s->host = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL,
+                                  &s->host));
+    MPI_CHECK(MPI_Comm_rank(s->host, &g->local_rank));
+    MPI_CHECK(MPI_Comm_size(s->host, &g->local_size));
     return PP_OK;
 }
 
@@ -178,10 +181,41 @@ static pp_status_t m_clock_offset(pp_group_t *g, double *offset_ms, double *resi
     return PP_OK;
 }
 
+/* One shared window per host: the host's rank 0 holds the bytes, every other process maps them.
+ * One window at a time. */
+static pp_status_t m_host_share(pp_group_t *g, size_t bytes, void **ptr)
+{
+    mpi_state_t *s = state(g);
+    *ptr = NULL;
+    if (s->shared != MPI_WIN_NULL) PP_FAIL(PP_ERR_INTERNAL, "host_share: one window at a time");
+    void *base = NULL;
+    MPI_Aint size = 0;
+    int unit = 1;
+    MPI_CHECK(MPI_Win_allocate_shared(g->local_rank == 0 ? (MPI_Aint)bytes : 0, 1, MPI_INFO_NULL,
+                                      s->host, &base, &s->shared));
+    MPI_CHECK(MPI_Win_shared_query(s->shared, 0, &size, &unit, &base));
+    if ((size_t)size < bytes) PP_FAIL(PP_ERR_INTERNAL, "host_share: %ld bytes shared", (long)size);
+    if (g->local_rank == 0) memset(base, 0, bytes);
+    MPI_CHECK(MPI_Barrier(s->host)); /* zeroed before anyone reads */
+    s->shared_at = *ptr = base;
+    return PP_OK;
+}
+
+static void m_host_unshare(pp_group_t *g, void *ptr)
+{
+    mpi_state_t *s = state(g);
+    if (!s || s->shared == MPI_WIN_NULL || ptr != s->shared_at) return;
+    MPI_Win_free(&s->shared);
+    s->shared = MPI_WIN_NULL;
+    s->shared_at = NULL;
+}
+
 static void m_finish(pp_group_t *g)
 {
     mpi_state_t *s = state(g);
     if (!s) return;
+    if (s->shared != MPI_WIN_NULL) MPI_Win_free(&s->shared);
+    if (s->host != MPI_COMM_NULL) MPI_Comm_free(&s->host);
     (void)m_flush(g, group_now_s() + 1.0);
     free(s->sends);
     int finalized = 0;
@@ -192,8 +226,19 @@ static void m_finish(pp_group_t *g)
 }
 
 static const pp_group_ops_t mpi_ops = {
-    "mpi",       m_init, m_bcast, m_gather,       m_max_int, m_barrier,
-    m_post_send, m_recv, m_flush, m_clock_offset, m_finish,
+    .name = "mpi",
+    .init = m_init,
+    .bcast = m_bcast,
+    .gather = m_gather,
+    .max_int = m_max_int,
+    .barrier = m_barrier,
+    .post_send = m_post_send,
+    .recv = m_recv,
+    .flush = m_flush,
+    .clock_offset = m_clock_offset,
+    .host_share = m_host_share,
+    .host_unshare = m_host_unshare,
+    .finish = m_finish,
 };
 
 const pp_group_ops_t *group_mpi_ops(void)

@@ -44,6 +44,11 @@ typedef struct pp_group_ops {
     /* This process's clock minus rank 0's (group_now_s, in ms) and the bound on its error, from
      * a few ping-pongs with rank 0 (both 0 on rank 0). Collective. */
     pp_status_t (*clock_offset)(pp_group_t *g, double *offset_ms, double *residual_ms);
+    /* `bytes` of zeroed host memory that every process of this host maps (the processes of one
+     * host share it; other hosts have their own), into *ptr. Collective; freed by host_unshare,
+     * also collective. */
+    pp_status_t (*host_share)(pp_group_t *g, size_t bytes, void **ptr);
+    void (*host_unshare)(pp_group_t *g, void *ptr);
     /* Leave the group (after the last collective). */
     void (*finish)(pp_group_t *g);
 } pp_group_ops_t;

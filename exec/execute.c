@@ -75,6 +75,7 @@ static void exec_free(exec_t *x)
     free(x->ev_start);
     free(x->ev_dep);
     free(x->done_op);
+    free(x->meet_key);
     free(x->launch_s);
     world_free(&x->w);
     if (x->stages) {
@@ -176,6 +177,7 @@ static pp_status_t exec_alloc(exec_t *x)
     x->ev_start = calloc((size_t)plan->n_ops, sizeof *x->ev_start);
     x->ev_dep = calloc((size_t)plan->n_ops, sizeof *x->ev_dep);
     x->done_op = malloc(sizeof(int) * (size_t)plan->n_ops);
+    x->meet_key = malloc(sizeof(int) * (size_t)plan->n_ops);
     if (!x->stages || !x->scfg || !x->ev_end || !x->ev_start || !x->ev_dep || !x->done_op)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory");
     for (int s = 0; s < plan->n_stages; s++)
@@ -278,6 +280,39 @@ static pp_status_t exec_init_local(exec_t *x)
     return exec_op_events(x);
 }
 
+/* Which transfers meet through shared flags (p2p_connect): every ipc one, and, under
+ * nccl.wait_for_peer, an nccl one between two processes of one host. Collective under a group. */
+static pp_status_t exec_connect(exec_t *x, pp_group_t *g)
+{
+    const pp_plan_t *plan = x->plan;
+    const int one_host = !g || g->local_size == g->size;
+    int n = 0;
+    p2p_meet_t *meet = calloc((size_t)plan->n_ops, sizeof *meet);
+    PP_ALLOC_CHECK(meet);
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *op = &plan->ops[i];
+        x->meet_key[i] = -1;
+        if (op->role != PP_ROLE_SEND) continue;
+        const int a = op->device, b = plan->ops[op->peer].device;
+        const int apart = g && x->rank_of[a] != x->rank_of[b];
+        if (op->link == PP_TRANSPORT_IPC && !one_host) {
+            free(meet);
+            PP_REFUSE(PP_ERR_INPUT,
+                      "transport ipc works between the processes of one host, but this launch "
+                      "spans several (use nccl, or auto)");
+        }
+        if (op->link != PP_TRANSPORT_IPC &&
+            !(op->link == PP_TRANSPORT_NCCL && apart && one_host && x->job->nccl.wait_for_peer))
+            continue;
+        p2p_xfer_t xf = exec_transfer_of(x, op, &plan->ops[op->peer]);
+        meet[n] = (p2p_meet_t){op->link, a, b, xf.dst};
+        x->meet_key[i] = n++;
+    }
+    pp_status_t st = p2p_connect(x->p2p, g, meet, n);
+    free(meet);
+    return st;
+}
+
 /* Under an MPI launch every process learns of a failure of any before the communicators are made
  * (a collective a failed process would never join) and after the stages are. */
 static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_job_t *job,
@@ -309,6 +344,8 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_job_t *j
     free(setup);
     if (st != PP_OK) goto fail;
     st = exec_stages(x);
+    if (g) st = group_agree(g, st);
+    if (st == PP_OK) st = exec_connect(x, g);
     if (g) st = group_agree(g, st); /* then every process measures its clock, or none */
     if (g && st == PP_OK) st = g->ops->clock_offset(g, &x->clock_offset_ms, &x->clock_residual_ms);
     if (g) st = group_agree(g, st);

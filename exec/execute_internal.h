@@ -70,6 +70,8 @@ typedef struct exec {
     cudaEvent_t *ev_end;   /* [n_ops], timing only */
     cudaEvent_t *ev_dep;   /* [n_ops]: completion, for dependencies */
     int *done_op;          /* [n_ops]: op whose events signal op i done */
+    int *meet_key;         /* [n_ops]: a SEND's key among the meeting transfers (p2p_connect), or
+                              -1 */
     int capturing;         /* 1 while a step is being captured */
     cudaGraph_t graph;     /* the captured step (graph mode) */
     cudaGraphExec_t gexec;
@@ -118,6 +120,10 @@ pp_status_t world_measure_skew(pp_world_t *w, double *skew_ms);
 /* ---- step (execute_step.c) ---- */
 
 pp_status_t exec_enqueue_step(exec_t *x, int step, double deadline);
+
+/* Source and destination of the transfer whose SEND is `snd` and RECV `rcv` (NULL on a device
+ * this process does not own), with its meeting key. */
+p2p_xfer_t exec_transfer_of(const exec_t *x, const pp_op_t *snd, const pp_op_t *rcv);
 
 /* Capture one step into x->gexec; on failure a note says why and x->gexec stays NULL (PP_OK). */
 pp_status_t exec_capture_step(exec_t *x, int step, double deadline);

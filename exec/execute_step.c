@@ -124,13 +124,11 @@ static const local_op_fn local_op[PP_ACT_COUNT] = {
     [PP_ACT_W] = op_backward_weight, [PP_ACT_OFFLOAD] = op_offload, [PP_ACT_RELOAD] = op_reload,
 };
 
-/* Source and destination of a transfer whose SEND is `snd` and RECV `rcv` (NULL on a device
- * this process does not own). */
-static p2p_xfer_t transfer_of(exec_t *x, const pp_op_t *snd, const pp_op_t *rcv)
+p2p_xfer_t exec_transfer_of(const exec_t *x, const pp_op_t *snd, const pp_op_t *rcv)
 {
     pp_stage_t *a = x->stages[snd->stage], *b = x->stages[rcv->stage];
     int fwd = snd->kind == PP_ACT_SEND_F;
-    p2p_xfer_t xf = {NULL, rcv->device, NULL, snd->device, snd->bytes};
+    p2p_xfer_t xf = {NULL, rcv->device, NULL, snd->device, snd->bytes, x->meet_key[snd - x->plan->ops]};
     if (a) xf.src = fwd ? stage_slot_y(a, snd->slot) : stage_slot_dx(a, snd->slot);
     if (b) xf.dst = fwd ? stage_slot_x(b, rcv->slot) : stage_slot_dy(b, rcv->slot);
     return xf;
@@ -166,7 +164,7 @@ static pp_status_t enqueue_transfer(exec_t *x, int i, double deadline, int step)
     const int r = op->peer;
     const pp_op_t *rcv = &x->plan->ops[r];
     const pp_transport_t t = op->link;
-    const p2p_xfer_t xf = transfer_of(x, op, rcv);
+    const p2p_xfer_t xf = exec_transfer_of(x, op, rcv);
     if (transport_row(t)->send_moves_bytes) return enqueue_moved(x, i, &xf, deadline, step);
     const int own_s = world_owns(&x->w, op->device), own_r = world_owns(&x->w, rcv->device);
     cudaStream_t ss = own_s ? op_stream(x, op) : NULL, rs = own_r ? op_stream(x, rcv) : NULL;

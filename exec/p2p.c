@@ -16,6 +16,8 @@
 
 #include "common/pp_cuda.h"
 
+#include <cuda.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +33,46 @@ struct pp_p2p {
     ncclComm_t (*pair)[PP_MAX_DEVICES][2];
     int has_nccl;
     int aborted;
+    /* p2p_connect: the meeting transfers */
+    int n_meet;
+    p2p_meet_t *meet;        /* [n_meet]; dst: where the sender writes (its own, or opened) */
+    uint32_t *flags;         /* [n_meet][2] free, full, in host memory the host's processes share */
+    pp_group_t *flags_group; /* who shared them (NULL: this process allocated them) */
+    int flags_registered;
+    void **opened; /* [n_meet]: slots opened through IPC here (closed by p2p_free); NULL: none */
 };
+
+/* Stream memory operations, from the driver (the runtime has no such call); loaded once. */
+typedef CUresult (*wait32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+typedef CUresult (*range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+static wait32_fn drv_wait32, drv_write32;
+static range_fn drv_range;
+
+static pp_status_t load_driver(void)
+{
+    static const struct {
+        const char *name;
+        void **fn;
+    } want[] = {{"cuStreamWaitValue32", (void **)&drv_wait32},
+                {"cuStreamWriteValue32", (void **)&drv_write32},
+                {"cuMemGetAddressRange", (void **)&drv_range}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (*want[i].fn) continue;
+        enum cudaDriverEntryPointQueryResult q;
+        PP_CUDA_CHECK(
+            cudaGetDriverEntryPointByVersion(want[i].name, want[i].fn, 12000, cudaEnableDefault, &q));
+        if (q != cudaDriverEntryPointSuccess || !*want[i].fn)
+            PP_FAIL(PP_ERR_DEVICE, "the CUDA driver has no %s", want[i].name);
+    }
+    return PP_OK;
+}
+
+#define PP_DRV_CHECK(call)                                                                         \
+    do {                                                                                           \
+        CUresult drv_e_ = (call);                                                                  \
+        if (drv_e_ != CUDA_SUCCESS)                                                                \
+            PP_FAIL(PP_ERR_CUDA, "%s failed: CUDA driver error %d", #call, (int)drv_e_);           \
+    } while (0)
 
 /* Peer access between every ordered pair of owned devices that reports it. */
 static pp_status_t enable_peers(pp_p2p_t *p, const unsigned char *owned)
@@ -214,7 +255,133 @@ void p2p_free(pp_p2p_t *p)
             if (*comm_at(p, i)) ncclCommDestroy(*comm_at(p, i));
     free(p->comms);
     free(p->pair);
+    for (int k = 0; p->opened && k < p->n_meet; k++)
+        if (p->opened[k]) {
+            int dup = 0; /* one open per allocation: close it once */
+            for (int j = 0; j < k && !dup; j++)
+                dup = p->opened[j] == p->opened[k];
+            if (!dup) {
+                cudaSetDevice(p->cuda_ids[p->meet[k].src_dev]);
+                cudaIpcCloseMemHandle(p->opened[k]);
+            }
+        }
+    if (p->flags_registered) cudaHostUnregister(p->flags);
+    if (p->flags) {
+        if (p->flags_group)
+            p->flags_group->ops->host_unshare(p->flags_group, p->flags);
+        else
+            free(p->flags);
+    }
+    free(p->opened);
+    free(p->meet);
     free(p);
+}
+
+/* What a receiver tells the sender of an ipc transfer: its slot's allocation and where in it. */
+typedef struct ipc_slot {
+    cudaIpcMemHandle_t handle;
+    size_t offset;
+    int valid;
+} ipc_slot_t;
+
+pp_status_t p2p_connect(pp_p2p_t *p, pp_group_t *g, const p2p_meet_t *meet, int n)
+{
+    if (n == 0) return PP_OK;
+    const int many = g && g->size > 1;
+    pp_status_t st = load_driver();
+    if (many) st = group_agree(g, st);
+    PP_CHECK(st);
+    p->meet = calloc((size_t)n, sizeof *p->meet);
+    p->opened = calloc((size_t)n, sizeof *p->opened);
+    ipc_slot_t *mine = calloc((size_t)n, sizeof *mine), *all = NULL;
+    if (!p->meet || !p->opened || !mine) st = PP_ERR_NOMEM;
+    if (st == PP_OK) {
+        memcpy(p->meet, meet, sizeof *meet * (size_t)n);
+        p->n_meet = n;
+        /* The flags: 4 KiB at least, one page of its own. */
+        size_t bytes = (size_t)n * 2 * sizeof(uint32_t);
+        bytes = bytes < 4096 ? 4096 : (bytes + 4095) / 4096 * 4096;
+        if (many) {
+            st = g->ops->host_share(g, bytes, (void **)&p->flags);
+            if (st == PP_OK) p->flags_group = g;
+        } else if (!(p->flags = calloc(1, bytes))) {
+            st = PP_ERR_NOMEM;
+        }
+        if (st == PP_OK) {
+            cudaError_t e = cudaHostRegister(p->flags, bytes,
+                                             cudaHostRegisterPortable | cudaHostRegisterMapped);
+            if (e == cudaSuccess) p->flags_registered = 1;
+            else {
+                fprintf(stderr, "%s:%d: cudaHostRegister of the transfers' flags failed: %s\n",
+                        __FILE__, __LINE__, cudaGetErrorString(e));
+                (void)cudaGetLastError();
+                st = PP_ERR_CUDA;
+            }
+        }
+    }
+    /* Each receiver of an ipc transfer exports its slot's allocation; one process's own slot
+     * needs none. */
+    for (int k = 0; st == PP_OK && k < n; k++) {
+        if (meet[k].t != PP_TRANSPORT_IPC || !meet[k].dst || !many) continue;
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        cudaError_t e = cudaSetDevice(p->cuda_ids[meet[k].dst_dev]);
+        if (e == cudaSuccess && drv_range(&base, &size, (CUdeviceptr)(uintptr_t)meet[k].dst) != CUDA_SUCCESS)
+            e = cudaErrorInvalidValue;
+        if (e == cudaSuccess) e = cudaIpcGetMemHandle(&mine[k].handle, (void *)(uintptr_t)base);
+        if (e != cudaSuccess) {
+            fprintf(stderr, "%s:%d: exporting the slot of transfer %d -> %d failed: %s\n", __FILE__,
+                    __LINE__, meet[k].src_dev, meet[k].dst_dev, cudaGetErrorString(e));
+            (void)cudaGetLastError();
+            st = PP_ERR_CUDA;
+            break;
+        }
+        mine[k].offset = (size_t)((uintptr_t)meet[k].dst - (uintptr_t)base);
+        mine[k].valid = 1;
+    }
+    if (many) { /* every process learns every receiver's slot: rank 0 gathers, then broadcasts */
+        st = group_agree(g, st);
+        if (st == PP_OK && !(all = calloc((size_t)n * (size_t)g->size, sizeof *all)))
+            st = PP_ERR_NOMEM;
+        st = group_agree(g, st);
+        if (st == PP_OK)
+            st = g->ops->gather(g, mine, g->rank == 0 ? all : NULL, sizeof *mine * (size_t)n, 0);
+        if (st == PP_OK) st = g->ops->bcast(g, all, sizeof *all * (size_t)n * (size_t)g->size, 0);
+        st = group_agree(g, st);
+    }
+    /* The sender of an ipc transfer into another process opens the receiver's slot. */
+    for (int k = 0; st == PP_OK && many && k < n; k++) {
+        if (meet[k].t != PP_TRANSPORT_IPC || meet[k].dst) continue;
+        const ipc_slot_t *from = NULL;
+        for (int r = 0; r < g->size && !from; r++)
+            if (all[(size_t)r * n + k].valid) from = &all[(size_t)r * n + k];
+        if (!from) continue; /* this process does not send it either */
+        char *base = NULL;
+        for (int j = 0; j < k && !base; j++) /* one open per allocation */
+            if (p->opened[j] && p->meet[j].src_dev == meet[k].src_dev) {
+                const ipc_slot_t *o = NULL;
+                for (int r = 0; r < g->size && !o; r++)
+                    if (all[(size_t)r * n + j].valid) o = &all[(size_t)r * n + j];
+                if (o && !memcmp(&o->handle, &from->handle, sizeof from->handle))
+                    base = p->opened[j];
+            }
+        cudaError_t e = cudaSetDevice(p->cuda_ids[meet[k].src_dev]);
+        if (e == cudaSuccess && !base)
+            e = cudaIpcOpenMemHandle((void **)&base, from->handle, cudaIpcMemLazyEnablePeerAccess);
+        if (e != cudaSuccess) {
+            fprintf(stderr, "%s:%d: opening the slot of transfer %d -> %d failed: %s\n", __FILE__,
+                    __LINE__, meet[k].src_dev, meet[k].dst_dev, cudaGetErrorString(e));
+            (void)cudaGetLastError();
+            st = PP_ERR_CUDA;
+            break;
+        }
+        p->opened[k] = base;
+        p->meet[k].dst = base + from->offset;
+    }
+    free(mine);
+    free(all);
+    if (st == PP_ERR_NOMEM) fprintf(stderr, "out of host memory\n");
+    return many ? group_agree(g, st) : st;
 }
 
 int p2p_can_access(const pp_p2p_t *p, int a, int b)
@@ -277,9 +444,74 @@ static ncclComm_t nccl_comm(const pp_p2p_t *p, int a, int b, int side, int *peer
     return p->pair ? p->pair[a][b][side] : NULL;
 }
 
+/* The flags of meeting transfer `key`, as the devices address them (mapped host memory under
+ * unified addressing). */
+static CUdeviceptr flag_free(const pp_p2p_t *p, int key)
+{
+    return (CUdeviceptr)(uintptr_t)&p->flags[2 * key];
+}
+static CUdeviceptr flag_full(const pp_p2p_t *p, int key)
+{
+    return (CUdeviceptr)(uintptr_t)&p->flags[2 * key + 1];
+}
+
+/* The two halves of a meeting: the receiver says its slot is free, then waits for the bytes and
+ * rearms; the sender waits for the free slot and rearms it, moves the bytes (`move`, NULL for
+ * none), then says they have landed. Each flag is set by one side and cleared by the other after
+ * it saw it set, so a replayed step (a CUDA graph keeps the values) meets again from 0, 0. */
+static pp_status_t meet_recv(pp_p2p_t *p, int key, cudaStream_t s)
+{
+    PP_DRV_CHECK(drv_write32((CUstream)s, flag_free(p, key), 1, CU_STREAM_WRITE_VALUE_DEFAULT));
+    PP_DRV_CHECK(drv_wait32((CUstream)s, flag_full(p, key), 1, CU_STREAM_WAIT_VALUE_EQ));
+    PP_DRV_CHECK(drv_write32((CUstream)s, flag_full(p, key), 0, CU_STREAM_WRITE_VALUE_DEFAULT));
+    return PP_OK;
+}
+
+static pp_status_t meet_send_begin(pp_p2p_t *p, int key, cudaStream_t s)
+{
+    PP_DRV_CHECK(drv_wait32((CUstream)s, flag_free(p, key), 1, CU_STREAM_WAIT_VALUE_EQ));
+    PP_DRV_CHECK(drv_write32((CUstream)s, flag_free(p, key), 0, CU_STREAM_WRITE_VALUE_DEFAULT));
+    return PP_OK;
+}
+
+static pp_status_t meet_send_end(pp_p2p_t *p, int key, cudaStream_t s)
+{
+    PP_DRV_CHECK(drv_write32((CUstream)s, flag_full(p, key), 1, CU_STREAM_WRITE_VALUE_DEFAULT));
+    return PP_OK;
+}
+
+static int meets(const pp_p2p_t *p, const p2p_xfer_t *x)
+{
+    return x->key >= 0 && x->key < p->n_meet && p->flags;
+}
+
+/* ipc: the sender's copy engine writes into the receiver's slot (opened here, or this process's
+ * own), between the two flags of the meeting. */
+static pp_status_t ipc_send(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream)
+{
+    if (!meets(p, x)) PP_FAIL(PP_ERR_INTERNAL, "p2p: ipc transfer without a meeting");
+    void *dst = p->meet[x->key].dst;
+    if (!dst) PP_FAIL(PP_ERR_INTERNAL, "p2p: ipc transfer %d has no destination", x->key);
+    PP_CHECK(meet_send_begin(p, x->key, stream));
+    PP_CUDA_CHECK(cudaMemcpyAsync(dst, x->src, x->bytes, cudaMemcpyDefault, stream));
+    return meet_send_end(p, x->key, stream);
+}
+
+static pp_status_t ipc_recv(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream)
+{
+    if (!meets(p, x)) PP_FAIL(PP_ERR_INTERNAL, "p2p: ipc transfer without a meeting");
+    return meet_recv(p, x->key, stream);
+}
+
 static pp_status_t nccl_half(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stream, int side)
 {
     int peer;
+    /* Between processes of one host: both kernels start once both ends are ready. */
+    if (meets(p, x)) {
+        if (side) PP_CHECK(meet_recv(p, x->key, stream));
+        if (!side) PP_CHECK(meet_send_begin(p, x->key, stream));
+        if (!side) PP_CHECK(meet_send_end(p, x->key, stream));
+    }
     ncclComm_t c = nccl_comm(p, x->src_dev, x->dst_dev, side, &peer);
     if (!c)
         PP_FAIL(PP_ERR_INTERNAL, "p2p: no NCCL communicator for %d -> %d", x->src_dev,
@@ -332,6 +564,7 @@ static const transport_ops_t ops[PP_TRANSPORT_COUNT] = {
     [PP_TRANSPORT_PEER] = {copy_send, nothing, NULL, NULL},
     [PP_TRANSPORT_NCCL] = {nccl_send, nccl_recv, nccl_group_begin, nccl_group_end},
     [PP_TRANSPORT_SHARED] = {copy_send, nothing, NULL, NULL},
+    [PP_TRANSPORT_IPC] = {ipc_send, ipc_recv, NULL, NULL},
 };
 
 static const transport_ops_t *ops_of(pp_transport_t t)

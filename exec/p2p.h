@@ -56,14 +56,32 @@ int p2p_can_access(const pp_p2p_t *p, int a, int b);
 /* Print the peer-access matrix ("P" direct, "-" staged, "x" self) with device names. */
 void p2p_print_matrix(const pp_p2p_t *p, FILE *f);
 
-/* One transfer: `bytes` from src on pipeline device src_dev to dst on dst_dev. */
+/* One transfer: `bytes` from src on pipeline device src_dev to dst on dst_dev. `key`: its index
+ * among the transfers given to p2p_connect (ipc, and nccl between processes of one host), -1 for
+ * any other. dst is NULL where another process owns the receiver. */
 typedef struct p2p_xfer {
     void *dst;
     int dst_dev;
     const void *src;
     int src_dev;
     size_t bytes;
+    int key;
 } p2p_xfer_t;
+
+/* A transfer whose halves meet through flags in host memory the host's processes share: every
+ * ipc transfer, and, under nccl.wait_for_peer, an nccl one between two processes of one host
+ * (its kernels are then launched only once both ends are ready, as one process achieves with
+ * events). */
+typedef struct p2p_meet {
+    pp_transport_t t;
+    int src_dev, dst_dev;
+    void *dst; /* the receiver's slot where this process owns the receiver, else NULL */
+} p2p_meet_t;
+
+/* Set up the n meeting transfers (key = index), once the slots exist: the shared flags, and for
+ * ipc, each receiver's slot opened by the process that sends into it (CUDA IPC). Collective over
+ * g (NULL: one process). */
+pp_status_t p2p_connect(pp_p2p_t *p, pp_group_t *g, const p2p_meet_t *meet, int n);
 
 /* Post the send half of transfer x over transport t on `stream`, which belongs to x->src_dev.
  * Where the row says send_moves_bytes this half moves the bytes into x->dst. */

@@ -9,7 +9,12 @@
  * eager steps). nccl: ncclSend and ncclRecv, one group when one thread posts both. shared: two
  * pipeline devices mapped onto one CUDA device (`pipeline.devices: [0, 0]`), each with its own
  * streams and memory: a device-local copy on the sender's send stream, as local, but between two
- * pipeline devices (it costs a transfer in the simulator and counts as bytes sent).
+ * pipeline devices (it costs a transfer in the simulator and counts as bytes sent). ipc: the
+ * sender's copy engine writes into the receiver's slot, which the sender opened through CUDA IPC
+ * when the receiver is another process of the host (in one process, the slot itself); the
+ * receive half moves nothing but meets the send half through two flags in host memory the two
+ * processes share (the receiver's slot is free; the bytes have landed), waited on and written
+ * with stream memory operations, so no kernel spins and no SM is taken.
  */
 #include "transport.h"
 
@@ -23,6 +28,7 @@ static const pp_transport_row_t rows[PP_TRANSPORT_COUNT] = {
     [PP_TRANSPORT_PEER]  = {"peer",  1,  1,    1,    0,   1,    0},
     [PP_TRANSPORT_NCCL]  = {"nccl",  1,  1,    0,    1,   1,    1},
     [PP_TRANSPORT_SHARED]= {"shared",0,  1,    1,    0,   1,    0},
+    [PP_TRANSPORT_IPC]   = {"ipc",   1,  1,    0,    0,   1,    1},
 };
 /* clang-format on */
 

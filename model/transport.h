@@ -23,6 +23,8 @@ typedef enum pp_transport {
     PP_TRANSPORT_PEER,     /* cudaMemcpy between devices (peer access, or staged by the driver) */
     PP_TRANSPORT_NCCL,     /* ncclSend / ncclRecv */
     PP_TRANSPORT_SHARED,   /* two pipeline devices on one CUDA device: a device-local copy */
+    PP_TRANSPORT_IPC,      /* a copy-engine copy into the receiver's slot, opened through CUDA IPC
+                              across processes of one host, met through flags in shared memory */
     PP_TRANSPORT_COUNT
 } pp_transport_t;
 

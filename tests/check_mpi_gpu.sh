@@ -83,15 +83,18 @@ grads() {
     [ "$rc" -eq 0 ] || { failed=$((failed + 1)); echo "  FAIL test_mpi -np $1: exit $rc"; }
 }
 
-# pairs NPROC DEVICES: each kind, one process against NPROC over the same GPUs.
+# pairs NPROC DEVICES: each kind, one process against NPROC over the same GPUs, over nccl and over
+# ipc (copies into the other process's slot).
 pairs() {
-    for k in gpipe 1f1b interleaved zb-h1; do
-        # shellcheck disable=SC2086
-        "$P" $SMALL --set pipeline.transport=nccl --set "pipeline.devices=$2" schedules/$k.yaml \
-            >"$tmp/a" 2>"$tmp/err" &&
-            mpi -np "$1" "$P" $SMALL --set pipeline.transport=nccl --set "pipeline.devices=$2" \
-                schedules/$k.yaml >"$tmp/b" 2>>"$tmp/err"
-        same_loss "$k $2: -np $1 vs one process" "$tmp/a" "$tmp/b"
+    for tr in nccl ipc; do
+        for k in gpipe 1f1b interleaved zb-h1; do
+            # shellcheck disable=SC2086
+            "$P" $SMALL --set pipeline.transport=$tr --set "pipeline.devices=$2" \
+                schedules/$k.yaml >"$tmp/a" 2>"$tmp/err" &&
+                mpi -np "$1" "$P" $SMALL --set pipeline.transport=$tr --set "pipeline.devices=$2" \
+                    schedules/$k.yaml >"$tmp/b" 2>>"$tmp/err"
+            same_loss "$k $2 $tr: -np $1 vs one process" "$tmp/a" "$tmp/b"
+        done
     done
 }
 if [ "$n_gpu" -ge 2 ]; then

@@ -411,7 +411,7 @@ static void test_enums(void)
                       "v)");
     EXPECT_LOAD_ERROR("pipeline:\n  transport: tcp\n",
                       "t.yaml:2:14: pipeline.transport: unknown value 'tcp' (allowed: peer, "
-                      "nccl)");
+                      "nccl, ipc)");
     EXPECT_LOAD_ERROR("run:\n  optimizer: sgd\n",
                       "t.yaml:2:14: run.optimizer: unknown value 'sgd' (allowed: none, adamw)");
     EXPECT_LOAD_ERROR("run:\n  timing: maybe\n",
@@ -1108,7 +1108,7 @@ static void test_transport_table(void)
 {
     char list[128];
     transport_list(list, sizeof list);
-    EXPECT(!strcmp(list, "peer, nccl"), "%s", list);
+    EXPECT(!strcmp(list, "peer, nccl, ipc"), "%s", list);
     for (int t = 0; t < PP_TRANSPORT_COUNT; t++) {
         const pp_transport_row_t *r = transport_row((pp_transport_t)t);
         EXPECT(transport_find(r->name) == (r->selectable ? t : -1), "%s", r->name);

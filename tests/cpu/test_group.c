@@ -144,8 +144,17 @@ static pp_status_t t_clock_offset(pp_group_t *g, double *offset_ms, double *resi
 static void t_finish(pp_group_t *g) {}
 
 static const pp_group_ops_t thread_ops = {
-    "threads",   t_init, t_bcast, t_gather,       t_max_int, t_barrier,
-    t_post_send, t_recv, t_flush, t_clock_offset, t_finish,
+    .name = "threads",
+    .init = t_init,
+    .bcast = t_bcast,
+    .gather = t_gather,
+    .max_int = t_max_int,
+    .barrier = t_barrier,
+    .post_send = t_post_send,
+    .recv = t_recv,
+    .flush = t_flush,
+    .clock_offset = t_clock_offset,
+    .finish = t_finish, /* no host_share: the simulator never asks for it */
 };
 
 /* ---- one process's run ------------------------------------------------------------------ */

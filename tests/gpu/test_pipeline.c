@@ -489,6 +489,10 @@ CASE(looped_bfs_4gpu_peer, "looped-bfs", 4, "peer", "fp32", 8)
 CASE(interleaved_zb_2gpu_peer, "interleaved-zb", 2, "peer", "fp32", 4)
 CASE(interleaved_zb_4gpu_peer, "interleaved-zb", 4, "peer", "fp32", 8)
 CASE(interleaved_zb_4gpu_nccl, "interleaved-zb", 4, "nccl", "fp32", 8)
+CASE(f1b1_2gpu_ipc, "1f1b", 2, "ipc", "fp32", 4)
+CASE(f1b1_4gpu_ipc, "1f1b", 4, "ipc", "fp32", 8)
+CASE(zbv_4gpu_ipc, "zb-v", 4, "ipc", "fp32", 8)
+CASE(dualpipev_4gpu_ipc, "dualpipe-v", 4, "ipc", "fp32", 8)
 
 /* Uneven stages at p = 2 and 4: a listed split and the balanced one, against the same one-device
  * run. */
@@ -749,6 +753,10 @@ int main(void)
     RUN(interleaved_zb_4gpu_peer);
     RUN(interleaved_zb_4gpu_nccl);
     RUN(nccl_levers_match_reference);
+    RUN(f1b1_2gpu_ipc);
+    RUN(f1b1_4gpu_ipc);
+    RUN(zbv_4gpu_ipc);
+    RUN(dualpipev_4gpu_ipc);
     RUN(uneven_split);
     RUN(torch_orders);
     RUN(dualpipev_overlap);
