@@ -256,13 +256,20 @@ static void check_same_as_simulate(int p, long seqs, const char *const *sets, in
     plan_search_free(&s);
 }
 
-/* `plan`'s figures are `--simulate`'s for every kind, under the cost model's costs (DualPipeV's
- * pairs overlapped by the GPU description's fraction, where a sum of the ops' durations would
- * count the overlapped compute twice), on 4 and 2 devices. */
+/* `plan`'s figures are `--simulate`'s for every kind: the cost model's costs (DualPipeV's pairs
+ * overlapped by the GPU description's fraction, where a sum of the ops' durations would count the
+ * overlapped compute twice), on 4 and 2 devices; hand-set costs with a larger overlap (the emitted
+ * file must carry cost.overlap); a split listed by model.layers_per_stage (the emitted file must
+ * carry it; only one chunk per device fits its four entries). */
 static void test_same_as_simulate(void)
 {
+    const char *const hand[] = {"cost.forward=1.0", "cost.backward_input=1.1",
+                                "cost.backward_weight=0.9", "cost.send=0.05", "cost.overlap=0.5"};
+    const char *const listed[] = {"model.layers_per_stage=[1,3,2,2]"};
     check_same_as_simulate(4, 16, wide, 3, 1);
     check_same_as_simulate(2, 12, wide, 3, 1);
+    check_same_as_simulate(4, 16, hand, 5, 1);
+    check_same_as_simulate(4, 16, listed, 1, 0);
 }
 
 static void test_nothing_fits(void)
