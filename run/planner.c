@@ -8,7 +8,8 @@
  * what lowering and simulating cost), with progress and the best so far on stderr once it has
  * taken a second, until the list ends or the budget runs out. Every candidate is loaded from the
  * file again with its own overrides, so it is exactly the run `ppsched FILE --set ...` would
- * make; the chain is freed after each.
+ * make, and its figures are read off the report that run builds (run_report); the chain is freed
+ * after each.
  */
 #include "planner.h"
 
@@ -260,33 +261,32 @@ pp_status_t plan_candidate_load(pp_run_t *r, const pp_search_t *s, const pp_plan
     return run_load(r, q->path, NULL, sets, n, n_visible);
 }
 
-/* Bubble, the busiest device's compute, bytes moved and memory of a predicted run. */
-static void plan_measure(pp_candidate_t *c, const pp_run_t *r, const pp_search_t *s)
+/* Candidate c's figures, read off the report of its prediction: what `ppsched FILE --simulate`
+ * prints for the same plan, never a figure of the planner's own. */
+static void plan_read_report(pp_candidate_t *c, const pp_run_t *r)
 {
-    const pp_plan_t *pl = &r->plan;
-    double busy[PP_MAX_DEVICES] = {0}, sum = 0, span = timeline_makespan(&r->sim);
-    c->sent_bytes = 0;
-    for (int k = 0; k < pl->n_ops; k++) {
-        const pp_op_t *op = &pl->ops[k];
-        if (pp_action_is_compute(op->kind))
-            busy[op->device] += r->sim.t[k].end_ms - r->sim.t[k].start_ms;
-        else if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
-                 transport_row(op->link)->crosses_devices)
-            c->sent_bytes += (double)pl->boundary_bytes;
+    const pp_report_t *rep = &r->report;
+    c->step_ms = rep->step_ms;
+    c->tokens_per_s = rep->tokens_per_s;
+    c->bubble = rep->bubble;
+    c->compute_ms = c->sent_bytes = c->mb_equiv = 0;
+    for (int d = 0; d < rep->devices; d++) {
+        const pp_device_stats_t *ds = &rep->per_device[d];
+        c->compute_ms = fmax(c->compute_ms, ds->busy_ms);
+        c->sent_bytes += ds->bytes_sent;
+        c->mb_equiv = fmax(c->mb_equiv, ds->act_mb_equiv);
     }
-    c->compute_ms = 0;
-    for (int d = 0; d < pl->n_devices; d++) {
-        sum += busy[d];
-        c->compute_ms = fmax(c->compute_ms, busy[d]);
-    }
-    c->step_ms = r->predicted_ms;
-    c->tokens_per_s = s->tokens / (c->step_ms / 1000.0);
-    c->bubble = span > 0 ? 1.0 - sum / (pl->n_devices * span) : 0;
+    /* the memory verdict's fullest device; its predicted peak in whole bytes, as the report's */
     c->fullest = r->mem.fullest;
-    c->peak_bytes = r->mem.dev[r->mem.fullest].total;
-    c->mb_equiv = 0;
-    for (int d = 0; d < r->mem.n_devices; d++)
-        c->mb_equiv = fmax(c->mb_equiv, r->mem.dev[d].mb_equiv);
+    c->peak_bytes = (double)rep->per_device[c->fullest].peak_mem_bytes;
+}
+
+pp_status_t plan_candidate_predict(pp_run_t *r, pp_candidate_t *c)
+{
+    PP_CHECK(run_predict(r, NULL));
+    PP_CHECK(run_report(r));
+    plan_read_report(c, r);
+    return PP_OK;
 }
 
 /* 1 when every stage of the resolved config holds the same number of blocks. */
@@ -307,11 +307,8 @@ static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i
     *why = st == PP_OK ? -1 : PP_SKIP_BUILD;
     if (st == PP_OK && s->c[i].split == PP_SPLIT_BALANCED && plan_split_is_even(&r.job))
         *why = PP_SKIP_SAME_SPLIT;
-    if (st == PP_OK && *why < 0) st = run_predict(&r, NULL);
-    if (st == PP_OK && *why < 0) {
-        plan_measure(&s->c[i], &r, s);
-        if (!(s->limit_bytes > 0)) s->limit_bytes = r.mem.limit;
-    }
+    if (st == PP_OK && *why < 0) st = plan_candidate_predict(&r, &s->c[i]);
+    if (st == PP_OK && *why < 0 && !(s->limit_bytes > 0)) s->limit_bytes = r.mem.limit;
     run_free(&r);
     return st == PP_ERR_INPUT && *why == PP_SKIP_BUILD ? PP_OK : st;
 }

@@ -8,7 +8,8 @@
  * combination the kind's preconditions, its placements or the layer count refuse is skipped and
  * counted by reason. Every other candidate goes through the one chain (run.h: run_load with the
  * candidate's overrides, then run_predict: the cost model, one simulation, the memory of every
- * device), so the planner predicts exactly what `ppsched FILE --simulate` would. Plain C: no
+ * device, and run_report: the report's metrics, which its figures are read from), so the planner
+ * predicts exactly what `ppsched FILE --simulate` would. Plain C: no
  * CUDA; --verify's executor comes in through pp_run_opts_t. A pp_search_t owns its candidates.
  *
  * "Will it fit" counts the optimizer's state: every candidate runs with run.optimizer set to the
@@ -69,11 +70,11 @@ typedef struct pp_candidate {
     pp_placement_t placement;
     pp_split_t split;    /* even, or balanced by the predicted stage costs */
     char label[96];      /* "zb-h1 m=64 b=4", "interleaved-1f1b v=2 m=64 b=4 loop" */
-    double step_ms;      /* simulated step */
+    double step_ms;      /* simulated step (all of these: the report's, run_report) */
     double tokens_per_s; /* tokens per step / step */
     double bubble;       /* idle / makespan over every device */
-    double compute_ms;   /* the busiest device's compute time */
-    double peak_bytes;   /* the fullest device's predicted peak */
+    double compute_ms;   /* the busiest device's compute time (the union of its compute ops) */
+    double peak_bytes;   /* the fullest device's predicted peak, in whole bytes */
     int fullest;         /* that device */
     double mb_equiv;     /* the most activations a device holds, in micro-batch equivalents */
     double sent_bytes;   /* bytes moved between devices per step */
@@ -120,6 +121,13 @@ int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs
  * overrides against n_visible devices, -1: unknown). */
 pp_status_t plan_candidate_load(pp_run_t *r, const pp_search_t *s, const pp_plan_query_t *q,
                                 const pp_candidate_t *c, int n_visible);
+
+/* Predict candidate c, loaded into r by plan_candidate_load, as `ppsched FILE --simulate` does:
+ * run_predict (the cost model, one simulation, the memory of every device) and run_report (the
+ * report's metrics); then c's figures (step, tokens/s, bubble, the busiest device's compute, bytes
+ * sent, the fullest device and its peak, activations) are read off r->report, so the same plan
+ * gives the same numbers through both. */
+pp_status_t plan_candidate_predict(pp_run_t *r, pp_candidate_t *c);
 
 /* The Pareto front of the fitting candidates, memory against tokens/s: indices into s->c in order
  * of rising memory, each faster than every one before it. Returns the count (at most max). */

@@ -220,10 +220,12 @@ pp_status_t plan_write_yaml(const pp_search_t *s, const pp_candidate_t *c, const
     out_printf(&o, "# predicted %.3f ms a step, %.4g tokens/s, %.2f GiB on device %d\n", c->step_ms,
                c->tokens_per_s, c->peak_bytes / GIB, c->fullest);
     out_printf(&o, "name: plan-%s\n", sched_kind_name(c->kind));
-    out_printf(&o,
-               "model: {layers: %d, hidden: %d, heads: %d, seq_len: %d, vocab: %d, dtype: %s}\n",
+    out_printf(&o, "model: {layers: %d, hidden: %d, heads: %d, seq_len: %d, vocab: %d, dtype: %s",
                b->model.layers, b->model.hidden, b->model.heads, b->model.seq_len, b->model.vocab,
                pp_dtype_name(b->model.dtype));
+    for (int k = 0; k < b->model.n_layers_per_stage; k++)
+        out_printf(&o, "%s%d", k ? ", " : ", layers_per_stage: [", b->model.layers_per_stage[k]);
+    out_printf(&o, "%s}\n", b->model.n_layers_per_stage > 0 ? "]" : "");
     out_printf(&o,
                "pipeline: {devices: %d, stages: auto, chunks: %d, placement: %s, split: %s, "
                "micro_batches: %d, micro_batch_size: %d, transport: %s}\n",
@@ -245,6 +247,7 @@ pp_status_t plan_write_yaml(const pp_search_t *s, const pp_candidate_t *c, const
     if (config_cost_hand_set(b))
         out_printf(&o, ", forward: %.9g, backward_input: %.9g, backward_weight: %.9g, send: %.9g",
                    b->cost.forward, b->cost.backward_input, b->cost.backward_weight, b->cost.send);
+    if (config_is_set(b, PP_CFG_OVERLAP)) out_printf(&o, ", overlap: %.9g", b->cost.overlap);
     if (b->cost_src.profile) {
         out_printf(&o, ", profile: ");
         out_json_str(&o, b->cost_src.profile);

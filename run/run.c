@@ -186,6 +186,26 @@ pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o)
     return PP_OK;
 }
 
+pp_status_t run_report(pp_run_t *r)
+{
+    if (!r->predicted) PP_CHECK(run_predict(r, r->present));
+    if (r->have_report) report_free(&r->report);
+    r->have_report = 0;
+    PP_CHECK(report_build(&r->report, &r->job, &r->plan, run_timeline(r), &r->sim));
+    r->have_report = 1;
+    size_t mem[PP_MAX_DEVICES];
+    double mb[PP_MAX_DEVICES];
+    char verdict[256];
+    for (int d = 0; d < r->mem.n_devices; d++) {
+        /* a prediction past what size_t holds (a shape no GPU holds) is shown as the most it can */
+        mem[d] = r->mem.dev[d].total < 0x1p64 ? (size_t)r->mem.dev[d].total : SIZE_MAX;
+        mb[d] = r->mem.dev[d].mb_equiv;
+    }
+    memory_verdict(&r->mem, verdict, sizeof verdict);
+    report_set_prediction(&r->report, r->predicted_ms, mem, mb, r->cost_desc, verdict);
+    return PP_OK;
+}
+
 pp_status_t run_finish(pp_run_t *r)
 {
     if (!r->predicted) PP_CHECK(run_predict(r, r->present));
@@ -197,24 +217,13 @@ pp_status_t run_finish(pp_run_t *r)
         PP_CHECK(explain_what_if_sim(&r->what_if, &r->sim, &r->plan, &r->cost));
         r->have_what_if = 1;
     }
-    PP_CHECK(report_build(&r->report, &r->job, &r->plan, run_timeline(r), &r->sim));
-    r->have_report = 1;
+    PP_CHECK(run_report(r));
     /* What-if from the run's own op costs; a measured run without op times has none (its cost
      * model is the config's). */
     if (r->have_what_if && (!r->measured || r->meas.has_op_times))
         report_set_what_if(&r->report, &r->what_if);
     else if (!r->measured || r->meas.has_op_times)
         PP_CHECK(report_what_if(&r->report, &r->plan, &r->cost));
-    size_t mem[PP_MAX_DEVICES];
-    double mb[PP_MAX_DEVICES];
-    char verdict[256];
-    for (int d = 0; d < r->mem.n_devices; d++) {
-        /* a prediction past what size_t holds (a shape no GPU holds) is shown as the most it can */
-        mem[d] = r->mem.dev[d].total < 0x1p64 ? (size_t)r->mem.dev[d].total : SIZE_MAX;
-        mb[d] = r->mem.dev[d].mb_equiv;
-    }
-    memory_verdict(&r->mem, verdict, sizeof verdict);
-    report_set_prediction(&r->report, r->predicted_ms, mem, mb, r->cost_desc, verdict);
     /* The mean loss of the last step: a measured run's own figure, for bitwise comparisons. */
     if (r->measured && r->exec.loss && r->exec.n_steps > 0)
         r->report.loss = r->exec.loss[r->exec.n_steps - 1];

@@ -115,9 +115,17 @@ pp_exec_opts_t run_exec_opts(const pp_job_t *job, const pp_run_opts_t *o);
 /* Execute the plan with o->exec and run_exec_opts (measured run: r->meas, r->exec). */
 pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o);
 
+/* The report of run_timeline(r) (report_build: step, busy, idle, bubble of every device, the
+ * explanation) with the prediction attached (report_set_prediction: the predicted step, each
+ * device's predicted memory, the memory verdict); run_predict first unless it ran. No what-if:
+ * run_finish adds it. `ppsched plan` reads every candidate's figures off this report, so they are
+ * the ones `ppsched FILE --simulate` prints for the same plan. */
+pp_status_t run_report(pp_run_t *r);
+
 /* Build the cost model (from the measurement when there is one with op times; the prediction
  * otherwise, made here unless run_predict ran), simulate the plan with it, and build the report of
- * the measured run, or of the simulation, with the prediction attached. */
+ * the measured run, or of the simulation, with the prediction attached (run_report) and the
+ * what-if step times. */
 pp_status_t run_finish(pp_run_t *r);
 
 /* Everything after run_plan: run_predict, run_execute when o->measure, then run_finish. */

@@ -8,8 +8,9 @@
 # input; compare checks every file before running any, counts its runs in 64 bits, reports an
 # invalid --sweep combination as a failed row naming --sweep, quotes CSV labels and keeps chart
 # names inside its folder; plan refuses numbers out of their range by name, counts AdamW unless
-# told otherwise and says what its budget left out; a generated plan larger than the host memory
-# allows is refused before it is built. Prints the summary line tests/run_tests.sh reads.
+# told otherwise and says what its budget left out, and prints for its best plan the step, bubble
+# and memory `--simulate` prints for the file it emits; a generated plan larger than the host
+# memory allows is refused before it is built. Prints the summary line tests/run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
 S=schedules/1f1b.yaml
 # The schedules are checked as files, not against this machine's GPUs: hide them, so that a
@@ -251,6 +252,26 @@ expect 0 "^plan: the budget of 0.01 s ran out: [0-9]* of [0-9]* candidates were 
 grep -q "^# budget: 0.01 s ran out with [0-9]* of [0-9]* candidates not predicted" "$tmp/out" &&
     passed=$((passed + 1)) ||
     { failed=$((failed + 1)); echo "  FAIL the plan's header does not count what the budget left"; }
+
+# plan and --simulate give one plan the same numbers: the best plan's step, bubble and peak memory
+# in `plan --json` are those `--simulate --json` prints for the file `plan --emit` wrote, digit for
+# digit (DualPipeV wins here: its overlapped pairs are where the two once differed).
+expect 0 - "$P" plan --quiet --gpu h100 --json --top 1 --emit "$tmp/best.yaml" \
+    schedules/dualpipe-v.yaml
+mv "$tmp/out" "$tmp/plan.json"
+expect 0 - "$P" "$tmp/best.yaml" --simulate --json
+# field NAME FILE: every value of the JSON key NAME in FILE, one a line.
+field() { grep -o "\"$1\":[^,}]*" "$2" | cut -d: -f2; }
+grep -q '"schedule":"dualpipe-v"' "$tmp/plan.json" && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL plan's best for dualpipe-v.yaml is not DualPipeV"; }
+for key in step_ms tokens_per_s bubble; do
+    a=$(field $key "$tmp/plan.json" | head -1) b=$(field $key "$tmp/out" | head -1)
+    [ -n "$a" ] && [ "$a" = "$b" ] && passed=$((passed + 1)) ||
+        { failed=$((failed + 1)); echo "  FAIL plan's $key $a, --simulate's $b"; }
+done
+a=$(field peak_mem_bytes "$tmp/plan.json") b=$(field peak_mem_bytes "$tmp/out" | sort -n | tail -1)
+[ -n "$a" ] && [ "$a" = "$b" ] && passed=$((passed + 1)) ||
+    { failed=$((failed + 1)); echo "  FAIL plan's peak memory $a, --simulate's $b"; }
 
 # A generated plan that would take more host memory than the process may have: refused (exit 2)
 # naming the key, before it is built (64 x 16384 needs about 1.2 GiB).

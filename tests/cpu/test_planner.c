@@ -3,7 +3,9 @@
  * is never beaten by any candidate this test enumerates itself (every generated kind of the
  * table, chunks 1..8, both placements, every micro-batch size of the batch, through run_load and
  * run_predict); every candidate written with plan_write_yaml loads, validates and predicts the
- * same step; a memory limit below every candidate's need gives "nothing fits" naming the closest;
+ * same step, and the best of every kind reports under `--simulate` the very figures the search
+ * gave it (step, tokens/s, bubble overall and per device, memory); a memory limit below every
+ * candidate's need gives "nothing fits" naming the closest;
  * refusals are counted by reason; the Pareto front only grows in memory and speed; --verify runs
  * the best through the chain with a stand-in executor and re-ranks them by its "measurement".
  * The search counts AdamW's state unless told otherwise and says so, notes a wide model on the
@@ -156,6 +158,118 @@ static void test_emitted_yaml_validates(void)
     }
     unlink(out);
     plan_search_free(&s);
+}
+
+/* The report `ppsched FILE --simulate` prints for `path`: run_load without a GPU, run_go
+ * simulating. */
+static pp_status_t simulate_file(pp_run_t *r, const char *path)
+{
+    pp_run_opts_t ro = {.measure = 0};
+    pp_status_t st = run_load(r, path, NULL, NULL, 0, 0);
+    return st == PP_OK ? run_go(r, &ro) : st;
+}
+
+/* Candidate c against the report of its emitted file: every figure the planner prints, bit for
+ * bit, from the report the search read them off. */
+static void check_figures(const pp_candidate_t *c, const pp_run_t *r)
+{
+    const pp_report_t *rep = &r->report;
+    double busiest = 0, sent = 0, act = 0;
+    for (int d = 0; d < rep->devices; d++) {
+        busiest = fmax(busiest, rep->per_device[d].busy_ms);
+        sent += rep->per_device[d].bytes_sent;
+        act = fmax(act, rep->per_device[d].act_mb_equiv);
+    }
+    EXPECT(rep->step_ms == c->step_ms, "%s: step %.17g vs %.17g", c->label, rep->step_ms,
+           c->step_ms);
+    EXPECT(rep->tokens_per_s == c->tokens_per_s, "%s: tokens/s %.17g vs %.17g", c->label,
+           rep->tokens_per_s, c->tokens_per_s);
+    EXPECT(rep->bubble == c->bubble, "%s: bubble %.17g vs %.17g", c->label, rep->bubble, c->bubble);
+    EXPECT(busiest == c->compute_ms, "%s: busiest device %.17g vs %.17g ms", c->label, busiest,
+           c->compute_ms);
+    EXPECT(r->mem.fullest == c->fullest &&
+               (double)rep->per_device[c->fullest].peak_mem_bytes == c->peak_bytes,
+           "%s: peak %zu on %d vs %.17g on %d", c->label,
+           rep->per_device[r->mem.fullest].peak_mem_bytes, r->mem.fullest, c->peak_bytes,
+           c->fullest);
+    EXPECT(sent == c->sent_bytes && act == c->mb_equiv, "%s: sent %.17g vs %.17g, act %g vs %g",
+           c->label, sent, c->sent_bytes, act, c->mb_equiv);
+}
+
+/* Two reports of one plan, device by device. */
+static void check_devices(const char *label, const pp_report_t *a, const pp_report_t *b)
+{
+    REQUIRE(a->devices == b->devices, "%s: %d vs %d devices", label, a->devices, b->devices);
+    for (int d = 0; d < a->devices; d++) {
+        const pp_device_stats_t *x = &a->per_device[d], *y = &b->per_device[d];
+        EXPECT(x->busy_ms == y->busy_ms && x->idle_ms == y->idle_ms && x->bubble == y->bubble,
+               "%s: device %d: bubble %.17g vs %.17g", label, d, x->bubble, y->bubble);
+        EXPECT(x->peak_mem_bytes == y->peak_mem_bytes, "%s: device %d: peak %zu vs %zu", label, d,
+               x->peak_mem_bytes, y->peak_mem_bytes);
+    }
+}
+
+/* The best candidate of every generated kind of a search on p devices and seqs sequences (the
+ * test's file with `sets`): its figures, and its report device by device, are those of the file
+ * plan_write_yaml writes for it, run as `ppsched FILE --simulate` runs it. every_kind: a kind
+ * without a candidate is a failure. */
+static void check_same_as_simulate(int p, long seqs, const char *const *sets, int n_sets,
+                                   int every_kind)
+{
+    pp_search_t s;
+    pp_plan_query_t q = {
+        .path = yaml_path, .sets = sets, .n_sets = n_sets, .gpus = p, .global_batch = seqs};
+    ts_capture_begin(); /* the candidates the chain refuses say why */
+    pp_status_t found = plan_search(&s, &q);
+    ts_capture_end();
+    REQUIRE(found == PP_OK);
+    char out[64];
+    snprintf(out, sizeof out, "/tmp/test_planner_sim_XXXXXX");
+    int fd = mkstemp(out);
+    REQUIRE(fd >= 0);
+    close(fd);
+    for (int k = 0; k < PP_SCHED_KIND_COUNT; k++) {
+        if (sched_kind((pp_sched_kind_t)k)->written) continue;
+        int i = 0;
+        while (i < s.n && s.c[i].kind != (pp_sched_kind_t)k)
+            i++;
+        EXPECT(i < s.n || !every_kind, "p %d: no candidate of %s", p,
+               sched_kind_name((pp_sched_kind_t)k));
+        if (i == s.n) continue;
+        const pp_candidate_t *c = &s.c[i];
+        pp_candidate_t again = *c;
+        pp_run_t planned, simulated;
+        REQUIRE(plan_write_yaml(&s, c, out) == PP_OK);
+        pp_status_t st = plan_candidate_load(&planned, &s, &q, c, -1);
+        if (st == PP_OK) st = plan_candidate_predict(&planned, &again);
+        pp_status_t st_sim = simulate_file(&simulated, out);
+        EXPECT(st == PP_OK && st_sim == PP_OK, "%s", c->label);
+        if (st == PP_OK && st_sim == PP_OK) {
+            check_figures(c, &simulated);
+            check_figures(&again, &simulated);
+            check_devices(c->label, &planned.report, &simulated.report);
+        }
+        run_free(&planned);
+        run_free(&simulated);
+    }
+    unlink(out);
+    plan_search_free(&s);
+}
+
+/* `plan`'s figures are `--simulate`'s for every kind: the cost model's costs (DualPipeV's pairs
+ * overlapped by the GPU description's fraction, where a sum of the ops' durations would count the
+ * overlapped compute twice), on 4 and 2 devices; hand-set costs with a larger overlap (the emitted
+ * file must carry cost.overlap); a split listed by model.layers_per_stage (the emitted file must
+ * carry it; only one chunk per device fits its four entries). */
+static void test_same_as_simulate(void)
+{
+    const char *const hand[] = {"cost.forward=1.0", "cost.backward_input=1.1",
+                                "cost.backward_weight=0.9", "cost.send=0.05", "cost.overlap=0.5"};
+    const char *const listed[] = {"model.layers_per_stage=[1,3,2,2]"};
+    check_same_as_simulate(4, 16, wide, 3, 1);
+    check_same_as_simulate(2, 12, wide, 3, 1);
+    check_same_as_simulate(4, 16, hand, 5, 1);
+    check_same_as_simulate(4, 16, listed, 1, 0);
 }
 
 static void test_nothing_fits(void)
@@ -413,6 +527,7 @@ int main(void)
     write_yaml();
     RUN(test_winner_never_beaten);
     RUN(test_emitted_yaml_validates);
+    RUN(test_same_as_simulate);
     RUN(test_nothing_fits);
     RUN(test_skips_counted);
     RUN(test_pareto);
