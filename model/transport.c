@@ -9,7 +9,11 @@
  * eager steps). nccl: ncclSend and ncclRecv, one group when one thread posts both. shared: two
  * pipeline devices mapped onto one CUDA device (`pipeline.devices: [0, 0]`), each with its own
  * streams and memory: a device-local copy on the sender's send stream, as local, but between two
- * pipeline devices (it costs a transfer in the simulator and counts as bytes sent).
+ * pipeline devices (it costs a transfer in the simulator and counts as bytes sent). auto: no
+ * transfer of its own; each boundary gets the row whose `pick` is highest at its reach: local on one
+ * device, shared on one GPU, peer within a process, nccl between processes and between hosts (a
+ * faster row between the processes of one host is a higher `pick` at `host`). `link` names the
+ * row of the link table (model/gpu.c) that prices the transfer when cost.link is not set.
  */
 #include "transport.h"
 
@@ -17,24 +21,51 @@
 
 /* clang-format off */
 static const pp_transport_row_t rows[PP_TRANSPORT_COUNT] = {
-    /*                     name     sel cross moves pair graph procs */
-    [PP_TRANSPORT_NONE]  = {"none",  0,  0,    0,    0,   1,    0},
-    [PP_TRANSPORT_LOCAL] = {"local", 0,  0,    1,    0,   1,    0},
-    [PP_TRANSPORT_PEER]  = {"peer",  1,  1,    1,    0,   1,    0},
-    [PP_TRANSPORT_NCCL]  = {"nccl",  1,  1,    0,    1,   1,    1},
-    [PP_TRANSPORT_SHARED]= {"shared",0,  1,    1,    0,   1,    0},
+    /*                     name     sel cross moves pair graph procs link
+                                    pick at: device gpu process host network */
+    [PP_TRANSPORT_NONE]  = {"none",  0,  0,    0,    0,   1,    0,   NULL,
+                                    {0, 0, 0, 0, 0}},
+    [PP_TRANSPORT_LOCAL] = {"local", 0,  0,    1,    0,   1,    0,   NULL,
+                                    {1, 0, 0, 0, 0}},
+    [PP_TRANSPORT_PEER]  = {"peer",  1,  1,    1,    0,   1,    0,   "nvlink-peer",
+                                    {0, 0, 2, 0, 0}},
+    [PP_TRANSPORT_NCCL]  = {"nccl",  1,  1,    0,    1,   1,    1,   "nvlink-nccl",
+                                    {0, 0, 1, 1, 1}},
+    [PP_TRANSPORT_SHARED]= {"shared",0,  1,    1,    0,   1,    0,   "nvlink-peer",
+                                    {0, 1, 0, 0, 0}},
+    [PP_TRANSPORT_AUTO]  = {"auto",  1,  0,    0,    0,   1,    0,   NULL,
+                                    {0, 0, 0, 0, 0}},
 };
 /* clang-format on */
+
+static const char *const reach_names[PP_REACH_COUNT] = {"device", "GPU", "process", "host",
+                                                        "network"};
 
 const pp_transport_row_t *transport_row(pp_transport_t t)
 {
     return (int)t >= 0 && t < PP_TRANSPORT_COUNT ? &rows[t] : &rows[PP_TRANSPORT_NONE];
 }
 
-pp_transport_t transport_for_boundary(int a, int b, int cuda_a, int cuda_b, pp_transport_t selected)
+/* The row that prefers `reach` most (NONE when no row picks it). */
+static pp_transport_t picked_at(pp_reach_t reach)
 {
-    if (a == b) return PP_TRANSPORT_LOCAL;
-    return cuda_a == cuda_b ? PP_TRANSPORT_SHARED : selected;
+    pp_transport_t best = PP_TRANSPORT_NONE;
+    for (int t = 0, most = 0; t < PP_TRANSPORT_COUNT; t++)
+        if (rows[t].pick[reach] > most) best = (pp_transport_t)t, most = rows[t].pick[reach];
+    return best;
+}
+
+pp_transport_t transport_for_boundary(pp_reach_t reach, pp_transport_t selected)
+{
+    if ((int)reach < 0 || reach >= PP_REACH_COUNT) return PP_TRANSPORT_NONE;
+    /* within a pipeline device or a GPU the ends are one device's memory: no selection applies */
+    if (reach <= PP_REACH_GPU || selected == PP_TRANSPORT_AUTO) return picked_at(reach);
+    return selected;
+}
+
+const char *transport_reach_name(pp_reach_t reach)
+{
+    return (int)reach >= 0 && reach < PP_REACH_COUNT ? reach_names[reach] : "?";
 }
 
 const char *transport_name(pp_transport_t t)
@@ -49,12 +80,29 @@ int transport_find(const char *name)
     return -1;
 }
 
-void transport_list(char *buf, size_t size)
+/* The selectable names, those `crossing` processes and hosts only when it is set. */
+static void list_rows(char *buf, size_t size, int crossing)
 {
     buf[0] = '\0';
     for (int t = 0; t < PP_TRANSPORT_COUNT; t++) {
         if (!rows[t].selectable) continue;
+        if (crossing &&
+            !(transport_row(transport_for_boundary(PP_REACH_HOST, (pp_transport_t)t))
+                  ->crosses_processes &&
+              transport_row(transport_for_boundary(PP_REACH_NETWORK, (pp_transport_t)t))
+                  ->crosses_processes))
+            continue;
         if (buf[0]) strncat(buf, ", ", size - strlen(buf) - 1);
         strncat(buf, rows[t].name, size - strlen(buf) - 1);
     }
+}
+
+void transport_list(char *buf, size_t size)
+{
+    list_rows(buf, size, 0);
+}
+
+void transport_list_crossing(char *buf, size_t size)
+{
+    list_rows(buf, size, 1);
 }

@@ -139,6 +139,11 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f);
  * host bytes), as `ppsched show` prints them after the grid. */
 void plan_print_memory(const pp_plan_t *plan, const pp_job_t *job, FILE *f);
 
+/* The link of every stage boundary s -> s + 1 into link[s], s < n_stages - 1: that of the
+ * boundary's forward transfers (lowering gives every transfer of a boundary the same; NONE for a
+ * boundary no transfer crosses). The banner and the report name what each boundary got. */
+void plan_boundary_links(const pp_plan_t *plan, pp_transport_t *link);
+
 void plan_free(pp_plan_t *plan);
 
 /* ---- run.offload and memory (offload.c) ---- */

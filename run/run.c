@@ -61,9 +61,9 @@ pp_status_t run_plan(pp_run_t *r)
     return st;
 }
 
-/* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer;
- * the host link's bandwidth over the measured copies (`link`, the config's, without copies).
- * Kinds a plan does not use keep 0 (B falls back to I + W). */
+/* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer,
+ * overall and per transport; the host link's bandwidth over the measured copies (`link`, the
+ * config's, without copies). Kinds a plan does not use keep 0 (B falls back to I + W). */
 static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
                                      const pp_timeline_t *tl, double link)
 {
@@ -74,7 +74,7 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
     PP_ALLOC_CHECK(cnt);
     double *per[4] = {cm->f, cm->b, cm->i, cm->w};
     double send = 0, copy_bytes = 0, copy_ms = 0;
-    int n_send = 0;
+    int n_send = 0, n_by[PP_TRANSPORT_COUNT] = {0};
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         double dur = tl->t[k].end_ms - tl->t[k].start_ms;
@@ -85,6 +85,8 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
                    transport_row(op->link)->crosses_devices) {
             send += dur;
             n_send++;
+            cm->send_by[op->link] += dur;
+            n_by[op->link]++;
         } else if (pp_action_is_copy(op->kind)) {
             copy_bytes += (double)op->bytes;
             copy_ms += dur;
@@ -96,6 +98,8 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
     for (int st = 0; st < n; st++)
         if (!cnt[PP_ACT_B * n + st]) cm->b[st] = cm->i[st] + cm->w[st];
     cm->send = n_send ? send / n_send : 0;
+    for (int t = 0; t < PP_TRANSPORT_COUNT; t++)
+        if (n_by[t]) cm->send_by[t] /= n_by[t];
     cm->host_link_gbps = copy_ms > 0 ? copy_bytes / copy_ms / 1e6 : link;
     free(cnt);
     return PP_OK;
