@@ -32,7 +32,14 @@
 pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char *const *sets,
                      int n_sets, int n_visible)
 {
+    return run_load_group(r, NULL, path, yaml, sets, n_sets, n_visible);
+}
+
+pp_status_t run_load_group(pp_run_t *r, pp_group_t *g, const char *path, const char *yaml,
+                           const char *const *sets, int n_sets, int n_visible)
+{
     memset(r, 0, sizeof *r);
+    r->group = g;
     if (yaml)
         PP_CHECK(config_load_string(&r->cfg, path, yaml, sets, n_sets));
     else
@@ -46,6 +53,7 @@ pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char
         PP_CHECK(profile_load(&r->prof, r->job.cost_src.profile));
         r->have_prof = 1;
     }
+    if (g) run_set_procs(&r->job, g); /* before lowering: auto's transports follow the layout */
     return run_plan(r);
 }
 
