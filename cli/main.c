@@ -334,8 +334,9 @@ static int refuse_unknown(const char *word)
 static int refuse_under_mpi(const char *word, const pp_group_t *group)
 {
     if (group->rank != 0) return 2;
-    fprintf(stderr, "ppsched: %s does not run under mpirun (%d processes): run `ppsched %s ...` "
-                    "without mpirun (under mpirun: `ppsched FILE.yaml`",
+    fprintf(stderr,
+            "ppsched: %s does not run under mpirun (%d processes): run `ppsched %s ...` "
+            "without mpirun (under mpirun: `ppsched FILE.yaml`",
             word, group->size, word);
     for (int k = 0; k < cli_n_commands; k++)
         if (cli_commands[k].word && (cli_commands[k].flags & CLI_UNDER_MPI))

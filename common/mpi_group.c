@@ -5,10 +5,11 @@
  * status with MPI's message instead of aborting the job; the processes of one host (local rank)
  * from MPI_Comm_split_type, and every rank's host (numbered by its lowest rank) gathered once at
  * init. For the tests, PPSCHED_TEST_HOSTS=N splits the processes into N hosts of consecutive ranks
- * instead (rank r on host r * N / size), so a launch on one machine plays several. Point-to-point waits poll non-blocking requests against a deadline,
- * and a request that times out is cancelled: nothing here waits without a bound but the
- * collectives, which every process reaches because every wait before them is bounded. Sends are
- * posted with MPI_Isend from storage the caller keeps until flush.
+ * instead (rank r on host r * N / size), so a launch on one machine plays several. Point-to-point
+ * waits poll non-blocking requests against a deadline, and a request that times out is cancelled:
+ * nothing here waits without a bound but the collectives, which every process reaches because every
+ * wait before them is bounded. Sends are posted with MPI_Isend from storage the caller keeps until
+ * flush.
  */
 #include "pp_group.h"
 
@@ -51,10 +52,11 @@ static pp_status_t split_hosts(pp_group_t *g, MPI_Comm *host)
     const char *test_hosts = getenv("PPSCHED_TEST_HOSTS");
     long n = test_hosts && *test_hosts ? atol(test_hosts) : 0;
     if (n > 0)
-        MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, (int)((long)g->rank * n / g->size), g->rank, host));
-    else
         MPI_CHECK(
-            MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, host));
+            MPI_Comm_split(MPI_COMM_WORLD, (int)((long)g->rank * n / g->size), g->rank, host));
+    else
+        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL,
+                                      host));
     return PP_OK;
 }
 

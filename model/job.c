@@ -29,7 +29,8 @@ pp_reach_t job_boundary_reach(const pp_job_t *job, int a, int b)
     if (pr->host_of[a] != pr->host_of[b]) return PP_REACH_NETWORK;
     /* CUDA ordinals name a host's own GPUs: equal ones on one host are one GPU (a device past the
      * pipeline's is its own) */
-    int cuda_a = a < n ? job->pipeline.device_ids[a] : a, cuda_b = b < n ? job->pipeline.device_ids[b] : b;
+    int cuda_a = a < n ? job->pipeline.device_ids[a] : a,
+        cuda_b = b < n ? job->pipeline.device_ids[b] : b;
     if (cuda_a == cuda_b) return PP_REACH_GPU;
     return pr->rank_of[a] != pr->rank_of[b] ? PP_REACH_HOST : PP_REACH_PROCESS;
 }

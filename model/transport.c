@@ -10,8 +10,8 @@
  * pipeline devices mapped onto one CUDA device (`pipeline.devices: [0, 0]`), each with its own
  * streams and memory: a device-local copy on the sender's send stream, as local, but between two
  * pipeline devices (it costs a transfer in the simulator and counts as bytes sent). auto: no
- * transfer of its own; each boundary gets the row whose `pick` is highest at its reach: local on one
- * device, shared on one GPU, peer within a process, nccl between processes and between hosts (a
+ * transfer of its own; each boundary gets the row whose `pick` is highest at its reach: local on
+ * one device, shared on one GPU, peer within a process, nccl between processes and between hosts (a
  * faster row between the processes of one host is a higher `pick` at `host`). `link` names the
  * row of the link table (model/gpu.c) that prices the transfer when cost.link is not set.
  */
@@ -80,18 +80,19 @@ int transport_find(const char *name)
     return -1;
 }
 
-/* The selectable names, those `crossing` processes and hosts only when it is set. */
+/* 1 when selecting t carries a boundary between two processes, of one host or of two. */
+static int carries_across(pp_transport_t t)
+{
+    return transport_row(transport_for_boundary(PP_REACH_HOST, t))->crosses_processes &&
+           transport_row(transport_for_boundary(PP_REACH_NETWORK, t))->crosses_processes;
+}
+
+/* The selectable names (only those that carry a boundary between processes, with `crossing`). */
 static void list_rows(char *buf, size_t size, int crossing)
 {
     buf[0] = '\0';
     for (int t = 0; t < PP_TRANSPORT_COUNT; t++) {
-        if (!rows[t].selectable) continue;
-        if (crossing &&
-            !(transport_row(transport_for_boundary(PP_REACH_HOST, (pp_transport_t)t))
-                  ->crosses_processes &&
-              transport_row(transport_for_boundary(PP_REACH_NETWORK, (pp_transport_t)t))
-                  ->crosses_processes))
-            continue;
+        if (!rows[t].selectable || (crossing && !carries_across((pp_transport_t)t))) continue;
         if (buf[0]) strncat(buf, ", ", size - strlen(buf) - 1);
         strncat(buf, rows[t].name, size - strlen(buf) - 1);
     }

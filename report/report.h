@@ -59,7 +59,7 @@ typedef struct pp_report {
     char mem_verdict[256];    /* the memory fit check; "" = none */
     int shared_gpus;          /* measured with pipeline devices sharing a GPU: the timings (and each
                                  device's peak memory, the GPU's) are not those of separate GPUs */
-    const char *transport; /* pipeline.transport as selected ("auto", ...); NULL: no job */
+    const char *transport;    /* pipeline.transport as selected ("auto", ...); NULL: no job */
     int n_boundaries;
     pp_report_boundary_t *boundaries; /* [n_boundaries]: each directed device pair the stage
                                          boundaries cross, first crossing first */

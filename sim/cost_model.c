@@ -67,9 +67,8 @@ static void model_sends(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_
     cm->send = 0;
     for (int t = 0; t < PP_TRANSPORT_COUNT; t++) {
         const pp_link_desc_t *l = cost_link_for(job, (pp_transport_t)t);
-        cm->send_by[t] = l && transport_row((pp_transport_t)t)->crosses_devices
-                             ? link_time_ms(l, bytes)
-                             : 0.0;
+        cm->send_by[t] =
+            l && transport_row((pp_transport_t)t)->crosses_devices ? link_time_ms(l, bytes) : 0.0;
         if (used[t] && cm->send_by[t] > cm->send) cm->send = cm->send_by[t];
     }
     if (cm->send == 0)

@@ -5,12 +5,13 @@
  * channel with one peer device) runs its ops in plan order, one at a time; an op starts when its
  * channel is free and every dependency has ended, so a transfer waits only for transfers of the
  * same directed pair. A SEND and its RECV are one transfer: both start at the later of the two
- * ready times and end one transfer of its link later (cost_model_send; 0 for a LOCAL link). Compute and communication streams of a
- * device overlap, as on a GPU. With uniform costs and free communication the result matches the
- * closed forms of the schedules exactly. The copies of run.offload run on their own streams
- * (offload, load) and take bytes / host_link_gbps. The backward half of an overlapped pair (its
- * second compute stream, overlap) starts once (1 - overlap) of its forward half has run: with
- * overlap 0 the pair runs as one after the other (the closed forms hold), with 1 at once.
+ * ready times and end one transfer of its link later (cost_model_send; 0 for a LOCAL link). Compute
+ * and communication streams of a device overlap, as on a GPU. With uniform costs and free
+ * communication the result matches the closed forms of the schedules exactly. The copies of
+ * run.offload run on their own streams (offload, load) and take bytes / host_link_gbps. The
+ * backward half of an overlapped pair (its second compute stream, overlap) starts once (1 -
+ * overlap) of its forward half has run: with overlap 0 the pair runs as one after the other (the
+ * closed forms hold), with 1 at once.
  *
  * Under several processes (pp_group.h) each simulates only the ops of the devices it owns, in the
  * same plan order, and the two ends of a transfer across processes meet by message: each side

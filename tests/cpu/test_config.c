@@ -1290,7 +1290,8 @@ static void test_processes(void)
          "t.yaml:3:14: pipeline.transport: auto picks nccl from device 1 (rank 0) to device 2 "
          "(rank 1), and nccl needs a GPU per pipeline device, but pipeline.devices puts devices 0 "
          "and 1 on CUDA device 0 (allowed: a CUDA device per pipeline device, or one process)\n"},
-        {"pipeline:\n  devices: [0, 1, 1, 2]\n", 2, NULL}, /* no nccl: 1->2 shared (refused later) */
+        {"pipeline:\n  devices: [0, 1, 1, 2]\n", 2,
+         NULL}, /* no nccl: 1->2 shared (refused later) */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pp_config_t cfg;
