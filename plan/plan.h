@@ -116,8 +116,9 @@ typedef struct pp_plan {
 
 /* Lower a schedule into a plan. A compute-only schedule gets SEND/RECV inserted (the SEND right
  * after the producing compute op, the RECV right before the consuming one); a schedule with
- * communication keeps its actions as written. Links: LOCAL when both stages share a device,
- * otherwise the config's transport. Fails with PP_ERR_INPUT, naming device, position and action,
+ * communication keeps its actions as written. Links: each boundary's job_boundary_transport
+ * (local on one device, shared on one GPU, else pipeline.transport or auto's pick by the job's
+ * process layout). Fails with PP_ERR_INPUT, naming device, position and action,
  * when the schedule cannot be lowered (a RECV without its SEND, a dependency cycle, ...). */
 pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job);
 
