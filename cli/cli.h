@@ -50,13 +50,15 @@ struct cli_command {
     int many_files;      /* 1: FILE.yaml...; 0: exactly one */
     const char *prefix;  /* its messages start "PREFIX: " */
     unsigned parses;     /* the commands whose options it recognises (others: "not an option") */
-    unsigned flags;      /* CLI_TERSE_ERRORS, CLI_FILES_FIRST */
+    unsigned flags;      /* CLI_TERSE_ERRORS, CLI_FILES_FIRST, CLI_UNDER_MPI */
     pp_status_t (*run)(char **files, int n_files, cli_opts_t *o);
 };
 /* A bad or valueless option is named as typed, "is not an option or needs a value". */
 #define CLI_TERSE_ERRORS 1u
 /* The file count is checked before the contradicting options. */
 #define CLI_FILES_FIRST 2u
+/* It runs under mpirun: every process computes it with the launch's layout, rank 0 prints. */
+#define CLI_UNDER_MPI 4u
 
 extern const cli_command_t cli_commands[]; /* the default first */
 extern const int cli_n_commands;

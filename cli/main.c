@@ -7,9 +7,9 @@
  * report); compare's runs are compare.h's. Exit codes: 0 ok, 2 usage or input error, 1 runtime
  * failure or a run that does not fit the GPUs' memory, measured or simulated (cli_exits[] says
  * what each means per command, at the foot of its --help); only this file exits. Under mpirun
- * (pp_group.h) main starts the process group, only the run command runs, every process agrees on
- * loading and on measuring or simulating, only rank 0 prints, and every process exits with the
- * same code.
+ * (pp_group.h) main starts the process group, the commands marked CLI_UNDER_MPI run (a run, show,
+ * check; the others are refused with what to run instead), every process agrees on loading and on
+ * measuring or simulating, only rank 0 prints, and every process exits with the same code.
  */
 #include "cli.h"
 #include "common/input.h"
@@ -72,11 +72,15 @@ static const char *simulating_note(const cli_opts_t *o, int n_visible, char *buf
  * Commands
  * ------------------------------------------------------------------------------------------- */
 
-/* Load the run on every process and agree: a failure on any one (its own message printed) is
- * every process's; then check the split over the processes. */
+/* Load the run on every process, with the launch's process layout, and agree: a failure on any
+ * one (its own message printed) is every process's; then check the split over the processes.
+ * Across hosts pipeline.devices counts every host's GPUs: no one host can check the ids against
+ * its n_visible (the executor checks each process's own). */
 static pp_status_t load_agreed(pp_run_t *j, const char *path, const cli_opts_t *o, int n_visible)
 {
-    pp_status_t st = run_load(j, path, NULL, o->sets, o->n_sets, n_visible);
+    const int spans_hosts = o->group->local_size < o->group->size;
+    pp_status_t st = run_load_group(j, o->group, path, NULL, o->sets, o->n_sets,
+                                    spans_hosts && n_visible > 0 ? -1 : n_visible);
     PP_CHECK(group_agree(o->group, st));
     return run_check_processes(j, o->group);
 }
@@ -110,11 +114,7 @@ static pp_status_t cmd_run(char **files, int n_files, cli_opts_t *o)
         return PP_ERR_INTERNAL;
     if (no_gpu) n_visible = 0;
     pp_run_opts_t ro = run_opts(o, want_measure(o, n_visible));
-    /* Across hosts pipeline.devices counts every host's GPUs: no one host can check the ids (the
-     * executor checks each process's own). */
-    const int spans_hosts = o->group->local_size < o->group->size;
-    PP_CHECK_GOTO(load_agreed(&j, files[0], o, spans_hosts && n_visible > 0 ? -1 : n_visible), st,
-                  done);
+    PP_CHECK_GOTO(load_agreed(&j, files[0], o, n_visible), st, done);
     if (simulating_note(o, n_visible, note, sizeof note)) fputs(note, stderr);
     if (j.cfg.pipeline.devices_all && n_visible <= 0 && cli_chatty(o) && o->group->rank == 0)
         fprintf(stderr, "# pipeline.devices: all is %d devices when simulating with no GPU counted "
@@ -155,13 +155,18 @@ static pp_status_t cmd_compare(char **files, int n_files, cli_opts_t *o)
 }
 
 /* show and check: load the schedule (generate, lower, validate; nothing runs) and write the
- * command's report of it. */
+ * command's report of it. Under mpirun every process loads it with the launch's layout and passes
+ * the run's checks of the processes (as a run would), and rank 0 writes the report. */
 static pp_status_t cmd_inspect(char **files, int n_files, cli_opts_t *o)
 {
     pp_run_t j = {0};
     cli_result_t res = {.path = files[0], .run = &j};
-    pp_status_t st = run_load(&j, files[0], NULL, o->sets, o->n_sets, execute_device_count());
-    if (st == PP_OK) st = cli_write_outputs(&res, o);
+    pp_status_t st;
+    if (o->group->size > 1)
+        st = load_agreed(&j, files[0], o, execute_device_count());
+    else
+        st = run_load(&j, files[0], NULL, o->sets, o->n_sets, execute_device_count());
+    if (st == PP_OK && o->group->rank == 0) st = cli_write_outputs(&res, o);
     run_free(&j);
     return st;
 }
@@ -190,16 +195,16 @@ const cli_command_t cli_commands[] = {
      "Run the schedule in FILE.yaml on the GPUs present and report what it cost: step time,\n"
      "throughput, the bubble of every device next to the closed-form theory and the simulator.\n"
      "Without a GPU it simulates (and says so).\n",
-     0, "ppsched", CLI_SHARED, 0, cmd_run},
+     0, "ppsched", CLI_SHARED, CLI_UNDER_MPI, cmd_run},
     {"compare", CLI_COMPARE, "schedules side by side in one table",
      "Run (or simulate) each schedule in turn on the same GPUs and print one table.\n", 1,
      "ppsched", CLI_SHARED, 0, cmd_compare},
     {"show", CLI_SHOW, "the plan as a text grid, or the schedule exported",
      "Print the schedule of FILE.yaml as a compact grid (one row per device), or export it.\n", 0,
-     "ppsched", CLI_SHARED, 0, cmd_inspect},
+     "ppsched", CLI_SHARED, CLI_UNDER_MPI, cmd_inspect},
     {"check", CLI_CHECK, "load, generate, lower and validate; print a summary",
      "Load FILE.yaml, generate, lower and validate its schedule; print a one-line summary.\n", 0,
-     "ppsched", CLI_SHARED, 0, cmd_inspect},
+     "ppsched", CLI_SHARED, CLI_UNDER_MPI, cmd_inspect},
     {"profile", CLI_PROFILE, "measure stage and transfer costs on the GPU",
      "Measure, on the first GPU of the pipeline, the forward, input-gradient and weight-\n"
      "gradient time of a middle, a first and a last stage of the model in FILE.yaml, their\n"
@@ -324,18 +329,34 @@ static int refuse_unknown(const char *word)
     return 2;
 }
 
+/* Under mpirun, a command that runs in one process only (no CLI_UNDER_MPI): what to run instead,
+ * from rank 0; exit 2. */
+static int refuse_under_mpi(const char *word, const pp_group_t *group)
+{
+    if (group->rank != 0) return 2;
+    fprintf(stderr,
+            "ppsched: %s does not run under mpirun (%d processes): run `ppsched %s ...` "
+            "without mpirun (under mpirun: `ppsched FILE.yaml`",
+            word, group->size, word);
+    for (int k = 0; k < cli_n_commands; k++)
+        if (cli_commands[k].word && (cli_commands[k].flags & CLI_UNDER_MPI))
+            fprintf(stderr, ", `ppsched %s FILE.yaml`", cli_commands[k].word);
+    fputs(")\n", stderr);
+    return 2;
+}
+
 static int run_command(int argc, char **argv, pp_group_t *group)
 {
     const char *word = argc >= 2 ? argv[1] : "";
     const cli_command_t *cmd = command_named(word);
     int help = strcmp(word, "help") == 0;
+    /* Under mpirun rank 0 prints; the others compute the same and stay quiet (returning early on a
+     * failure here would leave them out of the collectives the others enter). */
+    if (group->rank != 0 && !freopen("/dev/null", "w", stdout))
+        fprintf(stderr, "ppsched: rank %d: standard output not silenced\n", group->rank);
     if (!cmd && unknown_word(word)) return group->rank == 0 ? refuse_unknown(word) : 2;
-    if (group->size > 1 && (cmd || help)) {
-        fprintf(stderr,
-                "ppsched: under mpirun only `ppsched FILE.yaml` runs, not %s (%d processes)\n",
-                word, group->size);
-        return 2;
-    }
+    if (group->size > 1 && cmd && !(cmd->flags & CLI_UNDER_MPI))
+        return refuse_under_mpi(word, group);
     if (help) {
         cli_usage(&cli_commands[0], stdout);
         return finish_stdout(0);

@@ -93,7 +93,13 @@ void group_single(pp_group_t *g)
 {
     memset(g, 0, sizeof *g);
     g->ops = &single_ops;
-    g->size = g->local_size = 1;
+    g->size = g->local_size = g->n_hosts = 1;
+}
+
+pp_group_place_t group_place(const pp_group_t *g, int r)
+{
+    if (g->places && r >= 0 && r < g->size) return g->places[r];
+    return (pp_group_place_t){0, r};
 }
 
 /* ---- what every row shares ------------------------------------------------------------------ */

@@ -3,10 +3,13 @@
  *
  * One communicator, MPI_COMM_WORLD, with MPI_ERRORS_RETURN so that a failed call comes back as a
  * status with MPI's message instead of aborting the job; the processes of one host (local rank)
- * from MPI_Comm_split_type. Point-to-point waits poll non-blocking requests against a deadline,
- * and a request that times out is cancelled: nothing here waits without a bound but the
- * collectives, which every process reaches because every wait before them is bounded. Sends are
- * posted with MPI_Isend from storage the caller keeps until flush.
+ * from MPI_Comm_split_type, and every rank's host (numbered by its lowest rank) gathered once at
+ * init. For the tests, PPSCHED_TEST_HOSTS=N splits the processes into N hosts of consecutive ranks
+ * instead (rank r on host r * N / size), so a launch on one machine plays several. Point-to-point
+ * waits poll non-blocking requests against a deadline, and a request that times out is cancelled:
+ * nothing here waits without a bound but the collectives, which every process reaches because every
+ * wait before them is bounded. Sends are posted with MPI_Isend from storage the caller keeps until
+ * flush.
  */
 #include "pp_group.h"
 
@@ -46,6 +49,44 @@ static mpi_state_t *state(pp_group_t *g)
     return (mpi_state_t *)g->impl;
 }
 
+/* The processes of this host (or of this test host, PPSCHED_TEST_HOSTS) as a communicator. */
+static pp_status_t split_hosts(pp_group_t *g, MPI_Comm *host)
+{
+    const char *test_hosts = getenv("PPSCHED_TEST_HOSTS");
+    long n = test_hosts && *test_hosts ? atol(test_hosts) : 0;
+    if (n > 0)
+        MPI_CHECK(
+            MPI_Comm_split(MPI_COMM_WORLD, (int)((long)g->rank * n / g->size), g->rank, host));
+    else
+        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL,
+                                      host));
+    return PP_OK;
+}
+
+/* Every rank's host and local rank into g->places: each host is named by its lowest rank (its
+ * local rank 0, the split being keyed on the rank), and numbered in the order of those. */
+static pp_status_t gather_places(pp_group_t *g, MPI_Comm host)
+{
+    int mine[2] = {g->rank, g->local_rank};
+    MPI_CHECK(MPI_Bcast(&mine[0], 1, MPI_INT, 0, host)); /* the host's lowest rank */
+    int *all = malloc(sizeof(int) * 2 * (size_t)g->size);
+    g->places = malloc(sizeof *g->places * (size_t)g->size);
+    if (!all || !g->places) {
+        free(all);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory for the places of %d ranks", g->size);
+    }
+    int e = MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
+    g->n_hosts = 0;
+    for (int r = 0; e == MPI_SUCCESS && r < g->size; r++) {
+        int lowest = all[2 * r];
+        g->places[r].host = lowest == r ? g->n_hosts++ : g->places[lowest].host;
+        g->places[r].local_rank = all[2 * r + 1];
+    }
+    free(all);
+    MPI_CHECK(e);
+    return PP_OK;
+}
+
 static pp_status_t m_init(pp_group_t *g, int *argc, char ***argv)
 {
     mpi_state_t *s = calloc(1, sizeof *s);
@@ -62,11 +103,10 @@ static pp_status_t m_init(pp_group_t *g, int *argc, char ***argv)
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g->size));
     s->shared = MPI_WIN_NULL;
     s->host = MPI_COMM_NULL;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL,
-                                  &s->host));
+    PP_CHECK(split_hosts(g, &s->host));
     MPI_CHECK(MPI_Comm_rank(s->host, &g->local_rank));
     MPI_CHECK(MPI_Comm_size(s->host, &g->local_size));
-    return PP_OK;
+    return gather_places(g, s->host);
 }
 
 /* In pieces of at most 1 GiB: MPI counts are ints (a stage's gradients may be larger). */
@@ -222,7 +262,9 @@ static void m_finish(pp_group_t *g)
     MPI_Finalized(&finalized);
     if (s->inited && !finalized) MPI_Finalize();
     free(s);
+    free(g->places);
     g->impl = NULL;
+    g->places = NULL;
 }
 
 static const pp_group_ops_t mpi_ops = {

@@ -26,7 +26,9 @@ typedef struct pp_group pp_group_t;
 /* A row of the group table: how one kind of process group does each call. */
 typedef struct pp_group_ops {
     const char *name; /* "single", "mpi" */
-    /* Start the group of the launch this process belongs to (fills rank, size, local_*). */
+    /* Start the group of the launch this process belongs to (fills rank, size, local_*,
+     * n_hosts and places: every process learns where every rank is, so that nothing later needs
+     * a collective to ask). */
     pp_status_t (*init)(pp_group_t *g, int *argc, char ***argv);
     /* `bytes` of buf from `root` to every process. */
     pp_status_t (*bcast)(pp_group_t *g, void *buf, size_t bytes, int root);
@@ -53,12 +55,21 @@ typedef struct pp_group_ops {
     void (*finish)(pp_group_t *g);
 } pp_group_ops_t;
 
+/* Where one rank of the group runs. */
+typedef struct pp_group_place {
+    int host;       /* its host, 0..n_hosts-1, numbered in the order of their lowest ranks */
+    int local_rank; /* among the processes of its host */
+} pp_group_place_t;
+
 struct pp_group {
     const pp_group_ops_t *ops;
     int rank;       /* 0..size-1; rank 0 prints the report */
     int size;       /* processes in the run */
     int local_rank; /* among the processes of this host: picks this process's GPUs */
     int local_size; /* processes on this host */
+    int n_hosts;    /* hosts the processes run on */
+    pp_group_place_t *places; /* [size]: every rank's host and local rank, the same on every
+                                 process (init fills it; NULL: one host, local rank = rank) */
     void *impl;     /* the row's own state */
 };
 
@@ -80,6 +91,9 @@ pp_status_t group_agree(pp_group_t *g, pp_status_t st);
 
 /* The exit code every process leaves with (the largest of every rank's `rc`); leaves the group. */
 int group_finish(pp_group_t *g, int rc);
+
+/* Where rank r runs (g->places[r], or host 0 and local rank r without it). */
+pp_group_place_t group_place(const pp_group_t *g, int r);
 
 /* Which process owns each of n_devices pipeline devices: `per_process` consecutive devices each
  * (0: n_devices / size), rank r the r-th run of them, into rank_of[n_devices]. The caller has

@@ -136,7 +136,7 @@ void config_defaults(pp_config_t *cfg)
     cfg->pipeline.placement = PP_PLACEMENT_LOOP;
     cfg->pipeline.micro_batches = 8;
     cfg->pipeline.micro_batch_size = 4;
-    cfg->pipeline.transport = PP_TRANSPORT_PEER;
+    cfg->pipeline.transport = PP_TRANSPORT_AUTO;
     cfg->schedule.kind = PP_SCHED_1F1B;
     cfg->run = (pp_job_run_t){.steps = 10,
                               .warmup = 2,

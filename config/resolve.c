@@ -29,6 +29,7 @@
 pp_status_t job_from_config(pp_job_t *job, const pp_config_t *cfg)
 {
     memset(job, 0, sizeof *job);
+    job->procs.n_procs = job->procs.n_hosts = 1; /* run/ sets a launch's own (run_set_procs) */
     job->kind = cfg->schedule.kind;
     job->model = cfg->model;
     job->pipeline = cfg->pipeline;
@@ -174,18 +175,31 @@ static pp_status_t check_plan_size(const pp_job_t *job, const pp_config_t *cfg)
                       floor(room / per_unit));
 }
 
-/* Pipeline devices may share a CUDA device (`devices: [0, 0]`), but not over a transport that
- * needs a GPU per pipeline device (nccl: one rank per GPU). */
+/* Pipeline devices may share a CUDA device (`devices: [0, 0]`), but not in a run whose boundaries
+ * go over nccl, which needs a GPU per pipeline device (one rank per GPU): nccl selected, or auto
+ * picking it for a boundary between processes (job.procs; every process boundary is one between
+ * two consecutive devices, as each process owns a run of them). */
 static pp_status_t check_shared_gpus(const pp_job_t *job, const pp_config_t *cfg)
 {
     const pp_job_pipeline_t *pl = &job->pipeline;
-    int a, b;
-    if (!job_shared_gpu(job, &a, &b) || pl->transport != PP_TRANSPORT_NCCL) return PP_OK;
+    int a, b, d = 0;
+    if (!job_shared_gpu(job, &a, &b)) return PP_OK;
+    if (pl->transport == PP_TRANSPORT_NCCL)
+        return cfg_err_at(cfg, PP_CFG_TRANSPORT,
+                          "nccl needs a GPU per pipeline device, but pipeline.devices puts "
+                          "devices %d and %d on CUDA device %d (allowed: peer or auto, or a CUDA "
+                          "device per pipeline device)",
+                          a, b, pl->device_ids[a]);
+    while (d + 1 < pl->n_devices && job_boundary_transport(job, d, d + 1) != PP_TRANSPORT_NCCL)
+        d++;
+    if (d + 1 >= pl->n_devices) return PP_OK;
     return cfg_err_at(cfg, PP_CFG_TRANSPORT,
-                      "nccl needs a GPU per pipeline device, but pipeline.devices puts devices "
-                      "%d and %d on CUDA device %d (allowed: peer, or a CUDA device per pipeline "
-                      "device)",
-                      a, b, pl->device_ids[a]);
+                      "%s picks nccl from device %d (rank %d) to device %d (rank %d), and nccl "
+                      "needs a GPU per pipeline device, but pipeline.devices puts devices %d and "
+                      "%d on CUDA device %d (allowed: a CUDA device per pipeline device, or one "
+                      "process)",
+                      transport_name(pl->transport), d, job->procs.rank_of[d], d + 1,
+                      job->procs.rank_of[d + 1], a, b, pl->device_ids[a]);
 }
 
 static pp_status_t resolve_pipeline(pp_job_t *job, const pp_config_t *cfg, int n_visible)
@@ -264,7 +278,7 @@ pp_status_t job_check_processes(const pp_job_t *job, const pp_config_t *cfg, int
                           "%d devices do not split evenly over %d processes (allowed: a multiple "
                           "of %d devices, or pipeline.devices_per_process)",
                           p, n_procs, n_procs);
-    return PP_OK;
+    return check_shared_gpus(job, cfg); /* with the launch's layout: auto may pick nccl now */
 }
 
 /* What the GPU kernels count in int (kernels/, stages/): the rows of a micro-batch (its tokens,

@@ -25,9 +25,11 @@ pp_status_t job_resolve(pp_job_t *job, const pp_config_t *cfg, const pp_schedule
 pp_status_t job_from_config(pp_job_t *job, const pp_config_t *cfg);
 
 /* Under a launch of n_procs processes (common/pp_group.h): the job's pipeline devices must split
- * into pipeline.devices_per_process each (or evenly, when it is 0) over exactly n_procs processes.
- * Prints the problem at the key's place in cfg and returns PP_ERR_INPUT. With one process only
- * devices_per_process, when set, must equal the device count. */
+ * into pipeline.devices_per_process each (or evenly, when it is 0) over exactly n_procs processes,
+ * and pipeline devices that share a GPU must not meet over nccl under the job's process layout
+ * (job.procs: auto picks nccl between processes). Prints the problem at the key's place in cfg
+ * and returns PP_ERR_INPUT. With one process only devices_per_process, when set, must equal the
+ * device count. */
 pp_status_t job_check_processes(const pp_job_t *job, const pp_config_t *cfg, int n_procs);
 
 #ifdef __cplusplus

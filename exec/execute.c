@@ -375,12 +375,12 @@ static void print_banner(exec_t *x)
     execute_describe_devices(desc, sizeof desc);
     fprintf(stderr, "# devices: %s\n", desc);
     p2p_print_matrix(x->p2p, stderr);
+    pp_transport_t link[PP_MAX_STAGES]; /* what lowering gave each boundary */
+    plan_boundary_links(plan, link);
     fprintf(stderr, "# stage boundaries:");
     for (int s = 0; s + 1 < plan->n_stages; s++) {
         int da = plan->stage_device[s], db = plan->stage_device[s + 1];
-        pp_transport_t t =
-            transport_for_boundary(da, db, cuda[da], cuda[db], x->job->pipeline.transport);
-        fprintf(stderr, " %d->%d %s%s", s, s + 1, p2p_describe(x->p2p, t, da, db),
+        fprintf(stderr, " %d->%d %s%s", s, s + 1, p2p_describe(x->p2p, link[s], da, db),
                 s + 2 < plan->n_stages ? "," : "");
     }
     fputc('\n', stderr);

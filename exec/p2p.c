@@ -565,6 +565,7 @@ static const transport_ops_t ops[PP_TRANSPORT_COUNT] = {
     [PP_TRANSPORT_NCCL] = {nccl_send, nccl_recv, nccl_group_begin, nccl_group_end},
     [PP_TRANSPORT_SHARED] = {copy_send, nothing, NULL, NULL},
     [PP_TRANSPORT_IPC] = {ipc_send, ipc_recv, NULL, NULL},
+    [PP_TRANSPORT_AUTO] = {nothing, nothing, NULL, NULL}, /* resolved per boundary, never posted */
 };
 
 static const transport_ops_t *ops_of(pp_transport_t t)

@@ -304,11 +304,12 @@ const pp_gpu_t *cost_gpu_for(const pp_job_cost_src_t *src, const pp_gpu_t *prese
     return g;
 }
 
-const pp_link_desc_t *cost_link_for(const pp_job_t *job)
+const pp_link_desc_t *cost_link_for(const pp_job_t *job, pp_transport_t t)
 {
+    const char *own = transport_row(t)->link;
+    if (!own) return NULL;
     const pp_link_desc_t *l = job->cost_src.link[0] ? link_find(job->cost_src.link) : NULL;
-    if (l) return l;
-    return link_find(job->pipeline.transport == PP_TRANSPORT_NCCL ? "nvlink-nccl" : "nvlink-peer");
+    return l ? l : link_find(own);
 }
 
 double cost_host_link_gbps(const pp_job_t *job)

@@ -63,9 +63,10 @@ void cost_recompute_ms(const pp_stage_cfg_t *c, const pp_gpu_t *gpu, const struc
 const pp_gpu_t *cost_gpu_for(const pp_job_cost_src_t *src, const pp_gpu_t *present,
                              const struct pp_profile *prof);
 
-/* The link a cross-device transfer of the config takes: cost.link when set, else the one the
- * transport implies (peer: nvlink-peer, nccl: nvlink-nccl). */
-const pp_link_desc_t *cost_link_for(const pp_job_t *job);
+/* The link a cross-device transfer over transport t takes: cost.link when set, else the row of
+ * the link table t's row of the transport table names (peer and shared: nvlink-peer, nccl:
+ * nvlink-nccl); NULL for a transport that crosses no devices. */
+const pp_link_desc_t *cost_link_for(const pp_job_t *job, pp_transport_t t);
 
 /* GB/s of the host link each direction (run.offload's copies): cost.host_link_gbps when set,
  * else the link table's `host` row. */

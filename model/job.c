@@ -1,5 +1,6 @@
 /*
- * job.c — the job's small queries and its release (job.h).
+ * job.c — the job's small queries (tokens, FLOPs, shared GPUs, where a boundary's ends are and
+ * its transport) and its release (job.h).
  */
 #include "job.h"
 
@@ -17,6 +18,26 @@ int job_shared_gpu(const pp_job_t *job, int *a, int *b)
                 return 1;
             }
     return 0;
+}
+
+pp_reach_t job_boundary_reach(const pp_job_t *job, int a, int b)
+{
+    if (a == b) return PP_REACH_DEVICE;
+    if (a < 0 || b < 0 || a >= PP_MAX_DEVICES || b >= PP_MAX_DEVICES) return PP_REACH_PROCESS;
+    const pp_job_procs_t *pr = &job->procs;
+    const int n = job->pipeline.n_devices;
+    if (pr->host_of[a] != pr->host_of[b]) return PP_REACH_NETWORK;
+    /* CUDA ordinals name a host's own GPUs: equal ones on one host are one GPU (a device past the
+     * pipeline's is its own) */
+    int cuda_a = a < n ? job->pipeline.device_ids[a] : a,
+        cuda_b = b < n ? job->pipeline.device_ids[b] : b;
+    if (cuda_a == cuda_b) return PP_REACH_GPU;
+    return pr->rank_of[a] != pr->rank_of[b] ? PP_REACH_HOST : PP_REACH_PROCESS;
+}
+
+pp_transport_t job_boundary_transport(const pp_job_t *job, int a, int b)
+{
+    return transport_for_boundary(job_boundary_reach(job, a, b), job->pipeline.transport);
 }
 
 double job_tokens_per_step(const pp_job_t *job, int m)

@@ -75,7 +75,8 @@ typedef struct pp_job_pipeline {
     int micro_batches;              /* m */
     int micro_batch_size;           /* sequences per micro-batch */
     pp_transport_t transport;       /* a selectable row of model/transport.h, for stage boundaries
-                                       across devices */
+                                       across devices: peer, nccl, or auto (each boundary's own
+                                       follows from where its ends are: job_boundary_transport) */
     pp_split_t split;               /* even | balanced (unless model.layers_per_stage is given) */
     int devices_per_process;        /* under mpirun: consecutive pipeline devices each process
                                        drives (0: the devices split evenly over the processes) */
@@ -143,6 +144,16 @@ typedef struct pp_job_cost_src {
                     * the file); NULL = none */
 } pp_job_cost_src_t;
 
+/* The processes of the run and where they are: who owns each pipeline device and on which host.
+ * run/ sets it from the process group (common/pp_group.h) before the plan is lowered, the same on
+ * every process; a job resolved alone is one process on one host (every entry 0). */
+typedef struct pp_job_procs {
+    int n_procs;                 /* processes of the run (1: this one alone) */
+    int n_hosts;                 /* hosts they run on */
+    int rank_of[PP_MAX_DEVICES]; /* the process that owns pipeline device d */
+    int host_of[PP_MAX_DEVICES]; /* the host of that process */
+} pp_job_procs_t;
+
 typedef struct pp_job {
     char *path;             /* the YAML file it came from (messages); owned */
     char *name;             /* the schedule's name (`name:` or the file's base name); owned */
@@ -155,6 +166,7 @@ typedef struct pp_job {
     pp_job_cost_src_t cost_src; /* cost_src.profile owned */
     int cost_hand_set;          /* 1: any of cost.forward, backward_input, backward_weight, send set */
     int overlap_set;            /* 1: cost.overlap set (else the profile's or the GPU's) */
+    pp_job_procs_t procs;       /* the processes and hosts the pipeline devices are on */
 } pp_job_t;
 
 /* Tokens per training step of m micro-batches: m * micro_batch_size * seq_len. m is the plan's
@@ -171,6 +183,13 @@ double job_flops_per_step(const pp_job_t *job, int m);
  * GPUs. */
 int job_shared_gpu(const pp_job_t *job, int *a, int *b);
 
+/* Where the ends of a stage boundary between pipeline devices a and b are (transport.h): one
+ * device, one GPU (the same CUDA ordinal on one host), one process, one host, or two hosts. */
+pp_reach_t job_boundary_reach(const pp_job_t *job, int a, int b);
+
+/* The transport of the boundary between pipeline devices a and b: transport_for_boundary at
+ * job_boundary_reach under pipeline.transport. Lowering sets every SEND/RECV's link with it. */
+pp_transport_t job_boundary_transport(const pp_job_t *job, int a, int b);
 
 /* The part of a stage's configuration the job alone decides (stage_size.h): the shape, dtype,
  * seed, recompute and optimizer; the rest (blocks, place, slots, gradient scale) zero, for the

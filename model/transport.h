@@ -7,6 +7,9 @@
  * is posted on the sender's stream and the receive half on the receiver's, separately, so a
  * process can post just the end it owns (p2p.h posts them). A new transport is one enum value,
  * one row here and one row of functions in p2p.c.
+ *
+ * `auto` is a row too, but never the link of an op: it asks transport_for_boundary to pick each
+ * boundary's transport by where its two ends are (pp_reach_t), from the rows' `pick` column.
  */
 #ifndef PP_TRANSPORT_H
 #define PP_TRANSPORT_H
@@ -25,8 +28,19 @@ typedef enum pp_transport {
     PP_TRANSPORT_SHARED,   /* two pipeline devices on one CUDA device: a device-local copy */
     PP_TRANSPORT_IPC,      /* a copy-engine copy into the receiver's slot, opened through CUDA IPC
                               across processes of one host, met through flags in shared memory */
+    PP_TRANSPORT_AUTO,     /* `pipeline.transport: auto`: each boundary the row its reach picks */
     PP_TRANSPORT_COUNT
 } pp_transport_t;
+
+/* Where the two ends of a stage boundary are, nearest first. */
+typedef enum pp_reach {
+    PP_REACH_DEVICE = 0, /* one pipeline device */
+    PP_REACH_GPU,        /* two pipeline devices on one CUDA device of one host */
+    PP_REACH_PROCESS,    /* two CUDA devices of one process */
+    PP_REACH_HOST,       /* two processes of one host */
+    PP_REACH_NETWORK,    /* two hosts */
+    PP_REACH_COUNT
+} pp_reach_t;
 
 typedef struct pp_transport_row {
     const char *name;      /* as written in `pipeline.transport` and printed */
@@ -38,16 +52,24 @@ typedef struct pp_transport_row {
                               NCCL group), in the same order on both sides */
     int graph_capturable;  /* 1: a CUDA graph can capture both halves */
     int crosses_processes; /* 1: the two ends may belong to two processes */
+    const char *link;      /* the row of model/gpu.h's link table that prices a transfer (NULL:
+                              none, the ends are on one device) */
+    int pick[PP_REACH_COUNT]; /* how much `auto` prefers this row at each reach: the highest
+                                 wins; 0: never picked there */
 } pp_transport_row_t;
 
 /* The row of transport t (NONE's row for a value out of range). */
 const pp_transport_row_t *transport_row(pp_transport_t t);
 
-/* The transport of a stage boundary between pipeline devices a and b, whose CUDA ordinals are
- * cuda_a and cuda_b: local on one pipeline device, shared between two pipeline devices on one CUDA
- * device, otherwise `selected` (pipeline.transport). The one place this choice is made. */
-pp_transport_t transport_for_boundary(int a, int b, int cuda_a, int cuda_b,
-                                      pp_transport_t selected);
+/* The transport of a stage boundary whose ends are `reach` apart, under `selected`
+ * (pipeline.transport): within one pipeline device or one GPU, the row the table picks there
+ * (local, shared), whatever was selected; farther, `selected`, or under auto the row the table
+ * picks at that reach (within a process peer, between processes and hosts nccl). The one place
+ * this choice is made (job_boundary_transport gives it the job's layout). */
+pp_transport_t transport_for_boundary(pp_reach_t reach, pp_transport_t selected);
+
+/* "device", "GPU", "process", "host", "network": a reach for messages. */
+const char *transport_reach_name(pp_reach_t reach);
 
 /* transport_row(t)->name. */
 const char *transport_name(pp_transport_t t);
@@ -55,8 +77,12 @@ const char *transport_name(pp_transport_t t);
 /* The selectable transport called `name`; -1 when none. */
 int transport_find(const char *name);
 
-/* "peer, nccl": the selectable names, for messages. */
+/* "peer, nccl, auto": the selectable names, for messages. */
 void transport_list(char *buf, size_t size);
+
+/* "nccl, auto": the selectable names that can carry a boundary between two processes (crosses
+ * processes, or picks a row that does), for messages. */
+void transport_list_crossing(char *buf, size_t size);
 
 #ifdef __cplusplus
 }

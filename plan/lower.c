@@ -36,6 +36,17 @@ void plan_free(pp_plan_t *plan)
     memset(plan, 0, sizeof *plan);
 }
 
+void plan_boundary_links(const pp_plan_t *plan, pp_transport_t *link)
+{
+    for (int s = 0; s + 1 < plan->n_stages; s++)
+        link[s] = PP_TRANSPORT_NONE;
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *o = &plan->ops[k];
+        if (o->kind == PP_ACT_SEND_F && o->stage >= 0 && o->stage + 1 < plan->n_stages)
+            link[o->stage] = o->link;
+    }
+}
+
 static int *idx_at(const lower_t *L, pp_action_kind_t k, int stage, int mb)
 {
     return &L->idx[((size_t)k * (size_t)L->n_st + (size_t)stage) * (size_t)L->n_mb + (size_t)mb];
@@ -246,10 +257,17 @@ static void pair_of(const pp_op_t *o, pp_action_kind_t *kind, int *stage)
     }
 }
 
-/* Match every SEND with its RECV; set links (transport_for_boundary, from the CUDA ordinal
- * cuda[d] of each pipeline device) and bytes. */
-static pp_status_t lower_pairs(lower_t *L, const int *stage_device, const int *cuda,
-                               pp_transport_t remote, size_t bytes)
+/* The link of a boundary between pipeline devices a and b: the job's (job_boundary_transport);
+ * without a job, local on one device and peer between two. */
+static pp_transport_t link_of(const pp_job_t *job, int a, int b)
+{
+    if (job) return job_boundary_transport(job, a, b);
+    return transport_for_boundary(a == b ? PP_REACH_DEVICE : PP_REACH_PROCESS, PP_TRANSPORT_PEER);
+}
+
+/* Match every SEND with its RECV; set links (link_of) and bytes. */
+static pp_status_t lower_pairs(lower_t *L, const int *stage_device, const pp_job_t *job,
+                               size_t bytes)
 {
     char p1[PP_ORIGIN_NAME_MAX + 160], txt[32];
     for (int id = 0; id < L->n_ops; id++) {
@@ -284,7 +302,7 @@ static pp_status_t lower_pairs(lower_t *L, const int *stage_device, const int *c
         }
         o->peer = peer;
         int a = stage_device[o->stage], b = stage_device[other.stage];
-        o->link = transport_for_boundary(a, b, cuda[a], cuda[b], remote);
+        o->link = link_of(job, a, b);
         o->bytes = bytes;
     }
     return PP_OK;
@@ -527,10 +545,6 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job
         plan->boundary_bytes = (size_t)job->pipeline.micro_batch_size * (size_t)mc->seq_len *
                                (size_t)mc->hidden * pp_dtype_size(mc->dtype);
     }
-    pp_transport_t remote = job ? job->pipeline.transport : PP_TRANSPORT_PEER;
-    int cuda[PP_MAX_DEVICES]; /* each pipeline device's CUDA ordinal: its own without a config */
-    for (int d = 0; d < PP_MAX_DEVICES; d++)
-        cuda[d] = job && d < job->pipeline.n_devices ? job->pipeline.device_ids[d] : d;
 
     plan->stage_device = malloc(sizeof *plan->stage_device * (size_t)L.n_st);
     plan->slots_per_stage = calloc((size_t)L.n_st, sizeof *plan->slots_per_stage);
@@ -548,8 +562,7 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job
     PP_CHECK_GOTO(lower_placement(&L, plan->stage_device), st, fail);
     lower_offload_setup(&L, plan, job);
     PP_CHECK_GOTO(lower_ops(&L), st, fail);
-    PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, cuda, remote, plan->boundary_bytes), st,
-                  fail);
+    PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, job, plan->boundary_bytes), st, fail);
     lower_data_deps(&L);
     PP_CHECK_GOTO(lower_channels(&L), st, fail);
     PP_CHECK_GOTO(lower_order_slots(&L, plan->slots_per_stage), st, fail);

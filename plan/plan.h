@@ -116,8 +116,9 @@ typedef struct pp_plan {
 
 /* Lower a schedule into a plan. A compute-only schedule gets SEND/RECV inserted (the SEND right
  * after the producing compute op, the RECV right before the consuming one); a schedule with
- * communication keeps its actions as written. Links: LOCAL when both stages share a device,
- * otherwise the config's transport. Fails with PP_ERR_INPUT, naming device, position and action,
+ * communication keeps its actions as written. Links: each boundary's job_boundary_transport
+ * (local on one device, shared on one GPU, else pipeline.transport or auto's pick by the job's
+ * process layout). Fails with PP_ERR_INPUT, naming device, position and action,
  * when the schedule cannot be lowered (a RECV without its SEND, a dependency cycle, ...). */
 pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job);
 
@@ -138,6 +139,11 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f);
 /* Device bytes per device (plan_device_bytes; with run.offload also without it, and the pinned
  * host bytes), as `ppsched show` prints them after the grid. */
 void plan_print_memory(const pp_plan_t *plan, const pp_job_t *job, FILE *f);
+
+/* The link of every stage boundary s -> s + 1 into link[s], s < n_stages - 1: that of the
+ * boundary's forward transfers (lowering gives every transfer of a boundary the same; NONE for a
+ * boundary no transfer crosses). The banner and the report name what each boundary got. */
+void plan_boundary_links(const pp_plan_t *plan, pp_transport_t *link);
 
 void plan_free(pp_plan_t *plan);
 

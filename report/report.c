@@ -234,6 +234,30 @@ static void fill_step_times(pp_report_t *r, const pp_job_t *job, const pp_plan_t
     }
 }
 
+/* Each directed device pair the stage boundaries s -> s + 1 cross, in stage order, once, with the
+ * plan's link of the first (lowering gives every boundary of a pair the same). */
+static pp_status_t build_boundaries(pp_report_t *r, const pp_plan_t *plan)
+{
+    const int n = plan->n_stages - 1;
+    if (n <= 0 || !plan->stage_device) return PP_OK;
+    pp_transport_t *link = malloc(sizeof *link * (size_t)n);
+    r->boundaries = malloc(sizeof *r->boundaries * (size_t)n);
+    if (!link || !r->boundaries) {
+        free(link);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory for the %d boundaries of a report", n);
+    }
+    plan_boundary_links(plan, link);
+    for (int s = 0; s < n; s++) {
+        pp_report_boundary_t b = {plan->stage_device[s], plan->stage_device[s + 1], link[s]};
+        int seen = 0;
+        for (int k = 0; k < r->n_boundaries && !seen; k++)
+            seen = r->boundaries[k].from == b.from && r->boundaries[k].to == b.to;
+        if (!seen) r->boundaries[r->n_boundaries++] = b;
+    }
+    free(link);
+    return PP_OK;
+}
+
 pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *plan,
                          const pp_timeline_t *tl, const pp_timeline_t *sim)
 {
@@ -254,6 +278,8 @@ pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
     r->chunks = plan->chunks;
     r->shared_gpus = tl->mode == PP_MODE_MEASURE && job && job_shared_gpu(job, NULL, NULL);
     r->clock_skew_ms = tl->mode == PP_MODE_MEASURE ? tl->skew_ms : NAN;
+    r->transport = job ? transport_name(job->pipeline.transport) : NULL;
+    PP_CHECK_GOTO(build_boundaries(r, plan), st, fail);
     r->per_device = calloc((size_t)p, sizeof *r->per_device);
     busy = malloc(sizeof *busy * (size_t)p);
     peak = malloc(sizeof *peak * (size_t)p);
@@ -320,6 +346,7 @@ void report_free(pp_report_t *r)
     if (!r) return;
     explain_free(&r->explain);
     free(r->per_device);
+    free(r->boundaries);
     memset(r, 0, sizeof *r);
 }
 
@@ -348,6 +375,26 @@ static const char *fmt_delta_pp(char *buf, size_t size, double a, double b)
     /* A difference that rounds to zero prints as +0.0, never -0.0. */
     return out_cell(buf, size, isfinite(a) && isfinite(b), "%+.1f pp",
                     fabs(a - b) < 0.0005 ? 0.0 : 100.0 * (a - b));
+}
+
+/* "# boundaries: 0->1 peer, 1->2 nccl, 2->3 peer": the device pairs in the order the stages cross
+ * them, a run of pairs that continue each other over one transport written as one chain
+ * ("0->1->2->3 peer"). */
+static void table_boundaries(pp_out_t *o, const pp_report_t *r)
+{
+    const pp_report_boundary_t *b = r->boundaries;
+    const int n = r->n_boundaries;
+    if (n == 0) return;
+    out_puts(o, "# boundaries:");
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && b[i - 1].to == b[i].from && b[i - 1].transport == b[i].transport)
+            out_printf(o, "->%d", b[i].to);
+        else
+            out_printf(o, " %d->%d", b[i].from, b[i].to);
+        if (i + 1 == n || b[i + 1].from != b[i].to || b[i + 1].transport != b[i].transport)
+            out_printf(o, " %s%s", transport_name(b[i].transport), i + 1 < n ? "," : "");
+    }
+    out_puts(o, "\n");
 }
 
 /* Preamble: every option that shaped the numbers. */
@@ -379,6 +426,7 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *jo
                    job->pipeline.placement == PP_PLACEMENT_V ? "v" : "loop",
                    transport_name(job->pipeline.transport));
     out_puts(o, "\n");
+    table_boundaries(o, r);
     if (r->shared_gpus)
         out_printf(o,
                    "# note: pipeline devices share GPUs (see the cuda column), each with its own "

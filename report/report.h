@@ -36,6 +36,12 @@ typedef struct pp_device_stats {
                                 * NAN = none */
 } pp_device_stats_t;
 
+/* A directed pair of pipeline devices that stage boundaries cross, with the transport they got. */
+typedef struct pp_report_boundary {
+    int from, to;             /* pipeline devices (equal: a boundary within a device) */
+    pp_transport_t transport; /* the plan's link */
+} pp_report_boundary_t;
+
 typedef struct pp_report {
     const char *schedule; /* the schedule's name (`name:`, or the file's base name) everywhere */
     const char *kind;     /* its kind: "1f1b", "interleaved-1f1b", "csv", ... */
@@ -55,7 +61,11 @@ typedef struct pp_report {
     char mem_verdict[256];    /* the memory fit check; "" = none */
     int shared_gpus;          /* measured with pipeline devices sharing a GPU: the timings (and each
                                  device's peak memory, the GPU's) are not those of separate GPUs */
-    pp_device_stats_t *per_device; /* [devices] */
+    const char *transport;    /* pipeline.transport as selected ("auto", ...); NULL: no job */
+    int n_boundaries;
+    pp_report_boundary_t *boundaries; /* [n_boundaries]: each directed device pair the stage
+                                         boundaries cross, first crossing first */
+    pp_device_stats_t *per_device;    /* [devices] */
     pp_explain_t explain;          /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;
 

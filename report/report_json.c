@@ -5,7 +5,8 @@
  * The explanation's fields (docs/explain.md) follow the schema's, per device and overall; each is
  * null when unknown (no per-op times, no simulator run, no cost model).
  * `shared_gpus` is true when pipeline devices shared a GPU in a measured run (its timings are not
- * those of separate GPUs).
+ * those of separate GPUs). Last, `transport` (pipeline.transport as selected) and `boundaries`
+ * (each directed device pair the stage boundaries cross, with the transport it got).
  */
 #include "report.h"
 #include "report_io.h"
@@ -85,6 +86,25 @@ static void json_explain(pp_out_t *o, const pp_explain_t *ex)
     out_puts(o, "}");
 }
 
+/* ,"transport":"auto","boundaries":[{"from":0,"to":1,"transport":"peer"},...]: what was selected
+ * and what each directed device pair of the stage boundaries got. */
+static void json_boundaries(pp_out_t *o, const pp_report_t *r)
+{
+    out_puts(o, ",\n \"transport\":");
+    if (r->transport)
+        out_json_str(o, r->transport);
+    else
+        out_puts(o, "null");
+    out_puts(o, ",\"boundaries\":[");
+    for (int i = 0; i < r->n_boundaries; i++) {
+        const pp_report_boundary_t *b = &r->boundaries[i];
+        out_printf(o, "%s{\"from\":%d,\"to\":%d,\"transport\":", i ? "," : "", b->from, b->to);
+        out_json_str(o, transport_name(b->transport));
+        out_puts(o, "}");
+    }
+    out_puts(o, "]");
+}
+
 pp_status_t report_print_json(const pp_report_t *r, FILE *f)
 {
     pp_out_t out, *o = &out;
@@ -141,6 +161,7 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
     }
     out_puts(o, "]");
     json_explain(o, &r->explain);
+    json_boundaries(o, r);
     out_puts(o, "}\n");
     return out_close(o);
 }

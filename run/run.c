@@ -32,7 +32,14 @@
 pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char *const *sets,
                      int n_sets, int n_visible)
 {
+    return run_load_group(r, NULL, path, yaml, sets, n_sets, n_visible);
+}
+
+pp_status_t run_load_group(pp_run_t *r, pp_group_t *g, const char *path, const char *yaml,
+                           const char *const *sets, int n_sets, int n_visible)
+{
     memset(r, 0, sizeof *r);
+    r->group = g;
     if (yaml)
         PP_CHECK(config_load_string(&r->cfg, path, yaml, sets, n_sets));
     else
@@ -46,6 +53,7 @@ pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char
         PP_CHECK(profile_load(&r->prof, r->job.cost_src.profile));
         r->have_prof = 1;
     }
+    if (g) run_set_procs(&r->job, g); /* before lowering: auto's transports follow the layout */
     return run_plan(r);
 }
 
@@ -61,9 +69,9 @@ pp_status_t run_plan(pp_run_t *r)
     return st;
 }
 
-/* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer;
- * the host link's bandwidth over the measured copies (`link`, the config's, without copies).
- * Kinds a plan does not use keep 0 (B falls back to I + W). */
+/* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer,
+ * overall and per transport; the host link's bandwidth over the measured copies (`link`, the
+ * config's, without copies). Kinds a plan does not use keep 0 (B falls back to I + W). */
 static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
                                      const pp_timeline_t *tl, double link)
 {
@@ -74,7 +82,7 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
     PP_ALLOC_CHECK(cnt);
     double *per[4] = {cm->f, cm->b, cm->i, cm->w};
     double send = 0, copy_bytes = 0, copy_ms = 0;
-    int n_send = 0;
+    int n_send = 0, n_by[PP_TRANSPORT_COUNT] = {0};
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         double dur = tl->t[k].end_ms - tl->t[k].start_ms;
@@ -85,6 +93,8 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
                    transport_row(op->link)->crosses_devices) {
             send += dur;
             n_send++;
+            cm->send_by[op->link] += dur;
+            n_by[op->link]++;
         } else if (pp_action_is_copy(op->kind)) {
             copy_bytes += (double)op->bytes;
             copy_ms += dur;
@@ -96,6 +106,8 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
     for (int st = 0; st < n; st++)
         if (!cnt[PP_ACT_B * n + st]) cm->b[st] = cm->i[st] + cm->w[st];
     cm->send = n_send ? send / n_send : 0;
+    for (int t = 0; t < PP_TRANSPORT_COUNT; t++)
+        if (n_by[t]) cm->send_by[t] /= n_by[t];
     cm->host_link_gbps = copy_ms > 0 ? copy_bytes / copy_ms / 1e6 : link;
     free(cnt);
     return PP_OK;

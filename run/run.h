@@ -67,9 +67,23 @@ typedef struct pp_run_opts {
 
 /* Load `path` (or, when yaml is not NULL, that text named `path`) with the overrides; for a
  * written schedule (steps, csv) build it and reconcile the pipeline keys with it; resolve the
- * config against n_visible CUDA devices; then run_plan. On failure `r` is left freeable. */
+ * config against n_visible CUDA devices; then run_plan. On failure `r` is left freeable. The run
+ * of this process alone: run_load_group(r, NULL, ...). */
 pp_status_t run_load(pp_run_t *r, const char *path, const char *yaml, const char *const *sets,
                      int n_sets, int n_visible);
+
+/* run_load for one process of the group `g` (NULL: this one alone): the job's process layout
+ * (job.procs: run_set_procs) is set from g before the plan is lowered, so that every process
+ * lowers the same plan, with the transports `auto` picks for the launch; r->group = g. Calls no
+ * collective (the group knows every rank's host from its start), so a process may fail here
+ * alone: the caller agrees (group_agree) afterwards. */
+pp_status_t run_load_group(pp_run_t *r, pp_group_t *g, const char *path, const char *yaml,
+                           const char *const *sets, int n_sets, int n_visible);
+
+/* The process layout of `job` under the group g: g->size processes, rank r owning the r-th run of
+ * pipeline devices (group_split_devices, with pipeline.devices_per_process), on the host g says.
+ * A split that does not divide is left to run_check_processes to refuse. */
+void run_set_procs(pp_job_t *job, const pp_group_t *g);
 
 /* Generate the schedule of r->job ( a written one is already built), check it, lower it
  * once and check the plan. Prints
@@ -91,7 +105,8 @@ void run_rank_of(const pp_run_t *r, const pp_group_t *g, int *rank_of);
  * run_predict calls it. */
 pp_status_t run_simulate_split(pp_run_t *r);
 
-/* On rank 0 of several processes: one line saying which devices each rank owns. */
+/* On rank 0 of several processes: one line saying which devices each rank owns, and where it
+ * runs (its host and local rank). */
 void run_note_processes(const pp_run_t *r, const pp_group_t *g, FILE *f);
 
 /* The cost model of a plan: with a measured timeline (per-op times), per stage the mean duration

@@ -14,6 +14,18 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+void run_set_procs(pp_job_t *job, const pp_group_t *g)
+{
+    pp_job_procs_t *pr = &job->procs;
+    memset(pr, 0, sizeof *pr);
+    pr->n_procs = g->size;
+    pr->n_hosts = g->n_hosts > 0 ? g->n_hosts : 1;
+    group_split_devices(g, job->pipeline.n_devices, job->pipeline.devices_per_process, pr->rank_of);
+    for (int d = 0; d < job->pipeline.n_devices; d++)
+        pr->host_of[d] = group_place(g, pr->rank_of[d]).host;
+}
 
 void run_rank_of(const pp_run_t *r, const pp_group_t *g, int *rank_of)
 {
@@ -46,11 +58,13 @@ static pp_status_t check_boundaries(const pp_run_t *r, const int *rank_of)
         if (o->role != PP_ROLE_SEND) continue;
         int a = o->device, b = plan->ops[o->peer].device;
         if (rank_of[a] == rank_of[b] || transport_row(o->link)->crosses_processes) continue;
+        char allowed[128];
+        transport_list_crossing(allowed, sizeof allowed);
         return config_error_at(&r->cfg, PP_CFG_TRANSPORT, 0, 0,
                                "the boundary from device %d (rank %d) to device %d (rank %d) "
-                               "goes over %s, which cannot cross processes (allowed: nccl, "
-                               "and a GPU per pipeline device)",
-                               a, rank_of[a], b, rank_of[b], transport_name(o->link));
+                               "goes over %s, which cannot cross processes (allowed: %s, and a "
+                               "GPU per pipeline device)",
+                               a, rank_of[a], b, rank_of[b], transport_name(o->link), allowed);
     }
     return PP_OK;
 }
@@ -112,12 +126,15 @@ void run_note_processes(const pp_run_t *j, const pp_group_t *g, FILE *f)
     int rank_of[PP_MAX_DEVICES];
     if (g->size <= 1 || g->rank != 0) return;
     run_rank_of(j, g, rank_of);
-    fprintf(f, "# processes: %d (MPI):", g->size);
+    fprintf(f, "# processes: %d (MPI) on %d host%s:", g->size, g->n_hosts,
+            g->n_hosts == 1 ? "" : "s");
     for (int d = 0, first = 0; d < j->plan.n_devices; d++) {
         if (d + 1 < j->plan.n_devices && rank_of[d + 1] == rank_of[d]) continue;
+        pp_group_place_t at = group_place(g, rank_of[d]);
         fprintf(f, "%s rank %d device%s %d", first ? "," : "", rank_of[d], d > first ? "s" : "",
                 first);
         if (d > first) fprintf(f, "-%d", d);
+        fprintf(f, " (host %d, local rank %d)", at.host, at.local_rank);
         first = d + 1;
     }
     fputc('\n', f);

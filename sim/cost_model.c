@@ -41,6 +41,40 @@ static void model_stage_costs(pp_cost_model_t *cm, const pp_job_t *job, const pp
     }
 }
 
+/* used[t] = 1 for every transport that crosses devices and carries a transfer of the plan (of a
+ * boundary between two consecutive devices of the job, for an outline plan without ops). */
+static void transports_used(int *used, const pp_job_t *job, const pp_plan_t *plan)
+{
+    for (int t = 0; t < PP_TRANSPORT_COUNT; t++)
+        used[t] = 0;
+    for (int k = 0; k < plan->n_ops; k++)
+        if (plan->ops[k].role == PP_ROLE_SEND) used[plan->ops[k].link] = 1;
+    for (int d = 0; plan->n_ops == 0 && d + 1 < job->pipeline.n_devices; d++)
+        used[job_boundary_transport(job, d, d + 1)] = 1;
+    for (int t = 0; t < PP_TRANSPORT_COUNT; t++)
+        used[t] = used[t] && transport_row((pp_transport_t)t)->crosses_devices;
+}
+
+/* One boundary tensor over each transport that crosses devices, on its link (cost_link_for), and
+ * `send`, the slowest of those the plan takes (or, where it takes none, that of the transport
+ * pipeline.transport gives two devices of one process), so that a model with one figure for every
+ * transfer (the auto kind's) errs on the slow side. */
+static void model_sends(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
+                        double bytes)
+{
+    int used[PP_TRANSPORT_COUNT];
+    transports_used(used, job, plan);
+    cm->send = 0;
+    for (int t = 0; t < PP_TRANSPORT_COUNT; t++) {
+        const pp_link_desc_t *l = cost_link_for(job, (pp_transport_t)t);
+        cm->send_by[t] =
+            l && transport_row((pp_transport_t)t)->crosses_devices ? link_time_ms(l, bytes) : 0.0;
+        if (used[t] && cm->send_by[t] > cm->send) cm->send = cm->send_by[t];
+    }
+    if (cm->send == 0)
+        cm->send = cm->send_by[transport_for_boundary(PP_REACH_PROCESS, job->pipeline.transport)];
+}
+
 pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
                              const pp_gpu_t *present, const struct pp_profile *prof,
                              pp_cost_source_t *source)
@@ -71,9 +105,9 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_
     model_stage_costs(cm, job, plan, gpu, prof, cal.step_factor);
     double bytes = (double)plan->boundary_bytes;
     if (prof && prof->n_sends > 0)
-        cm->send = profile_send_ms(prof, bytes);
+        cm->send = profile_send_ms(prof, bytes); /* its measured copies price every transport */
     else
-        cm->send = link_time_ms(cost_link_for(job), bytes);
+        model_sends(cm, job, plan, bytes);
     cm->host_link_gbps = cost_host_link_gbps(job);
     cm->overlap = cal.overlap;
     if (source) *source = prof ? PP_COST_PROFILE : PP_COST_GPU;
@@ -107,6 +141,31 @@ static size_t describe_calib(char *buf, size_t size, const pp_job_t *job, const 
     return n;
 }
 
+/* " send 0.0123", or with transports of different costs " send 0.0123 (peer), 0.0150 (nccl)". */
+static void describe_sends(char *buf, size_t size, const pp_cost_model_t *cm, const pp_job_t *job,
+                           const pp_plan_t *plan)
+{
+    int used[PP_TRANSPORT_COUNT], n_used = 0, differ = 0;
+    double first = -1;
+    transports_used(used, job, plan);
+    for (int t = 0; t < PP_TRANSPORT_COUNT; t++) {
+        if (!used[t]) continue;
+        double ms = cost_model_send(cm, (pp_transport_t)t);
+        differ |= n_used++ > 0 && ms != first;
+        if (first < 0) first = ms;
+    }
+    size_t n = (size_t)snprintf(buf, size, " send");
+    if (!differ) {
+        snprintf(buf + n, n < size ? size - n : 0, " %.4f", cm->send);
+        return;
+    }
+    for (int t = 0, k = 0; t < PP_TRANSPORT_COUNT && n < size; t++)
+        if (used[t])
+            n += (size_t)snprintf(buf + n, size - n, "%s %.4f (%s)", k++ ? "," : "",
+                                  cost_model_send(cm, (pp_transport_t)t),
+                                  transport_name((pp_transport_t)t));
+}
+
 void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, const pp_job_t *job,
                          const pp_plan_t *plan, pp_cost_source_t source, const pp_gpu_t *gpu,
                          const struct pp_profile *prof)
@@ -137,5 +196,5 @@ void cost_model_describe(char *buf, size_t size, const pp_cost_model_t *cm, cons
         n += (size_t)snprintf(buf + n, size - n, " %s (stage %d) %.3f/%.3f/%.3f,", what[k], s,
                               cm->f[s], cm->i[s], cm->w[s]);
     }
-    if (n < size) snprintf(buf + n, size - n, " send %.4f", cm->send);
+    if (n < size) describe_sends(buf + n, size - n, cm, job, plan);
 }

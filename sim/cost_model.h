@@ -28,8 +28,9 @@ pp_model_shape_t cost_stage_shape(const pp_job_t *job, const pp_plan_t *plan, in
 /* Build the cost model of a plan the way its job asks: the hand-set `cost:` ms values when any
  * is given (per device's share of the layers, so a chunk of an interleaved device costs 1/v),
  * else the model on cost_gpu_for(&job->cost_src, present, prof), calibrated by `prof` when not
- * NULL, with cost_calib_for's step factor and overlap. `send` is the time of one boundary tensor over
- * cost_link_for(job) (or prof's measured sends). *source (may be NULL) says which. */
+ * NULL, with cost_calib_for's step factor and overlap. A transfer takes one boundary tensor over
+ * its transport's link (cost_link_for: send_by[t] for each transport, `send` the slowest the plan
+ * uses), or prof's measured sends for every transport. *source (may be NULL) says which. */
 pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
                              const pp_gpu_t *present, const struct pp_profile *prof,
                              pp_cost_source_t *source);

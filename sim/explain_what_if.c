@@ -32,6 +32,8 @@ static pp_status_t cost_variant(pp_cost_model_t *out, const pp_cost_model_t *cm,
             dst[kind][s] = w->even_stages ? mean : src[kind][s];
     }
     out->send = w->free_comm ? 0.0 : cm->send;
+    for (int t = 0; t < PP_TRANSPORT_COUNT; t++)
+        out->send_by[t] = w->free_comm ? 0.0 : cm->send_by[t];
     out->host_link_gbps = cm->host_link_gbps; /* offload copies are not pipeline transfers */
     out->overlap = cm->overlap;
     return PP_OK;

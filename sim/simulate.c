@@ -310,7 +310,7 @@ static pp_status_t sim_pair(lanes_t *S, int k, int n_stages)
     int crosses = transport_row(op->link)->crosses_devices;
     for (int l = 0; l < S->n; l++) {
         double start = ready_s[l] > ready_r[l] ? ready_s[l] : ready_r[l];
-        double end = start + (crosses ? S->cm[l]->send : 0.0);
+        double end = start + (crosses ? cost_model_send(S->cm[l], op->link) : 0.0);
         if (own_s) set_times(S, k, chan_s, l, start, end);
         if (own_r) set_times(S, r, chan_r, l, start, end);
     }

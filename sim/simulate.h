@@ -5,12 +5,13 @@
  * channel with one peer device) runs its ops in plan order, one at a time; an op starts when its
  * channel is free and every dependency has ended, so a transfer waits only for transfers of the
  * same directed pair. A SEND and its RECV are one transfer: both start at the later of the two
- * ready times and end `send` later (0 for a LOCAL link). Compute and communication streams of a
- * device overlap, as on a GPU. With uniform costs and free communication the result matches the
- * closed forms of the schedules exactly. The copies of run.offload run on their own streams
- * (offload, load) and take bytes / host_link_gbps. The backward half of an overlapped pair (its
- * second compute stream, overlap) starts once (1 - overlap) of its forward half has run: with
- * overlap 0 the pair runs as one after the other (the closed forms hold), with 1 at once.
+ * ready times and end one transfer of its link later (cost_model_send; 0 for a LOCAL link). Compute
+ * and communication streams of a device overlap, as on a GPU. With uniform costs and free
+ * communication the result matches the closed forms of the schedules exactly. The copies of
+ * run.offload run on their own streams (offload, load) and take bytes / host_link_gbps. The
+ * backward half of an overlapped pair (its second compute stream, overlap) starts once (1 -
+ * overlap) of its forward half has run: with overlap 0 the pair runs as one after the other (the
+ * closed forms hold), with 1 at once.
  *
  * Under several processes (pp_group.h) each simulates only the ops of the devices it owns, in the
  * same plan order, and the two ends of a transfer across processes meet by message: each side
@@ -35,13 +36,21 @@ extern "C" {
 typedef struct pp_cost_model {
     int n_stages;
     double *f, *b, *i, *w; /* [n_stages] each; b is the full backward */
-    double send;           /* one cross-device transfer */
+    double send;           /* one cross-device transfer (a transport with no figure of its own) */
+    double send_by[PP_TRANSPORT_COUNT]; /* one transfer over each transport, where it has a
+                                           figure of its own (> 0); 0: `send` */
     double host_link_gbps; /* OFFLOAD and RELOAD: GB/s each direction (0: free) */
     double overlap;        /* 0..1 (cost.overlap): an overlapped pair's backward half starts
                               once (1 - overlap) of its forward half has run; 0 runs them serially */
 } pp_cost_model_t;
 
 pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_job_cost_t *c);
+
+/* The time of one transfer over transport t under cm: t's own figure, else cm->send. */
+static inline double cost_model_send(const pp_cost_model_t *cm, pp_transport_t t)
+{
+    return (int)t >= 0 && t < PP_TRANSPORT_COUNT && cm->send_by[t] > 0 ? cm->send_by[t] : cm->send;
+}
 void cost_model_free(pp_cost_model_t *cm);
 
 /* Simulate `plan`; fills `tl` (initialised here, mode SIMULATE, one step). */

@@ -15,6 +15,7 @@
 #include "support.h"
 #include "config/resolve.h"
 #include "config/written.h"
+#include "model/gpu.h"
 
 #include <glob.h>
 #include <stdint.h>
@@ -110,7 +111,7 @@ static void check_defaults(const pp_config_t *c)
     EXPECT(c->pipeline.stages == 0 && c->pipeline.chunks == 1);
     EXPECT(c->pipeline.placement == PP_PLACEMENT_LOOP);
     EXPECT(c->pipeline.micro_batches == 8 && c->pipeline.micro_batch_size == 4);
-    EXPECT(c->pipeline.transport == PP_TRANSPORT_PEER);
+    EXPECT(c->pipeline.transport == PP_TRANSPORT_AUTO);
     EXPECT(c->schedule.kind == PP_SCHED_1F1B && !c->schedule.steps.n && !c->schedule.csv_path);
     EXPECT(c->run.steps == 10 && c->run.warmup == 2 && c->run.seed == 1234);
     EXPECT(c->run.optimizer == PP_OPT_NONE && c->run.timing == 1);
@@ -411,7 +412,7 @@ static void test_enums(void)
                       "v)");
     EXPECT_LOAD_ERROR("pipeline:\n  transport: tcp\n",
                       "t.yaml:2:14: pipeline.transport: unknown value 'tcp' (allowed: peer, "
-                      "nccl, ipc)");
+                      "nccl, ipc, auto)");
     EXPECT_LOAD_ERROR("run:\n  optimizer: sgd\n",
                       "t.yaml:2:14: run.optimizer: unknown value 'sgd' (allowed: none, adamw)");
     EXPECT_LOAD_ERROR("run:\n  timing: maybe\n",
@@ -895,7 +896,7 @@ static void test_resolve_errors(void)
     EXPECT_RESOLVE_ERROR("pipeline:\n  devices: [1, 0, 1]\n  transport: nccl\n", 2,
                          "t.yaml:3:14: pipeline.transport: nccl needs a GPU per pipeline device, "
                          "but pipeline.devices puts devices 0 and 2 on CUDA device 1 (allowed: "
-                         "peer, or a CUDA device per pipeline device)");
+                         "peer or auto, or a CUDA device per pipeline device)");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1003,7 +1004,7 @@ static void test_shipped_schedules(void)
     EXPECT(c.model.layers == 24 && c.model.hidden == 1024 && c.model.heads == 16);
     EXPECT(c.model.seq_len == 1024 && c.model.vocab == 8192 && c.model.dtype == PP_DTYPE_BF16);
     EXPECT(c.pipeline.micro_batch_size == 4 && c.pipeline.micro_batches == 8);
-    EXPECT(c.pipeline.devices_all && c.pipeline.transport == PP_TRANSPORT_PEER);
+    EXPECT(c.pipeline.devices_all && c.pipeline.transport == PP_TRANSPORT_AUTO);
     EXPECT(c.schedule.kind == PP_SCHED_1F1B);
     config_free(&c);
 
@@ -1103,24 +1104,68 @@ static void test_role_table(void)
 
 /* The transport table: the selectable rows are found by name (and listed in that order), the
  * others are not; a transport whose send half moves the bytes into the receiver's buffer cannot
- * cross processes, and one that crosses processes crosses devices. */
+ * cross processes, and one that crosses processes crosses devices; at every reach one row is
+ * auto's pick, and it can serve that reach. */
 static void test_transport_table(void)
 {
     char list[128];
     transport_list(list, sizeof list);
-    EXPECT(!strcmp(list, "peer, nccl, ipc"), "%s", list);
+    EXPECT(!strcmp(list, "peer, nccl, ipc, auto"), "%s", list);
+    transport_list_crossing(list, sizeof list);
+    EXPECT(!strcmp(list, "nccl, ipc, auto"), "%s", list);
     for (int t = 0; t < PP_TRANSPORT_COUNT; t++) {
         const pp_transport_row_t *r = transport_row((pp_transport_t)t);
         EXPECT(transport_find(r->name) == (r->selectable ? t : -1), "%s", r->name);
         EXPECT(!(r->send_moves_bytes && r->crosses_processes), "%s", r->name);
         EXPECT(!r->crosses_processes || r->crosses_devices, "%s", r->name);
-        EXPECT(!r->selectable || r->crosses_devices, "%s", r->name);
+        EXPECT(!r->selectable || r->crosses_devices || t == PP_TRANSPORT_AUTO, "%s", r->name);
+        EXPECT(!r->crosses_devices == !r->link, "%s: a link row exactly when it crosses devices",
+               r->name);
+        EXPECT(!r->link || link_find(r->link), "%s: link %s", r->name, r->link ? r->link : "-");
+    }
+    for (int reach = 0; reach < PP_REACH_COUNT; reach++) {
+        int best = 0, ties = 0;
+        for (int t = 0; t < PP_TRANSPORT_COUNT; t++) {
+            int v = transport_row((pp_transport_t)t)->pick[reach];
+            ties = v == best ? ties + 1 : v > best ? 1 : ties;
+            best = v > best ? v : best;
+        }
+        EXPECT(best > 0 && ties == 1, "reach %s: the pick %d is not one row's",
+               transport_reach_name((pp_reach_t)reach), best);
+        const pp_transport_row_t *r =
+            transport_row(transport_for_boundary((pp_reach_t)reach, PP_TRANSPORT_AUTO));
+        EXPECT(r->crosses_devices == (reach >= PP_REACH_GPU), "reach %s: %s",
+               transport_reach_name((pp_reach_t)reach), r->name);
+        EXPECT(r->crosses_processes || reach < PP_REACH_HOST, "reach %s: %s",
+               transport_reach_name((pp_reach_t)reach), r->name);
     }
     EXPECT(transport_row(PP_TRANSPORT_LOCAL)->crosses_devices == 0);
-    /* A boundary's transport: local on one pipeline device, shared on one GPU, else selected. */
-    EXPECT(transport_for_boundary(1, 1, 0, 0, PP_TRANSPORT_NCCL) == PP_TRANSPORT_LOCAL);
-    EXPECT(transport_for_boundary(0, 1, 0, 0, PP_TRANSPORT_PEER) == PP_TRANSPORT_SHARED);
-    EXPECT(transport_for_boundary(0, 1, 0, 1, PP_TRANSPORT_NCCL) == PP_TRANSPORT_NCCL);
+    /* A boundary's transport: local on one pipeline device, shared on one GPU, whatever was
+     * selected; farther the selected one, or auto's pick: peer within a process, ipc between the
+     * processes of one host, nccl between hosts. */
+    static const struct {
+        pp_reach_t reach;
+        pp_transport_t selected, want;
+    } cases[] = {
+        {PP_REACH_DEVICE, PP_TRANSPORT_NCCL, PP_TRANSPORT_LOCAL},
+        {PP_REACH_DEVICE, PP_TRANSPORT_AUTO, PP_TRANSPORT_LOCAL},
+        {PP_REACH_GPU, PP_TRANSPORT_PEER, PP_TRANSPORT_SHARED},
+        {PP_REACH_GPU, PP_TRANSPORT_AUTO, PP_TRANSPORT_SHARED},
+        {PP_REACH_PROCESS, PP_TRANSPORT_NCCL, PP_TRANSPORT_NCCL},
+        {PP_REACH_PROCESS, PP_TRANSPORT_PEER, PP_TRANSPORT_PEER},
+        {PP_REACH_PROCESS, PP_TRANSPORT_AUTO, PP_TRANSPORT_PEER},
+        {PP_REACH_HOST, PP_TRANSPORT_PEER, PP_TRANSPORT_PEER}, /* refused by the run's checks */
+        {PP_REACH_HOST, PP_TRANSPORT_AUTO, PP_TRANSPORT_IPC},
+        {PP_REACH_HOST, PP_TRANSPORT_NCCL, PP_TRANSPORT_NCCL},
+        {PP_REACH_PROCESS, PP_TRANSPORT_IPC, PP_TRANSPORT_IPC},
+        {PP_REACH_NETWORK, PP_TRANSPORT_AUTO, PP_TRANSPORT_NCCL},
+        {PP_REACH_NETWORK, PP_TRANSPORT_NCCL, PP_TRANSPORT_NCCL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        EXPECT(transport_for_boundary(cases[k].reach, cases[k].selected) == cases[k].want,
+               "reach %s, %s: %s", transport_reach_name(cases[k].reach),
+               transport_name(cases[k].selected),
+               transport_name(transport_for_boundary(cases[k].reach, cases[k].selected)));
     EXPECT(transport_row(PP_TRANSPORT_SHARED)->crosses_devices &&
            transport_row(PP_TRANSPORT_SHARED)->send_moves_bytes);
     EXPECT(!strcmp(transport_name((pp_transport_t)99), "none"));
@@ -1128,6 +1173,45 @@ static void test_transport_table(void)
     REQUIRE(config_load_string(&c, "t.yaml", "pipeline: {transport: nccl}\n", NULL, 0) == PP_OK);
     EXPECT(c.pipeline.transport == PP_TRANSPORT_NCCL);
     config_free(&c);
+}
+
+/* Where a boundary's ends are, from the job's devices and process layout: one device, one GPU (an
+ * ordinal repeated on one host only), one process, two processes of a host, two hosts. */
+static void test_boundary_reach(void)
+{
+    pp_job_t job;
+    ts_job_defaults(&job);
+    job.pipeline.devices_all = 0;
+    job.pipeline.n_devices = 6;
+    const int ids[6] = {0, 0, 1, 2, 0, 1}; /* two hosts: devices 0-3 on host 0, 4-5 on host 1 */
+    const int rank[6] = {0, 0, 0, 1, 2, 2}, host[6] = {0, 0, 0, 0, 1, 1};
+    for (int d = 0; d < 6; d++) {
+        job.pipeline.device_ids[d] = ids[d];
+        job.procs.rank_of[d] = rank[d];
+        job.procs.host_of[d] = host[d];
+    }
+    job.procs.n_procs = 3;
+    job.procs.n_hosts = 2;
+    static const struct {
+        int a, b;
+        pp_reach_t want;
+    } cases[] = {
+        {2, 2, PP_REACH_DEVICE},  {0, 1, PP_REACH_GPU},     {1, 2, PP_REACH_PROCESS},
+        {2, 3, PP_REACH_HOST},    {3, 4, PP_REACH_NETWORK}, {0, 4, PP_REACH_NETWORK},
+        {4, 5, PP_REACH_PROCESS},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        EXPECT(job_boundary_reach(&job, cases[k].a, cases[k].b) == cases[k].want, "%d->%d: %s",
+               cases[k].a, cases[k].b,
+               transport_reach_name(job_boundary_reach(&job, cases[k].a, cases[k].b)));
+    job.pipeline.transport = PP_TRANSPORT_AUTO;
+    EXPECT(job_boundary_transport(&job, 1, 2) == PP_TRANSPORT_PEER);
+    EXPECT(job_boundary_transport(&job, 2, 3) == PP_TRANSPORT_IPC);
+    EXPECT(job_boundary_transport(&job, 3, 4) == PP_TRANSPORT_NCCL);
+    EXPECT(job_boundary_transport(&job, 0, 1) == PP_TRANSPORT_SHARED);
+    job.pipeline.transport = PP_TRANSPORT_PEER;
+    EXPECT(job_boundary_transport(&job, 2, 3) == PP_TRANSPORT_PEER);
+    job_free(&job);
 }
 
 /* The kind table: every kind `schedule.kind` accepts is found by its name and has a generator, the
@@ -1221,12 +1305,22 @@ static void test_processes(void)
         {"pipeline:\n  devices: 4\n  devices_per_process: 2\n", 1,
          "t.yaml:3:24: pipeline.devices_per_process: 2 devices per process x 1 process = 2, but "
          "the pipeline has 4 devices (allowed: p / processes, or 0 for an even split)\n"},
+        /* GPUs shared within a process: auto's shared and peer copies; between the processes of
+         * one host auto picks ipc, which takes shared GPUs; nccl needs a GPU per pipeline device */
+        {"pipeline:\n  devices: [0, 0, 1, 1]\n", 1, NULL},
+        {"pipeline:\n  devices: [0, 0, 1, 1]\n  transport: auto\n", 2, NULL},
+        {"pipeline:\n  devices: [0, 1, 1, 2]\n", 2,
+         NULL}, /* no nccl: 1->2 shared (refused later) */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pp_config_t cfg;
         pp_job_t jcfg = {0};
         REQUIRE(config_load_string(&cfg, "t.yaml", cases[i].yaml, NULL, 0) == PP_OK);
         REQUIRE(ts_resolve(&jcfg, &cfg, 0) == PP_OK);
+        const int p = jcfg.pipeline.n_devices, k = p % cases[i].procs ? 1 : p / cases[i].procs;
+        jcfg.procs.n_procs = cases[i].procs; /* one host, the even split */
+        for (int d = 0; d < p; d++)
+            jcfg.procs.rank_of[d] = d / k < cases[i].procs ? d / k : cases[i].procs - 1;
         ts_capture_begin();
         pp_status_t st = job_check_processes(&jcfg, &cfg, cases[i].procs);
         const char *e = ts_capture_end();
@@ -1281,5 +1375,6 @@ int main(void)
     RUN(test_kind_table);
     RUN(test_role_table);
     RUN(test_transport_table);
+    RUN(test_boundary_reach);
     return check_summary("test_config");
 }

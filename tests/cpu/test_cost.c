@@ -377,6 +377,70 @@ static void test_model_build(void)
     job_free(&cfg);
 }
 
+/* Under auto with two processes of two devices each on two hosts, the boundary between them goes
+ * over nccl and the others over peer: each transfer is priced by its own transport's link row, `send` is
+ * the slower, the simulated transfers take each its own, and the description names both. With
+ * cost.link set, every transport takes that link. */
+static void test_model_per_transport(void)
+{
+    pp_job_t cfg;
+    pp_schedule_t sch;
+    pp_plan_t plan;
+    pp_cost_model_t cm;
+    REQUIRE(ts_load_job(&cfg, "pipeline: {devices: 4, micro_batches: 4}\n", NULL, 0, -1) == PP_OK);
+    EXPECT(cfg.pipeline.transport == PP_TRANSPORT_AUTO);
+    cfg.procs.n_procs = cfg.procs.n_hosts = 2;
+    for (int d = 0; d < 4; d++)
+        cfg.procs.rank_of[d] = cfg.procs.host_of[d] = d / 2;
+    REQUIRE(generate_schedule(&sch, &cfg) == PP_OK && plan_lower(&plan, &sch, &cfg) == PP_OK);
+    REQUIRE(cost_model_build(&cm, &cfg, &plan, NULL, NULL, NULL) == PP_OK);
+    const double bytes = (double)plan.boundary_bytes;
+    const double peer = link_time_ms(link_find("nvlink-peer"), bytes),
+                 nccl = link_time_ms(link_find("nvlink-nccl"), bytes);
+    EXPECT(peer != nccl, "the test needs two link rows of different speeds");
+    EXPECT_NEAR(cost_model_send(&cm, PP_TRANSPORT_PEER), peer, 0, 1e-12);
+    EXPECT_NEAR(cost_model_send(&cm, PP_TRANSPORT_NCCL), nccl, 0, 1e-12);
+    EXPECT_NEAR(cm.send, peer > nccl ? peer : nccl, 0, 1e-12);
+    pp_timeline_t tl;
+    REQUIRE(simulate_plan(&tl, &plan, &cm) == PP_OK);
+    int seen[PP_TRANSPORT_COUNT] = {0};
+    for (int k = 0; k < plan.n_ops; k++) {
+        const pp_op_t *o = &plan.ops[k];
+        if (o->role != PP_ROLE_SEND) continue;
+        int cross = o->device / 2 != plan.ops[o->peer].device / 2;
+        EXPECT(o->link == (cross ? PP_TRANSPORT_NCCL : PP_TRANSPORT_PEER), "op %d: %s", k,
+               transport_name(o->link));
+        EXPECT_NEAR(tl.t[k].end_ms - tl.t[k].start_ms, cross ? nccl : peer, 1e-9, 1e-9);
+        seen[o->link] = 1;
+    }
+    EXPECT(seen[PP_TRANSPORT_PEER] && seen[PP_TRANSPORT_NCCL]);
+    char desc[512];
+    cost_model_describe(desc, sizeof desc, &cm, &cfg, &plan, PP_COST_GPU, gpu_find("h100"), NULL);
+    EXPECT(strstr(desc, "(peer),") && strstr(desc, "(nccl)"), "%s", desc);
+    timeline_free(&tl);
+    cost_model_free(&cm);
+    /* cost.link prices every transport */
+    snprintf(cfg.cost_src.link, sizeof cfg.cost_src.link, "pcie");
+    REQUIRE(cost_model_build(&cm, &cfg, &plan, NULL, NULL, NULL) == PP_OK);
+    double pcie = link_time_ms(link_find("pcie"), bytes);
+    EXPECT_NEAR(cost_model_send(&cm, PP_TRANSPORT_PEER), pcie, 0, 1e-12);
+    EXPECT_NEAR(cost_model_send(&cm, PP_TRANSPORT_NCCL), pcie, 0, 1e-12);
+    cost_model_describe(desc, sizeof desc, &cm, &cfg, &plan, PP_COST_GPU, gpu_find("h100"), NULL);
+    EXPECT(!strstr(desc, "(peer)"), "one figure for every transfer: %s", desc);
+    cost_model_free(&cm);
+    /* one process: every boundary peer, as before auto */
+    cfg.cost_src.link[0] = '\0';
+    memset(&cfg.procs, 0, sizeof cfg.procs);
+    plan_free(&plan);
+    REQUIRE(plan_lower(&plan, &sch, &cfg) == PP_OK);
+    REQUIRE(cost_model_build(&cm, &cfg, &plan, NULL, NULL, NULL) == PP_OK);
+    EXPECT_NEAR(cm.send, peer, 0, 1e-12);
+    cost_model_free(&cm);
+    plan_free(&plan);
+    schedule_free(&sch);
+    job_free(&cfg);
+}
+
 static void test_hand_set_overrides(void)
 {
     pp_job_t cfg;
@@ -524,6 +588,7 @@ int main(void)
     RUN(test_recompute);
     RUN(test_tables);
     RUN(test_model_build);
+    RUN(test_model_per_transport);
     RUN(test_hand_set_overrides);
     RUN(test_config_errors);
     RUN(test_profile_calibration);

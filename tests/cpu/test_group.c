@@ -195,7 +195,13 @@ static void run_split(proc_t *procs, int n, const pp_plan_t *plan, const pp_cost
     for (int r = 0; r < n; r++) {
         proc_t *p = &procs[r];
         memset(p, 0, sizeof *p);
-        p->g = (pp_group_t){&thread_ops, r, n, r, n, &b};
+        p->g = (pp_group_t){.ops = &thread_ops,
+                            .rank = r,
+                            .size = n,
+                            .local_rank = r,
+                            .local_size = n,
+                            .n_hosts = 1,
+                            .impl = &b};
         p->plan = plan;
         p->cm = cm;
         p->drop_send = drop_send;
@@ -351,7 +357,13 @@ static void test_measured_merge(void)
     double lo = 0;
     for (int r = 0; r < 2; r++) {
         memset(&ms[r], 0, sizeof ms[r]);
-        ms[r].g = (pp_group_t){&thread_ops, r, 2, r, 2, &b};
+        ms[r].g = (pp_group_t){.ops = &thread_ops,
+                               .rank = r,
+                               .size = 2,
+                               .local_rank = r,
+                               .local_size = 2,
+                               .n_hosts = 1,
+                               .impl = &b};
         ms[r].plan = &plan;
         ms[r].whole = &whole;
         ms[r].shift = r == 0 ? 0 : ts_rand_uniform(-0.5, 0.5); /* rank 1 starts before or after */

@@ -9,6 +9,8 @@
  * are tested in test_report_explain.c. Times are drawn from a seeded generator.
  */
 #include "report/report.h"
+#include "schedule/generate.h"
+#include "sim/simulate.h"
 #include "tests/check.h"
 #include "support.h"
 #include "textcheck.h"
@@ -350,7 +352,9 @@ static void test_json_schema(void)
                                       "bubble_by_reason",
                                       "bubble_by_reason_simulated",
                                       "critical_path",
-                                      "what_if_step_ms"};
+                                      "what_if_step_ms",
+                                      "transport",
+                                      "boundaries"};
     static const char *const dev[] = {"device",
                                       "busy_ms",
                                       "idle_ms",
@@ -380,12 +384,16 @@ static void test_json_schema(void)
     char *js = print_json(&r);
     jp_t j;
     REQUIRE(json_valid(js, &j), "invalid JSON: %s", js);
-    int nt = 0, nd = 0;
+    int nt = 0, nd = 0, nb = 0;
     for (int k = 0; k < j.n_keys; k++) {
         if (j.key_depth[k] == 1) {
             EXPECT(nt < n_top && strcmp(j.keys[k], top[nt]) == 0, "top key %d is '%s'", nt,
                    j.keys[k]);
             nt++;
+        } else if (j.key_depth[k] == 3 && nt == n_top) { /* a boundary's */
+            static const char *const bkey[] = {"from", "to", "transport"};
+            EXPECT(strcmp(j.keys[k], bkey[nb % 3]) == 0, "boundary key '%s'", j.keys[k]);
+            nb++;
         } else if (j.key_depth[k] == 3) {
             EXPECT(strcmp(j.keys[k], dev[nd % n_dev]) == 0, "per_device key '%s', want '%s'",
                    j.keys[k], dev[nd % n_dev]);
@@ -394,6 +402,7 @@ static void test_json_schema(void)
     }
     EXPECT(nt == n_top, "%d top-level keys", nt);
     EXPECT(nd == n_dev * 2, "%d per-device keys", nd);
+    EXPECT(nb == 3 * r.n_boundaries && r.n_boundaries > 0, "%d boundary keys", nb);
     EXPECT(strstr(js, "\"schedule\":\"odd \\\"name\\\"\\\\ with\\ttab\"") != NULL, "%s", js);
     EXPECT(strstr(js, "\"mode\":\"measure\"") != NULL);
     EXPECT(strstr(js, "\"bubble_simulated\":null") != NULL, "NAN must print as null");
@@ -432,6 +441,65 @@ static void test_json_schema(void)
     timeline_free(&tl);
     job_free(&cfg);
     ts_plan_free(&x);
+}
+
+/* The boundaries a report names: each directed device pair once, in the order the stages cross
+ * them, chained where pairs continue each other over one transport; with two processes auto's ipc
+ * between them and peer within each. The table's line and the JSON's say the same. */
+static void test_boundaries(void)
+{
+    static const struct {
+        const char *yaml;
+        int procs; /* even split over this many processes */
+        const char *line, *json;
+    } cases[] = {
+        {"pipeline: {devices: 4}\n", 1, "# boundaries: 0->1->2->3 peer\n",
+         "\"transport\":\"auto\",\"boundaries\":[{\"from\":0,\"to\":1,\"transport\":\"peer\"},"
+         "{\"from\":1,\"to\":2,\"transport\":\"peer\"},{\"from\":2,\"to\":3,"
+         "\"transport\":\"peer\"}]}"},
+        {"pipeline: {devices: 4}\n", 2, "# boundaries: 0->1 peer, 1->2 ipc, 2->3 peer\n",
+         "{\"from\":1,\"to\":2,\"transport\":\"ipc\"}"},
+        {"pipeline: {devices: 4, transport: nccl}\n", 2, "# boundaries: 0->1->2->3 nccl\n",
+         "\"transport\":\"nccl\""},
+        {"pipeline: {devices: 4, chunks: 2}\nschedule: {kind: zb-v}\n", 1,
+         "# boundaries: 0->1->2->3 peer, 3->3 local, 3->2->1->0 peer\n",
+         "\"to\":3,\"transport\":\"local\""},
+        {"pipeline: {devices: 2, chunks: 2}\nschedule: {kind: interleaved-1f1b}\n", 1,
+         "# boundaries: 0->1->0 peer\n", "{\"from\":1,\"to\":0,\"transport\":\"peer\"}]"},
+        {"pipeline: {devices: [0, 0, 1]}\n", 1, "# boundaries: 0->1 shared, 1->2 peer\n",
+         "\"shared\""},
+        {"pipeline: {devices: 1, stages: 2}\nschedule: {kind: interleaved-1f1b}\n", 1,
+         "# boundaries: 0->0 local\n", "\"local\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_job_t job;
+        pp_schedule_t sch;
+        pp_plan_t plan;
+        pp_cost_model_t cm;
+        pp_timeline_t tl;
+        pp_report_t r;
+        pp_job_cost_t c = {.forward = 1, .backward_input = 1, .backward_weight = 1, .send = 0.1};
+        REQUIRE(ts_load_job(&job, cases[i].yaml, NULL, 0, -1) == PP_OK, "case %zu", i);
+        const int p = job.pipeline.n_devices;
+        job.procs.n_procs = cases[i].procs;
+        for (int d = 0; d < p; d++)
+            job.procs.rank_of[d] = d / (p / cases[i].procs);
+        REQUIRE(generate_schedule(&sch, &job) == PP_OK && plan_lower(&plan, &sch, &job) == PP_OK);
+        REQUIRE(cost_model_uniform(&cm, plan.n_stages, &c) == PP_OK);
+        REQUIRE(simulate_plan(&tl, &plan, &cm) == PP_OK);
+        REQUIRE(report_build(&r, &job, &plan, &tl, &tl) == PP_OK);
+        char *t = print_table(&r, &job), *js = print_json(&r);
+        EXPECT(strstr(t, cases[i].line), "case %zu: want %s in\n%s", i, cases[i].line, t);
+        EXPECT(strstr(js, cases[i].json), "case %zu: want %s in\n%s", i, cases[i].json, js);
+        free(t);
+        free(js);
+        report_free(&r);
+        timeline_free(&tl);
+        cost_model_free(&cm);
+        plan_free(&plan);
+        schedule_free(&sch);
+        job_free(&job);
+    }
 }
 
 static void test_table(void)
@@ -705,6 +773,7 @@ int main(void)
     RUN(test_simulated_and_throughput);
     RUN(test_peak_inflight);
     RUN(test_json_schema);
+    RUN(test_boundaries);
     RUN(test_table);
     RUN(test_table_wording);
     RUN(test_trace);

@@ -191,6 +191,35 @@ static void test_measured(void)
 }
 
 /* An input problem stops the chain; the run frees cleanly (ASan). */
+/* run_load_group sets the job's process layout from the group before lowering: two processes of
+ * two devices each, on two hosts, get nccl between them (the hosts apart) and peer within each;
+ * run_load alone gives every boundary peer. The load itself calls no collective (the group's
+ * row is left empty here). */
+static void test_load_group(void)
+{
+    pp_group_place_t places[2] = {{0, 0}, {1, 0}};
+    pp_group_t g = {.rank = 1, .size = 2, .local_size = 1, .n_hosts = 2, .places = places};
+    const char *yaml = "pipeline: {devices: 4, micro_batches: 4}\n";
+    pp_run_t r;
+    REQUIRE(run_load_group(&r, &g, "t.yaml", yaml, NULL, 0, 0) == PP_OK);
+    EXPECT(r.group == &g && r.job.procs.n_procs == 2 && r.job.procs.n_hosts == 2);
+    for (int d = 0; d < 4; d++)
+        EXPECT(r.job.procs.rank_of[d] == d / 2 && r.job.procs.host_of[d] == d / 2, "device %d", d);
+    EXPECT(job_boundary_reach(&r.job, 1, 2) == PP_REACH_NETWORK);
+    pp_transport_t link[4];
+    plan_boundary_links(&r.plan, link);
+    EXPECT(link[0] == PP_TRANSPORT_PEER && link[1] == PP_TRANSPORT_NCCL &&
+               link[2] == PP_TRANSPORT_PEER,
+           "%s %s %s", transport_name(link[0]), transport_name(link[1]), transport_name(link[2]));
+    run_free(&r);
+    REQUIRE(run_load(&r, "t.yaml", yaml, NULL, 0, 0) == PP_OK);
+    plan_boundary_links(&r.plan, link);
+    EXPECT(r.group == NULL && r.job.procs.n_procs == 1);
+    for (int s = 0; s < 3; s++)
+        EXPECT(link[s] == PP_TRANSPORT_PEER, "boundary %d: %s", s, transport_name(link[s]));
+    run_free(&r);
+}
+
 static void test_input_errors(void)
 {
     pp_run_t r;
@@ -223,5 +252,6 @@ int main(void)
     RUN(test_measured);
     RUN(test_simulated_what_if);
     RUN(test_input_errors);
+    RUN(test_load_group);
     return check_summary("test_run");
 }

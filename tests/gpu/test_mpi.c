@@ -36,7 +36,7 @@ static pp_status_t run_kind(pp_run_t *r, const char *kind, pp_group_t *g)
              "run: {steps: 3, warmup: 1}\n",
              ids, kind);
     pp_run_opts_t ro = {.measure = 1, .exec = execute_plan, .check_grads = 1, .group = g};
-    pp_status_t st = run_load(r, kind, yaml, NULL, 0, n_gpu);
+    pp_status_t st = run_load_group(r, g, kind, yaml, NULL, 0, n_gpu);
     if (g) {
         st = group_agree(g, st);
         if (st == PP_OK) st = run_check_processes(r, g);

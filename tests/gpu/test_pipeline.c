@@ -163,13 +163,11 @@ static void run_and_compare(const char *name, const char *yaml, const char *cons
         EXPECT(tl->has_op_times && timeline_makespan(tl) > 0, "%s: measured timeline is empty",
                label);
         /* Pipeline devices sharing a GPU: shared links, and the report says so. */
-        const int *cuda = cfg->pipeline.device_ids;
         for (int i = 0; i < plan->n_ops; i++) {
             const pp_op_t *o = &plan->ops[i];
             if (!pp_action_is_comm(o->kind)) continue; /* compute, or a copy to or from the host */
             int a = o->device, b = plan->ops[o->peer].device;
-            EXPECT(o->link ==
-                       transport_for_boundary(a, b, cuda[a], cuda[b], cfg->pipeline.transport),
+            EXPECT(o->link == job_boundary_transport(cfg, a, b),
                    "%s: op %d between devices %d and %d has link %s", label, i, a, b,
                    transport_name(o->link));
         }
