@@ -181,11 +181,12 @@ readme: $(BUILD)/ppsched
 check-includes:
 	@sh mk/check_includes.sh
 
-test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
+# bench_p2p is built for its command line's checks (tests/check_bench_p2p.sh), where CUDA is.
+test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS) $(filter %/bench_p2p,$(BENCH_BIN))
 	@PP_BUILD=$(BUILD) PP_MPI=$(MPI) PP_MPIRUN=$(MPIRUN) sh tests/run_tests.sh $(BUILD) \
 	    mk/check_includes.sh tests/check_include_rules.sh $(CPU_TESTS) \
 	    tests/check_install.sh tests/check_cli.sh tests/check_docs.sh tests/check_mpi.sh \
-	    tests/check_sanitize_split.sh -- $(GPU_TESTS) \
+	    tests/check_sanitize_split.sh tests/check_bench_p2p.sh -- $(GPU_TESTS) \
 	    $(if $(GPU_TESTS),tests/check_mpi_gpu.sh)
 
 test-cpu: $(CPU_TESTS)
