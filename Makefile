@@ -14,7 +14,8 @@
 #   make sanitize   the GPU tests (quick cases) under compute-sanitizer memcheck and racecheck
 #                   (needs a GPU; about 8 min on one H100; SANITIZE_JOBS=, SANITIZE_TIMEOUT=)
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local,
-#                   bench-overlap, bench-peer
+#                   bench-overlap, bench-peer, bench-p2p (2 GPUs or more: one boundary on every
+#                   transport and NCCL knob, then 1F1B and ZB-V on each transport setting)
 #   make install PREFIX=/usr/local  (ppsched, the schedules and the profiles they name)
 #
 # Options: CUDA_HOME=, NCCL_HOME=, MPI_HOME= (the MPI whose mpicc to use; MPI=off builds without
@@ -107,7 +108,7 @@ LIBS_CUDA :=
 LINK := $(CC)
 endif
 
-.PHONY: all run check-includes readme test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-overlap bench-peer install clean distclean format probe
+.PHONY: all run check-includes readme test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-overlap bench-peer bench-p2p install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -180,11 +181,12 @@ readme: $(BUILD)/ppsched
 check-includes:
 	@sh mk/check_includes.sh
 
-test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
+# bench_p2p is built for its command line's checks (tests/check_bench_p2p.sh), where CUDA is.
+test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS) $(filter %/bench_p2p,$(BENCH_BIN))
 	@PP_BUILD=$(BUILD) PP_MPI=$(MPI) PP_MPIRUN=$(MPIRUN) sh tests/run_tests.sh $(BUILD) \
 	    mk/check_includes.sh tests/check_include_rules.sh $(CPU_TESTS) \
 	    tests/check_install.sh tests/check_cli.sh tests/check_docs.sh tests/check_mpi.sh \
-	    tests/check_sanitize_split.sh -- $(GPU_TESTS) \
+	    tests/check_sanitize_split.sh tests/check_bench_p2p.sh -- $(GPU_TESTS) \
 	    $(if $(GPU_TESTS),tests/check_mpi_gpu.sh)
 
 test-cpu: $(CPU_TESTS)
@@ -287,6 +289,12 @@ bench: $(BUILD)/ppsched $(BENCH_BIN)
 PEER ?= all
 bench-peer: $(BUILD)/ppsched
 	@PEER=$(PEER) sh bench/run_peer.sh $(BUILD)
+
+# One boundary's transfer on every transport and NCCL knob (latency, rate, the slowdown of a GEMM
+# beside it: bench/bench_p2p.cu), then 1F1B and ZB-V on each transport setting side by side, with
+# the simulator's prediction of each (bench/run_p2p.sh). Needs 2 GPUs or more.
+bench-p2p: $(BUILD)/ppsched $(BUILD)/bench/bench_p2p
+	@sh bench/run_p2p.sh $(BUILD)
 
 # --- housekeeping ------------------------------------------------------------------------------
 # The schedules and the measured profiles side by side, as in the tree: a schedule's

@@ -1,9 +1,9 @@
 /*
  * bench_util.h — what the cuBLAS(Lt) benchmarks share: seeded random inputs (xorshift64, uniform
  * in [-1, 1), rounded to bf16 where asked; the generator's state is the caller's) and the check
- * macros CK (CUDA) and CKB (cuBLAS), which print the program's name (BENCH_NAME, defined before
- * the include), the call and the library's message, and return -1; bench_time_us, the median of a
- * callable's runs between CUDA events. Header-only: static inline.
+ * macros CK (CUDA), CKB (cuBLAS) and CKN (NCCL), which print the program's name (BENCH_NAME,
+ * defined before the include), the call and the library's message, and return -1; bench_time_us,
+ * the median of a callable's runs between CUDA events. Header-only: static inline.
  */
 #ifndef PP_BENCH_UTIL_H
 #define PP_BENCH_UTIL_H
@@ -14,6 +14,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <nccl.h>
 #include <algorithm>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +34,17 @@
         cublasStatus_t s_ = (call);                                                                \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
             fprintf(stderr, BENCH_NAME ": %s: %s\n", #call, cublasGetStatusString(s_));            \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+/* NCCL's own message (ncclGetLastError) follows the result's name: it says which value or which
+ * resource was refused. */
+#define CKN(call)                                                                                  \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) {                                                                   \
+            fprintf(stderr, BENCH_NAME ": %s: %s (%s)\n", #call, ncclGetErrorString(r_),           \
+                    ncclGetLastError(NULL));                                                       \
             return -1;                                                                             \
         }                                                                                          \
     } while (0)
