@@ -10,12 +10,12 @@
 #      transport setting below: one `ppsched compare` of both files per setting (steps/NAME.json),
 #      after the same with --simulate (steps/NAME.sim.json): that is the prediction, and the
 #      check: a setting whose keys this ppsched refuses is skipped, saying why (skipped.txt).
-#      The settings: peer with and without priorities; nccl as shipped; nccl as it ran before the
+#      The settings: peer with and without priorities; ipc; nccl as shipped; nccl as it ran before the
 #      levers ("today": one communicator per device, no wait for the peer, NCCL's own CTAs and
 #      policy, no priorities); today with each lever alone (pair communicators, wait_for_peer,
 #      max_ctas = each of P2P_CTAS, default 2,4,8, cta_policy efficiency and zero, priorities);
-#      and every lever together (P2P_TOGETHER: its --set options, default pair, wait on,
-#      max_ctas 4, priorities on).
+#      and, where P2P_TOGETHER gives --set options, that combination too (what ships is `nccl`:
+#      pair, wait on, NCCL's own CTAs, priorities on).
 #   3. mpirun -np p of schedules/1f1b.yaml as shipped (no transport set), where ppsched was built
 #      with MPI and mpirun is found (steps/mpirun.json).
 #
@@ -118,6 +118,7 @@ tab=$(printf '\t')
 {
     echo "peer${tab}--set pipeline.transport=peer"
     echo "peer-noprio${tab}--set pipeline.transport=peer --set run.priorities=off"
+    echo "ipc${tab}--set pipeline.transport=ipc"
     echo "nccl${tab}--set pipeline.transport=nccl"
     echo "nccl-today${tab}$(today_with)"
     echo "today+pair${tab}$(today_with nccl.communicators=pair)"
@@ -128,7 +129,7 @@ tab=$(printf '\t')
     echo "today+efficiency${tab}$(today_with nccl.cta_policy=efficiency)"
     echo "today+zero${tab}$(today_with nccl.cta_policy=zero)"
     echo "today+prio${tab}$(today_with run.priorities=on)"
-    echo "nccl-together${tab}${P2P_TOGETHER:---set pipeline.transport=nccl --set nccl.communicators=pair --set nccl.wait_for_peer=on --set nccl.max_ctas=4 --set run.priorities=on}"
+    [ -z "${P2P_TOGETHER:-}" ] || echo "nccl-together${tab}$P2P_TOGETHER"
 } >"$out/steps/settings.tsv"
 
 # step NAME SETS: simulate (the check and the prediction), then measure.
