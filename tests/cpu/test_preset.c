@@ -2,13 +2,16 @@
  * test_preset.c — the model presets (model/preset.h): the table's rows, `model: NAME` in its
  * three spellings (the section as one word, `preset:` among the keys, `--set model=NAME`), the
  * rule that a key the input writes wins over the preset wherever it stands, the message for an
- * unknown name (file:line:col and the names allowed).
+ * unknown name (file:line:col and the names allowed), and the shipped 7B- and 13B-class schedule
+ * files loaded, resolved and simulated on the cost model (nothing is allocated for the model).
  *
  * Messages are read back from stderr and compared whole. Runs from the repository root.
  */
 #include "tests/check.h"
 #include "config/config.h"
 #include "model/preset.h"
+#include "run/run.h"
+#include "schedule/kinds.h"
 #include "support.h"
 
 #include <string.h>
@@ -178,11 +181,58 @@ static void test_unknown_preset(void)
                    "7b, 13b)");
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The shipped files
+ * ------------------------------------------------------------------------------------------- */
+
+/* Each loads, resolves on its own device count, and simulates on the h100 description: it fits,
+ * the kinds rank as their bubbles say (ZB-V < ZB-H1 < 1F1B, interleaved < 1F1B), and the files
+ * agree with the preset's pipeline. */
+static void test_shipped_files(void)
+{
+    static const struct {
+        const char *path, *preset, *kind;
+        int chunks, m;
+    } files[] = {
+        {"schedules/7b-1f1b.yaml", "7b", "1f1b", 1, 16},
+        {"schedules/7b-zb-h1.yaml", "7b", "zb-h1", 1, 16},
+        {"schedules/7b-zb-v.yaml", "7b", "zb-v", 2, 16},
+        {"schedules/7b-interleaved.yaml", "7b", "interleaved-1f1b", 2, 16},
+        {"schedules/13b-1f1b.yaml", "13b", "1f1b", 1, 32},
+    };
+    double step[5] = {0};
+    for (int i = 0; i < 5; i++) {
+        const pp_preset_t *p = preset_find(files[i].preset);
+        pp_run_t r;
+        pp_run_opts_t ro = {0};
+        ts_capture_begin();
+        pp_status_t st = run_load(&r, files[i].path, NULL, NULL, 0, 0);
+        if (st == PP_OK) st = run_go(&r, &ro);
+        const char *e = ts_capture_end();
+        EXPECT(st == PP_OK, "%s: %s", files[i].path, e);
+        if (st == PP_OK) {
+            EXPECT(is_preset(&r.cfg, files[i].preset), "%s", files[i].path);
+            EXPECT(r.job.pipeline.n_devices == p->devices && r.plan.n_mb == files[i].m, "%s",
+                   files[i].path);
+            EXPECT(!strcmp(sched_kind_name(r.job.kind), files[i].kind) &&
+                       r.plan.chunks == files[i].chunks,
+                   "%s: %s", files[i].path, sched_kind_name(r.job.kind));
+            EXPECT(r.job.run.optimizer == PP_OPT_ADAMW, "%s", files[i].path);
+            EXPECT(r.mem.n_over == 0, "%s: does not fit", files[i].path);
+            step[i] = r.predicted_ms;
+        }
+        run_free(&r);
+    }
+    EXPECT(step[2] < step[1] && step[1] < step[0] && step[3] < step[0], "%g %g %g %g", step[0],
+           step[1], step[2], step[3]);
+}
+
 int main(void)
 {
     RUN(test_table);
     RUN(test_spellings);
     RUN(test_explicit_keys_win);
     RUN(test_unknown_preset);
+    RUN(test_shipped_files);
     return check_summary("test_preset");
 }
