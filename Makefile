@@ -14,7 +14,7 @@
 #   make sanitize   the GPU tests (quick cases) under compute-sanitizer memcheck and racecheck
 #                   (needs a GPU; about 8 min on one H100; SANITIZE_JOBS=, SANITIZE_TIMEOUT=)
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local,
-#                   bench-overlap, bench-peer
+#                   bench-overlap, bench-peer (SHAPE=7b: a model preset's shape)
 #   make install PREFIX=/usr/local  (ppsched, the schedules and the profiles they name)
 #
 # Options: CUDA_HOME=, NCCL_HOME=, MPI_HOME= (the MPI whose mpicc to use; MPI=off builds without
@@ -263,8 +263,12 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.cu.o $(BENCH_LIB) $(MPI_OBJ) $(BUILD)/lib
 	@mkdir -p $(@D)
 	$(CXX_LINK) $< $(BENCH_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
 
+# SHAPE= picks the model presets (model/preset.c) bench-stage and bench-peer measure: one name
+# (SHAPE=7b) or, for bench-stage, a comma-separated list; empty: each one's defaults (reference
+# and small).
+SHAPE ?=
 bench-stage: $(BUILD)/bench/bench_stage
-	$(BUILD)/bench/bench_stage
+	$(BUILD)/bench/bench_stage $(if $(SHAPE),--shape $(SHAPE))
 
 # Host-link copies for activation offload: pinned against pageable, alone and under compute.
 bench-offload: $(BUILD)/bench/bench_offload
