@@ -382,10 +382,11 @@ static const section_spec_t sections[] = {
     {"cost", cost_keys, N_OF(cost_keys), NULL},
 };
 
-/* `preset: NAME`: a row of model/preset.h. Each model key with a field, and
- * pipeline.micro_batch_size, takes the row's value unless the input set that key; a key written
- * later is applied over the row as usual. So an explicit key wins wherever it stands, and of two
- * presets (the file's, then a --set) the later fills what neither wrote. */
+/* `preset: NAME`: a row of model/preset.h for each model key with a field and for
+ * pipeline.micro_batch_size, each then marked as set here. In the file it fills the keys the file
+ * has not written yet (and one written after it is applied over it as usual), so a key the file
+ * writes wins wherever it stands; an override (`--set model=7b`) sets them all, as a later
+ * override wins over the file. */
 static pp_status_t set_preset(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
 {
     char allowed[128];
@@ -395,15 +396,19 @@ static pp_status_t set_preset(cfg_ctx_t *c, const yaml_node_t *n, const char *ke
     const pp_preset_t *row = preset_find(word);
     if (!row)
         return cfg_err(c, n, key, "unknown preset '%s' (allowed: %s)", PP_SHORT(word), allowed);
+    const int replace = c->set != NULL;
     for (int k = 0; k < N_OF(model_keys); k++) {
         const key_spec_t *ks = &model_keys[k];
-        if (ks->type == VAL_FN || cfg_is_set(c->cfg, ks->origin)) continue;
+        if (ks->type == VAL_FN || (!replace && cfg_is_set(c->cfg, ks->origin))) continue;
         /* VAL_INT and VAL_ENUM fields are ints (the _Static_assert above) */
         memcpy((char *)c->cfg + ks->off, (const char *)&row->model + (ks->off - OFF(model)),
                sizeof(int));
+        cfg_mark(c, ks->origin, n, key);
     }
-    if (!cfg_is_set(c->cfg, PP_CFG_MICRO_BATCH_SIZE))
+    if (replace || !cfg_is_set(c->cfg, PP_CFG_MICRO_BATCH_SIZE)) {
         c->cfg->pipeline.micro_batch_size = row->micro_batch_size;
+        cfg_mark(c, PP_CFG_MICRO_BATCH_SIZE, n, key);
+    }
     return PP_OK;
 }
 

@@ -1,10 +1,10 @@
 /*
- * test_preset.c — the model presets (model/preset.h): the table's rows, `model: NAME` in its
- * three spellings (the section as one word, `preset:` among the keys, `--set model=NAME`), the
- * rule that a key the input writes wins over the preset wherever it stands, the message for an
- * unknown name (file:line:col and the names allowed), and the shipped 7B- and 13B-class schedule
- * files loaded, resolved and simulated on the cost model (nothing is allocated for the model).
- *
+ * test_preset.c — the model presets (model/preset.h): the table's rows; `model: NAME` in its
+ * three spellings (the section as one word, `preset:` among the keys, `--set model=NAME`); the
+ * rules that a key the file writes wins over the file's preset wherever it stands and that
+ * overrides apply in order; the places messages name; an unknown name refused at its
+ * file:line:col with the names allowed; and the shipped 7B- and 13B-class schedule files loaded,
+ * resolved and simulated on the cost model (nothing is allocated for the model). *
  * Messages are read back from stderr and compared whole. Runs from the repository root.
  */
 #include "tests/check.h"
@@ -114,8 +114,10 @@ static void test_spellings(void)
     }
 }
 
-/* A key the input writes wins over the preset: before or after it in the mapping, in another
- * section (micro_batch_size), or in a --set on either side of a preset. */
+/* In the file, a key written beside the preset wins: before or after it in the mapping, or in
+ * another section (micro_batch_size). An override is applied in order, as every --set is: a
+ * preset there sets the whole shape, over the file's keys and earlier overrides, and a later
+ * override wins over it. */
 static void test_explicit_keys_win(void)
 {
     pp_config_t c;
@@ -133,31 +135,56 @@ static void test_explicit_keys_win(void)
     EXPECT(c.pipeline.micro_batch_size == 2 && c.model.dtype == PP_DTYPE_FP32);
     EXPECT(c.model.layers == 40 && c.model.hidden == 5120);
     config_free(&c);
+    REQUIRE(load(&c, "model: 13b\npipeline: {micro_batch_size: 3}\n", NULL, 0, &e) == PP_OK);
+    EXPECT(c.pipeline.micro_batch_size == 3 && c.model.layers == 40);
+    config_free(&c);
 
-    /* The file's keys stay under a later --set preset; a --set key stays under a later preset. */
+    /* Overrides in order: the preset replaces the file's hidden and the earlier seq_len; the
+     * later heads stays. */
     const char *sets[] = {"model.seq_len=2048", "model=7b", "model.heads=64"};
-    REQUIRE(load(&c, "model: {hidden: 8192}\n", sets, 3, &e) == PP_OK, "%s", e);
-    EXPECT(c.model.hidden == 8192 && c.model.seq_len == 2048 && c.model.heads == 64);
+    REQUIRE(load(&c, "model: {hidden: 8192}\npipeline: {micro_batch_size: 8}\n", sets, 3, &e) ==
+                PP_OK,
+            "%s", e);
+    EXPECT(c.model.hidden == 4096 && c.model.seq_len == 4096 && c.model.heads == 64);
     EXPECT(c.model.layers == 32 && c.model.vocab == 32000 && c.pipeline.micro_batch_size == 1);
     config_free(&c);
-
-    /* Of two presets the later fills what neither wrote. */
     const char *again[] = {"model=13b"};
     REQUIRE(load(&c, "model: {preset: 7b, layers: 20}\n", again, 1, &e) == PP_OK, "%s", e);
-    EXPECT(c.model.layers == 20 && c.model.hidden == 5120 && c.model.heads == 40);
+    EXPECT(is_preset(&c, "13b"));
     config_free(&c);
 
-    /* A written key still has its place: resolve names it, not the preset. */
+    /* So --set model=7b on a file that writes every model key is the 7B-class shape. */
+    const char *b7[] = {"model=7b"};
+    ts_capture_begin();
+    pp_status_t st = config_load(&c, "schedules/1f1b.yaml", b7, 1);
+    e = ts_capture_end();
+    EXPECT(st == PP_OK && is_preset(&c, "7b"), "%s", e);
+    config_free(&c);
+
+    /* A written key keeps its place, and the preset's keys name the preset's. */
     pp_job_t job = {0};
     REQUIRE(load(&c, "model:\n  preset: 7b\n  heads: 48\npipeline: {devices: 4}\n", NULL, 0, &e) ==
             PP_OK);
     ts_capture_begin();
-    pp_status_t st = ts_resolve(&job, &c, 4);
+    st = ts_resolve(&job, &c, 4);
     e = ts_capture_end();
     TS_EXPECT_REJECT(st, e,
                      "t.yaml:3:10: model.heads: hidden 4096 does not split into 48 heads "
                      "(allowed: a divisor of 4096)");
     job_free(&job);
+    config_free(&c);
+    REQUIRE(load(&c, "model: 7b\n", NULL, 0, &e) == PP_OK);
+    ts_capture_begin();
+    EXPECT(config_error_at(&c, PP_CFG_SEQ_LEN, 0, 0, "x") == PP_ERR_INPUT);
+    e = ts_capture_end();
+    EXPECT(!strcmp(e, "t.yaml:1:8: model.preset: x\n"), "%s", e);
+    config_free(&c);
+    const char *b13[] = {"model=13b"};
+    REQUIRE(load(&c, "model: {heads: 8}\n", b13, 1, &e) == PP_OK);
+    ts_capture_begin();
+    EXPECT(config_error_at(&c, PP_CFG_HEADS, 0, 0, "x") == PP_ERR_INPUT);
+    e = ts_capture_end();
+    EXPECT(!strcmp(e, "--set model=13b: x\n"), "%s", e);
     config_free(&c);
 }
 
