@@ -184,7 +184,7 @@ test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS)
 	@PP_BUILD=$(BUILD) PP_MPI=$(MPI) PP_MPIRUN=$(MPIRUN) sh tests/run_tests.sh $(BUILD) \
 	    mk/check_includes.sh tests/check_include_rules.sh $(CPU_TESTS) \
 	    tests/check_install.sh tests/check_cli.sh tests/check_docs.sh tests/check_mpi.sh \
-	    tests/check_sanitize_split.sh -- $(GPU_TESTS) \
+	    tests/check_sanitize_split.sh tests/check_bench_shape.sh -- $(GPU_TESTS) \
 	    $(if $(GPU_TESTS),tests/check_mpi_gpu.sh)
 
 test-cpu: $(CPU_TESTS)
@@ -287,10 +287,11 @@ bench: $(BUILD)/ppsched $(BENCH_BIN)
 
 # ppsched next to PyTorch: the whole model on one GPU against eager and torch.compile, then the
 # pipelines against torch.distributed.pipelining on the same GPUs (needs torch + torchrun).
-# PEER=one-gpu runs the one-GPU part alone, PEER=pipelines the pipelines alone.
+# PEER=one-gpu runs the one-GPU part alone, PEER=pipelines the pipelines alone; SHAPE=7b runs the
+# pipelines at that preset (bench/run_peer.sh).
 PEER ?= all
 bench-peer: $(BUILD)/ppsched
-	@PEER=$(PEER) sh bench/run_peer.sh $(BUILD)
+	@PEER=$(PEER) SHAPE=$(SHAPE) sh bench/run_peer.sh $(BUILD)
 
 # --- housekeeping ------------------------------------------------------------------------------
 # The schedules and the measured profiles side by side, as in the tree: a schedule's
