@@ -116,19 +116,9 @@ echo "# on $p of ${n_gpu}x $gpu, commit $commit -> $out"
 timeout_s=300
 failed=0
 
-# The presets of torch_peer.py as ppsched overrides: layers hidden heads seq_len vocab batch;
-# another (SHAPE=) by its name.
+# A model for ppsched: its preset (model/preset.c), which sets the micro-batch size too.
 model_sets() {
-    case $1 in
-    reference) set -- 24 1024 16 1024 8192 4 ;;
-    small) set -- 16 512 8 256 8192 2 ;;
-    *)
-        echo "--set model=$1"
-        return
-        ;;
-    esac
-    echo "--set model.layers=$1 --set model.hidden=$2 --set model.heads=$3" \
-        "--set model.seq_len=$4 --set model.vocab=$5 --set pipeline.micro_batch_size=$6"
+    echo "--set model=$1"
 }
 
 # torch_peer.py's arguments for a preset: its own, or the shape ppsched read (SHAPE=).

@@ -2,8 +2,8 @@
 # check_bench_shape.sh — the part of `make bench-peer SHAPE=` that runs without a GPU:
 # bench/peer_shape.sh, which reads a model preset's shape from ppsched for torch_peer.py. Its line
 # for each preset is ppsched's own resolved config (a shipped schedules/NAME-1f1b.yaml giving p and
-# m), an unknown name exits 2 with ppsched's message, and run_peer.sh parses. PP_BUILD names the
-# build folder; prints the summary line tests/run_tests.sh reads.
+# m), an unknown name exits 2 with ppsched's message, and the scripts that take a preset parse.
+# PP_BUILD names the build folder; prints the summary line tests/run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
@@ -38,7 +38,7 @@ else
     echo "  FAIL peer_shape.sh 70b: exit $rc (want 2), stderr: $(cat "$tmp/err")"
 fi
 
-for f in run_peer.sh peer_shape.sh; do
+for f in run_peer.sh peer_shape.sh run_one_gpu.sh predict_check.sh; do
     if sh -n "$root/bench/$f"; then
         passed=$((passed + 1))
     else
