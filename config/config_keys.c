@@ -313,7 +313,8 @@ static const int timing_values[] = {1, 0, 1, 0};
 #define FN_KEY(nm, fn, org) {nm, VAL_FN, 0, 0, 0, 0, NULL, NULL, fn, org}
 /* clang-format on */
 
-/* Every key with a field here has an origin: a preset fills only the fields the input left. */
+/* Every key with a field here has an origin: a preset (set_preset) skips the ones the file wrote
+ * before it and marks the ones it fills. */
 static const key_spec_t model_keys[] = {
     FN_KEY("preset", set_preset, -1),
     INT_KEY("layers", model.layers, 1, 100000, PP_CFG_LAYERS),
