@@ -14,8 +14,9 @@
 #   make sanitize   the GPU tests (quick cases) under compute-sanitizer memcheck and racecheck
 #                   (needs a GPU; about 8 min on one H100; SANITIZE_JOBS=, SANITIZE_TIMEOUT=)
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local,
-#                   bench-overlap, bench-peer, bench-p2p (2 GPUs or more: one boundary on every
-#                   transport and NCCL knob, then 1F1B and ZB-V on each transport setting)
+#                   bench-overlap, bench-peer (SHAPE=7b: a model preset's shape), bench-p2p (2 GPUs
+#                   or more: one boundary on every transport and NCCL knob, then 1F1B and ZB-V on
+#                   each transport setting)
 #   make install PREFIX=/usr/local  (ppsched, the schedules and the profiles they name)
 #
 # Options: CUDA_HOME=, NCCL_HOME=, MPI_HOME= (the MPI whose mpicc to use; MPI=off builds without
@@ -186,7 +187,7 @@ test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS) $(filter %/bench_p2p,$(BENCH_BI
 	@PP_BUILD=$(BUILD) PP_MPI=$(MPI) PP_MPIRUN=$(MPIRUN) sh tests/run_tests.sh $(BUILD) \
 	    mk/check_includes.sh tests/check_include_rules.sh $(CPU_TESTS) \
 	    tests/check_install.sh tests/check_cli.sh tests/check_docs.sh tests/check_mpi.sh \
-	    tests/check_sanitize_split.sh tests/check_bench_p2p.sh -- $(GPU_TESTS) \
+	    tests/check_sanitize_split.sh tests/check_bench_p2p.sh tests/check_bench_shape.sh -- $(GPU_TESTS) \
 	    $(if $(GPU_TESTS),tests/check_mpi_gpu.sh)
 
 test-cpu: $(CPU_TESTS)
@@ -265,8 +266,12 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.cu.o $(BENCH_LIB) $(MPI_OBJ) $(BUILD)/lib
 	@mkdir -p $(@D)
 	$(CXX_LINK) $< $(BENCH_LIB) $(MPI_OBJ) $(BUILD)/libppgpu.a $(BUILD)/libppcore.a -o $@ $(LIBS_CUDA) $(LIBS_MPI) $(LIBS)
 
+# SHAPE= picks the model presets (model/preset.c) bench-stage and bench-peer measure: one name
+# (SHAPE=7b) or, for bench-stage, a comma-separated list; empty: each one's defaults (reference
+# and small).
+SHAPE ?=
 bench-stage: $(BUILD)/bench/bench_stage
-	$(BUILD)/bench/bench_stage
+	$(BUILD)/bench/bench_stage $(if $(SHAPE),--shape $(SHAPE))
 
 # Host-link copies for activation offload: pinned against pageable, alone and under compute.
 bench-offload: $(BUILD)/bench/bench_offload
@@ -285,10 +290,11 @@ bench: $(BUILD)/ppsched $(BENCH_BIN)
 
 # ppsched next to PyTorch: the whole model on one GPU against eager and torch.compile, then the
 # pipelines against torch.distributed.pipelining on the same GPUs (needs torch + torchrun).
-# PEER=one-gpu runs the one-GPU part alone, PEER=pipelines the pipelines alone.
+# PEER=one-gpu runs the one-GPU part alone, PEER=pipelines the pipelines alone; SHAPE=7b runs the
+# pipelines at that preset (bench/run_peer.sh).
 PEER ?= all
 bench-peer: $(BUILD)/ppsched
-	@PEER=$(PEER) sh bench/run_peer.sh $(BUILD)
+	@PEER=$(PEER) SHAPE=$(SHAPE) sh bench/run_peer.sh $(BUILD)
 
 # One boundary's transfer on every transport and NCCL knob (latency, rate, the slowdown of a GEMM
 # beside it: bench/bench_p2p.cu), then 1F1B and ZB-V on each transport setting side by side, with

@@ -1,8 +1,8 @@
 /*
  * bench_local.cu — what the `local` transport's copy costs: one device-local copy of a stage
  * boundary (an activation or its gradient, micro_batch x seq x hidden elements) on its own
- * stream, timed with CUDA events, at the shapes of bench_stage (reference and small, bf16 and
- * fp32). `local` hands a boundary from one stage to the next on the same device as this copy
+ * stream, timed with CUDA events, at the reference and the small preset (model/preset.h, bf16
+ * and fp32). `local` hands a boundary from one stage to the next on the same device as this copy
  * (docs/architecture.md says why it is not a hand-over of the producer's buffer); set the numbers
  * beside bench_stage's forward time of the same shape to see the share of a step it takes.
  *
@@ -12,6 +12,7 @@
  * line per row. Exit 1 on a CUDA error, 2 on bad usage.
  */
 #include "common/pp_cuda.h"
+#include "model/preset.h"
 
 #include <algorithm>
 #include <stdio.h>
@@ -19,12 +20,8 @@
 #include <string.h>
 #include <vector>
 
-typedef struct local_shape {
-    const char *name;
-    int hidden, seq_len, batch;
-} local_shape_t;
-
-static const local_shape_t SHAPES[] = {{"reference", 1024, 1024, 4}, {"small", 512, 256, 2}};
+/* Rows of model/preset.h: a boundary is micro_batch_size x seq_len x hidden elements. */
+static const char *const SHAPES[] = {"reference", "small"};
 
 static int time_copy(size_t bytes, int iters, std::vector<float> &us)
 {
@@ -89,9 +86,10 @@ int main(int argc, char **argv)
     int rows = 0;
     for (int k = 0; k < 2; k++) {
         for (int e = 0; e < 2; e++) {
-            const local_shape_t *sh = &SHAPES[k];
+            const pp_preset_t *sh = preset_find(SHAPES[k]);
             size_t elem = e ? 4 : 2;
-            size_t bytes = (size_t)sh->batch * sh->seq_len * sh->hidden * elem;
+            size_t bytes =
+                (size_t)sh->micro_batch_size * sh->model.seq_len * sh->model.hidden * elem;
             std::vector<float> us;
             if (time_copy(bytes, iters, us) != 0) return 1;
             double med = us[(size_t)(iters - 1) / 2], p10 = us[(size_t)(iters - 1) / 10],

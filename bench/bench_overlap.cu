@@ -5,7 +5,7 @@
  * executor builds them, so the halves share nothing), and the pair is timed two ways, alternated:
  * `serial`, both halves one after the other on one stream; `overlap`, the forward on one stream
  * and the backward on a second, forked and joined with events, so the GPU may run them at once.
- * Each half alone is timed too. Shapes: the reference and the small model of bench_stage, one
+ * Each half alone is timed too. Shapes: the reference and the small preset (model/preset.h), one
  * chunk of a 4-device V placement (8 stages: 3 and 2 blocks), bf16.
  *
  *   bench_overlap [--iters N]
@@ -16,6 +16,7 @@
  * CUDA error, 2 on bad usage.
  */
 #include "common/pp_cuda.h"
+#include "model/preset.h"
 #include "stages/stage.h"
 
 #include <algorithm>
@@ -28,10 +29,21 @@
 typedef struct overlap_shape {
     const char *name;
     int hidden, heads, seq_len, batch, layers; /* layers: one chunk's blocks */
+    int vocab, total_layers;                   /* the whole model's */
 } overlap_shape_t;
 
-static const overlap_shape_t SHAPES[] = {{"reference", 1024, 16, 1024, 4, 3},
-                                         {"small", 512, 8, 256, 2, 2}};
+/* Rows of model/preset.h, each cut into 2 chunks a device on the devices it is sized for. */
+static const char *const SHAPES[] = {"reference", "small"};
+
+static overlap_shape_t shape_of(const pp_preset_t *p)
+{
+    overlap_shape_t sh;
+    sh.name = p->name;
+    sh.hidden = p->model.hidden, sh.heads = p->model.heads, sh.seq_len = p->model.seq_len;
+    sh.batch = p->micro_batch_size, sh.layers = p->model.layers / (2 * p->devices);
+    sh.vocab = p->model.vocab, sh.total_layers = p->model.layers;
+    return sh;
+}
 
 enum { MODE_F, MODE_B, MODE_SERIAL, MODE_OVERLAP, MODE_COUNT };
 static const char *const MODE_NAMES[MODE_COUNT] = {"forward", "backward", "serial", "overlap"};
@@ -63,10 +75,10 @@ static pp_status_t bench_init(bench_t *x, const overlap_shape_t *sh)
     c.hidden = sh->hidden;
     c.heads = sh->heads;
     c.seq_len = sh->seq_len;
-    c.vocab = 8192;
+    c.vocab = sh->vocab;
     c.micro_batch_size = sh->batch;
     c.n_layers = sh->layers;
-    c.total_layers = 8 * sh->layers;
+    c.total_layers = sh->total_layers;
     c.dtype = PP_DTYPE_BF16;
     c.seed = 1234;
     c.n_slots = 1;
@@ -173,7 +185,7 @@ int main(int argc, char **argv)
     printf("# %-10s %-9s %10s %10s %10s\n", "", "", "us", "us", "us");
     std::vector<std::string> json;
     for (size_t k = 0; k < sizeof SHAPES / sizeof *SHAPES; k++) {
-        const overlap_shape_t *sh = &SHAPES[k];
+        const overlap_shape_t shape = shape_of(preset_find(SHAPES[k])), *sh = &shape;
         bench_t x;
         std::vector<float> us[MODE_COUNT];
         if (bench_init(&x, sh) != PP_OK) return 1;

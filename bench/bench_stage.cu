@@ -3,11 +3,14 @@
  * events, launched eagerly and replayed from a CUDA graph, next to cuBLAS's bf16 GEMM rate at the
  * stage's own GEMM shapes measured in the same run.
  *
- *   bench_stage [--shape reference|small|both] [--iters N] [--warmup N] [--dtype bf16|fp32]
+ *   bench_stage [--shape NAME[,NAME...]|both] [--iters N] [--warmup N] [--dtype bf16|fp32]
  *               [--eager-only]
  *
- * Shapes: reference = hidden 1024, 16 heads, seq 1024, micro-batch 4, 6 blocks; small = hidden
- * 512, 8 heads, seq 256, micro-batch 2, 4 blocks; one stage per run.recompute setting, side by
+ * Shapes: one middle stage of a row of the preset table (model/preset.h): its hidden, heads,
+ * sequence and micro-batch, layers / devices blocks. both = reference and small (the default):
+ * hidden 1024, 16 heads, seq 1024, micro-batch 4, 6 blocks; hidden 512, 8 heads, seq 256,
+ * micro-batch 2, 4 blocks. 7b = hidden 4096, 32 heads, seq 4096, micro-batch 1, 8 blocks (the
+ * three stages take about 62.5 GiB together). One stage per run.recompute setting, side by
  * side, on one non-blocking stream, timed two ways (LAUNCHES). Eager: each iteration enqueues, for
  * every setting in turn, F then B and F then I then W with events between, and nothing waits until
  * all are enqueued, so the times hold whatever the host's launches leave the GPU waiting. Graph:
@@ -22,6 +25,7 @@
  */
 #include "common/pp_cuda.h"
 #include "kernels/kernels.h"
+#include "model/preset.h"
 #include "model/rng.h"
 #include "stages/stage.h"
 #include "stage_report.h"
@@ -36,10 +40,16 @@ typedef stage_report_stats_t stats_t;
 typedef stage_report_times_t times_t;
 typedef stage_report_result_t result_t;
 
-static const bench_shape_t SHAPES[] = {
-    {"reference", 1024, 16, 1024, 4, 6},
-    {"small", 512, 8, 256, 2, 4},
-};
+/* One middle stage of preset p: layers / devices blocks of its model, its micro-batch. */
+static bench_shape_t shape_of(const pp_preset_t *p)
+{
+    bench_shape_t sh;
+    sh.name = p->name;
+    sh.hidden = p->model.hidden, sh.heads = p->model.heads, sh.seq_len = p->model.seq_len;
+    sh.batch = p->micro_batch_size, sh.blocks = p->model.layers / p->devices;
+    sh.layers = p->model.layers, sh.vocab = p->model.vocab;
+    return sh;
+}
 
 #define N_MODES  STAGE_REPORT_MODES /* one stage per run.recompute setting, timed side by side */
 #define N_PASSES 5                  /* samples an iteration: F, B, I, W, F + B */
@@ -145,11 +155,11 @@ static pp_stage_cfg_t bench_cfg(const bench_shape_t *sh, pp_dtype_t dt, pp_recom
     c.hidden = sh->hidden;
     c.heads = sh->heads;
     c.seq_len = sh->seq_len;
-    c.vocab = 8192;
+    c.vocab = sh->vocab;
     c.micro_batch_size = sh->batch;
     c.n_layers = sh->blocks;
-    c.first_layer = sh->blocks;
-    c.total_layers = 4 * sh->blocks;
+    c.first_layer = sh->blocks; /* the second stage */
+    c.total_layers = sh->layers;
     c.dtype = dt;
     c.seed = 1234;
     c.n_slots = 1;
@@ -375,8 +385,38 @@ typedef stage_report_opts_t opts_t;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: bench_stage [--shape reference|small|both] [--iters N (>= 20)] "
-               "[--warmup N] [--dtype bf16|fp32] [--eager-only]\n");
+    char names[128];
+    preset_names(names, sizeof names);
+    fprintf(f,
+            "usage: bench_stage [--shape NAME[,NAME...]|both] [--iters N (>= 20)] "
+            "[--warmup N] [--dtype bf16|fp32] [--eager-only]\n"
+            "  NAME: a model preset (%s); both: reference,small (the default)\n",
+            names);
+}
+
+/* `--shape`: a comma-separated list of presets, or both; returns -1 to go on, or 2. */
+static int parse_shapes(const char *arg, opts_t *o)
+{
+    char list[256], names[128];
+    snprintf(list, sizeof list, "%s", strcmp(arg, "both") ? arg : "reference,small");
+    o->n_shapes = 0;
+    for (char *save = NULL, *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        const pp_preset_t *p = preset_find(w);
+        if (!p || o->n_shapes == STAGE_REPORT_SHAPES) {
+            preset_names(names, sizeof names);
+            fprintf(stderr,
+                    "bench_stage: --shape %s: %s (allowed: at most %d of %s, comma-separated, or "
+                    "both)\n",
+                    arg, p ? "too many shapes" : "unknown shape", STAGE_REPORT_SHAPES, names);
+            return 2;
+        }
+        o->shapes[o->n_shapes++] = shape_of(p);
+    }
+    if (o->n_shapes == 0) {
+        fprintf(stderr, "bench_stage: --shape '%s': no shape given\n", arg);
+        return 2;
+    }
+    return -1;
 }
 
 /* The options into o; returns -1 to go on, or the exit code. */
@@ -415,13 +455,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
         fprintf(stderr, "bench_stage: --iters must be >= 20 (got %d), --warmup >= 0\n", o->iters);
         return 2;
     }
-    o->use[0] = !strcmp(shape, "reference") || !strcmp(shape, "both");
-    o->use[1] = !strcmp(shape, "small") || !strcmp(shape, "both");
-    if (!o->use[0] && !o->use[1]) {
-        fprintf(stderr, "bench_stage: --shape %s (allowed: reference, small, both)\n", shape);
-        return 2;
-    }
-    return -1;
+    return parse_shapes(shape, o);
 }
 
 int main(int argc, char **argv)
@@ -441,13 +475,12 @@ int main(int argc, char **argv)
         return 1;
     }
     stage_report_preamble(&prop, &o);
-    result_t res[2 * N_MODES];
+    static result_t res[STAGE_REPORT_SHAPES * N_MODES];
     int n = 0;
-    for (int k = 0; k < 2; k++) {
-        if (!o.use[k]) continue;
-        pp_status_t st = bench_one(&SHAPES[k], o.dt, o.iters, o.warmup, o.n_launch, &res[n]);
+    for (int k = 0; k < o.n_shapes; k++) {
+        pp_status_t st = bench_one(&o.shapes[k], o.dt, o.iters, o.warmup, o.n_launch, &res[n]);
         if (st != PP_OK) {
-            fprintf(stderr, "bench_stage: %s shape failed: %s\n", SHAPES[k].name,
+            fprintf(stderr, "bench_stage: %s shape failed: %s\n", o.shapes[k].name,
                     pp_status_str(st));
             return pp_status_exit_code(st);
         }

@@ -62,7 +62,7 @@ profile_set=$(cd "$(dirname "$profile")" && pwd)/$(basename "$profile")
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "# predict_check: $gpu, profile $profile, commit $commit -> $out"
 
-small="--set model.layers=16 --set model.hidden=512 --set model.heads=8 --set model.seq_len=256 --set pipeline.micro_batch_size=2"
+small="--set model=small" # the preset: 16 layers, hidden 512, 8 heads, seq 256, micro-batch 2
 common="--set pipeline.devices=1 --set run.steps=5 --set run.warmup=2 --quiet --json"
 kinds="gpipe 1f1b interleaved zb-h1 zb-h2 zb-v dualpipe-v looped-bfs interleaved-zb auto"
 for model in reference small; do

@@ -42,9 +42,9 @@ date=$(date -u +%Y-%m-%d)
 echo "# run_one_gpu.sh: the reference model on one $gpu, m = $m, commit $commit -> $out"
 failed=0
 
-# The reference model (torch_one_gpu.py --preset reference), spelled out for ppsched.
-model="--set model.layers=24 --set model.hidden=1024 --set model.heads=16 --set model.seq_len=1024
-       --set model.vocab=8192 --set pipeline.micro_batch_size=4 --set model.dtype=bf16"
+# The reference model (torch_one_gpu.py --preset reference): ppsched's preset of the same name,
+# micro-batch 4 included.
+model="--set model=reference --set model.dtype=bf16"
 ours=$logs/one-gpu-ppsched.json
 start=$(date +%s)
 # shellcheck disable=SC2086

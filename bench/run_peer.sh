@@ -12,7 +12,16 @@
 # Before the pipelines, bench/run_one_gpu.sh: the whole model on one GPU against PyTorch eager
 # and torch.compile (OUTDIR/one_gpu.txt, one_gpu.jsonl). PEER= picks the parts: all (default),
 # one-gpu (that part alone, on one GPU), pipelines (the pipelines alone).
-# Exit codes: 0 ok, 2 missing ppsched, PyTorch or GPUs, 1 when any run failed.
+#
+# SHAPE=NAME (make bench-peer SHAPE=7b): the pipelines at that model preset (model/preset.c)
+# instead of the reference and the small model. bench/peer_shape.sh reads the shape from ppsched
+# itself; ppsched runs with --set model=NAME and torch_peer.py with the shape's keys, on the p GPUs
+# and the m of schedules/NAME-1f1b.yaml where it is shipped (7b: 4 GPUs, m = 16), else as above.
+# GPipe is left out at a preset: it holds all m micro-batches' activations (at 7b, m = 16, 87 GiB
+# a device predicted). With SHAPE=, PEER=all runs the pipelines alone (the one-GPU part is the
+# reference model's).
+# Exit codes: 0 ok, 2 missing ppsched, PyTorch or GPUs (or an unknown SHAPE), 1 when any run
+# failed.
 set -u
 
 peer=${PEER:-all}
@@ -21,6 +30,9 @@ all | pipelines | one-gpu) ;;
 *) echo "run_peer.sh: PEER=$peer: allowed: all, one-gpu, pipelines" >&2; exit 2 ;;
 esac
 one_gpu_rc=0
+# SHAPE= picks the pipelines' model; the one-GPU part is the reference model's, run alone by
+# PEER=one-gpu.
+[ "$peer" = all ] && [ -n "${SHAPE:-}" ] && peer=pipelines
 if [ "$peer" != pipelines ]; then
     sh "$(dirname "$0")/run_one_gpu.sh" "$@"
     one_gpu_rc=$?
@@ -55,6 +67,30 @@ fi
 # 2 or 4: both models' layers (24, 16) split into p and 2p stages, and m = 8, 32 divide by p.
 p=2
 [ "$n_gpu" -ge 4 ] && p=4
+schedules="gpipe 1f1b interleaved zb"
+micro_batches="8 32"
+presets="reference small"
+shape_line="reference: 24 layers, hidden 1024, 16 heads, seq 1024, vocab 8192, micro-batch 4; \
+small: 16, 512, 8, 256, 8192, 2"
+shape=${SHAPE:-}
+if [ -n "$shape" ]; then
+    # p m b layers hidden heads seq_len vocab, as ppsched resolves the preset
+    line=$(sh "$root/bench/peer_shape.sh" "$ppsched" "$shape" "$p") || exit $?
+    # shellcheck disable=SC2086
+    set -- $line
+    if [ -f "$root/schedules/$shape-1f1b.yaml" ]; then
+        p=$1
+        micro_batches=$2
+    fi
+    if [ "$n_gpu" -lt "$p" ]; then
+        echo "run_peer.sh: SHAPE=$shape runs on $p GPUs; $n_gpu found." >&2
+        exit 2
+    fi
+    schedules="1f1b interleaved zb"
+    presets=$shape
+    torch_shape="--layers $4 --hidden $5 --heads $6 --seq-len $7 --vocab $8 --micro-batch-size $3"
+    shape_line="$shape: $4 layers, hidden $5, $6 heads, seq $7, vocab $8, micro-batch $3"
+fi
 
 # NVLink SHARP and multicast memory stay off on these machines (for NCCL and PyTorch alike).
 export NCCL_NVLS_ENABLE=0
@@ -77,19 +113,20 @@ torch_version=$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)
 echo "# run_peer.sh: ppsched vs torch.distributed.pipelining $torch_version"
 echo "# on $p of ${n_gpu}x $gpu, commit $commit -> $out"
 
-schedules="gpipe 1f1b interleaved zb"
-micro_batches="8 32"
 timeout_s=300
 failed=0
 
-# The presets of torch_peer.py as ppsched overrides: layers hidden heads seq_len vocab batch.
+# A model for ppsched: its preset (model/preset.c), which sets the micro-batch size too.
 model_sets() {
+    echo "--set model=$1"
+}
+
+# torch_peer.py's arguments for a preset: its own, or the shape ppsched read (SHAPE=).
+torch_model() {
     case $1 in
-    reference) set -- 24 1024 16 1024 8192 4 ;;
-    small) set -- 16 512 8 256 8192 2 ;;
+    reference | small) echo "--preset $1" ;;
+    *) echo "--name $1 $torch_shape" ;;
     esac
-    echo "--set model.layers=$1 --set model.hidden=$2 --set model.heads=$3" \
-        "--set model.seq_len=$4 --set model.vocab=$5 --set pipeline.micro_batch_size=$6"
 }
 
 yaml_of() {
@@ -101,7 +138,7 @@ yaml_of() {
     esac
 }
 
-for preset in reference small; do
+for preset in $presets; do
     # ---- ppsched: one process per run ---------------------------------------------------------
     for m in $micro_batches; do
         for s in $schedules; do
@@ -128,9 +165,9 @@ for preset in reference small; do
         attempt=$((attempt + 1))
         log=$logs/torch-$preset-$attempt
         echo "# torchrun $preset: $remaining"
-        # shellcheck disable=SC2086
+        # shellcheck disable=SC2086,SC2046
         timeout -k 20 "$timeout_s" $torchrun --standalone --nproc_per_node="$p" \
-            bench/torch_peer.py --preset "$preset" --schedules "$remaining" \
+            bench/torch_peer.py $(torch_model "$preset") --schedules "$remaining" \
             --micro-batches "$(echo "$micro_batches" | tr ' ' ',')" --steps 8 --warmup 2 \
             --json "$log.jsonl" >"$log.log" 2>&1
         rc=$?
@@ -163,13 +200,14 @@ EOF
 done
 
 # ---- one table from both sides ----------------------------------------------------------------
-python3 - "$logs" "$out" "$p" "$n_gpu" "$gpu" "$commit" "$torch_version" "$schedules" \
+PEER_PRESETS=$presets PEER_SHAPE_LINE=$shape_line \
+    python3 - "$logs" "$out" "$p" "$n_gpu" "$gpu" "$commit" "$torch_version" "$schedules" \
     "$micro_batches" <<'EOF' || failed=1
 import glob, json, os, sys, time
 
 logs, out, p, n_gpu, gpu, commit, torch_version = sys.argv[1:8]
 schedules, micro_batches = sys.argv[8].split(), [int(x) for x in sys.argv[9].split()]
-presets = ["reference", "small"]
+presets = os.environ["PEER_PRESETS"].split()
 p = int(p)
 
 def load_ppsched(path):
@@ -245,8 +283,7 @@ pre = [f"ppsched vs torch.distributed.pipelining {torch_version}, {p} of {n_gpu}
        "PyTorch: barrier to cuda.synchronize (host clock) on the slowest rank, NCCL",
        "neither side runs an optimizer step; both fuse attention (PyTorch: SDPA; ppsched: its own "
        "flash-style kernel in bf16)",
-       "reference: 24 layers, hidden 1024, 16 heads, seq 1024, vocab 8192, micro-batch 4; "
-       "small: 16, 512, 8, 256, 8192, 2",
+       os.environ["PEER_SHAPE_LINE"],
        "interleaved: v = 2 on both sides; zb: ppsched ZB-H1 (v = 1) vs PyTorch "
        "ScheduleInterleavedZeroBubble (v = 2)"]
 names = ["preset", "schedule", "m", "ppsched", "pytorch", "speed-up", "ppsched", "pytorch", ""]

@@ -21,10 +21,14 @@ extern "C" {
 
 #define STAGE_REPORT_MODES    PP_RECOMPUTE_COUNT /* results per shape, one per setting */
 #define STAGE_REPORT_LAUNCHES 2                  /* ways of launching at most */
+#define STAGE_REPORT_SHAPES   8                  /* shapes one call runs at most */
 
+/* One middle stage of a model preset (model/preset.h): layers / devices blocks. */
 typedef struct stage_report_shape {
-    const char *name;
+    const char *name; /* the preset's */
     int hidden, heads, seq_len, batch, blocks;
+    int layers, vocab; /* the whole model's: the init scale of its residual projections; vocab is
+                        * unused by a middle stage */
 } stage_report_shape_t;
 
 typedef struct stage_report_stats {
@@ -52,7 +56,8 @@ typedef struct stage_report_result {
 
 /* What the command line asked for. */
 typedef struct stage_report_opts {
-    int use[2]; /* shapes to run: reference, small */
+    int n_shapes; /* shapes to run, in order */
+    stage_report_shape_t shapes[STAGE_REPORT_SHAPES];
     int iters, warmup;
     int n_launch; /* ways of launching to time: 1 under --eager-only */
     pp_dtype_t dt;

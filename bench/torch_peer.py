@@ -72,6 +72,9 @@ def parse_args(argv=None):
     for key in ("layers", "hidden", "heads", "seq_len", "vocab", "micro_batch_size"):
         ap.add_argument("--" + key.replace("_", "-"), dest=key, type=int, default=None,
                         help=f"override the preset's {key}")
+    ap.add_argument("--name", default=None,
+                    help="the shape's name in the table and the JSON (default: the preset's); "
+                    "run_peer.sh names a ppsched preset so, with every key above given")
     ap.add_argument("--schedules", default=DEFAULT_SCHEDULES,
                     help=f"comma-separated, from {','.join(SCHEDULES)} "
                     f"(default: {DEFAULT_SCHEDULES})")
@@ -100,6 +103,8 @@ def parse_args(argv=None):
     if shape["hidden"] % shape["heads"]:
         usage_error(f"hidden {shape['hidden']} does not split into {shape['heads']} heads")
     a.shape = shape
+    if a.name:
+        a.preset = a.name
     a.schedule_list = [s.strip() for s in a.schedules.split(",") if s.strip()]
     for s in a.schedule_list:
         if s not in SCHEDULES:

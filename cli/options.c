@@ -191,8 +191,9 @@ const cli_option_t cli_options[] = {
     {"simulate", 's', NULL, CLI_RUN, "predict with the cost model instead of running on GPUs",
      set_flag, AT(simulate), CLI_ONCE},
     {"set", 'S', "KEY=VALUE", CLI_RUN,
-     "override a config key, e.g. --set pipeline.micro_batches=32\n"
-     "(repeatable; see docs/schedule-format.md for every key)",
+     "override a config key, e.g. --set pipeline.micro_batches=32,\n"
+     "or the model by its preset: --set model=7b (repeatable, in\n"
+     "order; see docs/schedule-format.md for every key)",
      add_set, 0, 0},
     {"json", 'j', NULL, CLI_RUN, "print the report as JSON (the stable schema) instead of a table",
      NULL, 0, CLI_ONCE},

@@ -14,6 +14,7 @@
  */
 #include "config_internal.h"
 #include "common/input.h"
+#include "model/preset.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -46,6 +47,8 @@ const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     [PP_CFG_DEVICES_PER_PROCESS] = "pipeline.devices_per_process",
     [PP_CFG_SEQ_LEN] = "model.seq_len",
     [PP_CFG_MICRO_BATCH_SIZE] = "pipeline.micro_batch_size",
+    [PP_CFG_VOCAB] = "model.vocab",
+    [PP_CFG_DTYPE] = "model.dtype",
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -122,20 +125,16 @@ int cfg_pick(const pp_config_t *cfg, int fallback, ...)
 
 void config_defaults(pp_config_t *cfg)
 {
+    const pp_preset_t *model = preset_default(); /* the reference model */
     memset(cfg, 0, sizeof *cfg);
-    cfg->model = (pp_job_model_t){.layers = 24,
-                                  .hidden = 1024,
-                                  .heads = 16,
-                                  .seq_len = 1024,
-                                  .vocab = 8192,
-                                  .dtype = PP_DTYPE_BF16};
+    cfg->model = model->model;
     cfg->pipeline.devices_all = 1;
     cfg->pipeline.n_devices = 0;
     cfg->pipeline.stages = 0;
     cfg->pipeline.chunks = 1;
     cfg->pipeline.placement = PP_PLACEMENT_LOOP;
     cfg->pipeline.micro_batches = 8;
-    cfg->pipeline.micro_batch_size = 4;
+    cfg->pipeline.micro_batch_size = model->micro_batch_size;
     cfg->pipeline.transport = PP_TRANSPORT_AUTO;
     cfg->schedule.kind = PP_SCHED_1F1B;
     cfg->run = (pp_job_run_t){.steps = 10,

@@ -71,6 +71,8 @@ typedef enum pp_config_key {
     PP_CFG_DEVICES_PER_PROCESS,
     PP_CFG_SEQ_LEN,
     PP_CFG_MICRO_BATCH_SIZE,
+    PP_CFG_VOCAB, /* with the model keys above: a preset sees what the file wrote, and marks */
+    PP_CFG_DTYPE,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 

@@ -1,11 +1,14 @@
 /*
  * config_keys.c — the keys of the config (see config.c): one table per section giving each key's
  * type, range and field, the keys with rules of their own (devices, stages, the schedule's kind,
- * steps or csv, the transport), and applying a YAML document or one `--set section.key=value` to
- * a pp_config_t through the same tables, so both get the same messages.
+ * steps or csv, the transport, the model's preset), and applying a YAML document or one
+ * `--set section.key=value` to a pp_config_t through the same tables, so both get the same
+ * messages. A section may stand for one of its keys when written as a scalar: `model: 7b` is
+ * `model: {preset: 7b}`, and `--set model=7b` is `--set model.preset=7b`.
  */
 #include "config_internal.h"
 #include "model/gpu.h"
+#include "model/preset.h"
 #include "common/input.h"
 
 #include <ctype.h>
@@ -256,6 +259,9 @@ static pp_status_t set_profile(cfg_ctx_t *c, const yaml_node_t *n, const char *k
     return PP_OK;
 }
 
+/* `preset: NAME`, after the tables: it reads the model section's own. */
+static pp_status_t set_preset(cfg_ctx_t *c, const yaml_node_t *n, const char *key);
+
 /* ---------------------------------------------------------------------------------------------
  * The tables of keys
  * ------------------------------------------------------------------------------------------- */
@@ -280,6 +286,7 @@ typedef struct section_spec {
     const char *name;
     const key_spec_t *keys;
     int n_keys;
+    const char *scalar_key; /* the key a scalar written for the whole section sets, or NULL */
 } section_spec_t;
 
 static const char *const dtype_names[] = {"bf16", "fp32", NULL};
@@ -312,13 +319,16 @@ static const int cta_policy_values[] = {PP_NCCL_CTA_DEFAULT, PP_NCCL_CTA_EFFICIE
 #define FN_KEY(nm, fn, org) {nm, VAL_FN, 0, 0, 0, 0, NULL, NULL, fn, org}
 /* clang-format on */
 
+/* Every key with a field here has an origin: a preset (set_preset) skips the ones the file wrote
+ * before it and marks the ones it fills. */
 static const key_spec_t model_keys[] = {
+    FN_KEY("preset", set_preset, -1),
     INT_KEY("layers", model.layers, 1, 100000, PP_CFG_LAYERS),
     INT_KEY("hidden", model.hidden, 1, 1 << 20, PP_CFG_HIDDEN),
     INT_KEY("heads", model.heads, 1, 1 << 16, PP_CFG_HEADS),
     INT_KEY("seq_len", model.seq_len, 1, 1 << 20, PP_CFG_SEQ_LEN),
-    INT_KEY("vocab", model.vocab, 1, 1 << 24, -1),
-    ENUM_KEY("dtype", model.dtype, dtype),
+    INT_KEY("vocab", model.vocab, 1, 1 << 24, PP_CFG_VOCAB),
+    {"dtype", VAL_ENUM, OFF(model.dtype), 0, 0, 0, dtype_names, dtype_values, NULL, PP_CFG_DTYPE},
     FN_KEY("layers_per_stage", set_layers_per_stage, PP_CFG_LAYERS_PER_STAGE),
 };
 
@@ -380,13 +390,43 @@ static const key_spec_t cost_keys[] = {
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const section_spec_t sections[] = {
-    {"model", model_keys, N_OF(model_keys)},
-    {"pipeline", pipeline_keys, N_OF(pipeline_keys)},
-    {"schedule", schedule_keys, N_OF(schedule_keys)},
-    {"run", run_keys, N_OF(run_keys)},
-    {"cost", cost_keys, N_OF(cost_keys)},
-    {"nccl", nccl_keys, N_OF(nccl_keys)},
+    {"model", model_keys, N_OF(model_keys), "preset"},
+    {"pipeline", pipeline_keys, N_OF(pipeline_keys), NULL},
+    {"schedule", schedule_keys, N_OF(schedule_keys), NULL},
+    {"run", run_keys, N_OF(run_keys), NULL},
+    {"cost", cost_keys, N_OF(cost_keys), NULL},
+    {"nccl", nccl_keys, N_OF(nccl_keys), NULL},
 };
+
+/* `preset: NAME`: a row of model/preset.h for each model key with a field and for
+ * pipeline.micro_batch_size, each then marked as set here. In the file it fills the keys the file
+ * has not written yet (and one written after it is applied over it as usual), so a key the file
+ * writes wins wherever it stands; an override (`--set model=7b`) sets them all, as a later
+ * override wins over the file. */
+static pp_status_t set_preset(cfg_ctx_t *c, const yaml_node_t *n, const char *key)
+{
+    char allowed[128];
+    const char *word;
+    preset_names(allowed, sizeof allowed);
+    PP_CHECK(cfg_scalar(c, n, key, "one word", allowed, 0, &word));
+    const pp_preset_t *row = preset_find(word);
+    if (!row)
+        return cfg_err(c, n, key, "unknown preset '%s' (allowed: %s)", PP_SHORT(word), allowed);
+    const int replace = c->set != NULL;
+    for (int k = 0; k < N_OF(model_keys); k++) {
+        const key_spec_t *ks = &model_keys[k];
+        if (ks->type == VAL_FN || (!replace && cfg_is_set(c->cfg, ks->origin))) continue;
+        /* VAL_INT and VAL_ENUM fields are ints (the _Static_assert above) */
+        memcpy((char *)c->cfg + ks->off, (const char *)&row->model + (ks->off - OFF(model)),
+               sizeof(int));
+        cfg_mark(c, ks->origin, n, key);
+    }
+    if (replace || !cfg_is_set(c->cfg, PP_CFG_MICRO_BATCH_SIZE)) {
+        c->cfg->pipeline.micro_batch_size = row->micro_batch_size;
+        cfg_mark(c, PP_CFG_MICRO_BATCH_SIZE, n, key);
+    }
+    return PP_OK;
+}
 
 static const char *top_allowed = "name, model, pipeline, schedule, run, cost, nccl";
 
@@ -467,6 +507,9 @@ static pp_status_t apply_section(cfg_ctx_t *c, const section_spec_t *sec, const 
 {
     char allowed[256];
     if (cfg_node_is_null(m)) return PP_OK; /* `run:` with nothing under it */
+    /* `model: 7b`: a section written as one word is its scalar key */
+    if (m->type == YAML_SCALAR_NODE && sec->scalar_key)
+        return apply_key(c, sec, sec->scalar_key, m, m);
     if (m->type != YAML_MAPPING_NODE) {
         section_allowed(sec, allowed, sizeof allowed);
         return cfg_err(c, m, sec->name, "expected a mapping of keys, got %s (allowed: %s)",
@@ -538,14 +581,18 @@ pp_status_t cfg_apply_set(pp_config_t *cfg, const char *set)
     if (!eq || eq == set)
         return cfg_err(&c, NULL, NULL,
                        "expected section.key=value (allowed: e.g. pipeline.micro_batches=16)");
+    const section_spec_t *sec = NULL;
     if (!dot) {
+        /* `name=...`, or a section that stands for one of its keys (`model=7b`) */
         snprintf(name, sizeof name, "%.*s", (int)(eq - set), set);
-        if (strcmp(name, "name") != 0)
+        sec = strcmp(name, "name") ? find_section(name) : NULL;
+        if (strcmp(name, "name") != 0 && (!sec || !sec->scalar_key))
             return cfg_err(&c, NULL, NULL,
-                           "'%s' is not a key (allowed: name, or section.key with section one of "
-                           "model, pipeline, schedule, run, cost)",
-                           name);
+                           "'%s' is not a key (allowed: name, model=PRESET, or section.key with "
+                           "section one of model, pipeline, schedule, run, cost)",
+                           PP_SHORT(name));
         section[0] = '\0';
+        if (sec) snprintf(name, sizeof name, "%s", sec->scalar_key);
     } else {
         snprintf(section, sizeof section, "%.*s", (int)(dot - set), set);
         snprintf(name, sizeof name, "%.*s", (int)(eq - dot - 1), dot + 1);
@@ -561,7 +608,6 @@ pp_status_t cfg_apply_set(pp_config_t *cfg, const char *set)
     if (!*val)
         return cfg_err(&c, NULL, NULL, "no value after '=' (allowed: a YAML scalar or flow list)");
 
-    const section_spec_t *sec = NULL;
     if (section[0]) {
         sec = find_section(section);
         if (!sec)

@@ -32,9 +32,17 @@ static void plan_skips(pp_out_t *o, const pp_search_t *s)
         }
 }
 
-static void plan_row(pp_out_t *o, int rank, const pp_candidate_t *c)
+/* The schedule column's width for a label: 36, or more for a long one (a balanced split and a
+ * V placement each lengthen one). */
+static int plan_label_width(int w, const char *label)
 {
-    out_printf(o, "%4d  %-36s %3d %5d %4d %10.3f %10.4g %6.1f %8.2f %6.1f %8.2f  %s\n", rank,
+    int len = (int)strlen(label);
+    return len > w ? len : w;
+}
+
+static void plan_row(pp_out_t *o, int rank, const pp_candidate_t *c, int w)
+{
+    out_printf(o, "%4d  %-*s %3d %5d %4d %10.3f %10.4g %6.1f %8.2f %6.1f %8.2f  %s\n", rank, w,
                c->label, c->v, c->m, c->mbs, c->step_ms, c->tokens_per_s, 100 * c->bubble,
                c->peak_bytes / GIB, c->mb_equiv, c->sent_bytes / GIB, c->fits ? "fits" : "no");
 }
@@ -111,13 +119,16 @@ pp_status_t plan_print_table(const pp_search_t *s, int top, FILE *f)
     pp_out_t o;
     out_wrap(&o, f, "output", "the plan");
     plan_preamble(&o, s);
-    out_printf(&o, "#\n%4s  %-36s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "rank", "schedule",
-               "v", "m", "b", "step", "tokens/s", "bubble", "peak mem", "act", "p2p", "memory");
-    out_printf(&o, "%4s  %-36s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "", "", "", "", "seq",
-               "(ms)", "", "(%)", "(GiB)", "mb-eq", "(GiB)", "");
-    int shown = top < s->n ? top : s->n;
+    int shown = top < s->n ? top : s->n, w = 36;
     for (int i = 0; i < shown; i++)
-        plan_row(&o, i + 1, &s->c[i]);
+        w = plan_label_width(w, s->c[i].label);
+    out_printf(&o, "#\n%4s  %-*s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "rank", w,
+               "schedule", "v", "m", "b", "step", "tokens/s", "bubble", "peak mem", "act", "p2p",
+               "memory");
+    out_printf(&o, "%4s  %-*s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "", w, "", "", "",
+               "seq", "(ms)", "", "(%)", "(GiB)", "mb-eq", "(GiB)", "");
+    for (int i = 0; i < shown; i++)
+        plan_row(&o, i + 1, &s->c[i], w);
     int idx[64], n = plan_search_pareto(s, idx, 64);
     if (n > 0) {
         out_printf(&o, "#\n# memory against throughput (the Pareto front: no candidate that fits "
@@ -264,13 +275,16 @@ pp_status_t plan_print_verified(const pp_search_t *s, const pp_verified_t *v, in
                "#\n# verified: %d candidate%s run on the GPUs present, re-ranked by the measured "
                "step:\n",
                n, n == 1 ? "" : "s");
-    out_printf(&o, "%4s %4s  %-36s %10s %10s %7s %10s %9s %9s\n", "rank", "pred", "schedule",
+    int w = 36;
+    for (int i = 0; i < n; i++)
+        w = plan_label_width(w, s->c[v[i].rank - 1].label);
+    out_printf(&o, "%4s %4s  %-*s %10s %10s %7s %10s %9s %9s\n", "rank", "pred", w, "schedule",
                "predicted", "measured", "error", "tokens/s", "pred mem", "meas mem");
-    out_printf(&o, "%4s %4s  %-36s %10s %10s %7s %10s %9s %9s\n", "", "rank", "", "(ms)", "(ms)",
+    out_printf(&o, "%4s %4s  %-*s %10s %10s %7s %10s %9s %9s\n", "", "rank", w, "", "(ms)", "(ms)",
                "(%)", "measured", "(GiB)", "(GiB)");
     for (int i = 0; i < n; i++)
-        out_printf(&o, "%4d %4d  %-36s %10.3f %10.3f %+7.1f %10.4g %9.2f %9.2f\n", i + 1, v[i].rank,
-                   s->c[v[i].rank - 1].label, v[i].predicted_ms, v[i].measured_ms,
+        out_printf(&o, "%4d %4d  %-*s %10.3f %10.3f %+7.1f %10.4g %9.2f %9.2f\n", i + 1, v[i].rank,
+                   w, s->c[v[i].rank - 1].label, v[i].predicted_ms, v[i].measured_ms,
                    100 * (v[i].predicted_ms - v[i].measured_ms) / v[i].measured_ms,
                    s->tokens / (v[i].measured_ms / 1000), v[i].predicted_bytes / GIB,
                    v[i].measured_bytes / GIB);

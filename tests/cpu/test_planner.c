@@ -9,8 +9,9 @@
  * refusals are counted by reason; the Pareto front only grows in memory and speed; --verify runs
  * the best through the chain with a stand-in executor and re-ranks them by its "measurement".
  * The search counts AdamW's state unless told otherwise and says so, notes a wide model on the
- * default vocabulary, stops at its budget counting what it left (the largest plans), and frees
- * the file it read when the file is bad.
+ * default vocabulary, stops at its budget counting what it left (the largest plans), frees
+ * the file it read when the file is bad, and widens its table for a long label (the shipped
+ * 13B-class file on 8 GPUs).
  */
 #include "tests/check.h"
 #include "model/cost.h"
@@ -464,6 +465,38 @@ static void test_vocab_note(void)
     }
 }
 
+/* The 13B-class file on 8 GPUs: labels longer than the schedule column's 36 (a balanced split)
+ * widen it, so every row's last column starts where the header's does. */
+static void test_long_labels_aligned(void)
+{
+    pp_search_t s;
+    pp_plan_query_t q = {.path = "schedules/13b-1f1b.yaml", .gpus = 8};
+    REQUIRE(plan_search(&s, &q) == PP_OK);
+    int longest = 0;
+    for (int i = 0; i < 8 && i < s.n; i++)
+        if ((int)strlen(s.c[i].label) > longest) longest = (int)strlen(s.c[i].label);
+    EXPECT(longest > 36, "the 8 shown have labels of %d at most", longest);
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    REQUIRE(f);
+    EXPECT(plan_print_table(&s, 8, f) == PP_OK);
+    fclose(f);
+    int col = -1, rows = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#' || !strstr(line, "  ")) continue;
+        char *last = strrchr(line, ' ');
+        if (last == line + strlen(line) - 1) continue; /* the units row ends in spaces */
+        int at = (int)(last - line);
+        if (col < 0) col = at;
+        EXPECT(at == col, "'%s': the last column at %d, not %d", line, at, col);
+        rows++;
+    }
+    EXPECT(rows == 9, "%d rows with the header", rows);
+    free(buf);
+    plan_search_free(&s);
+}
+
 /* A budget that runs out at once: the smallest plan is predicted, every other one is counted as
  * left out, and the outputs say so; without a budget nothing is left out. */
 static void test_budget(void)
@@ -534,6 +567,7 @@ int main(void)
     RUN(test_verify);
     RUN(test_optimizer_counted);
     RUN(test_vocab_note);
+    RUN(test_long_labels_aligned);
     RUN(test_budget);
     RUN(test_bad_file_freed);
     unlink(yaml_path);
