@@ -602,6 +602,10 @@ const char *p2p_describe(const pp_p2p_t *p, pp_transport_t t, int a, int b)
 void p2p_abort(pp_p2p_t *p)
 {
     if (!p || p->aborted) return;
+    /* Every meeting's flags raised from the host: a stream waiting on one (a peer that will never
+     * come) goes on, so the step drains and the memory can be freed. */
+    for (int k = 0; p->flags && k < 2 * p->n_meet; k++)
+        __atomic_store_n(&p->flags[k], 1u, __ATOMIC_SEQ_CST);
     for (int i = 0; i < n_comms(p); i++)
         if (*comm_at(p, i)) ncclCommAbort(*comm_at(p, i));
     p->aborted = 1;

@@ -101,7 +101,8 @@ pp_status_t p2p_pair_end(pp_p2p_t *p, pp_transport_t t);
  * a peer pair without peer access. */
 const char *p2p_describe(const pp_p2p_t *p, pp_transport_t t, int a, int b);
 
-/* Abort every communicator (after a timeout): pending NCCL work is cancelled. */
+/* Abort every communicator (after a timeout): pending NCCL work is cancelled, and every meeting's
+ * flags are raised, so a stream waiting for a peer that will never come goes on. */
 void p2p_abort(pp_p2p_t *p);
 
 /* 1 when the communicators were created. */
