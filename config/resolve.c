@@ -115,8 +115,8 @@ static pp_status_t resolve_split(pp_job_t *job, const pp_config_t *cfg)
 static pp_status_t check_placement(const pp_job_t *job, const pp_config_t *cfg)
 {
     char msg[512];
-    if (sched_kind_check_placement(job->kind, job->pipeline.chunks,
-                                   job->pipeline.placement, msg, sizeof msg) == PP_KIND_OK)
+    if (sched_kind_check_placement(job->kind, job->pipeline.chunks, job->pipeline.placement, msg,
+                                   sizeof msg) == PP_KIND_OK)
         return PP_OK;
     return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_PLACEMENT, PP_CFG_PLACEMENT, PP_CFG_KIND, -1), "%s",
                       msg);

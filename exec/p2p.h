@@ -5,8 +5,8 @@
  * each posts a transfer as two halves, the send half on the sender's stream and the receive half
  * on the receiver's, so that a process owning one end posts only that end: under an MPI launch
  * (pp_group.h) a process drives its share of the devices and a boundary between processes is
- * an ncclSend on one and an ncclRecv on the other, or an ipc copy into the other's slot. `peer`: peer
- * access is enabled between every pair that allows it; the send half is one copy into the
+ * an ncclSend on one and an ncclRecv on the other, or an ipc copy into the other's slot. `peer`:
+ * peer access is enabled between every pair that allows it; the send half is one copy into the
  * receiver's buffer (cudaMemcpyAsync over unified addresses, or cudaMemcpyPeerAsync staged by the
  * driver where peer access is impossible) and the receive half posts nothing. `local`: both ends on
  * one device, the same copy; `shared`: two pipeline devices on one CUDA device, the same copy.

@@ -115,7 +115,7 @@ typedef struct pp_job_nccl {
     int wait_for_peer; /* 1: where one process posts both halves of a transfer, each half's stream
                           also waits for the other half's dependencies, so neither kernel is
                           launched to spin before its peer can meet it */
-    int max_ctas;      /* most CTAs a communicator's kernels take (ncclConfig_t maxCTAs); 0: NCCL's */
+    int max_ctas; /* most CTAs a communicator's kernels take (ncclConfig_t maxCTAs); 0: NCCL's */
     pp_nccl_cta_policy_t cta_policy;
 } pp_job_nccl_t;
 
@@ -155,18 +155,18 @@ typedef struct pp_job_procs {
 } pp_job_procs_t;
 
 typedef struct pp_job {
-    char *path;             /* the YAML file it came from (messages); owned */
-    char *name;             /* the schedule's name (`name:` or the file's base name); owned */
-    pp_sched_kind_t kind;   /* a row of schedule/kinds.h (steps and csv: a written schedule) */
-    pp_job_model_t model;   /* layers_per_stage filled for every stage */
+    char *path;                 /* the YAML file it came from (messages); owned */
+    char *name;                 /* the schedule's name (`name:` or the file's base name); owned */
+    pp_sched_kind_t kind;       /* a row of schedule/kinds.h (steps and csv: a written schedule) */
+    pp_job_model_t model;       /* layers_per_stage filled for every stage */
     pp_job_pipeline_t pipeline; /* devices, stages and chunks resolved */
     pp_job_run_t run;
     pp_job_nccl_t nccl;
     pp_job_cost_t cost;         /* the hand-set `cost:` values (cost_hand_set says if any) */
     pp_job_cost_src_t cost_src; /* cost_src.profile owned */
-    int cost_hand_set;          /* 1: any of cost.forward, backward_input, backward_weight, send set */
-    int overlap_set;            /* 1: cost.overlap set (else the profile's or the GPU's) */
-    pp_job_procs_t procs;       /* the processes and hosts the pipeline devices are on */
+    int cost_hand_set;    /* 1: any of cost.forward, backward_input, backward_weight, send set */
+    int overlap_set;      /* 1: cost.overlap set (else the profile's or the GPU's) */
+    pp_job_procs_t procs; /* the processes and hosts the pipeline devices are on */
 } pp_job_t;
 
 /* Tokens per training step of m micro-batches: m * micro_batch_size * seq_len. m is the plan's

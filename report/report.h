@@ -66,7 +66,7 @@ typedef struct pp_report {
     pp_report_boundary_t *boundaries; /* [n_boundaries]: each directed device pair the stage
                                          boundaries cross, first crossing first */
     pp_device_stats_t *per_device;    /* [devices] */
-    pp_explain_t explain;          /* idle by reason, critical path, what-if (explain.h) */
+    pp_explain_t explain;             /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;
 
 /* Every op time and step time of `tl` is finite: else prints which is not, and that an op cost

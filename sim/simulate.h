@@ -39,9 +39,9 @@ typedef struct pp_cost_model {
     double send;           /* one cross-device transfer (a transport with no figure of its own) */
     double send_by[PP_TRANSPORT_COUNT]; /* one transfer over each transport, where it has a
                                            figure of its own (> 0); 0: `send` */
-    double host_link_gbps; /* OFFLOAD and RELOAD: GB/s each direction (0: free) */
-    double overlap;        /* 0..1 (cost.overlap): an overlapped pair's backward half starts
-                              once (1 - overlap) of its forward half has run; 0 runs them serially */
+    double host_link_gbps;              /* OFFLOAD and RELOAD: GB/s each direction (0: free) */
+    double overlap; /* 0..1 (cost.overlap): an overlapped pair's backward half starts
+                       once (1 - overlap) of its forward half has run; 0 runs them serially */
 } pp_cost_model_t;
 
 pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_job_cost_t *c);

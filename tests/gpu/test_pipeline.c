@@ -238,9 +238,9 @@ static void check_case(const char *kind, int p, const char *transport, const cha
 static void nccl_levers_match_reference(void)
 {
     if (n_gpus < 2) SKIP("nccl needs a GPU per pipeline device, %d present", n_gpus);
-    static const char *levers[] = {"nccl.communicators=device", "nccl.max_ctas=1",
+    static const char *levers[] = {"nccl.communicators=device",  "nccl.max_ctas=1",
                                    "nccl.cta_policy=efficiency", "nccl.cta_policy=zero",
-                                   "nccl.wait_for_peer=off", "run.priorities=off"};
+                                   "nccl.wait_for_peer=off",     "run.priorities=off"};
     static const char *kinds[] = {"schedule.kind=1f1b", "schedule.kind=zb-v"};
     const int p = n_gpus >= 4 ? 4 : 2;
     char devs[64], label[128];
