@@ -17,6 +17,11 @@
 #                   bench-overlap, bench-peer (SHAPE=7b: a model preset's shape), bench-p2p (2 GPUs
 #                   or more: one boundary on every transport and NCCL knob, then 1F1B and ZB-V on
 #                   each transport setting)
+#   make check-predict  the cost and memory model against measurement on the GPUs present (p = 4, 2
+#                   or 1 of them): every kind at the reference and small models, m = 8 and 32, and
+#                   one sequence per micro-batch; predicted against measured step, bubble and
+#                   memory, a priori and with PROFILE= (default profiles/<gpu>.yaml); exits 1
+#                   past the targets (bench/predict_check.sh)
 #   make install PREFIX=/usr/local  (ppsched, the schedules and the profiles they name)
 #
 # Options: CUDA_HOME=, NCCL_HOME=, MPI_HOME= (the MPI whose mpicc to use; MPI=off builds without
@@ -109,7 +114,7 @@ LIBS_CUDA :=
 LINK := $(CC)
 endif
 
-.PHONY: all run check-includes readme test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-overlap bench-peer bench-p2p install clean distclean format probe
+.PHONY: all run check-includes readme test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-overlap bench-peer bench-p2p check-predict install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -187,7 +192,8 @@ test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS) $(filter %/bench_p2p,$(BENCH_BI
 	@PP_BUILD=$(BUILD) PP_MPI=$(MPI) PP_MPIRUN=$(MPIRUN) sh tests/run_tests.sh $(BUILD) \
 	    mk/check_includes.sh tests/check_include_rules.sh $(CPU_TESTS) \
 	    tests/check_install.sh tests/check_cli.sh tests/check_docs.sh tests/check_mpi.sh \
-	    tests/check_sanitize_split.sh tests/check_bench_p2p.sh tests/check_bench_shape.sh -- $(GPU_TESTS) \
+	    tests/check_sanitize_split.sh tests/check_bench_p2p.sh tests/check_bench_shape.sh \
+	    tests/check_bench_predict.sh -- $(GPU_TESTS) \
 	    $(if $(GPU_TESTS),tests/check_mpi_gpu.sh)
 
 test-cpu: $(CPU_TESTS)
@@ -301,6 +307,12 @@ bench-peer: $(BUILD)/ppsched
 # the simulator's prediction of each (bench/run_p2p.sh). Needs 2 GPUs or more.
 bench-p2p: $(BUILD)/ppsched $(BUILD)/bench/bench_p2p
 	@sh bench/run_p2p.sh $(BUILD)
+
+# The prediction check (bench/predict_check.sh): measured runs against the model's predictions, a
+# priori and with the profile PROFILE (empty: profiles/<gpu>.yaml), checked against the targets.
+PROFILE ?=
+check-predict: $(BUILD)/ppsched
+	@sh bench/predict_check.sh $(BUILD) $(PROFILE)
 
 # --- housekeeping ------------------------------------------------------------------------------
 # The schedules and the measured profiles side by side, as in the tree: a schedule's
