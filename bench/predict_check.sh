@@ -247,6 +247,7 @@ for cid, shape, sched, m, _ in cases:
     row["step_profile"] = num((prof or {}).get("step_ms"))
     row["bubble"] = num((meas or {}).get("bubble"))
     row["bubble_apriori"] = num((gpu or {}).get("bubble"))
+    row["bubble_profile"] = num((prof or {}).get("bubble"))  # results.json only, not checked
     row["mem_gib"], row["mem_pred_gib"] = fullest(meas)
     if meas is None and gpu is not None:  # the model's figure, for the row
         row["mem_pred_gib"] = max((num(d.get("peak_mem_bytes")) or 0) for d in gpu["per_device"]) / GIB
