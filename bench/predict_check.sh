@@ -239,6 +239,9 @@ with open(os.path.join(out, "cases.tsv")) as f:
 for cid, shape, sched, m, _ in cases:
     base = os.path.join(out, cid)
     meas, gpu, prof = (load(base + s) for s in (".measured.json", ".gpu.json", ".profile.json"))
+    simulated = meas is not None and meas.get("mode") != "measure"  # a ppsched without CUDA
+    if simulated:
+        meas = None
     t = TARGETS["b1" if shape.endswith("/b1") else "pipeline"]
     row = {"id": cid, "shape": shape, "schedule": sched, "kind": (gpu or meas or {}).get("kind"),
            "m": int(m), "note": ""}
@@ -266,7 +269,9 @@ for cid, shape, sched, m, _ in cases:
                         "profile": check(row["profile_err"], t["profile"]),
                         "bubble": check(row["bubble_pp"], t["bubble"]),
                         "mem": check(row["mem_err"], t["mem"])}
-        if meas is None:
+        if simulated:
+            row["note"] = "not measured: ppsched simulated it (built without CUDA?)"
+        elif meas is None:
             row["note"] = "did not run: " + first_error(base + ".measured.err")
             if too_big != refused:
                 row["note"] += " (the model said it %s)" % ("does not fit" if too_big else "fits")

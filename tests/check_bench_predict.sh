@@ -49,7 +49,8 @@ EOF
 # stands in its place), so the profile's prediction is the a-priori one unless a rule bends it.
 # FAKE_RULES: rules split by ';', each WHICH:PATTERNS:CHANGE, WHICH one of measured, apriori,
 # profile; PATTERNS comma-separated substrings of the arguments, all present; CHANGE step*F, mem*F,
-# bubble+D (a fraction) or fail. `profile ... -o FILE` copies the shipped h100 profile to FILE.
+# bubble+D (a fraction), fail, or simulated (the JSON keeps "mode":"simulate"; every other measured
+# run's says "measure"). `profile ... -o FILE` copies the shipped h100 profile to FILE.
 cat >"$fake/build/ppsched" <<EOF
 #!/bin/sh
 real="$build/ppsched" root="$root"
@@ -101,6 +102,10 @@ for rule in ${FAKE_RULES:-}; do
     changes="$changes $3"
 done
 unset IFS
+case "$which $changes " in
+"measured "*" simulated "*) ;;
+"measured "*) json=$(printf '%s\n' "$json" | sed 's/"mode":"simulate"/"mode":"measure"/') ;;
+esac
 if [ -z "$changes" ] || [ -z "$json" ]; then
     [ -z "$json" ] || printf '%s\n' "$json"
     exit "$rc"
@@ -248,6 +253,7 @@ rules="$rules;profile:1f1b.yaml,model=small,micro_batches=8:step*1.04"
 rules="$rules;measured:micro_batch_size=1,micro_batches=8:step*1.08"
 rules="$rules;measured:micro_batch_size=1,micro_batches=32:step*1.12"
 rules="$rules;measured:dualpipe-v.yaml,model=small,micro_batches=8:fail"
+rules="$rules;measured:zb-v.yaml,model=small,micro_batches=32:simulated"
 predict FAKE_RULES="$rules" PREDICT_KINDS="1f1b zb-v dualpipe-v" 3 "$tmp/miss" "$fake/build" $P "$tmp/miss"
 t=$tmp/miss/table.txt
 expect "misses: exit 1" [ "$rc" -eq 1 ]
@@ -268,10 +274,13 @@ expect "b1 12 % off: past its 10 %" [ "$(mark reference/b1 1f1b 32 7) $(mark ref
 r=$(row "$t" small dualpipe-v 8)
 expect "a failed run: the row says why" has "$r" 'did not run: ppsched: CUDA error: an illegal memory access'
 expect "a failed run: its step and memory miss" [ "$(col "$r" 7) $(col "$r" 18)" = "MISS MISS" ]
+r=$(row "$t" small zb-v 32)
+expect "a run that simulated: the row says so" has "$r" 'not measured: ppsched simulated it'
+expect "a run that simulated: its step misses" [ "$(col "$r" 7)" = MISS ]
 expect "a slow zb-v: the reference m=8 ranking misses, naming the pair" \
     grep -q '^# ranking reference m=8: MISS; .*; zb-v against 1f1b: a priori -[0-9.]* %, measured +[0-9.]* %' "$t"
 expect "the other rankings are ok" [ "$(grep -c '^# ranking .*: ok;' "$t")" -eq 3 ]
-expect "the verdict counts the misses" grep -q '^# verdict: MISS: 12 targets missed over 14 cases' "$t"
+expect "the verdict counts the misses" grep -q '^# verdict: MISS: 16 targets missed over 14 cases' "$t"
 expect "the verdict names the ranking" grep -q '^# verdict: .*ranking reference m=8 (' "$t"
 expect "results.json says MISS" python3 -c "
 import json, sys; sys.exit(json.load(open('$tmp/miss/results.json'))['verdict'] != 'MISS')"
