@@ -186,8 +186,12 @@ expect "the header says 4 separate GPUs" \
     grep -q '^# bench/predict_check.sh on 4 separate NVIDIA H100 80GB HBM3 (pipeline.devices=4), .* tree at abc1234' "$t"
 expect "every run on pipeline.devices=4" [ "$(grep -c 'pipeline.devices=4' "$tmp/four.calls")" -eq "$(wc -l <"$tmp/four.calls")" ]
 expect "42 cases: 10 kinds x 2 shapes x 2 m, and 1F1B at b1 twice" [ "$(rows "$t" | wc -l)" -eq 42 ]
-expect "one measured, one a-priori and one profile run per case" \
-    [ "$(grep -c 'run.steps=5' "$tmp/four.calls")" -eq $((3 * 42)) ]
+calls=$tmp/four.calls
+expect "one measured run per case" [ "$(grep 'run.steps=5' "$calls" | grep -vc -- '--simulate')" -eq 42 ]
+expect "one a-priori run per case, on the h100 description" \
+    [ "$(grep 'run.steps=5 .*--simulate --gpu h100' "$calls" | grep -vc 'cost.profile=')" -eq 42 ]
+expect "one profile run per case, the profile by its absolute path" \
+    [ "$(grep -c "run.steps=5 .*--simulate --gpu h100 --set cost.profile=$root/profiles/h100.yaml" "$calls")" -eq 42 ]
 expect "the b1 rows set one sequence per micro-batch" \
     [ "$(grep -c 'model=reference --set pipeline.micro_batch_size=1 ' "$tmp/four.calls")" -eq 6 ]
 # The kind table's every generated kind has a row (the "allowed" list of schedule.kind).
