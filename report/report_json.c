@@ -14,7 +14,8 @@
 #include <math.h>
 
 /* ,"key":{"warmup":v[0]*scale,...} in the order of pp_idle_reasons, or null when v is NULL. */
-static void json_reasons(pp_out_t *o, const char *key, const double *v, double scale)
+static void json_reasons(pp_out_t *o, const pp_explain_t *ex, const char *key, const double *v,
+                         double scale)
 {
     out_printf(o, ",\"%s\":", key);
     if (!v) {
@@ -22,6 +23,7 @@ static void json_reasons(pp_out_t *o, const char *key, const double *v, double s
         return;
     }
     for (int c = 0; c < PP_IDLE_COUNT; c++) {
+        if (!explain_shows_reason(ex, c)) continue;
         out_printf(o, "%s\"%s\":", c ? "," : "{", pp_idle_reasons[c].name);
         out_json_num(o, v[c] * scale);
     }
@@ -32,9 +34,9 @@ static void json_reasons(pp_out_t *o, const char *key, const double *v, double s
 static void json_explain_device(pp_out_t *o, const pp_explain_t *ex, int d)
 {
     const pp_idle_split_t *a = &ex->split, *b = &ex->split_sim;
-    json_reasons(o, "idle_ms_by_reason",
+    json_reasons(o, ex, "idle_ms_by_reason",
                  ex->known && d < a->n_devices ? &a->by_device[d * PP_IDLE_COUNT] : NULL, 1.0);
-    json_reasons(o, "idle_ms_by_reason_simulated",
+    json_reasons(o, ex, "idle_ms_by_reason_simulated",
                  ex->known && d < b->n_devices ? &b->by_device[d * PP_IDLE_COUNT] : NULL, 1.0);
 }
 
@@ -67,11 +69,11 @@ static void json_explain(pp_out_t *o, const pp_explain_t *ex)
     int ka = ex->known && a->n_devices > 0 && a->span_ms > 0,
         kb = ex->known && b->n_devices > 0 && b->span_ms > 0;
     out_puts(o, "\n");
-    json_reasons(o, "idle_ms_by_reason", ka ? a->total_ms : NULL, 1.0);
-    json_reasons(o, "idle_ms_by_reason_simulated", kb ? b->total_ms : NULL, 1.0);
-    json_reasons(o, "bubble_by_reason", ka ? a->total_ms : NULL,
+    json_reasons(o, ex, "idle_ms_by_reason", ka ? a->total_ms : NULL, 1.0);
+    json_reasons(o, ex, "idle_ms_by_reason_simulated", kb ? b->total_ms : NULL, 1.0);
+    json_reasons(o, ex, "bubble_by_reason", ka ? a->total_ms : NULL,
                  ka ? 1.0 / (a->n_devices * a->span_ms) : 0);
-    json_reasons(o, "bubble_by_reason_simulated", kb ? b->total_ms : NULL,
+    json_reasons(o, ex, "bubble_by_reason_simulated", kb ? b->total_ms : NULL,
                  kb ? 1.0 / (b->n_devices * b->span_ms) : 0);
     json_critical_path(o, ex);
     out_puts(o, ",\n \"what_if_step_ms\":");
@@ -80,6 +82,7 @@ static void json_explain(pp_out_t *o, const pp_explain_t *ex)
         return;
     }
     for (int w = 0; w < PP_WHAT_IF_COUNT; w++) {
+        if (!explain_shows_what_if(ex, w)) continue;
         out_printf(o, "%s\"%s\":", w ? "," : "{", pp_what_ifs[w].name);
         out_json_num(o, ex->what_if.step_ms[w]);
     }
