@@ -192,6 +192,7 @@ static void fill_devices(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
     for (int d = 0; d < p; d++) {
         pp_device_stats_t *ds = &r->per_device[d];
         ds->device = d;
+        ds->replica = plan_replica_of(plan, d);
         ds->cuda_device = (tl->mode == PP_MODE_MEASURE && job && d < PP_MAX_DEVICES)
                               ? job->pipeline.device_ids[d]
                               : -1;
@@ -258,6 +259,32 @@ static pp_status_t build_boundaries(pp_report_t *r, const pp_plan_t *plan)
     return PP_OK;
 }
 
+/* Each stage's reduction across the replicas (replica 0's REDUCE ops), and how much of it ran
+ * before the step's last compute op ended. */
+static pp_status_t build_reduce(pp_report_t *r, const pp_plan_t *plan, const pp_timeline_t *tl)
+{
+    if (r->replicas <= 1 || !tl->has_op_times) return PP_OK;
+    r->reduce = calloc((size_t)plan->n_stages, sizeof *r->reduce);
+    if (!r->reduce) PP_FAIL(PP_ERR_NOMEM, "out of host memory for a report's reductions");
+    double t_compute = -INFINITY;
+    for (int k = 0; k < plan->n_ops; k++)
+        if (pp_role_row(plan->ops[k].role)->computes)
+            t_compute = fmax(t_compute, tl->t[k].end_ms);
+    for (int s = 0; s < plan->n_stages; s++)
+        r->reduce[s].stage = s;
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        if (op->kind != PP_ACT_REDUCE || plan_replica_of(plan, op->device) != 0) continue;
+        pp_report_reduce_t *x = &r->reduce[op->stage];
+        double a = tl->t[k].start_ms, b = tl->t[k].end_ms;
+        x->buckets++;
+        x->bytes += (double)op->bytes;
+        x->ms += b - a;
+        x->hidden_ms += fmax(0.0, fmin(b, t_compute) - a);
+    }
+    return PP_OK;
+}
+
 pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *plan,
                          const pp_timeline_t *tl, const pp_timeline_t *sim)
 {
@@ -279,7 +306,9 @@ pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
     r->shared_gpus = tl->mode == PP_MODE_MEASURE && job && job_shared_gpu(job, NULL, NULL);
     r->clock_skew_ms = tl->mode == PP_MODE_MEASURE ? tl->skew_ms : NAN;
     r->transport = job ? transport_name(job->pipeline.transport) : NULL;
+    r->replicas = plan_replicas(plan);
     PP_CHECK_GOTO(build_boundaries(r, plan), st, fail);
+    PP_CHECK_GOTO(build_reduce(r, plan, tl), st, fail);
     r->per_device = calloc((size_t)p, sizeof *r->per_device);
     busy = malloc(sizeof *busy * (size_t)p);
     peak = malloc(sizeof *peak * (size_t)p);
@@ -307,7 +336,8 @@ pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
     double span = tl->has_op_times ? timeline_makespan(tl) : NAN;
     r->bubble = span > 0.0 ? 1.0 - sum_busy / (p * span) : NAN;
     r->bubble_ideal = sum_busy > 0.0 ? sum_idle / sum_busy : NAN;
-    r->bubble_theory = report_bubble_theory(plan->kind, p, plan->n_mb, plan->chunks);
+    r->bubble_theory =
+        report_bubble_theory(plan->kind, plan_pipe_devices(plan), plan->n_mb, plan->chunks);
     r->step_ms_predicted = NAN;
     if (sim == tl && tl->has_op_times) /* a simulated run: the figure above */
         r->bubble_simulated = r->bubble;
@@ -347,6 +377,7 @@ void report_free(pp_report_t *r)
     explain_free(&r->explain);
     free(r->per_device);
     free(r->boundaries);
+    free(r->reduce);
     memset(r, 0, sizeof *r);
 }
 
@@ -397,6 +428,39 @@ static void table_boundaries(pp_out_t *o, const pp_report_t *r)
     out_puts(o, "\n");
 }
 
+/* "# reductions: ..." how the replicas' gradients are reduced. */
+static void table_reduce_setup(pp_out_t *o, const pp_report_t *r, const pp_job_t *job)
+{
+    const pp_job_pipeline_t *pl = &job->pipeline;
+    char bucket[32];
+    out_cell(bucket, sizeof bucket, pl->reduce_bucket_mb > 0, "buckets of %d MiB",
+             pl->reduce_bucket_mb);
+    out_printf(o,
+               "# reductions: each stage's fp32 gradients over its %d replicas, %s, %s, ring "
+               "all-reduce%s on nvlink-nccl within a host (%d GPUs), ib between hosts\n",
+               r->replicas, pl->reduce_bucket_mb > 0 ? bucket : "one bucket a stage",
+               pl->reduce_align == PP_REDUCE_ALIGNED ? "aligned" : "as ready",
+               job->run.optimizer_sharding == PP_SHARD_ZERO1
+                   ? " as reduce-scatter + all-gather (zero1: optimizer state sharded)"
+                   : "",
+               PP_HOST_GPUS);
+}
+
+/* The per-stage reduction lines: time, hidden by the pipeline, exposed. */
+static void table_reduce(pp_out_t *o, const pp_report_t *r)
+{
+    if (!r->reduce) return;
+    out_printf(o, "#\n# %-18s %8s %10s %10s %10s %10s\n", "reduce per stage", "buckets", "MiB",
+               "ms", "hidden", "exposed");
+    for (int s = 0; s < r->stages; s++) {
+        const pp_report_reduce_t *x = &r->reduce[s];
+        char label[32];
+        snprintf(label, sizeof label, "stage %d", x->stage);
+        out_printf(o, "# %-18s %8d %10.1f %10.3f %10.3f %10.3f\n", label, x->buckets,
+                   x->bytes / (1024.0 * 1024.0), x->ms, x->hidden_ms, x->ms - x->hidden_ms);
+    }
+}
+
 /* Preamble: every option that shaped the numbers. */
 static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *job)
 {
@@ -416,8 +480,12 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *jo
                            : "");
         }
     }
-    out_printf(o, "# pipeline: p %d %s, %d %s, v %d, m %d %s", r->devices,
-               pp_plural(r->devices, "device", "devices"), r->stages,
+    const int p = r->devices / (r->replicas > 1 ? r->replicas : 1);
+    out_printf(o, "# pipeline: p %d %s", p, pp_plural(p, "device", "devices"));
+    if (r->replicas > 1)
+        out_printf(o, " x d %d replicas (%d devices, replica r on devices %d r .. %d r + %d)",
+                   r->replicas, r->devices, p, p, p - 1);
+    out_printf(o, ", %d %s, v %d, m %d %s", r->stages,
                pp_plural(r->stages, "stage", "stages"), r->chunks, r->micro_batches,
                pp_plural(r->micro_batches, "micro-batch", "micro-batches"));
     if (job)
@@ -427,6 +495,8 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *jo
                    transport_name(job->pipeline.transport));
     out_puts(o, "\n");
     table_boundaries(o, r);
+    if (job && r->replicas > 1)
+        table_reduce_setup(o, r, job);
     if (r->shared_gpus)
         out_printf(o,
                    "# note: pipeline devices share GPUs (see the cuda column), each with its own "
@@ -455,11 +525,13 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *jo
 static void table_devices(pp_out_t *o, const pp_report_t *r)
 {
     char a[64], b[64], c[64], d[64];
-    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", "cuda", "busy", "idle",
-               "bubble", "theory", "in-flight", "peak-mem", "sent");
+    const int rep = r->replicas > 1; /* a replica column with data parallelism */
+    out_printf(o, "# %6s%s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device",
+               rep ? " replica" : "", "cuda", "busy", "idle", "bubble", "theory", "in-flight",
+               "peak-mem", "sent");
     /* in-flight counts (stage, micro-batch) pairs: an interleaved device holds v per micro-batch */
-    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%",
-               "(st,mb)", "GiB", "MiB");
+    out_printf(o, "# %6s%s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", rep ? "        " : "", "",
+               "ms", "ms", "%", "%", "(st,mb)", "GiB", "MiB");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
         char cuda[16], mem[32], inflight[16];
@@ -467,7 +539,9 @@ static void table_devices(pp_out_t *o, const pp_report_t *r)
         out_cell(inflight, sizeof inflight, ds->peak_inflight >= 0, "%d", ds->peak_inflight);
         out_cell(mem, sizeof mem, ds->peak_mem_bytes > 0, "%.2f",
                  (double)ds->peak_mem_bytes / (1024.0 * 1024 * 1024));
-        out_printf(o, "  %6d %5s %11s %11s %8s %8s %9s %9s %10.2f\n", ds->device, cuda,
+        out_printf(o, "  %6d", ds->device);
+        if (rep) out_printf(o, " %7d", ds->replica);
+        out_printf(o, " %5s %11s %11s %8s %8s %9s %9s %10.2f\n", cuda,
                    fmt_num(a, sizeof a, ds->busy_ms, 1.0, 3),
                    fmt_num(b, sizeof b, ds->idle_ms, 1.0, 3),
                    fmt_num(c, sizeof c, ds->bubble, 100.0, 2),
@@ -483,6 +557,7 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_job_t *job, FILE *
     char a[64], b[64], c[64], d[64], e[64];
     table_preamble(o, r, job);
     table_devices(o, r);
+    table_reduce(o, r);
     report_table_explain(o, r); /* why the devices idled: report_explain.c */
 
     /* Summary block and verdict. */

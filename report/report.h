@@ -25,6 +25,7 @@ extern "C" {
 
 typedef struct pp_device_stats {
     int device;      /* pipeline device index */
+    int replica;     /* the data-parallel replica it belongs to (0 with one) */
     int cuda_device; /* CUDA ordinal it ran on (-1 when simulated without GPUs) */
     double busy_ms, idle_ms;
     double bubble;             /* idle / makespan */
@@ -35,6 +36,16 @@ typedef struct pp_device_stats {
     double act_mb_equiv;       /* activation slots held, in micro-batches of the device's layers;
                                 * NAN = none */
 } pp_device_stats_t;
+
+/* One stage's gradient reduction across the replicas (data parallel), in replica 0's timeline. */
+typedef struct pp_report_reduce {
+    int stage;
+    int buckets;      /* REDUCE ops of the stage */
+    double bytes;     /* gradient bytes they reduce */
+    double ms;        /* their time, summed */
+    double hidden_ms; /* of it, the part that ran while the pipeline still computed (before the
+                         step's last compute op ended on any device) */
+} pp_report_reduce_t;
 
 /* A directed pair of pipeline devices that stage boundaries cross, with the transport they got. */
 typedef struct pp_report_boundary {
@@ -66,6 +77,8 @@ typedef struct pp_report {
     pp_report_boundary_t *boundaries; /* [n_boundaries]: each directed device pair the stage
                                          boundaries cross, first crossing first */
     pp_device_stats_t *per_device;    /* [devices] */
+    int replicas;                     /* d: data-parallel replicas (devices = p x d) */
+    pp_report_reduce_t *reduce;       /* [stages] with replicas and per-op times, else NULL */
     pp_explain_t explain;          /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;
 

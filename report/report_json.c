@@ -108,6 +108,26 @@ static void json_boundaries(pp_out_t *o, const pp_report_t *r)
     out_puts(o, "]");
 }
 
+/* ,"reductions":[{"stage":0,"buckets":..,"bytes":..,"ms":..,"hidden_ms":..},...] with replicas. */
+static void json_reduce(pp_out_t *o, const pp_report_t *r)
+{
+    if (r->replicas <= 1) return;
+    out_puts(o, ",\n \"reductions\":");
+    if (!r->reduce) {
+        out_puts(o, "null");
+        return;
+    }
+    for (int s = 0; s < r->stages; s++) {
+        const pp_report_reduce_t *x = &r->reduce[s];
+        out_printf(o, "%s{\"stage\":%d,\"buckets\":%d", s ? "," : "[", x->stage, x->buckets);
+        out_json_key_num(o, "bytes", x->bytes);
+        out_json_key_num(o, "ms", x->ms);
+        out_json_key_num(o, "hidden_ms", x->hidden_ms);
+        out_puts(o, "}");
+    }
+    out_puts(o, "]");
+}
+
 pp_status_t report_print_json(const pp_report_t *r, FILE *f)
 {
     pp_out_t out, *o = &out;
@@ -120,6 +140,7 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
     out_json_str(o, report_mode_name(r->mode));
     out_printf(o, ",\"devices\":%d,\"stages\":%d,\"micro_batches\":%d", r->devices, r->stages,
                r->micro_batches);
+    if (r->replicas > 1) out_printf(o, ",\"data_parallel\":%d", r->replicas);
     out_json_key_num(o, "step_ms", r->step_ms);
     out_json_key_num(o, "step_ms_p10", r->step_ms_p10);
     out_json_key_num(o, "step_ms_p90", r->step_ms_p90);
@@ -139,7 +160,9 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
     out_puts(o, ",\n \"per_device\":[");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
-        out_printf(o, "%s\n  {\"device\":%d,\"busy_ms\":", i ? "," : "", ds->device);
+        out_printf(o, "%s\n  {\"device\":%d,", i ? "," : "", ds->device);
+        if (r->replicas > 1) out_printf(o, "\"replica\":%d,", ds->replica);
+        out_puts(o, "\"busy_ms\":");
         out_json_num(o, ds->busy_ms);
         out_json_key_num(o, "idle_ms", ds->idle_ms);
         out_json_key_num(o, "bubble", ds->bubble);
@@ -163,6 +186,7 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
         out_puts(o, "}");
     }
     out_puts(o, "]");
+    json_reduce(o, r);
     json_explain(o, &r->explain);
     json_boundaries(o, r);
     out_puts(o, "}\n");
