@@ -327,6 +327,7 @@ pp_status_t plan_check_offload(const pp_plan_t *plan)
         if (!fits) st = bad(plan, i, "runs on the wrong stream");
         if (pp_action_is_copy(o->kind) && !plan->offload)
             st = bad(plan, i, "a copy in a plan without run.offload");
+        if (o->kind == PP_ACT_REDUCE) continue; /* its mb is a bucket (validate.c checks it) */
         idx[((size_t)o->stage * plan->n_mb + o->mb) * PP_ACT_COUNT + o->kind] = i;
     }
     for (size_t key = 0; key < keys && st == PP_OK; key++) {
