@@ -203,19 +203,24 @@ static pp_status_t check_shared_gpus(const pp_job_t *job, const pp_config_t *cfg
                       job->procs.rank_of[d + 1], a, b, pl->device_ids[a]);
 }
 
+/* A written schedule names its devices itself, so it runs one replica: refused before the
+ * schedule and the pipeline keys are reconciled. */
+static pp_status_t check_written_replicas(const pp_job_t *job, const pp_config_t *cfg)
+{
+    if (job->pipeline.data_parallel <= 1 || !sched_kind(job->kind)->written) return PP_OK;
+    return cfg_err_at(cfg, PP_CFG_DATA_PARALLEL,
+                      "%d replicas of a written schedule (allowed: 1 with schedule.steps or "
+                      "schedule.csv; a generated kind for more)",
+                      job->pipeline.data_parallel);
+}
+
 /* pipeline.data_parallel: the devices listed are d replicas of a pipeline of devices / d (replica
- * r's device i is r * p + i, docs/schedule-format.md); a written schedule names its devices
- * itself, so it runs one replica. */
+ * r's device i is r * p + i, docs/schedule-format.md). */
 static pp_status_t resolve_replicas(pp_job_t *job, const pp_config_t *cfg)
 {
     pp_job_pipeline_t *pl = &job->pipeline;
     const int d = pl->data_parallel, total = pl->n_devices;
     if (d <= 1) return PP_OK;
-    if (sched_kind(job->kind)->written)
-        return cfg_err_at(cfg, PP_CFG_DATA_PARALLEL,
-                          "%d replicas of a written schedule (allowed: 1 with schedule.steps or "
-                          "schedule.csv; a generated kind for more)",
-                          d);
     if (total % d != 0)
         return cfg_err_at(cfg, PP_CFG_DATA_PARALLEL,
                           "%d replicas do not split the %d devices evenly (allowed: a divisor "
@@ -356,6 +361,7 @@ pp_status_t job_resolve(pp_job_t *job, const pp_config_t *cfg, const pp_schedule
 {
     PP_CHECK(job_from_config(job, cfg));
     pp_status_t st = check_kernel_counts(job, cfg);
+    if (st == PP_OK) st = check_written_replicas(job, cfg);
     if (st == PP_OK && written) st = written_reconcile(job, cfg, written, n_visible);
     if (st == PP_OK) st = resolve_pipeline(job, cfg, n_visible);
     if (st != PP_OK) job_free(job);
