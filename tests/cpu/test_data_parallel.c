@@ -69,7 +69,7 @@ static void test_key(void)
         &job, "pipeline: {devices: 2, data_parallel: 2}\nschedule:\n  steps: [[0F0, 0B0]]\n", NULL,
         0, 0);
     const char *ew = ts_capture_end();
-    EXPECT(sw == PP_ERR_INPUT && strstr(ew, "t.yaml:1:27: pipeline.data_parallel: 2 replicas of a "
+    EXPECT(sw == PP_ERR_INPUT && strstr(ew, "t.yaml:1:39: pipeline.data_parallel: 2 replicas of a "
                                             "written schedule"),
            "%s", ew);
     /* the file's place is named */
