@@ -103,7 +103,6 @@ typedef struct pp_plan {
     pp_sched_kind_t kind;       /* the schedule it came from */
     int *stage_device;          /* [n_stages]: the device of the stage in replica 0 (replica r's
                                    is r * p + stage_device[s]: plan_stage_device) */
-    int reduce_buckets;         /* REDUCE ops per stage and replica (0 with one replica) */
     int *slots_per_stage;       /* [n_stages]: activation slots the stage needs on its device */
     int *wgrad_slots_per_stage; /* [n_stages]: I->W buffers: most micro-batches of the stage
                                    between their I and their W on its device (0 without I/W) */
