@@ -117,8 +117,9 @@ static pp_status_t cmd_run(char **files, int n_files, cli_opts_t *o)
     PP_CHECK_GOTO(load_agreed(&j, files[0], o, n_visible), st, done);
     if (simulating_note(o, n_visible, note, sizeof note)) fputs(note, stderr);
     if (j.cfg.pipeline.devices_all && n_visible <= 0 && cli_chatty(o) && o->group->rank == 0)
-        fprintf(stderr, "# pipeline.devices: all is %d devices when simulating with no GPU counted "
-                        "(set pipeline.devices to simulate another number)\n",
+        fprintf(stderr,
+                "# pipeline.devices: all is %d devices when simulating with no GPU counted "
+                "(set pipeline.devices to simulate another number)\n",
                 j.job.pipeline.n_devices);
     if (cli_chatty(o)) run_note_processes(&j, o->group, stderr);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);

@@ -63,14 +63,14 @@ typedef struct pp_group_place {
 
 struct pp_group {
     const pp_group_ops_t *ops;
-    int rank;       /* 0..size-1; rank 0 prints the report */
-    int size;       /* processes in the run */
-    int local_rank; /* among the processes of this host: picks this process's GPUs */
-    int local_size; /* processes on this host */
-    int n_hosts;    /* hosts the processes run on */
+    int rank;                 /* 0..size-1; rank 0 prints the report */
+    int size;                 /* processes in the run */
+    int local_rank;           /* among the processes of this host: picks this process's GPUs */
+    int local_size;           /* processes on this host */
+    int n_hosts;              /* hosts the processes run on */
     pp_group_place_t *places; /* [size]: every rank's host and local rank, the same on every
                                  process (init fills it; NULL: one host, local rank = rank) */
-    void *impl;     /* the row's own state */
+    void *impl;               /* the row's own state */
 };
 
 /* The MPI row where ppsched was built with MPI, NULL otherwise (mpi_group.c / mpi_none.c). */

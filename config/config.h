@@ -9,8 +9,8 @@
  * phase reads. Every key and its default is documented
  * in docs/schedule-format.md. The config holds what the user wrote: `steps:` as the action texts
  * with their places, `csv:` as the path; written.c builds those schedules and reconciles the
- * pipeline keys of the job with them (written_reconcile). A pp_config_t owns its heap memory; free it with
- * config_free.
+ * pipeline keys of the job with them (written_reconcile). A pp_config_t owns its heap memory; free
+ * it with config_free.
  */
 #ifndef PP_CONFIG_H
 #define PP_CONFIG_H

@@ -351,8 +351,7 @@ static const key_spec_t pipeline_keys[] = {
      PP_CFG_SPLIT},
     INT_KEY("devices_per_process", pipeline.devices_per_process, 0, PP_MAX_DEVICES,
             PP_CFG_DEVICES_PER_PROCESS),
-    INT_KEY("data_parallel", pipeline.data_parallel, 1, PP_MAX_DATA_PARALLEL,
-            PP_CFG_DATA_PARALLEL),
+    INT_KEY("data_parallel", pipeline.data_parallel, 1, PP_MAX_DATA_PARALLEL, PP_CFG_DATA_PARALLEL),
     INT_KEY("reduce_bucket_mb", pipeline.reduce_bucket_mb, 0, 1 << 20, -1),
     ENUM_KEY("reduce_align", pipeline.reduce_align, reduce_align),
 };

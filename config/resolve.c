@@ -115,8 +115,8 @@ static pp_status_t resolve_split(pp_job_t *job, const pp_config_t *cfg)
 static pp_status_t check_placement(const pp_job_t *job, const pp_config_t *cfg)
 {
     char msg[512];
-    if (sched_kind_check_placement(job->kind, job->pipeline.chunks,
-                                   job->pipeline.placement, msg, sizeof msg) == PP_KIND_OK)
+    if (sched_kind_check_placement(job->kind, job->pipeline.chunks, job->pipeline.placement, msg,
+                                   sizeof msg) == PP_KIND_OK)
         return PP_OK;
     return cfg_err_at(cfg, cfg_pick(cfg, PP_CFG_PLACEMENT, PP_CFG_PLACEMENT, PP_CFG_KIND, -1), "%s",
                       msg);
@@ -165,7 +165,8 @@ static pp_status_t check_plan_size(const pp_job_t *job, const pp_config_t *cfg)
     const char *what;
     int per_mb = PP_PLAN_OPS_PER_MB + (job->run.offload == PP_OFFLOAD_ACTIVATIONS ? 2 : 0);
     double per_unit = (double)per_mb * PP_PLAN_HOST_BYTES_PER_OP; /* a (stage, micro-batch) */
-    double need = per_unit * pl->stages * pl->micro_batches * job_replicas(job), room = host_memory_room(&what);
+    double need = per_unit * pl->stages * pl->micro_batches * job_replicas(job),
+           room = host_memory_room(&what);
     if (need <= room) return PP_OK;
     const double gib = 1073741824.0;
     return cfg_err_at(cfg, key,

@@ -152,8 +152,9 @@ static pp_status_t exec_devices(exec_t *x)
     for (int d = 0; d < x->plan->n_devices; d++) {
         cuda[d] = x->job->pipeline.device_ids[d];
         if (!exec_in_group(x) && (cuda[d] < 0 || cuda[d] >= n_vis))
-            PP_REFUSE(PP_ERR_DEVICE, "pipeline device %d is CUDA device %d, but only %d are visible",
-                    d, cuda[d], n_vis);
+            PP_REFUSE(PP_ERR_DEVICE,
+                      "pipeline device %d is CUDA device %d, but only %d are visible", d, cuda[d],
+                      n_vis);
     }
     if (exec_in_group(x))
         PP_CHECK(exec_share_devices(x, cuda, n_vis));

@@ -128,7 +128,8 @@ p2p_xfer_t exec_transfer_of(const exec_t *x, const pp_op_t *snd, const pp_op_t *
 {
     pp_stage_t *a = x->stages[snd->stage], *b = x->stages[rcv->stage];
     int fwd = snd->kind == PP_ACT_SEND_F;
-    p2p_xfer_t xf = {NULL, rcv->device, NULL, snd->device, snd->bytes, x->meet_key[snd - x->plan->ops]};
+    p2p_xfer_t xf = {NULL,        rcv->device, NULL,
+                     snd->device, snd->bytes,  x->meet_key[snd - x->plan->ops]};
     if (a) xf.src = fwd ? stage_slot_y(a, snd->slot) : stage_slot_dx(a, snd->slot);
     if (b) xf.dst = fwd ? stage_slot_x(b, rcv->slot) : stage_slot_dy(b, rcv->slot);
     return xf;

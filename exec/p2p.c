@@ -24,6 +24,7 @@
 struct pp_p2p {
     int n;                                             /* devices */
     int cuda_ids[PP_MAX_DEVICES];                      /* CUDA ordinal of pipeline device d */
+    unsigned char owned[PP_MAX_DEVICES];               /* 1: this process drives device d */
     unsigned char can[PP_MAX_DEVICES][PP_MAX_DEVICES]; /* peer access a -> b */
     pp_nccl_comms_t layout;                            /* how the communicators below are cut */
     /* per device (PP_NCCL_COMMS_DEVICE): [d], rank d on cuda_ids[d]; NULL without nccl */
@@ -59,8 +60,8 @@ static pp_status_t load_driver(void)
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         if (*want[i].fn) continue;
         enum cudaDriverEntryPointQueryResult q;
-        PP_CUDA_CHECK(
-            cudaGetDriverEntryPointByVersion(want[i].name, want[i].fn, 12000, cudaEnableDefault, &q));
+        PP_CUDA_CHECK(cudaGetDriverEntryPointByVersion(want[i].name, want[i].fn, 12000,
+                                                       cudaEnableDefault, &q));
         if (q != cudaDriverEntryPointSuccess || !*want[i].fn)
             PP_FAIL(PP_ERR_DEVICE, "the CUDA driver has no %s", want[i].name);
     }
@@ -128,7 +129,8 @@ static pp_status_t init_comms(ncclComm_t **out, const int *size, const int *rank
     for (int i = 0; i < k && r == ncclSuccess; i++) {
         ncclConfig_t c = comm_config(o);
         if (cudaSetDevice(dev[i]) != cudaSuccess) r = ncclUnhandledCudaError;
-        if (r == ncclSuccess) r = ncclCommInitRankConfig(out[i], size[i], ids[id_of[i]], rank[i], &c);
+        if (r == ncclSuccess)
+            r = ncclCommInitRankConfig(out[i], size[i], ids[id_of[i]], rank[i], &c);
     }
     ncclResult_t end = ncclGroupEnd();
     if (r != ncclSuccess || end != ncclSuccess) {
@@ -146,7 +148,8 @@ static pp_status_t share_ids(ncclUniqueId *ids, int n_ids, pp_group_t *g)
     if (!g || g->rank == 0)
         for (int i = 0; i < n_ids; i++)
             PP_NCCL_CHECK(ncclGetUniqueId(&ids[i]));
-    if (g && g->size > 1 && n_ids > 0) PP_CHECK(g->ops->bcast(g, ids, sizeof *ids * (size_t)n_ids, 0));
+    if (g && g->size > 1 && n_ids > 0)
+        PP_CHECK(g->ops->bcast(g, ids, sizeof *ids * (size_t)n_ids, 0));
     return PP_OK;
 }
 
@@ -221,6 +224,7 @@ pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, const unsigned 
     PP_ALLOC_CHECK(p);
     p->n = n;
     memcpy(p->cuda_ids, cuda_ids, sizeof(int) * (size_t)n);
+    memcpy(p->owned, owned ? owned : all, sizeof p->owned);
     st = enable_peers(p, owned ? owned : all);
     /* Every process learns of a failure before the collective set-up of the communicators. */
     if (g) st = group_agree(g, st);
@@ -284,6 +288,14 @@ typedef struct ipc_slot {
     int valid;
 } ipc_slot_t;
 
+/* Transfer k's slot as its receiver exported it: all[rank][k] of the one rank that did, or NULL. */
+static const ipc_slot_t *exported(const ipc_slot_t *all, int size, int n, int k)
+{
+    for (int r = 0; r < size; r++)
+        if (all[(size_t)r * n + k].valid) return &all[(size_t)r * n + k];
+    return NULL;
+}
+
 pp_status_t p2p_connect(pp_p2p_t *p, pp_group_t *g, const p2p_meet_t *meet, int n)
 {
     if (n == 0) return PP_OK;
@@ -310,7 +322,8 @@ pp_status_t p2p_connect(pp_p2p_t *p, pp_group_t *g, const p2p_meet_t *meet, int 
         if (st == PP_OK) {
             cudaError_t e = cudaHostRegister(p->flags, bytes,
                                              cudaHostRegisterPortable | cudaHostRegisterMapped);
-            if (e == cudaSuccess) p->flags_registered = 1;
+            if (e == cudaSuccess)
+                p->flags_registered = 1;
             else {
                 fprintf(stderr, "%s:%d: cudaHostRegister of the transfers' flags failed: %s\n",
                         __FILE__, __LINE__, cudaGetErrorString(e));
@@ -326,7 +339,8 @@ pp_status_t p2p_connect(pp_p2p_t *p, pp_group_t *g, const p2p_meet_t *meet, int 
         CUdeviceptr base = 0;
         size_t size = 0;
         cudaError_t e = cudaSetDevice(p->cuda_ids[meet[k].dst_dev]);
-        if (e == cudaSuccess && drv_range(&base, &size, (CUdeviceptr)(uintptr_t)meet[k].dst) != CUDA_SUCCESS)
+        if (e == cudaSuccess &&
+            drv_range(&base, &size, (CUdeviceptr)(uintptr_t)meet[k].dst) != CUDA_SUCCESS)
             e = cudaErrorInvalidValue;
         if (e == cudaSuccess) e = cudaIpcGetMemHandle(&mine[k].handle, (void *)(uintptr_t)base);
         if (e != cudaSuccess) {
@@ -349,22 +363,24 @@ pp_status_t p2p_connect(pp_p2p_t *p, pp_group_t *g, const p2p_meet_t *meet, int 
         if (st == PP_OK) st = g->ops->bcast(g, all, sizeof *all * (size_t)n * (size_t)g->size, 0);
         st = group_agree(g, st);
     }
-    /* The sender of an ipc transfer into another process opens the receiver's slot. */
+    /* The sender of an ipc transfer into another process opens the receiver's slot, once per
+     * allocation; a process that owns neither end opens nothing. */
     for (int k = 0; st == PP_OK && many && k < n; k++) {
-        if (meet[k].t != PP_TRANSPORT_IPC || meet[k].dst) continue;
-        const ipc_slot_t *from = NULL;
-        for (int r = 0; r < g->size && !from; r++)
-            if (all[(size_t)r * n + k].valid) from = &all[(size_t)r * n + k];
-        if (!from) continue; /* this process does not send it either */
+        if (meet[k].t != PP_TRANSPORT_IPC || meet[k].dst || !p->owned[meet[k].src_dev]) continue;
+        const ipc_slot_t *from = exported(all, g->size, n, k);
+        if (!from) { /* every receiver exports its slot: a missing one is ours to fix */
+            fprintf(stderr, "%s:%d: transfer %d -> %d: no process exported its slot\n", __FILE__,
+                    __LINE__, meet[k].src_dev, meet[k].dst_dev);
+            st = PP_ERR_INTERNAL;
+            break;
+        }
         char *base = NULL;
-        for (int j = 0; j < k && !base; j++) /* one open per allocation */
-            if (p->opened[j] && p->meet[j].src_dev == meet[k].src_dev) {
-                const ipc_slot_t *o = NULL;
-                for (int r = 0; r < g->size && !o; r++)
-                    if (all[(size_t)r * n + j].valid) o = &all[(size_t)r * n + j];
-                if (o && !memcmp(&o->handle, &from->handle, sizeof from->handle))
-                    base = p->opened[j];
-            }
+        for (int j = 0; j < k && !base; j++) {
+            const ipc_slot_t *o = p->opened[j] && p->meet[j].src_dev == meet[k].src_dev
+                                      ? exported(all, g->size, n, j)
+                                      : NULL;
+            if (o && !memcmp(&o->handle, &from->handle, sizeof from->handle)) base = p->opened[j];
+        }
         cudaError_t e = cudaSetDevice(p->cuda_ids[meet[k].src_dev]);
         if (e == cudaSuccess && !base)
             e = cudaIpcOpenMemHandle((void **)&base, from->handle, cudaIpcMemLazyEnablePeerAccess);
@@ -514,8 +530,7 @@ static pp_status_t nccl_half(pp_p2p_t *p, const p2p_xfer_t *x, cudaStream_t stre
     }
     ncclComm_t c = nccl_comm(p, x->src_dev, x->dst_dev, side, &peer);
     if (!c)
-        PP_FAIL(PP_ERR_INTERNAL, "p2p: no NCCL communicator for %d -> %d", x->src_dev,
-                x->dst_dev);
+        PP_FAIL(PP_ERR_INTERNAL, "p2p: no NCCL communicator for %d -> %d", x->src_dev, x->dst_dev);
     ncclResult_t r = side ? ncclRecv(x->dst, x->bytes, ncclUint8, peer, c, stream)
                           : ncclSend(x->src, x->bytes, ncclUint8, peer, c, stream);
     if (r != ncclSuccess) {
@@ -602,6 +617,10 @@ const char *p2p_describe(const pp_p2p_t *p, pp_transport_t t, int a, int b)
 void p2p_abort(pp_p2p_t *p)
 {
     if (!p || p->aborted) return;
+    /* Every meeting's flags raised from the host: a stream waiting on one (a peer that will never
+     * come) goes on, so the step drains and the memory can be freed. */
+    for (int k = 0; p->flags && k < 2 * p->n_meet; k++)
+        __atomic_store_n(&p->flags[k], 1u, __ATOMIC_SEQ_CST);
     for (int i = 0; i < n_comms(p); i++)
         if (*comm_at(p, i)) ncclCommAbort(*comm_at(p, i));
     p->aborted = 1;

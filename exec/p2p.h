@@ -5,8 +5,8 @@
  * each posts a transfer as two halves, the send half on the sender's stream and the receive half
  * on the receiver's, so that a process owning one end posts only that end: under an MPI launch
  * (pp_group.h) a process drives its share of the devices and a boundary between processes is
- * an ncclSend on one and an ncclRecv on the other, or an ipc copy into the other's slot. `peer`: peer
- * access is enabled between every pair that allows it; the send half is one copy into the
+ * an ncclSend on one and an ncclRecv on the other, or an ipc copy into the other's slot. `peer`:
+ * peer access is enabled between every pair that allows it; the send half is one copy into the
  * receiver's buffer (cudaMemcpyAsync over unified addresses, or cudaMemcpyPeerAsync staged by the
  * driver where peer access is impossible) and the receive half posts nothing. `local`: both ends on
  * one device, the same copy; `shared`: two pipeline devices on one CUDA device, the same copy.
@@ -101,7 +101,8 @@ pp_status_t p2p_pair_end(pp_p2p_t *p, pp_transport_t t);
  * a peer pair without peer access. */
 const char *p2p_describe(const pp_p2p_t *p, pp_transport_t t, int a, int b);
 
-/* Abort every communicator (after a timeout): pending NCCL work is cancelled. */
+/* Abort every communicator (after a timeout): pending NCCL work is cancelled, and every meeting's
+ * flags are raised, so a stream waiting for a peer that will never come goes on. */
 void p2p_abort(pp_p2p_t *p);
 
 /* 1 when the communicators were created. */

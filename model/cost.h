@@ -57,7 +57,6 @@ double cost_stage_ms(const pp_model_shape_t *shape, pp_dtype_t dt, const pp_gpu_
 void cost_recompute_ms(const pp_stage_cfg_t *c, const pp_gpu_t *gpu, const struct pp_profile *prof,
                        double *input, double *weight);
 
-
 /* The GPU the costs of `src` are for: cost.gpu when set, else `present` (the GPU this process
  * runs on, NULL when none), else the profile's, else h100. Never NULL. */
 const pp_gpu_t *cost_gpu_for(const pp_job_cost_src_t *src, const pp_gpu_t *present,
@@ -71,7 +70,6 @@ const pp_link_desc_t *cost_link_for(const pp_job_t *job, pp_transport_t t);
 /* GB/s of the host link each direction (run.offload's copies): cost.host_link_gbps when set,
  * else the link table's `host` row. */
 double cost_host_link_gbps(const pp_job_t *job);
-
 
 /* What the model sets beyond each pass's time: the profile's step factor (every compute cost is
  * multiplied by it; 1 without a profile or one without measured steps) and the share of an

@@ -60,7 +60,6 @@ double job_flops_per_step(const pp_job_t *job, int m)
     return 3.0 * forward_per_token * job_tokens_per_step(job, m);
 }
 
-
 void job_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job)
 {
     memset(c, 0, sizeof *c);

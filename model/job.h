@@ -135,7 +135,7 @@ typedef struct pp_job_nccl {
     int wait_for_peer; /* 1: where one process posts both halves of a transfer, each half's stream
                           also waits for the other half's dependencies, so neither kernel is
                           launched to spin before its peer can meet it */
-    int max_ctas;      /* most CTAs a communicator's kernels take (ncclConfig_t maxCTAs); 0: NCCL's */
+    int max_ctas; /* most CTAs a communicator's kernels take (ncclConfig_t maxCTAs); 0: NCCL's */
     pp_nccl_cta_policy_t cta_policy;
 } pp_job_nccl_t;
 
@@ -175,18 +175,18 @@ typedef struct pp_job_procs {
 } pp_job_procs_t;
 
 typedef struct pp_job {
-    char *path;             /* the YAML file it came from (messages); owned */
-    char *name;             /* the schedule's name (`name:` or the file's base name); owned */
-    pp_sched_kind_t kind;   /* a row of schedule/kinds.h (steps and csv: a written schedule) */
-    pp_job_model_t model;   /* layers_per_stage filled for every stage */
+    char *path;                 /* the YAML file it came from (messages); owned */
+    char *name;                 /* the schedule's name (`name:` or the file's base name); owned */
+    pp_sched_kind_t kind;       /* a row of schedule/kinds.h (steps and csv: a written schedule) */
+    pp_job_model_t model;       /* layers_per_stage filled for every stage */
     pp_job_pipeline_t pipeline; /* devices, stages and chunks resolved */
     pp_job_run_t run;
     pp_job_nccl_t nccl;
     pp_job_cost_t cost;         /* the hand-set `cost:` values (cost_hand_set says if any) */
     pp_job_cost_src_t cost_src; /* cost_src.profile owned */
-    int cost_hand_set;          /* 1: any of cost.forward, backward_input, backward_weight, send set */
-    int overlap_set;            /* 1: cost.overlap set (else the profile's or the GPU's) */
-    pp_job_procs_t procs;       /* the processes and hosts the pipeline devices are on */
+    int cost_hand_set;    /* 1: any of cost.forward, backward_input, backward_weight, send set */
+    int overlap_set;      /* 1: cost.overlap set (else the profile's or the GPU's) */
+    pp_job_procs_t procs; /* the processes and hosts the pipeline devices are on */
 } pp_job_t;
 
 /* Every pipeline device of the run: p x d (replica r's device i is r * p + i). */
@@ -213,9 +213,9 @@ int job_device_host(const pp_job_t *job, int i);
  * pipeline.micro_batches. */
 double job_tokens_per_step(const pp_job_t *job, int m);
 
-/* Model FLOPs of one training step of m micro-batches on each replica (forward + backward = 3x forward; matmuls
- * only, causal attention counted in full, embedding lookups free), the convention of Megatron's
- * MFU figure. */
+/* Model FLOPs of one training step of m micro-batches on each replica (forward + backward = 3x
+ * forward; matmuls only, causal attention counted in full, embedding lookups free), the convention
+ * of Megatron's MFU figure. */
 double job_flops_per_step(const pp_job_t *job, int m);
 
 /* 1 when two pipeline devices share a CUDA device (`pipeline.devices: [0, 0]`): the first such

@@ -37,7 +37,8 @@ extern "C" {
  * others at the beginning of a step and joins them at its end. overlap is the device's second
  * compute stream: the backward half of an overlapped pair (DualPipeV's OVERLAP_F_B) runs there,
  * beside the forward half on compute. offload (device to host) and load (host to device) carry
- * the copies of run.offload. reduce carries the gradient reductions across data-parallel replicas. */
+ * the copies of run.offload. reduce carries the gradient reductions across data-parallel replicas.
+ */
 typedef enum pp_role {
     PP_ROLE_COMPUTE = 0,
     PP_ROLE_SEND,

@@ -83,7 +83,8 @@ static pp_status_t reduce_insert(pp_plan_t *plan, const reduce_op_t *add, int n_
     int *where = malloc(sizeof *where * (size_t)(n_old > 0 ? n_old : 1));
     int *prog = malloc(sizeof *prog * (size_t)n);
     int *added = malloc(sizeof *added * (size_t)(n_add > 0 ? n_add : 1));
-    int *first = malloc(sizeof *first * (size_t)plan->n_stages * 2), *count = first + plan->n_stages;
+    int *first = malloc(sizeof *first * (size_t)plan->n_stages * 2),
+        *count = first + plan->n_stages;
     if (!ops || !deps || !where || !prog || !added || !first) {
         free(ops), free(deps), free(where), free(prog), free(added), free(first);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory adding %d reductions to a plan", n_add);
@@ -197,8 +198,7 @@ static pp_status_t reduce_replicate(pp_plan_t *plan, const pp_job_t *job, int d)
                 c->host = reduce_hosts(job, p, d, o->device);
             }
             if (pp_action_is_comm(o->kind) && job)
-                c->link = job_boundary_transport(job, c->device,
-                                                 r * p + plan->ops[o->peer].device);
+                c->link = job_boundary_transport(job, c->device, r * p + plan->ops[o->peer].device);
         }
     }
     /* deps in the new order, so the pool reads in plan order */
@@ -210,8 +210,7 @@ static pp_status_t reduce_replicate(pp_plan_t *plan, const pp_job_t *job, int d)
                 pp_op_t *c = &ops[copy[(size_t)(k + u) * (size_t)d + (size_t)r]];
                 c->dep_begin = nd;
                 for (int i = 0; i < o->n_deps; i++)
-                    deps[nd++] =
-                        copy[(size_t)plan->deps[o->dep_begin + i] * (size_t)d + (size_t)r];
+                    deps[nd++] = copy[(size_t)plan->deps[o->dep_begin + i] * (size_t)d + (size_t)r];
             }
     int np = 0;
     for (int r = 0; r < d; r++)

@@ -9,8 +9,8 @@
  * a copy never delays compute. overlap is a device's second compute stream, for the backward half
  * of an overlapped pair (DualPipeV), so the GPU can run it beside the forward half on compute.
  * reduce carries the gradient reductions across the data-parallel replicas (REDUCE, one collective
- * per stage and bucket), at the greater priority like the transfers. A new role is one row here, one enum value, and the op kinds the
- * lowering puts on it.
+ * per stage and bucket), at the greater priority like the transfers. A new role is one row here,
+ * one enum value, and the op kinds the lowering puts on it.
  */
 #include "plan.h"
 

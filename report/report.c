@@ -268,8 +268,7 @@ static pp_status_t build_reduce(pp_report_t *r, const pp_plan_t *plan, const pp_
     if (!r->reduce) PP_FAIL(PP_ERR_NOMEM, "out of host memory for a report's reductions");
     double t_compute = -INFINITY;
     for (int k = 0; k < plan->n_ops; k++)
-        if (pp_role_row(plan->ops[k].role)->computes)
-            t_compute = fmax(t_compute, tl->t[k].end_ms);
+        if (pp_role_row(plan->ops[k].role)->computes) t_compute = fmax(t_compute, tl->t[k].end_ms);
     for (int s = 0; s < plan->n_stages; s++)
         r->reduce[s].stage = s;
     for (int k = 0; k < plan->n_ops; k++) {
@@ -485,8 +484,8 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *jo
     if (r->replicas > 1)
         out_printf(o, " x d %d replicas (%d devices, replica r on devices %d r .. %d r + %d)",
                    r->replicas, r->devices, p, p, p - 1);
-    out_printf(o, ", %d %s, v %d, m %d %s", r->stages,
-               pp_plural(r->stages, "stage", "stages"), r->chunks, r->micro_batches,
+    out_printf(o, ", %d %s, v %d, m %d %s", r->stages, pp_plural(r->stages, "stage", "stages"),
+               r->chunks, r->micro_batches,
                pp_plural(r->micro_batches, "micro-batch", "micro-batches"));
     if (job)
         out_printf(o, " of %d sequences, placement %s, transport %s",
@@ -495,8 +494,7 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *jo
                    transport_name(job->pipeline.transport));
     out_puts(o, "\n");
     table_boundaries(o, r);
-    if (job && r->replicas > 1)
-        table_reduce_setup(o, r, job);
+    if (job && r->replicas > 1) table_reduce_setup(o, r, job);
     if (r->shared_gpus)
         out_printf(o,
                    "# note: pipeline devices share GPUs (see the cuda column), each with its own "
@@ -526,9 +524,8 @@ static void table_devices(pp_out_t *o, const pp_report_t *r)
 {
     char a[64], b[64], c[64], d[64];
     const int rep = r->replicas > 1; /* a replica column with data parallelism */
-    out_printf(o, "# %6s%s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device",
-               rep ? " replica" : "", "cuda", "busy", "idle", "bubble", "theory", "in-flight",
-               "peak-mem", "sent");
+    out_printf(o, "# %6s%s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", rep ? " replica" : "",
+               "cuda", "busy", "idle", "bubble", "theory", "in-flight", "peak-mem", "sent");
     /* in-flight counts (stage, micro-batch) pairs: an interleaved device holds v per micro-batch */
     out_printf(o, "# %6s%s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", rep ? "        " : "", "",
                "ms", "ms", "%", "%", "(st,mb)", "GiB", "MiB");

@@ -79,7 +79,7 @@ typedef struct pp_report {
     pp_device_stats_t *per_device;    /* [devices] */
     int replicas;                     /* d: data-parallel replicas (devices = p x d) */
     pp_report_reduce_t *reduce;       /* [stages] with replicas and per-op times, else NULL */
-    pp_explain_t explain;          /* idle by reason, critical path, what-if (explain.h) */
+    pp_explain_t explain;             /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;
 
 /* Every op time and step time of `tl` is finite: else prints which is not, and that an op cost

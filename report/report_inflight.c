@@ -46,11 +46,13 @@ static int sweep_peak(const double *s, const double *e, int n)
 static size_t pair_key(const pp_plan_t *plan, const pp_op_t *op)
 {
     return ((size_t)plan_replica_of(plan, op->device) * (size_t)plan->n_stages +
-            (size_t)op->stage) * (size_t)plan->n_mb + (size_t)op->mb;
+            (size_t)op->stage) *
+               (size_t)plan->n_mb +
+           (size_t)op->mb;
 }
 
-/* Per (stage, mb) pair of each replica, key pair_key: fwd = its F that starts first, bwd = its backward
- * op that ends last (-1: none). */
+/* Per (stage, mb) pair of each replica, key pair_key: fwd = its F that starts first, bwd = its
+ * backward op that ends last (-1: none). */
 static void inflight_pairs(const pp_plan_t *plan, const pp_timeline_t *tl, int *fwd, int *bwd)
 {
     const pp_op_time_t *t = tl->t;

@@ -42,9 +42,10 @@ static int plan_label_width(int w, const char *label)
 
 static void plan_row(pp_out_t *o, int rank, const pp_candidate_t *c, int w)
 {
-    out_printf(o, "%4d  %-*s %3d %3d %3d %5d %4d %10.3f %10.4g %6.1f %8.2f %6.1f %8.2f  %s\n",
-               rank, w, c->label, c->p, c->d, c->v, c->m, c->mbs, c->step_ms, c->tokens_per_s, 100 * c->bubble,
-               c->peak_bytes / GIB, c->mb_equiv, c->sent_bytes / GIB, c->fits ? "fits" : "no");
+    out_printf(o, "%4d  %-*s %3d %3d %3d %5d %4d %10.3f %10.4g %6.1f %8.2f %6.1f %8.2f  %s\n", rank,
+               w, c->label, c->p, c->d, c->v, c->m, c->mbs, c->step_ms, c->tokens_per_s,
+               100 * c->bubble, c->peak_bytes / GIB, c->mb_equiv, c->sent_bytes / GIB,
+               c->fits ? "fits" : "no");
 }
 
 /* The model line. A 7B-sized model on the default vocabulary says so, whether or not the file
@@ -122,11 +123,11 @@ pp_status_t plan_print_table(const pp_search_t *s, int top, FILE *f)
     int shown = top < s->n ? top : s->n, w = 36;
     for (int i = 0; i < shown; i++)
         w = plan_label_width(w, s->c[i].label);
-    out_printf(&o, "#\n%4s  %-*s %3s %3s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "rank",
-               w, "schedule", "p", "d", "v", "m", "b", "step", "tokens/s", "bubble", "peak mem", "act", "p2p",
-               "memory");
-    out_printf(&o, "%4s  %-*s %3s %3s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "", w, "",
-               "", "", "", "/rep", "seq", "(ms)", "", "(%)", "(GiB)", "mb-eq", "(GiB)", "");
+    out_printf(&o, "#\n%4s  %-*s %3s %3s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "rank", w,
+               "schedule", "p", "d", "v", "m", "b", "step", "tokens/s", "bubble", "peak mem", "act",
+               "p2p", "memory");
+    out_printf(&o, "%4s  %-*s %3s %3s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "", w, "", "",
+               "", "", "/rep", "seq", "(ms)", "", "(%)", "(GiB)", "mb-eq", "(GiB)", "");
     for (int i = 0; i < shown; i++)
         plan_row(&o, i + 1, &s->c[i], w);
     int idx[64], n = plan_search_pareto(s, idx, 64);
@@ -155,8 +156,8 @@ static void plan_json_cand(pp_out_t *o, const pp_candidate_t *c, int rank)
     out_json_str(o, c->label);
     out_printf(o, ",\"schedule\":");
     out_json_str(o, sched_kind_name(c->kind));
-    out_printf(o, ",\"pipeline_devices\":%d,\"data_parallel\":%d,\"optimizer_sharding\":\"%s\"", c->p,
-               c->d, c->zero1 ? "zero1" : "none");
+    out_printf(o, ",\"pipeline_devices\":%d,\"data_parallel\":%d,\"optimizer_sharding\":\"%s\"",
+               c->p, c->d, c->zero1 ? "zero1" : "none");
     out_printf(o,
                ",\"chunks\":%d,\"placement\":\"%s\",\"micro_batches\":%d,\"micro_batch_size\":%d",
                c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop", c->m, c->mbs);
@@ -217,9 +218,10 @@ pp_status_t plan_print_csv(const pp_search_t *s, FILE *f)
     for (int i = 0; i < s->n; i++) {
         const pp_candidate_t *c = &s->c[i];
         out_printf(&o, "%d,%s,%d,%d,%s,%d,%s,%d,%d,%.6g,%.6g,%.6g,%.0f,%d,%.4g,%.0f,%d\n", i + 1,
-                   sched_kind_name(c->kind), c->p, c->d, c->zero1 ? "zero1" : "none", c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop",
-                   c->m, c->mbs, c->step_ms, c->tokens_per_s, c->bubble, c->peak_bytes, c->fullest,
-                   c->mb_equiv, c->sent_bytes, c->fits);
+                   sched_kind_name(c->kind), c->p, c->d, c->zero1 ? "zero1" : "none", c->v,
+                   c->placement == PP_PLACEMENT_V ? "v" : "loop", c->m, c->mbs, c->step_ms,
+                   c->tokens_per_s, c->bubble, c->peak_bytes, c->fullest, c->mb_equiv,
+                   c->sent_bytes, c->fits);
     }
     return out_close(&o);
 }
@@ -240,12 +242,13 @@ pp_status_t plan_write_yaml(const pp_search_t *s, const pp_candidate_t *c, const
     for (int k = 0; k < b->model.n_layers_per_stage; k++)
         out_printf(&o, "%s%d", k ? ", " : ", layers_per_stage: [", b->model.layers_per_stage[k]);
     out_printf(&o, "%s}\n", b->model.n_layers_per_stage > 0 ? "]" : "");
-    out_printf(&o,
-               "pipeline: {devices: %d, data_parallel: %d, stages: auto, chunks: %d, placement: %s, "
-               "split: %s, micro_batches: %d, micro_batch_size: %d, transport: %s}\n",
-               s->p, c->d > 1 ? c->d : 1, c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop",
-               c->split == PP_SPLIT_BALANCED ? "balanced" : "even", c->m, c->mbs,
-               transport_name(b->pipeline.transport));
+    out_printf(
+        &o,
+        "pipeline: {devices: %d, data_parallel: %d, stages: auto, chunks: %d, placement: %s, "
+        "split: %s, micro_batches: %d, micro_batch_size: %d, transport: %s}\n",
+        s->p, c->d > 1 ? c->d : 1, c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop",
+        c->split == PP_SPLIT_BALANCED ? "balanced" : "even", c->m, c->mbs,
+        transport_name(b->pipeline.transport));
     out_printf(&o, "schedule: {kind: %s}\n", sched_kind_name(c->kind));
     out_printf(&o,
                "run: {steps: %d, warmup: %d, seed: %llu, optimizer: %s, lr: %.9g, "

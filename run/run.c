@@ -113,14 +113,56 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
     return PP_OK;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* How far into its forward half each overlapped pair's backward half started in the timeline, as
+ * the simulator's overlap (pair_start: the backward starts (1 - overlap) into the forward): the
+ * median over the pairs, in [0, 1]; -1 when the plan has none. The measured halves' durations
+ * already hold what sharing the GPU cost them, so the pair is simulated as it ran: the two halves
+ * side by side from where the backward began. */
+static pp_status_t measured_overlap(const pp_plan_t *plan, const pp_timeline_t *tl, double *out)
+{
+    int n = 0;
+    double *v = malloc(sizeof *v * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1));
+    PP_ALLOC_CHECK(v);
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *op = &plan->ops[k];
+        if (op->role != PP_ROLE_OVERLAP) continue;
+        const int *prog = plan->prog_ops + plan->prog_begin[op->device];
+        for (int j = op->pos - 1; j >= 0; j--) { /* its forward half: the compute op before it */
+            const int f = prog[j];
+            if (plan->ops[f].role != PP_ROLE_COMPUTE) continue;
+            const double fs = tl->t[f].start_ms, fd = tl->t[f].end_ms - fs;
+            if (fd > 0) {
+                double o = 1.0 - (tl->t[k].start_ms - fs) / fd;
+                v[n++] = o < 0 ? 0 : o > 1 ? 1 : o;
+            }
+            break;
+        }
+    }
+    *out = -1;
+    if (n) {
+        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        *out = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    }
+    free(v);
+    return PP_OK;
+}
+
 pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_job_t *job,
                            const pp_timeline_t *measured, const pp_gpu_t *present,
                            const pp_profile_t *prof)
 {
     if (measured && measured->has_op_times) {
-        /* a measured B of a pair already includes what sharing the GPU with its forward cost */
         PP_CHECK(cost_from_measure(cm, plan, measured, cost_host_link_gbps(job)));
-        cm->overlap = job->cost.overlap;
+        /* cost.overlap when set; else the pairs as they ran (0 for a plan without pairs) */
+        double o = -1;
+        if (!job->overlap_set) PP_CHECK(measured_overlap(plan, measured, &o));
+        cm->overlap = o >= 0 ? o : job->cost.overlap;
         return PP_OK;
     }
     return cost_model_build(cm, job, plan, present, prof, NULL);

@@ -100,8 +100,8 @@ static double cost_reduce(const pp_cost_model_t *cm, const pp_op_t *op)
 }
 
 static const op_cost_fn op_cost[PP_ACT_COUNT] = {
-    [PP_ACT_F] = cost_f,         [PP_ACT_B] = cost_b,          [PP_ACT_I] = cost_i,
-    [PP_ACT_W] = cost_w,         [PP_ACT_OFFLOAD] = cost_copy, [PP_ACT_RELOAD] = cost_copy,
+    [PP_ACT_F] = cost_f,           [PP_ACT_B] = cost_b,          [PP_ACT_I] = cost_i,
+    [PP_ACT_W] = cost_w,           [PP_ACT_OFFLOAD] = cost_copy, [PP_ACT_RELOAD] = cost_copy,
     [PP_ACT_REDUCE] = cost_reduce,
 };
 

@@ -41,12 +41,12 @@ typedef struct pp_cost_model {
     double send;           /* one cross-device transfer (a transport with no figure of its own) */
     double send_by[PP_TRANSPORT_COUNT]; /* one transfer over each transport, where it has a
                                            figure of its own (> 0); 0: `send` */
-    double host_link_gbps; /* OFFLOAD and RELOAD: GB/s each direction (0: free) */
-    double overlap;        /* 0..1 (cost.overlap): an overlapped pair's backward half starts
-                              once (1 - overlap) of its forward half has run; 0 runs them serially */
-    int reduce_ranks;      /* REDUCE: the replicas of the collective (d; 0 or 1: none) */
-    double reduce_gbps[2]; /* REDUCE: bandwidth within one host [0] and between hosts [1], GB/s
-                              (0: reductions are free) */
+    double host_link_gbps;              /* OFFLOAD and RELOAD: GB/s each direction (0: free) */
+    double overlap;              /* 0..1 (cost.overlap): an overlapped pair's backward half starts
+                                    once (1 - overlap) of its forward half has run; 0 runs them serially */
+    int reduce_ranks;            /* REDUCE: the replicas of the collective (d; 0 or 1: none) */
+    double reduce_gbps[2];       /* REDUCE: bandwidth within one host [0] and between hosts [1],
+                                    GB/s (0: reductions are free) */
     double reduce_latency_ms[2]; /* and the latency of one ring step on each */
 } pp_cost_model_t;
 

@@ -1075,8 +1075,7 @@ static void test_counts(void)
         double qk = 2 * s * h, pv = 2 * s * h, head = 2 * h * V;
         double fwd = L * (qkv + proj + up + down + qk + pv) + head;
         EXPECT_NEAR(job_tokens_per_step(&c, c.pipeline.micro_batches), tokens, 0, 1e-15);
-        EXPECT_NEAR(job_flops_per_step(&c, c.pipeline.micro_batches), 3 * fwd * tokens, 0,
-                    1e-12);
+        EXPECT_NEAR(job_flops_per_step(&c, c.pipeline.micro_batches), 3 * fwd * tokens, 0, 1e-12);
         job_free(&c);
     }
     EXPECT(!strcmp(sched_kind_name(PP_SCHED_GPIPE), "gpipe"));

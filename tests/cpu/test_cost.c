@@ -378,9 +378,9 @@ static void test_model_build(void)
 }
 
 /* Under auto with two processes of two devices each on two hosts, the boundary between them goes
- * over nccl and the others over peer: each transfer is priced by its own transport's link row, `send` is
- * the slower, the simulated transfers take each its own, and the description names both. With
- * cost.link set, every transport takes that link. */
+ * over nccl and the others over peer: each transfer is priced by its own transport's link row,
+ * `send` is the slower, the simulated transfers take each its own, and the description names both.
+ * With cost.link set, every transport takes that link. */
 static void test_model_per_transport(void)
 {
     pp_job_t cfg;

@@ -38,7 +38,8 @@ static void test_key(void)
 {
     pp_job_t job = {0};
     REQUIRE(ts_load_job(&job, "pipeline: {devices: 4}\n", NULL, 0, 0) == PP_OK);
-    EXPECT(job.pipeline.data_parallel == 1 && job_replicas(&job) == 1 && job_devices_total(&job) == 4);
+    EXPECT(job.pipeline.data_parallel == 1 && job_replicas(&job) == 1 &&
+           job_devices_total(&job) == 4);
     EXPECT(job.pipeline.reduce_bucket_mb == 25 && job.pipeline.reduce_align == PP_REDUCE_AS_READY);
     EXPECT(job.run.optimizer_sharding == PP_SHARD_NONE);
     job_free(&job);
@@ -258,8 +259,7 @@ static void test_simulated_reduce(void)
                 double dur = r.sim.t[j].end_ms - r.sim.t[j].start_ms;
                 EXPECT(fabs(dur - want) < 1e-9 * (1 + want), "op %d: %.9f ms, ring %.9f", j, dur,
                        want);
-                EXPECT(r.sim.t[j].start_ms == r.sim.t[k].start_ms, "op %d starts with op %d", j,
-                       k);
+                EXPECT(r.sim.t[j].start_ms == r.sim.t[k].start_ms, "op %d starts with op %d", j, k);
             }
         }
         /* the reduce reason: each device waits from its last compute op to its last REDUCE */

@@ -310,7 +310,8 @@ static void test_skips_counted(void)
     EXPECT(s.n > 0 && s.skipped[PP_SKIP_LAYERS] > 0, "n %d, layers %d", s.n,
            s.skipped[PP_SKIP_LAYERS]);
     for (int i = 0; i < s.n; i++) /* one pipeline of 3 devices (d = 3 is a pipeline of 1) */
-        EXPECT(s.c[i].d > 1 || (s.c[i].split == PP_SPLIT_BALANCED && strstr(s.c[i].label, " balanced")),
+        EXPECT(s.c[i].d > 1 ||
+                   (s.c[i].split == PP_SPLIT_BALANCED && strstr(s.c[i].label, " balanced")),
                "%s", s.c[i].label);
     plan_search_free(&s);
     q = query(4, 6, 0); /* m = 6, 3, 2, 1: interleaved needs a multiple of 4 */

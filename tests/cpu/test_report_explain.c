@@ -377,8 +377,8 @@ static void test_compare_columns(void)
     compare_print_table(rows, 2, f);
     fclose(f);
     for (int c = 0; c < PP_IDLE_COUNT; c++)
-        EXPECT((!strstr(buf, pp_idle_reasons[c].name)) == pp_idle_reasons[c].replicas_only, "%s\n%s",
-               pp_idle_reasons[c].name, buf);
+        EXPECT((!strstr(buf, pp_idle_reasons[c].name)) == pp_idle_reasons[c].replicas_only,
+               "%s\n%s", pp_idle_reasons[c].name, buf);
     free(buf);
     f = open_memstream(&buf, &len);
     compare_print_csv(rows, 2, f);

@@ -45,6 +45,41 @@ static void test_simulated(void)
     }
 }
 
+/* A measured DualPipeV timeline priced back (run_cost_model): the pairs' overlap is read off the
+ * timeline (how far into its forward each backward half began), so a simulation with the measured
+ * cost model gives the step that was measured. Here the "measurement" is a simulation with
+ * overlap 0.6 and the costs the means recover exactly, so the step must come back to the digit;
+ * taking cost.overlap's unset 0 instead (the pair run one half after the other) would make it
+ * much longer. cost.overlap, when set, still wins. */
+static void test_measured_pair_overlap(void)
+{
+    pp_run_t r;
+    const char *sets[] = {"cost.overlap=0.6", "cost.forward=1", "cost.backward_input=1.2",
+                          "cost.backward_weight=0.8"};
+    REQUIRE(run_load(&r, "t.yaml", yaml_of("dualpipe-v", 4, 16), sets, 4, 0) == PP_OK);
+    pp_run_opts_t ro = {0};
+    REQUIRE(run_go(&r, &ro) == PP_OK);
+    REQUIRE(r.sim.has_op_times);
+    const double measured = timeline_makespan(&r.sim);
+    pp_job_t unset = r.job; /* the same job, cost.overlap not given (strings shared, not freed) */
+    unset.overlap_set = 0;
+    unset.cost.overlap = 0;
+    pp_cost_model_t cm;
+    REQUIRE(run_cost_model(&cm, &r.plan, &unset, &r.sim, NULL, NULL) == PP_OK);
+    EXPECT_NEAR(cm.overlap, 0.6, 1e-9, 1e-9);
+    pp_timeline_t tl;
+    REQUIRE(simulate_plan(&tl, &r.plan, &cm) == PP_OK);
+    EXPECT_NEAR(timeline_makespan(&tl), measured, 1e-9, 1e-9);
+    timeline_free(&tl);
+    cost_model_free(&cm);
+    pp_job_t set = r.job;
+    set.cost.overlap = 0.25; /* given: it wins over the timeline's */
+    REQUIRE(run_cost_model(&cm, &r.plan, &set, &r.sim, NULL, NULL) == PP_OK);
+    EXPECT(cm.overlap == 0.25, "%g", cm.overlap);
+    cost_model_free(&cm);
+    run_free(&r);
+}
+
 /* Uniform costs are one device's share of the layers: a stage of an interleaved device 1/v. */
 static void test_cost_model_uniform(void)
 {
@@ -253,5 +288,6 @@ int main(void)
     RUN(test_simulated_what_if);
     RUN(test_input_errors);
     RUN(test_load_group);
+    RUN(test_measured_pair_overlap);
     return check_summary("test_run");
 }

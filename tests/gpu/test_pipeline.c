@@ -238,9 +238,9 @@ static void check_case(const char *kind, int p, const char *transport, const cha
 static void nccl_levers_match_reference(void)
 {
     if (n_gpus < 2) SKIP("nccl needs a GPU per pipeline device, %d present", n_gpus);
-    static const char *levers[] = {"nccl.communicators=device", "nccl.max_ctas=1",
+    static const char *levers[] = {"nccl.communicators=device",  "nccl.max_ctas=1",
                                    "nccl.cta_policy=efficiency", "nccl.cta_policy=zero",
-                                   "nccl.wait_for_peer=off", "run.priorities=off"};
+                                   "nccl.wait_for_peer=off",     "run.priorities=off"};
     static const char *kinds[] = {"schedule.kind=1f1b", "schedule.kind=zb-v"};
     const int p = n_gpus >= 4 ? 4 : 2;
     char devs[64], label[128];
@@ -666,11 +666,12 @@ static void timeout_names_pending_op(void)
     if (n_gpus < 1) SKIP("%s", g_no_gpu);
     SKIP_IF_QUICK("steps of the large model");
     int p = n_gpus >= 2 ? 2 : 1;
-    for (int tr = 0; tr < (p > 1 ? 2 : 1); tr++) {
+    static const char *const trs[] = {"peer", "nccl", "ipc"};
+    for (int tr = 0; tr < (p > 1 ? 3 : 1); tr++) {
         pp_run_t r = {0};
         char devs[64], transport[64];
         snprintf(devs, sizeof devs, "pipeline.devices=%d", p);
-        snprintf(transport, sizeof transport, "pipeline.transport=%s", tr ? "nccl" : "peer");
+        snprintf(transport, sizeof transport, "pipeline.transport=%s", trs[tr]);
         /* 1 us: the host cannot even finish enqueuing a step before the deadline passes. */
         const char *sets[] = {"schedule.kind=1f1b",       devs,          transport,
                               "pipeline.micro_batches=8", "run.steps=2", "run.graph=off",
@@ -678,10 +679,9 @@ static void timeout_names_pending_op(void)
         REQUIRE(run_load(&r, "timeout.yaml", BIG_MODEL_YAML, sets, 7, n_gpus) == PP_OK);
         char log[8192];
         pp_status_t st = execute_logged(&r, log, sizeof log);
-        EXPECT(st == PP_ERR_TIMEOUT, "%s: status %s, want timeout", tr ? "nccl" : "peer",
-               pp_status_str(st));
+        EXPECT(st == PP_ERR_TIMEOUT, "%s: status %s, want timeout", trs[tr], pp_status_str(st));
         EXPECT(strstr(log, "did not finish within") && strstr(log, "device 0 (cuda"),
-               "%s: the timeout message names no pending op:\n%s", tr ? "nccl" : "peer", log);
+               "%s: the timeout message names no pending op:\n%s", trs[tr], log);
         run_free(&r);
     }
     /* The devices are still usable afterwards. */
