@@ -37,7 +37,7 @@ typedef struct pp_plan_query {
     const char *path;        /* the YAML file: model, run and cost keys */
     const char *const *sets; /* overrides applied before the candidate's own */
     int n_sets;
-    int gpus;          /* p; 0: the file's pipeline.devices (all: 4) */
+    int gpus;          /* GPUs (p x d); 0: the file's pipeline.devices (all: 4) */
     long global_batch; /* sequences per step; 0: tokens / model.seq_len */
     double tokens;     /* tokens per step when global_batch is 0; 0: the file's m * b */
     double memory_gib; /* the limit per GPU; 0: the GPU description's memory */
