@@ -259,31 +259,6 @@ static pp_status_t build_boundaries(pp_report_t *r, const pp_plan_t *plan)
     return PP_OK;
 }
 
-/* Each stage's reduction across the replicas (replica 0's REDUCE ops), and how much of it ran
- * before the step's last compute op ended. */
-static pp_status_t build_reduce(pp_report_t *r, const pp_plan_t *plan, const pp_timeline_t *tl)
-{
-    if (r->replicas <= 1 || !tl->has_op_times) return PP_OK;
-    r->reduce = calloc((size_t)plan->n_stages, sizeof *r->reduce);
-    if (!r->reduce) PP_FAIL(PP_ERR_NOMEM, "out of host memory for a report's reductions");
-    double t_compute = -INFINITY;
-    for (int k = 0; k < plan->n_ops; k++)
-        if (pp_role_row(plan->ops[k].role)->computes) t_compute = fmax(t_compute, tl->t[k].end_ms);
-    for (int s = 0; s < plan->n_stages; s++)
-        r->reduce[s].stage = s;
-    for (int k = 0; k < plan->n_ops; k++) {
-        const pp_op_t *op = &plan->ops[k];
-        if (op->kind != PP_ACT_REDUCE || plan_replica_of(plan, op->device) != 0) continue;
-        pp_report_reduce_t *x = &r->reduce[op->stage];
-        double a = tl->t[k].start_ms, b = tl->t[k].end_ms;
-        x->buckets++;
-        x->bytes += (double)op->bytes;
-        x->ms += b - a;
-        x->hidden_ms += fmax(0.0, fmin(b, t_compute) - a);
-    }
-    return PP_OK;
-}
-
 pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *plan,
                          const pp_timeline_t *tl, const pp_timeline_t *sim)
 {
@@ -307,7 +282,7 @@ pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
     r->transport = job ? transport_name(job->pipeline.transport) : NULL;
     r->replicas = plan_replicas(plan);
     PP_CHECK_GOTO(build_boundaries(r, plan), st, fail);
-    PP_CHECK_GOTO(build_reduce(r, plan, tl), st, fail);
+    PP_CHECK_GOTO(report_build_reduce(r, plan, tl), st, fail);
     r->per_device = calloc((size_t)p, sizeof *r->per_device);
     busy = malloc(sizeof *busy * (size_t)p);
     peak = malloc(sizeof *peak * (size_t)p);
@@ -427,39 +402,6 @@ static void table_boundaries(pp_out_t *o, const pp_report_t *r)
     out_puts(o, "\n");
 }
 
-/* "# reductions: ..." how the replicas' gradients are reduced. */
-static void table_reduce_setup(pp_out_t *o, const pp_report_t *r, const pp_job_t *job)
-{
-    const pp_job_pipeline_t *pl = &job->pipeline;
-    char bucket[32];
-    out_cell(bucket, sizeof bucket, pl->reduce_bucket_mb > 0, "buckets of %d MiB",
-             pl->reduce_bucket_mb);
-    out_printf(o,
-               "# reductions: each stage's fp32 gradients over its %d replicas, %s, %s, ring "
-               "all-reduce%s on nvlink-nccl within a host (%d GPUs), ib between hosts\n",
-               r->replicas, pl->reduce_bucket_mb > 0 ? bucket : "one bucket a stage",
-               pl->reduce_align == PP_REDUCE_ALIGNED ? "aligned" : "as ready",
-               job->run.optimizer_sharding == PP_SHARD_ZERO1
-                   ? " as reduce-scatter + all-gather (zero1: optimizer state sharded)"
-                   : "",
-               PP_HOST_GPUS);
-}
-
-/* The per-stage reduction lines: time, hidden by the pipeline, exposed. */
-static void table_reduce(pp_out_t *o, const pp_report_t *r)
-{
-    if (!r->reduce) return;
-    out_printf(o, "#\n# %-18s %8s %10s %10s %10s %10s\n", "reduce per stage", "buckets", "MiB",
-               "ms", "hidden", "exposed");
-    for (int s = 0; s < r->stages; s++) {
-        const pp_report_reduce_t *x = &r->reduce[s];
-        char label[32];
-        snprintf(label, sizeof label, "stage %d", x->stage);
-        out_printf(o, "# %-18s %8d %10.1f %10.3f %10.3f %10.3f\n", label, x->buckets,
-                   x->bytes / (1024.0 * 1024.0), x->ms, x->hidden_ms, x->ms - x->hidden_ms);
-    }
-}
-
 /* Preamble: every option that shaped the numbers. */
 static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *job)
 {
@@ -494,7 +436,7 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *jo
                    transport_name(job->pipeline.transport));
     out_puts(o, "\n");
     table_boundaries(o, r);
-    if (job && r->replicas > 1) table_reduce_setup(o, r, job);
+    if (job && r->replicas > 1) report_table_reduce_setup(o, r, job);
     if (r->shared_gpus)
         out_printf(o,
                    "# note: pipeline devices share GPUs (see the cuda column), each with its own "
@@ -554,7 +496,7 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_job_t *job, FILE *
     char a[64], b[64], c[64], d[64], e[64];
     table_preamble(o, r, job);
     table_devices(o, r);
-    table_reduce(o, r);
+    report_table_reduce(o, r);
     report_table_explain(o, r); /* why the devices idled: report_explain.c */
 
     /* Summary block and verdict. */

@@ -45,6 +45,8 @@ typedef struct pp_report_reduce {
     double ms;        /* their time, summed */
     double hidden_ms; /* of it, the part that ran while the pipeline still computed (before the
                          step's last compute op ended on any device) */
+    double device_hidden_ms; /* of it, the part its own device computed through (the union of
+                                that device's compute ops) */
 } pp_report_reduce_t;
 
 /* A directed pair of pipeline devices that stage boundaries cross, with the transport they got. */
@@ -110,6 +112,12 @@ void report_set_prediction(pp_report_t *r, double step_ms, const size_t *mem,
                            const double *mb_equiv, const char *cost_desc, const char *verdict);
 
 struct pp_out; /* report_io.h */
+/* The reductions across data-parallel replicas (report_reduce.c): each stage's, from the plan and
+ * its timeline, into r->reduce (nothing with one replica or without per-op times); the preamble's
+ * line on how they are made and the table's block of them. */
+pp_status_t report_build_reduce(pp_report_t *r, const pp_plan_t *plan, const pp_timeline_t *tl);
+void report_table_reduce_setup(struct pp_out *o, const pp_report_t *r, const pp_job_t *job);
+void report_table_reduce(struct pp_out *o, const pp_report_t *r);
 /* The table's lines about the prediction (report_predict.c): a measured run's predicted step and
  * peak memory with their errors, the activations in micro-batch equivalents, the memory verdict. */
 void report_table_prediction(struct pp_out *o, const pp_report_t *r);

@@ -108,7 +108,8 @@ static void json_boundaries(pp_out_t *o, const pp_report_t *r)
     out_puts(o, "]");
 }
 
-/* ,"reductions":[{"stage":0,"buckets":..,"bytes":..,"ms":..,"hidden_ms":..},...] with replicas. */
+/* ,"reductions":[{"stage":0,"buckets":..,"bytes":..,"ms":..,"hidden_ms":..,
+ * "device_hidden_ms":..},...] with replicas. */
 static void json_reduce(pp_out_t *o, const pp_report_t *r)
 {
     if (r->replicas <= 1) return;
@@ -123,6 +124,7 @@ static void json_reduce(pp_out_t *o, const pp_report_t *r)
         out_json_key_num(o, "bytes", x->bytes);
         out_json_key_num(o, "ms", x->ms);
         out_json_key_num(o, "hidden_ms", x->hidden_ms);
+        out_json_key_num(o, "device_hidden_ms", x->device_hidden_ms);
         out_puts(o, "}");
     }
     out_puts(o, "]");

@@ -284,14 +284,28 @@ static void test_simulated_reduce(void)
         double free_ms = ex->what_if.step_ms[PP_WHAT_IF_REDUCE_FREE];
         EXPECT(free_ms < r.report.step_ms, "reduce free %.6f vs %.6f", free_ms, r.report.step_ms);
         EXPECT(r.report.reduce && r.report.reduce[0].ms > 0);
-        for (int s = 0; r.report.reduce && s < pl->n_stages; s++)
-            EXPECT(r.report.reduce[s].hidden_ms >= 0 &&
-                       r.report.reduce[s].hidden_ms <= r.report.reduce[s].ms + 1e-12,
-                   "stage %d", s);
+        for (int s = 0; r.report.reduce && s < pl->n_stages; s++) {
+            const pp_report_reduce_t *x = &r.report.reduce[s];
+            EXPECT(x->hidden_ms >= 0 && x->hidden_ms <= x->ms + 1e-12, "stage %d", s);
+            /* one stage a device: nothing left to compute on it after its last backward */
+            EXPECT(x->device_hidden_ms == 0, "stage %d: %g", s, x->device_hidden_ms);
+        }
         /* 1F1B: the last stage finishes first, so the pipeline hides its reduction */
         EXPECT(r.report.reduce[pl->n_stages - 1].hidden_ms > 0);
         run_free(&r);
     }
+    /* interleaved: a chunk's reduction runs under the backward of the device's other chunk */
+    pp_run_t r;
+    const char *v2[] = {"schedule.kind=interleaved-1f1b", "pipeline.chunks=2"};
+    REQUIRE(load(&r, yaml_dp, v2, 2));
+    REQUIRE(run_go(&r, &(pp_run_opts_t){0}) == PP_OK);
+    double on = 0;
+    for (int s = 0; s < r.plan.n_stages; s++) {
+        EXPECT(r.report.reduce[s].device_hidden_ms <= r.report.reduce[s].ms + 1e-12);
+        on += r.report.reduce[s].device_hidden_ms;
+    }
+    EXPECT(on > 0, "no reduction under its device's compute");
+    run_free(&r);
 }
 
 /* The JSON and the table name the replicas with d > 1, and read as before with d = 1. */
