@@ -9,7 +9,10 @@
  * free and its own dependencies done, the pair's mutual dependency left out) and end `send` later,
  * or at once on a LOCAL link. Every other op (compute, and the host copies of run.offload on the
  * offload and load streams) takes the time the cost table by kind gives it; a copy moves its bytes
- * at the host link's bandwidth. The caller owns `tl`; the cost model owns its four arrays.
+ * at the host link's bandwidth. The d REDUCE ops of one stage and bucket (adjacent in plan order,
+ * one per data-parallel replica) are one collective: all start at the latest of their ready
+ * times and take the ring all-reduce of their bucket (cost_model_reduce); never under a part.
+ * The caller owns `tl`; the cost model owns its four arrays.
  * simulate_makespans runs several cost models in the same pass ("lanes"): each lane does exactly
  * the arithmetic simulate_plan does, so its makespan is the same to the bit. Under a part
  * (simulate_plan_part: one process of several, one lane) only the owned devices' ops are timed,
