@@ -241,7 +241,9 @@ const cli_option_t cli_options[] = {
     {"output", 'o', "FILE", CLI_PROFILE, "write the profile to FILE (default: standard output)",
      set_string, AT(output), CLI_ONCE | CLI_OUT_FILE},
     /* plan: repeats are not refused, the last one counts; numbers are held to their ranges */
-    {"gpus", 0, "N", CLI_PLAN, "pipeline devices, 1..64 (default: the file's pipeline.devices)",
+    {"gpus", 0, "N", CLI_PLAN,
+     "GPUs, 1..64, split every way into p devices x d replicas (default: the file's "
+     "pipeline.devices)",
      set_count, AT(gpus), 0},
     {"gpu", 0, "NAME", CLI_PLAN, "the GPU description (h100, h200, a100, b200)", add_gpu, 0, 0},
     {"global-batch", 0, "SEQS", CLI_PLAN,

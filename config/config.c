@@ -49,6 +49,8 @@ const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     [PP_CFG_MICRO_BATCH_SIZE] = "pipeline.micro_batch_size",
     [PP_CFG_VOCAB] = "model.vocab",
     [PP_CFG_DTYPE] = "model.dtype",
+    [PP_CFG_DATA_PARALLEL] = "pipeline.data_parallel",
+    [PP_CFG_OPTIMIZER_SHARDING] = "run.optimizer_sharding",
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -136,6 +138,9 @@ void config_defaults(pp_config_t *cfg)
     cfg->pipeline.micro_batches = 8;
     cfg->pipeline.micro_batch_size = model->micro_batch_size;
     cfg->pipeline.transport = PP_TRANSPORT_AUTO;
+    cfg->pipeline.data_parallel = 1;
+    cfg->pipeline.reduce_bucket_mb = 25;
+    cfg->pipeline.reduce_align = PP_REDUCE_AS_READY;
     cfg->schedule.kind = PP_SCHED_1F1B;
     cfg->run = (pp_job_run_t){.steps = 10,
                               .warmup = 2,
@@ -148,7 +153,8 @@ void config_defaults(pp_config_t *cfg)
                               .graph = 1,
                               .recompute = PP_RECOMPUTE_NONE,
                               .offload = PP_OFFLOAD_NONE,
-                              .priorities = 1};
+                              .priorities = 1,
+                              .optimizer_sharding = PP_SHARD_NONE};
     cfg->nccl = (pp_job_nccl_t){.communicators = PP_NCCL_COMMS_PAIR,
                                 .wait_for_peer = 1,
                                 .max_ctas = 0,

@@ -73,6 +73,8 @@ typedef enum pp_config_key {
     PP_CFG_MICRO_BATCH_SIZE,
     PP_CFG_VOCAB, /* with the model keys above: a preset sees what the file wrote, and marks */
     PP_CFG_DTYPE,
+    PP_CFG_DATA_PARALLEL,
+    PP_CFG_OPTIMIZER_SHARDING,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 

@@ -24,7 +24,9 @@ _Static_assert(sizeof(pp_dtype_t) == sizeof(int) && sizeof(pp_placement_t) == si
                    sizeof(pp_transport_t) == sizeof(int) && sizeof(pp_optimizer_t) == sizeof(int) &&
                    sizeof(pp_recompute_t) == sizeof(int) && sizeof(pp_split_t) == sizeof(int) &&
                    sizeof(pp_offload_t) == sizeof(int) && sizeof(pp_nccl_comms_t) == sizeof(int) &&
-                   sizeof(pp_nccl_cta_policy_t) == sizeof(int),
+                   sizeof(pp_nccl_cta_policy_t) == sizeof(int) &&
+                   sizeof(pp_reduce_align_t) == sizeof(int) &&
+                   sizeof(pp_opt_sharding_t) == sizeof(int),
                "enum fields are stored as int");
 
 #define DEVICE_FORMS "all, a count 1..64, or a list of CUDA ids such as [0, 1, 2, 3]"
@@ -297,6 +299,10 @@ static const char *const split_names[] = {"even", "balanced", NULL};
 static const int split_values[] = {PP_SPLIT_EVEN, PP_SPLIT_BALANCED};
 static const char *const optimizer_names[] = {"none", "adamw", NULL};
 static const int optimizer_values[] = {PP_OPT_NONE, PP_OPT_ADAMW};
+static const char *const reduce_align_names[] = {"as_ready", "aligned", NULL};
+static const int reduce_align_values[] = {PP_REDUCE_AS_READY, PP_REDUCE_ALIGNED};
+static const char *const sharding_names[] = {"none", "zero1", NULL};
+static const int sharding_values[] = {PP_SHARD_NONE, PP_SHARD_ZERO1};
 #define recompute_names stage_recompute_names
 static const int recompute_values[] = {PP_RECOMPUTE_NONE, PP_RECOMPUTE_SELECTIVE,
                                        PP_RECOMPUTE_FULL};
@@ -345,6 +351,9 @@ static const key_spec_t pipeline_keys[] = {
      PP_CFG_SPLIT},
     INT_KEY("devices_per_process", pipeline.devices_per_process, 0, PP_MAX_DEVICES,
             PP_CFG_DEVICES_PER_PROCESS),
+    INT_KEY("data_parallel", pipeline.data_parallel, 1, PP_MAX_DATA_PARALLEL, PP_CFG_DATA_PARALLEL),
+    INT_KEY("reduce_bucket_mb", pipeline.reduce_bucket_mb, 0, 1 << 20, -1),
+    ENUM_KEY("reduce_align", pipeline.reduce_align, reduce_align),
 };
 
 static const key_spec_t schedule_keys[] = {
@@ -366,6 +375,8 @@ static const key_spec_t run_keys[] = {
     ENUM_KEY("recompute", run.recompute, recompute),
     ENUM_KEY("offload", run.offload, offload),
     ENUM_KEY("priorities", run.priorities, timing),
+    {"optimizer_sharding", VAL_ENUM, OFF(run.optimizer_sharding), 0, 0, 0, sharding_names,
+     sharding_values, NULL, PP_CFG_OPTIMIZER_SHARDING},
 };
 
 static const key_spec_t nccl_keys[] = {

@@ -151,7 +151,8 @@ static double host_memory_room(const char **what)
 static pp_status_t check_plan_size(const pp_job_t *job, const pp_config_t *cfg)
 {
     const pp_job_pipeline_t *pl = &job->pipeline;
-    long long ops = (long long)pl->stages * pl->micro_batches * PP_PLAN_OPS_PER_MB;
+    long long ops =
+        (long long)pl->stages * pl->micro_batches * PP_PLAN_OPS_PER_MB * job_replicas(job);
     int key = cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES,
                        PP_CFG_CHUNKS, PP_CFG_STAGES, -1);
     if (sched_kind(job->kind)->written) return PP_OK;
@@ -164,7 +165,8 @@ static pp_status_t check_plan_size(const pp_job_t *job, const pp_config_t *cfg)
     const char *what;
     int per_mb = PP_PLAN_OPS_PER_MB + (job->run.offload == PP_OFFLOAD_ACTIVATIONS ? 2 : 0);
     double per_unit = (double)per_mb * PP_PLAN_HOST_BYTES_PER_OP; /* a (stage, micro-batch) */
-    double need = per_unit * pl->stages * pl->micro_batches, room = host_memory_room(&what);
+    double need = per_unit * pl->stages * pl->micro_batches * job_replicas(job),
+           room = host_memory_room(&what);
     if (need <= room) return PP_OK;
     const double gib = 1073741824.0;
     return cfg_err_at(cfg, key,
@@ -202,6 +204,33 @@ static pp_status_t check_shared_gpus(const pp_job_t *job, const pp_config_t *cfg
                       job->procs.rank_of[d + 1], a, b, pl->device_ids[a]);
 }
 
+/* A written schedule names its devices itself, so it runs one replica: refused before the
+ * schedule and the pipeline keys are reconciled. */
+static pp_status_t check_written_replicas(const pp_job_t *job, const pp_config_t *cfg)
+{
+    if (job->pipeline.data_parallel <= 1 || !sched_kind(job->kind)->written) return PP_OK;
+    return cfg_err_at(cfg, PP_CFG_DATA_PARALLEL,
+                      "%d replicas of a written schedule (allowed: 1 with schedule.steps or "
+                      "schedule.csv; a generated kind for more)",
+                      job->pipeline.data_parallel);
+}
+
+/* pipeline.data_parallel: the devices listed are d replicas of a pipeline of devices / d (replica
+ * r's device i is r * p + i, docs/schedule-format.md). */
+static pp_status_t resolve_replicas(pp_job_t *job, const pp_config_t *cfg)
+{
+    pp_job_pipeline_t *pl = &job->pipeline;
+    const int d = pl->data_parallel, total = pl->n_devices;
+    if (d <= 1) return PP_OK;
+    if (total % d != 0)
+        return cfg_err_at(cfg, PP_CFG_DATA_PARALLEL,
+                          "%d replicas do not split the %d devices evenly (allowed: a divisor "
+                          "of %d, or pipeline.devices a multiple of %d)",
+                          d, total, total, d);
+    pl->n_devices = total / d;
+    return PP_OK;
+}
+
 static pp_status_t resolve_pipeline(pp_job_t *job, const pp_config_t *cfg, int n_visible)
 {
     pp_job_pipeline_t *pl = &job->pipeline;
@@ -228,6 +257,8 @@ static pp_status_t resolve_pipeline(pp_job_t *job, const pp_config_t *cfg, int n
                               n_visible > 0 ? n_visible - 1 : PP_MAX_DEVICES - 1);
         }
     }
+    PP_CHECK(resolve_replicas(job, cfg));
+    p = pl->n_devices;
     PP_CHECK(check_shared_gpus(job, cfg));
     /* stages and chunks (a written schedule's were set by written_reconcile) */
     if (written && pl->stages > 0) {
@@ -266,6 +297,11 @@ static pp_status_t resolve_pipeline(pp_job_t *job, const pp_config_t *cfg, int n
 pp_status_t job_check_processes(const pp_job_t *job, const pp_config_t *cfg, int n_procs)
 {
     const int p = job->pipeline.n_devices, k = job->pipeline.devices_per_process;
+    if (job_replicas(job) > 1 && n_procs > 1)
+        return cfg_err_at(cfg, PP_CFG_DATA_PARALLEL,
+                          "%d replicas under a launch of %d processes (allowed: 1 under mpirun; "
+                          "more in one process)",
+                          job_replicas(job), n_procs);
     if (k > 0 && (long)k * n_procs != p)
         return cfg_err_at(cfg, PP_CFG_DEVICES_PER_PROCESS,
                           "%d devices per process x %d process%s = %ld, but the pipeline has %d "
@@ -326,6 +362,7 @@ pp_status_t job_resolve(pp_job_t *job, const pp_config_t *cfg, const pp_schedule
 {
     PP_CHECK(job_from_config(job, cfg));
     pp_status_t st = check_kernel_counts(job, cfg);
+    if (st == PP_OK) st = check_written_replicas(job, cfg);
     if (st == PP_OK && written) st = written_reconcile(job, cfg, written, n_visible);
     if (st == PP_OK) st = resolve_pipeline(job, cfg, n_visible);
     if (st != PP_OK) job_free(job);

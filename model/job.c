@@ -10,7 +10,7 @@
 int job_shared_gpu(const pp_job_t *job, int *a, int *b)
 {
     const pp_job_pipeline_t *pl = &job->pipeline;
-    for (int j = 1; j < pl->n_devices && j < PP_MAX_DEVICES; j++)
+    for (int j = 1; j < job_devices_total(job) && j < PP_MAX_DEVICES; j++)
         for (int i = 0; i < j; i++)
             if (pl->device_ids[i] == pl->device_ids[j]) {
                 if (a) *a = i;
@@ -25,7 +25,7 @@ pp_reach_t job_boundary_reach(const pp_job_t *job, int a, int b)
     if (a == b) return PP_REACH_DEVICE;
     if (a < 0 || b < 0 || a >= PP_MAX_DEVICES || b >= PP_MAX_DEVICES) return PP_REACH_PROCESS;
     const pp_job_procs_t *pr = &job->procs;
-    const int n = job->pipeline.n_devices;
+    const int n = job_devices_total(job);
     if (pr->host_of[a] != pr->host_of[b]) return PP_REACH_NETWORK;
     /* CUDA ordinals name a host's own GPUs: equal ones on one host are one GPU (a device past the
      * pipeline's is its own) */
@@ -42,7 +42,13 @@ pp_transport_t job_boundary_transport(const pp_job_t *job, int a, int b)
 
 double job_tokens_per_step(const pp_job_t *job, int m)
 {
-    return (double)m * job->pipeline.micro_batch_size * job->model.seq_len;
+    return (double)job_replicas(job) * m * job->pipeline.micro_batch_size * job->model.seq_len;
+}
+
+int job_device_host(const pp_job_t *job, int i)
+{
+    if (i < 0 || i >= PP_MAX_DEVICES) return 0;
+    return job->procs.n_procs > 1 ? job->procs.host_of[i] : i / PP_HOST_GPUS;
 }
 
 double job_flops_per_step(const pp_job_t *job, int m)
@@ -67,6 +73,8 @@ void job_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job)
     c->seed = job->run.seed;
     c->recompute = job->run.recompute;
     c->with_optimizer = job->run.optimizer == PP_OPT_ADAMW;
+    c->optimizer_shards =
+        job->run.optimizer_sharding == PP_SHARD_ZERO1 && c->with_optimizer ? job_replicas(job) : 1;
 }
 
 void job_free(pp_job_t *job)

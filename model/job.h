@@ -51,6 +51,20 @@ typedef enum pp_optimizer { PP_OPT_NONE = 0, PP_OPT_ADAMW } pp_optimizer_t;
  */
 typedef enum pp_offload { PP_OFFLOAD_NONE = 0, PP_OFFLOAD_ACTIVATIONS } pp_offload_t;
 
+/* pipeline.reduce_align: AS_READY starts each stage's gradient reduction once that stage's last
+ * backward has run; ALIGNED starts every stage's once the last backward of every stage has run. */
+typedef enum pp_reduce_align { PP_REDUCE_AS_READY = 0, PP_REDUCE_ALIGNED } pp_reduce_align_t;
+
+/* run.optimizer_sharding: NONE keeps AdamW's fp32 master and moments whole on every replica;
+ * ZERO1 shards them over the d replicas of a stage (reduce-scatter the gradients, all-gather the
+ * updated weights). */
+typedef enum pp_opt_sharding { PP_SHARD_NONE = 0, PP_SHARD_ZERO1 } pp_opt_sharding_t;
+
+/* The most data-parallel replicas (pipeline.data_parallel) and the GPUs of one host a single
+ * process's devices are taken to be grouped in when a reduction is priced (job_device_host). */
+#define PP_MAX_DATA_PARALLEL 64
+#define PP_HOST_GPUS         8
+
 typedef struct pp_job_model {
     int layers; /* transformer blocks in the whole model */
     /* Blocks of each stage (split.h): as listed in `layers_per_stage`, or filled by job_resolve
@@ -66,9 +80,12 @@ typedef struct pp_job_model {
 
 typedef struct pp_job_pipeline {
     int devices_all;                /* 1 when `devices: all` (0 once job_resolve ran) */
-    int n_devices;                  /* p: devices the pipeline uses */
-    int device_ids[PP_MAX_DEVICES]; /* global CUDA ordinal of pipeline device d; several pipeline
-                                       devices may share one (each keeps its streams and memory) */
+    int n_devices;                  /* p: devices one pipeline uses */
+    int data_parallel;              /* d: replicas of the pipeline (1: none); the devices are
+                                       p x d, replica r's device i is pipeline device r * p + i */
+    int device_ids[PP_MAX_DEVICES]; /* global CUDA ordinal of pipeline device d (all p x d of
+                                       them); several pipeline devices may share one (each keeps
+                                       its streams and memory) */
     int stages;                     /* total stages; 0 while `auto` (= p * chunks) */
     int chunks;                     /* v: stages per device (resolved: stages / n_devices) */
     pp_placement_t placement;       /* loop | v */
@@ -80,6 +97,8 @@ typedef struct pp_job_pipeline {
     pp_split_t split;               /* even | balanced (unless model.layers_per_stage is given) */
     int devices_per_process;        /* under mpirun: consecutive pipeline devices each process
                                        drives (0: the devices split evenly over the processes) */
+    int reduce_bucket_mb;           /* MiB of gradients one REDUCE op moves (0: a whole stage) */
+    pp_reduce_align_t reduce_align; /* as_ready | aligned */
 } pp_job_pipeline_t;
 
 typedef struct pp_job_run {
@@ -96,6 +115,7 @@ typedef struct pp_job_run {
     pp_offload_t offload;     /* activations to pinned host memory between F and backward */
     int priorities;           /* 1: communication streams at the device's greatest priority (the
                                  role table's), kept by the captured step's nodes; 0: all equal */
+    pp_opt_sharding_t optimizer_sharding; /* none | zero1 (over the d replicas) */
 } pp_job_run_t;
 
 /* How the nccl transport is set up (`nccl:`); what each does is in docs/architecture.md. */
@@ -169,13 +189,33 @@ typedef struct pp_job {
     pp_job_procs_t procs; /* the processes and hosts the pipeline devices are on */
 } pp_job_t;
 
-/* Tokens per training step of m micro-batches: m * micro_batch_size * seq_len. m is the plan's
- * (the schedule decides it: a written schedule's own count), never pipeline.micro_batches. */
+/* Every pipeline device of the run: p x d (replica r's device i is r * p + i). */
+static inline int job_devices_total(const pp_job_t *job)
+{
+    const int d = job->pipeline.data_parallel > 1 ? job->pipeline.data_parallel : 1;
+    return job->pipeline.n_devices * d;
+}
+
+/* The replicas of the pipeline (pipeline.data_parallel, at least 1). */
+static inline int job_replicas(const pp_job_t *job)
+{
+    return job->pipeline.data_parallel > 1 ? job->pipeline.data_parallel : 1;
+}
+
+/* The host of pipeline device i for pricing a reduction across replicas: the process layout's
+ * under a launch of several processes; alone, hosts of PP_HOST_GPUS consecutive devices (one
+ * process cannot drive another host's GPUs, so this is how a plan for more GPUs than one host
+ * holds is priced). */
+int job_device_host(const pp_job_t *job, int i);
+
+/* Tokens per training step of m micro-batches on each of the d replicas: d * m * micro_batch_size
+ * * seq_len. m is the plan's (the schedule decides it: a written schedule's own count), never
+ * pipeline.micro_batches. */
 double job_tokens_per_step(const pp_job_t *job, int m);
 
-/* Model FLOPs of one training step of m micro-batches (forward + backward = 3x forward; matmuls
- * only, causal attention counted in full, embedding lookups free), the convention of Megatron's
- * MFU figure. */
+/* Model FLOPs of one training step of m micro-batches on each replica (forward + backward = 3x
+ * forward; matmuls only, causal attention counted in full, embedding lookups free), the convention
+ * of Megatron's MFU figure. */
 double job_flops_per_step(const pp_job_t *job, int m);
 
 /* 1 when two pipeline devices share a CUDA device (`pipeline.devices: [0, 0]`): the first such

@@ -377,11 +377,19 @@ size_t stage_device_bytes(const pp_stage_cfg_t *cfg)
 size_t stage_state_bytes(const pp_stage_cfg_t *cfg)
 {
     size_t P = padded_params(cfg);
+    /* zero1: each replica keeps its 1/shards of the master and the moments */
+    size_t shards = cfg->optimizer_shards > 1 ? (size_t)cfg->optimizer_shards : 1;
+    size_t Ps = (P + shards - 1) / shards;
     size_t bytes = P * pp_dtype_size(cfg->dtype); /* parameters (the master when fp32) */
-    if (cfg->dtype != PP_DTYPE_FP32) bytes += P * sizeof(float); /* fp32 master */
-    bytes += P * sizeof(float);                                  /* gradients */
-    if (cfg->with_optimizer) bytes += 2 * P * sizeof(float);     /* AdamW m, v */
+    if (cfg->dtype != PP_DTYPE_FP32) bytes += Ps * sizeof(float); /* fp32 master */
+    bytes += P * sizeof(float);                                   /* gradients */
+    if (cfg->with_optimizer) bytes += 2 * Ps * sizeof(float);     /* AdamW m, v */
     return bytes + stage_layout_aux(cfg);
+}
+
+size_t stage_grad_bytes(const pp_stage_cfg_t *cfg)
+{
+    return padded_params(cfg) * sizeof(float);
 }
 
 size_t stage_boundary_bytes(const pp_stage_cfg_t *cfg)

@@ -39,6 +39,9 @@ typedef struct pp_stage_cfg {
     uint64_t seed;        /* parameters and synthetic data */
     int n_slots;          /* activation slots to allocate */
     int with_optimizer;   /* allocate AdamW state */
+    int optimizer_shards; /* run.optimizer_sharding zero1: the fp32 master and AdamW's moments are
+                             split over this many replicas (0 or 1: whole); the core's memory
+                             prediction counts it, the GPU stage allocates whole state */
     float grad_scale;     /* scale of the loss gradient (1 / micro-batches per step) */
     pp_recompute_t recompute; /* what F keeps in a slot (NONE: everything) */
     int n_wgrad_slots; /* I→W buffers: micro-batches whose I ran and whose W has not, at most */
@@ -60,6 +63,9 @@ size_t stage_offload_bytes(const pp_stage_cfg_t *cfg);
 size_t stage_device_bytes(const pp_stage_cfg_t *cfg);
 /* Bytes of one boundary tensor (x, y, dx, dy): micro_batch_size * seq_len * hidden * dtype. */
 size_t stage_boundary_bytes(const pp_stage_cfg_t *cfg);
+/* Bytes of the stage's parameter gradients (fp32, as stage_init keeps them): what a data-parallel
+ * reduction moves. */
+size_t stage_grad_bytes(const pp_stage_cfg_t *cfg);
 /* Parameters in the stage (for FLOP counts and reports). */
 size_t stage_param_count(const pp_stage_cfg_t *cfg);
 

@@ -573,6 +573,7 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job
         PP_CHECK_GOTO(plan_plain_slots(plan), st, fail);
     else
         memcpy(plan->plain_slots_per_stage, plan->slots_per_stage, sizeof(int) * (size_t)L.n_st);
+    PP_CHECK_GOTO(lower_data_parallel(plan, job), st, fail);
 fail:
     lower_free(&L);
     if (st != PP_OK) plan_free(plan);

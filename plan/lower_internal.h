@@ -87,4 +87,10 @@ size_t lower_slot_unit(const lower_t *L, const pp_op_t *o);
 /* Host slots: an OFFLOAD takes one (waiting for its last RELOAD), a RELOAD gives it back. */
 void lower_host_slot_step(lower_t *L, host_state_t *H, int id);
 
+/* ---- reduce.c ---- */
+
+/* pipeline.data_parallel d > 1 (job's): add a REDUCE op per stage and gradient bucket to the
+ * lowered one-replica plan, then lay it out d times (plan.h); nothing with one replica. */
+pp_status_t lower_data_parallel(pp_plan_t *plan, const pp_job_t *job);
+
 #endif /* PP_LOWER_INTERNAL_H */

@@ -23,10 +23,11 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_
     m->n_devices = plan->n_devices;
     m->gpu = gpu;
     m->limit = gpu->mem_gib * GIB;
-    for (int s = 0; s < plan->n_stages; s++) {
+    for (int s = 0; s < plan->n_stages * plan_replicas(plan); s++) {
+        const int st = s % plan->n_stages, dev = plan_stage_device(plan, st, s / plan->n_stages);
         pp_stage_cfg_t c;
-        plan_stage_cfg(&c, job, plan, s);
-        pp_mem_device_t *d = &m->dev[plan->stage_device[s]];
+        plan_stage_cfg(&c, job, plan, st);
+        pp_mem_device_t *d = &m->dev[dev];
         double slot = (double)stage_slot_bytes(&c), all = (double)stage_device_bytes(&c);
         double state = (double)stage_state_bytes(&c);
         double slots =
@@ -34,8 +35,8 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_
         d->state += state;
         d->slots += slots;
         d->workspace += all - state - slots; /* the rest of what stage_init allocates */
-        one_mb[plan->stage_device[s]] += slot;
-        n_stages[plan->stage_device[s]]++;
+        one_mb[dev] += slot;
+        n_stages[dev]++;
     }
     for (int i = 0; i < m->n_devices; i++) {
         pp_mem_device_t *d = &m->dev[i];

@@ -212,7 +212,7 @@ size_t plan_device_bytes(const pp_plan_t *plan, const pp_job_t *job, int d, int 
 {
     size_t b = 0;
     for (int s = 0; s < plan->n_stages; s++) {
-        if (plan->stage_device[s] != d) continue;
+        if (!plan_stage_on(plan, s, d)) continue;
         pp_stage_cfg_t c;
         plan_stage_cfg(&c, job, plan, s);
         if (plain && plan->plain_slots_per_stage) c.n_slots = plan->plain_slots_per_stage[s];
@@ -225,7 +225,7 @@ size_t plan_host_bytes(const pp_plan_t *plan, int d)
 {
     size_t b = 0;
     for (int s = 0; s < plan->n_stages; s++)
-        if (plan->stage_device[s] == d && plan->host_slots_per_stage && plan->offload_bytes)
+        if (plan_stage_on(plan, s, d) && plan->host_slots_per_stage && plan->offload_bytes)
             b += (size_t)plan->host_slots_per_stage[s] * plan->offload_bytes[s];
     return b;
 }
@@ -327,6 +327,7 @@ pp_status_t plan_check_offload(const pp_plan_t *plan)
         if (!fits) st = bad(plan, i, "runs on the wrong stream");
         if (pp_action_is_copy(o->kind) && !plan->offload)
             st = bad(plan, i, "a copy in a plan without run.offload");
+        if (o->kind == PP_ACT_REDUCE) continue; /* its mb is a bucket (validate.c checks it) */
         idx[((size_t)o->stage * plan->n_mb + o->mb) * PP_ACT_COUNT + o->kind] = i;
     }
     for (size_t key = 0; key < keys && st == PP_OK; key++) {

@@ -37,7 +37,8 @@ extern "C" {
  * others at the beginning of a step and joins them at its end. overlap is the device's second
  * compute stream: the backward half of an overlapped pair (DualPipeV's OVERLAP_F_B) runs there,
  * beside the forward half on compute. offload (device to host) and load (host to device) carry
- * the copies of run.offload. */
+ * the copies of run.offload. reduce carries the gradient reductions across data-parallel replicas.
+ */
 typedef enum pp_role {
     PP_ROLE_COMPUTE = 0,
     PP_ROLE_SEND,
@@ -45,12 +46,13 @@ typedef enum pp_role {
     PP_ROLE_OFFLOAD,
     PP_ROLE_LOAD,
     PP_ROLE_OVERLAP,
+    PP_ROLE_REDUCE,
     PP_ROLE_COUNT
 } pp_role_t;
 
 typedef struct pp_role_row {
     const char *name;  /* in traces and messages: "compute", "send", "recv", "offload", "load",
-                          "overlap" */
+                          "overlap", "reduce" */
     int high_priority; /* 1: created at the device's greatest stream priority */
     int per_peer;      /* 1: one stream per peer device it talks with (a channel per directed
                           pair: a transfer waits only for transfers of the same pair) */
@@ -81,21 +83,27 @@ typedef struct pp_op {
     int mb;        /* micro-batch */
     int slot;      /* activation slot of (stage, mb) on this device */
     int pos;       /* position in its device's program (for messages), 0-based */
-    int peer;      /* SEND: index of the matching RECV op; RECV: of the SEND; else -1 */
-    int host;      /* OFFLOAD/RELOAD: pinned host slot of (stage, mb); else -1 */
-    size_t bytes;  /* SEND/RECV, OFFLOAD/RELOAD: bytes moved */
+    int peer;      /* SEND: index of the matching RECV op; RECV: of the SEND; REDUCE: the first op
+                      of its group (the d replicas' REDUCE of one stage and bucket, adjacent in
+                      plan order, replica 0 first); else -1 */
+    int host;      /* OFFLOAD/RELOAD: pinned host slot of (stage, mb); REDUCE: the hosts its
+                      group spans (1: within one host); else -1 */
+    size_t bytes;  /* SEND/RECV, OFFLOAD/RELOAD, REDUCE: bytes moved (REDUCE: the bucket's
+                      gradients, what each replica holds) */
     int dep_begin; /* deps of this op are plan.deps[dep_begin .. dep_begin + n_deps) */
     int n_deps;
 } pp_op_t;
 
 typedef struct pp_plan {
-    int n_devices;              /* p */
+    int n_devices;              /* every device: p x d (replica r's device i is r * p + i) */
+    int data_parallel;          /* d: replicas of the pipeline (0 or 1: one) */
     int n_stages;               /* total stages */
     int n_mb;                   /* m */
     int chunks;                 /* stages per device (v) */
     int split_backward;         /* 1 when backward is I + W */
     pp_sched_kind_t kind;       /* the schedule it came from */
-    int *stage_device;          /* [n_stages] */
+    int *stage_device;          /* [n_stages]: the device of the stage in replica 0 (replica r's
+                                   is r * p + stage_device[s]: plan_stage_device) */
     int *slots_per_stage;       /* [n_stages]: activation slots the stage needs on its device */
     int *wgrad_slots_per_stage; /* [n_stages]: I->W buffers: most micro-batches of the stage
                                    between their I and their W on its device (0 without I/W) */
@@ -114,11 +122,40 @@ typedef struct pp_plan {
     size_t boundary_bytes; /* bytes of one activation (= one gradient) crossing a stage boundary */
 } pp_plan_t;
 
+/* The replicas of a plan (data_parallel, at least 1), the devices of one replica (p), the replica
+ * of device dev, and the device of stage s in replica r. Every per-stage array of the plan is the
+ * same in every replica. */
+static inline int plan_replicas(const pp_plan_t *plan)
+{
+    return plan->data_parallel > 1 ? plan->data_parallel : 1;
+}
+static inline int plan_pipe_devices(const pp_plan_t *plan)
+{
+    return plan->n_devices / plan_replicas(plan);
+}
+static inline int plan_replica_of(const pp_plan_t *plan, int dev)
+{
+    return dev / plan_pipe_devices(plan);
+}
+static inline int plan_stage_device(const pp_plan_t *plan, int s, int r)
+{
+    return r * plan_pipe_devices(plan) + plan->stage_device[s];
+}
+/* 1 when stage s (of its replica) lives on device dev. */
+static inline int plan_stage_on(const pp_plan_t *plan, int s, int dev)
+{
+    return plan->stage_device[s] == dev % plan_pipe_devices(plan);
+}
+
 /* Lower a schedule into a plan. A compute-only schedule gets SEND/RECV inserted (the SEND right
  * after the producing compute op, the RECV right before the consuming one); a schedule with
  * communication keeps its actions as written. Links: each boundary's job_boundary_transport
  * (local on one device, shared on one GPU, else pipeline.transport or auto's pick by the job's
- * process layout). Fails with PP_ERR_INPUT, naming device, position and action,
+ * process layout). With pipeline.data_parallel d > 1 the schedule (one replica's) is lowered once
+ * with a REDUCE op per stage and gradient bucket (reduce.c), then laid out d times, replica r on
+ * devices r * p .. r * p + p - 1, each op's d copies side by side in plan order (a transfer's
+ * SEND and RECV stay together), so that the d REDUCE ops of a stage and bucket are adjacent.
+ * Fails with PP_ERR_INPUT, naming device, position and action,
  * when the schedule cannot be lowered (a RECV without its SEND, a dependency cycle, ...). */
 pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job);
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 static const char *const kind_names[PP_ACT_COUNT] = {
-    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "OFFLOAD", "RELOAD",
+    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "OFFLOAD", "RELOAD", "REDUCE",
 };
 
 const char *action_kind_name(pp_action_kind_t k)

@@ -34,6 +34,9 @@ typedef enum pp_action_kind {
     /* Placed by the lowering under run.offload (never written in a schedule): */
     PP_ACT_OFFLOAD, /* copy the micro-batch's backward-read activations to pinned host memory */
     PP_ACT_RELOAD,  /* copy them back into a device slot before its backward */
+    /* Placed by the lowering under pipeline.data_parallel > 1: */
+    PP_ACT_REDUCE, /* reduce one bucket of the stage's gradients across the d replicas (mb: the
+                      bucket's index) */
     PP_ACT_COUNT
 } pp_action_kind_t;
 

@@ -376,6 +376,11 @@ static pp_status_t plan_check_shape(const pp_plan_t *plan, pp_action_t *acts)
         fprintf(stderr, "plan: empty or half-built (no ops, programs or placement)\n");
         return PP_ERR_INPUT;
     }
+    if (plan->n_devices % plan_replicas(plan) != 0) {
+        fprintf(stderr, "plan: %d devices are not %d replicas\n", plan->n_devices,
+                plan_replicas(plan));
+        return PP_ERR_INPUT;
+    }
     if (plan->prog_begin[0] != 0 || plan->prog_begin[plan->n_devices] != plan->n_ops) {
         fprintf(stderr, "plan: device programs cover %d..%d, not the %d ops\n", plan->prog_begin[0],
                 plan->prog_begin[plan->n_devices], plan->n_ops);
@@ -407,9 +412,9 @@ static pp_status_t plan_check_shape(const pp_plan_t *plan, pp_action_t *acts)
     }
     free(listed);
     for (int s = 0; s < plan->n_stages; s++) {
-        if (plan->stage_device[s] < 0 || plan->stage_device[s] >= plan->n_devices) {
+        if (plan->stage_device[s] < 0 || plan->stage_device[s] >= plan_pipe_devices(plan)) {
             fprintf(stderr, "plan: stage %d is placed on device %d, out of 0..%d\n", s,
-                    plan->stage_device[s], plan->n_devices - 1);
+                    plan->stage_device[s], plan_pipe_devices(plan) - 1);
             return PP_ERR_INPUT;
         }
     }
@@ -466,7 +471,7 @@ static pp_status_t plan_check_pairs(const pp_plan_t *plan)
 /* Index of the op (kind, stage, mb) in a table built by plan_check_order, -1 when absent. */
 static int plan_find(const int *idx, const pp_plan_t *plan, pp_action_kind_t k, int s, int mb)
 {
-    if (s < 0 || s >= plan->n_stages) return -1;
+    if (s < 0 || s >= plan->n_stages || mb < 0 || mb >= plan->n_mb) return -1;
     return idx[((size_t)k * plan->n_stages + (size_t)s) * plan->n_mb + (size_t)mb];
 }
 
@@ -482,7 +487,8 @@ static int has_dep(const pp_plan_t *plan, int i, int on)
 static pp_status_t plan_check_order(const pp_plan_t *plan)
 {
     char txt[96];
-    size_t n_idx = (size_t)PP_ACT_COUNT * (size_t)plan->n_stages * (size_t)plan->n_mb;
+    const size_t per_replica = (size_t)PP_ACT_COUNT * (size_t)plan->n_stages * (size_t)plan->n_mb;
+    size_t n_idx = per_replica * (size_t)plan_replicas(plan);
     int *idx = malloc(sizeof *idx * n_idx);
     int n_chan = pp_channel_count(plan->n_devices);
     int *last_pos = malloc(sizeof *last_pos * (size_t)n_chan);
@@ -497,7 +503,9 @@ static pp_status_t plan_check_order(const pp_plan_t *plan)
         last_pos[j] = -1;
     for (int i = 0; i < plan->n_ops; i++) {
         const pp_op_t *o = &plan->ops[i];
-        idx[((size_t)o->kind * plan->n_stages + (size_t)o->stage) * plan->n_mb + (size_t)o->mb] = i;
+        if (o->kind == PP_ACT_REDUCE) continue; /* its bucket is no micro-batch */
+        idx[per_replica * (size_t)plan_replica_of(plan, o->device) +
+            ((size_t)o->kind * plan->n_stages + (size_t)o->stage) * plan->n_mb + (size_t)o->mb] = i;
     }
     pp_status_t st = PP_ERR_INPUT;
     for (int i = 0; i < plan->n_ops; i++) {
@@ -532,22 +540,24 @@ static pp_status_t plan_check_order(const pp_plan_t *plan)
             goto fail;
         }
         *lp = o->pos;
-        /* The data this op consumes. */
+        /* The data this op consumes (in its own replica). */
         int need = -1;
+        const int *ridx = idx + per_replica * (size_t)plan_replica_of(plan, o->device);
         switch (o->kind) {
-        case PP_ACT_F: need = plan_find(idx, plan, PP_ACT_RECV_F, o->stage, o->mb); break;
+        case PP_ACT_F: need = plan_find(ridx, plan, PP_ACT_RECV_F, o->stage, o->mb); break;
         case PP_ACT_B:
         case PP_ACT_I:
-            need = plan_find(idx, plan, PP_ACT_F, o->stage, o->mb);
+            need = plan_find(ridx, plan, PP_ACT_F, o->stage, o->mb);
             if (need >= 0 && !has_dep(plan, i, need)) break;
-            need = plan_find(idx, plan, PP_ACT_RECV_B, o->stage, o->mb);
+            need = plan_find(ridx, plan, PP_ACT_RECV_B, o->stage, o->mb);
             break;
-        case PP_ACT_W: need = plan_find(idx, plan, PP_ACT_I, o->stage, o->mb); break;
-        case PP_ACT_SEND_F: need = plan_find(idx, plan, PP_ACT_F, o->stage, o->mb); break;
+        case PP_ACT_W: need = plan_find(ridx, plan, PP_ACT_I, o->stage, o->mb); break;
+        case PP_ACT_SEND_F: need = plan_find(ridx, plan, PP_ACT_F, o->stage, o->mb); break;
         case PP_ACT_SEND_B:
-            need = plan_find(idx, plan, PP_ACT_B, o->stage, o->mb);
-            if (need < 0) need = plan_find(idx, plan, PP_ACT_I, o->stage, o->mb);
+            need = plan_find(ridx, plan, PP_ACT_B, o->stage, o->mb);
+            if (need < 0) need = plan_find(ridx, plan, PP_ACT_I, o->stage, o->mb);
             break;
+        case PP_ACT_REDUCE: break; /* plan_check_reduce */
         default: need = o->peer; break;
         }
         if (need >= 0 && !has_dep(plan, i, need)) {
@@ -556,7 +566,8 @@ static pp_status_t plan_check_order(const pp_plan_t *plan)
                     plan_op_name(plan, need, txt, sizeof txt));
             goto fail;
         }
-        if (o->slot < 0 || o->slot >= plan->slots_per_stage[o->stage]) {
+        if (o->kind != PP_ACT_REDUCE &&
+            (o->slot < 0 || o->slot >= plan->slots_per_stage[o->stage])) {
             plan_at(plan, i);
             fprintf(stderr, "slot %d is out of stage %d's %d slots\n", o->slot, o->stage,
                     plan->slots_per_stage[o->stage]);
@@ -570,32 +581,103 @@ fail:
     return st;
 }
 
+/* The reductions across replicas: none in a plan of one replica; each REDUCE on the reduce stream
+ * of its stage's device, in a group of d adjacent ops (one per replica, in replica order, the
+ * first named as peer by all) of one stage and bucket, waiting for its stage's last backward op
+ * (B or W) of its replica; and no op waits for a REDUCE (only the step's end does). */
+static pp_status_t plan_check_reduce(const pp_plan_t *plan)
+{
+    const int d = plan_replicas(plan);
+    int *last = malloc(sizeof *last * (size_t)plan->n_stages * (size_t)d);
+    PP_ALLOC_CHECK(last);
+    for (int j = 0; j < plan->n_stages * d; j++)
+        last[j] = -1;
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *o = &plan->ops[i];
+        if (o->kind == PP_ACT_B || o->kind == PP_ACT_W)
+            last[plan_replica_of(plan, o->device) * plan->n_stages + o->stage] = i;
+    }
+    pp_status_t st = PP_ERR_INPUT;
+    for (int i = 0; i < plan->n_ops; i++) {
+        const pp_op_t *o = &plan->ops[i];
+        for (int j = 0; j < o->n_deps; j++) {
+            int on = plan->deps[o->dep_begin + j];
+            if (on >= 0 && on < plan->n_ops && plan->ops[on].kind == PP_ACT_REDUCE) {
+                plan_at(plan, i);
+                fprintf(stderr, "waits for a reduction (only the step's end may)\n");
+                goto fail;
+            }
+        }
+        if (o->kind != PP_ACT_REDUCE) continue;
+        const int r = plan_replica_of(plan, o->device), first = i - r;
+        if (d <= 1) {
+            plan_at(plan, i);
+            fprintf(stderr, "a reduction in a plan of one replica\n");
+            goto fail;
+        }
+        if (o->role != PP_ROLE_REDUCE || o->device != plan_stage_device(plan, o->stage, r) ||
+            o->peer != first || first < 0 || plan->ops[first].kind != PP_ACT_REDUCE ||
+            plan->ops[first].stage != o->stage || plan->ops[first].mb != o->mb ||
+            plan_replica_of(plan, plan->ops[first].device) != 0) {
+            plan_at(plan, i);
+            fprintf(stderr,
+                    "not in a group of %d adjacent reductions of stage %d, one per replica on "
+                    "the reduce stream of the stage's device\n",
+                    d, o->stage);
+            goto fail;
+        }
+        int want = last[r * plan->n_stages + o->stage];
+        if (want < 0 || !has_dep(plan, i, want)) {
+            plan_at(plan, i);
+            fprintf(stderr, "does not wait for stage %d's last backward op\n", o->stage);
+            goto fail;
+        }
+    }
+    st = PP_OK;
+fail:
+    free(last);
+    return st;
+}
+
+/* check_programs on each replica's devices (the REDUCE ops left out: plan_check_reduce's). */
+static pp_status_t plan_check_replicas(const pp_plan_t *plan, const pp_action_t *acts)
+{
+    const int d = plan_replicas(plan), p = plan_pipe_devices(plan);
+    pp_program_t *prog = calloc((size_t)(p > 0 ? p : 1), sizeof *prog);
+    pp_action_t *mine = malloc(sizeof *mine * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1));
+    pp_status_t st = prog && mine ? PP_OK : PP_ERR_NOMEM;
+    if (st == PP_ERR_NOMEM) fprintf(stderr, "out of host memory validating a plan\n");
+    for (int r = 0; st == PP_OK && r < d; r++) {
+        int n = 0;
+        for (int i = 0; i < p; i++) {
+            int dev = r * p + i, at0 = n;
+            for (int j = plan->prog_begin[dev]; j < plan->prog_begin[dev + 1]; j++)
+                if (acts[j].kind != PP_ACT_REDUCE) mine[n++] = acts[j];
+            prog[i].a = mine + at0;
+            prog[i].n = prog[i].cap = n - at0;
+        }
+        st = check_programs(prog, p, plan->n_stages, plan->n_mb, plan->stage_device, 1, NULL);
+    }
+    free(prog);
+    free(mine);
+    return st;
+}
+
 pp_status_t plan_validate(const pp_plan_t *plan)
 {
     if (!plan) {
         fprintf(stderr, "plan: none to check\n");
         return PP_ERR_INPUT;
     }
-    /* The rules on the programs, as the plan runs them (transfers included). */
-    pp_program_t *prog = calloc((size_t)(plan->n_devices > 0 ? plan->n_devices : 1), sizeof *prog);
+    /* The rules on the programs, as the plan runs them (transfers included), replica by replica. */
     pp_action_t *acts = malloc(sizeof *acts * (size_t)(plan->n_ops > 0 ? plan->n_ops : 1));
-    if (!prog || !acts) {
-        free(prog);
-        free(acts);
-        PP_FAIL(PP_ERR_NOMEM, "out of host memory validating a plan");
-    }
+    if (!acts) PP_FAIL(PP_ERR_NOMEM, "out of host memory validating a plan");
     pp_status_t st = plan_check_shape(plan, acts);
-    for (int d = 0; st == PP_OK && d < plan->n_devices; d++) {
-        prog[d].a = acts + plan->prog_begin[d];
-        prog[d].n = prog[d].cap = plan->prog_begin[d + 1] - plan->prog_begin[d];
-    }
-    if (st == PP_OK)
-        st = check_programs(prog, plan->n_devices, plan->n_stages, plan->n_mb, plan->stage_device,
-                            1, NULL);
-    free(prog);
+    if (st == PP_OK) st = plan_check_replicas(plan, acts);
     free(acts);
     PP_CHECK(st);
     PP_CHECK(plan_check_pairs(plan));
+    PP_CHECK(plan_check_reduce(plan));
     PP_CHECK(plan_check_order(plan));
     return plan_check_offload(plan); /* offload.c */
 }

@@ -51,7 +51,7 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f)
     for (int d = 0; d < n_dev; d++) {
         int stages = 0;
         for (int s = 0; s < plan->n_stages; s++)
-            stages += plan->stage_device[s] == d;
+            stages += plan_stage_on(plan, s, d);
         multi[d] = stages > 1;
         cursor[d] = plan->prog_begin[d];
     }
@@ -86,7 +86,7 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f)
         fprintf(f, "%-*s |", name_w, name);
         const char *sep = " ";
         for (int s = 0; s < plan->n_stages; s++) {
-            if (plan->stage_device[s] != d) continue;
+            if (!plan_stage_on(plan, s, d)) continue;
             fprintf(f, "%sstage %d: %d", sep, s, plan->slots_per_stage[s]);
             if (plan->split_backward && plan->wgrad_slots_per_stage)
                 fprintf(f, " (I->W buffers %d)", plan->wgrad_slots_per_stage[s]);

@@ -192,6 +192,7 @@ static void fill_devices(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
     for (int d = 0; d < p; d++) {
         pp_device_stats_t *ds = &r->per_device[d];
         ds->device = d;
+        ds->replica = plan_replica_of(plan, d);
         ds->cuda_device = (tl->mode == PP_MODE_MEASURE && job && d < PP_MAX_DEVICES)
                               ? job->pipeline.device_ids[d]
                               : -1;
@@ -279,7 +280,9 @@ pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
     r->shared_gpus = tl->mode == PP_MODE_MEASURE && job && job_shared_gpu(job, NULL, NULL);
     r->clock_skew_ms = tl->mode == PP_MODE_MEASURE ? tl->skew_ms : NAN;
     r->transport = job ? transport_name(job->pipeline.transport) : NULL;
+    r->replicas = plan_replicas(plan);
     PP_CHECK_GOTO(build_boundaries(r, plan), st, fail);
+    PP_CHECK_GOTO(report_build_reduce(r, plan, tl), st, fail);
     r->per_device = calloc((size_t)p, sizeof *r->per_device);
     busy = malloc(sizeof *busy * (size_t)p);
     peak = malloc(sizeof *peak * (size_t)p);
@@ -307,7 +310,8 @@ pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
     double span = tl->has_op_times ? timeline_makespan(tl) : NAN;
     r->bubble = span > 0.0 ? 1.0 - sum_busy / (p * span) : NAN;
     r->bubble_ideal = sum_busy > 0.0 ? sum_idle / sum_busy : NAN;
-    r->bubble_theory = report_bubble_theory(plan->kind, p, plan->n_mb, plan->chunks);
+    r->bubble_theory =
+        report_bubble_theory(plan->kind, plan_pipe_devices(plan), plan->n_mb, plan->chunks);
     r->step_ms_predicted = NAN;
     if (sim == tl && tl->has_op_times) /* a simulated run: the figure above */
         r->bubble_simulated = r->bubble;
@@ -347,6 +351,7 @@ void report_free(pp_report_t *r)
     explain_free(&r->explain);
     free(r->per_device);
     free(r->boundaries);
+    free(r->reduce);
     memset(r, 0, sizeof *r);
 }
 
@@ -416,9 +421,13 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *jo
                            : "");
         }
     }
-    out_printf(o, "# pipeline: p %d %s, %d %s, v %d, m %d %s", r->devices,
-               pp_plural(r->devices, "device", "devices"), r->stages,
-               pp_plural(r->stages, "stage", "stages"), r->chunks, r->micro_batches,
+    const int p = r->devices / (r->replicas > 1 ? r->replicas : 1);
+    out_printf(o, "# pipeline: p %d %s", p, pp_plural(p, "device", "devices"));
+    if (r->replicas > 1)
+        out_printf(o, " x d %d replicas (%d devices, replica r on devices %d r .. %d r + %d)",
+                   r->replicas, r->devices, p, p, p - 1);
+    out_printf(o, ", %d %s, v %d, m %d %s", r->stages, pp_plural(r->stages, "stage", "stages"),
+               r->chunks, r->micro_batches,
                pp_plural(r->micro_batches, "micro-batch", "micro-batches"));
     if (job)
         out_printf(o, " of %d sequences, placement %s, transport %s",
@@ -427,6 +436,7 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *jo
                    transport_name(job->pipeline.transport));
     out_puts(o, "\n");
     table_boundaries(o, r);
+    if (job && r->replicas > 1) report_table_reduce_setup(o, r, job);
     if (r->shared_gpus)
         out_printf(o,
                    "# note: pipeline devices share GPUs (see the cuda column), each with its own "
@@ -455,11 +465,12 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *jo
 static void table_devices(pp_out_t *o, const pp_report_t *r)
 {
     char a[64], b[64], c[64], d[64];
-    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", "cuda", "busy", "idle",
-               "bubble", "theory", "in-flight", "peak-mem", "sent");
+    const int rep = r->replicas > 1; /* a replica column with data parallelism */
+    out_printf(o, "# %6s%s %5s %11s %11s %8s %8s %9s %9s %10s\n", "device", rep ? " replica" : "",
+               "cuda", "busy", "idle", "bubble", "theory", "in-flight", "peak-mem", "sent");
     /* in-flight counts (stage, micro-batch) pairs: an interleaved device holds v per micro-batch */
-    out_printf(o, "# %6s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", "", "ms", "ms", "%", "%",
-               "(st,mb)", "GiB", "MiB");
+    out_printf(o, "# %6s%s %5s %11s %11s %8s %8s %9s %9s %10s\n", "", rep ? "        " : "", "",
+               "ms", "ms", "%", "%", "(st,mb)", "GiB", "MiB");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
         char cuda[16], mem[32], inflight[16];
@@ -467,7 +478,9 @@ static void table_devices(pp_out_t *o, const pp_report_t *r)
         out_cell(inflight, sizeof inflight, ds->peak_inflight >= 0, "%d", ds->peak_inflight);
         out_cell(mem, sizeof mem, ds->peak_mem_bytes > 0, "%.2f",
                  (double)ds->peak_mem_bytes / (1024.0 * 1024 * 1024));
-        out_printf(o, "  %6d %5s %11s %11s %8s %8s %9s %9s %10.2f\n", ds->device, cuda,
+        out_printf(o, "  %6d", ds->device);
+        if (rep) out_printf(o, " %7d", ds->replica);
+        out_printf(o, " %5s %11s %11s %8s %8s %9s %9s %10.2f\n", cuda,
                    fmt_num(a, sizeof a, ds->busy_ms, 1.0, 3),
                    fmt_num(b, sizeof b, ds->idle_ms, 1.0, 3),
                    fmt_num(c, sizeof c, ds->bubble, 100.0, 2),
@@ -483,6 +496,7 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_job_t *job, FILE *
     char a[64], b[64], c[64], d[64], e[64];
     table_preamble(o, r, job);
     table_devices(o, r);
+    report_table_reduce(o, r);
     report_table_explain(o, r); /* why the devices idled: report_explain.c */
 
     /* Summary block and verdict. */

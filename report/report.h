@@ -25,6 +25,7 @@ extern "C" {
 
 typedef struct pp_device_stats {
     int device;      /* pipeline device index */
+    int replica;     /* the data-parallel replica it belongs to (0 with one) */
     int cuda_device; /* CUDA ordinal it ran on (-1 when simulated without GPUs) */
     double busy_ms, idle_ms;
     double bubble;             /* idle / makespan */
@@ -35,6 +36,18 @@ typedef struct pp_device_stats {
     double act_mb_equiv;       /* activation slots held, in micro-batches of the device's layers;
                                 * NAN = none */
 } pp_device_stats_t;
+
+/* One stage's gradient reduction across the replicas (data parallel), in replica 0's timeline. */
+typedef struct pp_report_reduce {
+    int stage;
+    int buckets;      /* REDUCE ops of the stage */
+    double bytes;     /* gradient bytes they reduce */
+    double ms;        /* their time, summed */
+    double hidden_ms; /* of it, the part that ran while the pipeline still computed (before the
+                         step's last compute op ended on any device) */
+    double device_hidden_ms; /* of it, the part its own device computed through (the union of
+                                that device's compute ops) */
+} pp_report_reduce_t;
 
 /* A directed pair of pipeline devices that stage boundaries cross, with the transport they got. */
 typedef struct pp_report_boundary {
@@ -66,6 +79,8 @@ typedef struct pp_report {
     pp_report_boundary_t *boundaries; /* [n_boundaries]: each directed device pair the stage
                                          boundaries cross, first crossing first */
     pp_device_stats_t *per_device;    /* [devices] */
+    int replicas;                     /* d: data-parallel replicas (devices = p x d) */
+    pp_report_reduce_t *reduce;       /* [stages] with replicas and per-op times, else NULL */
     pp_explain_t explain;             /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;
 
@@ -97,6 +112,12 @@ void report_set_prediction(pp_report_t *r, double step_ms, const size_t *mem,
                            const double *mb_equiv, const char *cost_desc, const char *verdict);
 
 struct pp_out; /* report_io.h */
+/* The reductions across data-parallel replicas (report_reduce.c): each stage's, from the plan and
+ * its timeline, into r->reduce (nothing with one replica or without per-op times); the preamble's
+ * line on how they are made and the table's block of them. */
+pp_status_t report_build_reduce(pp_report_t *r, const pp_plan_t *plan, const pp_timeline_t *tl);
+void report_table_reduce_setup(struct pp_out *o, const pp_report_t *r, const pp_job_t *job);
+void report_table_reduce(struct pp_out *o, const pp_report_t *r);
 /* The table's lines about the prediction (report_predict.c): a measured run's predicted step and
  * peak memory with their errors, the activations in micro-batch equivalents, the memory verdict. */
 void report_table_prediction(struct pp_out *o, const pp_report_t *r);

@@ -13,34 +13,37 @@
 #include <math.h>
 
 /* One row of ms per reason and their sum, after a label. */
-static void print_reason_row(pp_out_t *o, const char *label, const double *v)
+static void print_reason_row(pp_out_t *o, const pp_explain_t *ex, const char *label,
+                             const double *v)
 {
     double sum = 0.0;
     out_printf(o, "# %-18s", label);
     for (int c = 0; c < PP_IDLE_COUNT; c++) {
-        out_printf(o, " %10.3f", v[c]);
+        if (explain_shows_reason(ex, c)) out_printf(o, " %10.3f", v[c]);
         sum += v[c];
     }
     out_printf(o, " %10.3f\n", sum);
 }
 
-static void print_reason_header(pp_out_t *o)
+static void print_reason_header(pp_out_t *o, const pp_explain_t *ex)
 {
     out_printf(o, "# %-18s", "idle by reason");
     for (int c = 0; c < PP_IDLE_COUNT; c++)
-        out_printf(o, " %10s", pp_idle_reasons[c].name);
+        if (explain_shows_reason(ex, c)) out_printf(o, " %10s", pp_idle_reasons[c].name);
     out_printf(o, " %10s\n# %-18s", "idle", "");
     for (int c = 0; c <= PP_IDLE_COUNT; c++)
-        out_printf(o, " %10s", "ms");
+        if (c == PP_IDLE_COUNT || explain_shows_reason(ex, c)) out_printf(o, " %10s", "ms");
     out_puts(o, "\n");
 }
 
 /* "warmup 6.80 + schedule 17.33 + ... = 29.69" in % of devices x makespan. */
-static void print_bubble_split(pp_out_t *o, const char *label, const pp_idle_split_t *s)
+static void print_bubble_split(pp_out_t *o, const pp_explain_t *ex, const char *label,
+                               const pp_idle_split_t *s)
 {
     double scale = 100.0 / (s->n_devices * s->span_ms), sum = 0.0;
     out_printf(o, "#   %-10s", label);
     for (int c = 0; c < PP_IDLE_COUNT; c++) {
+        if (!explain_shows_reason(ex, c)) continue;
         out_printf(o, "%s%s %.2f", c ? " + " : " ", pp_idle_reasons[c].name,
                    s->total_ms[c] * scale);
         sum += s->total_ms[c] * scale;
@@ -55,22 +58,22 @@ static void print_split(const pp_report_t *r, pp_out_t *o)
     const char *own = r->mode == PP_MODE_MEASURE ? "measured" : "simulated";
     char label[32];
     out_printf(o, "#\n");
-    print_reason_header(o);
+    print_reason_header(o, ex);
     for (int d = 0; d < ex->split.n_devices; d++) {
         snprintf(label, sizeof label, "dev %d %s", d, own);
-        print_reason_row(o, label, &ex->split.by_device[d * PP_IDLE_COUNT]);
+        print_reason_row(o, ex, label, &ex->split.by_device[d * PP_IDLE_COUNT]);
         if (both) {
             snprintf(label, sizeof label, "dev %d simulated", d);
-            print_reason_row(o, label, &ex->split_sim.by_device[d * PP_IDLE_COUNT]);
+            print_reason_row(o, ex, label, &ex->split_sim.by_device[d * PP_IDLE_COUNT]);
         }
     }
-    print_reason_row(o, r->mode == PP_MODE_MEASURE ? "all measured" : "all simulated",
+    print_reason_row(o, ex, r->mode == PP_MODE_MEASURE ? "all measured" : "all simulated",
                      ex->split.total_ms);
-    if (both) print_reason_row(o, "all simulated", ex->split_sim.total_ms);
+    if (both) print_reason_row(o, ex, "all simulated", ex->split_sim.total_ms);
     if (!(ex->split.span_ms > 0)) return;
     out_printf(o, "# bubble by reason (%% of devices x makespan, adds up to the bubble):\n");
-    print_bubble_split(o, own, &ex->split);
-    if (both && ex->split_sim.span_ms > 0) print_bubble_split(o, "simulated", &ex->split_sim);
+    print_bubble_split(o, ex, own, &ex->split);
+    if (both && ex->split_sim.span_ms > 0) print_bubble_split(o, ex, "simulated", &ex->split_sim);
     if (!isfinite(r->bubble_theory)) return;
     /* The closed form has no transfers and no launch gaps; the rest is the schedule's own idle
      * time beyond the closed form's (uneven stages, F/B/W costs that differ). */
@@ -93,6 +96,7 @@ static void print_what_if(const pp_report_t *r, pp_out_t *o)
     out_printf(o, "# what-if (the simulator%s):",
                r->mode == PP_MODE_MEASURE ? " with this run's op costs" : "");
     for (int i = 0; i < PP_WHAT_IF_COUNT; i++) {
+        if (!explain_shows_what_if(&r->explain, i)) continue;
         out_printf(o, "%s %s %.3f ms", i ? "," : "", pp_what_ifs[i].label, w->step_ms[i]);
         if (isfinite(ref) && ref > 0)
             out_printf(o, " (%+.1f%%)", 100.0 * (w->step_ms[i] / ref - 1));

@@ -42,15 +42,24 @@ static int sweep_peak(const double *s, const double *e, int n)
     return peak;
 }
 
-/* Per (stage, mb) pair, key stage * n_mb + mb: fwd = its F that starts first, bwd = its backward
- * op that ends last (-1: none). */
+/* The key of op k's (stage, mb) pair: (replica * n_stages + stage) * n_mb + mb. */
+static size_t pair_key(const pp_plan_t *plan, const pp_op_t *op)
+{
+    return ((size_t)plan_replica_of(plan, op->device) * (size_t)plan->n_stages +
+            (size_t)op->stage) *
+               (size_t)plan->n_mb +
+           (size_t)op->mb;
+}
+
+/* Per (stage, mb) pair of each replica, key pair_key: fwd = its F that starts first, bwd = its
+ * backward op that ends last (-1: none). */
 static void inflight_pairs(const pp_plan_t *plan, const pp_timeline_t *tl, int *fwd, int *bwd)
 {
     const pp_op_time_t *t = tl->t;
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         if (!pp_action_is_compute(op->kind)) continue;
-        size_t key = (size_t)op->stage * (size_t)plan->n_mb + (size_t)op->mb;
+        size_t key = pair_key(plan, op);
         if (op->kind == PP_ACT_F) {
             if (fwd[key] < 0 || t[k].start_ms < t[fwd[key]].start_ms) fwd[key] = k;
         } else if (bwd[key] < 0 || t[k].end_ms > t[bwd[key]].end_ms) {
@@ -67,7 +76,7 @@ pp_status_t report_peak_inflight(const pp_plan_t *plan, const pp_timeline_t *tl,
 {
     int p = plan->n_devices, begin[PP_MAX_DEVICES + 1] = {0}, at_s[PP_MAX_DEVICES],
         at_e[PP_MAX_DEVICES];
-    size_t n_pairs = (size_t)plan->n_stages * (size_t)plan->n_mb;
+    size_t n_pairs = (size_t)plan->n_stages * (size_t)plan->n_mb * (size_t)plan_replicas(plan);
     int *fwd = malloc(sizeof *fwd * (n_pairs > 0 ? n_pairs : 1) * 2), *bwd = fwd + n_pairs;
     double *s = malloc(sizeof *s * (n_pairs > 0 ? n_pairs : 1) * 2), *e = s + n_pairs;
     if (!fwd || !s) {
@@ -90,7 +99,7 @@ pp_status_t report_peak_inflight(const pp_plan_t *plan, const pp_timeline_t *tl,
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         if (!pp_action_is_compute(op->kind)) continue;
-        size_t key = (size_t)op->stage * (size_t)plan->n_mb + (size_t)op->mb;
+        size_t key = pair_key(plan, op);
         if (fwd[key] < 0) continue;
         int d = plan->ops[fwd[key]].device;
         if (fwd[key] == k) s[at_s[d]++] = tl->t[k].start_ms;

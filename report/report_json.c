@@ -14,7 +14,8 @@
 #include <math.h>
 
 /* ,"key":{"warmup":v[0]*scale,...} in the order of pp_idle_reasons, or null when v is NULL. */
-static void json_reasons(pp_out_t *o, const char *key, const double *v, double scale)
+static void json_reasons(pp_out_t *o, const pp_explain_t *ex, const char *key, const double *v,
+                         double scale)
 {
     out_printf(o, ",\"%s\":", key);
     if (!v) {
@@ -22,6 +23,7 @@ static void json_reasons(pp_out_t *o, const char *key, const double *v, double s
         return;
     }
     for (int c = 0; c < PP_IDLE_COUNT; c++) {
+        if (!explain_shows_reason(ex, c)) continue;
         out_printf(o, "%s\"%s\":", c ? "," : "{", pp_idle_reasons[c].name);
         out_json_num(o, v[c] * scale);
     }
@@ -32,9 +34,9 @@ static void json_reasons(pp_out_t *o, const char *key, const double *v, double s
 static void json_explain_device(pp_out_t *o, const pp_explain_t *ex, int d)
 {
     const pp_idle_split_t *a = &ex->split, *b = &ex->split_sim;
-    json_reasons(o, "idle_ms_by_reason",
+    json_reasons(o, ex, "idle_ms_by_reason",
                  ex->known && d < a->n_devices ? &a->by_device[d * PP_IDLE_COUNT] : NULL, 1.0);
-    json_reasons(o, "idle_ms_by_reason_simulated",
+    json_reasons(o, ex, "idle_ms_by_reason_simulated",
                  ex->known && d < b->n_devices ? &b->by_device[d * PP_IDLE_COUNT] : NULL, 1.0);
 }
 
@@ -67,11 +69,11 @@ static void json_explain(pp_out_t *o, const pp_explain_t *ex)
     int ka = ex->known && a->n_devices > 0 && a->span_ms > 0,
         kb = ex->known && b->n_devices > 0 && b->span_ms > 0;
     out_puts(o, "\n");
-    json_reasons(o, "idle_ms_by_reason", ka ? a->total_ms : NULL, 1.0);
-    json_reasons(o, "idle_ms_by_reason_simulated", kb ? b->total_ms : NULL, 1.0);
-    json_reasons(o, "bubble_by_reason", ka ? a->total_ms : NULL,
+    json_reasons(o, ex, "idle_ms_by_reason", ka ? a->total_ms : NULL, 1.0);
+    json_reasons(o, ex, "idle_ms_by_reason_simulated", kb ? b->total_ms : NULL, 1.0);
+    json_reasons(o, ex, "bubble_by_reason", ka ? a->total_ms : NULL,
                  ka ? 1.0 / (a->n_devices * a->span_ms) : 0);
-    json_reasons(o, "bubble_by_reason_simulated", kb ? b->total_ms : NULL,
+    json_reasons(o, ex, "bubble_by_reason_simulated", kb ? b->total_ms : NULL,
                  kb ? 1.0 / (b->n_devices * b->span_ms) : 0);
     json_critical_path(o, ex);
     out_puts(o, ",\n \"what_if_step_ms\":");
@@ -80,6 +82,7 @@ static void json_explain(pp_out_t *o, const pp_explain_t *ex)
         return;
     }
     for (int w = 0; w < PP_WHAT_IF_COUNT; w++) {
+        if (!explain_shows_what_if(ex, w)) continue;
         out_printf(o, "%s\"%s\":", w ? "," : "{", pp_what_ifs[w].name);
         out_json_num(o, ex->what_if.step_ms[w]);
     }
@@ -105,6 +108,28 @@ static void json_boundaries(pp_out_t *o, const pp_report_t *r)
     out_puts(o, "]");
 }
 
+/* ,"reductions":[{"stage":0,"buckets":..,"bytes":..,"ms":..,"hidden_ms":..,
+ * "device_hidden_ms":..},...] with replicas. */
+static void json_reduce(pp_out_t *o, const pp_report_t *r)
+{
+    if (r->replicas <= 1) return;
+    out_puts(o, ",\n \"reductions\":");
+    if (!r->reduce) {
+        out_puts(o, "null");
+        return;
+    }
+    for (int s = 0; s < r->stages; s++) {
+        const pp_report_reduce_t *x = &r->reduce[s];
+        out_printf(o, "%s{\"stage\":%d,\"buckets\":%d", s ? "," : "[", x->stage, x->buckets);
+        out_json_key_num(o, "bytes", x->bytes);
+        out_json_key_num(o, "ms", x->ms);
+        out_json_key_num(o, "hidden_ms", x->hidden_ms);
+        out_json_key_num(o, "device_hidden_ms", x->device_hidden_ms);
+        out_puts(o, "}");
+    }
+    out_puts(o, "]");
+}
+
 pp_status_t report_print_json(const pp_report_t *r, FILE *f)
 {
     pp_out_t out, *o = &out;
@@ -117,6 +142,7 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
     out_json_str(o, report_mode_name(r->mode));
     out_printf(o, ",\"devices\":%d,\"stages\":%d,\"micro_batches\":%d", r->devices, r->stages,
                r->micro_batches);
+    if (r->replicas > 1) out_printf(o, ",\"data_parallel\":%d", r->replicas);
     out_json_key_num(o, "step_ms", r->step_ms);
     out_json_key_num(o, "step_ms_p10", r->step_ms_p10);
     out_json_key_num(o, "step_ms_p90", r->step_ms_p90);
@@ -136,7 +162,9 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
     out_puts(o, ",\n \"per_device\":[");
     for (int i = 0; i < r->devices; i++) {
         const pp_device_stats_t *ds = &r->per_device[i];
-        out_printf(o, "%s\n  {\"device\":%d,\"busy_ms\":", i ? "," : "", ds->device);
+        out_printf(o, "%s\n  {\"device\":%d,", i ? "," : "", ds->device);
+        if (r->replicas > 1) out_printf(o, "\"replica\":%d,", ds->replica);
+        out_puts(o, "\"busy_ms\":");
         out_json_num(o, ds->busy_ms);
         out_json_key_num(o, "idle_ms", ds->idle_ms);
         out_json_key_num(o, "bubble", ds->bubble);
@@ -160,6 +188,7 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
         out_puts(o, "}");
     }
     out_puts(o, "]");
+    json_reduce(o, r);
     json_explain(o, &r->explain);
     json_boundaries(o, r);
     out_puts(o, "}\n");

@@ -625,6 +625,7 @@ static void svg_legend_explain(const svg_t *s, int lx, int ly)
 {
     pp_out_t *o = s->o;
     for (int c = 0; c < PP_IDLE_COUNT; c++) {
+        if (!explain_shows_reason(&s->rep->explain, c)) continue;
         out_printf(o,
                    "<rect class=\"legend\" x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" "
                    "fill=\"%s\" fill-opacity=\"0.45\"/>\n",

@@ -3,7 +3,8 @@
  * read it): `{"traceEvents":[...],"displayTimeUnit":"ms"}`.
  *
  * Layout: pid = pipeline device, tid = stream role (a row of roles.c: compute, send, recv, and the
- * host copies' offload and load, drawn under the compute), each named by metadata events; one
+ * host copies' offload and load, drawn under the compute; with data-parallel replicas, reduce,
+ * and each device's name says its replica), each named by metadata events; one
  * complete event ("ph":"X", ts/dur in microseconds) per plan op; a flow
  * arrow from every SEND to its RECV ("ph":"s" on the send slice, "ph":"f" with "bp":"e" on the
  * receive slice, both with the SEND's op index as id). Each device also gets an `idle` track
@@ -49,13 +50,15 @@ static void trace_tracks(pp_out_t *o, const pp_plan_t *plan, const pp_timeline_t
         used[s->gaps[g].device][IDLE_TID] = 1;
 
     for (int d = 0; d < plan->n_devices && d < PP_MAX_DEVICES; d++) {
-        char name[64];
+        char name[80], rep[32] = "";
+        if (plan_replicas(plan) > 1) /* data parallel: the replica too */
+            snprintf(rep, sizeof rep, " replica %d", plan_replica_of(plan, d));
         if (cuda_ids && cuda_ids[d] >= 0)
-            snprintf(name, sizeof name, "device %d (cuda %d)", d, cuda_ids[d]);
+            snprintf(name, sizeof name, "device %d%s (cuda %d)", d, rep, cuda_ids[d]);
         else if (tl->mode == PP_MODE_SIMULATE)
-            snprintf(name, sizeof name, "device %d (simulated)", d);
+            snprintf(name, sizeof name, "device %d%s (simulated)", d, rep);
         else
-            snprintf(name, sizeof name, "device %d", d);
+            snprintf(name, sizeof name, "device %d%s", d, rep);
         out_printf(o, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":",
                    first ? "" : ",\n", d);
         out_json_str(o, name);

@@ -151,29 +151,35 @@ static pp_status_t plan_push(pp_search_t *s, const pp_candidate_t *c)
 
 /* Why kind k cannot run (v, placement pl, m micro-batches, split sp), or -1 when it can. An even
  * split needs the layers to divide into the p * v stages; a balanced one, a block for each. */
-static int plan_refusal(const pp_search_t *s, pp_sched_kind_t k, int v, pp_placement_t pl, int m,
-                        pp_split_t sp)
+static int plan_refusal(const pp_search_t *s, int p, pp_sched_kind_t k, int v, pp_placement_t pl,
+                        int m, pp_split_t sp)
 {
     static const int of_problem[] = {[PP_KIND_BAD_CHUNKS] = PP_SKIP_CHUNKS,
                                      [PP_KIND_BAD_MICRO_BATCHES] = PP_SKIP_MICRO_BATCHES,
                                      [PP_KIND_BAD_PLACEMENT] = PP_SKIP_PLACEMENT};
     char msg[512];
-    pp_kind_problem_t why = sched_kind_check(k, s->p, m, v, msg, sizeof msg);
+    pp_kind_problem_t why = sched_kind_check(k, p, m, v, msg, sizeof msg);
     if (why == PP_KIND_OK) why = sched_kind_check_placement(k, v, pl, msg, sizeof msg);
     if (why != PP_KIND_OK) return of_problem[why];
-    int stages = s->p * v, layers = s->base.model.layers;
+    int stages = p * v, layers = s->base.model.layers;
     if (sp == PP_SPLIT_EVEN ? layers % stages != 0 : layers < stages) return PP_SKIP_LAYERS;
     return -1;
 }
 
+/* The split of the GPUs a candidate takes: p devices a pipeline, d replicas, zero1 or not. */
+typedef struct plan_split {
+    int p, d, zero1;
+} plan_split_t;
+
 /* The combinations of kind k, v chunks, placement pl and split sp over the micro-batch sizes b
- * in bs[nb]. */
-static pp_status_t plan_enumerate_sizes(pp_search_t *s, int k, int v, int pl, pp_split_t sp,
-                                        const long *bs, int nb)
+ * in bs[nb], on g's devices and replicas. */
+static pp_status_t plan_enumerate_sizes(pp_search_t *s, plan_split_t g, int k, int v, int pl,
+                                        pp_split_t sp, const long *bs, int nb)
 {
+    const long seqs = s->seqs / g.d; /* a replica's */
     /* A refusal that does not depend on m (chunks, placement, layers) counts once. */
     int why =
-        plan_refusal(s, (pp_sched_kind_t)k, v, (pp_placement_t)pl, (int)(s->seqs / bs[0]), sp);
+        plan_refusal(s, g.p, (pp_sched_kind_t)k, v, (pp_placement_t)pl, (int)(seqs / bs[0]), sp);
     if (why >= 0 && why != PP_SKIP_MICRO_BATCHES) {
         s->skipped[why]++;
         return PP_OK;
@@ -182,16 +188,20 @@ static pp_status_t plan_enumerate_sizes(pp_search_t *s, int k, int v, int pl, pp
         pp_candidate_t c;
         memset(&c, 0, sizeof c);
         c.kind = (pp_sched_kind_t)k;
-        c.m = (int)(s->seqs / bs[i]);
+        c.p = g.p, c.d = g.d, c.zero1 = g.zero1;
+        c.m = (int)(seqs / bs[i]);
         c.mbs = (int)bs[i];
         c.v = v;
         c.placement = (pp_placement_t)pl;
         c.split = sp;
-        if ((why = plan_refusal(s, c.kind, v, c.placement, c.m, sp)) >= 0) {
+        if ((why = plan_refusal(s, g.p, c.kind, v, c.placement, c.m, sp)) >= 0) {
             s->skipped[why]++;
             continue;
         }
         int n = snprintf(c.label, sizeof c.label, "%s", sched_kind_name(c.kind));
+        if (g.d > 1)
+            n += snprintf(c.label + n, sizeof c.label - (size_t)n, " p=%d d=%d%s", g.p, g.d,
+                          g.zero1 ? " zero1" : "");
         if (v > 1)
             n += snprintf(c.label + n, sizeof c.label - (size_t)n, " v=%d%s", v,
                           pl == PP_PLACEMENT_V ? " place-v" : "");
@@ -203,18 +213,18 @@ static pp_status_t plan_enumerate_sizes(pp_search_t *s, int k, int v, int pl, pp
 }
 
 /* Every generated kind of the table, v = 1..PLAN_MAX_CHUNKS, each placement its row builds (one
- * when v = 1), the even and the balanced layer split, every micro-batch size that divides the
- * batch into at most PP_MAX_MICRO_BATCHES. */
-static pp_status_t plan_enumerate(pp_search_t *s)
+ * when v = 1), the even and the balanced layer split, every micro-batch size that divides a
+ * replica's batch into at most PP_MAX_MICRO_BATCHES, on g's devices and replicas. */
+static pp_status_t plan_enumerate_split(pp_search_t *s, plan_split_t g)
 {
-    long bs[2 * PLAN_MAX_ROOT];
+    long bs[2 * PLAN_MAX_ROOT], seqs = s->seqs / g.d;
     int nb = 0;
-    for (long b = 1; b * b <= s->seqs; b++)
-        if (s->seqs % b == 0) bs[nb++] = b;
+    for (long b = 1; b * b <= seqs; b++)
+        if (seqs % b == 0) bs[nb++] = b;
     for (int i = nb - 1; i >= 0; i--)
-        if (bs[i] * bs[i] != s->seqs) bs[nb++] = s->seqs / bs[i];
+        if (bs[i] * bs[i] != seqs) bs[nb++] = seqs / bs[i];
     int first = 0;
-    while (first < nb && s->seqs / bs[first] > PP_MAX_MICRO_BATCHES)
+    while (first < nb && seqs / bs[first] > PP_MAX_MICRO_BATCHES)
         first++;
     for (int k = 0; k < PP_SCHED_KIND_COUNT; k++) {
         if (sched_kind((pp_sched_kind_t)k)->written) continue;
@@ -222,8 +232,22 @@ static pp_status_t plan_enumerate(pp_search_t *s)
             for (int pl = PP_PLACEMENT_LOOP; pl <= (v > 1 ? PP_PLACEMENT_V : PP_PLACEMENT_LOOP);
                  pl++)
                 for (int sp = PP_SPLIT_EVEN; sp <= PP_SPLIT_BALANCED; sp++)
-                    PP_CHECK(
-                        plan_enumerate_sizes(s, k, v, pl, (pp_split_t)sp, bs + first, nb - first));
+                    PP_CHECK(plan_enumerate_sizes(s, g, k, v, pl, (pp_split_t)sp, bs + first,
+                                                  nb - first));
+    }
+    return PP_OK;
+}
+
+/* Every split of the GPUs into p x d whose d divides the global batch (up to
+ * PP_MAX_DATA_PARALLEL replicas), with AdamW and d > 1 once with its state whole and once
+ * sharded (zero1). */
+static pp_status_t plan_enumerate(pp_search_t *s)
+{
+    const int adamw = s->base.run.optimizer == PP_OPT_ADAMW;
+    for (int d = 1; d <= s->p && d <= PP_MAX_DATA_PARALLEL; d++) {
+        if (s->p % d != 0 || s->seqs % d != 0) continue;
+        for (int z = 0; z <= (adamw && d > 1); z++)
+            PP_CHECK(plan_enumerate_split(s, (plan_split_t){s->p / d, d, z}));
     }
     return PP_OK;
 }
@@ -243,6 +267,8 @@ int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs
     snprintf(bufs[7], 64, "pipeline.split=%s", c->split == PP_SPLIT_BALANCED ? "balanced" : "even");
     snprintf(bufs[8], 64, "run.optimizer=%s",
              s->base.run.optimizer == PP_OPT_ADAMW ? "adamw" : "none");
+    snprintf(bufs[9], 64, "pipeline.data_parallel=%d", c->d > 1 ? c->d : 1);
+    snprintf(bufs[10], 64, "run.optimizer_sharding=%s", c->zero1 ? "zero1" : "none");
     for (int k = 0; k < PP_PLAN_CANDIDATE_SETS; k++)
         sets[k] = bufs[k];
     return PP_PLAN_CANDIDATE_SETS;
@@ -316,7 +342,7 @@ static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i
 /* What lowering and simulating candidate c costs, about: its stages x micro-batches. */
 static long long plan_size(const pp_search_t *s, const pp_candidate_t *c)
 {
-    return (long long)s->p * c->v * c->m;
+    return (long long)c->p * c->d * c->v * c->m;
 }
 
 /* The order of evaluation: smallest plan first (every candidate has the same p); the rest of the
@@ -324,12 +350,14 @@ static long long plan_size(const pp_search_t *s, const pp_candidate_t *c)
 static int plan_by_size(const void *pa, const void *pb)
 {
     const pp_candidate_t *a = pa, *b = pb;
-    long long sa = (long long)a->v * a->m, sb = (long long)b->v * b->m;
+    long long sa = (long long)a->v * a->m * a->d, sb = (long long)b->v * b->m * b->d;
     if (sa != sb) return sa < sb ? -1 : 1;
     if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
     if (a->v != b->v) return a->v < b->v ? -1 : 1;
     if (a->placement != b->placement) return a->placement < b->placement ? -1 : 1;
     if (a->split != b->split) return a->split < b->split ? -1 : 1;
+    if (a->d != b->d) return a->d < b->d ? -1 : 1;
+    if (a->zero1 != b->zero1) return a->zero1 - b->zero1;
     return a->m < b->m ? -1 : a->m > b->m;
 }
 
@@ -506,6 +534,7 @@ pp_status_t plan_verify(const pp_search_t *s, const pp_plan_query_t *q, int k, i
 {
     *n = 0;
     for (int i = 0; i < s->n_fit && *n < k; i++) {
+        if (s->c[i].d > 1) continue; /* the executor runs one replica */
         if (q->progress) fprintf(stderr, "# verify [%d/%d] %s\n", *n + 1, k, s->c[i].label);
         PP_CHECK(plan_run_one(s, q, i, n_visible, ro, &v[*n]));
         (*n)++;

@@ -2,8 +2,10 @@
  * planner.h — `ppsched plan`: search the schedules for a model, a number of GPUs, a GPU
  * description and a global batch; rank them by predicted tokens/s among those that fit memory.
  *
- * The search space: every generated kind of the kind table (kinds.h: a new row joins by itself),
- * every micro-batch size b and count m with m * b = the global batch, chunks per device v = 1..8
+ * The search space: every split of the GPUs into p pipeline devices x d data-parallel replicas
+ * (with AdamW and d > 1, both with the optimizer's state whole and sharded, zero1), every
+ * generated kind of the kind table (kinds.h: a new row joins by itself), every micro-batch size b
+ * and count m per replica with d * m * b = the global batch, chunks per device v = 1..8
  * (where the layers split into p * v stages), and each placement the kind's row builds. A
  * combination the kind's preconditions, its placements or the layer count refuse is skipped and
  * counted by reason. Every other candidate goes through the one chain (run.h: run_load with the
@@ -35,7 +37,7 @@ typedef struct pp_plan_query {
     const char *path;        /* the YAML file: model, run and cost keys */
     const char *const *sets; /* overrides applied before the candidate's own */
     int n_sets;
-    int gpus;          /* p; 0: the file's pipeline.devices (all: 4) */
+    int gpus;          /* GPUs (p x d); 0: the file's pipeline.devices (all: 4) */
     long global_batch; /* sequences per step; 0: tokens / model.seq_len */
     double tokens;     /* tokens per step when global_batch is 0; 0: the file's m * b */
     double memory_gib; /* the limit per GPU; 0: the GPU description's memory */
@@ -66,7 +68,9 @@ const char *plan_skip_name(pp_skip_t k);
 /* One candidate and what the chain predicts for it. */
 typedef struct pp_candidate {
     pp_sched_kind_t kind;
-    int m, mbs, v; /* micro-batches, sequences per micro-batch, chunks per device */
+    int p, d;      /* pipeline devices and data-parallel replicas: p x d = the GPUs */
+    int zero1;     /* 1: run.optimizer_sharding zero1 (AdamW's state sharded over the d) */
+    int m, mbs, v; /* micro-batches per replica, sequences per micro-batch, chunks per device */
     pp_placement_t placement;
     pp_split_t split;    /* even, or balanced by the predicted stage costs */
     char label[96];      /* "zb-h1 m=64 b=4", "interleaved-1f1b v=2 m=64 b=4 loop" */
@@ -86,8 +90,8 @@ typedef struct pp_search {
     int n, cap;
     int n_fit; /* the first n_fit fit, best first */
     int skipped[PP_SKIP_COUNT];
-    int p;              /* devices */
-    long seqs;          /* sequences per step */
+    int p;              /* GPUs (every candidate's p x d) */
+    long seqs;          /* sequences per step, over every replica */
     double tokens;      /* tokens per step */
     double limit_bytes; /* memory per GPU the candidates are held to */
     char gpu[16];       /* the GPU description priced on */
@@ -113,7 +117,7 @@ void plan_search_rank(pp_search_t *s);
 
 /* The --set overrides that make candidate c from the query's file (into bufs; sets points at
  * them), the search's optimizer last. Returns their count (at most PP_PLAN_CANDIDATE_SETS). */
-#define PP_PLAN_CANDIDATE_SETS 9
+#define PP_PLAN_CANDIDATE_SETS 11
 int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs[][64],
                         const char **sets);
 

@@ -42,9 +42,10 @@ static int plan_label_width(int w, const char *label)
 
 static void plan_row(pp_out_t *o, int rank, const pp_candidate_t *c, int w)
 {
-    out_printf(o, "%4d  %-*s %3d %5d %4d %10.3f %10.4g %6.1f %8.2f %6.1f %8.2f  %s\n", rank, w,
-               c->label, c->v, c->m, c->mbs, c->step_ms, c->tokens_per_s, 100 * c->bubble,
-               c->peak_bytes / GIB, c->mb_equiv, c->sent_bytes / GIB, c->fits ? "fits" : "no");
+    out_printf(o, "%4d  %-*s %3d %3d %3d %5d %4d %10.3f %10.4g %6.1f %8.2f %6.1f %8.2f  %s\n", rank,
+               w, c->label, c->p, c->d, c->v, c->m, c->mbs, c->step_ms, c->tokens_per_s,
+               100 * c->bubble, c->peak_bytes / GIB, c->mb_equiv, c->sent_bytes / GIB,
+               c->fits ? "fits" : "no");
 }
 
 /* The model line. A 7B-sized model on the default vocabulary says so, whether or not the file
@@ -122,11 +123,11 @@ pp_status_t plan_print_table(const pp_search_t *s, int top, FILE *f)
     int shown = top < s->n ? top : s->n, w = 36;
     for (int i = 0; i < shown; i++)
         w = plan_label_width(w, s->c[i].label);
-    out_printf(&o, "#\n%4s  %-*s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "rank", w,
-               "schedule", "v", "m", "b", "step", "tokens/s", "bubble", "peak mem", "act", "p2p",
-               "memory");
-    out_printf(&o, "%4s  %-*s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "", w, "", "", "",
-               "seq", "(ms)", "", "(%)", "(GiB)", "mb-eq", "(GiB)", "");
+    out_printf(&o, "#\n%4s  %-*s %3s %3s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "rank", w,
+               "schedule", "p", "d", "v", "m", "b", "step", "tokens/s", "bubble", "peak mem", "act",
+               "p2p", "memory");
+    out_printf(&o, "%4s  %-*s %3s %3s %3s %5s %4s %10s %10s %6s %8s %6s %8s  %s\n", "", w, "", "",
+               "", "", "/rep", "seq", "(ms)", "", "(%)", "(GiB)", "mb-eq", "(GiB)", "");
     for (int i = 0; i < shown; i++)
         plan_row(&o, i + 1, &s->c[i], w);
     int idx[64], n = plan_search_pareto(s, idx, 64);
@@ -134,9 +135,9 @@ pp_status_t plan_print_table(const pp_search_t *s, int top, FILE *f)
         out_printf(&o, "#\n# memory against throughput (the Pareto front: no candidate that fits "
                        "is both faster and smaller):\n");
         for (int i = 0; i < n; i++)
-            out_printf(&o, "#   %8.2f GiB  %10.4g tokens/s  %s (rank %d)\n",
-                       s->c[idx[i]].peak_bytes / GIB, s->c[idx[i]].tokens_per_s, s->c[idx[i]].label,
-                       idx[i] + 1);
+            out_printf(&o, "#   %8.2f GiB  %10.4g tokens/s  p %d x d %d  %s (rank %d)\n",
+                       s->c[idx[i]].peak_bytes / GIB, s->c[idx[i]].tokens_per_s, s->c[idx[i]].p,
+                       s->c[idx[i]].d, s->c[idx[i]].label, idx[i] + 1);
     }
     char why[1024];
     plan_search_why(s, why, sizeof why);
@@ -155,6 +156,8 @@ static void plan_json_cand(pp_out_t *o, const pp_candidate_t *c, int rank)
     out_json_str(o, c->label);
     out_printf(o, ",\"schedule\":");
     out_json_str(o, sched_kind_name(c->kind));
+    out_printf(o, ",\"pipeline_devices\":%d,\"data_parallel\":%d,\"optimizer_sharding\":\"%s\"",
+               c->p, c->d, c->zero1 ? "zero1" : "none");
     out_printf(o,
                ",\"chunks\":%d,\"placement\":\"%s\",\"micro_batches\":%d,\"micro_batch_size\":%d",
                c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop", c->m, c->mbs);
@@ -208,15 +211,17 @@ pp_status_t plan_print_csv(const pp_search_t *s, FILE *f)
 {
     pp_out_t o;
     out_wrap(&o, f, "output", "the plan as CSV");
-    out_printf(&o, "rank,schedule,chunks,placement,micro_batches,micro_batch_size,step_ms,"
+    out_printf(&o, "rank,schedule,pipeline_devices,data_parallel,optimizer_sharding,chunks,"
+                   "placement,micro_batches,micro_batch_size,step_ms,"
                    "tokens_per_s,bubble,peak_mem_bytes,fullest_device,"
                    "activation_microbatch_equivalents,p2p_bytes,fits\n");
     for (int i = 0; i < s->n; i++) {
         const pp_candidate_t *c = &s->c[i];
-        out_printf(&o, "%d,%s,%d,%s,%d,%d,%.6g,%.6g,%.6g,%.0f,%d,%.4g,%.0f,%d\n", i + 1,
-                   sched_kind_name(c->kind), c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop",
-                   c->m, c->mbs, c->step_ms, c->tokens_per_s, c->bubble, c->peak_bytes, c->fullest,
-                   c->mb_equiv, c->sent_bytes, c->fits);
+        out_printf(&o, "%d,%s,%d,%d,%s,%d,%s,%d,%d,%.6g,%.6g,%.6g,%.0f,%d,%.4g,%.0f,%d\n", i + 1,
+                   sched_kind_name(c->kind), c->p, c->d, c->zero1 ? "zero1" : "none", c->v,
+                   c->placement == PP_PLACEMENT_V ? "v" : "loop", c->m, c->mbs, c->step_ms,
+                   c->tokens_per_s, c->bubble, c->peak_bytes, c->fullest, c->mb_equiv,
+                   c->sent_bytes, c->fits);
     }
     return out_close(&o);
 }
@@ -237,20 +242,22 @@ pp_status_t plan_write_yaml(const pp_search_t *s, const pp_candidate_t *c, const
     for (int k = 0; k < b->model.n_layers_per_stage; k++)
         out_printf(&o, "%s%d", k ? ", " : ", layers_per_stage: [", b->model.layers_per_stage[k]);
     out_printf(&o, "%s}\n", b->model.n_layers_per_stage > 0 ? "]" : "");
-    out_printf(&o,
-               "pipeline: {devices: %d, stages: auto, chunks: %d, placement: %s, split: %s, "
-               "micro_batches: %d, micro_batch_size: %d, transport: %s}\n",
-               s->p, c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop",
-               c->split == PP_SPLIT_BALANCED ? "balanced" : "even", c->m, c->mbs,
-               transport_name(b->pipeline.transport));
+    out_printf(
+        &o,
+        "pipeline: {devices: %d, data_parallel: %d, stages: auto, chunks: %d, placement: %s, "
+        "split: %s, micro_batches: %d, micro_batch_size: %d, transport: %s}\n",
+        s->p, c->d > 1 ? c->d : 1, c->v, c->placement == PP_PLACEMENT_V ? "v" : "loop",
+        c->split == PP_SPLIT_BALANCED ? "balanced" : "even", c->m, c->mbs,
+        transport_name(b->pipeline.transport));
     out_printf(&o, "schedule: {kind: %s}\n", sched_kind_name(c->kind));
     out_printf(&o,
                "run: {steps: %d, warmup: %d, seed: %llu, optimizer: %s, lr: %.9g, "
-               "weight_decay: %.9g, recompute: %s, offload: %s}\n",
+               "weight_decay: %.9g, recompute: %s, offload: %s, optimizer_sharding: %s}\n",
                b->run.steps, b->run.warmup, (unsigned long long)b->run.seed,
                b->run.optimizer == PP_OPT_ADAMW ? "adamw" : "none", b->run.lr, b->run.weight_decay,
                stage_recompute_name(b->run.recompute),
-               b->run.offload == PP_OFFLOAD_ACTIVATIONS ? "activations" : "none");
+               b->run.offload == PP_OFFLOAD_ACTIVATIONS ? "activations" : "none",
+               c->zero1 ? "zero1" : "none");
     out_printf(&o, "cost: {gpu: %s", s->gpu);
     if (b->cost_src.link[0]) out_printf(&o, ", link: %s", b->cost_src.link);
     if (b->cost.host_link_gbps > 0)

@@ -37,6 +37,7 @@ static void reason_columns(pp_out_t *o, const pp_report_t *r, int row)
 {
     for (int c = 0; c < PP_IDLE_COUNT; c++) {
         char v[32];
+        if (pp_idle_reasons[c].replicas_only) continue;
         if (r) fmt_num(v, sizeof v, report_bubble_by_reason(r, (pp_idle_reason_t)c) * 100, "%.1f");
         out_printf(o, " %8s", r ? v : row == 0 ? pp_idle_reasons[c].name : "(%)");
     }
@@ -144,7 +145,7 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
                "peak_inflight_microbatches,step_ms_predicted,peak_mem_predicted_bytes,"
                "activation_microbatch_equivalents");
     for (int c = 0; c < PP_IDLE_COUNT; c++)
-        out_printf(o, ",bubble_%s", pp_idle_reasons[c].name);
+        if (!pp_idle_reasons[c].replicas_only) out_printf(o, ",bubble_%s", pp_idle_reasons[c].name);
     out_puts(o, "\n");
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].run.report;
@@ -154,7 +155,7 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         if (jobs[i].failed) { /* the mode column says why; the numbers stay empty */
             out_printf(o, ",invalid");
             for (int c = 0; c < 14 + PP_IDLE_COUNT; c++)
-                out_puts(o, ",");
+                if (c < 14 || !pp_idle_reasons[c - 14].replicas_only) out_puts(o, ",");
             out_puts(o, "\n");
             continue;
         }
@@ -177,7 +178,8 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         out_printf(o, ",%zu", pmem);
         csv_field(o, mbeq);
         for (int c = 0; c < PP_IDLE_COUNT; c++)
-            csv_field(o, report_bubble_by_reason(r, (pp_idle_reason_t)c));
+            if (!pp_idle_reasons[c].replicas_only)
+                csv_field(o, report_bubble_by_reason(r, (pp_idle_reason_t)c));
         out_puts(o, "\n");
     }
     return out_close(o);

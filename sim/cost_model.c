@@ -75,6 +75,20 @@ static void model_sends(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_
         cm->send = cm->send_by[transport_for_boundary(PP_REACH_PROCESS, job->pipeline.transport)];
 }
 
+/* The link rows (model/gpu.h) a reduction across replicas is priced on: NCCL over NVLink within a
+ * host, NCCL over the network between hosts (simulate.h's cost_model_reduce). */
+static const char *const reduce_links[2] = {"nvlink-nccl", "ib"};
+
+static void model_reduce(pp_cost_model_t *cm, const pp_job_t *job)
+{
+    cm->reduce_ranks = job_replicas(job);
+    for (int net = 0; net < 2; net++) {
+        const pp_link_desc_t *l = link_find(reduce_links[net]);
+        cm->reduce_gbps[net] = l ? l->gbps : 0.0;
+        cm->reduce_latency_ms[net] = l ? l->latency_us * 1e-3 : 0.0;
+    }
+}
+
 pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
                              const pp_gpu_t *present, const struct pp_profile *prof,
                              pp_cost_source_t *source)
@@ -94,6 +108,7 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_
             cm->w[s] *= k;
         }
         cm->host_link_gbps = cost_host_link_gbps(job);
+        model_reduce(cm, job);
         if (source) *source = PP_COST_HAND;
         return PP_OK;
     }
@@ -110,6 +125,7 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_
         model_sends(cm, job, plan, bytes);
     cm->host_link_gbps = cost_host_link_gbps(job);
     cm->overlap = cal.overlap;
+    model_reduce(cm, job);
     if (source) *source = prof ? PP_COST_PROFILE : PP_COST_GPU;
     return PP_OK;
 }

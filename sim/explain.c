@@ -27,6 +27,8 @@ const pp_idle_reason_info_t pp_idle_reasons[PP_IDLE_COUNT] = {
                         "#8c6d31"},
     [PP_IDLE_COOLDOWN] = {"cooldown", "cool", "after the device's last compute op", "white",
                           "#dedede"},
+    [PP_IDLE_REDUCE] = {"reduce", "reduce", "waiting for its gradients' reduction", "rail_load",
+                        "#9d7cc1", 1},
 };
 
 static double clamp(double x, double lo, double hi)
@@ -159,6 +161,21 @@ static int op_start_cmp(const void *x, const void *y)
     return (a->op > b->op) - (a->op < b->op);
 }
 
+/* The latest end of device d's REDUCE ops (-INFINITY without any). */
+static double reduce_end(const pp_plan_t *plan, const pp_timeline_t *tl, int d)
+{
+    double e = -INFINITY;
+    if (plan_replicas(plan) <= 1) return e;
+    int j0 = plan->prog_ops ? plan->prog_begin[d] : 0;
+    int j1 = plan->prog_ops ? plan->prog_begin[d + 1] : plan->n_ops;
+    for (int j = j0; j < j1; j++) {
+        int k = plan->prog_ops ? plan->prog_ops[j] : j;
+        if (plan->ops[k].device == d && plan->ops[k].kind == PP_ACT_REDUCE)
+            e = fmax(e, tl->t[k].end_ms);
+    }
+    return e;
+}
+
 /* Device d: its compute ops by start time (ties in plan order), swept once; busy accumulates
  * over the same union pieces, in the same order, as report.c's, so idle_ms matches it exactly. */
 static void split_device(split_ctx_t *c, int d, op_start_t *ops, double t0, double t1)
@@ -198,10 +215,13 @@ static void split_device(split_ctx_t *c, int d, op_start_t *ops, double t0, doub
         }
     }
     if (n > 0) busy += hi - lo;
-    if (n == 0) /* a device without compute ops waits the whole step */
+    if (n == 0) { /* a device without compute ops waits the whole step */
         add_gap(c, d, PP_IDLE_WARMUP, t0, t1, -1);
-    else
-        add_gap(c, d, PP_IDLE_COOLDOWN, fmin(hi, t1), t1, -1);
+    } else {
+        double r = clamp(reduce_end(plan, c->tl, d), fmin(hi, t1), t1);
+        add_gap(c, d, PP_IDLE_REDUCE, fmin(hi, t1), r, -1);
+        add_gap(c, d, PP_IDLE_COOLDOWN, r, t1, -1);
+    }
     c->s->idle_ms[d] = (t1 - t0) - busy;
     c->s->busy_ms[d] = busy;
 }
@@ -427,6 +447,7 @@ pp_status_t explain_build(pp_explain_t *ex, const pp_plan_t *plan, const pp_time
     pp_status_t st;
     int *pred = NULL;
     memset(ex, 0, sizeof *ex);
+    ex->replicas = plan_replicas(plan);
     if (cm) {
         PP_CHECK_GOTO(explain_what_if(&ex->what_if, plan, cm), st, fail);
         ex->have_what_if = 1;

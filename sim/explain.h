@@ -8,7 +8,9 @@
  * exactly one reason, so the reasons add up to the device's idle time (to rounding):
  *
  *   warmup    [T0, start of d's first compute op): the pipeline filling up to d.
- *   cooldown  (end of d's last compute op, T1]: the pipeline draining after d is done.
+ *   cooldown  (end of d's last compute op, T1]: the pipeline draining after d is done, except
+ *   reduce    the part of it until d's last REDUCE ends (data parallel: the device waits for its
+ *             gradients' reduction before the optimizer), which comes first.
  *   Every other stretch [a, b) ends when a compute op k starts at b. With pred(k) the op before
  *   k on its stream, and
  *     U = max(end of pred(k), over k's dependencies: the end of a compute dependency, or for a
@@ -31,7 +33,8 @@
  *
  * What-if: the simulator's step for the plan with one category removed from the cost model
  * (table pp_what_ifs: as modelled = no launch gaps, free transfers, even stages = each kind's
- * cost averaged over stages, all three).
+ * cost averaged over stages, all three; with replicas, reduce free = the gradient reductions cost
+ * nothing).
  *
  * Ownership: each result owns its arrays; the _free functions take NULL, zeroed or half-built
  * results and leave them zeroed.
@@ -55,6 +58,7 @@ typedef enum pp_idle_reason {
     PP_IDLE_COMM,
     PP_IDLE_LAUNCH,
     PP_IDLE_COOLDOWN,
+    PP_IDLE_REDUCE, /* after the device's last compute op, waiting for its reductions (d > 1) */
     PP_IDLE_COUNT
 } pp_idle_reason_t;
 
@@ -65,6 +69,7 @@ typedef struct pp_idle_reason_info {
     const char *label;  /* words for people ("waiting for an upstream compute op") */
     const char *cname;  /* Chrome trace colour name */
     const char *colour; /* SVG fill */
+    int replicas_only;  /* 1: shown only for a plan with replicas (explain_shows_reason) */
 } pp_idle_reason_info_t;
 
 extern const pp_idle_reason_info_t pp_idle_reasons[PP_IDLE_COUNT];
@@ -144,6 +149,7 @@ typedef enum pp_what_if_kind {
     PP_WHAT_IF_FREE_COMM,     /* transfers cost nothing */
     PP_WHAT_IF_EVEN_STAGES,   /* every stage costs the mean of all stages, per kind */
     PP_WHAT_IF_ALL,           /* all three */
+    PP_WHAT_IF_REDUCE_FREE,   /* the reductions across replicas cost nothing (shown with d > 1) */
     PP_WHAT_IF_COUNT
 } pp_what_if_kind_t;
 
@@ -152,6 +158,8 @@ typedef struct pp_what_if_info {
     const char *label; /* words for people */
     int free_comm;     /* set the transfer cost to 0 */
     int even_stages;   /* average each kind over the stages */
+    int free_reduce;   /* set the reductions across replicas to 0; a row with it is shown only
+                          for a plan with replicas (explain_shows_what_if) */
 } pp_what_if_info_t;
 
 extern const pp_what_if_info_t pp_what_ifs[PP_WHAT_IF_COUNT];
@@ -172,6 +180,7 @@ pp_status_t explain_what_if_sim(pp_what_if_t *w, pp_timeline_t *tl, const pp_pla
 
 typedef struct pp_explain {
     int known;                 /* 0 when the timeline has no per-op times: nothing below is set */
+    int replicas;              /* the plan's data-parallel replicas (plan_replicas) */
     pp_idle_split_t split;     /* of the timeline the report shows */
     pp_idle_split_t split_sim; /* of the simulator's timeline for the same plan (n_devices 0
                                   when none was given) */
@@ -179,6 +188,17 @@ typedef struct pp_explain {
     int have_what_if;          /* 1 when a cost model was given */
     pp_what_if_t what_if;
 } pp_explain_t;
+
+/* Whether the writers show reason r / what-if row w: the rows of data parallelism only for a plan
+ * with replicas, so a plan of one pipeline reads as it did. */
+static inline int explain_shows_reason(const pp_explain_t *ex, int r)
+{
+    return !pp_idle_reasons[r].replicas_only || ex->replicas > 1;
+}
+static inline int explain_shows_what_if(const pp_explain_t *ex, int w)
+{
+    return !pp_what_ifs[w].free_reduce || ex->replicas > 1;
+}
 
 /* Everything above for `tl`; `sim` (the simulator's timeline) and `cm` may be NULL. */
 pp_status_t explain_build(pp_explain_t *ex, const pp_plan_t *plan, const pp_timeline_t *tl,

@@ -13,6 +13,7 @@ const pp_what_if_info_t pp_what_ifs[PP_WHAT_IF_COUNT] = {
     [PP_WHAT_IF_FREE_COMM] = {"free_transfers", "free transfers", 1, 0},
     [PP_WHAT_IF_EVEN_STAGES] = {"even_stages", "even stages", 0, 1},
     [PP_WHAT_IF_ALL] = {"all", "all three", 1, 1},
+    [PP_WHAT_IF_REDUCE_FREE] = {"reduce_free", "reduce free", 0, 0, 1},
 };
 
 /* A copy of `cm` changed as row `w` says. */
@@ -36,6 +37,11 @@ static pp_status_t cost_variant(pp_cost_model_t *out, const pp_cost_model_t *cm,
         out->send_by[t] = w->free_comm ? 0.0 : cm->send_by[t];
     out->host_link_gbps = cm->host_link_gbps; /* offload copies are not pipeline transfers */
     out->overlap = cm->overlap;
+    out->reduce_ranks = cm->reduce_ranks;
+    for (int net = 0; net < 2; net++) {
+        out->reduce_gbps[net] = w->free_reduce ? 0.0 : cm->reduce_gbps[net];
+        out->reduce_latency_ms[net] = w->free_reduce ? 0.0 : cm->reduce_latency_ms[net];
+    }
     return PP_OK;
 }
 

@@ -9,7 +9,10 @@
  * free and its own dependencies done, the pair's mutual dependency left out) and end `send` later,
  * or at once on a LOCAL link. Every other op (compute, and the host copies of run.offload on the
  * offload and load streams) takes the time the cost table by kind gives it; a copy moves its bytes
- * at the host link's bandwidth. The caller owns `tl`; the cost model owns its four arrays.
+ * at the host link's bandwidth. The d REDUCE ops of one stage and bucket (adjacent in plan order,
+ * one per data-parallel replica) are one collective: all start at the latest of their ready
+ * times and take the ring all-reduce of their bucket (cost_model_reduce); never under a part.
+ * The caller owns `tl`; the cost model owns its four arrays.
  * simulate_makespans runs several cost models in the same pass ("lanes"): each lane does exactly
  * the arithmetic simulate_plan does, so its makespan is the same to the bit. Under a part
  * (simulate_plan_part: one process of several, one lane) only the owned devices' ops are timed,
@@ -49,6 +52,7 @@ pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_job_c
     cm->send = c->send;
     cm->host_link_gbps = c->host_link_gbps;
     cm->overlap = c->overlap >= 0 && c->overlap <= 1 ? c->overlap : 0;
+    cm->reduce_ranks = 1;
     return PP_OK;
 
 fail:
@@ -92,9 +96,16 @@ static double cost_copy(const pp_cost_model_t *cm, const pp_op_t *op)
     return cm->host_link_gbps > 0 ? (double)op->bytes / (cm->host_link_gbps * 1e6) : 0.0;
 }
 
+/* A gradient bucket's reduction across the replicas (the group's ops all take it; sim_reduce). */
+static double cost_reduce(const pp_cost_model_t *cm, const pp_op_t *op)
+{
+    return cost_model_reduce(cm, (double)op->bytes, cm->reduce_ranks, op->host > 1);
+}
+
 static const op_cost_fn op_cost[PP_ACT_COUNT] = {
-    [PP_ACT_F] = cost_f, [PP_ACT_B] = cost_b,          [PP_ACT_I] = cost_i,
-    [PP_ACT_W] = cost_w, [PP_ACT_OFFLOAD] = cost_copy, [PP_ACT_RELOAD] = cost_copy,
+    [PP_ACT_F] = cost_f,           [PP_ACT_B] = cost_b,          [PP_ACT_I] = cost_i,
+    [PP_ACT_W] = cost_w,           [PP_ACT_OFFLOAD] = cost_copy, [PP_ACT_RELOAD] = cost_copy,
+    [PP_ACT_REDUCE] = cost_reduce,
 };
 
 /* Checks the fields of op `k` that the simulation indexes with (n_stages: the fewest stages of
@@ -317,6 +328,39 @@ static pp_status_t sim_pair(lanes_t *S, int k, int n_stages)
     return PP_OK;
 }
 
+/* The d REDUCE ops of one stage and bucket, from k on (their peer is k): one collective, every
+ * replica starting at the latest ready time and all ending together. Returns the group's size. */
+static pp_status_t sim_reduce(lanes_t *S, int k, int n_stages, int *n_group)
+{
+    const pp_plan_t *plan = S->plan;
+    const int g = plan_replicas(plan);
+    double ready[SIM_MAX_LANES], start[SIM_MAX_LANES];
+    if (S->part) PP_FAIL(PP_ERR_INTERNAL, "simulate: a reduction across replicas under a part");
+    if (k + g > plan->n_ops) PP_FAIL(PP_ERR_INTERNAL, "simulate: REDUCE op %d has no group", k);
+    for (int l = 0; l < S->n; l++) {
+        start[l] = -INFINITY;
+        if (S->cm[l]->reduce_ranks > 1 && S->cm[l]->reduce_ranks != g)
+            PP_FAIL(PP_ERR_INTERNAL, "simulate: a cost model of %d replicas for a plan of %d",
+                    S->cm[l]->reduce_ranks, g);
+    }
+    for (int j = k; j < k + g; j++) {
+        const pp_op_t *o = &plan->ops[j];
+        PP_CHECK(check_op(plan, n_stages, j));
+        if (o->kind != PP_ACT_REDUCE || o->peer != k || o->stage != plan->ops[k].stage ||
+            o->mb != plan->ops[k].mb)
+            PP_FAIL(PP_ERR_INTERNAL, "simulate: REDUCE op %d is not in the group of op %d", j, k);
+        PP_CHECK(ready_time(S, j, pp_plan_channel(plan, j), -1, ready));
+        for (int l = 0; l < S->n; l++)
+            start[l] = fmax(start[l], ready[l]);
+    }
+    for (int j = k; j < k + g; j++)
+        for (int l = 0; l < S->n; l++)
+            set_times(S, j, pp_plan_channel(plan, j), l, start[l],
+                      start[l] + op_cost[PP_ACT_REDUCE](S->cm[l], &plan->ops[j]));
+    *n_group = g;
+    return PP_OK;
+}
+
 /* Every op of the plan in plan order, in every lane. */
 static pp_status_t sim_walk(lanes_t *S)
 {
@@ -336,6 +380,12 @@ static pp_status_t sim_walk(lanes_t *S)
         if (op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) {
             PP_CHECK(sim_pair(S, k, n_stages));
             k++; /* the RECV is done too */
+            continue;
+        }
+        if (op->kind == PP_ACT_REDUCE) {
+            int g;
+            PP_CHECK(sim_reduce(S, k, n_stages, &g));
+            k += g - 1; /* the group is done */
             continue;
         }
         if (!op_cost[op->kind])

@@ -11,7 +11,9 @@
  * run.offload run on their own streams (offload, load) and take bytes / host_link_gbps. The
  * backward half of an overlapped pair (its second compute stream, overlap) starts once (1 -
  * overlap) of its forward half has run: with overlap 0 the pair runs as one after the other (the
- * closed forms hold), with 1 at once.
+ * closed forms hold), with 1 at once. The d REDUCE ops of one stage and bucket (adjacent in plan
+ * order, one per replica) are one collective: all start at the latest of their ready times and
+ * end together, cost_model_reduce later (over the network link when the group spans hosts).
  *
  * Under several processes (pp_group.h) each simulates only the ops of the devices it owns, in the
  * same plan order, and the two ends of a transfer across processes meet by message: each side
@@ -40,9 +42,24 @@ typedef struct pp_cost_model {
     double send_by[PP_TRANSPORT_COUNT]; /* one transfer over each transport, where it has a
                                            figure of its own (> 0); 0: `send` */
     double host_link_gbps;              /* OFFLOAD and RELOAD: GB/s each direction (0: free) */
-    double overlap; /* 0..1 (cost.overlap): an overlapped pair's backward half starts
-                       once (1 - overlap) of its forward half has run; 0 runs them serially */
+    double overlap;              /* 0..1 (cost.overlap): an overlapped pair's backward half starts
+                                    once (1 - overlap) of its forward half has run; 0 runs them serially */
+    int reduce_ranks;            /* REDUCE: the replicas of the collective (d; 0 or 1: none) */
+    double reduce_gbps[2];       /* REDUCE: bandwidth within one host [0] and between hosts [1],
+                                    GB/s (0: reductions are free) */
+    double reduce_latency_ms[2]; /* and the latency of one ring step on each */
 } pp_cost_model_t;
+
+/* One ring all-reduce of `bytes` over `ranks` replicas on link `net` (0: within a host, 1:
+ * between hosts) under cm: 2 (d-1)/d x bytes / bandwidth + 2 (d-1) x latency. A reduce-scatter
+ * plus all-gather (run.optimizer_sharding: zero1) moves the same bytes in the same steps. */
+static inline double cost_model_reduce(const pp_cost_model_t *cm, double bytes, int ranks, int net)
+{
+    const double gbps = cm->reduce_gbps[net ? 1 : 0];
+    if (ranks <= 1 || !(gbps > 0)) return 0.0;
+    return 2.0 * (ranks - 1) / ranks * bytes / (gbps * 1e6) +
+           2.0 * (ranks - 1) * cm->reduce_latency_ms[net ? 1 : 0];
+}
 
 pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_job_cost_t *c);
 

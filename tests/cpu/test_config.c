@@ -282,14 +282,14 @@ static void test_unknown_keys(void)
         st, e,
         "tests/data/unknown_key.yaml:5:3: unknown key 'microbatch_size' in pipeline "
         "(allowed: devices, stages, chunks, placement, micro_batches, micro_batch_size, "
-        "transport, split, devices_per_process)");
+        "transport, split, devices_per_process, data_parallel, reduce_bucket_mb, reduce_align)");
     EXPECT_LOAD_ERROR("model:\n  layers: 24\nmdoel:\n  hidden: 8\n",
                       "t.yaml:3:1: unknown section 'mdoel' (allowed: name, model, pipeline, "
                       "schedule, run, cost, nccl)");
     EXPECT_LOAD_ERROR("run:\n    steps: 3\n    lr_decay: 0.1\n",
                       "t.yaml:3:5: unknown key 'lr_decay' in run (allowed: steps, warmup, seed, "
                       "optimizer, lr, weight_decay, timeout, timing, graph, recompute, offload, "
-                      "priorities)");
+                      "priorities, optimizer_sharding)");
     EXPECT_LOAD_ERROR("run:\n  offload: weights\n",
                       "t.yaml:2:12: run.offload: unknown value 'weights' (allowed: none, "
                       "activations)");
@@ -1089,19 +1089,21 @@ static void test_counts(void)
 /* The role table: communication (send, recv) runs at the greater priority, on a channel per
  * directed device pair (one stream per peer device); every other role has one stream per device;
  * compute and overlap (an overlapped pair's second compute stream) run compute ops, the copies'
- * roles (offload, load) do not. Channels are laid out role by role. */
+ * roles (offload, load) do not; reduce (the reductions across replicas) runs at the greater
+ * priority on one stream per device. Channels are laid out role by role. */
 static void test_role_table(void)
 {
     for (int r = 0; r < PP_ROLE_COUNT; r++) {
         const pp_role_row_t *row = pp_role_row((pp_role_t)r);
         int comm = r == PP_ROLE_SEND || r == PP_ROLE_RECV;
         int computes = r == PP_ROLE_COMPUTE || r == PP_ROLE_OVERLAP;
-        EXPECT(row->per_peer == comm && row->high_priority == comm && row->computes == computes,
+        EXPECT(row->per_peer == comm && row->high_priority == (comm || r == PP_ROLE_REDUCE) &&
+                   row->computes == computes,
                "%s", row->name);
     }
     EXPECT(!strcmp(pp_role_row((pp_role_t)99)->name, "compute"));
     const int n = 3;
-    EXPECT(pp_channel_count(n) == 4 * n + 2 * n * n);
+    EXPECT(pp_channel_count(n) == 5 * n + 2 * n * n);
     EXPECT(pp_channel_of(n, 2, PP_ROLE_COMPUTE, 0) == 2);
     EXPECT(pp_channel_of(n, 1, PP_ROLE_SEND, 2) == n + 1 * n + 2);
     EXPECT(pp_channel_of(n, 1, PP_ROLE_RECV, 2) == n + n * n + 1 * n + 2);
