@@ -34,6 +34,8 @@ typedef struct pp_device_stats {
     size_t peak_mem_predicted; /* predicted before running (memory.h); 0 = none */
     double act_mb_equiv;       /* activation slots held, in micro-batches of the device's layers;
                                 * NAN = none */
+    int offload_slots;         /* run.offload: (stage, micro-batch) slots sent to the host */
+    double offload_bytes;      /* run.offload: bytes those copies move, each way */
 } pp_device_stats_t;
 
 /* A directed pair of pipeline devices that stage boundaries cross, with the transport they got. */
@@ -66,6 +68,7 @@ typedef struct pp_report {
     pp_report_boundary_t *boundaries; /* [n_boundaries]: each directed device pair the stage
                                          boundaries cross, first crossing first */
     pp_device_stats_t *per_device;    /* [devices] */
+    int offload;                      /* the plan has run.offload's copies (plan->offload) */
     pp_explain_t explain;          /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;
 

@@ -13,24 +13,24 @@
 #include <math.h>
 
 /* One row of ms per reason and their sum, after a label. */
-static void print_reason_row(pp_out_t *o, const char *label, const double *v)
+static void print_reason_row(pp_out_t *o, const char *label, const double *v, int n)
 {
     double sum = 0.0;
     out_printf(o, "# %-18s", label);
-    for (int c = 0; c < PP_IDLE_COUNT; c++) {
+    for (int c = 0; c < n; c++) {
         out_printf(o, " %10.3f", v[c]);
         sum += v[c];
     }
     out_printf(o, " %10.3f\n", sum);
 }
 
-static void print_reason_header(pp_out_t *o)
+static void print_reason_header(pp_out_t *o, int n)
 {
     out_printf(o, "# %-18s", "idle by reason");
-    for (int c = 0; c < PP_IDLE_COUNT; c++)
+    for (int c = 0; c < n; c++)
         out_printf(o, " %10s", pp_idle_reasons[c].name);
     out_printf(o, " %10s\n# %-18s", "idle", "");
-    for (int c = 0; c <= PP_IDLE_COUNT; c++)
+    for (int c = 0; c <= n; c++)
         out_printf(o, " %10s", "ms");
     out_puts(o, "\n");
 }
@@ -40,7 +40,7 @@ static void print_bubble_split(pp_out_t *o, const char *label, const pp_idle_spl
 {
     double scale = 100.0 / (s->n_devices * s->span_ms), sum = 0.0;
     out_printf(o, "#   %-10s", label);
-    for (int c = 0; c < PP_IDLE_COUNT; c++) {
+    for (int c = 0; c < s->n_reasons; c++) {
         out_printf(o, "%s%s %.2f", c ? " + " : " ", pp_idle_reasons[c].name,
                    s->total_ms[c] * scale);
         sum += s->total_ms[c] * scale;
@@ -55,18 +55,19 @@ static void print_split(const pp_report_t *r, pp_out_t *o)
     const char *own = r->mode == PP_MODE_MEASURE ? "measured" : "simulated";
     char label[32];
     out_printf(o, "#\n");
-    print_reason_header(o);
+    print_reason_header(o, ex->split.n_reasons);
     for (int d = 0; d < ex->split.n_devices; d++) {
         snprintf(label, sizeof label, "dev %d %s", d, own);
-        print_reason_row(o, label, &ex->split.by_device[d * PP_IDLE_COUNT]);
+        print_reason_row(o, label, &ex->split.by_device[d * PP_IDLE_COUNT], ex->split.n_reasons);
         if (both) {
             snprintf(label, sizeof label, "dev %d simulated", d);
-            print_reason_row(o, label, &ex->split_sim.by_device[d * PP_IDLE_COUNT]);
+            print_reason_row(o, label, &ex->split_sim.by_device[d * PP_IDLE_COUNT],
+                             ex->split.n_reasons);
         }
     }
     print_reason_row(o, r->mode == PP_MODE_MEASURE ? "all measured" : "all simulated",
-                     ex->split.total_ms);
-    if (both) print_reason_row(o, "all simulated", ex->split_sim.total_ms);
+                     ex->split.total_ms, ex->split.n_reasons);
+    if (both) print_reason_row(o, "all simulated", ex->split_sim.total_ms, ex->split.n_reasons);
     if (!(ex->split.span_ms > 0)) return;
     out_printf(o, "# bubble by reason (%% of devices x makespan, adds up to the bubble):\n");
     print_bubble_split(o, own, &ex->split);
@@ -79,11 +80,14 @@ static void print_split(const pp_report_t *r, pp_out_t *o)
     for (int c = 0; c < PP_IDLE_COUNT; c++)
         all += s->total_ms[c] * scale;
     double comm = s->total_ms[PP_IDLE_COMM] * scale, launch = s->total_ms[PP_IDLE_LAUNCH] * scale;
+    double off = s->total_ms[PP_IDLE_OFFLOAD] * scale;
+    char offload[40] = "";
+    if (s->n_reasons > PP_IDLE_OFFLOAD) snprintf(offload, sizeof offload, " + offload %+.2f", off);
     out_printf(o,
-               "# vs theory %.2f%%: %+.2f pp = comm %+.2f + launch %+.2f + warmup, schedule and "
+               "# vs theory %.2f%%: %+.2f pp = comm %+.2f%s + launch %+.2f + warmup, schedule and "
                "cooldown beyond the closed form %+.2f\n",
-               100.0 * r->bubble_theory, all - 100.0 * r->bubble_theory, comm, launch,
-               all - comm - launch - 100.0 * r->bubble_theory);
+               100.0 * r->bubble_theory, all - 100.0 * r->bubble_theory, comm, offload, launch,
+               all - comm - off - launch - 100.0 * r->bubble_theory);
 }
 
 static void print_what_if(const pp_report_t *r, pp_out_t *o)

@@ -13,15 +13,16 @@
 
 #include <math.h>
 
-/* ,"key":{"warmup":v[0]*scale,...} in the order of pp_idle_reasons, or null when v is NULL. */
-static void json_reasons(pp_out_t *o, const char *key, const double *v, double scale)
+/* ,"key":{"warmup":v[0]*scale,...} in the order of pp_idle_reasons, the first n, or null when v
+ * is NULL. */
+static void json_reasons(pp_out_t *o, const char *key, const double *v, double scale, int n)
 {
     out_printf(o, ",\"%s\":", key);
     if (!v) {
         out_puts(o, "null");
         return;
     }
-    for (int c = 0; c < PP_IDLE_COUNT; c++) {
+    for (int c = 0; c < n; c++) {
         out_printf(o, "%s\"%s\":", c ? "," : "{", pp_idle_reasons[c].name);
         out_json_num(o, v[c] * scale);
     }
@@ -33,9 +34,11 @@ static void json_explain_device(pp_out_t *o, const pp_explain_t *ex, int d)
 {
     const pp_idle_split_t *a = &ex->split, *b = &ex->split_sim;
     json_reasons(o, "idle_ms_by_reason",
-                 ex->known && d < a->n_devices ? &a->by_device[d * PP_IDLE_COUNT] : NULL, 1.0);
+                 ex->known && d < a->n_devices ? &a->by_device[d * PP_IDLE_COUNT] : NULL, 1.0,
+                 a->n_reasons);
     json_reasons(o, "idle_ms_by_reason_simulated",
-                 ex->known && d < b->n_devices ? &b->by_device[d * PP_IDLE_COUNT] : NULL, 1.0);
+                 ex->known && d < b->n_devices ? &b->by_device[d * PP_IDLE_COUNT] : NULL, 1.0,
+                 b->n_reasons);
 }
 
 static void json_critical_path(pp_out_t *o, const pp_explain_t *ex)
@@ -67,12 +70,12 @@ static void json_explain(pp_out_t *o, const pp_explain_t *ex)
     int ka = ex->known && a->n_devices > 0 && a->span_ms > 0,
         kb = ex->known && b->n_devices > 0 && b->span_ms > 0;
     out_puts(o, "\n");
-    json_reasons(o, "idle_ms_by_reason", ka ? a->total_ms : NULL, 1.0);
-    json_reasons(o, "idle_ms_by_reason_simulated", kb ? b->total_ms : NULL, 1.0);
+    json_reasons(o, "idle_ms_by_reason", ka ? a->total_ms : NULL, 1.0, a->n_reasons);
+    json_reasons(o, "idle_ms_by_reason_simulated", kb ? b->total_ms : NULL, 1.0, b->n_reasons);
     json_reasons(o, "bubble_by_reason", ka ? a->total_ms : NULL,
-                 ka ? 1.0 / (a->n_devices * a->span_ms) : 0);
+                 ka ? 1.0 / (a->n_devices * a->span_ms) : 0, a->n_reasons);
     json_reasons(o, "bubble_by_reason_simulated", kb ? b->total_ms : NULL,
-                 kb ? 1.0 / (b->n_devices * b->span_ms) : 0);
+                 kb ? 1.0 / (b->n_devices * b->span_ms) : 0, b->n_reasons);
     json_critical_path(o, ex);
     out_puts(o, ",\n \"what_if_step_ms\":");
     if (!ex->have_what_if) {
@@ -156,6 +159,9 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
             out_printf(o, "%d", ds->peak_inflight);
         else
             out_puts(o, "null"); /* unknown: no per-op times */
+        if (r->offload) /* only where the plan has copies, so other reports keep their bytes */
+            out_printf(o, ",\"offload_slots\":%d,\"offload_bytes\":%.0f", ds->offload_slots,
+                       ds->offload_bytes);
         json_explain_device(o, &r->explain, i);
         out_puts(o, "}");
     }

@@ -624,7 +624,8 @@ static void svg_axis(const svg_t *s)
 static void svg_legend_explain(const svg_t *s, int lx, int ly)
 {
     pp_out_t *o = s->o;
-    for (int c = 0; c < PP_IDLE_COUNT; c++) {
+    int n = s->rep->explain.split.n_reasons > 0 ? s->rep->explain.split.n_reasons : PP_IDLE_OFFLOAD;
+    for (int c = 0; c < n; c++) {
         out_printf(o,
                    "<rect class=\"legend\" x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" "
                    "fill=\"%s\" fill-opacity=\"0.45\"/>\n",

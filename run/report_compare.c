@@ -32,10 +32,22 @@ static void fullest_device(const pp_report_t *r, size_t *mem, int *inflight)
     }
 }
 
-/* The bubble by reason as extra columns: row 0 names, row 1 units, else the values of `r`. */
-static void reason_columns(pp_out_t *o, const pp_report_t *r, int row)
+/* The reasons the comparison shows: every one where a run's plan has host copies, all but
+ * offload otherwise (pp_idle_split_t.n_reasons). */
+static int compare_reasons(const pp_compare_row_t *jobs, int n)
 {
-    for (int c = 0; c < PP_IDLE_COUNT; c++) {
+    int most = PP_IDLE_OFFLOAD;
+    for (int i = 0; i < n; i++)
+        if (!jobs[i].failed && jobs[i].run.report.explain.split.n_reasons > most)
+            most = jobs[i].run.report.explain.split.n_reasons;
+    return most;
+}
+
+/* The first n_r reasons' bubble as extra columns: row 0 names, row 1 units, else the values of
+ * `r`. */
+static void reason_columns(pp_out_t *o, const pp_report_t *r, int row, int n_r)
+{
+    for (int c = 0; c < n_r; c++) {
         char v[32];
         if (r) fmt_num(v, sizeof v, report_bubble_by_reason(r, (pp_idle_reason_t)c) * 100, "%.1f");
         out_printf(o, " %8s", r ? v : row == 0 ? pp_idle_reasons[c].name : "(%)");
@@ -79,15 +91,16 @@ pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
 {
     pp_out_t out, *o = &out;
     out_wrap(o, f, "output", "the comparison table");
+    const int n_r = compare_reasons(jobs, n);
     out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s", "schedule", "p",
                "m", "v", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory",
                "peak mem", "in-fl");
     predicted_columns(o, NULL, 0);
-    reason_columns(o, NULL, 0);
+    reason_columns(o, NULL, 0, n_r);
     out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s", "", "", "", "",
                "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "st,mb");
     predicted_columns(o, NULL, 1);
-    reason_columns(o, NULL, 1);
+    reason_columns(o, NULL, 1, n_r);
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].run.report;
         size_t mem;
@@ -109,7 +122,7 @@ pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
                    r->step_ms_p10, r->step_ms_p90, r->tokens_per_s, tf, bub, sim, th, memb,
                    inflight);
         predicted_columns(o, r, 2);
-        reason_columns(o, r, 2);
+        reason_columns(o, r, 2, n_r);
     }
     /* Verdict: the highest throughput (runs of different m do different work per step). */
     int best = -1, n_ok = 0;
@@ -143,7 +156,8 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
                "tokens_per_s,tflops,bubble,bubble_simulated,bubble_theory,peak_mem_bytes,"
                "peak_inflight_microbatches,step_ms_predicted,peak_mem_predicted_bytes,"
                "activation_microbatch_equivalents");
-    for (int c = 0; c < PP_IDLE_COUNT; c++)
+    const int n_r = compare_reasons(jobs, n);
+    for (int c = 0; c < n_r; c++)
         out_printf(o, ",bubble_%s", pp_idle_reasons[c].name);
     out_puts(o, "\n");
     for (int i = 0; i < n; i++) {
@@ -153,7 +167,7 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         out_csv_str(o, jobs[i].label);
         if (jobs[i].failed) { /* the mode column says why; the numbers stay empty */
             out_printf(o, ",invalid");
-            for (int c = 0; c < 14 + PP_IDLE_COUNT; c++)
+            for (int c = 0; c < 14 + n_r; c++)
                 out_puts(o, ",");
             out_puts(o, "\n");
             continue;
@@ -176,7 +190,7 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         csv_field(o, r->step_ms_predicted);
         out_printf(o, ",%zu", pmem);
         csv_field(o, mbeq);
-        for (int c = 0; c < PP_IDLE_COUNT; c++)
+        for (int c = 0; c < n_r; c++)
             csv_field(o, report_bubble_by_reason(r, (pp_idle_reason_t)c));
         out_puts(o, "\n");
     }

@@ -27,6 +27,8 @@ const pp_idle_reason_info_t pp_idle_reasons[PP_IDLE_COUNT] = {
                         "#8c6d31"},
     [PP_IDLE_COOLDOWN] = {"cooldown", "cool", "after the device's last compute op", "white",
                           "#dedede"},
+    [PP_IDLE_OFFLOAD] = {"offload", "offload", "waiting for a host copy (run.offload)",
+                         "rail_load", "#9467bd"},
 };
 
 static double clamp(double x, double lo, double hi)
@@ -134,15 +136,17 @@ static void split_interior(split_ctx_t *c, int d, double a, double b, int k)
     const pp_plan_t *plan = c->plan;
     const pp_op_t *op = &plan->ops[k];
     int p = c->pred[k];
-    double u = p >= 0 ? c->tl->t[p].end_ms : -INFINITY, r = u;
+    double u = p >= 0 ? c->tl->t[p].end_ms : -INFINITY, r = u, rc = u;
     for (int j = 0; j < op->n_deps; j++) {
         int dep = plan->deps[op->dep_begin + j];
         u = fmax(u, c->ready[dep]);
         r = fmax(r, c->tl->t[dep].end_ms);
+        if (!pp_action_is_copy(plan->ops[dep].kind)) rc = fmax(rc, c->tl->t[dep].end_ms);
     }
-    double cu = clamp(u, a, b), cr = fmax(cu, clamp(r, a, b));
+    double cu = clamp(u, a, b), cc = fmax(cu, clamp(rc, a, b)), cr = fmax(cc, clamp(r, a, b));
     add_gap(c, d, PP_IDLE_SCHEDULE, a, cu, k);
-    add_gap(c, d, PP_IDLE_COMM, cu, cr, k);
+    add_gap(c, d, PP_IDLE_COMM, cu, cc, k);
+    add_gap(c, d, PP_IDLE_OFFLOAD, cc, cr, k);
     add_gap(c, d, PP_IDLE_LAUNCH, cr, b, k);
 }
 
@@ -225,6 +229,7 @@ static pp_status_t idle_split(pp_idle_split_t *s, const pp_plan_t *plan, const p
     s->gaps = malloc(sizeof *s->gaps * (size_t)c.cap_gaps);
     if (!ops || !ready || !s->idle_ms || !s->busy_ms || !s->by_device || !s->gaps) goto fail;
     s->n_devices = plan->n_devices;
+    s->n_reasons = plan->offload ? PP_IDLE_COUNT : PP_IDLE_OFFLOAD;
 
     double t0 = 0.0, t1 = 0.0;
     for (int k = 0; k < plan->n_ops; k++) {

@@ -20,6 +20,9 @@
  *   comm      [U, R): the producer was done but the transfer had not delivered (exposed
  *             communication, queueing behind other transfers included);
  *   launch    [R, b): the inputs were ready but k had not started (host enqueue, launch gap).
+ *   Under run.offload, R is cut at Rc, R without the host copies k waits for (a RELOAD that
+ *   fills its slot, an OFFLOAD that frees the slot it takes): comm [U, Rc), offload [Rc, R), the
+ *   copy time the compute did not hide.
  * The simulator starts every op at R, so its launch time is 0 by construction. A device without
  * compute ops idles the whole step as warmup.
  *
@@ -55,6 +58,7 @@ typedef enum pp_idle_reason {
     PP_IDLE_COMM,
     PP_IDLE_LAUNCH,
     PP_IDLE_COOLDOWN,
+    PP_IDLE_OFFLOAD, /* last: shown only for a plan with copies (pp_idle_split_t.n_reasons) */
     PP_IDLE_COUNT
 } pp_idle_reason_t;
 
@@ -87,6 +91,8 @@ typedef struct pp_idle_split {
     double total_ms[PP_IDLE_COUNT]; /* sum over devices */
     int n_gaps;
     pp_gap_t *gaps; /* [n_gaps] by device, then time; stretches of zero length left out */
+    int n_reasons;  /* the reasons the writers show, pp_idle_reasons[0 .. n_reasons): every one
+                       for a plan with copies (plan->offload), all but PP_IDLE_OFFLOAD otherwise */
 } pp_idle_split_t;
 
 /* Splits the idle time of every device of `tl` (which must have per-op times). Fails with
