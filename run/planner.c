@@ -243,9 +243,14 @@ int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs
     snprintf(bufs[7], 64, "pipeline.split=%s", c->split == PP_SPLIT_BALANCED ? "balanced" : "even");
     snprintf(bufs[8], 64, "run.optimizer=%s",
              s->base.run.optimizer == PP_OPT_ADAMW ? "adamw" : "none");
-    for (int k = 0; k < PP_PLAN_CANDIDATE_SETS; k++)
+    int n = 9;
+    if (c->offload) {
+        snprintf(bufs[n++], 64, "run.offload=auto");
+        snprintf(bufs[n++], 64, "run.memory_limit=%.9g", s->limit_bytes / 1073741824.0);
+    }
+    for (int k = 0; k < n; k++)
         sets[k] = bufs[k];
-    return PP_PLAN_CANDIDATE_SETS;
+    return n;
 }
 
 pp_status_t plan_candidate_load(pp_run_t *r, const pp_search_t *s, const pp_plan_query_t *q,
@@ -297,19 +302,45 @@ static int plan_split_is_even(const pp_job_t *job)
     return 1;
 }
 
+/* The offload dimension: candidate c, which does not fit without offload, again under
+ * run.offload auto with the search's limit into *off; *fits 1 when that fits. Only where the file
+ * leaves run.offload at none. */
+static pp_status_t plan_offload(const pp_search_t *s, const pp_plan_query_t *q,
+                                const pp_candidate_t *c, pp_candidate_t *off, int *fits)
+{
+    *fits = 0;
+    if (s->base.run.offload != PP_OFFLOAD_NONE || !(s->limit_bytes > 0) ||
+        c->peak_bytes <= s->limit_bytes)
+        return PP_OK;
+    pp_run_t r;
+    *off = *c;
+    off->offload = 1;
+    size_t n = strlen(off->label);
+    snprintf(off->label + n, sizeof off->label - n, " offload");
+    pp_status_t st = plan_candidate_load(&r, s, q, off, -1);
+    if (st == PP_OK) st = plan_candidate_predict(&r, off);
+    *fits = st == PP_OK && off->peak_bytes <= s->limit_bytes;
+    run_free(&r);
+    return st == PP_ERR_INPUT ? PP_OK : st;
+}
+
 /* Predict candidate i. *why is -1 when it is kept, else why not: the chain refused it (an input
  * problem, its message already printed), or its balanced split came out even (the even candidate
- * stands for it). */
-static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i, int *why)
+ * stands for it). Where it does not fit, *off is it under offload auto (*have_off 1 when that
+ * fits). */
+static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i, int *why,
+                                 pp_candidate_t *off, int *have_off)
 {
     pp_run_t r;
     pp_status_t st = plan_candidate_load(&r, s, q, &s->c[i], -1);
+    *have_off = 0;
     *why = st == PP_OK ? -1 : PP_SKIP_BUILD;
     if (st == PP_OK && s->c[i].split == PP_SPLIT_BALANCED && plan_split_is_even(&r.job))
         *why = PP_SKIP_SAME_SPLIT;
     if (st == PP_OK && *why < 0) st = plan_candidate_predict(&r, &s->c[i]);
     if (st == PP_OK && *why < 0 && !(s->limit_bytes > 0)) s->limit_bytes = r.mem.limit;
     run_free(&r);
+    if (st == PP_OK && *why < 0) st = plan_offload(s, q, &s->c[i], off, have_off);
     return st == PP_ERR_INPUT && *why == PP_SKIP_BUILD ? PP_OK : st;
 }
 
@@ -373,10 +404,17 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q)
     PP_CHECK(plan_enumerate(s));
     if (s->n > 1) qsort(s->c, (size_t)s->n, sizeof *s->c, plan_by_size);
     s->listed = s->n;
-    int kept = 0, done = 0;
+    int kept = 0, done = 0, n_off = 0;
+    pp_candidate_t *offs = malloc(sizeof *offs * (size_t)(s->n > 0 ? s->n : 1));
+    PP_ALLOC_CHECK(offs);
     for (int i = 0; i < s->n; i++) {
-        int why;
-        PP_CHECK(plan_evaluate(s, q, i, &why));
+        int why, have_off;
+        pp_status_t st = plan_evaluate(s, q, i, &why, &offs[n_off], &have_off);
+        if (st != PP_OK) {
+            free(offs);
+            return st;
+        }
+        n_off += have_off;
         if (why < 0)
             s->c[kept++] = s->c[i];
         else
@@ -387,6 +425,9 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q)
     }
     if (q->progress) plan_progress(s, done, kept, &pg, 1);
     s->n = kept;
+    for (int i = 0; i < n_off; i++) /* the offload candidates after those they came from */
+        s->c[s->n++] = offs[i];
+    free(offs);
     for (int i = 0; i < s->n; i++)
         s->c[i].fits = s->c[i].peak_bytes <= s->limit_bytes;
     plan_search_rank(s);
