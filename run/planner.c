@@ -24,6 +24,13 @@
 
 #define PLAN_MAX_CHUNKS 8
 #define PLAN_MAX_ROOT   4096 /* the square root of PP_PLAN_MAX_SEQS */
+/* The offload dimension tries at most this many candidates (plan_offload_pass): each runs
+ * run.offload auto's choice, a few lowerings of its plan. */
+#define PLAN_OFFLOAD_TRIES 8
+/* ... of those over the limit by at most this share of a device's activation slots: sending the
+ * longest-lived slots to the host frees about half of them at best in the schedules' steady
+ * states (a slot is held while its copies run). */
+#define PLAN_OFFLOAD_SHARE 0.5
 
 static const char *const skip_names[PP_SKIP_COUNT] = {
     [PP_SKIP_CHUNKS] = "chunks",       [PP_SKIP_MICRO_BATCHES] = "micro-batches",
@@ -302,16 +309,11 @@ static int plan_split_is_even(const pp_job_t *job)
     return 1;
 }
 
-/* The offload dimension: candidate c, which does not fit without offload, again under
- * run.offload auto with the search's limit into *off; *fits 1 when that fits. Only where the file
- * leaves run.offload at none. */
+/* Candidate c, which does not fit without offload, again under run.offload auto with the
+ * search's limit into *off; *fits 1 when that fits. */
 static pp_status_t plan_offload(const pp_search_t *s, const pp_plan_query_t *q,
                                 const pp_candidate_t *c, pp_candidate_t *off, int *fits)
 {
-    *fits = 0;
-    if (s->base.run.offload != PP_OFFLOAD_NONE || !(s->limit_bytes > 0) ||
-        c->peak_bytes <= s->limit_bytes)
-        return PP_OK;
     pp_run_t r;
     *off = *c;
     off->offload = 1;
@@ -326,22 +328,62 @@ static pp_status_t plan_offload(const pp_search_t *s, const pp_plan_query_t *q,
 
 /* Predict candidate i. *why is -1 when it is kept, else why not: the chain refused it (an input
  * problem, its message already printed), or its balanced split came out even (the even candidate
- * stands for it). Where it does not fit, *off is it under offload auto (*have_off 1 when that
- * fits). */
-static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i, int *why,
-                                 pp_candidate_t *off, int *have_off)
+ * stands for it). Its offload_room: whether offload could make it fit (no device is over the limit
+ * by more than PLAN_OFFLOAD_SHARE of its activation slots). */
+static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i, int *why)
 {
     pp_run_t r;
     pp_status_t st = plan_candidate_load(&r, s, q, &s->c[i], -1);
-    *have_off = 0;
     *why = st == PP_OK ? -1 : PP_SKIP_BUILD;
     if (st == PP_OK && s->c[i].split == PP_SPLIT_BALANCED && plan_split_is_even(&r.job))
         *why = PP_SKIP_SAME_SPLIT;
     if (st == PP_OK && *why < 0) st = plan_candidate_predict(&r, &s->c[i]);
     if (st == PP_OK && *why < 0 && !(s->limit_bytes > 0)) s->limit_bytes = r.mem.limit;
+    s->c[i].offload_room = st == PP_OK && *why < 0;
+    for (int d = 0; s->c[i].offload_room && d < r.mem.n_devices; d++) {
+        double over = r.mem.dev[d].total - s->limit_bytes;
+        if (over > PLAN_OFFLOAD_SHARE * r.mem.dev[d].slots) s->c[i].offload_room = 0;
+    }
     run_free(&r);
-    if (st == PP_OK && *why < 0) st = plan_offload(s, q, &s->c[i], off, have_off);
     return st == PP_ERR_INPUT && *why == PP_SKIP_BUILD ? PP_OK : st;
+}
+
+static int plan_by_step(const void *pa, const void *pb)
+{
+    const pp_candidate_t *a = pa, *b = pb;
+    if (a->step_ms != b->step_ms) return a->step_ms < b->step_ms ? -1 : 1;
+    return strcmp(a->label, b->label);
+}
+
+/* The offload dimension, after every candidate was predicted without it (the file's run.offload
+ * none): the candidates that do not fit, have room (offload_room) and are quicker than the best
+ * that fits without (nothing slower could win with offload's copies on top), quickest first, at
+ * most PLAN_OFFLOAD_TRIES of them, each again under run.offload auto; those that then fit are
+ * added. */
+static pp_status_t plan_offload_pass(pp_search_t *s, const pp_plan_query_t *q, double t0)
+{
+    double best = INFINITY;
+    int n = 0, tried = 0, n0 = s->n;
+    if (s->base.run.offload != PP_OFFLOAD_NONE || !(s->limit_bytes > 0)) return PP_OK;
+    pp_candidate_t *try = malloc(sizeof *try * (size_t)(n0 > 0 ? n0 : 1));
+    PP_ALLOC_CHECK(try);
+    for (int i = 0; i < n0; i++)
+        if (s->c[i].peak_bytes <= s->limit_bytes && s->c[i].step_ms < best)
+            best = s->c[i].step_ms;
+    for (int i = 0; i < n0; i++)
+        if (s->c[i].peak_bytes > s->limit_bytes && s->c[i].offload_room && s->c[i].step_ms < best)
+            try[n++] = s->c[i];
+    if (n > 1) qsort(try, (size_t)n, sizeof *try, plan_by_step);
+    pp_status_t st = PP_OK;
+    for (int i = 0; i < n && tried < PLAN_OFFLOAD_TRIES && st == PP_OK; i++, tried++) {
+        if (s->budget_s > 0 && now_s() - t0 > s->budget_s) break;
+        pp_candidate_t off;
+        int fits;
+        st = plan_offload(s, q, &try[i], &off, &fits);
+        if (st == PP_OK && fits) st = plan_push(s, &off);
+    }
+    free(try);
+    return st;
 }
 
 /* What lowering and simulating candidate c costs, about: its stages x micro-batches. */
@@ -404,17 +446,10 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q)
     PP_CHECK(plan_enumerate(s));
     if (s->n > 1) qsort(s->c, (size_t)s->n, sizeof *s->c, plan_by_size);
     s->listed = s->n;
-    int kept = 0, done = 0, n_off = 0;
-    pp_candidate_t *offs = malloc(sizeof *offs * (size_t)(s->n > 0 ? s->n : 1));
-    PP_ALLOC_CHECK(offs);
+    int kept = 0, done = 0;
     for (int i = 0; i < s->n; i++) {
-        int why, have_off;
-        pp_status_t st = plan_evaluate(s, q, i, &why, &offs[n_off], &have_off);
-        if (st != PP_OK) {
-            free(offs);
-            return st;
-        }
-        n_off += have_off;
+        int why;
+        PP_CHECK(plan_evaluate(s, q, i, &why));
         if (why < 0)
             s->c[kept++] = s->c[i];
         else
@@ -425,9 +460,7 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q)
     }
     if (q->progress) plan_progress(s, done, kept, &pg, 1);
     s->n = kept;
-    for (int i = 0; i < n_off; i++) /* the offload candidates after those they came from */
-        s->c[s->n++] = offs[i];
-    free(offs);
+    PP_CHECK(plan_offload_pass(s, q, pg.t0));
     for (int i = 0; i < s->n; i++)
         s->c[i].fits = s->c[i].peak_bytes <= s->limit_bytes;
     plan_search_rank(s);

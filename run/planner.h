@@ -81,6 +81,7 @@ typedef struct pp_candidate {
     int fits;            /* peak_bytes <= the limit */
     int offload;         /* 1: run.offload auto under the limit, tried where the candidate without
                             it does not fit (the file's run.offload none) */
+    int offload_room;    /* 0: a device is over the limit even without activation slots */
 } pp_candidate_t;
 
 typedef struct pp_search {

@@ -23,16 +23,18 @@
 #include "plan/stage_cfg.h"
 #include "sim/cost_model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-/* The caps tried on each key's lag and lookahead, in compute ops (-1: the key's own). A lag of 0
- * (the OFFLOAD right after the forward phase) saves no slot the next op could not reuse anyway;
- * a lookahead of 0 (the RELOAD right before the backward phase) holds the slot the shortest. */
-static const int LAG_CAPS[] = {-1, 4, 3, 2, 1};
-static const int AHEAD_CAPS[] = {-1, 4, 3, 2, 1, 0};
+/* The caps tried on every key's lag and lookahead, in compute ops (-1: the key's own), from the
+ * longest (the copies the most hidden, the fewest slots freed) to the shortest. A lag of 0 (the
+ * OFFLOAD right after the forward) frees no slot the next op could not reuse anyway; a lookahead
+ * of 0 (the RELOAD right before the backward phase) holds the slot the shortest. */
+static const int CAPS[][2] = {{-1, -1}, {-1, 2}, {2, -1}, {2, 2}, {2, 1},
+                              {1, 2},   {1, 1},  {2, 0},  {1, 0}};
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* One key of one device's ranking. */
@@ -47,7 +49,6 @@ typedef struct auto_key {
 typedef struct auto_ctx {
     pp_run_t *r;
     const pp_gpu_t *gpu;
-    const pp_cost_model_t *cm; /* the plain plan's (a copy's price does not depend on the plan) */
     auto_key_t *keys;          /* every device's ranking, device after device */
     int first[PP_MAX_DEVICES + 1]; /* device d's ranking: keys[first[d] .. first[d + 1]) */
     pp_offload_key_t *pick;        /* [n_st * n_mb] scratch for plan_lower_offload */
@@ -142,14 +143,21 @@ static pp_status_t probe(auto_ctx_t *x, const auto_take_t *t, int *fits, int *ov
     return PP_OK;
 }
 
+/* Every key of each device over the limit in the plain plan (r->mem), none of the others (a
+ * device's copies can cost its neighbours a slot where pairing a transfer needs one). */
+static void take_over(const auto_ctx_t *x, auto_take_t *t)
+{
+    for (int d = 0; d < x->r->sched.n_devices; d++)
+        t->take[d] = x->r->mem.dev[d].total > x->r->mem.limit ? x->first[d + 1] - x->first[d] : 0;
+}
+
 /* Under t's caps, the fewest keys of each device's ranking that fit, into t->take (a binary
  * search per device: lo keys do not fit, hi do); *fits 0 when even all of them do not, and then
  * *excess their bytes over the limit. */
 static pp_status_t shortest(auto_ctx_t *x, auto_take_t *t, int *fits, double *excess)
 {
     int p = x->r->sched.n_devices, lo[PP_MAX_DEVICES], hi[PP_MAX_DEVICES], over[PP_MAX_DEVICES];
-    for (int d = 0; d < p; d++)
-        t->take[d] = x->r->mem.dev[d].total > x->r->mem.limit ? x->first[d + 1] - x->first[d] : 0;
+    take_over(x, t);
     *excess = 0.0;
     PP_CHECK(probe(x, t, fits, NULL, excess));
     if (!*fits) return PP_OK;
@@ -161,47 +169,30 @@ static pp_status_t shortest(auto_ctx_t *x, auto_take_t *t, int *fits, double *ex
             t->take[d] = hi[d] > lo[d] + 1 ? (lo[d] + hi[d]) / 2 : hi[d];
             more |= hi[d] > lo[d] + 1;
         }
-        if (!more) return PP_OK;
+        if (!more) return probe(x, t, fits, NULL, excess); /* hi of each, checked together */
         PP_CHECK(probe(x, t, fits, over, NULL));
         for (int d = 0; d < p; d++)
             if (hi[d] > lo[d] + 1) *(over[d] ? &lo[d] : &hi[d]) = t->take[d];
     }
 }
 
-/* The step of setting t, simulated. */
-static pp_status_t step_of(auto_ctx_t *x, const auto_take_t *t, double *step)
-{
-    pp_plan_t plan;
-    pp_mem_pred_t mem;
-    pp_timeline_t tl;
-    PP_CHECK(lower_taking(&plan, &mem, x, t));
-    pp_status_t st = simulate_plan(&tl, &plan, x->cm);
-    plan_free(&plan);
-    PP_CHECK(st);
-    *step = tl.step_ms[0];
-    timeline_free(&tl);
-    return PP_OK;
-}
-
-/* Every pair of caps; the quickest setting that fits into *best, or, where none fits, the one
- * the least over the limit. */
+/* The first caps in CAPS under which every key (take_over) fits, with the fewest keys of each
+ * device's ranking that still fit (shortest), into *best. Where none fits, the caps the least over
+ * the limit, every key. */
 static pp_status_t search(auto_ctx_t *x, auto_take_t *best)
 {
-    double best_ms = 0.0, least = -1.0;
-    int found_ = 0, *found = &found_;
-    for (int a = 0; a < N_OF(LAG_CAPS); a++)
-        for (int b = 0; b < N_OF(AHEAD_CAPS); b++) {
-            auto_take_t t = {.cap_lag = LAG_CAPS[a], .cap_ahead = AHEAD_CAPS[b]};
-            int fits;
-            double ms, excess;
-            PP_CHECK(shortest(x, &t, &fits, &excess));
-            if (!fits) {
-                if (!*found && (least < 0 || excess < least)) *best = t, least = excess;
-                continue;
-            }
-            PP_CHECK(step_of(x, &t, &ms));
-            if (!*found || ms < best_ms) *best = t, best_ms = ms, *found = 1;
+    double fewest = INFINITY;
+    for (int i = 0; i < N_OF(CAPS); i++) {
+        auto_take_t t = {.cap_lag = CAPS[i][0], .cap_ahead = CAPS[i][1]};
+        int fits;
+        double excess;
+        PP_CHECK(shortest(x, &t, &fits, &excess));
+        if (fits) {
+            *best = t;
+            return PP_OK;
         }
+        if (excess < fewest) *best = t, fewest = excess;
+    }
     return PP_OK;
 }
 
@@ -271,7 +262,7 @@ pp_status_t run_offload_auto(pp_run_t *r, const pp_gpu_t *present)
         return st;
     }
     size_t keys = (size_t)r->plan.n_stages * (size_t)r->plan.n_mb;
-    auto_ctx_t x = {.r = r, .gpu = gpu, .cm = &cm};
+    auto_ctx_t x = {.r = r, .gpu = gpu};
     x.pick = malloc(sizeof *x.pick * (keys ? keys : 1));
     x.keys = malloc(sizeof *x.keys * (keys ? keys : 1));
     int *comp = malloc(sizeof *comp * (size_t)(r->plan.n_ops > 0 ? r->plan.n_ops : 1));
