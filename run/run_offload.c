@@ -11,11 +11,12 @@
  * end of the op before them and the backward's start.
  * A plan's slots are counted in program order, so a long lag or lookahead keeps a slot held and
  * may leave the peak where it was; shorter ones free more memory and expose more copy time. So
- * each pair of caps on lag and lookahead (CAPS) is tried: under each, the shortest prefix of every
- * device's ranking under which memory_predict (the executor's sizing) fits memory_limit_bytes (a
- * binary search per device, all devices in each lowering: a device's slots depend only on its own
- * copies), simulated; the quickest step wins, the first found on a tie. Nothing is offloaded where
- * everything fits; where nothing fits, every key at the shortest caps (the least memory).
+ * each pair of caps on lag and lookahead (CAPS, longest first) is tried: under each, the shortest
+ * prefix of the ranking of every device over the limit under which memory_predict (the executor's
+ * sizing) fits memory_limit_bytes (a binary search per device, all devices in each lowering: a
+ * device's slots depend only on its own copies), simulated; the quickest step wins, the first on a
+ * tie, and one as quick as the plain plan's ends the search. Nothing is offloaded where everything
+ * fits; where nothing fits, every key under the caps the least over the limit.
  */
 #include "run.h"
 
@@ -52,6 +53,7 @@ typedef struct auto_ctx {
     auto_key_t *keys;          /* every device's ranking, device after device */
     int first[PP_MAX_DEVICES + 1]; /* device d's ranking: keys[first[d] .. first[d + 1]) */
     pp_offload_key_t *pick;        /* [n_st * n_mb] scratch for plan_lower_offload */
+    const pp_cost_model_t *cm;     /* the plain plan's */
 } auto_ctx_t;
 
 /* One setting: how many of each device's ranking, and the caps. */
@@ -176,22 +178,41 @@ static pp_status_t shortest(auto_ctx_t *x, auto_take_t *t, int *fits, double *ex
     }
 }
 
-/* The first caps in CAPS under which every key (take_over) fits, with the fewest keys of each
- * device's ranking that still fit (shortest), into *best. Where none fits, the caps the least over
- * the limit, every key. */
-static pp_status_t search(auto_ctx_t *x, auto_take_t *best)
+/* The step of setting t, simulated under the plain plan's cost model (a copy's price does not
+ * depend on the plan). */
+static pp_status_t step_of(auto_ctx_t *x, const auto_take_t *t, double *step)
 {
-    double fewest = INFINITY;
+    pp_plan_t plan;
+    pp_mem_pred_t mem;
+    pp_timeline_t tl;
+    PP_CHECK(lower_taking(&plan, &mem, x, t));
+    pp_status_t st = simulate_plan(&tl, &plan, x->cm);
+    plan_free(&plan);
+    PP_CHECK(st);
+    *step = tl.step_ms[0];
+    timeline_free(&tl);
+    return PP_OK;
+}
+
+/* Every caps of CAPS under which every key (take_over) fits, each with the fewest keys of each
+ * device's ranking that still fit (shortest), simulated: the quickest into *best, the search
+ * ending at one as quick as the plain plan (plain_ms: nothing is quicker). Where none fits, the
+ * caps the least over the limit, every key. */
+static pp_status_t search(auto_ctx_t *x, double plain_ms, auto_take_t *best)
+{
+    double fewest = INFINITY, best_ms = INFINITY;
     for (int i = 0; i < N_OF(CAPS); i++) {
         auto_take_t t = {.cap_lag = CAPS[i][0], .cap_ahead = CAPS[i][1]};
         int fits;
-        double excess;
+        double excess, ms;
         PP_CHECK(shortest(x, &t, &fits, &excess));
-        if (fits) {
-            *best = t;
-            return PP_OK;
+        if (!fits) {
+            if (isinf(best_ms) && excess < fewest) *best = t, fewest = excess;
+            continue;
         }
-        if (excess < fewest) *best = t, fewest = excess;
+        PP_CHECK(step_of(x, &t, &ms));
+        if (ms < best_ms) *best = t, best_ms = ms;
+        if (best_ms <= plain_ms * (1.0 + 1e-9)) break;
     }
     return PP_OK;
 }
@@ -209,7 +230,7 @@ static pp_status_t choose(auto_ctx_t *x, const pp_timeline_t *tl, int *comp)
     }
     x->first[r->plan.n_devices] = n;
     auto_take_t t;
-    PP_CHECK(search(x, &t));
+    PP_CHECK(search(x, tl->step_ms[0], &t));
     pp_plan_t plan;
     pp_mem_pred_t mem;
     PP_CHECK(lower_taking(&plan, &mem, x, &t));
@@ -262,7 +283,7 @@ pp_status_t run_offload_auto(pp_run_t *r, const pp_gpu_t *present)
         return st;
     }
     size_t keys = (size_t)r->plan.n_stages * (size_t)r->plan.n_mb;
-    auto_ctx_t x = {.r = r, .gpu = gpu};
+    auto_ctx_t x = {.r = r, .gpu = gpu, .cm = &cm};
     x.pick = malloc(sizeof *x.pick * (keys ? keys : 1));
     x.keys = malloc(sizeof *x.keys * (keys ? keys : 1));
     int *comp = malloc(sizeof *comp * (size_t)(r->plan.n_ops > 0 ? r->plan.n_ops : 1));
