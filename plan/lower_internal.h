@@ -57,8 +57,8 @@ typedef struct lower {
 #define LOWER_HOST_SPARE 2
 
 /* Host slots of run.offload (lower_slots' helper): an OFFLOAD takes the lowest free pinned slot of
- * its stage (offload auto: of its host_cap, the one whose last RELOAD came first) and waits for that
- * slot's last RELOAD; the RELOAD gives it back. */
+ * its stage (offload auto: of its host_cap, the one whose last RELOAD came first) and waits for
+ * that slot's last RELOAD; the RELOAD gives it back. */
 typedef struct host_state {
     char *busy;  /* [stage*m+slot] */
     int *reader; /* [stage*m+slot]: program id of the slot's last RELOAD, -1 none */

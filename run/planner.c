@@ -368,8 +368,7 @@ static pp_status_t plan_offload_pass(pp_search_t *s, const pp_plan_query_t *q, d
     pp_candidate_t *try = malloc(sizeof *try * (size_t)(n0 > 0 ? n0 : 1));
     PP_ALLOC_CHECK(try);
     for (int i = 0; i < n0; i++)
-        if (s->c[i].peak_bytes <= s->limit_bytes && s->c[i].step_ms < best)
-            best = s->c[i].step_ms;
+        if (s->c[i].peak_bytes <= s->limit_bytes && s->c[i].step_ms < best) best = s->c[i].step_ms;
     for (int i = 0; i < n0; i++)
         if (s->c[i].peak_bytes > s->limit_bytes && s->c[i].offload_room && s->c[i].step_ms < best)
             try[n++] = s->c[i];

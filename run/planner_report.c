@@ -125,8 +125,9 @@ static void plan_offload_line(pp_out_t *o, const pp_search_t *s)
         n_off += s->c[i].offload;
     }
     if (n_off == 0) return;
-    out_printf(o, "# offload: %d candidate%s only with run.offload auto (the best: %s, %.3f ms "
-                  "a step); ",
+    out_printf(o,
+               "# offload: %d candidate%s only with run.offload auto (the best: %s, %.3f ms "
+               "a step); ",
                n_off, n_off == 1 ? " fits" : "s fit", s->c[with].label, s->c[with].step_ms);
     if (plain < 0)
         out_printf(o, "none fits without offload\n");

@@ -50,7 +50,7 @@ typedef struct auto_key {
 typedef struct auto_ctx {
     pp_run_t *r;
     const pp_gpu_t *gpu;
-    auto_key_t *keys;          /* every device's ranking, device after device */
+    auto_key_t *keys;              /* every device's ranking, device after device */
     int first[PP_MAX_DEVICES + 1]; /* device d's ranking: keys[first[d] .. first[d + 1]) */
     pp_offload_key_t *pick;        /* [n_st * n_mb] scratch for plan_lower_offload */
     const pp_cost_model_t *cm;     /* the plain plan's */
@@ -120,8 +120,8 @@ static pp_status_t lower_taking(pp_plan_t *plan, pp_mem_pred_t *mem, auto_ctx_t 
     for (int d = 0; d < r->sched.n_devices; d++)
         for (int i = 0; i < t->take[d]; i++) {
             const auto_key_t *e = &x->keys[x->first[d] + i];
-            x->pick[e->key] = (pp_offload_key_t){1, capped(e->lag, t->cap_lag),
-                                                 capped(e->ahead, t->cap_ahead)};
+            x->pick[e->key] =
+                (pp_offload_key_t){1, capped(e->lag, t->cap_lag), capped(e->ahead, t->cap_ahead)};
         }
     PP_CHECK(plan_lower_offload(plan, &r->sched, &r->job, x->pick));
     pp_status_t st = memory_predict(mem, &r->job, plan, x->gpu, r->have_prof ? &r->prof : NULL);

@@ -27,8 +27,8 @@ const pp_idle_reason_info_t pp_idle_reasons[PP_IDLE_COUNT] = {
                         "#8c6d31"},
     [PP_IDLE_COOLDOWN] = {"cooldown", "cool", "after the device's last compute op", "white",
                           "#dedede"},
-    [PP_IDLE_OFFLOAD] = {"offload", "offload", "waiting for a host copy (run.offload)",
-                         "rail_load", "#9467bd"},
+    [PP_IDLE_OFFLOAD] = {"offload", "offload", "waiting for a host copy (run.offload)", "rail_load",
+                         "#9467bd"},
 };
 
 static double clamp(double x, double lo, double hi)

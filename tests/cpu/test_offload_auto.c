@@ -43,8 +43,8 @@ static int same_plan(const pp_plan_t *a, const pp_plan_t *b)
             return 0;
     for (int i = 0; i < a->n_ops; i++) {
         const pp_op_t *x = &a->ops[i], *y = &b->ops[i];
-        if (x->kind != y->kind || x->device != y->device || x->stage != y->stage || x->mb != y->mb ||
-            x->slot != y->slot || x->host != y->host || x->bytes != y->bytes ||
+        if (x->kind != y->kind || x->device != y->device || x->stage != y->stage ||
+            x->mb != y->mb || x->slot != y->slot || x->host != y->host || x->bytes != y->bytes ||
             x->n_deps != y->n_deps)
             return 0;
         for (int j = 0; j < x->n_deps; j++)

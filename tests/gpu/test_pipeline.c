@@ -351,8 +351,8 @@ static void offload_auto_matches_reference(void)
     } cases[] = {{"gpipe", 1}, {"1f1b", 4}};
     for (int c = 0; c < 2; c++) {
         if (cases[c].p > n_gpus) {
-            printf("  offload auto %s p=%d: skipped, %d GPUs present\n", cases[c].kind,
-                   cases[c].p, n_gpus);
+            printf("  offload auto %s p=%d: skipped, %d GPUs present\n", cases[c].kind, cases[c].p,
+                   n_gpus);
             continue;
         }
         char kind[64], devs[64], lim[64], label[128];
@@ -371,8 +371,8 @@ static void offload_auto_matches_reference(void)
         REQUIRE(run_load(&r, "auto.yaml", model_yaml("fp32"), sets, 5, n_gpus) == PP_OK);
         int smaller, n = offload_copies(&r.plan, &smaller);
         EXPECT(n > 0 && n < 2 * 8 * cases[c].p && r.plan.slots_per_stage[0] < plain_slots,
-               "%s: %d copies, stage 0's slots %d (plain %d)", label, n,
-               r.plan.slots_per_stage[0], plain_slots);
+               "%s: %d copies, stage 0's slots %d (plain %d)", label, n, r.plan.slots_per_stage[0],
+               plain_slots);
         run_free(&r);
         run_and_compare("auto.yaml", model_yaml("fp32"), sets, 5, label);
     }
