@@ -84,9 +84,8 @@ static pp_status_t scan_program(place_scan_t *S, const pp_program_t *prog, int n
 
 /* Where the RELOAD of a key whose forward is compute ordinal f and first backward b goes, with
  * the OFFLOAD `lag` compute ops after f and the RELOAD `ahead` before b (0: next to its phase's
- * actions): its action index, or -1
- * when no compute op would then run with neither copy holding the slot (not worth it). *off gets
- * the OFFLOAD's. */
+ * actions): its action index, or -1 when no compute op would then run with neither copy holding
+ * the slot (not worth it). *off gets the OFFLOAD's. */
 static int place_key(const place_scan_t *S, size_t key, int n_comp, int lag, int ahead, int *off)
 {
     int f = S->f[key], b = S->b[key];

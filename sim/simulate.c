@@ -136,8 +136,8 @@ typedef struct lanes {
     double *stream_free;              /* [n_chan * n] when each channel is free again */
     int last_compute[PP_MAX_DEVICES]; /* the device's latest op on its compute stream, -1 none */
     double *last_start;               /* [n_devices * n] its start */
-    double *link_free;                /* [n_devices * 2 * n] when host h's link is free again in
-                                         each direction (offload, load), lane by lane */
+    double *link_free;                /* [PP_MAX_DEVICES * 2 * n] when host h's link (host_of)
+                                         is free again each way (offload, load), lane by lane */
     const pp_sim_part_t *part;        /* NULL, or (one lane) the devices this process owns */
     double *keep;                     /* part: [n_ops] ready times sent to other processes */
     double t0[SIM_MAX_LANES];         /* earliest start of each lane */
