@@ -196,33 +196,43 @@ static pp_status_t step_of(auto_ctx_t *x, const auto_take_t *t, double *step)
 
 /* Every caps of CAPS under which every key (take_over) fits, each with the fewest keys of each
  * device's ranking that still fit (shortest), simulated: the quickest into *best, the search
- * ending at one as quick as the plain plan (plain_ms: nothing is quicker). Where none fits, the
- * caps the least over the limit, every key. */
-static pp_status_t search(auto_ctx_t *x, double plain_ms, auto_take_t *best)
+ * ending at one as quick as the plain plan (plain_ms: nothing is quicker); *excess 0. Where none
+ * fits, the caps the least over the limit, every key, and *excess its bytes over. */
+static pp_status_t search(auto_ctx_t *x, double plain_ms, auto_take_t *best, double *excess)
 {
-    double fewest = INFINITY, best_ms = INFINITY;
+    double best_ms = INFINITY;
+    *excess = INFINITY;
     for (int i = 0; i < N_OF(CAPS); i++) {
         auto_take_t t = {.cap_lag = CAPS[i][0], .cap_ahead = CAPS[i][1]};
         int fits;
-        double excess, ms;
-        PP_CHECK(shortest(x, &t, &fits, &excess));
+        double over, ms;
+        PP_CHECK(shortest(x, &t, &fits, &over));
         if (!fits) {
-            if (isinf(best_ms) && excess < fewest) *best = t, fewest = excess;
+            if (isinf(best_ms) && over < *excess) *best = t, *excess = over;
             continue;
         }
         PP_CHECK(step_of(x, &t, &ms));
-        if (ms < best_ms) *best = t, best_ms = ms;
+        if (ms < best_ms) *best = t, best_ms = ms, *excess = 0.0;
         if (best_ms <= plain_ms * (1.0 + 1e-9)) break;
     }
     return PP_OK;
 }
 
-/* Lower r->plan with the chosen setting (a valid plan replaces it); the note when it does not
- * fit. */
+/* The bytes over the limit of memory prediction m, summed over the devices. */
+static double over_limit(const pp_mem_pred_t *m)
+{
+    double over = 0.0;
+    for (int d = 0; d < m->n_devices; d++)
+        over += m->dev[d].total > m->limit ? m->dev[d].total - m->limit : 0.0;
+    return over;
+}
+
+/* Lower r->plan with the chosen setting (a valid plan replaces it; where nothing fits and no
+ * setting comes nearer than the plain plan, that stays); the note when it does not fit. */
 static pp_status_t choose(auto_ctx_t *x, const pp_timeline_t *tl, int *comp)
 {
     pp_run_t *r = x->r;
-    double gbps = cost_host_link_gbps(&r->job);
+    double gbps = cost_host_link_gbps(&r->job), excess;
     int n = 0;
     for (int d = 0; d < r->plan.n_devices; d++) {
         x->first[d] = n;
@@ -230,7 +240,16 @@ static pp_status_t choose(auto_ctx_t *x, const pp_timeline_t *tl, int *comp)
     }
     x->first[r->plan.n_devices] = n;
     auto_take_t t;
-    PP_CHECK(search(x, tl->step_ms[0], &t));
+    PP_CHECK(search(x, tl->step_ms[0], &t, &excess));
+    if (excess > 0.0 && excess >= over_limit(&r->mem)) { /* copies that buy nothing: none */
+        snprintf(
+            r->offload_note, sizeof r->offload_note,
+            "ppsched: run.offload: auto: device %d needs %.2f GiB, over the limit of %.2f GiB, "
+            "and sending its slots to the host does not lower it (raise run.memory_limit, or "
+            "add devices)",
+            r->mem.fullest, r->mem.dev[r->mem.fullest].total / GIB, r->mem.limit / GIB);
+        return PP_OK;
+    }
     pp_plan_t plan;
     pp_mem_pred_t mem;
     PP_CHECK(lower_taking(&plan, &mem, x, &t));

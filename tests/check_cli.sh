@@ -66,7 +66,7 @@ for t in inf 0x10 0 -1 abc; do
 done
 expect 0 - "$P" --simulate --quiet --timeout 30 "$S"
 # run.offload auto under a limit nothing meets: the report, then the refusal with what is needed.
-expect 1 "^ppsched: run.offload: auto: device 0 needs .* GiB with every slot" "$P" --simulate \
+expect 1 "^ppsched: run.offload: auto: device 0 needs .* GiB, over the limit of 1.00 GiB" "$P" --simulate \
     --quiet --set run.offload=auto --set run.memory_limit=1 "$S"
 expect 1 "run.memory_limit is 1.00 GiB" "$P" --simulate --quiet --set run.offload=auto \
     --set run.memory_limit=1 "$S"
