@@ -151,6 +151,32 @@ static void test_one_slot_free(void)
     run_free(&a);
 }
 
+/* 7B-class ZB-V, m = 32, a limit of 55.5 GiB, under the fullest device's (device 3, which holds
+ * the V's bottom chunks, 57.10 GiB): it alone sends slots, and the step is within the issue's 10 %
+ * of the step without offload. */
+static void test_zbv_fullest_device(void)
+{
+    const char *none[] = {"pipeline.devices=4", "pipeline.micro_batches=32"};
+    const char *with[] = {"pipeline.devices=4", "pipeline.micro_batches=32", "run.offload=auto",
+                          "run.memory_limit=55.5"};
+    pp_run_t a, b;
+    REQUIRE(load(&a, "schedules/7b-zb-v.yaml", none, 2) == PP_OK);
+    REQUIRE(load(&b, "schedules/7b-zb-v.yaml", with, 4) == PP_OK);
+    printf("  7b zb-v m=32, limit 55.5 GiB: step %.3f ms with auto, %.3f without (%+.2f%%); "
+           "device 3 %.2f GiB (%.2f without), %d slots sent\n",
+           b.predicted_ms, a.predicted_ms, 100.0 * (b.predicted_ms / a.predicted_ms - 1.0),
+           b.mem.dev[3].total / GIB, a.mem.dev[3].total / GIB,
+           b.report.per_device[3].offload_slots);
+    EXPECT(a.mem.dev[3].total > 55.5 * GIB && b.mem.n_over == 0, "%d devices over", b.mem.n_over);
+    EXPECT(b.predicted_ms <= a.predicted_ms * 1.10, "%g against %g", b.predicted_ms,
+           a.predicted_ms);
+    for (int d = 0; d < 3; d++)
+        EXPECT(b.report.per_device[d].offload_slots == 0, "device %d sends %d", d,
+               b.report.per_device[d].offload_slots);
+    run_free(&a);
+    run_free(&b);
+}
+
 /* The issue's shapes: the reference model and the 7B class, 1F1B and ZB-V, m = 32 on 4 devices,
  * a budget that leaves device 0 two micro-batches' worth of slots. Printed: the step with auto
  * against the step without offload and with `activations`. Checked: what the lowering reaches
@@ -350,6 +376,7 @@ int main(void)
 {
     RUN(test_fits_offloads_nothing);
     RUN(test_one_slot_free);
+    RUN(test_zbv_fullest_device);
     RUN(test_issue_shapes);
     RUN(test_limit_too_small);
     RUN(test_limit_key);
