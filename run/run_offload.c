@@ -270,12 +270,13 @@ static pp_status_t choose(auto_ctx_t *x, const pp_timeline_t *tl, int *comp)
     return PP_OK;
 }
 
-/* The plain plan's memory, cost model and timeline. */
+/* The plain plan's memory; where a device is over the limit, its cost model and timeline. */
 static pp_status_t plain_facts(pp_run_t *r, const pp_gpu_t *present, const pp_gpu_t *gpu,
                                pp_cost_model_t *cm, pp_timeline_t *tl)
 {
     const pp_profile_t *prof = r->have_prof ? &r->prof : NULL;
     PP_CHECK(memory_predict(&r->mem, &r->job, &r->plan, gpu, prof));
+    if (r->mem.n_over == 0) return PP_OK; /* nothing to choose: no timeline needed */
     PP_CHECK(cost_model_build(cm, &r->job, &r->plan, present, prof, NULL));
     return simulate_plan(tl, &r->plan, cm);
 }
