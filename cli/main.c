@@ -92,12 +92,18 @@ static pp_status_t check_fit(const pp_run_t *j, const cli_opts_t *o)
     const pp_mem_pred_t *m = &j->mem;
     if (j->measured || m->n_over == 0) return PP_OK;
     const double gib = 1024.0 * 1024.0 * 1024.0;
+    char has[96];
+    if (m->budget)
+        snprintf(has, sizeof has, "run.memory_limit is %.2f GiB", m->limit / gib);
+    else
+        snprintf(has, sizeof has, "the %s has %.1f GiB", m->gpu->name, m->limit / gib);
+    if (o->group->rank == 0 && j->offload_note[0]) fprintf(stderr, "%s\n", j->offload_note);
     if (o->group->rank == 0)
         fprintf(stderr,
-                "ppsched: the run would not fit: device %d needs %.1f GiB, the %s has %.1f GiB "
+                "ppsched: the run would not fit: device %d needs %.1f GiB, %s "
                 "(%d of %d %s over; see the memory line of the report)\n",
-                m->fullest, m->dev[m->fullest].total / gib, m->gpu->name, m->limit / gib, m->n_over,
-                m->n_devices, pp_plural(m->n_devices, "device", "devices"));
+                m->fullest, m->dev[m->fullest].total / gib, has, m->n_over, m->n_devices,
+                pp_plural(m->n_devices, "device", "devices"));
     return PP_ERR_DEVICE;
 }
 

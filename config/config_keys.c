@@ -306,8 +306,8 @@ static const int sharding_values[] = {PP_SHARD_NONE, PP_SHARD_ZERO1};
 #define recompute_names stage_recompute_names
 static const int recompute_values[] = {PP_RECOMPUTE_NONE, PP_RECOMPUTE_SELECTIVE,
                                        PP_RECOMPUTE_FULL};
-static const char *const offload_names[] = {"none", "activations", NULL};
-static const int offload_values[] = {PP_OFFLOAD_NONE, PP_OFFLOAD_ACTIVATIONS};
+static const char *const offload_names[] = {"none", "activations", "auto", NULL};
+static const int offload_values[] = {PP_OFFLOAD_NONE, PP_OFFLOAD_ACTIVATIONS, PP_OFFLOAD_AUTO};
 static const char *const timing_names[] = {"on", "off", "true", "false", NULL};
 static const int timing_values[] = {1, 0, 1, 0};
 static const char *const comms_names[] = {"pair", "device", NULL};
@@ -374,6 +374,7 @@ static const key_spec_t run_keys[] = {
     ENUM_KEY("graph", run.graph, timing),
     ENUM_KEY("recompute", run.recompute, recompute),
     ENUM_KEY("offload", run.offload, offload),
+    REAL_KEY("memory_limit", run.memory_limit_gib, 0, 1e6, 1),
     ENUM_KEY("priorities", run.priorities, timing),
     {"optimizer_sharding", VAL_ENUM, OFF(run.optimizer_sharding), 0, 0, 0, sharding_names,
      sharding_values, NULL, PP_CFG_OPTIMIZER_SHARDING},

@@ -163,7 +163,7 @@ static pp_status_t check_plan_size(const pp_job_t *job, const pp_config_t *cfg)
                           pl->stages, pl->micro_batches, ops, PP_MAX_PLAN_OPS,
                           PP_MAX_PLAN_OPS / PP_PLAN_OPS_PER_MB);
     const char *what;
-    int per_mb = PP_PLAN_OPS_PER_MB + (job->run.offload == PP_OFFLOAD_ACTIVATIONS ? 2 : 0);
+    int per_mb = PP_PLAN_OPS_PER_MB + (job->run.offload != PP_OFFLOAD_NONE ? 2 : 0);
     double per_unit = (double)per_mb * PP_PLAN_HOST_BYTES_PER_OP; /* a (stage, micro-batch) */
     double need = per_unit * pl->stages * pl->micro_batches * job_replicas(job),
            room = host_memory_room(&what);

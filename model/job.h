@@ -47,9 +47,15 @@ typedef enum pp_split { PP_SPLIT_EVEN = 0, PP_SPLIT_BALANCED } pp_split_t;
 typedef enum pp_optimizer { PP_OPT_NONE = 0, PP_OPT_ADAMW } pp_optimizer_t;
 
 /* run.offload: NONE keeps every micro-batch's activations on the device from its forward to its
- * backward; ACTIVATIONS copies them to pinned host memory in between (lower.c places the copies).
+ * backward; ACTIVATIONS copies every eligible one to pinned host memory in between (lower.c places
+ * the copies); AUTO copies only the (stage, micro-batch) slots it must for every device's
+ * predicted peak to fit run.memory_limit, the longest-lived first (run.c's choice, offload_auto.c).
  */
-typedef enum pp_offload { PP_OFFLOAD_NONE = 0, PP_OFFLOAD_ACTIVATIONS } pp_offload_t;
+typedef enum pp_offload {
+    PP_OFFLOAD_NONE = 0,
+    PP_OFFLOAD_ACTIVATIONS,
+    PP_OFFLOAD_AUTO
+} pp_offload_t;
 
 /* pipeline.reduce_align: AS_READY starts each stage's gradient reduction once that stage's last
  * backward has run; ALIGNED starts every stage's once the last backward of every stage has run. */
@@ -113,6 +119,8 @@ typedef struct pp_job_run {
     int graph;                /* 1: capture one step as a CUDA graph and replay it */
     pp_recompute_t recompute; /* what the forward keeps for the backward (stage_size.h) */
     pp_offload_t offload;     /* activations to pinned host memory between F and backward */
+    double memory_limit_gib;  /* run.memory_limit: GiB a device may take under offload auto; 0:
+                                 the GPU description's memory less its margin (memory.h) */
     int priorities;           /* 1: communication streams at the device's greatest priority (the
                                  role table's), kept by the captured step's nodes; 0: all equal */
     pp_opt_sharding_t optimizer_sharding; /* none | zero1 (over the d replicas) */

@@ -504,6 +504,8 @@ static void lower_drop_scratch(lower_t *L)
     free(L->rel_before);
     free(L->copy_head);
     free(L->copy_next);
+    free(L->host_cap);
+    L->host_cap = NULL;
     L->idx = L->step = L->n_data = L->partner = L->chan = L->chan_next = L->chan_first = NULL;
     L->off_after = L->rel_before = L->copy_head = L->copy_next = NULL;
     L->inserted = NULL;
@@ -521,6 +523,12 @@ static void lower_free(lower_t *L)
 }
 
 pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job)
+{
+    return plan_lower_offload(plan, sched, job, NULL);
+}
+
+pp_status_t plan_lower_offload(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job,
+                               const pp_offload_key_t *pick)
 {
     lower_t L = {0};
     pp_status_t st = PP_OK;
@@ -560,7 +568,7 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job
         goto fail;
     }
     PP_CHECK_GOTO(lower_placement(&L, plan->stage_device), st, fail);
-    lower_offload_setup(&L, plan, job);
+    lower_offload_setup(&L, plan, job, pick);
     PP_CHECK_GOTO(lower_ops(&L), st, fail);
     PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, job, plan->boundary_bytes), st, fail);
     lower_data_deps(&L);

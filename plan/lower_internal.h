@@ -37,17 +37,28 @@ typedef struct lower {
     int *where;      /* [n_ops] program id -> final index */
     int *partner;    /* [n_ops] an overlap op's forward half (program id), -1 otherwise */
     int offload;     /* run.offload: copies placed */
+    const pp_offload_key_t *pick; /* [n_st * n_mb] offload auto's choice (plan.h); NULL: every
+                                     eligible key, the next op and LOWER_OFFLOAD_LOOKAHEAD */
     int *off_after;  /* [n_st * n_mb] written action the OFFLOAD follows, -1 kept on the device */
     int *rel_before; /* [n_st * n_mb] written action the RELOAD precedes, -1 kept on the device */
     int *host_slots; /* [n_st] the plan's host_slots_per_stage */
+    int *host_cap;   /* [n_st] offload auto: the host slots a stage cycles through (the most its
+                        keys hold at once in program order, and LOWER_HOST_SPARE); NULL otherwise */
     const size_t *offload_bytes; /* [n_st] the plan's: bytes one copy moves */
     int *copy_head; /* [2 * written actions]: per written action (device by device, RELOADs then
                        OFFLOADs), the first key whose copy goes there, -1 none */
     int *copy_next; /* [2 * n_st * n_mb]: the next key at the same place (RELOAD, OFFLOAD) */
 } lower_t;
 
+/* offload auto: host slots beyond the most a stage's keys hold at once. An OFFLOAD waits for its
+ * host slot's last RELOAD; with a spare or two it takes one whose RELOAD was enqueued a while
+ * before, so the copies do not queue behind each other through the host slots (pinned host memory
+ * is cheaper than device memory). */
+#define LOWER_HOST_SPARE 2
+
 /* Host slots of run.offload (lower_slots' helper): an OFFLOAD takes the lowest free pinned slot of
- * its stage and waits for that slot's last RELOAD; the RELOAD gives it back. */
+ * its stage (offload auto: of its host_cap, the one whose last RELOAD came first) and waits for
+ * that slot's last RELOAD; the RELOAD gives it back. */
 typedef struct host_state {
     char *busy;  /* [stage*m+slot] */
     int *reader; /* [stage*m+slot]: program id of the slot's last RELOAD, -1 none */
@@ -77,7 +88,8 @@ pp_status_t lower_order_slots(lower_t *L, int *slots_per_stage);
 /* ---- offload.c ---- */
 
 /* Whether the lowering places copies (job's run.offload) and the bytes each moves per stage. */
-void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job);
+void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job,
+                         const pp_offload_key_t *pick);
 /* Where each device's copies go (offload_place); counts them per device into copies[]. */
 pp_status_t lower_offload_marks(lower_t *L, int *copies);
 /* Put device d's copies of kind RELOAD (before written action i) or OFFLOAD (after it). */

@@ -11,6 +11,15 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+double memory_limit_bytes(const pp_job_t *job, const pp_gpu_t *gpu, int *budget)
+{
+    int set = job && job->run.memory_limit_gib > 0;
+    int auto_off = job && job->run.offload == PP_OFFLOAD_AUTO;
+    if (budget) *budget = set || auto_off;
+    if (set) return job->run.memory_limit_gib * GIB;
+    return gpu->mem_gib * GIB * (auto_off ? 1.0 - MEMORY_AUTO_MARGIN : 1.0);
+}
+
 pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_t *plan,
                            const pp_gpu_t *gpu, const pp_profile_t *prof)
 {
@@ -22,7 +31,7 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_
                 plan->n_devices);
     m->n_devices = plan->n_devices;
     m->gpu = gpu;
-    m->limit = gpu->mem_gib * GIB;
+    m->limit = memory_limit_bytes(job, gpu, &m->budget);
     for (int s = 0; s < plan->n_stages * plan_replicas(plan); s++) {
         const int st = s % plan->n_stages, dev = plan_stage_device(plan, st, s / plan->n_stages);
         pp_stage_cfg_t c;
@@ -57,13 +66,16 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_
 void memory_verdict(const pp_mem_pred_t *m, char *buf, size_t size)
 {
     const pp_mem_device_t *d = &m->dev[m->fullest];
-    if (m->n_over == 0)
-        snprintf(buf, size, "fits: device %d needs %.2f GiB at most; %s has %.1f GiB", m->fullest,
-                 d->total / GIB, m->gpu->name, m->limit / GIB);
+    char has[96];
+    if (m->budget)
+        snprintf(has, sizeof has, "the limit is %.2f GiB (run.memory_limit)", m->limit / GIB);
     else
-        snprintf(buf, size,
-                 "does not fit: device %d needs %.1f GiB; %s has %.1f GiB (%d of %d "
-                 "device%s over)",
-                 m->fullest, d->total / GIB, m->gpu->name, m->limit / GIB, m->n_over, m->n_devices,
+        snprintf(has, sizeof has, "%s has %.1f GiB", m->gpu->name, m->limit / GIB);
+    if (m->n_over == 0)
+        snprintf(buf, size, "fits: device %d needs %.2f GiB at most; %s", m->fullest,
+                 d->total / GIB, has);
+    else
+        snprintf(buf, size, "does not fit: device %d needs %.1f GiB; %s (%d of %d device%s over)",
+                 m->fullest, d->total / GIB, has, m->n_over, m->n_devices,
                  m->n_devices == 1 ? "" : "s");
 }

@@ -82,22 +82,45 @@ static pp_status_t scan_program(place_scan_t *S, const pp_program_t *prog, int n
     return PP_OK;
 }
 
+/* Where the RELOAD of a key whose forward is compute ordinal f and first backward b goes, with
+ * the OFFLOAD `lag` compute ops after f and the RELOAD `ahead` before b (0: next to its phase's
+ * actions): its action index, or -1 when no compute op would then run with neither copy holding
+ * the slot (not worth it). *off gets the OFFLOAD's. */
+static int place_key(const place_scan_t *S, size_t key, int n_comp, int lag, int ahead, int *off)
+{
+    int f = S->f[key], b = S->b[key];
+    /* OFFLOAD after the lag-th compute op (the copy runs beside them; the slot is free after),
+     * RELOAD `ahead` compute ops before the backward, each outside its phase's actions. */
+    *off = f + lag < n_comp && S->comp[f + lag] > S->last0[key] ? S->comp[f + lag] : S->last0[key];
+    int rel = b - ahead >= 0 ? S->comp[b - ahead] : S->comp[0];
+    if (S->first1[key] >= 0 && S->first1[key] < rel) rel = S->first1[key];
+    if (rel - 1 <= *off || S->upto[rel - 1] - S->upto[*off] < 1) return -1;
+    return rel;
+}
+
 pp_status_t offload_place(const pp_program_t *prog, int n_st, int n_mb, int lookahead,
-                          int *off_after, int *rel_before)
+                          const pp_offload_key_t *pick, int *off_after, int *rel_before)
 {
     place_scan_t S;
     PP_CHECK(scan_program(&S, prog, n_st, n_mb));
     int n_comp = prog->n > 0 ? S.upto[prog->n - 1] : 0;
     for (size_t key = 0; key < (size_t)n_st * (size_t)n_mb; key++) {
-        int f = S.f[key], b = S.b[key];
-        if (f < 0 || b < 0 || b <= f) continue;
-        /* OFFLOAD after the next compute op (the copy runs beside it; the slot is free after),
-         * RELOAD `lookahead` compute ops before the backward, each outside its phase's actions. */
-        int off = f + 1 < n_comp && S.comp[f + 1] > S.last0[key] ? S.comp[f + 1] : S.last0[key];
-        int rel = b - lookahead >= 0 ? S.comp[b - lookahead] : S.comp[0];
-        if (S.first1[key] >= 0 && S.first1[key] < rel) rel = S.first1[key];
-        /* Worth it only when some compute op runs with neither copy holding the slot. */
-        if (rel - 1 <= off || S.upto[rel - 1] - S.upto[off] < 1) continue;
+        int f = S.f[key], b = S.b[key], off = -1, rel = -1;
+        if (f < 0 || b < 0 || b <= f || (pick && !pick[key].on)) continue;
+        int lag = pick ? pick[key].lag : 1, ahead = pick ? pick[key].ahead : lookahead;
+        int least = pick ? 0 : 1; /* without a pick, the next op and `lookahead` or nothing */
+        lag = lag > least ? lag : least;
+        ahead = ahead > least ? ahead : least;
+        /* a pick too long for the key's lifetime is shortened, the longer of the two first */
+        for (;;) {
+            rel = place_key(&S, key, n_comp, lag, ahead, &off);
+            if (rel >= 0 || (lag <= least && ahead <= least)) break;
+            if (lag >= ahead)
+                lag--;
+            else
+                ahead--;
+        }
+        if (rel < 0) continue;
         off_after[key] = off;
         rel_before[key] = rel;
     }
@@ -107,19 +130,59 @@ pp_status_t offload_place(const pp_program_t *prog, int n_st, int n_mb, int look
 
 /* ============================== The lowering's part (lower_internal.h) ====================== */
 
-/* run.offload: whether the lowering places copies, and the bytes each moves per stage (the
- * stage's backward-read range, stage_offload_bytes; 0 without offload). */
-void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job)
+/* run.offload: whether the lowering places copies (activations: every eligible key; auto: the keys
+ * `pick` chooses, none without a choice), and the bytes each moves per stage (the stage's
+ * backward-read range, stage_offload_bytes; 0 without offload). */
+void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job,
+                         const pp_offload_key_t *pick)
 {
-    L->offload = job && job->run.offload == PP_OFFLOAD_ACTIVATIONS;
+    int most = 0; /* the longest lookahead chosen */
+    size_t keys = (size_t)L->n_st * (size_t)L->n_mb;
+    L->pick = NULL;
+    if (job && job->run.offload == PP_OFFLOAD_AUTO && pick) {
+        int any = 0;
+        for (size_t k = 0; k < keys; k++) {
+            any |= pick[k].on;
+            most = pick[k].on && pick[k].ahead > most ? pick[k].ahead : most;
+        }
+        L->pick = any ? pick : NULL;
+    }
+    L->offload = job && (job->run.offload == PP_OFFLOAD_ACTIVATIONS || L->pick);
     plan->offload = L->offload;
-    plan->offload_lookahead = L->offload ? LOWER_OFFLOAD_LOOKAHEAD : 0;
+    plan->offload_lookahead = L->pick ? most : L->offload ? LOWER_OFFLOAD_LOOKAHEAD : 0;
     L->offload_bytes = plan->offload_bytes;
     for (int s = 0; L->offload && s < L->n_st; s++) {
         pp_stage_cfg_t c;
         plan_stage_cfg(&c, job, plan, s);
         plan->offload_bytes[s] = stage_offload_bytes(&c);
     }
+}
+
+/* offload auto: each stage's host_cap, from the copies placed (copy_head): the most keys between
+ * their OFFLOAD and their RELOAD at once in program order (a RELOAD before action i gives its host
+ * slot back before an OFFLOAD after it takes one), and LOWER_HOST_SPARE. */
+static pp_status_t lower_host_caps(lower_t *L)
+{
+    int *now = calloc((size_t)L->n_st, sizeof *now);
+    L->host_cap = calloc((size_t)L->n_st, sizeof *L->host_cap);
+    if (!now || !L->host_cap) {
+        free(now);
+        PP_FAIL(PP_ERR_NOMEM, "out of host memory placing offload copies");
+    }
+    size_t base = 0;
+    for (int d = 0; d < L->n_dev; base += (size_t)L->sched->prog[d].n, d++)
+        for (int i = 0; i < L->sched->prog[d].n; i++)
+            for (int which = 0; which < 2; which++)
+                for (int key = L->copy_head[2 * (base + (size_t)i) + which]; key >= 0;
+                     key = L->copy_next[2 * key + which]) {
+                    int s = key / L->n_mb;
+                    now[s] += which ? 1 : -1;
+                    if (now[s] > L->host_cap[s]) L->host_cap[s] = now[s];
+                }
+    for (int s = 0; s < L->n_st; s++)
+        L->host_cap[s] = L->host_cap[s] > 0 ? L->host_cap[s] + LOWER_HOST_SPARE : 0;
+    free(now);
+    return PP_OK;
 }
 
 /* run.offload: where each device's copies go (offload_place); counts them per device into
@@ -145,7 +208,7 @@ pp_status_t lower_offload_marks(lower_t *L, int *copies)
         L->copy_head[i] = -1;
     for (int d = 0; d < L->n_dev; d++)
         PP_CHECK(offload_place(&L->sched->prog[d], L->n_st, L->n_mb, LOWER_OFFLOAD_LOOKAHEAD,
-                               L->off_after, L->rel_before));
+                               L->pick, L->off_after, L->rel_before));
     size_t base = 0; /* device d's first written action */
     for (int d = 0; d < L->n_dev; base += (size_t)L->sched->prog[d].n, d++) {
         for (int i = 0; i < L->sched->prog[d].n; i++) {
@@ -159,7 +222,7 @@ pp_status_t lower_offload_marks(lower_t *L, int *copies)
             copies[d] += 2;
         }
     }
-    return PP_OK;
+    return L->pick ? lower_host_caps(L) : PP_OK;
 }
 
 /* The copies of device d placed right before (kind RELOAD, at rel_before) or right after (kind
@@ -181,9 +244,11 @@ void lower_host_slot_step(lower_t *L, host_state_t *H, int id)
     pp_op_t *o = &L->ops[id];
     size_t base = (size_t)o->stage * L->n_mb, key = base + (size_t)o->mb;
     if (o->kind == PP_ACT_OFFLOAD) {
-        int h = 0;
+        int h = 0, cap = L->host_cap ? L->host_cap[o->stage] : 0;
         while (H->busy[base + h]) /* at most n_mb holders at once, so h < n_mb */
             h++;
+        for (int j = h + 1; j < cap && j < L->n_mb; j++) /* the free one given back first */
+            if (!H->busy[base + j] && H->reader[base + j] < H->reader[base + h]) h = j;
         H->busy[base + h] = 1;
         H->held[key] = h;
         lower_add_dep(L, id, H->reader[base + h]);

@@ -111,7 +111,8 @@ typedef struct pp_plan {
     int *plain_slots_per_stage; /* [n_stages]: slots the schedule needs without offload */
     size_t *offload_bytes;      /* [n_stages]: bytes one OFFLOAD or RELOAD moves (0: unknown) */
     int offload;                /* 1: run.offload placed OFFLOAD/RELOAD ops */
-    int offload_lookahead;      /* RELOAD goes this many compute ops before its backward */
+    int offload_lookahead;      /* RELOAD goes this many compute ops before its backward (offload
+                                   auto: the longest of its keys', each op's own is its place) */
     int n_ops;
     pp_op_t *ops; /* [n_ops], topological (enqueue) order */
     int n_deps_total;
@@ -159,6 +160,22 @@ static inline int plan_stage_on(const pp_plan_t *plan, int s, int dev)
  * when the schedule cannot be lowered (a RECV without its SEND, a dependency cycle, ...). */
 pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job);
 
+/* Where offload auto puts the copies of one (stage, micro-batch): its OFFLOAD after the `lag`-th
+ * compute op after its forward (0: right after the forward phase, 1: after the next op), its
+ * RELOAD `ahead` compute ops before its backward (0: right before the backward phase); `on` 0
+ * keeps the key on the device. Each is shortened where the key's lifetime is shorter. */
+typedef struct pp_offload_key {
+    int on;
+    int lag;
+    int ahead;
+} pp_offload_key_t;
+
+/* plan_lower under run.offload: auto with the slots chosen to go to the host, pick[stage * n_mb +
+ * mb] for each key. NULL, or a job without offload auto: plan_lower. Nothing chosen gives
+ * plan_lower's plain plan. */
+pp_status_t plan_lower_offload(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job,
+                               const pp_offload_key_t *pick);
+
 /* Check the rules of a valid schedule on a plan: exactly one F per (stage, mb), B or I+W after
  * its F (on the same device), W after its I, every stage on one device, each SEND matched by one
  * RECV of the same (stage boundary, mb, direction), and no deadlock (a dry run over the plan).
@@ -192,11 +209,13 @@ int offload_phase(pp_action_kind_t k);
 
 /* Where the lowering puts the copies of each (stage, mb) of one device's program `prog` (as
  * written, key = stage * n_mb + mb): OFFLOAD right after action off_after[key] (the compute op
- * after the forward, or the forward phase's last action), RELOAD right before rel_before[key]
- * (`lookahead` compute ops before the backward, or the backward phase's first action). Keys it
- * does not offload (no compute op would run between the two) are left as they are (-1). */
+ * after the forward, or pick[key].lag compute ops after it when pick is not NULL; or the forward
+ * phase's last action), RELOAD right before rel_before[key] (`lookahead` compute ops before the
+ * backward, or pick[key].ahead; or the backward phase's first action), a pick shortened until the
+ * key fits (down to 0 each; the next op and `lookahead` without a pick). Keys it does not offload
+ * (pick[key].on 0, or no compute op would run between the two) are left as they are (-1). */
 pp_status_t offload_place(const pp_program_t *prog, int n_st, int n_mb, int lookahead,
-                          int *off_after, int *rel_before);
+                          const pp_offload_key_t *pick, int *off_after, int *rel_before);
 
 /* Device bytes of device d's stages (stage_device_bytes), with the plan's slots, or (plain) with
  * the slots the schedule needs without offload; and the pinned host bytes of its host slots. */

@@ -210,7 +210,12 @@ static void fill_devices(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
         if ((op->kind == PP_ACT_SEND_F || op->kind == PP_ACT_SEND_B) &&
             transport_row(op->link)->crosses_devices && op->device >= 0 && op->device < p)
             r->per_device[op->device].bytes_sent += (double)op->bytes;
+        if (op->kind == PP_ACT_OFFLOAD && op->device >= 0 && op->device < p) {
+            r->per_device[op->device].offload_slots++;
+            r->per_device[op->device].offload_bytes += (double)op->bytes;
+        }
     }
+    r->offload = plan->offload;
 }
 
 /* Step time (median, p10, p90 of the timed steps; the makespan `span` without them), tokens/s and
@@ -455,7 +460,7 @@ static void table_preamble(pp_out_t *o, const pp_report_t *r, const pp_job_t *jo
             "backward_input %g, "
             "backward_weight %g, send %g\n",
             job->cost.forward, job->cost.backward_input, job->cost.backward_weight, job->cost.send);
-    if (job && r->mode == PP_MODE_SIMULATE && job->run.offload == PP_OFFLOAD_ACTIVATIONS)
+    if (job && r->mode == PP_MODE_SIMULATE && job->run.offload != PP_OFFLOAD_NONE)
         out_printf(o, "# host link (run.offload copies): %g GB/s each direction\n",
                    cost_host_link_gbps(job));
     out_printf(o, "#\n");

@@ -35,6 +35,8 @@ typedef struct pp_device_stats {
     size_t peak_mem_predicted; /* predicted before running (memory.h); 0 = none */
     double act_mb_equiv;       /* activation slots held, in micro-batches of the device's layers;
                                 * NAN = none */
+    int offload_slots;         /* run.offload: (stage, micro-batch) slots sent to the host */
+    double offload_bytes;      /* run.offload: bytes those copies move, each way */
 } pp_device_stats_t;
 
 /* One stage's gradient reduction across the replicas (data parallel), in replica 0's timeline. */
@@ -81,6 +83,7 @@ typedef struct pp_report {
     pp_device_stats_t *per_device;    /* [devices] */
     int replicas;                     /* d: data-parallel replicas (devices = p x d) */
     pp_report_reduce_t *reduce;       /* [stages] with replicas and per-op times, else NULL */
+    int offload;                      /* the plan has run.offload's copies (plan->offload) */
     pp_explain_t explain;             /* idle by reason, critical path, what-if (explain.h) */
 } pp_report_t;
 

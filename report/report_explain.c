@@ -82,11 +82,15 @@ static void print_split(const pp_report_t *r, pp_out_t *o)
     for (int c = 0; c < PP_IDLE_COUNT; c++)
         all += s->total_ms[c] * scale;
     double comm = s->total_ms[PP_IDLE_COMM] * scale, launch = s->total_ms[PP_IDLE_LAUNCH] * scale;
+    double off = s->total_ms[PP_IDLE_OFFLOAD] * scale;
+    char offload[40] = "";
+    if (explain_shows_reason(ex, PP_IDLE_OFFLOAD))
+        snprintf(offload, sizeof offload, " + offload %+.2f", off);
     out_printf(o,
-               "# vs theory %.2f%%: %+.2f pp = comm %+.2f + launch %+.2f + warmup, schedule and "
+               "# vs theory %.2f%%: %+.2f pp = comm %+.2f%s + launch %+.2f + warmup, schedule and "
                "cooldown beyond the closed form %+.2f\n",
-               100.0 * r->bubble_theory, all - 100.0 * r->bubble_theory, comm, launch,
-               all - comm - launch - 100.0 * r->bubble_theory);
+               100.0 * r->bubble_theory, all - 100.0 * r->bubble_theory, comm, offload, launch,
+               all - comm - off - launch - 100.0 * r->bubble_theory);
 }
 
 static void print_what_if(const pp_report_t *r, pp_out_t *o)

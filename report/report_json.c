@@ -184,6 +184,9 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
             out_printf(o, "%d", ds->peak_inflight);
         else
             out_puts(o, "null"); /* unknown: no per-op times */
+        if (r->offload) /* only where the plan has copies, so other reports keep their bytes */
+            out_printf(o, ",\"offload_slots\":%d,\"offload_bytes\":%.0f", ds->offload_slots,
+                       ds->offload_bytes);
         json_explain_device(o, &r->explain, i);
         out_puts(o, "}");
     }

@@ -72,5 +72,15 @@ void report_table_prediction(struct pp_out *o, const pp_report_t *r)
         any = 1;
     }
     if (any) out_puts(o, "\n");
+    for (int d = 0; r->offload && d < r->devices; d++) {
+        const pp_device_stats_t *ds = &r->per_device[d];
+        out_printf(o, "%s %d: ", d ? ";" : "# offloaded to the host: device", d);
+        if (ds->offload_slots)
+            out_printf(o, "%d slot%s (%.2f GiB each way)", ds->offload_slots,
+                       ds->offload_slots == 1 ? "" : "s", ds->offload_bytes / GIB);
+        else
+            out_puts(o, "none");
+    }
+    if (r->offload) out_puts(o, "\n");
     if (r->mem_verdict[0]) out_printf(o, "# memory: %s\n", r->mem_verdict);
 }

@@ -24,6 +24,13 @@
 
 #define PLAN_MAX_CHUNKS 8
 #define PLAN_MAX_ROOT   4096 /* the square root of PP_PLAN_MAX_SEQS */
+/* The offload dimension tries at most this many candidates (plan_offload_pass): each runs
+ * run.offload auto's choice, a few lowerings of its plan. */
+#define PLAN_OFFLOAD_TRIES 8
+/* ... of those over the limit by at most this share of a device's activation slots: sending the
+ * longest-lived slots to the host frees about half of them at best in the schedules' steady
+ * states (a slot is held while its copies run). */
+#define PLAN_OFFLOAD_SHARE 0.5
 
 static const char *const skip_names[PP_SKIP_COUNT] = {
     [PP_SKIP_CHUNKS] = "chunks",       [PP_SKIP_MICRO_BATCHES] = "micro-batches",
@@ -269,9 +276,14 @@ int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs
              s->base.run.optimizer == PP_OPT_ADAMW ? "adamw" : "none");
     snprintf(bufs[9], 64, "pipeline.data_parallel=%d", c->d > 1 ? c->d : 1);
     snprintf(bufs[10], 64, "run.optimizer_sharding=%s", c->zero1 ? "zero1" : "none");
-    for (int k = 0; k < PP_PLAN_CANDIDATE_SETS; k++)
+    int n = 11;
+    if (c->offload) {
+        snprintf(bufs[n++], 64, "run.offload=auto");
+        snprintf(bufs[n++], 64, "run.memory_limit=%.9g", s->limit_bytes / 1073741824.0);
+    }
+    for (int k = 0; k < n; k++)
         sets[k] = bufs[k];
-    return PP_PLAN_CANDIDATE_SETS;
+    return n;
 }
 
 pp_status_t plan_candidate_load(pp_run_t *r, const pp_search_t *s, const pp_plan_query_t *q,
@@ -323,9 +335,27 @@ static int plan_split_is_even(const pp_job_t *job)
     return 1;
 }
 
+/* Candidate c, which does not fit without offload, again under run.offload auto with the
+ * search's limit into *off; *fits 1 when that fits. */
+static pp_status_t plan_offload(const pp_search_t *s, const pp_plan_query_t *q,
+                                const pp_candidate_t *c, pp_candidate_t *off, int *fits)
+{
+    pp_run_t r;
+    *off = *c;
+    off->offload = 1;
+    size_t n = strlen(off->label);
+    snprintf(off->label + n, sizeof off->label - n, " offload");
+    pp_status_t st = plan_candidate_load(&r, s, q, off, -1);
+    if (st == PP_OK) st = plan_candidate_predict(&r, off);
+    *fits = st == PP_OK && off->peak_bytes <= s->limit_bytes;
+    run_free(&r);
+    return st == PP_ERR_INPUT ? PP_OK : st;
+}
+
 /* Predict candidate i. *why is -1 when it is kept, else why not: the chain refused it (an input
  * problem, its message already printed), or its balanced split came out even (the even candidate
- * stands for it). */
+ * stands for it). Its offload_room: whether offload could make it fit (no device is over the limit
+ * by more than PLAN_OFFLOAD_SHARE of its activation slots). */
 static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i, int *why)
 {
     pp_run_t r;
@@ -335,8 +365,50 @@ static pp_status_t plan_evaluate(pp_search_t *s, const pp_plan_query_t *q, int i
         *why = PP_SKIP_SAME_SPLIT;
     if (st == PP_OK && *why < 0) st = plan_candidate_predict(&r, &s->c[i]);
     if (st == PP_OK && *why < 0 && !(s->limit_bytes > 0)) s->limit_bytes = r.mem.limit;
+    s->c[i].offload_room = st == PP_OK && *why < 0;
+    for (int d = 0; s->c[i].offload_room && d < r.mem.n_devices; d++) {
+        double over = r.mem.dev[d].total - s->limit_bytes;
+        if (over > PLAN_OFFLOAD_SHARE * r.mem.dev[d].slots) s->c[i].offload_room = 0;
+    }
     run_free(&r);
     return st == PP_ERR_INPUT && *why == PP_SKIP_BUILD ? PP_OK : st;
+}
+
+static int plan_by_step(const void *pa, const void *pb)
+{
+    const pp_candidate_t *a = pa, *b = pb;
+    if (a->step_ms != b->step_ms) return a->step_ms < b->step_ms ? -1 : 1;
+    return strcmp(a->label, b->label);
+}
+
+/* The offload dimension, after every candidate was predicted without it (the file's run.offload
+ * none): the candidates that do not fit, have room (offload_room) and are quicker than the best
+ * that fits without (nothing slower could win with offload's copies on top), quickest first, at
+ * most PLAN_OFFLOAD_TRIES of them, each again under run.offload auto; those that then fit are
+ * added. */
+static pp_status_t plan_offload_pass(pp_search_t *s, const pp_plan_query_t *q, double t0)
+{
+    double best = INFINITY;
+    int n = 0, tried = 0, n0 = s->n;
+    if (s->base.run.offload != PP_OFFLOAD_NONE || !(s->limit_bytes > 0)) return PP_OK;
+    pp_candidate_t *try = malloc(sizeof *try * (size_t)(n0 > 0 ? n0 : 1));
+    PP_ALLOC_CHECK(try);
+    for (int i = 0; i < n0; i++)
+        if (s->c[i].peak_bytes <= s->limit_bytes && s->c[i].step_ms < best) best = s->c[i].step_ms;
+    for (int i = 0; i < n0; i++)
+        if (s->c[i].peak_bytes > s->limit_bytes && s->c[i].offload_room && s->c[i].step_ms < best)
+            try[n++] = s->c[i];
+    if (n > 1) qsort(try, (size_t)n, sizeof *try, plan_by_step);
+    pp_status_t st = PP_OK;
+    for (int i = 0; i < n && tried < PLAN_OFFLOAD_TRIES && st == PP_OK; i++, tried++) {
+        if (s->budget_s > 0 && now_s() - t0 > s->budget_s) break;
+        pp_candidate_t off;
+        int fits;
+        st = plan_offload(s, q, &try[i], &off, &fits);
+        if (st == PP_OK && fits) st = plan_push(s, &off);
+    }
+    free(try);
+    return st;
 }
 
 /* What lowering and simulating candidate c costs, about: its stages x micro-batches. */
@@ -415,6 +487,7 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q)
     }
     if (q->progress) plan_progress(s, done, kept, &pg, 1);
     s->n = kept;
+    PP_CHECK(plan_offload_pass(s, q, pg.t0));
     for (int i = 0; i < s->n; i++)
         s->c[i].fits = s->c[i].peak_bytes <= s->limit_bytes;
     plan_search_rank(s);

@@ -83,6 +83,9 @@ typedef struct pp_candidate {
     double mb_equiv;     /* the most activations a device holds, in micro-batch equivalents */
     double sent_bytes;   /* bytes moved between devices per step */
     int fits;            /* peak_bytes <= the limit */
+    int offload;         /* 1: run.offload auto under the limit, tried where the candidate without
+                            it does not fit (the file's run.offload none) */
+    int offload_room;    /* 0: a device is over the limit even without activation slots */
 } pp_candidate_t;
 
 typedef struct pp_search {
@@ -116,8 +119,10 @@ pp_status_t plan_search(pp_search_t *s, const pp_plan_query_t *q);
 void plan_search_rank(pp_search_t *s);
 
 /* The --set overrides that make candidate c from the query's file (into bufs; sets points at
- * them), the search's optimizer last. Returns their count (at most PP_PLAN_CANDIDATE_SETS). */
-#define PP_PLAN_CANDIDATE_SETS 11
+ * them), the search's optimizer, its data-parallel split and optimizer sharding, then for an
+ * offload candidate run.offload=auto and the search's limit as run.memory_limit. Returns their
+ * count (at most PP_PLAN_CANDIDATE_SETS). */
+#define PP_PLAN_CANDIDATE_SETS 13
 int plan_candidate_sets(const pp_search_t *s, const pp_candidate_t *c, char bufs[][64],
                         const char **sets);
 

@@ -115,6 +115,28 @@ int plan_print_unevaluated(const pp_search_t *s, FILE *f)
     return 1;
 }
 
+/* Where some candidates fit only with run.offload auto: how many, and the best that fits
+ * without (its cost beside the best with). */
+static void plan_offload_line(pp_out_t *o, const pp_search_t *s)
+{
+    int n_off = 0, plain = -1, with = -1;
+    for (int i = 0; i < s->n_fit; i++) {
+        if (s->c[i].offload && with < 0) with = i;
+        if (!s->c[i].offload && plain < 0) plain = i;
+        n_off += s->c[i].offload;
+    }
+    if (n_off == 0) return;
+    out_printf(o,
+               "# offload: %d candidate%s only with run.offload auto (the best: %s, %.3f ms "
+               "a step); ",
+               n_off, n_off == 1 ? " fits" : "s fit", s->c[with].label, s->c[with].step_ms);
+    if (plain < 0)
+        out_printf(o, "none fits without offload\n");
+    else
+        out_printf(o, "the best without: %s, %.3f ms a step (rank %d)\n", s->c[plain].label,
+                   s->c[plain].step_ms, plain + 1);
+}
+
 pp_status_t plan_print_table(const pp_search_t *s, int top, FILE *f)
 {
     pp_out_t o;
@@ -147,6 +169,7 @@ pp_status_t plan_print_table(const pp_search_t *s, int top, FILE *f)
                    "# best: %s, %.4g tokens/s, %.2f GiB on its fullest device (--emit FILE "
                    "writes it as a schedule file)\n",
                    s->c[0].label, s->c[0].tokens_per_s, s->c[0].peak_bytes / GIB);
+    plan_offload_line(&o, s);
     return out_close(&o);
 }
 
@@ -167,7 +190,8 @@ static void plan_json_cand(pp_out_t *o, const pp_candidate_t *c, int rank)
     out_printf(o, ",\"peak_mem_bytes\":%.0f,\"fullest_device\":%d,", c->peak_bytes, c->fullest);
     out_printf(o, "\"activation_microbatch_equivalents\":");
     out_json_num(o, c->mb_equiv);
-    out_printf(o, ",\"p2p_bytes\":%.0f,\"fits\":%s}", c->sent_bytes, c->fits ? "true" : "false");
+    out_printf(o, ",\"p2p_bytes\":%.0f,\"fits\":%s", c->sent_bytes, c->fits ? "true" : "false");
+    out_puts(o, c->offload ? ",\"offload\":\"auto\"}" : "}"); /* present only for offload */
 }
 
 pp_status_t plan_print_json(const pp_search_t *s, int top, FILE *f)
@@ -252,12 +276,19 @@ pp_status_t plan_write_yaml(const pp_search_t *s, const pp_candidate_t *c, const
     out_printf(&o, "schedule: {kind: %s}\n", sched_kind_name(c->kind));
     out_printf(&o,
                "run: {steps: %d, warmup: %d, seed: %llu, optimizer: %s, lr: %.9g, "
-               "weight_decay: %.9g, recompute: %s, offload: %s, optimizer_sharding: %s}\n",
+               "weight_decay: %.9g, recompute: %s, offload: %s, optimizer_sharding: %s",
                b->run.steps, b->run.warmup, (unsigned long long)b->run.seed,
                b->run.optimizer == PP_OPT_ADAMW ? "adamw" : "none", b->run.lr, b->run.weight_decay,
                stage_recompute_name(b->run.recompute),
-               b->run.offload == PP_OFFLOAD_ACTIVATIONS ? "activations" : "none",
+               c->offload || b->run.offload == PP_OFFLOAD_AUTO ? "auto"
+               : b->run.offload == PP_OFFLOAD_ACTIVATIONS      ? "activations"
+                                                               : "none",
                c->zero1 ? "zero1" : "none");
+    if (c->offload) /* the limit the search held it to */
+        out_printf(&o, ", memory_limit: %.9g", s->limit_bytes / GIB);
+    else if (b->run.memory_limit_gib > 0)
+        out_printf(&o, ", memory_limit: %.9g", b->run.memory_limit_gib);
+    out_printf(&o, "}\n");
     out_printf(&o, "cost: {gpu: %s", s->gpu);
     if (b->cost_src.link[0]) out_printf(&o, ", link: %s", b->cost_src.link);
     if (b->cost.host_link_gbps > 0)

@@ -32,12 +32,24 @@ static void fullest_device(const pp_report_t *r, size_t *mem, int *inflight)
     }
 }
 
-/* The bubble by reason as extra columns: row 0 names, row 1 units, else the values of `r`. */
-static void reason_columns(pp_out_t *o, const pp_report_t *r, int row)
+/* The reasons the comparison shows, into shown[PP_IDLE_COUNT]: never the replicas' (a comparison
+ * keeps one set of columns), the offload reason where a run's plan has host copies, every other
+ * one always. */
+static void compare_reasons(const pp_compare_row_t *jobs, int n, unsigned char *shown)
+{
+    for (int c = 0; c < PP_IDLE_COUNT; c++) {
+        shown[c] = pp_idle_reasons[c].shown == PP_SHOWN_ALWAYS;
+        for (int i = 0; i < n && pp_idle_reasons[c].shown == PP_SHOWN_COPIES; i++)
+            if (!jobs[i].failed && jobs[i].run.report.explain.copies) shown[c] = 1;
+    }
+}
+
+/* The shown reasons' bubble as extra columns: row 0 names, row 1 units, else the values of `r`. */
+static void reason_columns(pp_out_t *o, const pp_report_t *r, int row, const unsigned char *shown)
 {
     for (int c = 0; c < PP_IDLE_COUNT; c++) {
         char v[32];
-        if (pp_idle_reasons[c].replicas_only) continue;
+        if (!shown[c]) continue;
         if (r) fmt_num(v, sizeof v, report_bubble_by_reason(r, (pp_idle_reason_t)c) * 100, "%.1f");
         out_printf(o, " %8s", r ? v : row == 0 ? pp_idle_reasons[c].name : "(%)");
     }
@@ -80,15 +92,17 @@ pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
 {
     pp_out_t out, *o = &out;
     out_wrap(o, f, "output", "the comparison table");
+    unsigned char shown[PP_IDLE_COUNT];
+    compare_reasons(jobs, n, shown);
     out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s", "schedule", "p",
                "m", "v", "step", "p10", "p90", "tokens/s", "TFLOP/s", "bubble", "sim", "theory",
                "peak mem", "in-fl");
     predicted_columns(o, NULL, 0);
-    reason_columns(o, NULL, 0);
+    reason_columns(o, NULL, 0, shown);
     out_printf(o, "%-36s %3s %4s %2s %9s %9s %9s %11s %8s %7s %7s %7s %9s %6s", "", "", "", "",
                "(ms)", "(ms)", "(ms)", "", "", "(%)", "(%)", "(%)", "(GiB)", "st,mb");
     predicted_columns(o, NULL, 1);
-    reason_columns(o, NULL, 1);
+    reason_columns(o, NULL, 1, shown);
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].run.report;
         size_t mem;
@@ -110,7 +124,7 @@ pp_status_t compare_print_table(const pp_compare_row_t *jobs, int n, FILE *f)
                    r->step_ms_p10, r->step_ms_p90, r->tokens_per_s, tf, bub, sim, th, memb,
                    inflight);
         predicted_columns(o, r, 2);
-        reason_columns(o, r, 2);
+        reason_columns(o, r, 2, shown);
     }
     /* Verdict: the highest throughput (runs of different m do different work per step). */
     int best = -1, n_ok = 0;
@@ -139,13 +153,15 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
 {
     pp_out_t out, *o = &out;
     out_wrap(o, f, "output", "the comparison CSV");
+    unsigned char shown[PP_IDLE_COUNT];
+    compare_reasons(jobs, n, shown);
     out_printf(o,
                "schedule,mode,devices,stages,micro_batches,chunks,step_ms,step_ms_p10,step_ms_p90,"
                "tokens_per_s,tflops,bubble,bubble_simulated,bubble_theory,peak_mem_bytes,"
                "peak_inflight_microbatches,step_ms_predicted,peak_mem_predicted_bytes,"
                "activation_microbatch_equivalents");
     for (int c = 0; c < PP_IDLE_COUNT; c++)
-        if (!pp_idle_reasons[c].replicas_only) out_printf(o, ",bubble_%s", pp_idle_reasons[c].name);
+        if (shown[c]) out_printf(o, ",bubble_%s", pp_idle_reasons[c].name);
     out_puts(o, "\n");
     for (int i = 0; i < n; i++) {
         const pp_report_t *r = &jobs[i].run.report;
@@ -155,7 +171,7 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         if (jobs[i].failed) { /* the mode column says why; the numbers stay empty */
             out_printf(o, ",invalid");
             for (int c = 0; c < 14 + PP_IDLE_COUNT; c++)
-                if (c < 14 || !pp_idle_reasons[c - 14].replicas_only) out_puts(o, ",");
+                if (c < 14 || shown[c - 14]) out_puts(o, ",");
             out_puts(o, "\n");
             continue;
         }
@@ -178,7 +194,7 @@ pp_status_t compare_print_csv(const pp_compare_row_t *jobs, int n, FILE *f)
         out_printf(o, ",%zu", pmem);
         csv_field(o, mbeq);
         for (int c = 0; c < PP_IDLE_COUNT; c++)
-            if (!pp_idle_reasons[c].replicas_only)
+            if (shown[c])
                 csv_field(o, report_bubble_by_reason(r, (pp_idle_reason_t)c));
         out_puts(o, "\n");
     }

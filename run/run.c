@@ -60,9 +60,11 @@ pp_status_t run_load_group(pp_run_t *r, pp_group_t *g, const char *path, const c
 pp_status_t run_plan(pp_run_t *r)
 {
     if (!sched_kind(r->job.kind)->written) PP_CHECK(generate_schedule(&r->sched, &r->job));
+    r->offload_gpu = NULL;
     pp_status_t st = schedule_validate(&r->sched);
     if (st == PP_OK) st = plan_lower(&r->plan, &r->sched, &r->job);
     if (st == PP_OK) st = plan_validate(&r->plan);
+    if (st == PP_OK) st = run_offload_auto(r, NULL);
     if (st == PP_ERR_INPUT)
         fprintf(stderr, "%s: the %s schedule above is not valid\n",
                 r->job.path ? r->job.path : "config", sched_kind_name(r->job.kind));
@@ -163,6 +165,7 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
         double o = -1;
         if (!job->overlap_set) PP_CHECK(measured_overlap(plan, measured, &o));
         cm->overlap = o >= 0 ? o : job->cost.overlap;
+        memcpy(cm->host_of, job->procs.host_of, sizeof cm->host_of);
         return PP_OK;
     }
     return cost_model_build(cm, job, plan, present, prof, NULL);
@@ -177,6 +180,7 @@ static pp_status_t predict_cost(pp_run_t *r, const pp_gpu_t *present, pp_cost_so
         r->have_prof = 1;
     }
     r->present = present;
+    PP_CHECK(run_offload_auto(r, present)); /* again where the GPU present is another */
     cost_model_free(&r->cost);
     timeline_free(&r->sim);
     return cost_model_build(&r->cost, &r->job, &r->plan, present, r->have_prof ? &r->prof : NULL,

@@ -50,6 +50,8 @@ typedef struct pp_run {
     int measured;            /* 1 when meas and exec hold a run */
     int have_report;         /* 1 once report is built */
     pp_group_t *group;       /* the processes of the run (run_go sets it); NULL: this one alone */
+    const pp_gpu_t *offload_gpu; /* offload auto: the GPU description its choice was made for */
+    char offload_note[256];      /* offload auto: why the limit cannot be met, or "" */
 } pp_run_t;
 
 /* What a caller asks of a run beyond its config. */
@@ -89,6 +91,16 @@ void run_set_procs(pp_job_t *job, const pp_group_t *g);
  * once and check the plan. Prints
  * "<path>: the <kind> schedule above is not valid" after an input problem. */
 pp_status_t run_plan(pp_run_t *r);
+
+/* run.offload: auto (run_offload.c): simulate the plain plan once under the cost model on
+ * cost_gpu_for(present), choose the (stage, micro-batch) slots each device sends to the host (the
+ * longest idle lifetime against the round trip over the host link first; each RELOAD early enough
+ * for the copy to finish before its backward) so that every device's memory_predict fits
+ * memory_limit_bytes, and lower r->plan again with them (plan_lower_offload). Offloads nothing
+ * where everything fits. Where even every slot offloaded does not fit, keeps that plan and says
+ * why in r->offload_note (the memory verdict then says it does not fit). A no-op for another
+ * run.offload, or when the choice was made for the same GPU. run_plan and run_predict call it. */
+pp_status_t run_offload_auto(pp_run_t *r, const pp_gpu_t *present);
 
 /* Under several processes (g->size > 1), after run_load: the devices split over them
  * (job_check_processes), every transfer between two processes goes over a transport that

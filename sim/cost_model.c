@@ -108,6 +108,7 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_
             cm->w[s] *= k;
         }
         cm->host_link_gbps = cost_host_link_gbps(job);
+        memcpy(cm->host_of, job->procs.host_of, sizeof cm->host_of);
         model_reduce(cm, job);
         if (source) *source = PP_COST_HAND;
         return PP_OK;
@@ -124,6 +125,7 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_
     else
         model_sends(cm, job, plan, bytes);
     cm->host_link_gbps = cost_host_link_gbps(job);
+    memcpy(cm->host_of, job->procs.host_of, sizeof cm->host_of);
     cm->overlap = cal.overlap;
     model_reduce(cm, job);
     if (source) *source = prof ? PP_COST_PROFILE : PP_COST_GPU;

@@ -28,7 +28,9 @@ const pp_idle_reason_info_t pp_idle_reasons[PP_IDLE_COUNT] = {
     [PP_IDLE_COOLDOWN] = {"cooldown", "cool", "after the device's last compute op", "white",
                           "#dedede"},
     [PP_IDLE_REDUCE] = {"reduce", "reduce", "waiting for its gradients' reduction", "rail_load",
-                        "#9d7cc1", 1},
+                        "#9d7cc1", PP_SHOWN_REPLICAS},
+    [PP_IDLE_OFFLOAD] = {"offload", "offload", "waiting for a host copy (run.offload)", "rail_load",
+                         "#9467bd", PP_SHOWN_COPIES},
 };
 
 static double clamp(double x, double lo, double hi)
@@ -136,15 +138,17 @@ static void split_interior(split_ctx_t *c, int d, double a, double b, int k)
     const pp_plan_t *plan = c->plan;
     const pp_op_t *op = &plan->ops[k];
     int p = c->pred[k];
-    double u = p >= 0 ? c->tl->t[p].end_ms : -INFINITY, r = u;
+    double u = p >= 0 ? c->tl->t[p].end_ms : -INFINITY, r = u, rc = u;
     for (int j = 0; j < op->n_deps; j++) {
         int dep = plan->deps[op->dep_begin + j];
         u = fmax(u, c->ready[dep]);
         r = fmax(r, c->tl->t[dep].end_ms);
+        if (!pp_action_is_copy(plan->ops[dep].kind)) rc = fmax(rc, c->tl->t[dep].end_ms);
     }
-    double cu = clamp(u, a, b), cr = fmax(cu, clamp(r, a, b));
+    double cu = clamp(u, a, b), cc = fmax(cu, clamp(rc, a, b)), cr = fmax(cc, clamp(r, a, b));
     add_gap(c, d, PP_IDLE_SCHEDULE, a, cu, k);
-    add_gap(c, d, PP_IDLE_COMM, cu, cr, k);
+    add_gap(c, d, PP_IDLE_COMM, cu, cc, k);
+    add_gap(c, d, PP_IDLE_OFFLOAD, cc, cr, k);
     add_gap(c, d, PP_IDLE_LAUNCH, cr, b, k);
 }
 
@@ -448,6 +452,7 @@ pp_status_t explain_build(pp_explain_t *ex, const pp_plan_t *plan, const pp_time
     int *pred = NULL;
     memset(ex, 0, sizeof *ex);
     ex->replicas = plan_replicas(plan);
+    ex->copies = plan->offload != 0;
     if (cm) {
         PP_CHECK_GOTO(explain_what_if(&ex->what_if, plan, cm), st, fail);
         ex->have_what_if = 1;

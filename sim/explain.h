@@ -22,6 +22,9 @@
  *   comm      [U, R): the producer was done but the transfer had not delivered (exposed
  *             communication, queueing behind other transfers included);
  *   launch    [R, b): the inputs were ready but k had not started (host enqueue, launch gap).
+ *   Under run.offload, R is cut at Rc, R without the host copies k waits for (a RELOAD that
+ *   fills its slot, an OFFLOAD that frees the slot it takes): comm [U, Rc), offload [Rc, R), the
+ *   copy time the compute did not hide.
  * The simulator starts every op at R, so its launch time is 0 by construction. A device without
  * compute ops idles the whole step as warmup.
  *
@@ -58,9 +61,14 @@ typedef enum pp_idle_reason {
     PP_IDLE_COMM,
     PP_IDLE_LAUNCH,
     PP_IDLE_COOLDOWN,
-    PP_IDLE_REDUCE, /* after the device's last compute op, waiting for its reductions (d > 1) */
+    PP_IDLE_REDUCE,  /* after the device's last compute op, waiting for its reductions (d > 1) */
+    PP_IDLE_OFFLOAD, /* waiting for a host copy of run.offload (a plan with copies) */
     PP_IDLE_COUNT
 } pp_idle_reason_t;
+
+/* Which plans show a reason: every plan, or only one with data-parallel replicas, or only one
+ * with host copies, so a plan without them reads as it did. */
+typedef enum pp_shown { PP_SHOWN_ALWAYS = 0, PP_SHOWN_REPLICAS, PP_SHOWN_COPIES } pp_shown_t;
 
 /* One row per reason: every writer (table, JSON, trace, chart) asks this table. */
 typedef struct pp_idle_reason_info {
@@ -69,7 +77,7 @@ typedef struct pp_idle_reason_info {
     const char *label;  /* words for people ("waiting for an upstream compute op") */
     const char *cname;  /* Chrome trace colour name */
     const char *colour; /* SVG fill */
-    int replicas_only;  /* 1: shown only for a plan with replicas (explain_shows_reason) */
+    int shown;          /* which plans show it (pp_shown_t, explain_shows_reason) */
 } pp_idle_reason_info_t;
 
 extern const pp_idle_reason_info_t pp_idle_reasons[PP_IDLE_COUNT];
@@ -181,6 +189,7 @@ pp_status_t explain_what_if_sim(pp_what_if_t *w, pp_timeline_t *tl, const pp_pla
 typedef struct pp_explain {
     int known;                 /* 0 when the timeline has no per-op times: nothing below is set */
     int replicas;              /* the plan's data-parallel replicas (plan_replicas) */
+    int copies;                /* 1: the plan has host copies (run.offload) */
     pp_idle_split_t split;     /* of the timeline the report shows */
     pp_idle_split_t split_sim; /* of the simulator's timeline for the same plan (n_devices 0
                                   when none was given) */
@@ -190,10 +199,15 @@ typedef struct pp_explain {
 } pp_explain_t;
 
 /* Whether the writers show reason r / what-if row w: the rows of data parallelism only for a plan
- * with replicas, so a plan of one pipeline reads as it did. */
+ * with replicas, the offload reason only for one with host copies, so a plan of one pipeline
+ * without copies reads as it did. */
 static inline int explain_shows_reason(const pp_explain_t *ex, int r)
 {
-    return !pp_idle_reasons[r].replicas_only || ex->replicas > 1;
+    switch ((pp_shown_t)pp_idle_reasons[r].shown) {
+    case PP_SHOWN_REPLICAS: return ex->replicas > 1;
+    case PP_SHOWN_COPIES: return ex->copies;
+    default: return 1;
+    }
 }
 static inline int explain_shows_what_if(const pp_explain_t *ex, int w)
 {

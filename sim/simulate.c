@@ -9,7 +9,8 @@
  * free and its own dependencies done, the pair's mutual dependency left out) and end `send` later,
  * or at once on a LOCAL link. Every other op (compute, and the host copies of run.offload on the
  * offload and load streams) takes the time the cost table by kind gives it; a copy moves its bytes
- * at the host link's bandwidth. The d REDUCE ops of one stage and bucket (adjacent in plan order,
+ * at the host link's bandwidth, once its host's link in its direction is free (host_of: the
+ * devices of one host share it). The d REDUCE ops of one stage and bucket (adjacent in plan order,
  * one per data-parallel replica) are one collective: all start at the latest of their ready
  * times and take the ring all-reduce of their bucket (cost_model_reduce); never under a part.
  * The caller owns `tl`; the cost model owns its four arrays.
@@ -146,6 +147,8 @@ typedef struct lanes {
     double *stream_free;              /* [n_chan * n] when each channel is free again */
     int last_compute[PP_MAX_DEVICES]; /* the device's latest op on its compute stream, -1 none */
     double *last_start;               /* [n_devices * n] its start */
+    double *link_free;                /* [PP_MAX_DEVICES * 2 * n] when host h's link (host_of)
+                                         is free again each way (offload, load), lane by lane */
     const pp_sim_part_t *part;        /* NULL, or (one lane) the devices this process owns */
     double *keep;                     /* part: [n_ops] ready times sent to other processes */
     double t0[SIM_MAX_LANES];         /* earliest start of each lane */
@@ -276,7 +279,19 @@ static pp_status_t meet(const pp_plan_t *plan, const pp_sim_part_t *part, int mi
     return st;
 }
 
-/* An op that runs alone on its stream: compute, or a host copy. */
+/* The host link a copy of op `op` takes in lane l: its device's host, its direction; NULL for
+ * an op that is not a copy. */
+static double *link_of(const lanes_t *S, const pp_op_t *op, int l)
+{
+    if (!pp_action_is_copy(op->kind)) return NULL;
+    int h = S->cm[l]->host_of[op->device];
+    h = h >= 0 && h < PP_MAX_DEVICES ? h : 0;
+    size_t dir = op->kind == PP_ACT_RELOAD;
+    return &S->link_free[((size_t)h * 2 + dir) * (size_t)S->n + (size_t)l];
+}
+
+/* An op that runs alone on its stream: compute, or a host copy (which also waits for its host's
+ * link in its direction). */
 static pp_status_t sim_alone(lanes_t *S, int k)
 {
     const pp_op_t *op = &S->plan->ops[k];
@@ -284,8 +299,13 @@ static pp_status_t sim_alone(lanes_t *S, int k)
     int chan = pp_plan_channel(S->plan, k);
     PP_CHECK(ready_time(S, k, chan, -1, ready));
     if (op->role == PP_ROLE_OVERLAP) PP_CHECK(pair_start(S, k, ready));
-    for (int l = 0; l < S->n; l++)
-        set_times(S, k, chan, l, ready[l], ready[l] + op_cost[op->kind](S->cm[l], op));
+    for (int l = 0; l < S->n; l++) {
+        double *link = link_of(S, op, l), end;
+        if (link && *link > ready[l]) ready[l] = *link;
+        end = ready[l] + op_cost[op->kind](S->cm[l], op);
+        set_times(S, k, chan, l, ready[l], end);
+        if (link) *link = end;
+    }
     return PP_OK;
 }
 
@@ -417,9 +437,10 @@ static pp_status_t sim_run(const pp_plan_t *plan, const pp_cost_model_t *const *
         .plan = plan, .n = n, .cm = cm, .t = t, .off = t ? 1 : 0, .end = end, .part = part};
     S.stream_free = calloc((size_t)pp_channel_count(plan->n_devices) * (size_t)n, sizeof(double));
     S.last_start = calloc((size_t)plan->n_devices * (size_t)n, sizeof(double));
+    S.link_free = calloc((size_t)PP_MAX_DEVICES * 2 * (size_t)n, sizeof(double));
     S.keep = part ? calloc((size_t)(plan->n_ops > 0 ? plan->n_ops : 1), sizeof *S.keep) : NULL;
     pp_status_t st = PP_ERR_NOMEM;
-    if (S.stream_free && S.last_start && (!part || S.keep)) {
+    if (S.stream_free && S.last_start && S.link_free && (!part || S.keep)) {
         st = sim_walk(&S);
         if (part) { /* the sends still in flight read keep[] */
             pp_status_t fl = part->group->ops->flush(part->group, part->deadline);
@@ -433,6 +454,7 @@ static pp_status_t sim_run(const pp_plan_t *plan, const pp_cost_model_t *const *
     }
     free(S.stream_free);
     free(S.last_start);
+    free(S.link_free);
     free(S.keep);
     return st;
 }

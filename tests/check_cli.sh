@@ -65,6 +65,12 @@ for t in inf 0x10 0 -1 abc; do
     expect 2 "^--timeout $t: " "$P" --simulate --timeout "$t" "$S"
 done
 expect 0 - "$P" --simulate --quiet --timeout 30 "$S"
+# run.offload auto under a limit nothing meets: the report, then the refusal with what is needed.
+expect 1 "^ppsched: run.offload: auto: device 0 needs .* GiB, over the limit of 1.00 GiB" "$P" --simulate \
+    --quiet --set run.offload=auto --set run.memory_limit=1 "$S"
+expect 1 "run.memory_limit is 1.00 GiB" "$P" --simulate --quiet --set run.offload=auto \
+    --set run.memory_limit=1 "$S"
+expect 2 "run.memory_limit" "$P" --simulate --set run.memory_limit=0 "$S"
 # A flag that stands for one key is named as typed, not as the --set it is read as.
 expect 2 "^--gpu h1000: unknown GPU 'h1000' (allowed: a100, " "$P" --simulate --gpu h1000 "$S"
 expect 2 "^--gpu zz: unknown GPU" "$P" plan --gpu zz "$S"

@@ -289,10 +289,10 @@ static void test_unknown_keys(void)
     EXPECT_LOAD_ERROR("run:\n    steps: 3\n    lr_decay: 0.1\n",
                       "t.yaml:3:5: unknown key 'lr_decay' in run (allowed: steps, warmup, seed, "
                       "optimizer, lr, weight_decay, timeout, timing, graph, recompute, offload, "
-                      "priorities, optimizer_sharding)");
+                      "memory_limit, priorities, optimizer_sharding)");
     EXPECT_LOAD_ERROR("run:\n  offload: weights\n",
                       "t.yaml:2:12: run.offload: unknown value 'weights' (allowed: none, "
-                      "activations)");
+                      "activations, auto)");
     EXPECT_LOAD_ERROR(
         "cost: {host_link_gbps: -1}\n",
         "t.yaml:1:24: cost.host_link_gbps: -1 is out of range (allowed: 0 for the link table's "

@@ -338,6 +338,46 @@ static void offload_matches_reference(void)
     }
 }
 
+/* run.offload=auto under a limit halfway between the plain plan's peak and its peak without
+ * activation slots sends some slots to the host and keeps others (the plan's choice, no more than
+ * activations sends), and gives the one-device run's loss and gradients bitwise in fp32: GPipe on
+ * one GPU, and 1F1B on 4 where present. */
+static void offload_auto_matches_reference(void)
+{
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    struct {
+        const char *kind;
+        int p;
+    } cases[] = {{"gpipe", 1}, {"1f1b", 4}};
+    for (int c = 0; c < 2; c++) {
+        if (cases[c].p > n_gpus) {
+            printf("  offload auto %s p=%d: skipped, %d GPUs present\n", cases[c].kind, cases[c].p,
+                   n_gpus);
+            continue;
+        }
+        char kind[64], devs[64], lim[64], label[128];
+        snprintf(kind, sizeof kind, "schedule.kind=%s", cases[c].kind);
+        snprintf(devs, sizeof devs, "pipeline.devices=%d", cases[c].p);
+        snprintf(label, sizeof label, "offload auto %s p=%d fp32", cases[c].kind, cases[c].p);
+        const char *sets[] = {kind, devs, "pipeline.micro_batches=8", "run.offload=auto", lim};
+        pp_run_t r = {0};
+        REQUIRE(run_load(&r, "auto.yaml", model_yaml("fp32"), sets, 3, n_gpus) == PP_OK);
+        REQUIRE(run_predict(&r, NULL) == PP_OK);
+        const pp_mem_device_t *d0 = &r.mem.dev[0];
+        snprintf(lim, sizeof lim, "run.memory_limit=%.9g",
+                 (d0->total - 0.5 * d0->slots) / (1024.0 * 1024.0 * 1024.0));
+        int plain_slots = r.plan.slots_per_stage[0];
+        run_free(&r);
+        REQUIRE(run_load(&r, "auto.yaml", model_yaml("fp32"), sets, 5, n_gpus) == PP_OK);
+        int smaller, n = offload_copies(&r.plan, &smaller);
+        EXPECT(n > 0 && n < 2 * 8 * cases[c].p && r.plan.slots_per_stage[0] < plain_slots,
+               "%s: %d copies, stage 0's slots %d (plain %d)", label, n, r.plan.slots_per_stage[0],
+               plain_slots);
+        run_free(&r);
+        run_and_compare("auto.yaml", model_yaml("fp32"), sets, 5, label);
+    }
+}
+
 /* GPipe on one GPU with offload, steps replayed from one captured CUDA graph (AdamW on), gives
  * bitwise the losses and gradients of the same steps without offload. */
 static void offload_graph_matches_plain(void)
@@ -761,6 +801,7 @@ int main(void)
     RUN(fused_attention_bf16);
     RUN(recompute_matches_reference);
     RUN(offload_matches_reference);
+    RUN(offload_auto_matches_reference);
     RUN(offload_graph_matches_plain);
     RUN(explicit_schedules_run_as_written);
     RUN(too_big_is_refused);
