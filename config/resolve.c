@@ -156,12 +156,18 @@ static pp_status_t check_plan_size(const pp_job_t *job, const pp_config_t *cfg)
     int key = cfg_pick(cfg, PP_CFG_MICRO_BATCHES, PP_CFG_MICRO_BATCHES, PP_CFG_DEVICES,
                        PP_CFG_CHUNKS, PP_CFG_STAGES, -1);
     if (sched_kind(job->kind)->written) return PP_OK;
+    /* "S stages x M micro-batches" (x D replicas with data parallelism), as each message says */
+    const int d = job_replicas(job);
+    char units[96], reps[32] = "";
+    if (d > 1) snprintf(reps, sizeof reps, " x %d replicas", d);
+    snprintf(units, sizeof units, "%d stages x %d micro-batches%s", pl->stages, pl->micro_batches,
+             reps);
+    const char *bound = d > 1 ? "stages x micro-batches x replicas" : "stages x micro-batches";
     if (ops > PP_MAX_PLAN_OPS)
         return cfg_err_at(cfg, key,
-                          "%d stages x %d micro-batches make a plan of up to %lld ops, over the "
-                          "limit of %ld (allowed: stages x micro-batches at most %ld)",
-                          pl->stages, pl->micro_batches, ops, PP_MAX_PLAN_OPS,
-                          PP_MAX_PLAN_OPS / PP_PLAN_OPS_PER_MB);
+                          "%s make a plan of up to %lld ops, over the limit of %ld (allowed: %s at "
+                          "most %ld)",
+                          units, ops, PP_MAX_PLAN_OPS, bound, PP_MAX_PLAN_OPS / PP_PLAN_OPS_PER_MB);
     const char *what;
     int per_mb = PP_PLAN_OPS_PER_MB + (job->run.offload != PP_OFFLOAD_NONE ? 2 : 0);
     double per_unit = (double)per_mb * PP_PLAN_HOST_BYTES_PER_OP; /* a (stage, micro-batch) */
@@ -170,11 +176,9 @@ static pp_status_t check_plan_size(const pp_job_t *job, const pp_config_t *cfg)
     if (need <= room) return PP_OK;
     const double gib = 1073741824.0;
     return cfg_err_at(cfg, key,
-                      "%d stages x %d micro-batches take about %.1f GiB of host memory to lower "
-                      "and simulate, more than the %.1f GiB %s (allowed: stages x micro-batches "
-                      "at most %.0f here)",
-                      pl->stages, pl->micro_batches, need / gib, room / gib, what,
-                      floor(room / per_unit));
+                      "%s take about %.1f GiB of host memory to lower and simulate, more than the "
+                      "%.1f GiB %s (allowed: %s at most %.0f here)",
+                      units, need / gib, room / gib, what, bound, floor(room / per_unit));
 }
 
 /* Pipeline devices may share a CUDA device (`devices: [0, 0]`), but not in a run whose boundaries

@@ -133,9 +133,8 @@ static pp_status_t check_fit(exec_t *x)
     fprintf(stderr,
             "  (pipeline = pipeline devices on the GPU; needs = parameters, gradients, optimizer\n"
             "   state, workspace and %s activation slots, plus %.1f GiB for the CUDA context and\n"
-            "   NCCL; fewer micro-batches in flight, run.offload=activations, run.recompute, a "
-            "smaller\n"
-            "   micro_batch_size or more devices would fit)\n",
+            "   NCCL; fewer micro-batches in flight, run.offload=auto (with run.memory_limit) or\n"
+            "   activations, run.recompute, a smaller micro_batch_size or more devices would fit)\n",
             x->plan->offload ? "the offload ring's" : "the schedule's",
             (double)reserve / (1u << 30));
     return PP_ERR_DEVICE;

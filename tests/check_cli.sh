@@ -71,6 +71,10 @@ expect 1 "^ppsched: run.offload: auto: device 0 needs .* GiB, over the limit of 
 expect 1 "run.memory_limit is 1.00 GiB" "$P" --simulate --quiet --set run.offload=auto \
     --set run.memory_limit=1 "$S"
 expect 2 "run.memory_limit" "$P" --simulate --set run.memory_limit=0 "$S"
+# a plan too large to lower: the message counts the data-parallel replicas it multiplies by
+expect 2 "256 stages x 65536 micro-batches x 16 replicas make a plan of up to" "$P" --simulate \
+    --set pipeline.devices=64 --set pipeline.data_parallel=16 --set pipeline.micro_batches=65536 \
+    --set model.layers=1024 --set pipeline.chunks=64 schedules/interleaved.yaml
 # A flag that stands for one key is named as typed, not as the --set it is read as.
 expect 2 "^--gpu h1000: unknown GPU 'h1000' (allowed: a100, " "$P" --simulate --gpu h1000 "$S"
 expect 2 "^--gpu zz: unknown GPU" "$P" plan --gpu zz "$S"
