@@ -187,9 +187,11 @@ static pp_status_t cmd_profile(char **files, int n_files, cli_opts_t *o)
     pp_status_t st;
     PP_CHECK_GOTO(config_load(&cfg, files[0], o->sets, o->n_sets), st, done);
     PP_CHECK_GOTO(job_resolve(&job, &cfg, NULL, execute_device_count()), st, done);
+    const double start = group_now_s();
     PP_CHECK_GOTO(execute_profile(&prof, &job, job.run.steps, !o->quiet), st, done);
     PP_CHECK_GOTO(profile_measure_runs(&prof, &job, execute_plan, !o->quiet), st, done);
     if (!o->quiet) profile_print_summary(&prof, stderr);
+    if (!o->quiet) fprintf(stderr, "# profile: measured in %.1f s\n", group_now_s() - start);
     st = cli_write_outputs(&res, o);
 done:
     job_free(&job);

@@ -58,20 +58,31 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The median of the measured run's timed steps. */
-static double median_step(const pp_timeline_t *tl)
+/* The median of tl's timed steps, and their spread: p90 - p10 (nearest rank) over the median. */
+static double median_step(const pp_timeline_t *tl, double *spread)
 {
     double v[64];
     int n = tl->n_steps < 64 ? tl->n_steps : 64;
+    *spread = 0.0;
     if (n <= 0) return 0.0;
     memcpy(v, tl->step_ms, sizeof(double) * (size_t)n);
     qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    const double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    const double p10 = v[(int)(0.1 * (n - 1) + 0.5)], p90 = v[(int)(0.9 * (n - 1) + 0.5)];
+    if (med > 0) *spread = (p90 - p10) / med;
+    return med;
 }
 
-/* Load, plan and execute run `pr` into r (the caller frees it); its median step into *ms. */
+/* The widest spread of the whole-model runs this process measured (profile_measure_runs). */
+typedef struct spread_seen {
+    double worst;
+    char what[96];
+} spread_seen_t;
+
+/* Load, plan and execute run `pr` into r (the caller frees it); its median step into *ms and the
+ * spread of its steps into *spread. */
 static pp_status_t measure(pp_run_t *r, const pp_job_t *job, const prof_run_t *pr,
-                           pp_executor_fn exec, double *ms)
+                           pp_executor_fn exec, double *ms, double *spread)
 {
     char yaml[1024];
     snprintf(yaml, sizeof yaml,
@@ -88,16 +99,18 @@ static pp_status_t measure(pp_run_t *r, const pp_job_t *job, const prof_run_t *p
     PP_CHECK(run_load(r, "profile run", yaml, NULL, 0, -1));
     pp_run_opts_t o = {.measure = 1, .exec = exec, .serial_pairs = pr->serial_pairs};
     PP_CHECK(run_execute(r, &o));
-    *ms = median_step(&r->meas);
+    *ms = median_step(&r->meas, spread);
     return PP_OK;
 }
 
-/* measure() into a fresh run freed here, with a note when it does not fit. */
+/* measure() into a fresh run freed here, with a note when it does not fit; the widest spread so
+ * far in *seen. */
 static pp_status_t measure_once(const pp_job_t *job, const prof_run_t *pr, pp_executor_fn exec,
-                                double *ms, int verbose)
+                                double *ms, int verbose, spread_seen_t *seen)
 {
     pp_run_t r;
-    pp_status_t st = measure(&r, job, pr, exec, ms);
+    double spread = 0.0;
+    pp_status_t st = measure(&r, job, pr, exec, ms, &spread);
     run_free(&r);
     if (st == PP_ERR_DEVICE)
         fprintf(stderr,
@@ -105,21 +118,28 @@ static pp_status_t measure_once(const pp_job_t *job, const prof_run_t *pr, pp_ex
                 "left out\n",
                 pr->kind, pr->size.layers, pr->size.batch, pr->size.seq_len, pr->size.m);
     else if (st == PP_OK && verbose)
-        fprintf(stderr, "# profile: %s of %d blocks, micro-batch %d x %d, m %d%s: %.3f ms a step\n",
+        fprintf(stderr,
+                "# profile: %s of %d blocks, micro-batch %d x %d, m %d%s: %.3f ms a step "
+                "(p10..p90 spread %.1f %%)\n",
                 pr->kind, pr->size.layers, pr->size.batch, pr->size.seq_len, pr->size.m,
-                pr->serial_pairs ? ", pairs on one stream" : "", *ms);
+                pr->serial_pairs ? ", pairs on one stream" : "", *ms, 100.0 * spread);
+    if (st == PP_OK && spread >= seen->worst) {
+        seen->worst = spread;
+        snprintf(seen->what, sizeof seen->what, "%s, micro-batch %d x %d, m %d", pr->kind,
+                 pr->size.batch, pr->size.seq_len, pr->size.m);
+    }
     return st;
 }
 
 /* 1F1B at each of step_m at size z: rows of p->steps. */
 static pp_status_t measure_steps(pp_profile_t *p, const pp_job_t *job, pp_executor_fn exec,
-                                 pp_prof_size_t z, int verbose)
+                                 pp_prof_size_t z, int verbose, spread_seen_t *seen)
 {
     for (int k = 0; k < N_OF(step_m) && p->n_steps < PP_PROFILE_MAX_RUNS; k++) {
         prof_run_t pr = {"1f1b", z, 0};
         double ms;
         pr.size.m = step_m[k];
-        pp_status_t st = measure_once(job, &pr, exec, &ms, verbose);
+        pp_status_t st = measure_once(job, &pr, exec, &ms, verbose, seen);
         if (st == PP_ERR_DEVICE) break;
         PP_CHECK(st);
         p->steps[p->n_steps++] = (pp_prof_step_t){pr.size, ms};
@@ -130,7 +150,7 @@ static pp_status_t measure_steps(pp_profile_t *p, const pp_job_t *job, pp_execut
 
 /* DualPipeV at size z (an even number of blocks: two chunks) on one stream and on two. */
 static pp_status_t measure_pair(pp_profile_t *p, const pp_job_t *job, pp_executor_fn exec,
-                                pp_prof_size_t z, int verbose)
+                                pp_prof_size_t z, int verbose, spread_seen_t *seen)
 {
     prof_run_t pr = {"dualpipe-v", z, 1};
     pp_prof_pair_t row;
@@ -139,11 +159,12 @@ static pp_status_t measure_pair(pp_profile_t *p, const pp_job_t *job, pp_executo
     pr.size.layers -= pr.size.layers % 2;
     pr.size.m = pair_m;
     if (pr.size.layers < 2 || p->n_pairs == PP_PROFILE_MAX_RUNS) return PP_OK;
-    pp_status_t st = measure_once(job, &pr, exec, &row.serial_ms, verbose);
+    pp_status_t st = measure_once(job, &pr, exec, &row.serial_ms, verbose, seen);
     if (st == PP_ERR_DEVICE) return PP_OK;
     PP_CHECK(st);
     pr.serial_pairs = 0;
-    st = measure(&r, job, &pr, exec, &row.overlapped_ms);
+    double spread = 0.0;
+    st = measure(&r, job, &pr, exec, &row.overlapped_ms, &spread);
     if (st == PP_OK) st = cost_model_build(&cm, &r.job, &r.plan, NULL, p, NULL);
     if (st == PP_OK && row.serial_ms > 0)
         st = profile_fit_overlap(&r.plan, &cm, row.overlapped_ms / row.serial_ms, &row.overlap);
@@ -155,24 +176,36 @@ static pp_status_t measure_pair(pp_profile_t *p, const pp_job_t *job, pp_executo
     p->pairs[p->n_pairs++] = row;
     if (verbose)
         fprintf(stderr,
-                "# profile: dualpipe-v, pairs on two streams: %.3f ms a step: overlap %.2f\n",
-                row.overlapped_ms, row.overlap);
+                "# profile: dualpipe-v, pairs on two streams: %.3f ms a step (p10..p90 spread "
+                "%.1f %%): overlap %.2f\n",
+                row.overlapped_ms, 100.0 * spread, row.overlap);
+    if (spread >= seen->worst) {
+        seen->worst = spread;
+        snprintf(seen->what, sizeof seen->what, "dualpipe-v, pairs on two streams, m %d",
+                 pr.size.m);
+    }
     return PP_OK;
 }
 
 pp_status_t profile_measure_runs(pp_profile_t *p, const pp_job_t *job, pp_executor_fn exec,
                                  int verbose)
 {
+    spread_seen_t seen = {0.0, ""};
     p->has_runs = 1;
     for (int d = 0; d < N_OF(token_div); d++) {
         pp_prof_size_t z = {0, 0, job->model.layers, 0};
         if (!shrink(job->pipeline.micro_batch_size, job->model.seq_len, token_div[d], &z.batch,
                     &z.seq_len))
             continue;
-        PP_CHECK(measure_steps(p, job, exec, z, verbose));
-        PP_CHECK(measure_pair(p, job, exec, z, verbose));
+        PP_CHECK(measure_steps(p, job, exec, z, verbose, &seen));
+        PP_CHECK(measure_pair(p, job, exec, z, verbose, &seen));
     }
     profile_calibrate(p);
+    if (verbose && seen.what[0])
+        fprintf(stderr,
+                "# profile: the widest spread of a whole-model run's steps (p10..p90 over the "
+                "median): %.1f %% (%s)\n",
+                100.0 * seen.worst, seen.what);
     return PP_OK;
 }
 

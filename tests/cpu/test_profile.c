@@ -345,7 +345,18 @@ static void test_measure_runs(void)
     profile_calibrate(&p);
     truth = p;
     exec_calls = 0, exec_refuse_m = 0;
-    REQUIRE(profile_measure_runs(&p, &cfg, sim_exec, 0) == PP_OK);
+    ts_capture_begin();
+    pp_status_t said = profile_measure_runs(&p, &cfg, sim_exec, 1);
+    const char *lines = ts_capture_end();
+    REQUIRE(said == PP_OK);
+    /* each whole-model run says its steps' spread, and the widest comes last (one timed step of a
+     * simulation: none) */
+    EXPECT(strstr(lines, "1f1b of 24 blocks, micro-batch 4 x 1024, m 8: ") &&
+               strstr(lines, " ms a step (p10..p90 spread 0.0 %)") &&
+               strstr(lines, "pairs on two streams: ") &&
+               strstr(lines, "# profile: the widest spread of a whole-model run's steps (p10..p90 "
+                             "over the median): 0.0 % ("),
+           "%s", lines);
     /* 4 x 1024 tokens, then a quarter (1 x 1024) and a sixteenth (1 x 256): 1F1B at m 8 and 32,
      * DualPipeV on one stream and on two */
     EXPECT(exec_calls == 12 && p.has_runs && p.n_steps == 6 && p.n_pairs == 3, "%d %d %d",
