@@ -142,6 +142,16 @@ static inline int plan_stage_device(const pp_plan_t *plan, int s, int r)
 {
     return r * plan_pipe_devices(plan) + plan->stage_device[s];
 }
+/* The forward half of the overlapped pair whose backward half is op k (role overlap): the compute
+ * op before k in its device's program (the lowering puts the two halves side by side); -1 when
+ * there is none. */
+static inline int plan_pair_forward(const pp_plan_t *plan, int k)
+{
+    const int *prog = plan->prog_ops + plan->prog_begin[plan->ops[k].device];
+    for (int j = plan->ops[k].pos - 1; j >= 0; j--)
+        if (plan->ops[prog[j]].role == PP_ROLE_COMPUTE) return prog[j];
+    return -1;
+}
 /* 1 when stage s (of its replica) lives on device dev. */
 static inline int plan_stage_on(const pp_plan_t *plan, int s, int dev)
 {

@@ -133,17 +133,12 @@ static pp_status_t measured_overlap(const pp_plan_t *plan, const pp_timeline_t *
     PP_ALLOC_CHECK(v);
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
-        if (op->role != PP_ROLE_OVERLAP) continue;
-        const int *prog = plan->prog_ops + plan->prog_begin[op->device];
-        for (int j = op->pos - 1; j >= 0; j--) { /* its forward half: the compute op before it */
-            const int f = prog[j];
-            if (plan->ops[f].role != PP_ROLE_COMPUTE) continue;
-            const double fs = tl->t[f].start_ms, fd = tl->t[f].end_ms - fs;
-            if (fd > 0) {
-                double o = 1.0 - (tl->t[k].start_ms - fs) / fd;
-                v[n++] = o < 0 ? 0 : o > 1 ? 1 : o;
-            }
-            break;
+        const int f = op->role == PP_ROLE_OVERLAP ? plan_pair_forward(plan, k) : -1;
+        if (f < 0) continue;
+        const double fs = tl->t[f].start_ms, fd = tl->t[f].end_ms - fs;
+        if (fd > 0) {
+            double o = 1.0 - (tl->t[k].start_ms - fs) / fd;
+            v[n++] = o < 0 ? 0 : o > 1 ? 1 : o;
         }
     }
     *out = -1;

@@ -213,21 +213,18 @@ static pp_status_t pair_start(const lanes_t *S, int k, double *ready)
 {
     const pp_plan_t *plan = S->plan;
     const pp_op_t *op = &plan->ops[k];
-    const int *prog = plan->prog_ops + plan->prog_begin[op->device];
-    for (int j = op->pos - 1; j >= 0; j--) {
-        int f = prog[j];
-        if (plan->ops[f].role != PP_ROLE_COMPUTE) continue;
-        if (f >= k || S->last_compute[op->device] != f)
-            PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d comes before the forward half %d of its pair",
-                    k, f);
-        for (int l = 0; l < S->n; l++) {
-            double fs = S->last_start[(size_t)op->device * (size_t)S->n + (size_t)l];
-            double at = fs + (1.0 - S->cm[l]->overlap) * (end_of(S, f, l) - fs);
-            if (at > ready[l]) ready[l] = at;
-        }
-        return PP_OK;
+    const int f = plan_pair_forward(plan, k);
+    if (f < 0)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d on the overlap stream has no forward half", k);
+    if (f >= k || S->last_compute[op->device] != f)
+        PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d comes before the forward half %d of its pair", k,
+                f);
+    for (int l = 0; l < S->n; l++) {
+        double fs = S->last_start[(size_t)op->device * (size_t)S->n + (size_t)l];
+        double at = fs + (1.0 - S->cm[l]->overlap) * (end_of(S, f, l) - fs);
+        if (at > ready[l]) ready[l] = at;
     }
-    PP_FAIL(PP_ERR_INTERNAL, "simulate: op %d on the overlap stream has no forward half", k);
+    return PP_OK;
 }
 
 /* 1 when this process simulates device d (always without a part). */
