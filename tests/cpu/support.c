@@ -179,6 +179,21 @@ void ts_config_pipeline(pp_job_t *c, pp_sched_kind_t kind, int p, int stages, in
     c->kind = kind;
 }
 
+void ts_offload_job(pp_job_t *c, pp_sched_kind_t kind, int p, int m, pp_offload_t off)
+{
+    ts_config_pipeline(c, kind, p, p, m);
+    c->model = (pp_job_model_t){.layers = 2 * p,
+                                .hidden = 64,
+                                .heads = 4,
+                                .seq_len = 32,
+                                .vocab = 128,
+                                .dtype = PP_DTYPE_FP32};
+    c->pipeline.micro_batch_size = 2;
+    c->pipeline.transport = PP_TRANSPORT_NCCL;
+    c->run.offload = off;
+    c->cost = (pp_job_cost_t){1.0, 1.0, 1.0, 0.0, 50.0, 0};
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Schedules
  * ------------------------------------------------------------------------------------------- */

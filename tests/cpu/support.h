@@ -74,6 +74,11 @@ pp_status_t ts_load_job(pp_job_t *job, const char *yaml, const char *const *sets
  * micro-batches and the schedule kind; the model and the rest are left for the caller to fill. */
 void ts_config_pipeline(pp_job_t *c, pp_sched_kind_t kind, int p, int stages, int m);
 
+/* The offload tests' job: a small fp32 model (2 blocks a device, hidden 64) on p devices, one
+ * stage each, m micro-batches of 2 sequences, nccl, hand-set unit costs, a 50 GB/s host link,
+ * and run.offload `off`. */
+void ts_offload_job(pp_job_t *c, pp_sched_kind_t kind, int p, int m, pp_offload_t off);
+
 /* ---- schedules ------------------------------------------------------------------------------ */
 
 /* Build a schedule from one space-separated action list per device ("0F0 0SEND_F0 ...").

@@ -19,22 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A small fp32 model on p devices with offload on (or off). */
-static void cfg_fill(pp_job_t *c, pp_sched_kind_t kind, int p, int m, int offload)
-{
-    ts_config_pipeline(c, kind, p, p, m);
-    c->model = (pp_job_model_t){.layers = 2 * p,
-                                .hidden = 64,
-                                .heads = 4,
-                                .seq_len = 32,
-                                .vocab = 128,
-                                .dtype = PP_DTYPE_FP32};
-    c->pipeline.micro_batch_size = 2;
-    c->pipeline.transport = PP_TRANSPORT_NCCL;
-    c->run.offload = offload ? PP_OFFLOAD_ACTIVATIONS : PP_OFFLOAD_NONE;
-    c->cost = (pp_job_cost_t){1.0, 1.0, 1.0, 0.0, 50.0, 0};
-}
-
 static pp_status_t lower(pp_plan_t *pl, const pp_job_t *c)
 {
     pp_schedule_t s;
@@ -51,7 +35,7 @@ static void test_gpipe_one_device(void)
 {
     pp_job_t c;
     pp_plan_t pl;
-    cfg_fill(&c, PP_SCHED_GPIPE, 1, 8, 1);
+    ts_offload_job(&c, PP_SCHED_GPIPE, 1, 8, PP_OFFLOAD_ACTIVATIONS);
     REQUIRE(lower(&pl, &c) == PP_OK);
     EXPECT(plan_validate(&pl) == PP_OK);
     const char *want = "0F0 0F1 0OFFLOAD0 0F2 0OFFLOAD1 0F3 0OFFLOAD2 0F4 0OFFLOAD3 0F5 0OFFLOAD4 "
@@ -87,7 +71,7 @@ static void test_dependencies(void)
 {
     pp_job_t c;
     pp_plan_t pl;
-    cfg_fill(&c, PP_SCHED_GPIPE, 1, 8, 1);
+    ts_offload_job(&c, PP_SCHED_GPIPE, 1, 8, PP_OFFLOAD_ACTIVATIONS);
     REQUIRE(lower(&pl, &c) == PP_OK);
     for (int k = 0; k < 8; k++) {
         int f = ts_op_index(&pl, PP_ACT_F, 0, k), off = ts_op_index(&pl, PP_ACT_OFFLOAD, 0, k);
@@ -120,7 +104,7 @@ static void test_every_kind(void)
                 pp_job_t c;
                 pp_plan_t pl;
                 int m = ts_rand_int(4, 16);
-                cfg_fill(&c, kinds[k], p, m, off);
+                ts_offload_job(&c, kinds[k], p, m, off ? PP_OFFLOAD_ACTIVATIONS : PP_OFFLOAD_NONE);
                 REQUIRE(lower(&pl, &c) == PP_OK, "kind %d p=%d m=%d", (int)kinds[k], p, m);
                 EXPECT(plan_validate(&pl) == PP_OK, "kind %d p=%d m=%d", (int)kinds[k], p, m);
                 int copies = 0;
@@ -177,7 +161,7 @@ static void test_validate_rejects(void)
 {
     pp_job_t c;
     pp_plan_t pl;
-    cfg_fill(&c, PP_SCHED_GPIPE, 1, 8, 1);
+    ts_offload_job(&c, PP_SCHED_GPIPE, 1, 8, PP_OFFLOAD_ACTIVATIONS);
     REQUIRE(lower(&pl, &c) == PP_OK);
     int b = ts_op_index(&pl, PP_ACT_B, 0, 3), rel = ts_op_index(&pl, PP_ACT_RELOAD, 0, 3);
     int f = ts_op_index(&pl, PP_ACT_F, 0, 3);
@@ -199,9 +183,9 @@ static void test_simulate_host_link(void)
     pp_job_t c;
     pp_plan_t pl, plain;
     const int m = 8;
-    cfg_fill(&c, PP_SCHED_GPIPE, 1, m, 1);
+    ts_offload_job(&c, PP_SCHED_GPIPE, 1, m, PP_OFFLOAD_ACTIVATIONS);
     REQUIRE(lower(&pl, &c) == PP_OK);
-    cfg_fill(&c, PP_SCHED_GPIPE, 1, m, 0);
+    ts_offload_job(&c, PP_SCHED_GPIPE, 1, m, PP_OFFLOAD_NONE);
     REQUIRE(lower(&plain, &c) == PP_OK);
     const double step_plain = m * (1.0 + 2.0); /* F 1, B = I + W = 2 */
     for (int slow = 0; slow < 2; slow++) {

@@ -248,22 +248,6 @@ static void test_limit_key(void)
     config_free(&c);
 }
 
-/* A small fp32 model on p devices, one stage each, with run.offload `off`. */
-static void job_fill(pp_job_t *c, pp_sched_kind_t kind, int p, int m, pp_offload_t off)
-{
-    ts_config_pipeline(c, kind, p, p, m);
-    c->model = (pp_job_model_t){.layers = 2 * p,
-                                .hidden = 64,
-                                .heads = 4,
-                                .seq_len = 32,
-                                .vocab = 128,
-                                .dtype = PP_DTYPE_FP32};
-    c->pipeline.micro_batch_size = 2;
-    c->pipeline.transport = PP_TRANSPORT_NCCL;
-    c->run.offload = off;
-    c->cost = (pp_job_cost_t){1.0, 1.0, 1.0, 0.0, 50.0, 0};
-}
-
 /* `activations` is every eligible key at the next op and one op of lookahead: auto picking the
  * keys activations offloads, each at (1, 1), lays the copies where activations does and holds
  * the same slots (its host slots aside, which auto cycles through); picking none is the plain
@@ -273,7 +257,7 @@ static void test_activations_is_every_key(void)
     pp_job_t job;
     pp_schedule_t s;
     pp_plan_t a, b;
-    job_fill(&job, PP_SCHED_1F1B, 4, 16, PP_OFFLOAD_ACTIVATIONS);
+    ts_offload_job(&job, PP_SCHED_1F1B, 4, 16, PP_OFFLOAD_ACTIVATIONS);
     REQUIRE(generate_schedule(&s, &job) == PP_OK);
     REQUIRE(plan_lower(&a, &s, &job) == PP_OK);
     REQUIRE(plan_validate(&a) == PP_OK);
@@ -314,7 +298,7 @@ static void test_host_link_shared(void)
     pp_job_t job;
     pp_schedule_t s;
     pp_plan_t pl;
-    job_fill(&job, PP_SCHED_GPIPE, 2, 8, PP_OFFLOAD_ACTIVATIONS);
+    ts_offload_job(&job, PP_SCHED_GPIPE, 2, 8, PP_OFFLOAD_ACTIVATIONS);
     REQUIRE(generate_schedule(&s, &job) == PP_OK);
     REQUIRE(plan_lower(&pl, &s, &job) == PP_OK);
     REQUIRE(pl.offload_bytes[0] > 0);
