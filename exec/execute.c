@@ -130,13 +130,13 @@ static pp_status_t check_fit(exec_t *x)
                     (double)(need[g] + reserve) / (1u << 30), (double)free_b[g] / (1u << 30),
                     (double)total_b[g] / (1u << 30),
                     need[g] + reserve > free_b[g] ? "  <- too small" : "");
-    fprintf(stderr,
-            "  (pipeline = pipeline devices on the GPU; needs = parameters, gradients, optimizer\n"
-            "   state, workspace and %s activation slots, plus %.1f GiB for the CUDA context and\n"
-            "   NCCL; fewer micro-batches in flight, run.offload=auto (with run.memory_limit) or\n"
-            "   activations, run.recompute, a smaller micro_batch_size or more devices would fit)\n",
-            x->plan->offload ? "the offload ring's" : "the schedule's",
-            (double)reserve / (1u << 30));
+    fprintf(
+        stderr,
+        "  (pipeline = pipeline devices on the GPU; needs = parameters, gradients, optimizer\n"
+        "   state, workspace and %s activation slots, plus %.1f GiB for the CUDA context and\n"
+        "   NCCL; fewer micro-batches in flight, run.offload=auto (with run.memory_limit) or\n"
+        "   activations, run.recompute, a smaller micro_batch_size or more devices would fit)\n",
+        x->plan->offload ? "the offload ring's" : "the schedule's", (double)reserve / (1u << 30));
     return PP_ERR_DEVICE;
 }
 
@@ -178,7 +178,8 @@ static pp_status_t exec_alloc(exec_t *x)
     x->ev_dep = calloc((size_t)plan->n_ops, sizeof *x->ev_dep);
     x->done_op = malloc(sizeof(int) * (size_t)plan->n_ops);
     x->meet_key = malloc(sizeof(int) * (size_t)plan->n_ops);
-    if (!x->stages || !x->scfg || !x->ev_end || !x->ev_start || !x->ev_dep || !x->done_op)
+    if (!x->stages || !x->scfg || !x->ev_end || !x->ev_start || !x->ev_dep || !x->done_op ||
+        !x->meet_key)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory");
     for (int s = 0; s < plan->n_stages; s++)
         plan_stage_cfg(&x->scfg[s], x->job, plan, s);
@@ -285,7 +286,6 @@ static pp_status_t exec_init_local(exec_t *x)
 static pp_status_t exec_connect(exec_t *x, pp_group_t *g)
 {
     const pp_plan_t *plan = x->plan;
-    const int one_host = !g || g->local_size == g->size;
     int n = 0;
     p2p_meet_t *meet = calloc((size_t)plan->n_ops, sizeof *meet);
     PP_ALLOC_CHECK(meet);
@@ -294,15 +294,17 @@ static pp_status_t exec_connect(exec_t *x, pp_group_t *g)
         x->meet_key[i] = -1;
         if (op->role != PP_ROLE_SEND) continue;
         const int a = op->device, b = plan->ops[op->peer].device;
-        const int apart = g && x->rank_of[a] != x->rank_of[b];
-        if (op->link == PP_TRANSPORT_IPC && !one_host) {
+        /* where the two ends run: the job's process layout, which lowering chose the links by */
+        const pp_reach_t reach = job_boundary_reach(x->job, a, b);
+        if (op->link == PP_TRANSPORT_IPC && reach == PP_REACH_NETWORK) {
             free(meet);
             PP_REFUSE(PP_ERR_INPUT,
-                      "transport ipc works between the processes of one host, but this launch "
-                      "spans several (use nccl, or auto)");
+                      "transport ipc works between the processes of one host, but pipeline "
+                      "devices %d and %d are on two hosts (use nccl, or auto)",
+                      a, b);
         }
-        if (op->link != PP_TRANSPORT_IPC &&
-            !(op->link == PP_TRANSPORT_NCCL && apart && one_host && x->job->nccl.wait_for_peer))
+        if (op->link != PP_TRANSPORT_IPC && !(op->link == PP_TRANSPORT_NCCL &&
+                                              reach == PP_REACH_HOST && x->job->nccl.wait_for_peer))
             continue;
         p2p_xfer_t xf = exec_transfer_of(x, op, &plan->ops[op->peer]);
         meet[n] = (p2p_meet_t){op->link, a, b, xf.dst};
