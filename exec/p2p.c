@@ -26,13 +26,11 @@ struct pp_p2p {
     int cuda_ids[PP_MAX_DEVICES];                      /* CUDA ordinal of pipeline device d */
     unsigned char owned[PP_MAX_DEVICES];               /* 1: this process drives device d */
     unsigned char can[PP_MAX_DEVICES][PP_MAX_DEVICES]; /* peer access a -> b */
-    pp_nccl_comms_t layout;                            /* how the communicators below are cut */
     /* per device (PP_NCCL_COMMS_DEVICE): [d], rank d on cuda_ids[d]; NULL without nccl */
     ncclComm_t *comms;
     /* per directed pair (PP_NCCL_COMMS_PAIR): [a][b][0] on a (rank 0, sends), [a][b][1] on b
      * (rank 1, receives); NULL where this process owns neither end or a never sends to b */
     ncclComm_t (*pair)[PP_MAX_DEVICES][2];
-    int has_nccl;
     int aborted;
     /* p2p_connect: the meeting transfers */
     int n_meet;
@@ -181,12 +179,10 @@ static pp_status_t init_nccl(pp_p2p_t *p, const unsigned char *owned, pp_group_t
     }
     int *size = ints, *rank = ints + maxc, *dev = ints + 2 * maxc, *id_of = ints + 3 * maxc;
     int k = 0, n_ids = 0;
-    p->layout = setup->nccl.communicators;
-    p->has_nccl = 1;
-    if (p->layout == PP_NCCL_COMMS_DEVICE) {
+    if (setup->nccl.communicators == PP_NCCL_COMMS_DEVICE) {
         p->comms = calloc((size_t)p->n, sizeof(ncclComm_t));
         n_ids = 1;
-        for (int d = 0; d < p->n; d++) {
+        for (int d = 0; p->comms && d < p->n; d++) {
             if (!owned[d]) continue;
             slot[k] = &p->comms[d], size[k] = p->n, rank[k] = d, dev[k] = p->cuda_ids[d];
             id_of[k++] = 0;
@@ -407,7 +403,7 @@ int p2p_can_access(const pp_p2p_t *p, int a, int b)
 
 int p2p_has_nccl(const pp_p2p_t *p)
 {
-    return p->has_nccl;
+    return p->comms || p->pair;
 }
 
 void p2p_print_matrix(const pp_p2p_t *p, FILE *f)
