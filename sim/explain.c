@@ -17,16 +17,16 @@
 #include <string.h>
 
 const pp_idle_reason_info_t pp_idle_reasons[PP_IDLE_COUNT] = {
-    [PP_IDLE_WARMUP] = {"warmup", "warm", "before the device's first compute op", "grey",
-                        "#c7c7c7"},
+    [PP_IDLE_WARMUP] = {"warmup", "warm", "before the device's first compute op", "grey", "#c7c7c7",
+                        PP_SHOWN_ALWAYS},
     [PP_IDLE_SCHEDULE] = {"schedule", "sched", "waiting for an upstream compute op", "yellow",
-                          "#f2cf5b"},
+                          "#f2cf5b", PP_SHOWN_ALWAYS},
     [PP_IDLE_COMM] = {"comm", "comm", "waiting for a transfer still in flight", "terrible",
-                      "#e45756"},
+                      "#e45756", PP_SHOWN_ALWAYS},
     [PP_IDLE_LAUNCH] = {"launch", "launch", "inputs ready, the op had not started", "olive",
-                        "#8c6d31"},
+                        "#8c6d31", PP_SHOWN_ALWAYS},
     [PP_IDLE_COOLDOWN] = {"cooldown", "cool", "after the device's last compute op", "white",
-                          "#dedede"},
+                          "#dedede", PP_SHOWN_ALWAYS},
     [PP_IDLE_REDUCE] = {"reduce", "reduce", "waiting for its gradients' reduction", "rail_load",
                         "#9d7cc1", PP_SHOWN_REPLICAS},
     [PP_IDLE_OFFLOAD] = {"offload", "offload", "waiting for a host copy (run.offload)", "rail_load",

@@ -9,10 +9,10 @@
 #include <string.h>
 
 const pp_what_if_info_t pp_what_ifs[PP_WHAT_IF_COUNT] = {
-    [PP_WHAT_IF_NO_LAUNCH] = {"no_launch_gaps", "no launch gaps", 0, 0},
-    [PP_WHAT_IF_FREE_COMM] = {"free_transfers", "free transfers", 1, 0},
-    [PP_WHAT_IF_EVEN_STAGES] = {"even_stages", "even stages", 0, 1},
-    [PP_WHAT_IF_ALL] = {"all", "all three", 1, 1},
+    [PP_WHAT_IF_NO_LAUNCH] = {"no_launch_gaps", "no launch gaps", 0, 0, 0},
+    [PP_WHAT_IF_FREE_COMM] = {"free_transfers", "free transfers", 1, 0, 0},
+    [PP_WHAT_IF_EVEN_STAGES] = {"even_stages", "even stages", 0, 1, 0},
+    [PP_WHAT_IF_ALL] = {"all", "all three", 1, 1, 0},
     [PP_WHAT_IF_REDUCE_FREE] = {"reduce_free", "reduce free", 0, 0, 1},
 };
 
