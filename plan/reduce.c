@@ -27,6 +27,12 @@ typedef struct reduce_op {
     size_t bytes;
 } reduce_op_t;
 
+size_t plan_reduce_bucket_bytes(const pp_job_t *job, size_t grad_bytes)
+{
+    const size_t bucket = (size_t)job->pipeline.reduce_bucket_mb << 20;
+    return bucket > 0 && bucket < grad_bytes ? bucket : grad_bytes;
+}
+
 /* The last backward op (B or W, the latest in plan order) of each stage, into last[n_stages]. */
 static pp_status_t reduce_last_backward(const pp_plan_t *plan, int *last)
 {
@@ -45,12 +51,11 @@ static pp_status_t reduce_last_backward(const pp_plan_t *plan, int *last)
 static int reduce_list(const pp_plan_t *plan, const pp_job_t *job, const int *last, int latest,
                        reduce_op_t *out)
 {
-    const size_t bucket = (size_t)job->pipeline.reduce_bucket_mb << 20;
     int n = 0;
     for (int s = 0; s < plan->n_stages; s++) {
         pp_stage_cfg_t c;
         plan_stage_cfg(&c, job, plan, s);
-        size_t g = stage_grad_bytes(&c), step = bucket > 0 && bucket < g ? bucket : g;
+        size_t g = stage_grad_bytes(&c), step = plan_reduce_bucket_bytes(job, g);
         for (size_t at = 0, b = 0; at < g || (g == 0 && b == 0); at += step, b++) {
             size_t left = g - at;
             if (out)

@@ -347,6 +347,12 @@ pp_status_t stage_loss_read(pp_stage_t *st, double *out, cudaStream_t stream)
     return PP_OK;
 }
 
+float *stage_grads(pp_stage_t *st, size_t *count)
+{
+    *count = st->n_padded;
+    return st->grads;
+}
+
 size_t stage_n_params(const pp_stage_t *st)
 {
     return st->n_params;

@@ -85,6 +85,11 @@ pp_status_t stage_backward_weight(pp_stage_t *st, int slot, int mb, cudaStream_t
  * NULL, is the AdamW step count (the `step` argument of stage_optimizer_step is then ignored). */
 pp_status_t stage_bind_counters(pp_stage_t *st, const int *d_data_base, const int *d_opt_step);
 
+/* The fp32 gradient accumulators in place on the device: every tensor's, at its offset, with zeros
+ * in the padding between them; *count gets the length (stage_grad_bytes / 4). The executor reduces
+ * them across data-parallel replicas between the last backward and the optimizer. */
+float *stage_grads(pp_stage_t *st, size_t *count);
+
 /* Zero the gradient accumulators and the loss accumulator. */
 pp_status_t stage_zero_grads(pp_stage_t *st, cudaStream_t stream);
 /* One AdamW step over the stage's parameters (step counts from 1). */

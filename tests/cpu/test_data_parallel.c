@@ -6,7 +6,8 @@
  * malformed one; the simulator's reduction (the ring formula, the replicas starting and ending
  * together); the idle split's reduce reason and the reduce-free what-if; zero1's memory; the
  * planner's p x d candidates and its table; a plan of one replica unchanged (no REDUCE, no
- * replica fields in the JSON); and a measured run with d > 1 refused at the key's place.
+ * replica fields in the JSON); and a measured run with d > 1 reaching the executor (zero1
+ * refused at its key).
  */
 #include "tests/check.h"
 #include "plan/memory.h"
@@ -418,17 +419,30 @@ static pp_status_t never_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp
     return PP_ERR_INTERNAL;
 }
 
-static void test_measured_refused(void)
+/* A measured run with d > 1 reaches the executor with the replicas' plan; zero1 is refused at its
+ * key until the executor shards the optimizer. */
+static void test_measured(void)
 {
     pp_run_t r;
     REQUIRE(load(&r, yaml_dp, NULL, 0));
     pp_run_opts_t ro = {.measure = 1, .exec = never_exec};
     ts_capture_begin();
     pp_status_t st = run_go(&r, &ro);
+    (void)ts_capture_end();
+    EXPECT(st == PP_ERR_INTERNAL && exec_called, "status %s", pp_status_str(st));
+    EXPECT(r.plan.n_devices == 8 && plan_replicas(&r.plan) == 2, "%d devices, %d replicas",
+           r.plan.n_devices, plan_replicas(&r.plan));
+    run_free(&r);
+
+    exec_called = 0;
+    const char *z[] = {"run.optimizer_sharding=zero1"};
+    REQUIRE(load(&r, yaml_dp, z, 1));
+    ts_capture_begin();
+    st = run_go(&r, &ro);
     const char *err = ts_capture_end();
     EXPECT(st == PP_ERR_INPUT && !exec_called, "status %s", pp_status_str(st));
-    EXPECT(strstr(err, "t.yaml:2:") && strstr(err, "pipeline.data_parallel") &&
-               strstr(err, "executor runs d = 1") && strstr(err, "--simulate"),
+    EXPECT(strstr(err, "run.optimizer_sharding") && strstr(err, "zero1") &&
+               strstr(err, "--simulate"),
            "%s", err);
     run_free(&r);
 }
@@ -444,6 +458,6 @@ int main(void)
     RUN(test_report_outputs);
     RUN(test_zero1_memory);
     RUN(test_planner);
-    RUN(test_measured_refused);
+    RUN(test_measured);
     return check_summary("test_data_parallel");
 }
