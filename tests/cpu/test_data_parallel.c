@@ -189,6 +189,32 @@ static void test_aligned(void)
     run_free(&r);
 }
 
+/* Every kind lowers with its reductions in both alignments and the plan validates: on a device of
+ * several stages (interleaved, V) its reduce stream takes the REDUCE ops in program order. */
+static void test_every_kind(void)
+{
+    static const char *kinds[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v",
+                                  "dualpipev", "looped-bfs", "interleaved-zb"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int al = 0; al < 2; al++) {
+            pp_run_t r;
+            char kind[64];
+            snprintf(kind, sizeof kind, "schedule.kind=%s", kinds[k]);
+            const char *sets[] = {kind, al ? "pipeline.reduce_align=aligned"
+                                           : "pipeline.reduce_align=as_ready"};
+            ts_capture_begin();
+            int ok = load(&r, yaml_dp, sets, 2);
+            const char *err = ts_capture_end();
+            EXPECT(ok, "%s %s: %s", kinds[k], sets[1], err);
+            if (!ok) continue;
+            int n = 0;
+            for (int i = 0; i < r.plan.n_ops; i++)
+                n += r.plan.ops[i].kind == PP_ACT_REDUCE;
+            EXPECT(n >= 2 * r.plan.n_stages, "%s: %d REDUCE ops", kinds[k], n);
+            run_free(&r);
+        }
+}
+
 /* validate refuses a REDUCE that does not wait for its stage, an op that waits for a REDUCE, and a
  * group broken apart. */
 static void test_validate(void)
@@ -453,6 +479,7 @@ int main(void)
     RUN(test_key);
     RUN(test_devices_and_lowering);
     RUN(test_aligned);
+    RUN(test_every_kind);
     RUN(test_validate);
     RUN(test_simulated_reduce);
     RUN(test_report_outputs);
