@@ -12,7 +12,8 @@
 # the reductions (per stage: the time and what the pipeline hid of it).
 #
 # Prints one table: p, d, kind, m, the measured step, the a-priori step and its error, the
-# longest stage reduction and the share of it hidden; then the splits ranked by measured step
+# reductions (replica 0's, every stage's added up), the share of them the pipeline hid (while any
+# device still computed) and the longest exposed one; then the splits ranked by measured step
 # against the predicted ranking, and whether they agree. Writes the JSON of every run and
 # table.txt to OUTDIR (default bench/results/dp-<date>-<gpu>/). Needs python3 for the table.
 # Exit: 0 every case ran (a split that does not fit is no failure); 1 a run failed; 2 no GPU,
@@ -71,22 +72,30 @@ rows = []
 for f in sorted(glob.glob(os.path.join(out, "*-p*-d*.json"))):
     r = json.load(open(f))
     red = r.get("reductions") or []
-    worst = max(red, key=lambda x: x["ms"], default=None)
     rows.append(dict(kind=r["kind"], p=r["devices"] // r.get("data_parallel", 1),
                      d=r.get("data_parallel", 1), m=r["micro_batches"], step=r["step_ms"],
-                     pred=r.get("step_ms_predicted"), red=worst["ms"] if worst else 0.0,
-                     hid=worst["hidden_ms"] if worst else 0.0))
-print("%-6s %2s %2s %4s %12s %12s %8s %12s %8s" % ("kind", "p", "d", "m", "measured ms",
-      "a priori ms", "error", "reduce ms", "hidden"))
+                     pred=r.get("step_ms_predicted"), red=sum(x["ms"] for x in red),
+                     hid=sum(x["hidden_ms"] for x in red),
+                     exposed=max((x["ms"] - x["hidden_ms"] for x in red), default=0.0)))
+print("%-6s %2s %2s %4s %12s %12s %8s %10s %8s %10s" % ("kind", "p", "d", "m", "measured ms",
+      "a priori ms", "error", "reduce ms", "hidden", "exposed"))
 for x in rows:
     err = (x["pred"] / x["step"] - 1) * 100 if x["pred"] else float("nan")
-    hid = 100 * x["hid"] / x["red"] if x["red"] > 0 else float("nan")
-    print("%-6s %2d %2d %4d %12.3f %12.3f %+7.1f%% %12.3f %7.1f%%" % (x["kind"], x["p"], x["d"],
-          x["m"], x["step"], x["pred"] or float("nan"), err, x["red"], hid))
+    hid = "%7.1f%%" % (100 * x["hid"] / x["red"]) if x["red"] > 0 else "%8s" % "-"
+    print("%-6s %2d %2d %4d %12.3f %12.3f %+7.1f%% %10.3f %s %10.3f" % (x["kind"], x["p"],
+          x["d"], x["m"], x["step"], x["pred"] or float("nan"), err, x["red"], hid,
+          x["exposed"]))
 meas = [f"{x['kind']} {x['p']}x{x['d']}" for x in sorted(rows, key=lambda x: x["step"])]
 pred = [f"{x['kind']} {x['p']}x{x['d']}" for x in sorted(rows, key=lambda x: x["pred"] or 1e30)]
 print("ranked by measured step:  " + ", ".join(meas))
 print("ranked by the prediction: " + ", ".join(pred))
 print("the ranking %s" % ("agrees" if meas == pred else "differs"))
 EOF
+# What the planner makes of the same GPUs and batch (its global batch: the file's m x b at
+# m = GLOBAL; its ranking is the prediction's).
+echo "# ppsched plan --gpus $n, global batch $global micro-batches (the top 6)"
+# shellcheck disable=SC2086
+"$P" plan "$root/schedules/1f1b.yaml" --gpus "$n" --set pipeline.micro_batches="$global" --top 6 \
+    --quiet ${shape:+--set model=$shape} >"$out/plan.txt" 2>&1
+sed -n '1,14p' "$out/plan.txt"
 exit $failed
