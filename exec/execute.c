@@ -73,6 +73,8 @@ static void exec_free(exec_t *x)
             if (x->host[k]) cudaFreeHost(x->host[k]);
     free(x->host);
     free(x->replica_loss);
+    for (int d = 0; d < PP_MAX_DEVICES; d++)
+        if (x->shard_ev[d]) cudaEventDestroy(x->shard_ev[d]);
     free(x->ev_end);
     free(x->ev_start);
     free(x->ev_dep);
@@ -185,8 +187,12 @@ static pp_status_t exec_alloc(exec_t *x)
     if (!x->stages || !x->scfg || !x->ev_end || !x->ev_start || !x->ev_dep || !x->done_op ||
         !x->meet_key || !x->replica_loss)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory");
-    for (int s = 0; s < plan->n_stages; s++)
+    for (int s = 0; s < plan->n_stages; s++) {
         plan_stage_cfg(&x->scfg[s], x->job, plan, s);
+        /* zero1 cuts each replica's part of the gradients in the reduction's buckets */
+        x->scfg[s].shard_bucket =
+            plan_reduce_bucket_bytes(x->job, stage_grad_bytes(&x->scfg[s])) / sizeof(float);
+    }
     if (plan->n_stages > 0 && stage_boundary_bytes(&x->scfg[0]) != plan->boundary_bytes)
         PP_FAIL(PP_ERR_INTERNAL, "plan boundary %zu bytes, stage boundary %zu bytes",
                 plan->boundary_bytes, stage_boundary_bytes(&x->scfg[0]));
@@ -259,7 +265,9 @@ static pp_status_t exec_stages(exec_t *x)
             int d = plan_stage_device(plan, s, r);
             if (!world_owns(&x->w, d)) continue;
             PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[d]));
-            PP_CHECK(stage_init(exec_stage(x, r, s), &x->scfg[s]));
+            pp_stage_cfg_t c = x->scfg[s];
+            c.optimizer_shard = r; /* zero1: the replica's part of the optimizer state */
+            PP_CHECK(stage_init(exec_stage(x, r, s), &c));
             int *ctr = x->w.counters_dev[d];
             PP_CHECK(stage_bind_counters(*exec_stage(x, r, s), ctr, ctr + 1));
             size_t n = 0;
@@ -271,6 +279,8 @@ static pp_status_t exec_stages(exec_t *x)
     for (int d = 0; d < x->w.p; d++) {
         if (!world_owns(&x->w, d)) continue;
         PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[d]));
+        if (exec_zero1(x))
+            PP_CUDA_CHECK(cudaEventCreateWithFlags(&x->shard_ev[d], cudaEventDisableTiming));
         PP_CUDA_CHECK(cudaDeviceSynchronize());
     }
     return PP_OK;
@@ -546,6 +556,14 @@ static pp_status_t keep_grads(exec_t *x, pp_exec_result_t *res)
 {
     const pp_plan_t *plan = x->plan;
     size_t n = 0;
+    if (exec_zero1(x)) { /* each replica holds its part of the reduced gradients: gather them */
+        PP_CHECK(exec_gather_parts(x, 1));
+        for (int d = 0; d < x->w.p; d++)
+            if (world_owns(&x->w, d)) {
+                PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[d]));
+                PP_CUDA_CHECK(cudaDeviceSynchronize());
+            }
+    }
     for (int s = 0; s < plan->n_stages; s++)
         n += stage_param_count(&x->scfg[s]);
     res->n_params = n;

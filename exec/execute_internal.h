@@ -71,6 +71,8 @@ typedef struct exec {
                               none */
     double *replica_loss;  /* [replicas][warmup + steps]: each replica's share of the step's loss
                               (its last stage's sum over its micro-batches / (d * m)) */
+    cudaEvent_t shard_ev[PP_MAX_DEVICES]; /* zero1 where replicas share a GPU: the gather's
+                                             forks and joins (execute_shard.c) */
     cudaEvent_t *ev_start; /* [n_ops], timing only */
     cudaEvent_t *ev_end;   /* [n_ops], timing only */
     cudaEvent_t *ev_dep;   /* [n_ops]: completion, for dependencies */
@@ -97,6 +99,20 @@ static inline pp_stage_t *exec_op_stage(const exec_t *x, const pp_op_t *op)
 {
     return *exec_stage(x, plan_replica_of(x->plan, op->device), op->stage);
 }
+
+/* 1 under run.optimizer_sharding zero1 (with AdamW and replicas): each replica updates its part of
+ * every stage's parameters, from its part of the reduced gradients. */
+static inline int exec_zero1(const exec_t *x)
+{
+    return x->plan->n_stages > 0 && x->scfg[0].optimizer_shards > 1;
+}
+
+/* ---- shard (execute_shard.c): run.optimizer_sharding zero1 ---- */
+
+/* Every replica's part of each gradient bucket of every stage gathered into every replica: the
+ * parameters' storage copy, after the optimizer, on each device's compute stream (grads 0); or,
+ * once after the run for check_grads, the reduced gradients (grads 1). */
+pp_status_t exec_gather_parts(exec_t *x, int grads);
 
 /* ---- world (execute_world.c) ---- */
 

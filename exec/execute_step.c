@@ -286,10 +286,13 @@ static pp_status_t enqueue_reduce(exec_t *x, int i, double deadline, int step)
     }
     PP_CHECK(p2p_pair_begin(x->p2p, PP_TRANSPORT_NCCL));
     pp_status_t st = PP_OK;
-    for (int r = 0; r < d && st == PP_OK; r++)
-        if (buf[r])
-            st = p2p_all_reduce(x->p2p, plan->ops[i + r].device, buf[r], count,
-                                op_stream(x, &plan->ops[i + r]));
+    for (int r = 0; r < d && st == PP_OK; r++) {
+        if (!buf[r]) continue;
+        const pp_op_t *o = &plan->ops[i + r];
+        /* zero1: each replica needs only its part's sum (execute_shard.c gathers the update) */
+        st = exec_zero1(x) ? p2p_reduce_scatter(x->p2p, o->device, buf[r], count, op_stream(x, o))
+                           : p2p_all_reduce(x->p2p, o->device, buf[r], count, op_stream(x, o));
+    }
     pp_status_t end = p2p_pair_end(x->p2p, PP_TRANSPORT_NCCL); /* closes also after a failure */
     PP_CHECK(st);
     PP_CHECK(end);
@@ -366,6 +369,7 @@ static pp_status_t end_step(exec_t *x)
                 PP_CHECK(stage_optimizer_step(*exec_stage(x, r, s), &opt, 1,
                                               w->stream[d][PP_ROLE_COMPUTE]));
             }
+        if (exec_zero1(x)) PP_CHECK(exec_gather_parts(x, 0)); /* each replica updated its part */
     }
     for (int d = 0; d < w->p; d++) {
         if (!world_owns(w, d)) continue;

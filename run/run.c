@@ -243,11 +243,6 @@ pp_exec_opts_t run_exec_opts(const pp_job_t *job, const pp_run_opts_t *o)
 pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o)
 {
     if (!o->exec) PP_FAIL(PP_ERR_INTERNAL, "run_execute: no executor");
-    if (job_replicas(&r->job) > 1 && r->job.run.optimizer_sharding == PP_SHARD_ZERO1)
-        return config_error_at(&r->cfg, PP_CFG_OPTIMIZER_SHARDING, 0, 0,
-                               "zero1 is priced by --simulate and `ppsched plan`, but a measured "
-                               "run keeps the optimizer whole on every replica today (allowed: "
-                               "none for a measured run)");
     pp_exec_opts_t eo = run_exec_opts(&r->job, o);
     PP_CHECK(o->exec(&r->meas, &r->exec, &r->plan, &r->job, &eo));
     r->measured = 1;

@@ -865,6 +865,70 @@ static void dp_graph_matches_eager(void)
     run_free(&r[1]);
 }
 
+/* run.optimizer_sharding zero1 against the whole optimizer on every replica, under AdamW over four
+ * steps replayed from a graph: each replica updating only its part of the parameters and the parts
+ * gathered give every step's loss and the last step's gradients of the unsharded run: bitwise with
+ * two replicas (a sum of two is the same in any order) or on one GPU (the same adds), within fp32
+ * summation-order tolerance with four over NCCL. */
+static void dp_zero1_case(int p, int d, const char *dtype)
+{
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    pp_run_t r[2];
+    pp_status_t st[2];
+    memset(r, 0, sizeof r);
+    char devs[64], dp[64];
+    int shared = devices_set(devs, sizeof devs, p * d);
+    snprintf(dp, sizeof dp, "pipeline.data_parallel=%d", d);
+    for (int z = 0; z < 2; z++) {
+        const char *sets[] = {"schedule.kind=1f1b",  devs,          dp,
+                              "pipeline.micro_batches=4", "run.steps=4", "run.optimizer=adamw",
+                              "run.lr=0.003",        "run.graph=on",
+                              z ? "run.optimizer_sharding=zero1" : "run.optimizer_sharding=none"};
+        pp_run_opts_t ro = measured();
+        REQUIRE(run_load(&r[z], "zero1.yaml", model_yaml(dtype), sets, 9, n_gpus) == PP_OK);
+        st[z] = run_execute(&r[z], &ro);
+        EXPECT(st[z] == PP_OK, "p=%d d=%d %s zero1=%d: %s", p, d, dtype, z, pp_status_str(st[z]));
+    }
+    if (st[0] == PP_OK && st[1] == PP_OK) {
+        const pp_exec_result_t *a = &r[0].exec, *b = &r[1].exec;
+        const int exact = d == 2 || shared;
+        for (int k = 0; k < a->n_steps; k++) {
+            if (exact)
+                EXPECT(a->loss[k] == b->loss[k], "p=%d d=%d %s step %d: loss %.9g, zero1 %.9g", p,
+                       d, dtype, k, a->loss[k], b->loss[k]);
+            else
+                EXPECT_NEAR(b->loss[k], a->loss[k], 1e-5, 1e-5);
+        }
+        EXPECT(a->loss[3] < a->loss[0], "the loss did not fall: %.6g -> %.6g", a->loss[0],
+               a->loss[3]);
+        size_t bad = 0;
+        for (size_t i = 0; i < a->n_params && i < b->n_params; i++)
+            bad += exact ? a->grads[i] != b->grads[i]
+                         : fabs(a->grads[i] - b->grads[i]) > 1e-6 + 1e-4 * fabs(a->grads[i]);
+        EXPECT(a->n_params == b->n_params && bad == 0, "p=%d d=%d %s: %zu gradients differ", p, d,
+               dtype, bad);
+        EXPECT(b->graph_steps == b->n_steps - 1, "%d of %d steps replayed", b->graph_steps,
+               b->n_steps);
+        printf("  zero1 p=%d d=%d %s%s: losses %.9g .. %.9g as unsharded\n", p, d, dtype,
+               shared ? " (sharing GPUs)" : "", b->loss[0], b->loss[3]);
+    }
+    run_free(&r[0]);
+    run_free(&r[1]);
+}
+
+static void dp_zero1_p2_d2(void)
+{
+    dp_zero1_case(2, 2, "fp32");
+}
+static void dp_zero1_p2_d2_bf16(void)
+{
+    dp_zero1_case(2, 2, "bf16");
+}
+static void dp_zero1_p1_d4(void)
+{
+    dp_zero1_case(1, 4, "fp32");
+}
+
 /* A step that cannot finish within --timeout is reported, not waited on: the executor names the
  * pending op of each device, aborts NCCL and returns PP_ERR_TIMEOUT; the process stays usable. */
 static void timeout_names_pending_op(void)
@@ -982,5 +1046,8 @@ int main(void)
     RUN(dp_1f1b_p1_d4);
     RUN(dp_buckets);
     RUN(dp_graph_matches_eager);
+    RUN(dp_zero1_p2_d2);
+    RUN(dp_zero1_p2_d2_bf16);
+    RUN(dp_zero1_p1_d4);
     return check_summary("test_pipeline");
 }
