@@ -51,6 +51,7 @@ const char *const cfg_key_names[PP_CFG_KEY_COUNT] = {
     [PP_CFG_DTYPE] = "model.dtype",
     [PP_CFG_DATA_PARALLEL] = "pipeline.data_parallel",
     [PP_CFG_OPTIMIZER_SHARDING] = "run.optimizer_sharding",
+    [PP_CFG_REDUCE_ALIGN] = "pipeline.reduce_align",
 };
 
 /* ---------------------------------------------------------------------------------------------

@@ -75,6 +75,7 @@ typedef enum pp_config_key {
     PP_CFG_DTYPE,
     PP_CFG_DATA_PARALLEL,
     PP_CFG_OPTIMIZER_SHARDING,
+    PP_CFG_REDUCE_ALIGN,
     PP_CFG_KEY_COUNT
 } pp_config_key_t;
 

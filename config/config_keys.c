@@ -353,7 +353,8 @@ static const key_spec_t pipeline_keys[] = {
             PP_CFG_DEVICES_PER_PROCESS),
     INT_KEY("data_parallel", pipeline.data_parallel, 1, PP_MAX_DATA_PARALLEL, PP_CFG_DATA_PARALLEL),
     INT_KEY("reduce_bucket_mb", pipeline.reduce_bucket_mb, 0, 1 << 20, -1),
-    ENUM_KEY("reduce_align", pipeline.reduce_align, reduce_align),
+    {"reduce_align", VAL_ENUM, OFF(pipeline.reduce_align), 0, 0, 0, reduce_align_names,
+     reduce_align_values, NULL, PP_CFG_REDUCE_ALIGN},
 };
 
 static const key_spec_t schedule_keys[] = {

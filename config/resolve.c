@@ -314,6 +314,16 @@ pp_status_t job_check_processes(const pp_job_t *job, const pp_config_t *cfg, int
                           "%d devices do not split evenly over %d processes (allowed: a multiple "
                           "of %d devices, or pipeline.devices_per_process)",
                           p, n_procs, n_procs);
+    /* aligned: a stage's reduction waits for every stage of its replica, which the processes
+     * cannot carry between them (only the transfers cross) */
+    const int per = k > 0 ? k : p / n_procs, pipe = job->pipeline.n_devices;
+    if (job_replicas(job) > 1 && n_procs > 1 && job->pipeline.reduce_align == PP_REDUCE_ALIGNED &&
+        per % pipe != 0)
+        return cfg_err_at(cfg, PP_CFG_REDUCE_ALIGN,
+                          "aligned reductions wait for every stage of a replica, but under %d "
+                          "processes of %d devices a replica of %d devices spans several "
+                          "(allowed: as_ready, or whole replicas per process)",
+                          n_procs, per, pipe);
     return check_shared_gpus(job, cfg); /* with the launch's layout: auto may pick nccl now */
 }
 

@@ -345,14 +345,47 @@ static pp_status_t sim_pair(lanes_t *S, int k, int n_stages)
     return PP_OK;
 }
 
+/* Under a part (one lane): the latest ready time of group k's replicas, *start holding this
+ * process's; it goes to every other process owning one of them and theirs come back (each
+ * process walks the groups in plan order, so one message per pair and group). */
+static pp_status_t reduce_meet(lanes_t *S, int k, int g, double *start)
+{
+    const pp_sim_part_t *part = S->part;
+    pp_group_t *grp = part->group;
+    const int tag = k & 0x7fff;
+    int peers[PP_MAX_DEVICES], n = 0;
+    for (int j = k; j < k + g; j++) {
+        int rank = part->rank_of[S->plan->ops[j].device], seen = rank == grp->rank;
+        for (int q = 0; q < n && !seen; q++)
+            seen = peers[q] == rank;
+        if (!seen) peers[n++] = rank;
+    }
+    S->keep[k] = *start;
+    for (int q = 0; q < n; q++)
+        PP_CHECK(grp->ops->post_send(grp, &S->keep[k], peers[q], tag));
+    for (int q = 0; q < n; q++) {
+        double theirs;
+        pp_status_t st = grp->ops->recv(grp, &theirs, peers[q], tag, part->deadline);
+        if (st == PP_ERR_TIMEOUT)
+            fprintf(stderr,
+                    "ppsched: rank %d: the reduction of stage %d bucket %d still waits after "
+                    "%.3g s for rank %d's replicas\n",
+                    grp->rank, S->plan->ops[k].stage, S->plan->ops[k].mb, part->timeout_s,
+                    peers[q]);
+        PP_CHECK(st);
+        *start = fmax(*start, theirs);
+    }
+    return PP_OK;
+}
+
 /* The d REDUCE ops of one stage and bucket, from k on (their peer is k): one collective, every
- * replica starting at the latest ready time and all ending together. Returns the group's size. */
+ * replica starting at the latest ready time and all ending together (under a part, the other
+ * processes' replicas' ready times come from them). Returns the group's size. */
 static pp_status_t sim_reduce(lanes_t *S, int k, int n_stages, int *n_group)
 {
     const pp_plan_t *plan = S->plan;
     const int g = plan_replicas(plan);
     double ready[SIM_MAX_LANES], start[SIM_MAX_LANES];
-    if (S->part) PP_FAIL(PP_ERR_INTERNAL, "simulate: a reduction across replicas under a part");
     if (k + g > plan->n_ops) PP_FAIL(PP_ERR_INTERNAL, "simulate: REDUCE op %d has no group", k);
     for (int l = 0; l < S->n; l++) {
         start[l] = -INFINITY;
@@ -366,12 +399,20 @@ static pp_status_t sim_reduce(lanes_t *S, int k, int n_stages, int *n_group)
         if (o->kind != PP_ACT_REDUCE || o->peer != k || o->stage != plan->ops[k].stage ||
             o->mb != plan->ops[k].mb)
             PP_FAIL(PP_ERR_INTERNAL, "simulate: REDUCE op %d is not in the group of op %d", j, k);
+        if (!owns(S->part, o->device)) continue;
+        PP_CHECK(check_owned_deps(plan, S->part, j, -1));
         PP_CHECK(ready_time(S, j, pp_plan_channel(plan, j), -1, ready));
         for (int l = 0; l < S->n; l++)
             start[l] = fmax(start[l], ready[l]);
     }
+    int mine = 0;
     for (int j = k; j < k + g; j++)
-        for (int l = 0; l < S->n; l++)
+        mine |= owns(S->part, plan->ops[j].device);
+    *n_group = g;
+    if (!mine) return PP_OK; /* another process's group */
+    if (S->part) PP_CHECK(reduce_meet(S, k, g, &start[0]));
+    for (int j = k; j < k + g; j++)
+        for (int l = 0; owns(S->part, plan->ops[j].device) && l < S->n; l++)
             set_times(S, j, pp_plan_channel(plan, j), l, start[l],
                       start[l] + op_cost[PP_ACT_REDUCE](S->cm[l], &plan->ops[j]));
     *n_group = g;

@@ -105,6 +105,33 @@ for s in gpipe 1f1b interleaved zb-h1 zb-v dualpipe-v; do
     done
 done
 
+# pipeline.data_parallel=2 (2 pipelines of 2): the merged simulation equals the single process's,
+# one process per replica (-np 2) and per device (-np 4), the reductions met across processes;
+# aligned reductions with a replica over several processes are refused at the key on every rank.
+DP="--set pipeline.devices=4 --set pipeline.data_parallel=2"
+for s in 1f1b zb-v; do
+    # shellcheck disable=SC2086
+    "$P" --simulate --json $NCCL $DP "schedules/$s.yaml" >"$tmp/one.json" 2>"$tmp/err" ||
+        { bad "$s d=2: the single-process run failed"; continue; }
+    for n in 2 4; do
+        # shellcheck disable=SC2086
+        mpi -np $n "$P" --simulate --json $NCCL $DP "schedules/$s.yaml" >"$tmp/n.json" 2>"$tmp/err"
+        if cmp -s "$tmp/one.json" "$tmp/n.json"; then ok; else
+            bad "$s d=2 -np $n: the merged JSON differs from the single process's"
+            sed 's/^/    /' "$tmp/err" | head -6
+        fi
+    done
+done
+# shellcheck disable=SC2086
+mpi -np 2 "$P" --simulate --json $NCCL $DP --set pipeline.reduce_align=aligned schedules/1f1b.yaml \
+    >"$tmp/n.json" 2>"$tmp/err" && ok || bad "d=2 aligned -np 2 (a replica a process): refused"
+# shellcheck disable=SC2086
+mpi -np 4 sh -c "$WRAP" "$P" --simulate $NCCL $DP --set pipeline.reduce_align=aligned \
+    schedules/1f1b.yaml >/dev/null 2>"$tmp/err"
+same_rc 4 2 "d=2 aligned -np 4"
+expect_err "pipeline.reduce_align=aligned: aligned reductions wait for every stage of a replica" \
+    "d=2 aligned -np 4"
+
 # An explicit split: two devices a process, as the even split of 4 over 2 gives.
 mpi -np 2 "$P" --simulate --json $NCCL --set pipeline.devices_per_process=2 schedules/zb-h1.yaml \
     >"$tmp/n.json" 2>"$tmp/err"
