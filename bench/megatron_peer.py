@@ -92,8 +92,9 @@ def parse_args(argv=None):
                     "off, or auto: on where a probe compiles (default: auto)")
     add_optimizer_args(ap)
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
-                    help="cuda: one GPU per rank, NCCL (default); cpu: gloo, to check the script "
-                    "without a GPU where Megatron-Core's own CUDA calls are redirected")
+                    help="cuda: one GPU per rank, NCCL (default); cpu: gloo, for "
+                    "tests/megatron_cpu.py, which sends Megatron-Core's own CUDA calls to the CPU "
+                    "(a check of this script without a GPU, no measurement)")
     ap.add_argument("--json", metavar="FILE", default=None,
                     help="write one JSON object per configuration to FILE (rank 0)")
     a = ap.parse_args(argv)

@@ -20,6 +20,7 @@
 # `sh bench/peer_wheels.sh DIR` downloads its wheels (megatron-core, numpy, packaging for Python
 # 3.12); copy DIR over and run with PEER_WHEELS=DIR: those python3 lacks are installed into a
 # temporary folder put on PYTHONPATH for the run (bench/peer_wheels.sh --install).
+# PEER_MEGATRON_ARGS adds arguments for megatron_peer.py (e.g. --fusions off, --attention local).
 #
 # Before the pipelines, bench/run_one_gpu.sh: the whole model on one GPU against PyTorch eager
 # and torch.compile (OUTDIR/one_gpu.txt, one_gpu.jsonl). PEER= picks the parts: all (default),
@@ -199,27 +200,30 @@ megatron_schedules() {
     done | paste -s -d , -
 }
 
-# torchrun_retry TAG SCRIPT PRESET SCHEDULES: one torchrun of SCRIPT (a peer) for PRESET over the
-# comma-separated SCHEDULES and every m, its JSON lines in $logs/TAG-PRESET-N.jsonl; a failed run
-# is rerun without the first schedule that has not finished every m (the one that broke it).
+# torchrun_retry TAG SCRIPT PRESET SCHEDULES [ARG...]: one torchrun of SCRIPT (a peer) for PRESET
+# over the comma-separated SCHEDULES and every m (the ARGs added), its JSON lines in
+# $logs/TAG-PRESET-N.jsonl; a failed run is rerun without the first schedule that has not
+# finished every m (the one that broke it).
 torchrun_retry() {
     tag=$1
     script=$2
+    preset_=$3
     remaining=$4
+    shift 4
     attempt=0
     while [ -n "$remaining" ]; do
         attempt=$((attempt + 1))
-        log=$logs/$tag-$3-$attempt
-        echo "# torchrun $tag $3: $remaining"
+        log=$logs/$tag-$preset_-$attempt
+        echo "# torchrun $tag $preset_: $remaining"
         # shellcheck disable=SC2086,SC2046
         timeout -k 20 "$timeout_s" $torchrun --standalone --nproc_per_node="$p" \
-            "$script" $(torch_model "$3") --schedules "$remaining" \
+            "$script" $(torch_model "$preset_") --schedules "$remaining" \
             --micro-batches "$(echo "$micro_batches" | tr ' ' ',')" --steps 8 --warmup 2 \
-            --optimizer "$optimizer" --json "$log.jsonl" >"$log.log" 2>&1
+            --optimizer "$optimizer" "$@" --json "$log.jsonl" >"$log.log" 2>&1
         rc=$?
         [ $rc -eq 0 ] && break
         failed=1
-        remaining=$(python3 - "$remaining" "$micro_batches" "$logs/$tag-$3"-*.jsonl <<'EOF'
+        remaining=$(python3 - "$remaining" "$micro_batches" "$logs/$tag-$preset_"-*.jsonl <<'EOF'
 import json, sys
 order = sys.argv[1].split(",")
 ms = {int(x) for x in sys.argv[2].split()}
@@ -240,7 +244,7 @@ print(",".join(missing[1:]))
 EOF
 )
         why=$(grep -m 1 -E '[A-Za-z]+Error:' "$log.log" | cut -c 1-200)
-        echo "# torchrun $tag $3 attempt $attempt failed (exit $rc, $log.log): $why" >&2
+        echo "# torchrun $tag $preset_ attempt $attempt failed (exit $rc, $log.log): $why" >&2
     done
 }
 
@@ -270,7 +274,9 @@ for preset in $presets; do
         torchrun_retry torch bench/torch_peer.py "$preset" "$(echo "$schedules" | tr ' ' ',')"
     fi
     if [ -z "$megatron_missing" ]; then
-        torchrun_retry megatron bench/megatron_peer.py "$preset" "$(megatron_schedules)"
+        # shellcheck disable=SC2086
+        torchrun_retry megatron bench/megatron_peer.py "$preset" "$(megatron_schedules)" \
+            ${PEER_MEGATRON_ARGS:-}
     fi
 done
 

@@ -6,9 +6,10 @@
 # carried as a wheel (PEER_WHEELS=DIR, bench/peer_wheels.sh --install) it runs beside the others
 # and the table's "vs Megatron-Core 1F1B" is its 1F1B step over each row's ppsched step; a peer
 # run that fails is rerun without its schedule and the run exits 1; SHAPE=7b hands the shape to
-# the Megatron peer. Also bench/megatron_peer.py's and bench/peer_wheels.sh's refusals, which need
-# no PyTorch. Run by make test (PP_BUILD names the build folder); prints the summary line
-# tests/run_tests.sh reads.
+# the Megatron peer, and PEER_MEGATRON_ARGS its arguments. Also bench/megatron_peer.py's and
+# bench/peer_wheels.sh's refusals, which need no PyTorch, and, where python3 imports PyTorch and
+# Megatron-Core, megatron_peer.py itself on the CPU (tests/megatron_cpu.py). Run by make test
+# (PP_BUILD names the build folder); prints the summary line tests/run_tests.sh reads.
 build=${PP_BUILD:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 case $build in /*) ;; *) build=$root/$build ;; esac
@@ -227,12 +228,14 @@ r=$(row "$tmp/fail" reference interleaved 8)
 expect "a failing Megatron-Core interleaved: its cell is empty, vs its 1F1B stays ($r)" \
     sh -c "echo '$r' | grep -q '^[0-9.]*|108.00|-|[0-9.]*x|[0-9.]*x\$'"
 
-peer "$tmp/seven" PEER=megatron SHAPE=7b PEER_WHEELS="$fake/wheels"
+peer "$tmp/seven" PEER=megatron SHAPE=7b PEER_WHEELS="$fake/wheels" PEER_MEGATRON_ARGS="--fusions off"
 expect "SHAPE=7b PEER=megatron exits 0" [ "$rc" -eq 0 ]
 [ "$rc" -eq 0 ] || tail -n 15 "$tmp/seven.log" | sed 's/^/    /'
 expect "SHAPE=7b hands the shape to the Megatron peer on 4 GPUs, m = 16" \
     grep -q -- '--nproc_per_node=4 bench/megatron_peer.py --name 7b --layers 32 --hidden 4096 --heads 32 --seq-len 4096 --vocab 32000 --micro-batch-size 1 --schedules 1f1b,interleaved --micro-batches 16' \
     "$tmp/seven.calls"
+expect "PEER_MEGATRON_ARGS reaches the Megatron peer" \
+    grep -q -- 'megatron_peer.py .*--optimizer adamw --fusions off --json' "$tmp/seven.calls"
 expect "PEER=megatron runs no PyTorch peer" sh -c "! grep -q torch_peer.py '$tmp/seven.calls'"
 expect "SHAPE=7b: the 1f1b row has vs Megatron-Core 1F1B" \
     grep -q '^| 7b | 1f1b | 16 | [0-9.]* | - | 66.00 | - | [0-9.]*x |' "$tmp/seven/peer.md"
