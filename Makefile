@@ -16,7 +16,9 @@
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local,
 #                   bench-overlap, bench-peer (SHAPE=7b: a model preset's shape; against PyTorch
 #                   pipelining and Megatron-Core), bench-p2p (2 GPUs or more: one boundary on every
-#                   transport and NCCL knob, then 1F1B and ZB-V on each transport setting)
+#                   transport and NCCL knob, then 1F1B and ZB-V on each transport setting), bench-dp
+#                   (2 GPUs or more: every p x d split at one global batch, measured against the
+#                   prediction)
 #   make check-predict  the cost and memory model against measurement on the GPUs present (p = 4, 2
 #                   or 1 of them): every kind at the reference and small models, m = 8 and 32, and
 #                   one sequence per micro-batch; predicted against measured step, bubble and
@@ -114,7 +116,7 @@ LIBS_CUDA :=
 LINK := $(CC)
 endif
 
-.PHONY: all run check-includes readme test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-overlap bench-peer bench-p2p check-predict install clean distclean format probe
+.PHONY: all run check-includes readme test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-overlap bench-peer bench-p2p bench-dp check-predict install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -311,6 +313,11 @@ bench-peer: $(BUILD)/ppsched
 # the simulator's prediction of each (bench/run_p2p.sh). Needs 2 GPUs or more.
 bench-p2p: $(BUILD)/ppsched $(BUILD)/bench/bench_p2p
 	@sh bench/run_p2p.sh $(BUILD)
+
+# Pipeline x data parallelism (bench/run_dp.sh): every p x d split of the GPUs present at one
+# global batch, 1F1B and ZB-H1, measured against the prediction, and the splits' ranking.
+bench-dp: $(BUILD)/ppsched
+	@sh bench/run_dp.sh $(BUILD)
 
 # The prediction check (bench/predict_check.sh): measured runs against the model's predictions, a
 # priori and with the profile PROFILE (empty: profiles/<gpu>.yaml), checked against the targets.

@@ -300,12 +300,8 @@ static pp_status_t resolve_pipeline(pp_job_t *job, const pp_config_t *cfg, int n
 
 pp_status_t job_check_processes(const pp_job_t *job, const pp_config_t *cfg, int n_procs)
 {
-    const int p = job->pipeline.n_devices, k = job->pipeline.devices_per_process;
-    if (job_replicas(job) > 1 && n_procs > 1)
-        return cfg_err_at(cfg, PP_CFG_DATA_PARALLEL,
-                          "%d replicas under a launch of %d processes (allowed: 1 under mpirun; "
-                          "more in one process)",
-                          job_replicas(job), n_procs);
+    /* every replica's devices: the processes split p x d of them */
+    const int p = job_devices_total(job), k = job->pipeline.devices_per_process;
     if (k > 0 && (long)k * n_procs != p)
         return cfg_err_at(cfg, PP_CFG_DEVICES_PER_PROCESS,
                           "%d devices per process x %d process%s = %ld, but the pipeline has %d "

@@ -67,10 +67,14 @@ static void exec_free(exec_t *x)
             if (x->ev_dep && x->ev_dep[i]) cudaEventDestroy(x->ev_dep[i]);
         }
     }
+    const int n_rs = x->replicas * x->plan->n_stages;
     if (x->host)
-        for (int s = 0; s < x->plan->n_stages; s++)
-            if (x->host[s]) cudaFreeHost(x->host[s]);
+        for (int k = 0; k < n_rs; k++)
+            if (x->host[k]) cudaFreeHost(x->host[k]);
     free(x->host);
+    free(x->replica_loss);
+    for (int d = 0; d < PP_MAX_DEVICES; d++)
+        if (x->shard_ev[d]) cudaEventDestroy(x->shard_ev[d]);
     free(x->ev_end);
     free(x->ev_start);
     free(x->ev_dep);
@@ -78,12 +82,11 @@ static void exec_free(exec_t *x)
     free(x->meet_key);
     free(x->launch_s);
     world_free(&x->w);
-    if (x->stages) {
-        for (int s = 0; s < x->plan->n_stages; s++) {
-            if (!x->stages[s]) continue;
-            cudaSetDevice(x->w.cuda[x->plan->stage_device[s]]);
-            stage_free(x->stages[s]);
-        }
+    for (int k = 0; x->stages && k < n_rs; k++) {
+        if (!x->stages[k]) continue;
+        int s = k % x->plan->n_stages, r = k / x->plan->n_stages;
+        cudaSetDevice(x->w.cuda[plan_stage_device(x->plan, s, r)]);
+        stage_free(x->stages[k]);
     }
     free(x->stages);
     free(x->scfg);
@@ -96,7 +99,7 @@ static size_t device_need(const exec_t *x, int d)
     size_t b = 0;
     for (int s = 0; s < x->plan->n_stages; s++) {
         const pp_stage_cfg_t *c = &x->scfg[s];
-        if (x->plan->stage_device[s] == d) b += stage_device_bytes(c);
+        if (plan_stage_on(x->plan, s, d)) b += stage_device_bytes(c);
     }
     return b;
 }
@@ -171,7 +174,10 @@ static pp_status_t exec_devices(exec_t *x)
 static pp_status_t exec_alloc(exec_t *x)
 {
     const pp_plan_t *plan = x->plan;
-    x->stages = calloc((size_t)plan->n_stages, sizeof *x->stages);
+    const int total = x->job->run.warmup + x->job->run.steps;
+    x->replicas = plan_replicas(plan);
+    x->stages = calloc((size_t)(plan->n_stages * x->replicas), sizeof *x->stages);
+    x->replica_loss = calloc((size_t)(x->replicas * (total > 0 ? total : 1)), sizeof(double));
     x->scfg = calloc((size_t)plan->n_stages, sizeof *x->scfg);
     x->ev_end = calloc((size_t)plan->n_ops, sizeof *x->ev_end);
     x->ev_start = calloc((size_t)plan->n_ops, sizeof *x->ev_start);
@@ -179,10 +185,14 @@ static pp_status_t exec_alloc(exec_t *x)
     x->done_op = malloc(sizeof(int) * (size_t)plan->n_ops);
     x->meet_key = malloc(sizeof(int) * (size_t)plan->n_ops);
     if (!x->stages || !x->scfg || !x->ev_end || !x->ev_start || !x->ev_dep || !x->done_op ||
-        !x->meet_key)
+        !x->meet_key || !x->replica_loss)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory");
-    for (int s = 0; s < plan->n_stages; s++)
+    for (int s = 0; s < plan->n_stages; s++) {
         plan_stage_cfg(&x->scfg[s], x->job, plan, s);
+        /* zero1 cuts each replica's part of the gradients in the reduction's buckets */
+        x->scfg[s].shard_bucket =
+            plan_reduce_bucket_bytes(x->job, stage_grad_bytes(&x->scfg[s])) / sizeof(float);
+    }
     if (plan->n_stages > 0 && stage_boundary_bytes(&x->scfg[0]) != plan->boundary_bytes)
         PP_FAIL(PP_ERR_INTERNAL, "plan boundary %zu bytes, stage boundary %zu bytes",
                 plan->boundary_bytes, stage_boundary_bytes(&x->scfg[0]));
@@ -201,15 +211,16 @@ static pp_status_t exec_host_slots(exec_t *x)
     size_t all = 0;
     for (int d = 0; d < plan->n_devices; d++)
         if (world_owns(&x->w, d)) all += plan_host_bytes(plan, d);
-    x->host = calloc((size_t)plan->n_stages, sizeof *x->host);
+    x->host = calloc((size_t)(plan->n_stages * x->replicas), sizeof *x->host);
     PP_ALLOC_CHECK(x->host);
-    for (int s = 0; plan->offload && s < plan->n_stages; s++) {
+    for (int k = 0; plan->offload && k < plan->n_stages * x->replicas; k++) {
+        int s = k % plan->n_stages, r = k / plan->n_stages;
         size_t b = (size_t)plan->host_slots_per_stage[s] * plan->offload_bytes[s];
-        if (b == 0 || !world_owns(&x->w, plan->stage_device[s])) continue;
-        cudaError_t e = cudaHostAlloc((void **)&x->host[s], b, cudaHostAllocPortable);
+        if (b == 0 || !world_owns(&x->w, plan_stage_device(plan, s, r))) continue;
+        cudaError_t e = cudaHostAlloc((void **)&x->host[k], b, cudaHostAllocPortable);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            x->host[s] = NULL;
+            x->host[k] = NULL;
             fprintf(stderr,
                     "ppsched: run.offload: %.2f GiB of pinned host memory for stage %d (%d "
                     "slots of %.1f MiB) could not be allocated (%s); %.2f GiB in all\n",
@@ -244,22 +255,32 @@ static pp_status_t exec_op_events(exec_t *x)
     return PP_OK;
 }
 
-/* The stages of owned devices, bound to their device's step counters; then every owned device
- * finishes its set-up work. */
+/* The stages of owned devices (every replica's from the same seed, so they start equal), bound to
+ * their device's step counters; then every owned device finishes its set-up work. */
 static pp_status_t exec_stages(exec_t *x)
 {
     const pp_plan_t *plan = x->plan;
-    for (int s = 0; s < plan->n_stages; s++) {
-        int d = plan->stage_device[s];
-        if (!world_owns(&x->w, d)) continue;
-        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[d]));
-        PP_CHECK(stage_init(&x->stages[s], &x->scfg[s]));
-        int *ctr = x->w.counters_dev[d];
-        PP_CHECK(stage_bind_counters(x->stages[s], ctr, ctr + 1));
-    }
+    for (int r = 0; r < x->replicas; r++)
+        for (int s = 0; s < plan->n_stages; s++) {
+            int d = plan_stage_device(plan, s, r);
+            if (!world_owns(&x->w, d)) continue;
+            PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[d]));
+            pp_stage_cfg_t c = x->scfg[s];
+            c.optimizer_shard = r; /* zero1: the replica's part of the optimizer state */
+            PP_CHECK(stage_init(exec_stage(x, r, s), &c));
+            int *ctr = x->w.counters_dev[d];
+            PP_CHECK(stage_bind_counters(*exec_stage(x, r, s), ctr, ctr + 1));
+            size_t n = 0;
+            (void)stage_grads(*exec_stage(x, r, s), &n);
+            if (n * sizeof(float) != stage_grad_bytes(&x->scfg[s]))
+                PP_FAIL(PP_ERR_INTERNAL, "stage %d holds %zu gradient bytes, the plan %zu", s,
+                        n * sizeof(float), stage_grad_bytes(&x->scfg[s]));
+        }
     for (int d = 0; d < x->w.p; d++) {
         if (!world_owns(&x->w, d)) continue;
         PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[d]));
+        if (exec_zero1(x))
+            PP_CUDA_CHECK(cudaEventCreateWithFlags(&x->shard_ev[d], cudaEventDisableTiming));
         PP_CUDA_CHECK(cudaDeviceSynchronize());
     }
     return PP_OK;
@@ -336,8 +357,10 @@ static pp_status_t exec_init(exec_t *x, const pp_plan_t *plan, const pp_job_t *j
         goto fail;
     }
     setup->nccl = job->nccl;
+    setup->replicas = plan_replicas(plan);
     for (int i = 0; i < plan->n_ops; i++) {
         const pp_op_t *op = &plan->ops[i];
+        if (!pp_action_is_comm(op->kind)) continue; /* REDUCE: setup->replicas */
         setup->used |= 1u << op->link;
         if (op->link == PP_TRANSPORT_NCCL && op->role == PP_ROLE_SEND)
             setup->nccl_pair[op->device][plan->ops[op->peer].device] = 1;
@@ -390,7 +413,7 @@ static void print_banner(exec_t *x)
     for (int d = 0; d < x->w.p; d++) {
         int slots = 0, plain = 0;
         for (int s = 0; s < plan->n_stages; s++) {
-            if (plan->stage_device[s] != d) continue;
+            if (!plan_stage_on(plan, s, d)) continue;
             slots += x->scfg[s].n_slots;
             plain += plan->plain_slots_per_stage[s];
         }
@@ -433,12 +456,21 @@ static pp_status_t after_step(exec_t *x, int step, pp_timeline_t *tl, pp_exec_re
         PP_CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
         if (tot - fr > tl->peak_mem_bytes[d]) tl->peak_mem_bytes[d] = tot - fr;
     }
-    int last = plan->n_stages - 1, ld = plan->stage_device[last];
-    if (res && world_owns(&x->w, ld)) {
+    /* The loss: the mean over every replica's micro-batches, each replica's share from its last
+     * stage (under an MPI launch, the other processes' shares come in exec_group_merge). */
+    const int last = plan->n_stages - 1, total = x->job->run.warmup + x->job->run.steps;
+    for (int r = 0; res && r < x->replicas; r++) {
+        int ld = plan_stage_device(plan, last, r);
+        if (!world_owns(&x->w, ld)) continue;
         double sum;
         PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[ld]));
-        PP_CHECK(stage_loss_read(x->stages[last], &sum, x->w.stream[ld][PP_ROLE_COMPUTE]));
-        res->loss[step] = sum / plan->n_mb;
+        PP_CHECK(stage_loss_read(*exec_stage(x, r, last), &sum, x->w.stream[ld][PP_ROLE_COMPUTE]));
+        x->replica_loss[r * total + step] = sum / ((double)plan->n_mb * x->replicas);
+    }
+    if (res) {
+        res->loss[step] = 0;
+        for (int r = 0; r < x->replicas; r++)
+            res->loss[step] += x->replica_loss[r * total + step];
     }
     int k = step - x->job->run.warmup;
     if (k < 0) return PP_OK;
@@ -455,7 +487,8 @@ static pp_status_t run_step(exec_t *x, int step, pp_timeline_t *tl, pp_exec_resu
     const int want_graph = x->opts.graph && !x->opts.sync && total >= 2;
     const int o = x->w.origin;
     double deadline = exec_now_s() + x->opts.timeout_s;
-    x->w.counters_host[0] = step * x->plan->n_mb; /* data index of micro-batch k: step*m+k */
+    /* data index of replica r's micro-batch k: (step * d + r) * m + k (exec_data_mb) */
+    x->w.counters_host[0] = step * x->plan->n_mb * x->replicas;
     x->w.counters_host[1] = step + 1;             /* AdamW step count */
     if (want_graph && step == 1) {
         PP_CHECK(exec_capture_step(x, step, deadline));
@@ -488,11 +521,49 @@ static pp_status_t run_steps(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *res
     return exec_step_agree(x, st, total);
 }
 
-/* The gradients of the last step, in stage order (check_grads). */
+/* After the reduction every replica of a stage holds the same gradients: replica r's of the stage
+ * (owned here, in host memory at `got`) against replica 0's at `ref`. */
+static pp_status_t replicas_agree(exec_t *x, int s, const float *ref)
+{
+    const size_t n = stage_param_count(&x->scfg[s]);
+    float *got = malloc(sizeof *got * (n ? n : 1));
+    PP_ALLOC_CHECK(got);
+    pp_status_t st = PP_OK;
+    for (int r = 1; st == PP_OK && r < x->replicas; r++) {
+        pp_stage_t *other = *exec_stage(x, r, s);
+        if (!other) continue;
+        if (cudaSetDevice(x->w.cuda[plan_stage_device(x->plan, s, r)]) != cudaSuccess)
+            st = PP_ERR_CUDA;
+        if (st == PP_OK) st = stage_grads_to_host(other, got);
+        size_t i = 0;
+        while (st == PP_OK && i < n && memcmp(&got[i], &ref[i], sizeof *got) == 0)
+            i++;
+        if (st == PP_OK && i < n) {
+            fprintf(stderr,
+                    "ppsched: after the gradient reduction, replica %d's stage %d gradient %zu is "
+                    "%.9g, replica 0's %.9g\n",
+                    r, s, i, got[i], ref[i]);
+            st = PP_ERR_INTERNAL;
+        }
+    }
+    free(got);
+    return st;
+}
+
+/* The gradients of the last step, in stage order (check_grads): replica 0's, checked against
+ * every other replica this process holds. */
 static pp_status_t keep_grads(exec_t *x, pp_exec_result_t *res)
 {
     const pp_plan_t *plan = x->plan;
     size_t n = 0;
+    if (exec_zero1(x)) { /* each replica holds its part of the reduced gradients: gather them */
+        PP_CHECK(exec_gather_parts(x, 1));
+        for (int d = 0; d < x->w.p; d++)
+            if (world_owns(&x->w, d)) {
+                PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[d]));
+                PP_CUDA_CHECK(cudaDeviceSynchronize());
+            }
+    }
     for (int s = 0; s < plan->n_stages; s++)
         n += stage_param_count(&x->scfg[s]);
     res->n_params = n;
@@ -500,12 +571,14 @@ static pp_status_t keep_grads(exec_t *x, pp_exec_result_t *res)
     PP_ALLOC_CHECK(res->grads);
     size_t off = 0;
     for (int s = 0; s < plan->n_stages; s++) {
-        if (x->stages[s]) { /* an owned stage; another process's comes from it (execute_group.c) */
-            if (stage_n_params(x->stages[s]) != stage_param_count(&x->scfg[s]))
+        pp_stage_t *st = *exec_stage(x, 0, s);
+        if (st) { /* an owned stage; another process's comes from it (execute_group.c) */
+            if (stage_n_params(st) != stage_param_count(&x->scfg[s]))
                 PP_FAIL(PP_ERR_INTERNAL, "stage %d holds %zu parameters, its size %zu", s,
-                        stage_n_params(x->stages[s]), stage_param_count(&x->scfg[s]));
+                        stage_n_params(st), stage_param_count(&x->scfg[s]));
             PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[plan->stage_device[s]]));
-            PP_CHECK(stage_grads_to_host(x->stages[s], res->grads + off));
+            PP_CHECK(stage_grads_to_host(st, res->grads + off));
+            PP_CHECK(replicas_agree(x, s, res->grads + off));
         }
         off += stage_param_count(&x->scfg[s]);
     }

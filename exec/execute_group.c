@@ -71,8 +71,19 @@ pp_status_t exec_group_merge(exec_t *x, pp_timeline_t *tl, pp_exec_result_t *res
     PP_CHECK(shift_of(x, warmup + pick, &shift));
     PP_CHECK(timeline_merge(tl, x->plan, x->rank_of, g, shift));
     if (!res || !res->loss) return PP_OK;
-    const int last = x->plan->stage_device[x->plan->n_stages - 1];
-    return g->ops->bcast(g, res->loss, sizeof *res->loss * (size_t)res->n_steps, x->rank_of[last]);
+    /* each replica's share of the loss from the process owning its last stage, added in replica
+     * order as one process adds them */
+    const int last = x->plan->n_stages - 1, total = res->n_steps;
+    for (int r = 0; r < x->replicas; r++)
+        PP_CHECK(g->ops->bcast(g, x->replica_loss + (size_t)r * total,
+                               sizeof *res->loss * (size_t)total,
+                               x->rank_of[plan_stage_device(x->plan, last, r)]));
+    for (int k = 0; k < total; k++) {
+        res->loss[k] = 0;
+        for (int r = 0; r < x->replicas; r++)
+            res->loss[k] += x->replica_loss[(size_t)r * total + k];
+    }
+    return PP_OK;
 }
 
 pp_status_t exec_group_grads(exec_t *x, pp_exec_result_t *res, pp_status_t st)

@@ -61,11 +61,18 @@ typedef struct exec {
     const pp_job_t *job;
     pp_exec_opts_t opts;
     pp_world_t w;
-    pp_stage_t **stages;  /* [n_stages]; NULL for a stage of a device another process owns */
-    pp_stage_cfg_t *scfg; /* [n_stages] */
+    int replicas;         /* pipeline.data_parallel: copies of the pipeline (plan_replicas) */
+    pp_stage_t **stages;  /* [replicas][n_stages] (exec_stage); NULL for a stage of a device
+                             another process owns */
+    pp_stage_cfg_t *scfg; /* [n_stages]: the same in every replica */
     pp_p2p_t *p2p;
-    unsigned char **host;  /* [n_stages]: pinned host slots of run.offload (cudaHostAlloc, once),
-                              host_slots_per_stage[s] of offload_bytes[s] each; NULL for none */
+    unsigned char **host;  /* [replicas][n_stages]: pinned host slots of run.offload (cudaHostAlloc,
+                              once), host_slots_per_stage[s] of offload_bytes[s] each; NULL for
+                              none */
+    double *replica_loss;  /* [replicas][warmup + steps]: each replica's share of the step's loss
+                              (its last stage's sum over its micro-batches / (d * m)) */
+    cudaEvent_t shard_ev[PP_MAX_DEVICES]; /* zero1 where replicas share a GPU: the gather's
+                                             forks and joins (execute_shard.c) */
     cudaEvent_t *ev_start; /* [n_ops], timing only */
     cudaEvent_t *ev_end;   /* [n_ops], timing only */
     cudaEvent_t *ev_dep;   /* [n_ops]: completion, for dependencies */
@@ -82,6 +89,30 @@ typedef struct exec {
     double clock_residual_ms;    /* the bound on that offset's error */
     double *clock_all;           /* rank 0: [size][2], every process's offset and bound */
 } exec_t;
+
+/* Stage s of replica r (plan_stage_device(plan, s, r) holds it), and the stage an op runs on. */
+static inline pp_stage_t **exec_stage(const exec_t *x, int r, int s)
+{
+    return &x->stages[r * x->plan->n_stages + s];
+}
+static inline pp_stage_t *exec_op_stage(const exec_t *x, const pp_op_t *op)
+{
+    return *exec_stage(x, plan_replica_of(x->plan, op->device), op->stage);
+}
+
+/* 1 under run.optimizer_sharding zero1 (with AdamW and replicas): each replica updates its part of
+ * every stage's parameters, from its part of the reduced gradients. */
+static inline int exec_zero1(const exec_t *x)
+{
+    return x->plan->n_stages > 0 && x->scfg[0].optimizer_shards > 1;
+}
+
+/* ---- shard (execute_shard.c): run.optimizer_sharding zero1 ---- */
+
+/* Every replica's part of each gradient bucket of every stage gathered into every replica: the
+ * parameters' storage copy, after the optimizer, on each device's compute stream (grads 0); or,
+ * once after the run for check_grads, the reduced gradients (grads 1). */
+pp_status_t exec_gather_parts(exec_t *x, int grads);
 
 /* ---- world (execute_world.c) ---- */
 

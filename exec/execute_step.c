@@ -23,6 +23,9 @@
  */
 #include "execute_internal.h"
 
+#include "kernels/kernels.h"
+#include "plan/stage_cfg.h"
+
 #include <string.h>
 
 /* The stream an op runs on: its role's stream (for a per-peer role, a transfer's: the one towards
@@ -88,35 +91,43 @@ static pp_status_t sync_op(exec_t *x, int i, double deadline, int step)
  * by kind; transfers go through their transport instead. */
 typedef pp_status_t (*local_op_fn)(exec_t *x, const pp_op_t *op, cudaStream_t s);
 
+/* The data index of an op's micro-batch within the step: replica r's micro-batch k is the step's
+ * r * m + k, so d replicas of m see what one pipeline of d * m would. The stage adds the step's
+ * base (its device counter). */
+static int data_mb(const exec_t *x, const pp_op_t *op)
+{
+    return plan_replica_of(x->plan, op->device) * x->plan->n_mb + op->mb;
+}
 static pp_status_t op_forward(exec_t *x, const pp_op_t *op, cudaStream_t s)
 {
-    /* The stage adds the step's base to the micro-batch from its device counter. */
-    return stage_forward(x->stages[op->stage], op->slot, op->mb, s);
+    return stage_forward(exec_op_stage(x, op), op->slot, data_mb(x, op), s);
 }
 static pp_status_t op_backward(exec_t *x, const pp_op_t *op, cudaStream_t s)
 {
-    return stage_backward(x->stages[op->stage], op->slot, op->mb, s);
+    return stage_backward(exec_op_stage(x, op), op->slot, data_mb(x, op), s);
 }
 static pp_status_t op_backward_input(exec_t *x, const pp_op_t *op, cudaStream_t s)
 {
-    return stage_backward_input(x->stages[op->stage], op->slot, op->mb, s);
+    return stage_backward_input(exec_op_stage(x, op), op->slot, data_mb(x, op), s);
 }
 static pp_status_t op_backward_weight(exec_t *x, const pp_op_t *op, cudaStream_t s)
 {
-    return stage_backward_weight(x->stages[op->stage], op->slot, op->mb, s);
+    return stage_backward_weight(exec_op_stage(x, op), op->slot, data_mb(x, op), s);
 }
 /* The pinned host slot of a copy. */
 static unsigned char *host_slot(const exec_t *x, const pp_op_t *op)
 {
-    return x->host[op->stage] + (size_t)op->host * x->plan->offload_bytes[op->stage];
+    const int r = plan_replica_of(x->plan, op->device);
+    return x->host[r * x->plan->n_stages + op->stage] +
+           (size_t)op->host * x->plan->offload_bytes[op->stage];
 }
 static pp_status_t op_offload(exec_t *x, const pp_op_t *op, cudaStream_t s)
 {
-    return stage_slot_to_host(x->stages[op->stage], op->slot, host_slot(x, op), s);
+    return stage_slot_to_host(exec_op_stage(x, op), op->slot, host_slot(x, op), s);
 }
 static pp_status_t op_reload(exec_t *x, const pp_op_t *op, cudaStream_t s)
 {
-    return stage_slot_from_host(x->stages[op->stage], op->slot, host_slot(x, op), s);
+    return stage_slot_from_host(exec_op_stage(x, op), op->slot, host_slot(x, op), s);
 }
 
 static const local_op_fn local_op[PP_ACT_COUNT] = {
@@ -126,7 +137,7 @@ static const local_op_fn local_op[PP_ACT_COUNT] = {
 
 p2p_xfer_t exec_transfer_of(const exec_t *x, const pp_op_t *snd, const pp_op_t *rcv)
 {
-    pp_stage_t *a = x->stages[snd->stage], *b = x->stages[rcv->stage];
+    pp_stage_t *a = exec_op_stage(x, snd), *b = exec_op_stage(x, rcv);
     int fwd = snd->kind == PP_ACT_SEND_F;
     p2p_xfer_t xf = {NULL,        rcv->device, NULL,
                      snd->device, snd->bytes,  x->meet_key[snd - x->plan->ops]};
@@ -200,6 +211,101 @@ static pp_status_t enqueue_transfer(exec_t *x, int i, double deadline, int step)
     return own_r ? sync_op(x, r, deadline, step) : PP_OK;
 }
 
+/* ---- The gradient reduction (pipeline.data_parallel) ---------------------------------------- */
+
+/* REDUCE op's bucket in its stage's gradients (NULL where another process owns the device), and
+ * how many fp32 values it holds: bucket b starts b buckets into them (plan_reduce_bucket_bytes). */
+static float *reduce_bucket(const exec_t *x, const pp_op_t *op, size_t *count)
+{
+    pp_stage_t *st = exec_op_stage(x, op);
+    const size_t bucket =
+        plan_reduce_bucket_bytes(x->job, stage_grad_bytes(&x->scfg[op->stage])) / sizeof(float);
+    size_t n = 0;
+    *count = op->bytes / sizeof(float);
+    return st ? stage_grads(st, &n) + (size_t)op->mb * bucket : NULL;
+}
+
+/* The d REDUCE ops of one stage and bucket (adjacent in plan order, replica 0's first, which
+ * every one names as its peer), posted together when the first comes; nothing for the others.
+ * Over NCCL, each owned replica posts its part on its reduce stream after its own dependencies
+ * and, under nccl.wait_for_peer with every replica in this process, the others' too (no rank's
+ * kernel spins waiting for a late one), the parts in one NCCL group. On one GPU
+ * (p2p_reduce_local), replica 0's reduce stream adds the others' buckets into its own in replica
+ * order and copies the sum back; every replica's events are recorded there, and each replica's
+ * reduce stream waits for its end, so its device's optimizer does (end_step joins the stream). */
+static pp_status_t enqueue_reduce(exec_t *x, int i, double deadline, int step)
+{
+    const pp_plan_t *plan = x->plan;
+    const pp_op_t *first = &plan->ops[i];
+    if (first->peer != i) return PP_OK;
+    const int d = x->replicas;
+    size_t count = 0;
+    float *buf[PP_MAX_DEVICES];
+    int mine = 0;
+    if (i + d > plan->n_ops) PP_FAIL(PP_ERR_INTERNAL, "REDUCE op %d: group past the plan", i);
+    for (int r = 0; r < d; r++) {
+        const pp_op_t *o = &plan->ops[i + r];
+        if (o->kind != PP_ACT_REDUCE || o->peer != i)
+            PP_FAIL(PP_ERR_INTERNAL, "REDUCE op %d: op %d is not its replica %d", i, i + r, r);
+        buf[r] = world_owns(&x->w, o->device) ? reduce_bucket(x, o, &count) : NULL;
+        mine += buf[r] != NULL;
+    }
+    if (!mine) return PP_OK;
+    if (p2p_reduce_local(x->p2p, first->device)) {
+        cudaStream_t s = op_stream(x, first);
+        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[first->device]));
+        for (int r = 0; r < d; r++)
+            PP_CHECK(wait_deps(x, i + r, -1, s));
+        for (int r = 0; r < d; r++)
+            PP_CHECK(record_start(x, i + r, s));
+        for (int r = 1; r < d; r++)
+            PP_CHECK(add_inplace(buf[0], buf[r], count, PP_DTYPE_FP32, s));
+        for (int r = 1; r < d; r++)
+            PP_CUDA_CHECK(cudaMemcpyAsync(buf[r], buf[0], count * sizeof(float),
+                                          cudaMemcpyDeviceToDevice, s));
+        for (int r = 0; r < d; r++)
+            PP_CHECK(record_end(x, i + r, s));
+        for (int r = 1; r < d; r++) {
+            const pp_op_t *o = &plan->ops[i + r];
+            cudaStream_t so = op_stream(x, o);
+            if (so == s) continue;
+            PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[o->device]));
+            PP_CUDA_CHECK(cudaStreamWaitEvent(so, x->ev_dep[i + r], 0));
+        }
+        return sync_op(x, i, deadline, step);
+    }
+    const int align = mine == d && x->job->nccl.wait_for_peer;
+    for (int r = 0; r < d; r++) {
+        if (!buf[r]) continue;
+        const pp_op_t *o = &plan->ops[i + r];
+        cudaStream_t s = op_stream(x, o);
+        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[o->device]));
+        for (int q = 0; q < d; q++)
+            if (q == r || align) PP_CHECK(wait_deps(x, i + q, -1, s));
+        PP_CHECK(record_start(x, i + r, s));
+    }
+    PP_CHECK(p2p_pair_begin(x->p2p, PP_TRANSPORT_NCCL));
+    pp_status_t st = PP_OK;
+    for (int r = 0; r < d && st == PP_OK; r++) {
+        if (!buf[r]) continue;
+        const pp_op_t *o = &plan->ops[i + r];
+        /* zero1: each replica needs only its part's sum (execute_shard.c gathers the update) */
+        st = exec_zero1(x) ? p2p_reduce_scatter(x->p2p, o->device, buf[r], count, op_stream(x, o))
+                           : p2p_all_reduce(x->p2p, o->device, buf[r], count, op_stream(x, o));
+    }
+    pp_status_t end = p2p_pair_end(x->p2p, PP_TRANSPORT_NCCL); /* closes also after a failure */
+    PP_CHECK(st);
+    PP_CHECK(end);
+    for (int r = 0; r < d; r++) {
+        if (!buf[r]) continue;
+        const pp_op_t *o = &plan->ops[i + r];
+        PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[o->device]));
+        PP_CHECK(record_end(x, i + r, op_stream(x, o)));
+        PP_CHECK(sync_op(x, i + r, deadline, step));
+    }
+    return PP_OK;
+}
+
 /* `go` on the origin; every owned device waits on it, records its time origin, copies the step's
  * counters (data index base, optimizer step) from the host and forks its other streams; then the
  * gradients are zeroed. */
@@ -224,12 +330,13 @@ static pp_status_t start_step(exec_t *x)
         for (int k = 0; k < n; k++)
             PP_CUDA_CHECK(cudaStreamWaitEvent(side[k], w->fork[d], 0));
     }
-    for (int s = 0; s < x->plan->n_stages; s++) {
-        int d = x->plan->stage_device[s];
-        if (!world_owns(w, d)) continue;
-        PP_CUDA_CHECK(cudaSetDevice(w->cuda[d]));
-        PP_CHECK(stage_zero_grads(x->stages[s], w->stream[d][PP_ROLE_COMPUTE]));
-    }
+    for (int r = 0; r < x->replicas; r++)
+        for (int s = 0; s < x->plan->n_stages; s++) {
+            int d = plan_stage_device(x->plan, s, r);
+            if (!world_owns(w, d)) continue;
+            PP_CUDA_CHECK(cudaSetDevice(w->cuda[d]));
+            PP_CHECK(stage_zero_grads(*exec_stage(x, r, s), w->stream[d][PP_ROLE_COMPUTE]));
+        }
     return PP_OK;
 }
 
@@ -253,13 +360,16 @@ static pp_status_t end_step(exec_t *x)
     if (x->job->run.optimizer == PP_OPT_ADAMW) {
         pp_adamw_cfg_t opt = {(float)x->job->run.lr, 0.9f, 0.95f, 1e-8f,
                               (float)x->job->run.weight_decay};
-        for (int s = 0; s < x->plan->n_stages; s++) {
-            int d = x->plan->stage_device[s];
-            if (!world_owns(w, d)) continue;
-            PP_CUDA_CHECK(cudaSetDevice(w->cuda[d]));
-            /* The step count comes from the device counter (stage_bind_counters). */
-            PP_CHECK(stage_optimizer_step(x->stages[s], &opt, 1, w->stream[d][PP_ROLE_COMPUTE]));
-        }
+        for (int r = 0; r < x->replicas; r++)
+            for (int s = 0; s < x->plan->n_stages; s++) {
+                int d = plan_stage_device(x->plan, s, r);
+                if (!world_owns(w, d)) continue;
+                PP_CUDA_CHECK(cudaSetDevice(w->cuda[d]));
+                /* The step count comes from the device counter (stage_bind_counters). */
+                PP_CHECK(stage_optimizer_step(*exec_stage(x, r, s), &opt, 1,
+                                              w->stream[d][PP_ROLE_COMPUTE]));
+            }
+        if (exec_zero1(x)) PP_CHECK(exec_gather_parts(x, 0)); /* each replica updated its part */
     }
     for (int d = 0; d < w->p; d++) {
         if (!world_owns(w, d)) continue;
@@ -283,6 +393,10 @@ pp_status_t exec_enqueue_step(exec_t *x, int step, double deadline)
     for (int i = 0; i < plan->n_ops; i++) {
         const pp_op_t *op = &plan->ops[i];
         if (op->kind == PP_ACT_RECV_F || op->kind == PP_ACT_RECV_B) continue; /* with its SEND */
+        if (op->kind == PP_ACT_REDUCE) {
+            PP_CHECK(enqueue_reduce(x, i, deadline, step));
+            continue;
+        }
         if (!local_op[op->kind]) {
             PP_CHECK(enqueue_transfer(x, i, deadline, step));
             continue;

@@ -31,6 +31,11 @@ struct pp_p2p {
     /* per directed pair (PP_NCCL_COMMS_PAIR): [a][b][0] on a (rank 0, sends), [a][b][1] on b
      * (rank 1, receives); NULL where this process owns neither end or a never sends to b */
     ncclComm_t (*pair)[PP_MAX_DEVICES][2];
+    /* the gradient reduction (pipeline.data_parallel): device d's group communicator, rank d / pipe
+     * (NULL where this process does not own d, or the group reduces on one GPU) */
+    int replicas, pipe;
+    ncclComm_t reduce[PP_MAX_DEVICES];
+    unsigned char reduce_local[PP_MAX_DEVICES]; /* 1: d's group shares a GPU: copies and adds */
     int aborted;
     /* p2p_connect: the meeting transfers */
     int n_meet;
@@ -208,6 +213,46 @@ static pp_status_t init_nccl(pp_p2p_t *p, const unsigned char *owned, pp_group_t
     return st;
 }
 
+/* The gradient reduction's groups (p2p.h): for each, on one GPU or over NCCL. Every process
+ * walks the groups in the same order, so the ids line up; a group on one GPU must be this
+ * process's alone. */
+static pp_status_t init_reduce(pp_p2p_t *p, const unsigned char *owned, pp_group_t *g, int d)
+{
+    const int pipe = p->n / d;
+    int size[PP_MAX_DEVICES], rank[PP_MAX_DEVICES], dev[PP_MAX_DEVICES], id_of[PP_MAX_DEVICES];
+    ncclComm_t *slot[PP_MAX_DEVICES];
+    ncclUniqueId ids[PP_MAX_DEVICES];
+    int k = 0, n_ids = 0;
+    p->replicas = d, p->pipe = pipe;
+    for (int i = 0; i < pipe; i++) {
+        int local = 0, mine = 0;
+        for (int r = 0; r < d; r++) {
+            mine += owned[r * pipe + i];
+            for (int q = 0; q < r; q++)
+                local |= p->cuda_ids[r * pipe + i] == p->cuda_ids[q * pipe + i];
+        }
+        if (local && mine != d) {
+            fprintf(stderr,
+                    "the replicas of pipeline device %d share a GPU but not a process: their "
+                    "gradients cannot be reduced (give them a GPU each, or run them in one "
+                    "process)\n",
+                    i);
+            return PP_ERR_INPUT;
+        }
+        for (int r = 0; r < d; r++) {
+            int m = r * pipe + i;
+            p->reduce_local[m] = (unsigned char)local;
+            if (local || !owned[m]) continue;
+            slot[k] = &p->reduce[m], size[k] = d, rank[k] = r, dev[k] = p->cuda_ids[m];
+            id_of[k++] = n_ids;
+        }
+        if (!local) n_ids++;
+    }
+    PP_CHECK(share_ids(ids, n_ids, g));
+    pp_job_nccl_t plain = {0}; /* NCCL's own CTA choices for the collectives */
+    return init_comms(slot, size, rank, dev, ids, id_of, k, &plain);
+}
+
 pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, const unsigned char *owned,
                      pp_group_t *g, const p2p_setup_t *setup)
 {
@@ -228,6 +273,12 @@ pp_status_t p2p_init(pp_p2p_t **out, int n, const int *cuda_ids, const unsigned 
         st = init_nccl(p, owned ? owned : all, g, setup);
         if (g) st = group_agree(g, st);
     }
+    if (st == PP_OK && setup->replicas > 1) {
+        if (n % setup->replicas)
+            PP_FAIL(PP_ERR_INTERNAL, "p2p_init: %d devices in %d replicas", n, setup->replicas);
+        st = init_reduce(p, owned ? owned : all, g, setup->replicas);
+        if (g) st = group_agree(g, st);
+    }
     if (st != PP_OK) goto fail;
     *out = p;
     return PP_OK;
@@ -236,14 +287,22 @@ fail:
     return st;
 }
 
-/* Every communicator slot, by index (NULL slots included): the per-device ones or the pairs'. */
-static int n_comms(const pp_p2p_t *p)
+/* Every communicator slot, by index (NULL slots included): the transfers' (per device or per
+ * pair), then the reduction's, one per device. */
+static int n_transfer_comms(const pp_p2p_t *p)
 {
     return p->comms ? p->n : p->pair ? p->n * p->n * 2 : 0;
 }
 
+static int n_comms(const pp_p2p_t *p)
+{
+    return n_transfer_comms(p) + p->n;
+}
+
 static ncclComm_t *comm_at(pp_p2p_t *p, int i)
 {
+    const int t = n_transfer_comms(p);
+    if (i >= t) return &p->reduce[i - t];
     return p->comms ? &p->comms[i] : &p->pair[i / (2 * p->n)][(i / 2) % p->n][i % 2];
 }
 
@@ -602,6 +661,53 @@ pp_status_t p2p_pair_begin(pp_p2p_t *p, pp_transport_t t)
 pp_status_t p2p_pair_end(pp_p2p_t *p, pp_transport_t t)
 {
     return ops_of(t)->end ? ops_of(t)->end(p) : PP_OK;
+}
+
+int p2p_reduce_local(const pp_p2p_t *p, int dev)
+{
+    return dev >= 0 && dev < p->n && p->reduce_local[dev];
+}
+
+/* Device dev's reduction communicator, or a message why there is none. */
+static pp_status_t reduce_comm(const pp_p2p_t *p, int dev, ncclComm_t *c)
+{
+    *c = dev >= 0 && dev < p->n ? p->reduce[dev] : NULL;
+    if (!*c)
+        PP_FAIL(PP_ERR_INTERNAL, "no gradient-reduction communicator on pipeline device %d", dev);
+    return PP_OK;
+}
+
+pp_status_t p2p_all_reduce(pp_p2p_t *p, int dev, float *buf, size_t count, cudaStream_t stream)
+{
+    ncclComm_t c;
+    PP_CHECK(reduce_comm(p, dev, &c));
+    PP_NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, c, stream));
+    return PP_OK;
+}
+
+pp_status_t p2p_reduce_scatter(pp_p2p_t *p, int dev, float *buf, size_t count,
+                               cudaStream_t stream)
+{
+    ncclComm_t c;
+    PP_CHECK(reduce_comm(p, dev, &c));
+    const size_t part = count / (size_t)p->replicas;
+    if (part * (size_t)p->replicas != count)
+        PP_FAIL(PP_ERR_INTERNAL, "reduce-scatter of %zu values over %d ranks", count, p->replicas);
+    float *mine = buf + part * (size_t)(dev / p->pipe); /* in place: the rank's own part */
+    PP_NCCL_CHECK(ncclReduceScatter(buf, mine, part, ncclFloat32, ncclSum, c, stream));
+    return PP_OK;
+}
+
+pp_status_t p2p_all_gather(pp_p2p_t *p, int dev, void *buf, size_t bytes, cudaStream_t stream)
+{
+    ncclComm_t c;
+    PP_CHECK(reduce_comm(p, dev, &c));
+    const size_t part = bytes / (size_t)p->replicas;
+    if (part * (size_t)p->replicas != bytes)
+        PP_FAIL(PP_ERR_INTERNAL, "all-gather of %zu bytes over %d ranks", bytes, p->replicas);
+    const char *mine = (const char *)buf + part * (size_t)(dev / p->pipe);
+    PP_NCCL_CHECK(ncclAllGather(mine, buf, part, ncclUint8, c, stream));
+    return PP_OK;
 }
 
 const char *p2p_describe(const pp_p2p_t *p, pp_transport_t t, int a, int b)

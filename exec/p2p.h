@@ -40,6 +40,7 @@ typedef struct p2p_setup {
     unsigned used; /* bit 1u << t for each pp_transport_t t the plan uses */
     unsigned char nccl_pair[PP_MAX_DEVICES][PP_MAX_DEVICES]; /* 1: a sends to b over nccl */
     pp_job_nccl_t nccl;                                      /* how the communicators are made */
+    int replicas; /* pipeline.data_parallel d > 1: the gradient reduction's groups (below) */
 } p2p_setup_t;
 
 /* Enable peer access among the devices this process owns of the n (CUDA ordinals `cuda_ids`;
@@ -96,6 +97,25 @@ pp_status_t p2p_post_recv(pp_p2p_t *p, pp_transport_t t, const p2p_xfer_t *x, cu
  * succeeded, also when posting a half failed. */
 pp_status_t p2p_pair_begin(pp_p2p_t *p, pp_transport_t t);
 pp_status_t p2p_pair_end(pp_p2p_t *p, pp_transport_t t);
+
+/* The gradient reduction across the d replicas of pipeline.data_parallel. Device dev's group is
+ * the devices that hold its stages in every replica: dev mod p, + p, + 2p, ... (p = n / d), rank
+ * = replica. A group on d distinct GPUs gets an NCCL communicator of d ranks (made by p2p_init
+ * with the transfers' ones, in the same collective set-up); a group whose devices share a GPU
+ * (tests on one GPU) reduces with copies and adds on that GPU, and must lie in one process. */
+
+/* 1 when dev's group reduces on one GPU (no communicator). */
+int p2p_reduce_local(const pp_p2p_t *p, int dev);
+
+/* Post, on owned device dev's `stream`, its part of the group's collective over `count` fp32
+ * values at buf (in place): the sum into every rank's buf (all-reduce); the sum of rank r's
+ * r-th 1/d of buf into that part (reduce-scatter, count a multiple of d); every rank's r-th 1/d
+ * of `bytes` at buf gathered into every rank's buf (all-gather, bytes a multiple of d). One thread
+ * posting several devices' parts brackets them with p2p_pair_begin/end(p, PP_TRANSPORT_NCCL). */
+pp_status_t p2p_all_reduce(pp_p2p_t *p, int dev, float *buf, size_t count, cudaStream_t stream);
+pp_status_t p2p_reduce_scatter(pp_p2p_t *p, int dev, float *buf, size_t count,
+                               cudaStream_t stream);
+pp_status_t p2p_all_gather(pp_p2p_t *p, int dev, void *buf, size_t bytes, cudaStream_t stream);
 
 /* How transport t moves bytes from device a to b here, for banners: its name, "peer(staged)" for
  * a peer pair without peer access. */

@@ -387,6 +387,21 @@ size_t stage_state_bytes(const pp_stage_cfg_t *cfg)
     return bytes + stage_layout_aux(cfg);
 }
 
+int stage_shard_part(const pp_stage_cfg_t *cfg, int shard, size_t b, size_t *lo, size_t *n,
+                     size_t *at)
+{
+    const size_t P = padded_params(cfg), d = cfg->optimizer_shards > 1 ? cfg->optimizer_shards : 1;
+    const size_t B = cfg->shard_bucket > 0 && cfg->shard_bucket < P ? cfg->shard_bucket : P;
+    const size_t begin = b * B;
+    if (begin >= P) return 0;
+    const size_t len = P - begin < B ? P - begin : B;
+    if (len % d) return -1;
+    *n = len / d;
+    *lo = begin + (size_t)shard * *n;
+    *at = begin / d;
+    return 1;
+}
+
 size_t stage_grad_bytes(const pp_stage_cfg_t *cfg)
 {
     return padded_params(cfg) * sizeof(float);

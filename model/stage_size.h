@@ -40,8 +40,11 @@ typedef struct pp_stage_cfg {
     int n_slots;          /* activation slots to allocate */
     int with_optimizer;   /* allocate AdamW state */
     int optimizer_shards; /* run.optimizer_sharding zero1: the fp32 master and AdamW's moments are
-                             split over this many replicas (0 or 1: whole); the core's memory
-                             prediction counts it, the GPU stage allocates whole state */
+                             split over this many replicas (0 or 1: whole), as stage_shard_part
+                             lays them out */
+    int optimizer_shard;  /* which of them this stage's replica keeps (0 .. shards - 1) */
+    size_t shard_bucket;  /* the gradient bucket (values) the parts are cut in; 0: the whole
+                             stage is one */
     float grad_scale;     /* scale of the loss gradient (1 / micro-batches per step) */
     pp_recompute_t recompute; /* what F keeps in a slot (NONE: everything) */
     int n_wgrad_slots; /* I→W buffers: micro-batches whose I ran and whose W has not, at most */
@@ -51,6 +54,15 @@ typedef struct pp_stage_cfg {
  * workspace (cuBLAS workspace + scratch), for planning memory before anything is allocated. */
 size_t stage_slot_bytes(const pp_stage_cfg_t *cfg);
 size_t stage_state_bytes(const pp_stage_cfg_t *cfg);
+
+/* zero1: the gradients' `count` values (stage_grad_bytes / 4) are cut in buckets of
+ * cfg->shard_bucket values (the last one the rest; 0: one bucket), and each bucket in
+ * cfg->optimizer_shards equal parts; replica r keeps the r-th part of every bucket, the parts one
+ * after another in its sharded state (master, moments). Part `shard` of bucket b: values
+ * [*lo, *lo + *n) of the stage's, at *at of the sharded state. Returns 0 past the last bucket,
+ * and -1 when the shards do not divide the bucket evenly. */
+int stage_shard_part(const pp_stage_cfg_t *cfg, int shard, size_t b, size_t *lo, size_t *n,
+                     size_t *at);
 size_t stage_workspace_bytes(const pp_stage_cfg_t *cfg);
 /* Bytes of one I→W buffer: what stage_backward_input writes for stage_backward_weight (the
  * gradients at the block's inner outputs), held from a micro-batch's I to its W. */

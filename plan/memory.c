@@ -20,6 +20,43 @@ double memory_limit_bytes(const pp_job_t *job, const pp_gpu_t *gpu, int *budget)
     return gpu->mem_gib * GIB * (auto_off ? 1.0 - MEMORY_AUTO_MARGIN : 1.0);
 }
 
+/* NCCL's share of a device that joins its communicators: some for the device (NCCL_DEVICE_GIB)
+ * and each communicator's channel buffers (NCCL_COMM_GIB), at NCCL's default channel count and
+ * buffer sizes. Measured on 4 x H200 with NCCL 2.28 (bench/NOTES.md, "data parallel"): 1.19 GiB
+ * with 2 communicators, 1.95 with 4, 0.84 with the reduction's 1. */
+#define NCCL_DEVICE_GIB 0.43
+#define NCCL_COMM_GIB 0.39
+
+/* The NCCL communicators each device joins (p2p.h): per directed pair the plan sends over nccl
+ * (nccl.communicators pair) or one over every device (device); the gradient reduction's, one per
+ * device whose replicas lie on distinct GPUs (replicas sharing a GPU reduce without NCCL). */
+static void nccl_comms(const pp_job_t *job, const pp_plan_t *plan, int *n)
+{
+    unsigned char pair[PP_MAX_DEVICES][PP_MAX_DEVICES];
+    int any = 0;
+    memset(pair, 0, sizeof pair);
+    for (int k = 0; k < plan->n_ops; k++) {
+        const pp_op_t *o = &plan->ops[k];
+        if (o->role != PP_ROLE_SEND || o->link != PP_TRANSPORT_NCCL) continue;
+        int a = o->device, b = plan->ops[o->peer].device;
+        any = 1;
+        if (pair[a][b]) continue;
+        pair[a][b] = 1;
+        if (job->nccl.communicators == PP_NCCL_COMMS_PAIR) n[a]++, n[b]++;
+    }
+    for (int d = 0; any && job->nccl.communicators != PP_NCCL_COMMS_PAIR && d < plan->n_devices; d++)
+        n[d]++;
+    const int reps = plan_replicas(plan), p = plan_pipe_devices(plan);
+    for (int i = 0; reps > 1 && i < p; i++) {
+        int shared = 0;
+        for (int r = 0; r < reps; r++)
+            for (int q = 0; q < r; q++)
+                shared |= job->pipeline.device_ids[r * p + i] == job->pipeline.device_ids[q * p + i];
+        for (int r = 0; !shared && r < reps; r++)
+            n[r * p + i]++;
+    }
+}
+
 pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_t *plan,
                            const pp_gpu_t *gpu, const pp_profile_t *prof)
 {
@@ -47,6 +84,8 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_
         one_mb[dev] += slot;
         n_stages[dev]++;
     }
+    int comms[PP_MAX_DEVICES] = {0};
+    nccl_comms(job, plan, comms);
     for (int i = 0; i < m->n_devices; i++) {
         pp_mem_device_t *d = &m->dev[i];
         /* A profile measured the context and modules (held with no stage) and what each stage
@@ -55,6 +94,7 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_
             d->runtime = prof->runtime_bytes + n_stages[i] * prof->stage_overhead_bytes;
         else
             d->runtime = gpu->runtime_gib * GIB;
+        if (comms[i]) d->runtime += (NCCL_DEVICE_GIB + comms[i] * NCCL_COMM_GIB) * GIB;
         d->total = d->state + d->workspace + d->slots + d->runtime;
         d->mb_equiv = one_mb[i] > 0 ? d->slots / one_mb[i] : 0.0; /* I->W buffers count too */
         if (d->total > m->dev[m->fullest].total) m->fullest = i;

@@ -170,6 +170,11 @@ static inline int plan_stage_on(const pp_plan_t *plan, int s, int dev)
  * when the schedule cannot be lowered (a RECV without its SEND, a dependency cycle, ...). */
 pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job);
 
+/* The bytes of one REDUCE bucket (pipeline.reduce_bucket_mb) of a stage holding `grad_bytes` of
+ * gradients: bucket b of the stage starts b times this into them, the last one may be shorter. The
+ * whole stage is one bucket when the key is 0 or at least as large. */
+size_t plan_reduce_bucket_bytes(const pp_job_t *job, size_t grad_bytes);
+
 /* Where offload auto puts the copies of one (stage, micro-batch): its OFFLOAD after the `lag`-th
  * compute op after its forward (0: right after the forward phase, 1: after the next op), its
  * RELOAD `ahead` compute ops before its backward (0: right before the backward phase); `on` 0

@@ -27,6 +27,12 @@ typedef struct reduce_op {
     size_t bytes;
 } reduce_op_t;
 
+size_t plan_reduce_bucket_bytes(const pp_job_t *job, size_t grad_bytes)
+{
+    const size_t bucket = (size_t)job->pipeline.reduce_bucket_mb << 20;
+    return bucket > 0 && bucket < grad_bytes ? bucket : grad_bytes;
+}
+
 /* The last backward op (B or W, the latest in plan order) of each stage, into last[n_stages]. */
 static pp_status_t reduce_last_backward(const pp_plan_t *plan, int *last)
 {
@@ -45,12 +51,11 @@ static pp_status_t reduce_last_backward(const pp_plan_t *plan, int *last)
 static int reduce_list(const pp_plan_t *plan, const pp_job_t *job, const int *last, int latest,
                        reduce_op_t *out)
 {
-    const size_t bucket = (size_t)job->pipeline.reduce_bucket_mb << 20;
     int n = 0;
     for (int s = 0; s < plan->n_stages; s++) {
         pp_stage_cfg_t c;
         plan_stage_cfg(&c, job, plan, s);
-        size_t g = stage_grad_bytes(&c), step = bucket > 0 && bucket < g ? bucket : g;
+        size_t g = stage_grad_bytes(&c), step = plan_reduce_bucket_bytes(job, g);
         for (size_t at = 0, b = 0; at < g || (g == 0 && b == 0); at += step, b++) {
             size_t left = g - at;
             if (out)
@@ -83,10 +88,10 @@ static pp_status_t reduce_insert(pp_plan_t *plan, const reduce_op_t *add, int n_
     int *where = malloc(sizeof *where * (size_t)(n_old > 0 ? n_old : 1));
     int *prog = malloc(sizeof *prog * (size_t)n);
     int *added = malloc(sizeof *added * (size_t)(n_add > 0 ? n_add : 1));
-    int *first = malloc(sizeof *first * (size_t)plan->n_stages * 2),
-        *count = first + plan->n_stages;
-    if (!ops || !deps || !where || !prog || !added || !first) {
-        free(ops), free(deps), free(where), free(prog), free(added), free(first);
+    int *dev_of = malloc(sizeof *dev_of * (size_t)plan->n_stages * 2),
+        *anchor = dev_of + plan->n_stages;
+    if (!ops || !deps || !where || !prog || !added || !dev_of) {
+        free(ops), free(deps), free(where), free(prog), free(added), free(dev_of);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory adding %d reductions to a plan", n_add);
     }
     int t = 0, nd = 0, j = 0;
@@ -120,28 +125,29 @@ static pp_status_t reduce_insert(pp_plan_t *plan, const reduce_op_t *add, int n_
     }
     for (int k = 0; k < n_old; k++)
         if (plan->ops[k].peer >= 0) ops[where[k]].peer = where[plan->ops[k].peer];
-    /* programs: each REDUCE right after its stage's last backward on the device (a stage's buckets
-     * are consecutive in add[]) */
+    /* programs: as ready, each stage's REDUCE ops right after its last backward; aligned, every
+     * REDUCE of a device after the latest of its stages' last backward ops, in plan order (the
+     * order its reduce stream takes them) */
     for (int st = 0; st < plan->n_stages; st++)
-        first[st] = count[st] = 0;
-    for (int q = n_add - 1; q >= 0; q--)
-        first[add[q].stage] = q, count[add[q].stage]++;
+        dev_of[st] = plan->ops[last[st]].device, anchor[st] = last[st];
+    for (int st = 0; aligned && st < plan->n_stages; st++)
+        for (int o = 0; o < plan->n_stages; o++)
+            if (dev_of[o] == dev_of[st] && last[o] > anchor[st]) anchor[st] = last[o];
     int np = 0;
     for (int d = 0; d < plan->n_devices; d++) {
         int begin = np;
         for (int i = plan->prog_begin[d]; i < plan->prog_begin[d + 1]; i++) {
             int k = plan->prog_ops[i];
             prog[np++] = where[k];
-            int st = plan->ops[k].stage;
-            for (int q = 0; last[st] == k && q < count[st]; q++)
-                prog[np++] = added[first[st] + q];
+            for (int q = 0; q < n_add; q++) /* anchor[st]: the op stage st's REDUCEs follow */
+                if (anchor[add[q].stage] == k) prog[np++] = added[q];
         }
         plan->prog_begin[d] = begin;
         for (int i = begin; i < np; i++)
             ops[prog[i]].pos = i - begin;
     }
     plan->prog_begin[plan->n_devices] = np;
-    free(plan->ops), free(plan->deps), free(plan->prog_ops), free(where), free(added), free(first);
+    free(plan->ops), free(plan->deps), free(plan->prog_ops), free(where), free(added), free(dev_of);
     plan->ops = ops, plan->deps = deps, plan->prog_ops = prog;
     plan->n_ops = n, plan->n_deps_total = nd;
     return PP_OK;

@@ -73,7 +73,7 @@ pp_status_t run_plan(pp_run_t *r)
 
 /* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer,
  * overall and per transport; the host link's bandwidth over the measured copies (`link`, the
- * config's, without copies). Kinds a plan does not use keep 0 (B falls back to I + W). */
+ * config's, without copies); the reductions' ring bandwidth within and between hosts. Kinds a plan does not use keep 0 (B falls back to I + W). */
 static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
                                      const pp_timeline_t *tl, double link)
 {
@@ -83,8 +83,9 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
     int *cnt = calloc((size_t)n * 4, sizeof *cnt);
     PP_ALLOC_CHECK(cnt);
     double *per[4] = {cm->f, cm->b, cm->i, cm->w};
-    double send = 0, copy_bytes = 0, copy_ms = 0;
+    double send = 0, copy_bytes = 0, copy_ms = 0, ring_bytes[2] = {0, 0}, ring_ms[2] = {0, 0};
     int n_send = 0, n_by[PP_TRANSPORT_COUNT] = {0};
+    const int d = plan_replicas(plan);
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         double dur = tl->t[k].end_ms - tl->t[k].start_ms;
@@ -100,7 +101,16 @@ static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
         } else if (pp_action_is_copy(op->kind)) {
             copy_bytes += (double)op->bytes;
             copy_ms += dur;
+        } else if (op->kind == PP_ACT_REDUCE) { /* the ring's bytes per rank over its time */
+            ring_bytes[op->host > 1] += 2.0 * (d - 1) / d * (double)op->bytes;
+            ring_ms[op->host > 1] += dur;
         }
+    }
+    /* REDUCE: the bandwidth the measured reductions reached on each link (latency in it) */
+    cm->reduce_ranks = d;
+    for (int net = 0; net < 2; net++) {
+        cm->reduce_gbps[net] = ring_ms[net] > 0 ? ring_bytes[net] / ring_ms[net] / 1e6 : 0;
+        cm->reduce_latency_ms[net] = 0;
     }
     for (int kind = 0; kind < 4; kind++)
         for (int st = 0; st < n; st++)
@@ -233,11 +243,6 @@ pp_exec_opts_t run_exec_opts(const pp_job_t *job, const pp_run_opts_t *o)
 pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o)
 {
     if (!o->exec) PP_FAIL(PP_ERR_INTERNAL, "run_execute: no executor");
-    if (job_replicas(&r->job) > 1) /* the executor runs one pipeline */
-        return config_error_at(&r->cfg, PP_CFG_DATA_PARALLEL, 0, 0,
-                               "%d replicas, but the executor runs d = 1 today (allowed: 1 for a "
-                               "measured run; --simulate and `ppsched plan` price d > 1)",
-                               job_replicas(&r->job));
     pp_exec_opts_t eo = run_exec_opts(&r->job, o);
     PP_CHECK(o->exec(&r->meas, &r->exec, &r->plan, &r->job, &eo));
     r->measured = 1;

@@ -22,8 +22,9 @@ void run_set_procs(pp_job_t *job, const pp_group_t *g)
     memset(pr, 0, sizeof *pr);
     pr->n_procs = g->size;
     pr->n_hosts = g->n_hosts > 0 ? g->n_hosts : 1;
-    group_split_devices(g, job->pipeline.n_devices, job->pipeline.devices_per_process, pr->rank_of);
-    for (int d = 0; d < job->pipeline.n_devices; d++)
+    const int n = job_devices_total(job); /* every replica's */
+    group_split_devices(g, n, job->pipeline.devices_per_process, pr->rank_of);
+    for (int d = 0; d < n; d++)
         pr->host_of[d] = group_place(g, pr->rank_of[d]).host;
 }
 

@@ -94,18 +94,56 @@ static pp_status_t dev_alloc(void **p, size_t bytes, const char *what)
     return PP_OK;
 }
 
+/* 1 when the fp32 master is this replica's parts only (zero1 with a separate master). */
+static int sharded_master(const pp_stage_t *st)
+{
+    return st->n_shard < st->n_padded && st->cfg.dtype != PP_DTYPE_FP32;
+}
+
+/* The parameters from the seed: every value in fp32 (into the master, or, where the master holds
+ * only this replica's parts, into the gradients first, which are zeroed after), then the storage
+ * copy and the replica's parts of the master. */
 static pp_status_t init_params(pp_stage_t *st)
 {
     const pp_stage_cfg_t *c = &st->cfg;
-    PP_CUDA_CHECK(cudaMemsetAsync(st->master, 0, st->n_padded * sizeof(float), 0));
+    float *all = sharded_master(st) ? st->grads : st->master;
+    PP_CUDA_CHECK(cudaMemsetAsync(all, 0, st->n_padded * sizeof(float), 0));
     for (int i = 0; i < st->n_tensors; i++) {
         const pp_param_tensor_t *t = &st->tensors[i];
         PP_CHECK(stage_init_tensor(
-            st->master + t->offset, t->numel, c->seed, model_tensor_id(t->kind, t->layer),
+            all + t->offset, t->numel, c->seed, model_tensor_id(t->kind, t->layer),
             model_init_std(t->kind, c->total_layers), model_init_constant(t->kind), 0));
     }
     if (c->dtype != PP_DTYPE_FP32)
-        PP_CHECK(cast_fp32_to_dtype(st->params, st->master, st->n_padded, c->dtype, 0));
+        PP_CHECK(cast_fp32_to_dtype(st->params, all, st->n_padded, c->dtype, 0));
+    if (!sharded_master(st)) return PP_OK;
+    size_t lo, n, at;
+    for (size_t b = 0; stage_shard_part(c, c->optimizer_shard, b, &lo, &n, &at) > 0; b++)
+        PP_CUDA_CHECK(cudaMemcpyAsync(st->master + at, all + lo, n * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, 0));
+    PP_CUDA_CHECK(cudaMemsetAsync(st->grads, 0, st->n_padded * sizeof(float), 0));
+    return PP_OK;
+}
+
+/* zero1: the replica's parts of the gradients, in buckets; the shards must divide every bucket. */
+static pp_status_t init_shard(pp_stage_t *st)
+{
+    const pp_stage_cfg_t *c = &st->cfg;
+    st->n_shard = st->n_padded;
+    if (c->optimizer_shards <= 1 || !c->with_optimizer) return PP_OK;
+    if (c->optimizer_shard < 0 || c->optimizer_shard >= c->optimizer_shards)
+        PP_FAIL(PP_ERR_INTERNAL, "stage_init: optimizer shard %d of %d", c->optimizer_shard,
+                c->optimizer_shards);
+    size_t lo, n, at, sum = 0;
+    int k;
+    for (size_t b = 0; (k = stage_shard_part(c, c->optimizer_shard, b, &lo, &n, &at)) > 0; b++)
+        sum += n;
+    if (k < 0)
+        PP_FAIL(PP_ERR_INPUT,
+                "zero1: %d replicas do not divide the stage's %zu gradient values into equal "
+                "parts of every bucket of %zu (use a power of two)",
+                c->optimizer_shards, st->n_padded, c->shard_bucket);
+    st->n_shard = sum;
     return PP_OK;
 }
 
@@ -114,16 +152,18 @@ static pp_status_t init_state(pp_stage_t *st, int32_t *perm_host)
 {
     const pp_stage_cfg_t *cfg = &st->cfg;
     const size_t P = st->n_padded, es = pp_dtype_size(cfg->dtype);
+    PP_CHECK(init_shard(st));
+    const size_t S = st->n_shard;
     PP_CHECK(dev_alloc(&st->params, P * es, "parameters"));
     if (cfg->dtype == PP_DTYPE_FP32)
         st->master = (float *)st->params;
     else
-        PP_CHECK(dev_alloc((void **)&st->master, P * sizeof(float), "fp32 master parameters"));
+        PP_CHECK(dev_alloc((void **)&st->master, S * sizeof(float), "fp32 master parameters"));
     PP_CHECK(dev_alloc((void **)&st->grads, P * sizeof(float), "gradients"));
     PP_CUDA_CHECK(cudaMemsetAsync(st->grads, 0, P * sizeof(float), 0));
     if (cfg->with_optimizer) {
-        PP_CHECK(dev_alloc((void **)&st->adam, 2 * P * sizeof(float), "AdamW state"));
-        PP_CUDA_CHECK(cudaMemsetAsync(st->adam, 0, 2 * P * sizeof(float), 0));
+        PP_CHECK(dev_alloc((void **)&st->adam, 2 * S * sizeof(float), "AdamW state"));
+        PP_CUDA_CHECK(cudaMemsetAsync(st->adam, 0, 2 * S * sizeof(float), 0));
     }
     PP_CHECK(dev_alloc((void **)&st->aux, stage_layout_aux(cfg), "permutation table"));
     carver_t c = {st->aux, 0};
@@ -317,15 +357,37 @@ pp_status_t stage_optimizer_step(pp_stage_t *st, const pp_adamw_cfg_t *opt, int 
                                  "(with_optimizer = 0)");
     if (step < 1) PP_FAIL(PP_ERR_INTERNAL, "stage_optimizer_step: step %d, counts from 1", step);
     const pp_dtype_t dt = st->cfg.dtype;
-    float *m = st->adam, *v = st->adam + st->n_padded;
-    for (int i = 0; i < st->n_tensors; i++) {
-        const pp_param_tensor_t *t = &st->tensors[i];
-        void *storage = (char *)st->params + t->offset * pp_dtype_size(dt);
-        PP_CHECK(adamw_update_counted(st->master + t->offset, storage, st->grads + t->offset,
-                                      m + t->offset, v + t->offset, t->numel, opt->lr, opt->beta1,
-                                      opt->beta2, opt->eps, t->decay ? opt->weight_decay : 0.0f,
-                                      step, st->d_opt_step, dt, stream));
+    const size_t es = pp_dtype_size(dt);
+    float *m = st->adam, *v = st->adam + st->n_shard;
+    if (st->n_shard == st->n_padded) {
+        for (int i = 0; i < st->n_tensors; i++) {
+            const pp_param_tensor_t *t = &st->tensors[i];
+            void *storage = (char *)st->params + t->offset * es;
+            PP_CHECK(adamw_update_counted(st->master + t->offset, storage, st->grads + t->offset,
+                                          m + t->offset, v + t->offset, t->numel, opt->lr,
+                                          opt->beta1, opt->beta2, opt->eps,
+                                          t->decay ? opt->weight_decay : 0.0f, step,
+                                          st->d_opt_step, dt, stream));
+        }
+        return PP_OK;
     }
+    /* zero1: this replica's part of each bucket, tensor by tensor (weight decay is a tensor's);
+     * values x of the stage at x - lo + at of the sharded state */
+    size_t lo, n, at;
+    for (size_t b = 0; stage_shard_part(&st->cfg, st->cfg.optimizer_shard, b, &lo, &n, &at) > 0;
+         b++)
+        for (int i = 0; i < st->n_tensors; i++) {
+            const pp_param_tensor_t *t = &st->tensors[i];
+            size_t x0 = t->offset > lo ? t->offset : lo;
+            size_t x1 = t->offset + t->numel < lo + n ? t->offset + t->numel : lo + n;
+            if (x0 >= x1) continue;
+            size_t k = x0 - lo + at; /* in the sharded state */
+            float *master = sharded_master(st) ? st->master + k : st->master + x0;
+            PP_CHECK(adamw_update_counted(master, (char *)st->params + x0 * es, st->grads + x0,
+                                          m + k, v + k, x1 - x0, opt->lr, opt->beta1, opt->beta2,
+                                          opt->eps, t->decay ? opt->weight_decay : 0.0f, step,
+                                          st->d_opt_step, dt, stream));
+        }
     return PP_OK;
 }
 
@@ -345,6 +407,17 @@ pp_status_t stage_loss_read(pp_stage_t *st, double *out, cudaStream_t stream)
     PP_CUDA_CHECK(cudaStreamSynchronize(stream));
     *out = v;
     return PP_OK;
+}
+
+float *stage_grads(pp_stage_t *st, size_t *count)
+{
+    *count = st->n_padded;
+    return st->grads;
+}
+
+void *stage_params(pp_stage_t *st)
+{
+    return st->params;
 }
 
 size_t stage_n_params(const pp_stage_t *st)
@@ -372,5 +445,12 @@ pp_status_t stage_grads_to_host(pp_stage_t *st, float *host)
 /* The fp32 master values (for bf16 storage, the forward uses them rounded to bf16). */
 pp_status_t stage_params_to_host(pp_stage_t *st, float *host)
 {
-    return to_host_packed(st, st->master, host);
+    if (!sharded_master(st)) return to_host_packed(st, st->master, host);
+    /* zero1 in bf16: the master holds this replica's parts; the storage copy every value */
+    float *all = NULL;
+    PP_CUDA_CHECK(cudaMalloc((void **)&all, st->n_padded * sizeof(float)));
+    pp_status_t s = cast_dtype_to_fp32(all, st->params, st->n_padded, st->cfg.dtype, 0);
+    if (s == PP_OK) s = to_host_packed(st, all, host);
+    cudaFree(all);
+    return s;
 }

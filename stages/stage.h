@@ -85,9 +85,18 @@ pp_status_t stage_backward_weight(pp_stage_t *st, int slot, int mb, cudaStream_t
  * NULL, is the AdamW step count (the `step` argument of stage_optimizer_step is then ignored). */
 pp_status_t stage_bind_counters(pp_stage_t *st, const int *d_data_base, const int *d_opt_step);
 
+/* The fp32 gradient accumulators in place on the device: every tensor's, at its offset, with zeros
+ * in the padding between them; *count gets the length (stage_grad_bytes / 4). The executor reduces
+ * them across data-parallel replicas between the last backward and the optimizer. */
+float *stage_grads(pp_stage_t *st, size_t *count);
+/* The parameters' storage copy (cfg->dtype), stage_grads' length: zero1 gathers it. */
+void *stage_params(pp_stage_t *st);
+
 /* Zero the gradient accumulators and the loss accumulator. */
 pp_status_t stage_zero_grads(pp_stage_t *st, cudaStream_t stream);
-/* One AdamW step over the stage's parameters (step counts from 1). */
+/* One AdamW step over the stage's parameters (step counts from 1); under zero1
+ * (cfg->optimizer_shards > 1) over this replica's parts of them only (stage_shard_part): the other
+ * replicas update the rest, and the caller gathers every part's storage copy into every replica. */
 pp_status_t stage_optimizer_step(pp_stage_t *st, const pp_adamw_cfg_t *opt, int step,
                                  cudaStream_t stream);
 
@@ -95,7 +104,9 @@ pp_status_t stage_optimizer_step(pp_stage_t *st, const pp_adamw_cfg_t *opt, int 
  * synchronizing `stream`. */
 pp_status_t stage_loss_read(pp_stage_t *st, double *out, cudaStream_t stream);
 /* Number of parameters, and copies of all parameters / gradients as fp32 to host memory in a
- * fixed order (for the pipeline-vs-one-device check). Synchronous. */
+ * fixed order (for the pipeline-vs-one-device check). Synchronous. The parameters are the fp32
+ * master's, or under zero1 in bf16 (cfg->optimizer_shards: the master holds this replica's parts)
+ * the storage copy's. */
 size_t stage_n_params(const pp_stage_t *st);
 pp_status_t stage_grads_to_host(pp_stage_t *st, float *host);
 pp_status_t stage_params_to_host(pp_stage_t *st, float *host);

@@ -18,9 +18,12 @@ struct pp_stage {
     size_t n_params;            /* packed count */
     size_t n_padded;            /* device buffer length in elements */
     void *params;               /* [n_padded] storage dtype (== master for fp32) */
-    float *master;              /* [n_padded] fp32 */
+    float *master;              /* [n_padded] fp32; under zero1 in bf16 [n_shard], this
+                                   replica's parts (stage_shard_part) */
     float *grads;               /* [n_padded] fp32 */
-    float *adam;                /* [2 * n_padded] m then v, or NULL */
+    float *adam;                /* [2 * n_shard] m then v, or NULL */
+    size_t n_shard;             /* the optimizer state's length: n_padded, or under zero1 the
+                                   replica's parts' (n_padded / optimizer_shards) */
     char *aux;                  /* perm + loss accumulator */
     int32_t *perm;              /* [V] */
     float *loss_acc;            /* [1] */

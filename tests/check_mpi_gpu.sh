@@ -8,6 +8,8 @@
 #     GPUs, for gpipe, 1f1b, interleaved-1f1b and zb-h1 (the report's loss), and tests/gpu/test_mpi
 #     under mpirun -np 2 the same loss and gradients, bitwise;
 #   4 GPUs and more: the same with -np 2 (two GPUs each) and -np 4 over four GPUs.
+# pipeline.data_parallel=2 under AdamW (1f1b, zb-h1, and 1f1b with run.optimizer_sharding zero1):
+# one process against one per replica (-np 2) and one per GPU (-np 4), bitwise.
 # And the shipped 1f1b as it is (transport auto: peer copies within a process, nccl between)
 # under -np 2 (and -np 4) gives bitwise the loss of one process (peer copies only).
 # The step times of each pair are printed side by side, never asserted. Prints the summary line
@@ -106,8 +108,25 @@ auto_pair() {
         mpi -np "$1" "$P" $SMALL --set "pipeline.devices=$2" $S >"$tmp/b" 2>>"$tmp/err"
     same_loss "1f1b auto $2: -np $1 vs one process" "$tmp/a" "$tmp/b"
 }
+# dp_pair NPROC DEVICES: pipeline.data_parallel=2 over DEVICES (the gradients reduced over nccl),
+# one process against NPROC (one per replica, or one per GPU).
+dp_pair() {
+    for k in 1f1b zb-h1 zero1; do
+        opt="--set run.optimizer=adamw"
+        [ $k = zero1 ] && opt="$opt --set run.optimizer_sharding=zero1"
+        f=schedules/$k.yaml
+        [ $k = zero1 ] && f=schedules/1f1b.yaml
+        # shellcheck disable=SC2086
+        "$P" $SMALL $opt --set "pipeline.devices=$2" --set pipeline.data_parallel=2 \
+            $f >"$tmp/a" 2>"$tmp/err" &&
+            mpi -np "$1" "$P" $SMALL $opt --set "pipeline.devices=$2" \
+                --set pipeline.data_parallel=2 $f >"$tmp/b" 2>>"$tmp/err"
+        same_loss "$k $2 d=2 adamw: -np $1 vs one process" "$tmp/a" "$tmp/b"
+    done
+}
 if [ "$n_gpu" -ge 2 ]; then
     pairs 2 '[0,1]'
+    dp_pair 2 '[0,1]'
     auto_pair 2 '[0,1]'
     [ "$n_gpu" -ge 4 ] || grads 2
 else skip "2 processes x 1 GPU: $n_gpu GPU present"; fi
@@ -116,6 +135,8 @@ if [ "$n_gpu" -ge 4 ]; then
     pairs 4 '[0,1,2,3]'
     auto_pair 2 '[0,1,2,3]'
     auto_pair 4 '[0,1,2,3]'
+    dp_pair 2 '[0,1,2,3]'
+    dp_pair 4 '[0,1,2,3]'
     grads 2
     grads 4
 else skip "2 processes x 2 GPUs and 4 x 1: $n_gpu GPUs present"; fi

@@ -6,7 +6,8 @@
  * malformed one; the simulator's reduction (the ring formula, the replicas starting and ending
  * together); the idle split's reduce reason and the reduce-free what-if; zero1's memory; the
  * planner's p x d candidates and its table; a plan of one replica unchanged (no REDUCE, no
- * replica fields in the JSON); and a measured run with d > 1 refused at the key's place.
+ * replica fields in the JSON); and a measured run with d > 1 reaching the executor, zero1 too;
+ * zero1's parts of the gradient buckets (stage_shard_part).
  */
 #include "tests/check.h"
 #include "plan/memory.h"
@@ -188,6 +189,32 @@ static void test_aligned(void)
     run_free(&r);
 }
 
+/* Every kind lowers with its reductions in both alignments and the plan validates: on a device of
+ * several stages (interleaved, V) its reduce stream takes the REDUCE ops in program order. */
+static void test_every_kind(void)
+{
+    static const char *kinds[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v",
+                                  "dualpipev", "looped-bfs", "interleaved-zb"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int al = 0; al < 2; al++) {
+            pp_run_t r;
+            char kind[64];
+            snprintf(kind, sizeof kind, "schedule.kind=%s", kinds[k]);
+            const char *sets[] = {kind, al ? "pipeline.reduce_align=aligned"
+                                           : "pipeline.reduce_align=as_ready"};
+            ts_capture_begin();
+            int ok = load(&r, yaml_dp, sets, 2);
+            const char *err = ts_capture_end();
+            EXPECT(ok, "%s %s: %s", kinds[k], sets[1], err);
+            if (!ok) continue;
+            int n = 0;
+            for (int i = 0; i < r.plan.n_ops; i++)
+                n += r.plan.ops[i].kind == PP_ACT_REDUCE;
+            EXPECT(n >= 2 * r.plan.n_stages, "%s: %d REDUCE ops", kinds[k], n);
+            run_free(&r);
+        }
+}
+
 /* validate refuses a REDUCE that does not wait for its stage, an op that waits for a REDUCE, and a
  * group broken apart. */
 static void test_validate(void)
@@ -366,6 +393,50 @@ static void test_zero1_memory(void)
     run_free(&b);
 }
 
+/* zero1's parts: every value of a stage's gradients belongs to exactly one replica's part of one
+ * bucket, each replica's parts follow each other in its sharded state (1/d of the values), and
+ * replicas that do not divide a bucket are told. */
+static void test_shard_parts(void)
+{
+    pp_run_t r;
+    const char *z[] = {"run.optimizer_sharding=zero1", "pipeline.data_parallel=4"};
+    REQUIRE(load(&r, yaml_dp, z, 2));
+    pp_stage_cfg_t c;
+    plan_stage_cfg(&c, &r.job, &r.plan, 0);
+    const size_t P = stage_grad_bytes(&c) / 4;
+    unsigned char *owner = calloc(P, 1);
+    REQUIRE(owner && c.optimizer_shards == 4 && P % 256 == 0);
+    static const size_t buckets[] = {0, 64 * 12, 256 * 7};
+    for (size_t k = 0; k < sizeof buckets / sizeof buckets[0]; k++) {
+        c.shard_bucket = buckets[k];
+        memset(owner, 0, P);
+        int ok = 1;
+        for (int sh = 0; sh < 4; sh++) {
+            size_t lo, n, at, next = 0;
+            int got;
+            for (size_t b = 0; (got = stage_shard_part(&c, sh, b, &lo, &n, &at)) > 0; b++) {
+                ok &= at == next && lo + n <= P;
+                next += n;
+                for (size_t x = lo; x < lo + n && x < P; x++)
+                    ok &= owner[x]++ == 0;
+            }
+            EXPECT(got == 0 && next == P / 4, "bucket %zu shard %d: %zu values kept", buckets[k],
+                   sh, next);
+        }
+        size_t missing = 0;
+        for (size_t x = 0; x < P; x++)
+            missing += owner[x] != 1;
+        EXPECT(ok && missing == 0, "bucket %zu: %zu values not in exactly one part", buckets[k],
+               missing);
+    }
+    c.optimizer_shards = 3;
+    c.shard_bucket = 64 * 5;
+    size_t lo, n, at;
+    EXPECT(stage_shard_part(&c, 0, 0, &lo, &n, &at) == -1, "3 shards of 320 values");
+    free(owner);
+    run_free(&r);
+}
+
 /* ---- the planner ---------------------------------------------------------------------------- */
 
 static void test_planner(void)
@@ -418,18 +489,27 @@ static pp_status_t never_exec(pp_timeline_t *tl, pp_exec_result_t *res, const pp
     return PP_ERR_INTERNAL;
 }
 
-static void test_measured_refused(void)
+/* A measured run with d > 1 reaches the executor with the replicas' plan, with zero1 too. */
+static void test_measured(void)
 {
     pp_run_t r;
     REQUIRE(load(&r, yaml_dp, NULL, 0));
     pp_run_opts_t ro = {.measure = 1, .exec = never_exec};
     ts_capture_begin();
     pp_status_t st = run_go(&r, &ro);
-    const char *err = ts_capture_end();
-    EXPECT(st == PP_ERR_INPUT && !exec_called, "status %s", pp_status_str(st));
-    EXPECT(strstr(err, "t.yaml:2:") && strstr(err, "pipeline.data_parallel") &&
-               strstr(err, "executor runs d = 1") && strstr(err, "--simulate"),
-           "%s", err);
+    (void)ts_capture_end();
+    EXPECT(st == PP_ERR_INTERNAL && exec_called, "status %s", pp_status_str(st));
+    EXPECT(r.plan.n_devices == 8 && plan_replicas(&r.plan) == 2, "%d devices, %d replicas",
+           r.plan.n_devices, plan_replicas(&r.plan));
+    run_free(&r);
+
+    exec_called = 0;
+    const char *z[] = {"run.optimizer_sharding=zero1"};
+    REQUIRE(load(&r, yaml_dp, z, 1));
+    ts_capture_begin();
+    st = run_go(&r, &ro);
+    (void)ts_capture_end();
+    EXPECT(st == PP_ERR_INTERNAL && exec_called, "zero1: status %s", pp_status_str(st));
     run_free(&r);
 }
 
@@ -439,11 +519,13 @@ int main(void)
     RUN(test_key);
     RUN(test_devices_and_lowering);
     RUN(test_aligned);
+    RUN(test_every_kind);
     RUN(test_validate);
     RUN(test_simulated_reduce);
     RUN(test_report_outputs);
     RUN(test_zero1_memory);
+    RUN(test_shard_parts);
     RUN(test_planner);
-    RUN(test_measured_refused);
+    RUN(test_measured);
     return check_summary("test_data_parallel");
 }

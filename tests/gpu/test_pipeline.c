@@ -14,7 +14,9 @@
  * fewer are present. Without a GPU every case is skipped. Every case goes through the run chain
  * (run.h), as the command line does. PPSCHED_TEST_QUICK=1 (check.h) runs each schedule on 2
  * devices only (not 1, 4 in bf16), leaves out the timeout and the 50-step AdamW cases, and gives
- * every step a 900 s deadline.
+ * every step a 900 s deadline. pipeline.data_parallel: d replicas of m micro-batches against the
+ * one-device run of d * m, within the tolerance of another fp32 summation order, bitwise run to
+ * run and eager against graph.
  */
 #include "tests/check.h"
 #include "tests/gpu/support.h"
@@ -699,6 +701,234 @@ static void graph_matches_eager(void)
     }
 }
 
+/* ---- pipeline.data_parallel ----------------------------------------------------------------- */
+
+/* d replicas of a p-device pipeline, each on m micro-batches (`sets` say which), against the
+ * one-device run of d * m: the loss and the gradients agree within the tolerance of another fp32
+ * summation order (each replica sums its m micro-batches, the reduction adds the replicas), and
+ * within bf16 tolerance in bf16; every replica's gradients are the same after the reduction (the
+ * executor checks it under check_grads); a second run gives the same bits; every REDUCE op was
+ * timed, after its stage's last backward; the idle split explains the measured bubble. */
+static void dp_compare(const char *yaml, const char *const *sets, int n_sets, const char *label)
+{
+    pp_run_t r[2];
+    pp_status_t st[2];
+    memset(r, 0, sizeof r);
+    for (int k = 0; k < 2; k++) {
+        pp_run_opts_t ro = measured();
+        REQUIRE(run_load(&r[k], "dp.yaml", yaml, sets, n_sets, n_gpus) == PP_OK);
+        st[k] = run_go(&r[k], &ro);
+        EXPECT(st[k] == PP_OK, "%s: run %d: %s", label, k, pp_status_str(st[k]));
+    }
+    if (st[0] == PP_OK && st[1] == PP_OK) {
+        const pp_plan_t *plan = &r[0].plan;
+        const pp_exec_result_t *a = &r[0].exec, *b = &r[1].exec;
+        const int d = plan_replicas(plan), fp32 = r[0].job.model.dtype == PP_DTYPE_FP32;
+        EXPECT(d > 1, "%s: %d replicas", label, d);
+        double ref_loss;
+        float *ref = NULL;
+        size_t n = 0;
+        REQUIRE(reference_step(&r[0].job, plan->n_mb * d, &ref_loss, &ref, &n) == 0);
+        EXPECT(n == a->n_params, "%s: parameters %zu, reference %zu", label, a->n_params, n);
+        EXPECT_NEAR(a->loss[0], ref_loss, fp32 ? 1e-6 : 1e-3, fp32 ? 1e-6 : 1e-3);
+        double scale = 0;
+        for (size_t i = 0; i < n; i++)
+            if (fabs((double)ref[i]) > scale) scale = fabs((double)ref[i]);
+        size_t bad = 0, first = 0;
+        double worst = 0;
+        for (size_t i = 0; i < n && i < a->n_params; i++) {
+            double e = fabs((double)a->grads[i] - (double)ref[i]);
+            double tol = fp32 ? 1e-5 * scale + 1e-4 * fabs((double)ref[i])
+                              : 1e-3 + 5e-2 * fabs((double)ref[i]);
+            if (e > tol && !bad++) first = i;
+            if (e > worst) worst = e;
+        }
+        EXPECT(bad == 0, "%s: %zu of %zu gradients off (first at %zu: %.9g vs %.9g; max |diff| %.3g)",
+               label, bad, n, first, bad ? a->grads[first] : 0.0, bad ? ref[first] : 0.0, worst);
+        printf("  %s: loss %.9g (one device %.9g), max |grad diff| %.3g of max |grad| %.3g\n",
+               label, a->loss[0], ref_loss, worst, scale);
+        EXPECT(a->n_params == b->n_params &&
+                   !memcmp(a->grads, b->grads, sizeof *a->grads * a->n_params) &&
+                   !memcmp(a->loss, b->loss, sizeof *a->loss * (size_t)a->n_steps),
+               "%s: two runs gave different bits", label);
+        const pp_timeline_t *tl = &r[0].meas;
+        int n_reduce = 0;
+        for (int i = 0; i < plan->n_ops; i++) {
+            const pp_op_t *o = &plan->ops[i];
+            if (o->kind != PP_ACT_REDUCE) continue;
+            n_reduce++;
+            EXPECT(tl->t[i].end_ms >= tl->t[i].start_ms && tl->t[i].end_ms > 0,
+                   "%s: REDUCE op %d timed %.4f..%.4f", label, i, tl->t[i].start_ms,
+                   tl->t[i].end_ms);
+            for (int k = 0; k < o->n_deps; k++) {
+                int dep = plan->deps[o->dep_begin + k];
+                EXPECT(tl->t[i].start_ms >= tl->t[dep].end_ms - 1e-3,
+                       "%s: REDUCE op %d started before its op %d ended", label, i, dep);
+            }
+        }
+        EXPECT(n_reduce >= d * plan->n_stages, "%s: %d REDUCE ops", label, n_reduce);
+        expect_explained(&r[0], label);
+        free(ref);
+    }
+    run_free(&r[0]);
+    run_free(&r[1]);
+}
+
+/* One data-parallel case of the small model: `kind` on p devices x d replicas, m micro-batches
+ * each; separate GPUs where there are p * d (the reduction over NCCL), else sharing them (on one
+ * GPU: copies and adds). */
+static void dp_case(const char *kind, int p, int d, int m, const char *dtype, const char *extra)
+{
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    char sets[5][64], label[160];
+    const char *setp[5];
+    snprintf(sets[0], sizeof sets[0], "schedule.kind=%s", kind);
+    int shared = devices_set(sets[1], sizeof sets[1], p * d);
+    snprintf(sets[2], sizeof sets[2], "pipeline.data_parallel=%d", d);
+    snprintf(sets[3], sizeof sets[3], "pipeline.micro_batches=%d", m);
+    snprintf(sets[4], sizeof sets[4], "%s", extra ? extra : "run.timing=on");
+    for (int i = 0; i < 5; i++)
+        setp[i] = sets[i];
+    snprintf(label, sizeof label, "%s p=%d d=%d m=%d %s%s%s", kind, p, d, m, dtype,
+             shared ? " (sharing GPUs)" : "", extra ? extra : "");
+    dp_compare(model_yaml(dtype), setp, 5, label);
+}
+
+static void dp_1f1b_p2_d2(void)
+{
+    dp_case("1f1b", 2, 2, 4, "fp32", NULL);
+}
+static void dp_zbh1_p2_d2(void)
+{
+    dp_case("zb-h1", 2, 2, 4, "fp32", NULL);
+}
+static void dp_zbv_p2_d2(void)
+{
+    dp_case("zb-v", 2, 2, 4, "fp32", "pipeline.reduce_align=aligned");
+}
+static void dp_interleaved_p2_d2_bf16(void)
+{
+    dp_case("interleaved", 2, 2, 4, "bf16", NULL);
+}
+static void dp_1f1b_p1_d4(void)
+{
+    dp_case("1f1b", 1, 4, 2, "fp32", NULL);
+}
+
+/* Many buckets: a model whose stages hold several MiB of gradients, reduced 1 MiB at a time. */
+static void dp_buckets(void)
+{
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    char devs[64], yaml[512];
+    int shared = devices_set(devs, sizeof devs, 4);
+    snprintf(yaml, sizeof yaml,
+             "model: {layers: 8, hidden: 256, heads: 4, seq_len: 32, vocab: 128, dtype: fp32}\n"
+             "pipeline: {micro_batch_size: 2, data_parallel: 2, reduce_bucket_mb: 1}\n"
+             "schedule: {kind: 1f1b}\n"
+             "run: {steps: 1, warmup: 0, seed: 77, timeout: %d}\n",
+             step_timeout_s());
+    const char *sets[] = {devs, "pipeline.micro_batches=4"};
+    char label[96];
+    snprintf(label, sizeof label, "1f1b p=2 d=2 1 MiB buckets%s", shared ? " (sharing GPUs)" : "");
+    dp_compare(yaml, sets, 2, label);
+}
+
+/* Replicas under AdamW over several steps, eager and replayed from a captured graph (the
+ * reduction inside it): the same losses, bit for bit, and the loss moves. */
+static void dp_graph_matches_eager(void)
+{
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    pp_run_t r[2];
+    pp_status_t st[2];
+    memset(r, 0, sizeof r);
+    char devs[64];
+    devices_set(devs, sizeof devs, 4);
+    for (int g = 0; g < 2; g++) {
+        const char *sets[] = {"schedule.kind=1f1b",  devs,         "pipeline.data_parallel=2",
+                              "pipeline.micro_batches=4", "run.steps=4", "run.optimizer=adamw",
+                              "run.lr=0.001",        g ? "run.graph=on" : "run.graph=off"};
+        pp_run_opts_t ro = measured();
+        REQUIRE(run_load(&r[g], "dpgraph.yaml", model_yaml("fp32"), sets, 8, n_gpus) == PP_OK);
+        st[g] = run_execute(&r[g], &ro);
+        EXPECT(st[g] == PP_OK, "graph=%d: %s", g, pp_status_str(st[g]));
+    }
+    if (st[0] == PP_OK && st[1] == PP_OK) {
+        const pp_exec_result_t *a = &r[0].exec, *b = &r[1].exec;
+        for (int k = 0; k < a->n_steps; k++)
+            EXPECT(a->loss[k] == b->loss[k], "step %d: loss eager %.9g, graph %.9g", k, a->loss[k],
+                   b->loss[k]);
+        EXPECT(a->loss[3] != a->loss[0], "the steps saw the same data and weights");
+        EXPECT(b->graph_steps == b->n_steps - 1, "%d of %d steps replayed from the graph",
+               b->graph_steps, b->n_steps);
+    }
+    run_free(&r[0]);
+    run_free(&r[1]);
+}
+
+/* run.optimizer_sharding zero1 against the whole optimizer on every replica, under AdamW over four
+ * steps replayed from a graph: each replica updating only its part of the parameters and the parts
+ * gathered give every step's loss and the last step's gradients of the unsharded run: bitwise with
+ * two replicas (a sum of two is the same in any order) or on one GPU (the same adds), within fp32
+ * summation-order tolerance with four over NCCL. */
+static void dp_zero1_case(int p, int d, const char *dtype)
+{
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    pp_run_t r[2];
+    pp_status_t st[2];
+    memset(r, 0, sizeof r);
+    char devs[64], dp[64];
+    int shared = devices_set(devs, sizeof devs, p * d);
+    snprintf(dp, sizeof dp, "pipeline.data_parallel=%d", d);
+    for (int z = 0; z < 2; z++) {
+        const char *sets[] = {"schedule.kind=1f1b",  devs,          dp,
+                              "pipeline.micro_batches=4", "run.steps=4", "run.optimizer=adamw",
+                              "run.lr=0.003",        "run.graph=on",
+                              z ? "run.optimizer_sharding=zero1" : "run.optimizer_sharding=none"};
+        pp_run_opts_t ro = measured();
+        REQUIRE(run_load(&r[z], "zero1.yaml", model_yaml(dtype), sets, 9, n_gpus) == PP_OK);
+        st[z] = run_execute(&r[z], &ro);
+        EXPECT(st[z] == PP_OK, "p=%d d=%d %s zero1=%d: %s", p, d, dtype, z, pp_status_str(st[z]));
+    }
+    if (st[0] == PP_OK && st[1] == PP_OK) {
+        const pp_exec_result_t *a = &r[0].exec, *b = &r[1].exec;
+        const int exact = d == 2 || shared;
+        for (int k = 0; k < a->n_steps; k++) {
+            if (exact)
+                EXPECT(a->loss[k] == b->loss[k], "p=%d d=%d %s step %d: loss %.9g, zero1 %.9g", p,
+                       d, dtype, k, a->loss[k], b->loss[k]);
+            else
+                EXPECT_NEAR(b->loss[k], a->loss[k], 1e-5, 1e-5);
+        }
+        EXPECT(a->loss[3] < a->loss[0], "the loss did not fall: %.6g -> %.6g", a->loss[0],
+               a->loss[3]);
+        size_t bad = 0;
+        for (size_t i = 0; i < a->n_params && i < b->n_params; i++)
+            bad += exact ? a->grads[i] != b->grads[i]
+                         : fabs(a->grads[i] - b->grads[i]) > 1e-6 + 1e-4 * fabs(a->grads[i]);
+        EXPECT(a->n_params == b->n_params && bad == 0, "p=%d d=%d %s: %zu gradients differ", p, d,
+               dtype, bad);
+        EXPECT(b->graph_steps == b->n_steps - 1, "%d of %d steps replayed", b->graph_steps,
+               b->n_steps);
+        printf("  zero1 p=%d d=%d %s%s: losses %.9g .. %.9g as unsharded\n", p, d, dtype,
+               shared ? " (sharing GPUs)" : "", b->loss[0], b->loss[3]);
+    }
+    run_free(&r[0]);
+    run_free(&r[1]);
+}
+
+static void dp_zero1_p2_d2(void)
+{
+    dp_zero1_case(2, 2, "fp32");
+}
+static void dp_zero1_p2_d2_bf16(void)
+{
+    dp_zero1_case(2, 2, "bf16");
+}
+static void dp_zero1_p1_d4(void)
+{
+    dp_zero1_case(1, 4, "fp32");
+}
+
 /* A step that cannot finish within --timeout is reported, not waited on: the executor names the
  * pending op of each device, aborts NCCL and returns PP_ERR_TIMEOUT; the process stays usable. */
 static void timeout_names_pending_op(void)
@@ -809,5 +1039,15 @@ int main(void)
     RUN(graph_matches_eager);
     RUN(timeout_names_pending_op);
     RUN(adamw_loss_falls);
+    RUN(dp_1f1b_p2_d2);
+    RUN(dp_zbh1_p2_d2);
+    RUN(dp_zbv_p2_d2);
+    RUN(dp_interleaved_p2_d2_bf16);
+    RUN(dp_1f1b_p1_d4);
+    RUN(dp_buckets);
+    RUN(dp_graph_matches_eager);
+    RUN(dp_zero1_p2_d2);
+    RUN(dp_zero1_p2_d2_bf16);
+    RUN(dp_zero1_p1_d4);
     return check_summary("test_pipeline");
 }
