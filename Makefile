@@ -14,10 +14,11 @@
 #   make sanitize   the GPU tests (quick cases) under compute-sanitizer memcheck and racecheck
 #                   (needs a GPU; about 8 min on one H100; SANITIZE_JOBS=, SANITIZE_TIMEOUT=)
 #   make bench      benchmarks on the GPUs present (bench/); make bench-stage, bench-local,
-#                   bench-overlap, bench-peer (SHAPE=7b: a model preset's shape), bench-p2p (2 GPUs
-#                   or more: one boundary on every transport and NCCL knob, then 1F1B and ZB-V on
-#                   each transport setting), bench-dp (2 GPUs or more: every p x d split at one
-#                   global batch, measured against the prediction)
+#                   bench-overlap, bench-peer (SHAPE=7b: a model preset's shape; against PyTorch
+#                   pipelining and Megatron-Core), bench-p2p (2 GPUs or more: one boundary on every
+#                   transport and NCCL knob, then 1F1B and ZB-V on each transport setting), bench-dp
+#                   (2 GPUs or more: every p x d split at one global batch, measured against the
+#                   prediction)
 #   make check-predict  the cost and memory model against measurement on the GPUs present (p = 4, 2
 #                   or 1 of them): every kind at the reference and small models, m = 8 and 32, and
 #                   one sequence per micro-batch; predicted against measured step, bubble and
@@ -194,7 +195,7 @@ test: $(BUILD)/ppsched $(CPU_TESTS) $(GPU_TESTS) $(filter %/bench_p2p,$(BENCH_BI
 	    mk/check_includes.sh tests/check_include_rules.sh $(CPU_TESTS) \
 	    tests/check_install.sh tests/check_cli.sh tests/check_docs.sh tests/check_mpi.sh \
 	    tests/check_sanitize_split.sh tests/check_bench_p2p.sh tests/check_bench_shape.sh \
-	    tests/check_bench_predict.sh -- $(GPU_TESTS) \
+	    tests/check_bench_peer.sh tests/check_bench_predict.sh -- $(GPU_TESTS) \
 	    $(if $(GPU_TESTS),tests/check_mpi_gpu.sh)
 
 test-cpu: $(CPU_TESTS)
@@ -295,10 +296,14 @@ bench-overlap: $(BUILD)/bench/bench_overlap
 bench: $(BUILD)/ppsched $(BENCH_BIN)
 	@sh bench/run_bench.sh $(BUILD)
 
-# ppsched next to PyTorch: the whole model on one GPU against eager and torch.compile, then the
-# pipelines against torch.distributed.pipelining on the same GPUs (needs torch + torchrun).
-# PEER=one-gpu runs the one-GPU part alone, PEER=pipelines the pipelines alone; SHAPE=7b runs the
-# pipelines at that preset (bench/run_peer.sh).
+# ppsched next to its peers: the whole model on one GPU against eager and torch.compile, then the
+# pipelines against torch.distributed.pipelining and Megatron-Core's 1F1B and interleaved on the
+# same GPUs, AdamW in every step (needs torch + torchrun; Megatron-Core where python3 imports it,
+# else the table says how to carry it). PEER=one-gpu runs the one-GPU part alone, PEER=pipelines
+# the pipelines alone, PEER=megatron ppsched and Megatron-Core alone; SHAPE=7b runs the pipelines
+# at that preset; PEER_WHEELS=DIR installs the wheels `sh bench/peer_wheels.sh DIR` downloaded
+# (on a machine with network) for the run; PEER_OPTIMIZER=none drops AdamW on every side
+# (bench/run_peer.sh).
 PEER ?= all
 bench-peer: $(BUILD)/ppsched
 	@PEER=$(PEER) SHAPE=$(SHAPE) sh bench/run_peer.sh $(BUILD)

@@ -6,8 +6,11 @@
 # F.scaled_dot_product_attention(is_causal=True) (a fused kernel; ppsched's bf16 path fuses attention
 # too, with its own flash-style kernel). Data: seeded random tokens, made once per configuration outside the timed step
 # (ppsched makes its tokens on the GPU inside the step; either cost is negligible). A step is
-# schedule.step() with no optimizer step (ppsched's default too); gradients are set to None
-# before the barrier. Step time = max over ranks of barrier -> step -> cuda.synchronize.
+# schedule.step(), with no optimizer step by default (ppsched's default too) or, with
+# --optimizer adamw, torch.optim.AdamW (fused on CUDA) after it, inside the timed step, with
+# ppsched's hyper-parameters, over the bf16 parameters themselves (no fp32 master copy: less work
+# than ppsched's AdamW, which keeps one); gradients are set to None before the barrier.
+# Step time = max over ranks of barrier -> step -> cuda.synchronize.
 import os
 
 # Before torch.distributed is imported: no NVLink SHARP (NVLS) and no multicast memory.
@@ -45,9 +48,10 @@ DEFAULT_SCHEDULES = "gpipe,1f1b,interleaved,zb"
 
 
 def usage_error(msg):
-    """Print a usage error (rank 0 only, so torchrun's log shows it once) and exit with code 2."""
+    """Print a usage error (rank 0 only, so torchrun's log shows it once) and exit with code 2.
+    The message names the script that runs (megatron_peer.py shares these helpers)."""
     if int(os.environ.get("RANK", "0")) == 0:
-        print(f"torch_peer.py: {msg}", file=sys.stderr)
+        print(f"{os.path.basename(sys.argv[0]) or 'torch_peer.py'}: {msg}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -62,11 +66,8 @@ def int_list(text, what):
     return values
 
 
-def parse_args(argv=None):
-    ap = argparse.ArgumentParser(
-        description="ppsched's model and schedules under torch.distributed.pipelining. "
-        "Run with: torchrun --standalone --nproc_per_node=N bench/torch_peer.py [options]",
-    )
+def add_shape_args(ap):
+    """The model's shape: a preset, each key overridable, and the name the results carry."""
     ap.add_argument("--preset", choices=sorted(PRESETS), default="reference",
                     help="model and micro-batch shape (default: reference)")
     for key in ("layers", "hidden", "heads", "seq_len", "vocab", "micro_batch_size"):
@@ -75,6 +76,46 @@ def parse_args(argv=None):
     ap.add_argument("--name", default=None,
                     help="the shape's name in the table and the JSON (default: the preset's); "
                     "run_peer.sh names a ppsched preset so, with every key above given")
+
+
+def resolve_shape(a):
+    """a.shape from the preset and the overrides (usage error for a bad one); a.preset becomes
+    the name the results carry."""
+    shape = dict(PRESETS[a.preset])
+    for key in shape:
+        if getattr(a, key) is not None:
+            value = getattr(a, key)
+            if value < 1:
+                usage_error(f"--{key.replace('_', '-')}: {value} is not a positive integer")
+            shape[key] = value
+    if shape["hidden"] % shape["heads"]:
+        usage_error(f"hidden {shape['hidden']} does not split into {shape['heads']} heads")
+    a.shape = shape
+    if a.name:
+        a.preset = a.name
+
+
+# ppsched's AdamW (run.optimizer: adamw): lr and weight decay are its run.lr and run.weight_decay
+# defaults (docs/schedule-format.md), betas and eps those exec/execute_step.c passes; weight decay
+# on matrices and embeddings only, not on biases and LayerNorm (model/model.h, `decay`).
+ADAMW_BETAS = (0.9, 0.95)
+ADAMW_EPS = 1e-8
+
+
+def add_optimizer_args(ap):
+    ap.add_argument("--optimizer", choices=["none", "adamw"], default="none",
+                    help="the update closing each step, inside the timed step (default: none)")
+    ap.add_argument("--lr", type=float, default=3e-4, help="AdamW learning rate (default: 3e-4)")
+    ap.add_argument("--weight-decay", type=float, default=0.1,
+                    help="AdamW decoupled weight decay on matrices (default: 0.1)")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(
+        description="ppsched's model and schedules under torch.distributed.pipelining. "
+        "Run with: torchrun --standalone --nproc_per_node=N bench/torch_peer.py [options]",
+    )
+    add_shape_args(ap)
     ap.add_argument("--schedules", default=DEFAULT_SCHEDULES,
                     help=f"comma-separated, from {','.join(SCHEDULES)} "
                     f"(default: {DEFAULT_SCHEDULES})")
@@ -91,20 +132,9 @@ def parse_args(argv=None):
                     "on a machine without a GPU")
     ap.add_argument("--json", metavar="FILE", default=None,
                     help="write one JSON object per configuration to FILE (rank 0)")
+    add_optimizer_args(ap)
     a = ap.parse_args(argv)
-
-    shape = dict(PRESETS[a.preset])
-    for key in shape:
-        if getattr(a, key) is not None:
-            value = getattr(a, key)
-            if value < 1:
-                usage_error(f"--{key.replace('_', '-')}: {value} is not a positive integer")
-            shape[key] = value
-    if shape["hidden"] % shape["heads"]:
-        usage_error(f"hidden {shape['hidden']} does not split into {shape['heads']} heads")
-    a.shape = shape
-    if a.name:
-        a.preset = a.name
+    resolve_shape(a)
     a.schedule_list = [s.strip() for s in a.schedules.split(",") if s.strip()]
     for s in a.schedule_list:
         if s not in SCHEDULES:
@@ -225,6 +255,18 @@ def build_stage_module(env, shape, stage_index, n_stages, device, dtype, seed):
     return module.to(dtype=dtype)
 
 
+def make_adamw(torch, a, modules, is_cuda):
+    """torch.optim.AdamW over the modules' parameters with ppsched's hyper-parameters (decay on
+    matrices and embeddings, none on biases and LayerNorm), or None without --optimizer adamw."""
+    if a.optimizer != "adamw":
+        return None
+    params = [p for mod in modules for p in mod.parameters()]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": a.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    kwargs = {"fused": True} if is_cuda else {}
+    return torch.optim.AdamW(groups, lr=a.lr, betas=ADAMW_BETAS, eps=ADAMW_EPS, **kwargs)
+
+
 def make_loss_fn(F, m, scale_in_loss):
     """Mean cross-entropy over the micro-batch's tokens, in fp32. With scale_in_loss the loss is
     divided by m here (and the schedule does not rescale gradients afterwards), which is how
@@ -296,6 +338,8 @@ def run_config(env, a, sched, m, rank, p, device):
     single = cls_name in ("ScheduleGPipe", "Schedule1F1B")  # one stage per rank, not a list
     schedule = cls(stages[0] if single else stages, m, **kwargs)
 
+    optimizer = make_adamw(torch, a, modules, is_cuda)
+
     has_first = 0 in stage_ids
     has_last = (n_stages - 1) in stage_ids
     tokens, targets = make_tokens(torch, shape, m, a.seed + 1, device)
@@ -328,6 +372,8 @@ def run_config(env, a, sched, m, rank, p, device):
             gc.disable()  # no collector pauses inside timed steps
         t0 = time.perf_counter()
         schedule.step(*step_args, **step_kwargs)
+        if optimizer is not None:
+            optimizer.step()
         sync()
         t1 = time.perf_counter()
         if it >= a.warmup:
@@ -349,7 +395,7 @@ def run_config(env, a, sched, m, rank, p, device):
     dist.all_reduce(peak_t, op=dist.ReduceOp.MAX)
     step_ms = sorted(t.tolist())
 
-    del schedule, stages, modules, step_args, losses
+    del schedule, stages, modules, step_args, losses, optimizer
     if has_first:
         del tokens
     if has_last:
@@ -380,6 +426,10 @@ def run_config(env, a, sched, m, rank, p, device):
         "steps": a.steps,
         "warmup": a.warmup,
         "dtype": a.dtype,
+        "optimizer": a.optimizer,
+        "optimizer_impl": ("torch.optim.AdamW (%s) on the %s parameters"
+                           % ("fused" if is_cuda else "foreach", a.dtype)
+                           if a.optimizer == "adamw" else None),
         "torch_version": torch.__version__,
     }
 
@@ -387,7 +437,8 @@ def run_config(env, a, sched, m, rank, p, device):
 def print_table(results, a, p, device_name, torch_version, out=sys.stdout):
     """Fixed-width table: a '#' preamble, a names row and a units row, then one line each."""
     s = a.shape
-    print(f"# torch.distributed.pipelining {torch_version} on {p} x {device_name}, {a.dtype}",
+    opt = "" if a.optimizer == "none" else f", {a.optimizer} in the step"
+    print(f"# torch.distributed.pipelining {torch_version} on {p} x {device_name}, {a.dtype}{opt}",
           file=out)
     print(f"# preset {a.preset}: layers {s['layers']}, hidden {s['hidden']}, heads {s['heads']}, "
           f"seq {s['seq_len']}, vocab {s['vocab']}, micro-batch {s['micro_batch_size']}; "

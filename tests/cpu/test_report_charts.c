@@ -502,13 +502,16 @@ static void test_peer_chart(void)
         REQUIRE(f != NULL);
         for (int p = 0; p < presets; p++)
             for (int k = 0; k < 4; k++)
-                for (int fw = 0; fw < 2; fw++) {
-                    double tps = (fw ? 2.1e5 : 7.1e5) * (1.0 + 0.03 * k) / (p ? 1.7 : 1.0);
+                for (int fw = 0; fw < 3; fw++) {
+                    /* Megatron-Core (two presets only) has 1F1B and interleaved */
+                    if (fw == 2 && (presets == 1 || (k != 1 && k != 2))) continue;
+                    static const char *const name[] = {"ppsched", "pytorch", "megatron-core"};
+                    static const double base[] = {7.1e5, 2.1e5, 5.3e5};
+                    double tps = base[fw] * (1.0 + 0.03 * k) / (p ? 1.7 : 1.0);
                     fprintf(f,
                             "{\"framework\": \"%s\", \"preset\": \"%s\", \"schedule\": \"%s\", "
                             "\"m\": 32, \"step_ms\": %g, \"tokens_per_s\": %g}\n",
-                            fw ? "pytorch" : "ppsched", p ? "small" : "reference", sched[k],
-                            1.3e8 / tps, tps);
+                            name[fw], p ? "small" : "reference", sched[k], 1.3e8 / tps, tps);
                 }
         fclose(f);
         snprintf(cmd, sizeof cmd, "python3 bench/plot_peer.py %s %s", in, out);
@@ -518,7 +521,9 @@ static void test_peer_chart(void)
         xc_t xc;
         EXPECT(xml_wellformed(s, &xc));
         double width = attr_num(strstr(s, "<svg"), "width");
-        expect_text_inside(s, width, presets == 1 ? "one preset" : "two presets");
+        expect_text_inside(s, width, presets == 1 ? "one preset" : "two presets, three frameworks");
+        EXPECT((strstr(s, ">Megatron-Core</text>") != NULL) == (presets == 2),
+               "the legend names Megatron-Core exactly where it has rows");
         double prev = NAN, step = NAN;
         int n = 0;
         for (const char *p = strstr(s, "<text class=\"ytick\""); p;
