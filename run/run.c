@@ -17,6 +17,7 @@
 #include "run.h"
 
 #include "model/cost.h"
+#include "plan/stage_cfg.h"
 #include "sim/cost_model.h"
 
 #include "config/resolve.h"
@@ -240,9 +241,35 @@ pp_exec_opts_t run_exec_opts(const pp_job_t *job, const pp_run_opts_t *o)
     return eo;
 }
 
+/* zero1 cuts each gradient bucket of a stage into d equal parts (stage_shard_part): refused at the
+ * key before any GPU work where the replicas do not divide one. */
+static pp_status_t check_shards(pp_run_t *r)
+{
+    for (int s = 0; s < r->plan.n_stages; s++) {
+        pp_stage_cfg_t c;
+        plan_stage_cfg(&c, &r->job, &r->plan, s);
+        if (c.optimizer_shards <= 1) return PP_OK;
+        const size_t g = stage_grad_bytes(&c);
+        c.shard_bucket = plan_reduce_bucket_bytes(&r->job, g) / sizeof(float);
+        size_t lo, n, at;
+        int k = 1;
+        for (size_t b = 0; k > 0; b++)
+            k = stage_shard_part(&c, 0, b, &lo, &n, &at);
+        if (k < 0)
+            return config_error_at(&r->cfg, PP_CFG_OPTIMIZER_SHARDING, 0, 0,
+                                   "zero1 cuts stage %d's gradient buckets (%zu values each, "
+                                   "%zu in all) into %d equal parts, which they do not divide "
+                                   "(allowed: replicas that divide them, e.g. a power of two, or "
+                                   "none)",
+                                   s, c.shard_bucket, g / sizeof(float), c.optimizer_shards);
+    }
+    return PP_OK;
+}
+
 pp_status_t run_execute(pp_run_t *r, const pp_run_opts_t *o)
 {
     if (!o->exec) PP_FAIL(PP_ERR_INTERNAL, "run_execute: no executor");
+    PP_CHECK(check_shards(r));
     pp_exec_opts_t eo = run_exec_opts(&r->job, o);
     PP_CHECK(o->exec(&r->meas, &r->exec, &r->plan, &r->job, &eo));
     r->measured = 1;

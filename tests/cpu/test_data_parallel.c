@@ -511,6 +511,18 @@ static void test_measured(void)
     (void)ts_capture_end();
     EXPECT(st == PP_ERR_INTERNAL && exec_called, "zero1: status %s", pp_status_str(st));
     run_free(&r);
+
+    /* three replicas cannot cut a 1 MiB bucket in equal parts: refused before the executor */
+    exec_called = 0;
+    const char *z3[] = {"run.optimizer_sharding=zero1", "pipeline.devices=6",
+                        "pipeline.data_parallel=3", "pipeline.reduce_bucket_mb=1"};
+    REQUIRE(load(&r, yaml_dp, z3, 4));
+    ts_capture_begin();
+    st = run_go(&r, &ro);
+    const char *err = ts_capture_end();
+    EXPECT(st == PP_ERR_INPUT && !exec_called, "zero1 d=3: status %s", pp_status_str(st));
+    EXPECT(strstr(err, "run.optimizer_sharding") && strstr(err, "into 3 equal parts"), "%s", err);
+    run_free(&r);
 }
 
 int main(void)
