@@ -489,7 +489,7 @@ static pp_status_t run_step(exec_t *x, int step, pp_timeline_t *tl, pp_exec_resu
     double deadline = exec_now_s() + x->opts.timeout_s;
     /* data index of replica r's micro-batch k: (step * d + r) * m + k (exec_data_mb) */
     x->w.counters_host[0] = step * x->plan->n_mb * x->replicas;
-    x->w.counters_host[1] = step + 1;             /* AdamW step count */
+    x->w.counters_host[1] = step + 1; /* AdamW step count */
     if (want_graph && step == 1) {
         PP_CHECK(exec_capture_step(x, step, deadline));
         if (x->opts.verbose && x->gexec)

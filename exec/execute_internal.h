@@ -66,13 +66,13 @@ typedef struct exec {
                              another process owns */
     pp_stage_cfg_t *scfg; /* [n_stages]: the same in every replica */
     pp_p2p_t *p2p;
-    unsigned char **host;  /* [replicas][n_stages]: pinned host slots of run.offload (cudaHostAlloc,
-                              once), host_slots_per_stage[s] of offload_bytes[s] each; NULL for
-                              none */
-    double *replica_loss;  /* [replicas][warmup + steps]: each replica's share of the step's loss
-                              (its last stage's sum over its micro-batches / (d * m)) */
-    cudaEvent_t shard_ev[PP_MAX_DEVICES]; /* zero1 where replicas share a GPU: the gather's
-                                             forks and joins (execute_shard.c) */
+    unsigned char **host; /* [replicas][n_stages]: pinned host slots of run.offload (cudaHostAlloc,
+                             once), host_slots_per_stage[s] of offload_bytes[s] each; NULL for
+                             none */
+    double *replica_loss; /* [replicas][warmup + steps]: each replica's share of the step's loss
+                             (its last stage's sum over its micro-batches / (d * m)) */
+    /* zero1 where replicas share a GPU: the gather's forks and joins (execute_shard.c) */
+    cudaEvent_t shard_ev[PP_MAX_DEVICES];
     cudaEvent_t *ev_start; /* [n_ops], timing only */
     cudaEvent_t *ev_end;   /* [n_ops], timing only */
     cudaEvent_t *ev_dep;   /* [n_ops]: completion, for dependencies */

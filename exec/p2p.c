@@ -685,8 +685,7 @@ pp_status_t p2p_all_reduce(pp_p2p_t *p, int dev, float *buf, size_t count, cudaS
     return PP_OK;
 }
 
-pp_status_t p2p_reduce_scatter(pp_p2p_t *p, int dev, float *buf, size_t count,
-                               cudaStream_t stream)
+pp_status_t p2p_reduce_scatter(pp_p2p_t *p, int dev, float *buf, size_t count, cudaStream_t stream)
 {
     ncclComm_t c;
     PP_CHECK(reduce_comm(p, dev, &c));

@@ -113,8 +113,7 @@ int p2p_reduce_local(const pp_p2p_t *p, int dev);
  * of `bytes` at buf gathered into every rank's buf (all-gather, bytes a multiple of d). One thread
  * posting several devices' parts brackets them with p2p_pair_begin/end(p, PP_TRANSPORT_NCCL). */
 pp_status_t p2p_all_reduce(pp_p2p_t *p, int dev, float *buf, size_t count, cudaStream_t stream);
-pp_status_t p2p_reduce_scatter(pp_p2p_t *p, int dev, float *buf, size_t count,
-                               cudaStream_t stream);
+pp_status_t p2p_reduce_scatter(pp_p2p_t *p, int dev, float *buf, size_t count, cudaStream_t stream);
 pp_status_t p2p_all_gather(pp_p2p_t *p, int dev, void *buf, size_t bytes, cudaStream_t stream);
 
 /* How transport t moves bytes from device a to b here, for banners: its name, "peer(staged)" for

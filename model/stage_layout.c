@@ -51,7 +51,7 @@ pp_status_t stage_attention_env_check(void)
         const char *env = getenv(e->var);
         if (env && strcmp(env, e->value[0]) != 0 && strcmp(env, e->value[1]) != 0)
             PP_REFUSE(PP_ERR_INPUT, "%s=%s: unknown value (allowed: %s (%s), %s (%s))", e->var, env,
-                    e->value[0], e->what[0], e->value[1], e->what[1]);
+                      e->value[0], e->what[0], e->value[1], e->what[1]);
     }
     return PP_OK;
 }

@@ -25,7 +25,7 @@ double memory_limit_bytes(const pp_job_t *job, const pp_gpu_t *gpu, int *budget)
  * buffer sizes. Measured on 4 x H200 with NCCL 2.28 (bench/NOTES.md, "data parallel"): 1.19 GiB
  * with 2 communicators, 1.95 with 4, 0.84 with the reduction's 1. */
 #define NCCL_DEVICE_GIB 0.43
-#define NCCL_COMM_GIB 0.39
+#define NCCL_COMM_GIB   0.39
 
 /* The NCCL communicators each device joins (p2p.h): per directed pair the plan sends over nccl
  * (nccl.communicators pair) or one over every device (device); the gradient reduction's, one per
@@ -44,14 +44,16 @@ static void nccl_comms(const pp_job_t *job, const pp_plan_t *plan, int *n)
         pair[a][b] = 1;
         if (job->nccl.communicators == PP_NCCL_COMMS_PAIR) n[a]++, n[b]++;
     }
-    for (int d = 0; any && job->nccl.communicators != PP_NCCL_COMMS_PAIR && d < plan->n_devices; d++)
+    for (int d = 0; any && job->nccl.communicators != PP_NCCL_COMMS_PAIR && d < plan->n_devices;
+         d++)
         n[d]++;
     const int reps = plan_replicas(plan), p = plan_pipe_devices(plan);
     for (int i = 0; reps > 1 && i < p; i++) {
         int shared = 0;
         for (int r = 0; r < reps; r++)
             for (int q = 0; q < r; q++)
-                shared |= job->pipeline.device_ids[r * p + i] == job->pipeline.device_ids[q * p + i];
+                shared |=
+                    job->pipeline.device_ids[r * p + i] == job->pipeline.device_ids[q * p + i];
         for (int r = 0; !shared && r < reps; r++)
             n[r * p + i]++;
     }

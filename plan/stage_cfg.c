@@ -5,7 +5,6 @@
 #include "stage_cfg.h"
 #include "model/split.h"
 
-
 void plan_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job, const pp_plan_t *plan, int s)
 {
     job_stage_cfg(c, job);

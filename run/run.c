@@ -74,7 +74,8 @@ pp_status_t run_plan(pp_run_t *r)
 
 /* Per stage, the mean measured duration of each compute kind; the mean cross-device transfer,
  * overall and per transport; the host link's bandwidth over the measured copies (`link`, the
- * config's, without copies); the reductions' ring bandwidth within and between hosts. Kinds a plan does not use keep 0 (B falls back to I + W). */
+ * config's, without copies); the reductions' ring bandwidth within and between hosts. Kinds a plan
+ * does not use keep 0 (B falls back to I + W). */
 static pp_status_t cost_from_measure(pp_cost_model_t *cm, const pp_plan_t *plan,
                                      const pp_timeline_t *tl, double link)
 {

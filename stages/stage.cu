@@ -363,11 +363,10 @@ pp_status_t stage_optimizer_step(pp_stage_t *st, const pp_adamw_cfg_t *opt, int 
         for (int i = 0; i < st->n_tensors; i++) {
             const pp_param_tensor_t *t = &st->tensors[i];
             void *storage = (char *)st->params + t->offset * es;
-            PP_CHECK(adamw_update_counted(st->master + t->offset, storage, st->grads + t->offset,
-                                          m + t->offset, v + t->offset, t->numel, opt->lr,
-                                          opt->beta1, opt->beta2, opt->eps,
-                                          t->decay ? opt->weight_decay : 0.0f, step,
-                                          st->d_opt_step, dt, stream));
+            PP_CHECK(adamw_update_counted(
+                st->master + t->offset, storage, st->grads + t->offset, m + t->offset,
+                v + t->offset, t->numel, opt->lr, opt->beta1, opt->beta2, opt->eps,
+                t->decay ? opt->weight_decay : 0.0f, step, st->d_opt_step, dt, stream));
         }
         return PP_OK;
     }

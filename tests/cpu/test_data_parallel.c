@@ -193,8 +193,8 @@ static void test_aligned(void)
  * several stages (interleaved, V) its reduce stream takes the REDUCE ops in program order. */
 static void test_every_kind(void)
 {
-    static const char *kinds[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v",
-                                  "dualpipev", "looped-bfs", "interleaved-zb"};
+    static const char *kinds[] = {"gpipe", "1f1b",      "interleaved", "zb-h1",         "zb-h2",
+                                  "zb-v",  "dualpipev", "looped-bfs",  "interleaved-zb"};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (int al = 0; al < 2; al++) {
             pp_run_t r;

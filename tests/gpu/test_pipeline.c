@@ -743,8 +743,9 @@ static void dp_compare(const char *yaml, const char *const *sets, int n_sets, co
             if (e > tol && !bad++) first = i;
             if (e > worst) worst = e;
         }
-        EXPECT(bad == 0, "%s: %zu of %zu gradients off (first at %zu: %.9g vs %.9g; max |diff| %.3g)",
-               label, bad, n, first, bad ? a->grads[first] : 0.0, bad ? ref[first] : 0.0, worst);
+        EXPECT(bad == 0,
+               "%s: %zu of %zu gradients off (first at %zu: %.9g vs %.9g; max |diff| %.3g)", label,
+               bad, n, first, bad ? a->grads[first] : 0.0, bad ? ref[first] : 0.0, worst);
         printf("  %s: loss %.9g (one device %.9g), max |grad diff| %.3g of max |grad| %.3g\n",
                label, a->loss[0], ref_loss, worst, scale);
         EXPECT(a->n_params == b->n_params &&
@@ -844,9 +845,14 @@ static void dp_graph_matches_eager(void)
     char devs[64];
     devices_set(devs, sizeof devs, 4);
     for (int g = 0; g < 2; g++) {
-        const char *sets[] = {"schedule.kind=1f1b",  devs,         "pipeline.data_parallel=2",
-                              "pipeline.micro_batches=4", "run.steps=4", "run.optimizer=adamw",
-                              "run.lr=0.001",        g ? "run.graph=on" : "run.graph=off"};
+        const char *sets[] = {"schedule.kind=1f1b",
+                              devs,
+                              "pipeline.data_parallel=2",
+                              "pipeline.micro_batches=4",
+                              "run.steps=4",
+                              "run.optimizer=adamw",
+                              "run.lr=0.001",
+                              g ? "run.graph=on" : "run.graph=off"};
         pp_run_opts_t ro = measured();
         REQUIRE(run_load(&r[g], "dpgraph.yaml", model_yaml("fp32"), sets, 8, n_gpus) == PP_OK);
         st[g] = run_execute(&r[g], &ro);
@@ -880,9 +886,14 @@ static void dp_zero1_case(int p, int d, const char *dtype)
     int shared = devices_set(devs, sizeof devs, p * d);
     snprintf(dp, sizeof dp, "pipeline.data_parallel=%d", d);
     for (int z = 0; z < 2; z++) {
-        const char *sets[] = {"schedule.kind=1f1b",  devs,          dp,
-                              "pipeline.micro_batches=4", "run.steps=4", "run.optimizer=adamw",
-                              "run.lr=0.003",        "run.graph=on",
+        const char *sets[] = {"schedule.kind=1f1b",
+                              devs,
+                              dp,
+                              "pipeline.micro_batches=4",
+                              "run.steps=4",
+                              "run.optimizer=adamw",
+                              "run.lr=0.003",
+                              "run.graph=on",
                               z ? "run.optimizer_sharding=zero1" : "run.optimizer_sharding=none"};
         pp_run_opts_t ro = measured();
         REQUIRE(run_load(&r[z], "zero1.yaml", model_yaml(dtype), sets, 9, n_gpus) == PP_OK);
