@@ -37,10 +37,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_peer import print_table as torch_print_table  # noqa: E402
 from torch_peer import (  # noqa: E402  (the shared shape, AdamW and statistics helpers)
     ADAMW_BETAS,
     ADAMW_EPS,
     add_optimizer_args,
+    add_run_args,
     add_shape_args,
     barrier,
     int_list,
@@ -69,17 +71,7 @@ def parse_args(argv=None):
         "Run with: torchrun --standalone --nproc_per_node=N bench/megatron_peer.py [options]",
     )
     add_shape_args(ap)
-    ap.add_argument("--schedules", default=DEFAULT_SCHEDULES,
-                    help=f"comma-separated, from {','.join(SCHEDULES)} "
-                    f"(default: {DEFAULT_SCHEDULES})")
-    ap.add_argument("--micro-batches", default="8,32",
-                    help="m values, comma-separated (default: 8,32)")
-    ap.add_argument("--steps", type=int, default=10,
-                    help="timed steps per configuration (default: 10)")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed steps before them (default: 3)")
-    ap.add_argument("--seed", type=int, default=1234, help="parameters and tokens (default: 1234)")
-    ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16",
-                    help="parameters and activations (default: bf16)")
+    add_run_args(ap, SCHEDULES, DEFAULT_SCHEDULES)
     ap.add_argument("--spec", choices=["auto", "local", "te"], default="auto",
                     help="layer spec: local (Megatron-Core's own modules), te (TransformerEngine's), "
                     "auto: te where transformer_engine imports, else local (default: auto)")
@@ -518,30 +510,11 @@ def run_schedule(env, a, sched, rank, p, device):
 
 
 def print_table(results, a, p, device_name, env, out=sys.stdout):
-    """Fixed-width table: a '#' preamble, a names row and a units row, then one line each."""
-    s = a.shape
-    opt = "" if a.optimizer == "none" else f", {a.optimizer} in the step"
-    print(f"# Megatron-Core {env['mc']['version']} (torch {env['torch'].__version__}) on {p} x "
-          f"{device_name}, {a.dtype}{opt}; spec {env['spec']}, attention {env['attention']}, "
-          f"fusions {'on' if env['fusions'] else 'off'}", file=out)
-    print(f"# preset {a.preset}: layers {s['layers']}, hidden {s['hidden']}, heads {s['heads']}, "
-          f"seq {s['seq_len']}, vocab {s['vocab']}, micro-batch {s['micro_batch_size']}; "
-          f"{a.warmup} warm-up + {a.steps} timed steps", file=out)
-    fmt = "{:>12} {:>7} {:>6} {:>10} {:>10} {:>10} {:>12} {:>9} {:>8}"
-    print(fmt.format("schedule", "stages", "m", "step", "p10", "p90", "tokens/s", "peak mem",
-                     "loss"), file=out)
-    print(fmt.format("", "", "", "(ms)", "(ms)", "(ms)", "", "(GiB)", ""), file=out)
-    for r in results:
-        if "error" in r:
-            print(f"{r['schedule']:>12} {'':>7} {r['m']:>6}  skipped: {r['error']}", file=out)
-            continue
-        print(fmt.format(r["schedule"], r["stages"], r["m"], f"{r['step_ms']:.2f}",
-                         f"{r['step_ms_p10']:.2f}", f"{r['step_ms_p90']:.2f}",
-                         f"{r['tokens_per_s']:.4g}", f"{r['peak_mem_bytes'] / 2**30:.2f}",
-                         f"{r['loss']:.4f}"), file=out)
-    n_ok = sum(1 for r in results if "error" not in r)
-    print(f"# {n_ok} of {len(results)} configurations ran; step = median over timed steps of the "
-          f"slowest rank", file=out)
+    """torch_peer.py's table, its first line naming Megatron-Core and how it ran."""
+    title = (f"Megatron-Core {env['mc']['version']} (torch {env['torch'].__version__})")
+    torch_print_table(results, a, p, device_name, env["torch"].__version__, out, title)
+    print(f"# Megatron-Core: spec {env['spec']}, attention {env['attention']}, fusions "
+          f"{'on' if env['fusions'] else 'off'}", file=out)
 
 
 def main(argv=None):

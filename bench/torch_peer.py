@@ -110,15 +110,10 @@ def add_optimizer_args(ap):
                     help="AdamW decoupled weight decay on matrices (default: 0.1)")
 
 
-def parse_args(argv=None):
-    ap = argparse.ArgumentParser(
-        description="ppsched's model and schedules under torch.distributed.pipelining. "
-        "Run with: torchrun --standalone --nproc_per_node=N bench/torch_peer.py [options]",
-    )
-    add_shape_args(ap)
-    ap.add_argument("--schedules", default=DEFAULT_SCHEDULES,
-                    help=f"comma-separated, from {','.join(SCHEDULES)} "
-                    f"(default: {DEFAULT_SCHEDULES})")
+def add_run_args(ap, schedules, default):
+    """The options every peer script takes: which schedules, m, steps, seed and dtype."""
+    ap.add_argument("--schedules", default=default,
+                    help=f"comma-separated, from {','.join(schedules)} (default: {default})")
     ap.add_argument("--micro-batches", default="8,32",
                     help="m values, comma-separated (default: 8,32)")
     ap.add_argument("--steps", type=int, default=10,
@@ -127,6 +122,15 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=1234, help="parameters and tokens (default: 1234)")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16",
                     help="parameters and activations (default: bf16)")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(
+        description="ppsched's model and schedules under torch.distributed.pipelining. "
+        "Run with: torchrun --standalone --nproc_per_node=N bench/torch_peer.py [options]",
+    )
+    add_shape_args(ap)
+    add_run_args(ap, SCHEDULES, DEFAULT_SCHEDULES)
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="cuda: one GPU per rank, NCCL (default); cpu: gloo, to check the script "
                     "on a machine without a GPU")
@@ -434,12 +438,14 @@ def run_config(env, a, sched, m, rank, p, device):
     }
 
 
-def print_table(results, a, p, device_name, torch_version, out=sys.stdout):
-    """Fixed-width table: a '#' preamble, a names row and a units row, then one line each."""
+def print_table(results, a, p, device_name, torch_version, out=sys.stdout, title=None):
+    """Fixed-width table: a '#' preamble (its first line `title`, by default this framework's),
+    a names row and a units row, then one line each."""
     s = a.shape
     opt = "" if a.optimizer == "none" else f", {a.optimizer} in the step"
-    print(f"# torch.distributed.pipelining {torch_version} on {p} x {device_name}, {a.dtype}{opt}",
-          file=out)
+    if title is None:
+        title = f"torch.distributed.pipelining {torch_version}"
+    print(f"# {title} on {p} x {device_name}, {a.dtype}{opt}", file=out)
     print(f"# preset {a.preset}: layers {s['layers']}, hidden {s['hidden']}, heads {s['heads']}, "
           f"seq {s['seq_len']}, vocab {s['vocab']}, micro-batch {s['micro_batch_size']}; "
           f"{a.warmup} warm-up + {a.steps} timed steps", file=out)

@@ -685,27 +685,35 @@ pp_status_t p2p_all_reduce(pp_p2p_t *p, int dev, float *buf, size_t count, cudaS
     return PP_OK;
 }
 
+/* The rank's own part of `total` units at buf (in place): its offset in units, the part's size;
+ * the ranks must divide the total. */
+static pp_status_t own_part(const pp_p2p_t *p, int dev, size_t total, const char *what,
+                            size_t *part, size_t *at)
+{
+    *part = total / (size_t)p->replicas;
+    if (*part * (size_t)p->replicas != total)
+        PP_FAIL(PP_ERR_INTERNAL, "%s of %zu over %d ranks", what, total, p->replicas);
+    *at = *part * (size_t)(dev / p->pipe);
+    return PP_OK;
+}
+
 pp_status_t p2p_reduce_scatter(pp_p2p_t *p, int dev, float *buf, size_t count, cudaStream_t stream)
 {
     ncclComm_t c;
+    size_t part, at;
     PP_CHECK(reduce_comm(p, dev, &c));
-    const size_t part = count / (size_t)p->replicas;
-    if (part * (size_t)p->replicas != count)
-        PP_FAIL(PP_ERR_INTERNAL, "reduce-scatter of %zu values over %d ranks", count, p->replicas);
-    float *mine = buf + part * (size_t)(dev / p->pipe); /* in place: the rank's own part */
-    PP_NCCL_CHECK(ncclReduceScatter(buf, mine, part, ncclFloat32, ncclSum, c, stream));
+    PP_CHECK(own_part(p, dev, count, "reduce-scatter (values)", &part, &at));
+    PP_NCCL_CHECK(ncclReduceScatter(buf, buf + at, part, ncclFloat32, ncclSum, c, stream));
     return PP_OK;
 }
 
 pp_status_t p2p_all_gather(pp_p2p_t *p, int dev, void *buf, size_t bytes, cudaStream_t stream)
 {
     ncclComm_t c;
+    size_t part, at;
     PP_CHECK(reduce_comm(p, dev, &c));
-    const size_t part = bytes / (size_t)p->replicas;
-    if (part * (size_t)p->replicas != bytes)
-        PP_FAIL(PP_ERR_INTERNAL, "all-gather of %zu bytes over %d ranks", bytes, p->replicas);
-    const char *mine = (const char *)buf + part * (size_t)(dev / p->pipe);
-    PP_NCCL_CHECK(ncclAllGather(mine, buf, part, ncclUint8, c, stream));
+    PP_CHECK(own_part(p, dev, bytes, "all-gather (bytes)", &part, &at));
+    PP_NCCL_CHECK(ncclAllGather((const char *)buf + at, buf, part, ncclUint8, c, stream));
     return PP_OK;
 }
 
