@@ -197,14 +197,32 @@ static int row_applies(const kernel_row_t *r, unsigned ch)
     return (ch & PATHS[r->path].need) == PATHS[r->path].need && (ch & PATHS[r->path].deny) == 0;
 }
 
-/* Time of one kernel row, ms. */
+/* The GEMM rows whose fused cuBLASLt epilogue costs a fixed extra (pp_gpu_t.epilogue_us). */
+static const struct {
+    const char *row;
+    pp_gpu_epilogue_t epi;
+} EPILOGUE_ROWS[] = {{"fc+gelu", PP_GPU_EPI_GELU_AUX}, {"fc2_dgrad+dgelu", PP_GPU_EPI_DGELU}};
+
+static double epilogue_us(const kernel_row_t *r, const pp_gpu_t *g)
+{
+    for (size_t k = 0; k < sizeof EPILOGUE_ROWS / sizeof EPILOGUE_ROWS[0]; k++)
+        if (strcmp(EPILOGUE_ROWS[k].row, r->name) == 0) return g->epilogue_us[EPILOGUE_ROWS[k].epi];
+    return 0.0;
+}
+
+/* Time of one kernel row, ms: the longest of its launches' floor, its FLOPs at the class's rate
+ * (a GEMM's plus its tail and its epilogue's `extra_us`, at most the FLOPs' own time) and its bytes
+ * at the HBM rate. */
 static double kernel_ms(const pp_gpu_t *g, pp_dtype_t dt, kclass_t cls, int launches, double flops,
-                        double bytes)
+                        double bytes, double extra_us)
 {
     double peak = (dt == PP_DTYPE_BF16 ? g->bf16_tflops : g->fp32_tflops) * 1e12;
     double rate = cls == K_GEMM ? peak * g->gemm_eff : cls == K_ATTN ? peak * g->attn_eff : 0.0;
     double t = launches * g->launch_us * 1e-6;
-    if (rate > 0 && flops / rate > t) t = flops / rate;
+    /* an epilogue's extra, fitted where the GEMM is large, at most its GEMM's own time */
+    double extra = rate > 0 ? fmin(extra_us * 1e-6, flops / rate) : 0.0;
+    double fixed = cls == K_GEMM ? launches * g->gemm_tail_us * 1e-6 + extra : 0.0;
+    if (rate > 0 && flops / rate + fixed > t) t = flops / rate + fixed;
     double bw = g->hbm_gbps * 1e9 * g->bw_eff;
     if (bytes / bw > t) t = bytes / bw;
     return t * 1e3;
@@ -227,7 +245,7 @@ static pp_work_t row_work(const kernel_row_t *r, const pp_model_shape_t *s, pp_d
               4.0 * (r->n * N + r->gnc * N * C + r->gcc * C * C + r->gvc * V * C + r->gtc * T * C) +
               r->qs * qs + r->ls * ls;
     w.kernels = r->launches;
-    w.ms = kernel_ms(gpu, dt, r->cls, r->launches, w.flops, w.bytes);
+    w.ms = kernel_ms(gpu, dt, r->cls, r->launches, w.flops, w.bytes, epilogue_us(r, gpu));
     return w;
 }
 

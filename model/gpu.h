@@ -17,19 +17,30 @@
 extern "C" {
 #endif
 
+/* The cuBLASLt epilogues whose GEMMs run on other, slower kernels than the plain GEMM. */
+typedef enum pp_gpu_epilogue {
+    PP_GPU_EPI_GELU_AUX = 0, /* bias + GELU keeping the pre-activation (the MLP's fc forward) */
+    PP_GPU_EPI_DGELU,        /* the input gradient through GELU' (fc2's dgrad) */
+    PP_GPU_EPILOGUES
+} pp_gpu_epilogue_t;
+
 typedef struct pp_gpu {
-    const char *name;   /* as written in --gpu NAME and `cost: {gpu: NAME}` */
-    const char *match;  /* a substring of the CUDA device name that identifies this GPU */
-    const char *full;   /* the product, for messages */
-    double bf16_tflops; /* dense bf16 tensor-core peak, TFLOP/s (data sheet) */
-    double fp32_tflops; /* fp32 peak without tensor cores, TFLOP/s: the stage's fp32 GEMMs use
-                         * CUBLAS_COMPUTE_32F, never TF32 (data sheet) */
-    double hbm_gbps;    /* HBM bandwidth, GB/s (data sheet) */
-    double mem_gib;     /* device memory the driver reports (totalGlobalMem), GiB */
-    double gemm_eff;    /* fraction of the tensor peak the stage's GEMMs reach */
-    double attn_eff;    /* fraction of the tensor peak the fused attention kernels reach */
-    double bw_eff;      /* fraction of the HBM bandwidth the memory-bound kernels reach */
-    double launch_us;   /* least time of one kernel in a replayed CUDA graph, microseconds */
+    const char *name;    /* as written in --gpu NAME and `cost: {gpu: NAME}` */
+    const char *match;   /* a substring of the CUDA device name that identifies this GPU */
+    const char *full;    /* the product, for messages */
+    double bf16_tflops;  /* dense bf16 tensor-core peak, TFLOP/s (data sheet) */
+    double fp32_tflops;  /* fp32 peak without tensor cores, TFLOP/s: the stage's fp32 GEMMs use
+                          * CUBLAS_COMPUTE_32F, never TF32 (data sheet) */
+    double hbm_gbps;     /* HBM bandwidth, GB/s (data sheet) */
+    double mem_gib;      /* device memory the driver reports (totalGlobalMem), GiB */
+    double gemm_eff;     /* fraction of the tensor peak the stage's GEMMs reach on their FLOPs */
+    double gemm_tail_us; /* what each GEMM adds to that, microseconds: its last partial wave and
+                          * its start, which a large GEMM amortises and a small one does not */
+    double epilogue_us[PP_GPU_EPILOGUES]; /* what a GEMM's fused cuBLASLt epilogue adds to it,
+                                           * microseconds whatever the shape (pp_gpu_epilogue_t) */
+    double attn_eff;  /* fraction of the tensor peak the fused attention kernels reach */
+    double bw_eff;    /* fraction of the HBM bandwidth the memory-bound kernels reach */
+    double launch_us; /* least time of one kernel in a replayed CUDA graph, microseconds */
     double
         runtime_gib; /* memory a process holds besides its stages: CUDA context, cuBLAS,
                       * loaded kernels, streams and graphs (an estimate; a profile measures it) */

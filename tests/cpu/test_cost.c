@@ -29,6 +29,9 @@ static pp_gpu_t gpu_flops_only(void)
     g.bf16_tflops = ts_rand_uniform(100, 2000);
     g.fp32_tflops = ts_rand_uniform(10, 100);
     g.gemm_eff = ts_rand_uniform(0.3, 0.9);
+    g.gemm_tail_us = 0; /* the FLOPs alone */
+    for (int e = 0; e < PP_GPU_EPILOGUES; e++)
+        g.epilogue_us[e] = 0;
     g.attn_eff = ts_rand_uniform(0.1, 0.5);
     return g;
 }
@@ -122,6 +125,9 @@ static void test_launch_floor(void)
     pp_gpu_t g = *gpu_find("h200");
     g.bf16_tflops = g.fp32_tflops = g.hbm_gbps = 1e30;
     g.launch_us = ts_rand_uniform(1, 20);
+    g.gemm_tail_us = 0; /* the floor alone: no GEMM's tail or epilogue */
+    for (int e = 0; e < PP_GPU_EPILOGUES; e++)
+        g.epilogue_us[e] = 0;
     pp_model_shape_t s = random_shape();
     /* kernels per pass and part, counted in stage.cu */
     int want[PP_PASS_COUNT][PP_PART_COUNT] = {{7, 2, 5}, {8, 0, 2}, {6, 3, 2}};
