@@ -23,7 +23,8 @@
 #                   or 1 of them): every kind at the reference and small models, m = 8 and 32, and
 #                   one sequence per micro-batch; predicted against measured step, bubble and
 #                   memory, a priori and with PROFILE= (default profiles/<gpu>.yaml); exits 1
-#                   past the targets (bench/predict_check.sh)
+#                   past the targets (bench/predict_check.sh; PREDICT_7B=1 adds the 7B-class
+#                   shape's shipped files on 4 GPUs)
 #   make install PREFIX=/usr/local  (ppsched, the schedules and the profiles they name)
 #
 # Options: CUDA_HOME=, NCCL_HOME=, MPI_HOME= (the MPI whose mpicc to use; MPI=off builds without

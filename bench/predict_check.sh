@@ -9,7 +9,10 @@
 # Cases: every generated schedule kind's shipped file (schedules/<kind>.yaml; `auto` too) at the
 # reference and the small model preset (--set model=NAME), m = 8 and 32; then 1F1B at the
 # reference shape with one sequence per micro-batch (pipeline.micro_batch_size=1: "reference/b1"),
-# m = 8 and 32. PREDICT_KINDS="1f1b zb-v" keeps those files only. Each case runs three times:
+# m = 8 and 32. PREDICT_KINDS="1f1b zb-v" keeps those files only. PREDICT_7B=1 adds the 7B-class
+# shape on 4 devices: the shipped schedules/7b-{1f1b,interleaved,zb-h1,zb-v}.yaml (of
+# PREDICT_KINDS) as they are, m = 16 with AdamW in the step (about 35 s a case on 4 H200s; needs 4
+# GPUs of 64 GiB or more). Each case runs three times:
 #   measured   5 timed steps after 2 warm-up; its JSON carries what the model predicted before
 #              running on the GPU's description alone (step_ms_predicted, and each device's
 #              peak_mem_predicted_bytes): the a-priori step and memory;
@@ -129,6 +132,20 @@ case " $kinds " in *" 1f1b "*)
             "--set model=reference --set pipeline.micro_batch_size=1" >>"$out/cases.tsv"
     done ;;
 esac
+shapes="reference small"
+if [ "${PREDICT_7B:-0}" = 1 ]; then
+    if [ "$p" -eq 4 ]; then
+        shapes="$shapes 7b"
+        for kind in 1f1b interleaved zb-h1 zb-v; do
+            case " $kinds " in *" $kind "*)
+                printf '%s\t%s\t%s\t%s\t%s\n' "7b-$kind-m16" 7b "7b-$kind" 16 \
+                    "--set model=7b" >>"$out/cases.tsv" ;;
+            esac
+        done
+    else
+        echo "# predict_check: PREDICT_7B=1 needs 4 GPUs ($p here): the 7B-class cases are left out"
+    fi
+fi
 n_cases=$(wc -l <"$out/cases.tsv")
 echo "# predict_check: $devices, profile $profile, commit $commit, $n_cases cases -> $out"
 
@@ -153,7 +170,7 @@ done <"$out/cases.tsv"
 # What each prediction applied (the profile's step factor, the pair overlap): DualPipeV at m = 8.
 {
     echo "# bench/predict_check.sh on $devices, $(date -u +%Y-%m-%d), tree at $commit, profile $profile ($made)"
-    for shape in reference small; do
+    for shape in $shapes; do
         for src in profile gpu; do
             set -- --gpu "$tag"
             if [ "$src" = profile ]; then set -- "$@" --set cost.profile="$profile_set"; fi
@@ -320,7 +337,7 @@ for r in rows:
 # The ranking, per shape and m: every pair of kinds that both ran must come in the same order by
 # measured step as by the a-priori step, unless one of the two orders is a tie.
 rankings = []
-for shape in ("reference", "small"):
+for shape in [s for s in ("reference", "small", "7b") if any(r["shape"] == s for r in rows)]:
     for m in sorted({r["m"] for r in rows if r["shape"] == shape}):
         ran = [r for r in rows if r["shape"] == shape and r["m"] == m and r["step"] is not None
                and r["step_apriori"] is not None]

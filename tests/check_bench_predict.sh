@@ -232,6 +232,22 @@ expect "the table is printed too" grep -q '^# verdict: PASS' "$tmp/four.log"
 expect "results.json says PASS" python3 -c "
 import json, sys; sys.exit(json.load(open('$tmp/four/results.json'))['verdict'] != 'PASS')"
 
+# 2b. PREDICT_7B=1 on four GPUs: the shipped 7B-class files of the kinds kept, at m = 16, a row and
+# a ranking line of their own; on two GPUs they are left out, saying why.
+predict PREDICT_7B=1 PREDICT_KINDS="1f1b zb-v" 4 "$tmp/seven" "$fake/build" $P "$tmp/seven"
+t=$tmp/seven/table.txt
+expect "7b: exit 0" [ "$rc" -eq 0 ]
+[ "$rc" -eq 0 ] || tail -n 15 "$tmp/seven.log" | sed 's/^/    /'
+expect "7b: 12 cases (2 kinds x 2 shapes x 2 m, b1 twice, 7b twice)" [ "$(rows "$t" | wc -l)" -eq 12 ]
+expect "7b: the 7b-1f1b row at m = 16" [ -n "$(row "$t" 7b 7b-1f1b 16)" ]
+expect "7b: the 7b-zb-v row at m = 16" [ -n "$(row "$t" 7b 7b-zb-v 16)" ]
+expect "7b: the shipped files run as they are" grep -q '^schedules/7b-zb-v.yaml .*--set model=7b' "$tmp/seven.calls"
+expect "7b: its cost-model lines" [ "$(grep -c '^# 7b, \(a priori\|profile\): cost model:' "$t")" -eq 2 ]
+expect "7b: its ranking line" grep -q '7b m=16' "$t"
+predict PREDICT_7B=1 PREDICT_KINDS="1f1b" 2 "$tmp/seven2" "$fake/build" $P "$tmp/seven2"
+expect "7b on 2 GPUs: left out, said" grep -q 'PREDICT_7B=1 needs 4 GPUs (2 here)' "$tmp/seven2.log"
+expect "7b on 2 GPUs: no 7b row" [ -z "$(rows "$tmp/seven2/table.txt" | awk '$1 == "7b"')" ]
+
 # 3. One GPU (CUDA_VISIBLE_DEVICES hides three), --profile: all stages on it; the reference GPipe at
 # m = 32 does not fit the model's H100 and the executor refuses it too: no miss.
 predict CUDA_VISIBLE_DEVICES=2 PREDICT_KINDS="gpipe 1f1b" 4 "$tmp/one" --profile "$fake/build" \
