@@ -157,7 +157,7 @@ def main():
            mline,
            env.get("PEER_SHAPE_LINE", ""),
            "interleaved: v = 2 on every side; zb: ppsched ZB-H1 (v = 1) vs PyTorch "
-           "ScheduleInterleavedZeroBubble (v = 2)"]
+           "ScheduleInterleavedZeroBubble (v = 2); zb-v (at a preset): ppsched alone"]
     names = ["preset", "schedule", "m", "ppsched", "pytorch", "megatron", "vs PyTorch",
              "vs Megatron-Core 1F1B", "ppsched", ""]
     units = ["", "", "", "(ms)", "(ms)", "(ms)", "", "", "tokens/s", ""]

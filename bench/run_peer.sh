@@ -31,7 +31,8 @@
 # instead of the reference and the small model. bench/peer_shape.sh reads the shape from ppsched
 # itself; ppsched runs with --set model=NAME and the peers with the shape's keys, on the p GPUs
 # and the m of schedules/NAME-1f1b.yaml where it is shipped (7b: 4 GPUs, m = 16), else as above.
-# GPipe is left out at a preset: it holds all m micro-batches' activations (at 7b, m = 16, 87 GiB
+# At a preset ppsched also runs ZB-V (no peer has it; the table compares it with Megatron-Core's
+# 1F1B of the same call). GPipe is left out at a preset: it holds all m micro-batches' activations (at 7b, m = 16, 87 GiB
 # a device predicted). With SHAPE=, PEER=all runs the pipelines alone (the one-GPU part is the
 # reference model's).
 # Exit codes: 0 ok, 2 missing ppsched, PyTorch or GPUs (or an unknown SHAPE, or PEER=megatron
@@ -108,6 +109,9 @@ if [ -n "$shape" ]; then
         exit 2
     fi
     [ "$peer" = megatron ] || schedules="1f1b interleaved zb"
+    # ZB-V, ppsched alone (no peer has it): at a preset it is ppsched's best, and the table's
+    # "vs Megatron-Core 1F1B" needs it in the same call
+    schedules="$schedules zb-v"
     presets=$shape
     torch_shape="--layers $4 --hidden $5 --heads $6 --seq-len $7 --vocab $8 --micro-batch-size $3"
     shape_line="$shape: $4 layers, hidden $5, $6 heads, seq $7, vocab $8, micro-batch $3"
@@ -190,7 +194,15 @@ yaml_of() {
     1f1b) echo schedules/1f1b.yaml ;;
     interleaved) echo schedules/interleaved.yaml ;;
     zb) echo schedules/zb-h1.yaml ;;
+    zb-v) echo schedules/zb-v.yaml ;;
     esac
+}
+
+# torch_schedules: those of the schedules run that torch_peer.py has, comma-separated.
+torch_schedules() {
+    for s in $schedules; do
+        case $s in gpipe | 1f1b | interleaved | zb) printf '%s\n' "$s" ;; esac
+    done | paste -s -d , -
 }
 
 # megatron_schedules: those of the schedules run that Megatron-Core has, comma-separated.
@@ -271,7 +283,7 @@ for preset in $presets; do
 
     # ---- the peers: a torchrun per model each ------------------------------------------------
     if [ "$peer" != megatron ]; then
-        torchrun_retry torch bench/torch_peer.py "$preset" "$(echo "$schedules" | tr ' ' ',')"
+        torchrun_retry torch bench/torch_peer.py "$preset" "$(torch_schedules)"
     fi
     if [ -z "$megatron_missing" ]; then
         # shellcheck disable=SC2086

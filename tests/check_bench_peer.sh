@@ -239,6 +239,10 @@ expect "PEER_MEGATRON_ARGS reaches the Megatron peer" \
 expect "PEER=megatron runs no PyTorch peer" sh -c "! grep -q torch_peer.py '$tmp/seven.calls'"
 expect "SHAPE=7b: the 1f1b row has vs Megatron-Core 1F1B" \
     grep -q '^| 7b | 1f1b | 16 | [0-9.]* | - | 66.00 | - | [0-9.]*x |' "$tmp/seven/peer.md"
+expect "SHAPE=7b: ppsched's ZB-V alone, against Megatron-Core's 1F1B" \
+    grep -q '^| 7b | zb-v | 16 | [0-9.]* | - | - | - | [0-9.]*x |' "$tmp/seven/peer.md"
+expect "SHAPE=7b: no peer is asked for ZB-V" \
+    sh -c "grep -q -- '--schedules' '$tmp/seven.calls' && ! grep -q -- '--schedules [^ ]*zb-v' '$tmp/seven.calls'"
 
 # 3. megatron_peer.py itself, on the CPU (tests/megatron_cpu.py), where python3 imports PyTorch
 # and Megatron-Core (not where the tests usually run: then skipped)
