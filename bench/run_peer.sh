@@ -32,9 +32,9 @@
 # itself; ppsched runs with --set model=NAME and the peers with the shape's keys, on the p GPUs
 # and the m of schedules/NAME-1f1b.yaml where it is shipped (7b: 4 GPUs, m = 16), else as above.
 # At a preset ppsched also runs ZB-V (no peer has it; the table compares it with Megatron-Core's
-# 1F1B of the same call). GPipe is left out at a preset: it holds all m micro-batches' activations (at 7b, m = 16, 87 GiB
-# a device predicted). With SHAPE=, PEER=all runs the pipelines alone (the one-GPU part is the
-# reference model's).
+# 1F1B of the same call). GPipe is left out at a preset: it holds all m micro-batches'
+# activations (at 7b, m = 16, 87 GiB a device predicted). With SHAPE=, PEER=all runs the
+# pipelines alone (the one-GPU part is the reference model's).
 # Exit codes: 0 ok, 2 missing ppsched, PyTorch or GPUs (or an unknown SHAPE, or PEER=megatron
 # without Megatron-Core), 1 when any run failed.
 set -u
