@@ -815,6 +815,11 @@ static void dp_1f1b_p1_d4(void)
 {
     dp_case("1f1b", 1, 4, 2, "fp32", NULL);
 }
+/* Each replica's activation slots through its own pinned host slots. */
+static void dp_offload(void)
+{
+    dp_case("1f1b", 2, 2, 4, "fp32", "run.offload=activations");
+}
 
 /* Many buckets: a model whose stages hold several MiB of gradients, reduced 1 MiB at a time. */
 static void dp_buckets(void)
@@ -1055,6 +1060,7 @@ int main(void)
     RUN(dp_zbv_p2_d2);
     RUN(dp_interleaved_p2_d2_bf16);
     RUN(dp_1f1b_p1_d4);
+    RUN(dp_offload);
     RUN(dp_buckets);
     RUN(dp_graph_matches_eager);
     RUN(dp_zero1_p2_d2);
