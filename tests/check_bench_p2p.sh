@@ -7,24 +7,9 @@
 # its reason; 4 GPUs add the pairs 0 -> 2 and 0 -> 3; a failed bench exits 1 and the steps still
 # run. Run by make test (PP_BUILD names the build folder); prints the summary line
 # tests/run_tests.sh reads.
-build=${PP_BUILD:-build}
-root=$(cd "$(dirname "$0")/.." && pwd)
-case $build in /*) ;; *) build=$root/$build ;; esac
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-passed=0 failed=0 skipped=0
+. "$(dirname "$0")/bench_check_lib.sh"
 CUDA_VISIBLE_DEVICES=
 export CUDA_VISIBLE_DEVICES
-
-# expect WHAT CONDITION...: the condition (a command) holds.
-expect() {
-    what=$1
-    shift
-    if "$@"; then passed=$((passed + 1)); else
-        echo "  FAIL $what"
-        failed=$((failed + 1))
-    fi
-}
 
 # 1. bench_p2p's command line, where it was built (with CUDA)
 b=$build/bench/bench_p2p

@@ -10,24 +10,9 @@
 # bench/peer_wheels.sh's refusals, which need no PyTorch, and, where python3 imports PyTorch and
 # Megatron-Core, megatron_peer.py itself on the CPU (tests/megatron_cpu.py). Run by make test
 # (PP_BUILD names the build folder); prints the summary line tests/run_tests.sh reads.
-build=${PP_BUILD:-build}
-root=$(cd "$(dirname "$0")/.." && pwd)
-case $build in /*) ;; *) build=$root/$build ;; esac
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
-passed=0 failed=0 skipped=0
+. "$(dirname "$0")/bench_check_lib.sh"
 CUDA_VISIBLE_DEVICES=
 export CUDA_VISIBLE_DEVICES
-
-# expect WHAT CONDITION...: the condition (a command) holds.
-expect() {
-    what=$1
-    shift
-    if "$@"; then passed=$((passed + 1)); else
-        echo "  FAIL $what"
-        failed=$((failed + 1))
-    fi
-}
 
 if ! command -v python3 >/dev/null 2>&1; then
     echo "  SKIP bench-peer's scripts: no python3"

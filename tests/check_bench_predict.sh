@@ -9,28 +9,13 @@
 # read; the marks and the ranking lines; a consistent memory refusal is no miss; each missed
 # target, a failed run and an inverted ranking give exit 1 with every row still printed.
 # PP_BUILD names the build folder; prints the summary line tests/run_tests.sh reads.
-build=${PP_BUILD:-build}
-root=$(cd "$(dirname "$0")/.." && pwd)
-case $build in /*) ;; *) build=$root/$build ;; esac
-passed=0 failed=0 skipped=0
+. "$(dirname "$0")/bench_check_lib.sh"
 if ! command -v python3 >/dev/null 2>&1; then
     echo "  SKIP predict_check.sh: python3 not found"
     echo "check_bench_predict: 0 passed, 0 failed, 1 skipped"
     exit 0
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT INT TERM
 unset CUDA_VISIBLE_DEVICES PREDICT_KINDS
-
-# expect WHAT CONDITION...: the condition (a command) holds.
-expect() {
-    what=$1
-    shift
-    if "$@"; then passed=$((passed + 1)); else
-        echo "  FAIL $what"
-        failed=$((failed + 1))
-    fi
-}
 
 fake=$tmp/fake
 mkdir -p "$fake/bin" "$fake/build"
