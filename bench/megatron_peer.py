@@ -44,10 +44,9 @@ from torch_peer import (  # noqa: E402  (the shared shape, AdamW and statistics 
     add_optimizer_args,
     add_run_args,
     add_shape_args,
+    check_run_args,
     barrier,
-    int_list,
     quantile,
-    resolve_shape,
     usage_error,
 )
 
@@ -90,17 +89,7 @@ def parse_args(argv=None):
     ap.add_argument("--json", metavar="FILE", default=None,
                     help="write one JSON object per configuration to FILE (rank 0)")
     a = ap.parse_args(argv)
-    resolve_shape(a)
-    a.schedule_list = [s.strip() for s in a.schedules.split(",") if s.strip()]
-    for s in a.schedule_list:
-        if s not in SCHEDULES:
-            usage_error(f"--schedules: unknown schedule '{s}' (allowed: {', '.join(SCHEDULES)})")
-    if not a.schedule_list:
-        usage_error("--schedules: no schedule given")
-    a.m_list = int_list(a.micro_batches, "--micro-batches")
-    if a.steps < 1 or a.warmup < 0:
-        usage_error("--steps must be >= 1 and --warmup >= 0")
-    return a
+    return check_run_args(a, SCHEDULES)
 
 
 def check_config(shape, sched, p, m):

@@ -124,6 +124,22 @@ def add_run_args(ap, schedules, default):
                     help="parameters and activations (default: bf16)")
 
 
+def check_run_args(a, schedules):
+    """add_run_args' options checked and resolved (the shape, the schedule and m lists), or a
+    usage error; returns a."""
+    resolve_shape(a)
+    a.schedule_list = [s.strip() for s in a.schedules.split(",") if s.strip()]
+    for s in a.schedule_list:
+        if s not in schedules:
+            usage_error(f"--schedules: unknown schedule '{s}' (allowed: {', '.join(schedules)})")
+    if not a.schedule_list:
+        usage_error("--schedules: no schedule given")
+    a.m_list = int_list(a.micro_batches, "--micro-batches")
+    if a.steps < 1 or a.warmup < 0:
+        usage_error("--steps must be >= 1 and --warmup >= 0")
+    return a
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(
         description="ppsched's model and schedules under torch.distributed.pipelining. "
@@ -138,17 +154,7 @@ def parse_args(argv=None):
                     help="write one JSON object per configuration to FILE (rank 0)")
     add_optimizer_args(ap)
     a = ap.parse_args(argv)
-    resolve_shape(a)
-    a.schedule_list = [s.strip() for s in a.schedules.split(",") if s.strip()]
-    for s in a.schedule_list:
-        if s not in SCHEDULES:
-            usage_error(f"--schedules: unknown schedule '{s}' (allowed: {', '.join(SCHEDULES)})")
-    if not a.schedule_list:
-        usage_error("--schedules: no schedule given")
-    a.m_list = int_list(a.micro_batches, "--micro-batches")
-    if a.steps < 1 or a.warmup < 0:
-        usage_error("--steps must be >= 1 and --warmup >= 0")
-    return a
+    return check_run_args(a, SCHEDULES)
 
 
 def check_config(shape, sched, p, m):
