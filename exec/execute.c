@@ -187,12 +187,8 @@ static pp_status_t exec_alloc(exec_t *x)
     if (!x->stages || !x->scfg || !x->ev_end || !x->ev_start || !x->ev_dep || !x->done_op ||
         !x->meet_key || !x->replica_loss)
         PP_FAIL(PP_ERR_NOMEM, "out of host memory");
-    for (int s = 0; s < plan->n_stages; s++) {
+    for (int s = 0; s < plan->n_stages; s++)
         plan_stage_cfg(&x->scfg[s], x->job, plan, s);
-        /* zero1 cuts each replica's part of the gradients in the reduction's buckets */
-        x->scfg[s].shard_bucket =
-            plan_reduce_bucket_bytes(x->job, stage_grad_bytes(&x->scfg[s])) / sizeof(float);
-    }
     if (plan->n_stages > 0 && stage_boundary_bytes(&x->scfg[0]) != plan->boundary_bytes)
         PP_FAIL(PP_ERR_INTERNAL, "plan boundary %zu bytes, stage boundary %zu bytes",
                 plan->boundary_bytes, stage_boundary_bytes(&x->scfg[0]));
@@ -487,7 +483,7 @@ static pp_status_t run_step(exec_t *x, int step, pp_timeline_t *tl, pp_exec_resu
     const int want_graph = x->opts.graph && !x->opts.sync && total >= 2;
     const int o = x->w.origin;
     double deadline = exec_now_s() + x->opts.timeout_s;
-    /* data index of replica r's micro-batch k: (step * d + r) * m + k (exec_data_mb) */
+    /* data index of replica r's micro-batch k: (step * d + r) * m + k (execute_step.c, data_mb) */
     x->w.counters_host[0] = step * x->plan->n_mb * x->replicas;
     x->w.counters_host[1] = step + 1; /* AdamW step count */
     if (want_graph && step == 1) {
@@ -556,14 +552,9 @@ static pp_status_t keep_grads(exec_t *x, pp_exec_result_t *res)
 {
     const pp_plan_t *plan = x->plan;
     size_t n = 0;
-    if (exec_zero1(x)) { /* each replica holds its part of the reduced gradients: gather them */
-        PP_CHECK(exec_gather_parts(x, 1));
-        for (int d = 0; d < x->w.p; d++)
-            if (world_owns(&x->w, d)) {
-                PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[d]));
-                PP_CUDA_CHECK(cudaDeviceSynchronize());
-            }
-    }
+    /* under zero1 each replica holds its part of the reduced gradients: gather them (each copy
+     * to the host below synchronizes its device first) */
+    if (exec_zero1(x)) PP_CHECK(exec_gather_parts(x, 1));
     for (int s = 0; s < plan->n_stages; s++)
         n += stage_param_count(&x->scfg[s]);
     res->n_params = n;

@@ -402,6 +402,15 @@ int stage_shard_part(const pp_stage_cfg_t *cfg, int shard, size_t b, size_t *lo,
     return 1;
 }
 
+size_t stage_shard_values(const pp_stage_cfg_t *cfg)
+{
+    size_t lo, n, at, sum = 0;
+    int k;
+    for (size_t b = 0; (k = stage_shard_part(cfg, 0, b, &lo, &n, &at)) > 0; b++)
+        sum += n;
+    return k < 0 ? 0 : sum;
+}
+
 size_t stage_grad_bytes(const pp_stage_cfg_t *cfg)
 {
     return padded_params(cfg) * sizeof(float);

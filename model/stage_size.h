@@ -63,6 +63,9 @@ size_t stage_state_bytes(const pp_stage_cfg_t *cfg);
  * and -1 when the shards do not divide the bucket evenly. */
 int stage_shard_part(const pp_stage_cfg_t *cfg, int shard, size_t b, size_t *lo, size_t *n,
                      size_t *at);
+/* The values of a replica's sharded state: the sum of its parts (the whole gradients' count
+ * without zero1), or 0 when the shards do not divide a bucket evenly. */
+size_t stage_shard_values(const pp_stage_cfg_t *cfg);
 size_t stage_workspace_bytes(const pp_stage_cfg_t *cfg);
 /* Bytes of one I→W buffer: what stage_backward_input writes for stage_backward_weight (the
  * gradients at the block's inner outputs), held from a micro-batch's I to its W. */

@@ -15,4 +15,6 @@ void plan_stage_cfg(pp_stage_cfg_t *c, const pp_job_t *job, const pp_plan_t *pla
     c->n_wgrad_slots = plan->wgrad_slots_per_stage ? plan->wgrad_slots_per_stage[s] : 0;
     /* the step's mean over every replica's micro-batches: the reduction across replicas sums */
     c->grad_scale = 1.0f / (float)(plan->n_mb * plan_replicas(plan));
+    /* zero1 cuts each replica's part of the gradients in the reduction's buckets */
+    c->shard_bucket = plan_reduce_bucket_bytes(job, stage_grad_bytes(c)) / sizeof(float);
 }

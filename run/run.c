@@ -250,19 +250,14 @@ static pp_status_t check_shards(pp_run_t *r)
         pp_stage_cfg_t c;
         plan_stage_cfg(&c, &r->job, &r->plan, s);
         if (c.optimizer_shards <= 1) return PP_OK;
-        const size_t g = stage_grad_bytes(&c);
-        c.shard_bucket = plan_reduce_bucket_bytes(&r->job, g) / sizeof(float);
-        size_t lo, n, at;
-        int k = 1;
-        for (size_t b = 0; k > 0; b++)
-            k = stage_shard_part(&c, 0, b, &lo, &n, &at);
-        if (k < 0)
+        if (stage_shard_values(&c) == 0)
             return config_error_at(&r->cfg, PP_CFG_OPTIMIZER_SHARDING, 0, 0,
                                    "zero1 cuts stage %d's gradient buckets (%zu values each, "
                                    "%zu in all) into %d equal parts, which they do not divide "
                                    "(allowed: replicas that divide them, e.g. a power of two, or "
                                    "none)",
-                                   s, c.shard_bucket, g / sizeof(float), c.optimizer_shards);
+                                   s, c.shard_bucket, stage_grad_bytes(&c) / sizeof(float),
+                                   c.optimizer_shards);
     }
     return PP_OK;
 }

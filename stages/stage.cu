@@ -134,16 +134,12 @@ static pp_status_t init_shard(pp_stage_t *st)
     if (c->optimizer_shard < 0 || c->optimizer_shard >= c->optimizer_shards)
         PP_FAIL(PP_ERR_INTERNAL, "stage_init: optimizer shard %d of %d", c->optimizer_shard,
                 c->optimizer_shards);
-    size_t lo, n, at, sum = 0;
-    int k;
-    for (size_t b = 0; (k = stage_shard_part(c, c->optimizer_shard, b, &lo, &n, &at)) > 0; b++)
-        sum += n;
-    if (k < 0)
+    st->n_shard = stage_shard_values(c);
+    if (st->n_shard == 0)
         PP_FAIL(PP_ERR_INPUT,
                 "zero1: %d replicas do not divide the stage's %zu gradient values into equal "
                 "parts of every bucket of %zu (use a power of two)",
                 c->optimizer_shards, st->n_padded, c->shard_bucket);
-    st->n_shard = sum;
     return PP_OK;
 }
 
