@@ -386,6 +386,8 @@ static pp_status_t sim_reduce(lanes_t *S, int k, int n_stages, int *n_group)
     const pp_plan_t *plan = S->plan;
     const int g = plan_replicas(plan);
     double ready[SIM_MAX_LANES], start[SIM_MAX_LANES];
+    int mine = 0; /* this process owns one of the group's replicas */
+    *n_group = g;
     if (k + g > plan->n_ops) PP_FAIL(PP_ERR_INTERNAL, "simulate: REDUCE op %d has no group", k);
     for (int l = 0; l < S->n; l++) {
         start[l] = -INFINITY;
@@ -400,22 +402,18 @@ static pp_status_t sim_reduce(lanes_t *S, int k, int n_stages, int *n_group)
             o->mb != plan->ops[k].mb)
             PP_FAIL(PP_ERR_INTERNAL, "simulate: REDUCE op %d is not in the group of op %d", j, k);
         if (!owns(S->part, o->device)) continue;
+        mine = 1;
         PP_CHECK(check_owned_deps(plan, S->part, j, -1));
         PP_CHECK(ready_time(S, j, pp_plan_channel(plan, j), -1, ready));
         for (int l = 0; l < S->n; l++)
             start[l] = fmax(start[l], ready[l]);
     }
-    int mine = 0;
-    for (int j = k; j < k + g; j++)
-        mine |= owns(S->part, plan->ops[j].device);
-    *n_group = g;
     if (!mine) return PP_OK; /* another process's group */
     if (S->part) PP_CHECK(reduce_meet(S, k, g, &start[0]));
     for (int j = k; j < k + g; j++)
         for (int l = 0; owns(S->part, plan->ops[j].device) && l < S->n; l++)
             set_times(S, j, pp_plan_channel(plan, j), l, start[l],
                       start[l] + op_cost[PP_ACT_REDUCE](S->cm[l], &plan->ops[j]));
-    *n_group = g;
     return PP_OK;
 }
 
