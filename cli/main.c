@@ -100,7 +100,7 @@ static pp_status_t check_fit(const pp_run_t *j, const cli_opts_t *o)
     if (o->group->rank == 0 && j->offload_note[0]) fprintf(stderr, "%s\n", j->offload_note);
     if (o->group->rank == 0)
         fprintf(stderr,
-                "ppsched: the run would not fit: device %d needs %.1f GiB, %s "
+                "ppsched: the run would not fit: device %d needs %.2f GiB, %s "
                 "(%d of %d %s over; see the memory line of the report)\n",
                 m->fullest, m->dev[m->fullest].total / gib, has, m->n_over, m->n_devices,
                 pp_plural(m->n_devices, "device", "devices"));

@@ -51,6 +51,15 @@ int job_device_host(const pp_job_t *job, int i)
     return job->procs.n_procs > 1 ? job->procs.host_of[i] : i / PP_HOST_GPUS;
 }
 
+int job_copy_link(const pp_job_t *job, int i)
+{
+    for (int j = 0; j < i && j < PP_MAX_DEVICES; j++) {
+        pp_reach_t r = job_boundary_reach(job, j, i);
+        if (r == PP_REACH_DEVICE || r == PP_REACH_GPU) return j;
+    }
+    return i;
+}
+
 double job_flops_per_step(const pp_job_t *job, int m)
 {
     double h = job->model.hidden, s = job->model.seq_len;

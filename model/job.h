@@ -216,6 +216,12 @@ static inline int job_replicas(const pp_job_t *job)
  * holds is priced). */
 int job_device_host(const pp_job_t *job, int i);
 
+/* The host link that pipeline device i's copies to and from pinned host memory (run.offload)
+ * take, named by the lowest pipeline device on the same GPU: each GPU has its own PCIe link to
+ * its host, which the pipeline devices placed on that GPU share (pipeline.devices: [0,0,0,0]
+ * puts four devices on one link; four GPUs have four). */
+int job_copy_link(const pp_job_t *job, int i);
+
 /* Tokens per training step of m micro-batches on each of the d replicas: d * m * micro_batch_size
  * * seq_len. m is the plan's (the schedule decides it: a written schedule's own count), never
  * pipeline.micro_batches. */

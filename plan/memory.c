@@ -117,7 +117,7 @@ void memory_verdict(const pp_mem_pred_t *m, char *buf, size_t size)
         snprintf(buf, size, "fits: device %d needs %.2f GiB at most; %s", m->fullest,
                  d->total / GIB, has);
     else
-        snprintf(buf, size, "does not fit: device %d needs %.1f GiB; %s (%d of %d device%s over)",
+        snprintf(buf, size, "does not fit: device %d needs %.2f GiB; %s (%d of %d device%s over)",
                  m->fullest, d->total / GIB, has, m->n_over, m->n_devices,
                  m->n_devices == 1 ? "" : "s");
 }

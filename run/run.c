@@ -172,7 +172,7 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
         double o = -1;
         if (!job->overlap_set) PP_CHECK(measured_overlap(plan, measured, &o));
         cm->overlap = o >= 0 ? o : job->cost.overlap;
-        memcpy(cm->host_of, job->procs.host_of, sizeof cm->host_of);
+        cost_model_links(cm, job);
         return PP_OK;
     }
     return cost_model_build(cm, job, plan, present, prof, NULL);

@@ -89,6 +89,12 @@ static void model_reduce(pp_cost_model_t *cm, const pp_job_t *job)
     }
 }
 
+void cost_model_links(pp_cost_model_t *cm, const pp_job_t *job)
+{
+    for (int d = 0; d < PP_MAX_DEVICES; d++)
+        cm->link_of[d] = job_copy_link(job, d);
+}
+
 pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
                              const pp_gpu_t *present, const struct pp_profile *prof,
                              pp_cost_source_t *source)
@@ -108,7 +114,7 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_
             cm->w[s] *= k;
         }
         cm->host_link_gbps = cost_host_link_gbps(job);
-        memcpy(cm->host_of, job->procs.host_of, sizeof cm->host_of);
+        cost_model_links(cm, job);
         model_reduce(cm, job);
         if (source) *source = PP_COST_HAND;
         return PP_OK;
@@ -125,7 +131,7 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_
     else
         model_sends(cm, job, plan, bytes);
     cm->host_link_gbps = cost_host_link_gbps(job);
-    memcpy(cm->host_of, job->procs.host_of, sizeof cm->host_of);
+    cost_model_links(cm, job);
     cm->overlap = cal.overlap;
     model_reduce(cm, job);
     if (source) *source = prof ? PP_COST_PROFILE : PP_COST_GPU;

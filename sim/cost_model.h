@@ -35,6 +35,9 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_
                              const pp_gpu_t *present, const struct pp_profile *prof,
                              pp_cost_source_t *source);
 
+/* Each pipeline device's host link (link_of) from the job's placement (job_copy_link). */
+void cost_model_links(pp_cost_model_t *cm, const pp_job_t *job);
+
 /* One line saying where `cm` came from and what it holds (the profile's step factor and whether
  * the profile predates it, the pair overlap when the plan has pairs, the first, a middle and the
  * last stage's F, I, W and the send, ms), for the report's preamble. */

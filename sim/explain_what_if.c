@@ -36,7 +36,7 @@ static pp_status_t cost_variant(pp_cost_model_t *out, const pp_cost_model_t *cm,
     for (int t = 0; t < PP_TRANSPORT_COUNT; t++)
         out->send_by[t] = w->free_comm ? 0.0 : cm->send_by[t];
     out->host_link_gbps = cm->host_link_gbps; /* offload copies are not pipeline transfers */
-    memcpy(out->host_of, cm->host_of, sizeof out->host_of);
+    memcpy(out->link_of, cm->link_of, sizeof out->link_of);
     out->overlap = cm->overlap;
     out->reduce_ranks = cm->reduce_ranks;
     for (int net = 0; net < 2; net++) {

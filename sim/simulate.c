@@ -9,8 +9,8 @@
  * free and its own dependencies done, the pair's mutual dependency left out) and end `send` later,
  * or at once on a LOCAL link. Every other op (compute, and the host copies of run.offload on the
  * offload and load streams) takes the time the cost table by kind gives it; a copy moves its bytes
- * at the host link's bandwidth, once its host's link in its direction is free (host_of: the
- * devices of one host share it). The d REDUCE ops of one stage and bucket (adjacent in plan order,
+ * at the host link's bandwidth, once its GPU's link in its direction is free (link_of: the
+ * devices on one GPU share it). The d REDUCE ops of one stage and bucket (adjacent in plan order,
  * one per data-parallel replica) are one collective: all start at the latest of their ready
  * times and take the ring all-reduce of their bucket (cost_model_reduce); never under a part.
  * The caller owns `tl`; the cost model owns its four arrays.
@@ -147,7 +147,7 @@ typedef struct lanes {
     double *stream_free;              /* [n_chan * n] when each channel is free again */
     int last_compute[PP_MAX_DEVICES]; /* the device's latest op on its compute stream, -1 none */
     double *last_start;               /* [n_devices * n] its start */
-    double *link_free;                /* [PP_MAX_DEVICES * 2 * n] when host h's link (host_of)
+    double *link_free;                /* [PP_MAX_DEVICES * 2 * n] when host link h (link_of)
                                          is free again each way (offload, load), lane by lane */
     const pp_sim_part_t *part;        /* NULL, or (one lane) the devices this process owns */
     double *keep;                     /* part: [n_ops] ready times sent to other processes */
@@ -276,12 +276,12 @@ static pp_status_t meet(const pp_plan_t *plan, const pp_sim_part_t *part, int mi
     return st;
 }
 
-/* The host link a copy of op `op` takes in lane l: its device's host, its direction; NULL for
+/* The host link a copy of op `op` takes in lane l: its device's GPU's, its direction; NULL for
  * an op that is not a copy. */
 static double *link_of(const lanes_t *S, const pp_op_t *op, int l)
 {
     if (!pp_action_is_copy(op->kind)) return NULL;
-    int h = S->cm[l]->host_of[op->device];
+    int h = S->cm[l]->link_of[op->device];
     h = h >= 0 && h < PP_MAX_DEVICES ? h : 0;
     size_t dir = op->kind == PP_ACT_RELOAD;
     return &S->link_free[((size_t)h * 2 + dir) * (size_t)S->n + (size_t)l];

@@ -9,8 +9,9 @@
  * and communication streams of a device overlap, as on a GPU. With uniform costs and free
  * communication the result matches the closed forms of the schedules exactly. The copies of
  * run.offload run on their own streams (offload, load) and take bytes / host_link_gbps; the
- * devices of one host (host_of) share its link, each direction apart: a copy also waits until the
- * host's link in its direction is free, in plan order (one copy at a time, at the full rate). The
+ * devices on one GPU (link_of) share its PCIe link to the host, each direction apart: a copy also
+ * waits until its link in its direction is free, in plan order (one copy at a time, at the full
+ * rate). The
  * backward half of an overlapped pair (its second compute stream, overlap) starts once (1 -
  * overlap) of its forward half has run: with overlap 0 the pair runs as one after the other (the
  * closed forms hold), with 1 at once. The d REDUCE ops of one stage and bucket (adjacent in plan
@@ -44,8 +45,9 @@ typedef struct pp_cost_model {
     double send_by[PP_TRANSPORT_COUNT]; /* one transfer over each transport, where it has a
                                            figure of its own (> 0); 0: `send` */
     double host_link_gbps; /* OFFLOAD and RELOAD: GB/s each direction (0: free) */
-    int host_of[PP_MAX_DEVICES]; /* the host of each pipeline device (job.procs; 0: one host): the
-                                    devices of one host share its link, each direction */
+    int link_of[PP_MAX_DEVICES]; /* the host link of each pipeline device's copies (job_copy_link;
+                                    0 for all: one link): devices with one link share it, each
+                                    direction */
     double overlap;              /* 0..1 (cost.overlap): an overlapped pair's backward half starts
                                     once (1 - overlap) of its forward half has run; 0 runs them serially */
     int reduce_ranks;            /* REDUCE: the replicas of the collective (d; 0 or 1: none) */

@@ -162,7 +162,7 @@ done
 # A simulated run that would not fit: the report, then exit 1 saying what it needs.
 big="--set model.hidden=8192 --set model.heads=64 --set model.layers=48"
 # shellcheck disable=SC2086
-expect 1 "^ppsched: the run would not fit: device 0 needs 141.0 GiB, the h100 has 79.2 GiB" \
+expect 1 "^ppsched: the run would not fit: device 0 needs 140.98 GiB, the h100 has 79.2 GiB" \
     "$P" --simulate --quiet $big "$S"
 verify "the report did not come before the refusal" grep -q '^# memory: does not fit' "$tmp/out"
 # shellcheck disable=SC2086

@@ -308,7 +308,7 @@ static void test_host_link_shared(void)
         pp_cost_model_t cm;
         pp_timeline_t tl;
         REQUIRE(cost_model_uniform(&cm, 2, &cost) == PP_OK);
-        cm.host_of[1] = hosts - 1;
+        cm.link_of[1] = hosts - 1;
         REQUIRE(simulate_plan(&tl, &pl, &cm) == PP_OK);
         int overlaps = 0;
         for (int i = 0; i < pl.n_ops; i++)
