@@ -341,6 +341,55 @@ static pp_status_t bench_setup(const bench_shape_t *sh, pp_dtype_t dt, int k, in
     return PP_OK;
 }
 
+/* What a step adds to a stage's passes: its gradients zeroed before the first and one AdamW step
+ * after the last, on a stage of its own with the optimizer's state (built after the others are
+ * freed) whose step count is read from device memory as in the executor's step, timed together
+ * with events, 3 warm-up and `iters` timed; the bytes they move: per
+ * parameter the fp32 gradient zeroed (4), AdamW's reads of gradient, master and moments (16) and
+ * writes of master, moments (12) and the stored parameter. */
+static pp_status_t bench_optimizer(const bench_shape_t *sh, pp_dtype_t dt, int iters,
+                                   cudaStream_t s, result_t *r)
+{
+    pp_stage_cfg_t c = bench_cfg(sh, dt, PP_RECOMPUTE_NONE);
+    c.with_optimizer = 1;
+    pp_stage_t *st = NULL;
+    cudaEvent_t e[2] = {NULL, NULL};
+    int *d_step = NULL;
+    double *t = (double *)malloc(sizeof(double) * (size_t)iters);
+    pp_status_t status = PP_OK;
+    if (!t) return PP_ERR_NOMEM;
+    const pp_adamw_cfg_t opt = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
+    PP_CHECK_GOTO(stage_init(&st, &c), status, done);
+    for (int k = 0; k < 2; k++)
+        PP_CUDA_CHECK_GOTO(cudaEventCreate(&e[k]), status, done);
+    /* The step count from device memory, as the executor's replayed step reads it. */
+    PP_CUDA_CHECK_GOTO(cudaMalloc((void **)&d_step, sizeof(int)), status, done);
+    PP_CHECK_GOTO(stage_bind_counters(st, NULL, d_step), status, done);
+    for (int i = -3; i < iters; i++) {
+        const int step = i + 4;
+        PP_CUDA_CHECK_GOTO(cudaMemcpyAsync(d_step, &step, sizeof step, cudaMemcpyHostToDevice, s),
+                           status, done);
+        PP_CUDA_CHECK_GOTO(cudaEventRecord(e[0], s), status, done);
+        PP_CHECK_GOTO(stage_zero_grads(st, s), status, done);
+        PP_CHECK_GOTO(stage_optimizer_step(st, &opt, i + 4, s), status, done);
+        PP_CUDA_CHECK_GOTO(cudaEventRecord(e[1], s), status, done);
+        PP_CUDA_CHECK_GOTO(cudaEventSynchronize(e[1]), status, done);
+        float ms = 0;
+        PP_CUDA_CHECK_GOTO(cudaEventElapsedTime(&ms, e[0], e[1]), status, done);
+        if (i >= 0) t[i] = ms;
+    }
+    r->opt_ms = stats_of(t, iters).median;
+    r->opt_gbps =
+        (double)stage_param_count(&c) * (32.0 + (double)pp_dtype_size(dt)) / (r->opt_ms * 1e6);
+done:
+    for (int k = 0; k < 2; k++)
+        if (e[k]) cudaEventDestroy(e[k]);
+    if (d_step) cudaFree(d_step);
+    stage_free(st);
+    free(t);
+    return status;
+}
+
 /* The shape under every recompute setting, one stage each, timed by the first n_launch rows of
  * LAUNCHES in turn. */
 static pp_status_t bench_one(const bench_shape_t *sh, pp_dtype_t dt, int iters, int warmup,
@@ -371,6 +420,11 @@ static pp_status_t bench_one(const bench_shape_t *sh, pp_dtype_t dt, int iters, 
             r[k].n_run = l + 1;
         }
     }
+    for (int k = 0; k < N_MODES; k++) {
+        stage_free(stages[k]);
+        stages[k] = NULL;
+    }
+    PP_CHECK_GOTO(bench_optimizer(sh, dt, iters, s, &r[0]), st, done);
 done:
     for (int k = 0; k < N_MODES; k++)
         stage_free(stages[k]);

@@ -41,6 +41,9 @@ void stage_report_shape(const result_t *r)
            r->state_bytes / 1073741824.0, N, 3 * C, C, r->gemm_shape_tflops[0], C, C,
            r->gemm_shape_tflops[1], 4 * C, C, r->gemm_shape_tflops[2], C, 4 * C,
            r->gemm_shape_tflops[3]);
+    if (r->opt_ms > 0)
+        printf("# %s: gradients zeroed + AdamW step %.3f ms a step (%.0f GB/s)\n", sh->name,
+               r->opt_ms, r->opt_gbps);
 }
 
 /* One row of the table: launch l of setting r; the memory columns on the eager row only. */
@@ -155,6 +158,8 @@ void stage_report_json(const char *device, const stage_report_opts_t *o, const r
            "\"wgrad_slot_bytes\":%zu,\"workspace_bytes\":%zu",
            r->gemm_tflops, r->run[0].tflops / r->gemm_tflops, r->slot_bytes, r->state_bytes,
            r->wgrad_bytes, r->work_bytes);
+    if (r->opt_ms > 0)
+        printf(",\"optimizer_ms\":%.4f,\"optimizer_gbps\":%.1f", r->opt_ms, r->opt_gbps);
     for (int l = 1; l < r->n_run; l++) {
         printf(",");
         json_times(&r->run[l]);

@@ -52,6 +52,8 @@ typedef struct stage_report_result {
     double gemm_tflops; /* cuBLAS at the four forward GEMM shapes, time-weighted */
     double gemm_shape_tflops[4];
     size_t slot_bytes, state_bytes, wgrad_bytes, work_bytes;
+    double opt_ms, opt_gbps; /* the step's per-stage work outside the passes: the gradients zeroed
+                                and one AdamW step, median ms, and the bytes they move over it */
 } stage_report_result_t;
 
 /* What the command line asked for. */

@@ -767,12 +767,46 @@ static void adamw_case(int mode, size_t n)
     }
 }
 
+/* The step count read from device memory (a replayed graph's) gives the bits of the host's. */
+static void adamw_counted_case(size_t n)
+{
+    ref_rng_t rng;
+    ref_rng_seed(&rng, 9400u + n);
+    tg_ctx_set("bf16 counted n=%zu", n);
+    double *p = tg_randn(&rng, n, 1.0, PP_DTYPE_FP32), *g = tg_randn(&rng, n, 1.0, PP_DTYPE_FP32);
+    double *m = tg_randn(&rng, n, 0.1, PP_DTYPE_FP32), *v = tg_randn(&rng, n, 0.01, PP_DTYPE_FP32);
+    for (size_t i = 0; i < n; i++)
+        v[i] = fabs(v[i]); /* a second moment is not negative */
+    float *d_p[2], *d_m[2], *d_v[2];
+    void *d_s[2];
+    float *d_g = (float *)tg_dev_of(g, n, PP_DTYPE_FP32);
+    int step = 5, *d_step = (int *)tg_dev(sizeof(int));
+    REQUIRE(cudaMemcpy(d_step, &step, sizeof step, cudaMemcpyHostToDevice) == cudaSuccess,
+            "step to the device");
+    for (int k = 0; k < 2; k++) {
+        d_p[k] = (float *)tg_dev_of(p, n, PP_DTYPE_FP32);
+        d_m[k] = (float *)tg_dev_of(m, n, PP_DTYPE_FP32);
+        d_v[k] = (float *)tg_dev_of(v, n, PP_DTYPE_FP32);
+        d_s[k] = tg_dev(n * 2);
+    }
+    REQUIRE_OK(adamw_update_counted(d_p[0], d_s[0], d_g, d_m[0], d_v[0], n, 1e-3f, 0.9f, 0.95f,
+                                    1e-8f, 0.1f, step, NULL, PP_DTYPE_BF16, g_stream));
+    REQUIRE_OK(adamw_update_counted(d_p[1], d_s[1], d_g, d_m[1], d_v[1], n, 1e-3f, 0.9f, 0.95f,
+                                    1e-8f, 0.1f, 0, d_step, PP_DTYPE_BF16, g_stream));
+    expect_same_bytes("adamw counted master", tg_get(d_p[0], n * 4), tg_get(d_p[1], n * 4), n * 4);
+    expect_same_bytes("adamw counted storage", tg_get(d_s[0], n * 2), tg_get(d_s[1], n * 2), n * 2);
+}
+
 static void test_adamw(void)
 {
     for (int mode = 0; mode < 4; mode++) {
         adamw_case(mode, 10007);
         adamw_case(mode, 3);
     }
+    /* more elements than the capped grid has threads: each thread takes several passes */
+    adamw_case(3, ((size_t)1 << 21) + 5);
+    adamw_case(0, ((size_t)1 << 21) + 5);
+    adamw_counted_case(((size_t)1 << 20) + 3);
 }
 
 /* ---- casts and fill -------------------------------------------------------------------------- */
