@@ -131,10 +131,11 @@ pp_status_t offload_place(const pp_program_t *prog, int n_st, int n_mb, int look
 /* ============================== The lowering's part (lower_internal.h) ====================== */
 
 /* run.offload: whether the lowering places copies (activations: every eligible key; auto: the keys
- * `pick` chooses, none without a choice), and the bytes each moves per stage (the stage's
- * backward-read range, stage_offload_bytes; 0 without offload). */
+ * `pick` chooses, none without a choice), what each stage with a key chosen keeps on the device
+ * (auto: keep[s]), and the bytes each copy moves per stage (the stage's backward-read range less
+ * what it keeps, stage_offload_bytes; 0 without offload). */
 void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job,
-                         const pp_offload_key_t *pick)
+                         const pp_offload_key_t *pick, const int *keep)
 {
     int most = 0; /* the longest lookahead chosen */
     size_t keys = (size_t)L->n_st * (size_t)L->n_mb;
@@ -151,6 +152,9 @@ void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job,
     plan->offload = L->offload;
     plan->offload_lookahead = L->pick ? most : L->offload ? LOWER_OFFLOAD_LOOKAHEAD : 0;
     L->offload_bytes = plan->offload_bytes;
+    L->offload_keep = plan->offload_keep;
+    for (size_t k = 0; L->pick && keep && k < keys; k++)
+        if (L->pick[k].on) plan->offload_keep[k / (size_t)L->n_mb] = keep[k / (size_t)L->n_mb];
     for (int s = 0; L->offload && s < L->n_st; s++) {
         pp_stage_cfg_t c;
         plan_stage_cfg(&c, job, plan, s);
@@ -280,7 +284,10 @@ size_t plan_device_bytes(const pp_plan_t *plan, const pp_job_t *job, int d, int 
         if (!plan_stage_on(plan, s, d)) continue;
         pp_stage_cfg_t c;
         plan_stage_cfg(&c, job, plan, s);
-        if (plain && plan->plain_slots_per_stage) c.n_slots = plan->plain_slots_per_stage[s];
+        if (plain && plan->plain_slots_per_stage) {
+            c.n_slots = plan->plain_slots_per_stage[s];
+            c.offload_keep = c.n_keep_slots = 0; /* whole slots */
+        }
         b += stage_device_bytes(&c);
     }
     return b;

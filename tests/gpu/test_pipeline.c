@@ -380,6 +380,62 @@ static void offload_auto_matches_reference(void)
     }
 }
 
+/* 1 when some stage of the plan keeps part of each slot on the device while the rest moves. */
+static int keeps_part(const pp_plan_t *plan)
+{
+    int any = 0;
+    for (int s = 0; s < plan->n_stages; s++)
+        any |= plan->offload && plan->offload_keep && plan->offload_keep[s] > 0;
+    return any;
+}
+
+/* run.offload=auto moving part of each slot: with the host link priced at 1 GB/s, whole slots
+ * cost time, and under a limit 0.2 .. 0.4 of the slots below the plain plan's peak (the first
+ * where the choice keeps part of a slot on the device) the copies move the larger tensors and
+ * the passes read the kept ones from the micro-batch's kept region: the one-device run's loss and
+ * gradients bitwise in fp32. GPipe on one GPU, and 1F1B on 4 where present. */
+static void offload_partial_matches_reference(void)
+{
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    struct {
+        const char *kind;
+        int p;
+    } cases[] = {{"gpipe", 1}, {"1f1b", 4}};
+    for (int c = 0; c < 2; c++) {
+        if (cases[c].p > n_gpus) {
+            printf("  offload partial %s p=%d: skipped, %d GPUs present\n", cases[c].kind,
+                   cases[c].p, n_gpus);
+            continue;
+        }
+        char kind[64], devs[64], lim[64], label[128];
+        snprintf(kind, sizeof kind, "schedule.kind=%s", cases[c].kind);
+        snprintf(devs, sizeof devs, "pipeline.devices=%d", cases[c].p);
+        const char *sets[] = {
+            kind, devs, "pipeline.micro_batches=8", "cost.host_link_gbps=1", "run.offload=auto",
+            lim};
+        pp_run_t r = {0};
+        REQUIRE(run_load(&r, "partial.yaml", model_yaml("fp32"), sets, 4, n_gpus) == PP_OK);
+        REQUIRE(run_predict(&r, NULL) == PP_OK);
+        const pp_mem_device_t d0 = r.mem.dev[0];
+        run_free(&r);
+        int found = 0;
+        for (int tenth = 2; tenth <= 4 && !found; tenth++) {
+            snprintf(lim, sizeof lim, "run.memory_limit=%.9g",
+                     (d0.total - 0.1 * tenth * d0.slots) / (1024.0 * 1024.0 * 1024.0));
+            REQUIRE(run_load(&r, "partial.yaml", model_yaml("fp32"), sets, 6, n_gpus) == PP_OK);
+            int smaller;
+            found = keeps_part(&r.plan) && offload_copies(&r.plan, &smaller) > 0;
+            run_free(&r);
+        }
+        EXPECT(found, "offload partial %s p=%d: no limit made auto keep part of a slot",
+               cases[c].kind, cases[c].p);
+        if (!found) continue;
+        snprintf(label, sizeof label, "offload partial %s p=%d fp32 (%s)", cases[c].kind,
+                 cases[c].p, lim + 4);
+        run_and_compare("partial.yaml", model_yaml("fp32"), sets, 6, label);
+    }
+}
+
 /* GPipe on one GPU with offload, steps replayed from one captured CUDA graph (AdamW on), gives
  * bitwise the losses and gradients of the same steps without offload. */
 static void offload_graph_matches_plain(void)
@@ -1048,6 +1104,7 @@ int main(void)
     RUN(recompute_matches_reference);
     RUN(offload_matches_reference);
     RUN(offload_auto_matches_reference);
+    RUN(offload_partial_matches_reference);
     RUN(offload_graph_matches_plain);
     RUN(explicit_schedules_run_as_written);
     RUN(too_big_is_refused);
