@@ -399,6 +399,12 @@ pp_status_t plan_check_offload(const pp_plan_t *plan)
         if (!fits) st = bad(plan, i, "runs on the wrong stream");
         if (pp_action_is_copy(o->kind) && !plan->offload)
             st = bad(plan, i, "a copy in a plan without run.offload");
+        if (st == PP_OK && pp_action_is_compute(o->kind) && plan->offload_keep &&
+            plan->offload_keep[o->stage] > 0) {
+            int k = plan->keep_slot ? plan->keep_slot[(size_t)o->stage * plan->n_mb + o->mb] : -1;
+            if (k < 0 || k >= plan->keep_slots_per_stage[o->stage])
+                st = bad(plan, i, "its kept region is out of range");
+        }
         if (o->kind == PP_ACT_REDUCE) continue; /* its mb is a bucket (validate.c checks it) */
         idx[((size_t)o->stage * plan->n_mb + o->mb) * PP_ACT_COUNT + o->kind] = i;
     }

@@ -260,7 +260,8 @@ pp_status_t plan_plain_slots(pp_plan_t *plan);
 /* The rules of the copies: each op on its kind's stream; OFFLOAD after its forward and waiting
  * for it, RELOAD after its OFFLOAD on the same device and waiting for it, both on one host slot
  * in range moving the stage's offload bytes; every backward-phase op after the RELOAD in its
- * program, on the slot it filled, and RECV_B, B and I waiting for it. */
+ * program, on the slot it filled, and RECV_B, B and I waiting for it; every compute op of a
+ * stage that keeps part of each slot with its micro-batch's kept region in range. */
 pp_status_t plan_check_offload(const pp_plan_t *plan);
 
 /* The channels a plan orders its ops on: one per device for a role with one stream per device
