@@ -250,11 +250,13 @@ typedef struct piece_sizes {
     size_t bytes[MAX_SIZES];
     int count[MAX_SIZES];
     int n;
+    int must; /* pieces that always move */
 } piece_sizes_t;
 
 static void *count_piece(void *ctx, size_t bytes, int must_move)
 {
     piece_sizes_t *h = ctx;
+    h->must += must_move;
     if (must_move) return NULL;
     int i = 0;
     while (i < h->n && h->bytes[i] != bytes)
@@ -280,17 +282,27 @@ static void *carve_piece(void *ctx, size_t bytes, int must_move)
     return carve(move ? &x->ring : &x->kept, bytes);
 }
 
-/* The split that keeps cfg->offload_keep pieces on the device, the smallest (of equal sizes, the
- * last in slot order: the first blocks' parts move, which the backward reads last). keep 0: every
- * piece moves (size 0). */
+/* The most pieces that may stay: all but one moves (the received x, or the largest). */
+static int keep_most(const piece_sizes_t *h)
+{
+    int n = 0;
+    for (int i = 0; i < h->n; i++)
+        n += h->count[i];
+    return h->must > 0 || n == 0 ? n : n - 1;
+}
+
+/* The split that keeps cfg->offload_keep pieces on the device (at most keep_most), the smallest (of
+ * equal sizes, the last in slot order: the first blocks' parts move, which the backward reads
+ * last). keep 0: every piece moves (size 0). */
 static void split_of(const pp_stage_cfg_t *cfg, int fused, piece_split_t *x)
 {
-    piece_sizes_t h = {{0}, {0}, 0};
+    piece_sizes_t h = {{0}, {0}, 0, 0};
     int keep = cfg->offload_keep > 0 ? cfg->offload_keep : 0;
     x->size = 0;
     x->move_of_size = x->seen = 0;
     if (keep == 0) return;
     walk_pieces(cfg, fused, NULL, count_piece, &h);
+    if (keep > keep_most(&h)) keep = keep_most(&h);
     for (;;) { /* the smallest size left, kept whole or in part */
         int at = -1;
         for (int i = 0; i < h.n; i++)
@@ -352,12 +364,9 @@ size_t stage_keep_bytes(const pp_stage_cfg_t *cfg)
 
 int stage_offload_pieces(const pp_stage_cfg_t *cfg)
 {
-    piece_sizes_t h = {{0}, {0}, 0};
-    int n = 0;
+    piece_sizes_t h = {{0}, {0}, 0, 0};
     walk_pieces(cfg, stage_attention_fused(cfg), NULL, count_piece, &h);
-    for (int i = 0; i < h.n; i++)
-        n += h.count[i];
-    return n;
+    return keep_most(&h);
 }
 
 size_t stage_layout_wgrad(const pp_stage_cfg_t *cfg, int fused, char *base, wgrad_t *g)

@@ -83,8 +83,9 @@ size_t stage_wgrad_slot_bytes(const pp_stage_cfg_t *cfg);
 size_t stage_offload_bytes(const pp_stage_cfg_t *cfg);
 /* Bytes of one kept region (cfg->offload_keep's tensors; 0 without). */
 size_t stage_keep_bytes(const pp_stage_cfg_t *cfg);
-/* The backward-read tensors of a slot that may stay on the device (every one but the received
- * stage input x): offload_keep's range is 0 .. this. */
+/* The most backward-read tensors of a slot that may stay on the device: all but one moves (the
+ * received stage input x, or on the first stage the largest); offload_keep's range is 0 .. this,
+ * a larger one counting as this. */
 int stage_offload_pieces(const pp_stage_cfg_t *cfg);
 /* Everything stage_init allocates on the device: state + workspace + n_slots slots +
  * n_keep_slots kept regions + n_wgrad_slots I→W buffers (not the cuBLAS handles' own

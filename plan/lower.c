@@ -587,6 +587,7 @@ pp_status_t plan_lower_partial(pp_plan_t *plan, const pp_schedule_t *sched, cons
         plan->keep_slot[k] = -1;
     lower_offload_setup(&L, plan, job, pick, keep);
     PP_CHECK_GOTO(lower_ops(&L), st, fail);
+    lower_offload_unkeep(&L, plan, job);
     PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, job, plan->boundary_bytes), st, fail);
     lower_data_deps(&L);
     PP_CHECK_GOTO(lower_channels(&L), st, fail);

@@ -95,6 +95,9 @@ pp_status_t lower_order_slots(lower_t *L, int *slots_per_stage);
  * device (keep, for a stage with a key chosen; NULL: none) and the bytes each copy moves. */
 void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job,
                          const pp_offload_key_t *pick, const int *keep);
+/* After the copies are placed: a stage none of whose keys goes to the host keeps nothing apart
+ * (offload_keep 0, its offload bytes the whole range): its slots are whole. */
+void lower_offload_unkeep(lower_t *L, pp_plan_t *plan, const pp_job_t *job);
 /* Where each device's copies go (offload_place); counts them per device into copies[]. */
 pp_status_t lower_offload_marks(lower_t *L, int *copies);
 /* Put device d's copies of kind RELOAD (before written action i) or OFFLOAD (after it). */

@@ -162,6 +162,20 @@ void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job,
     }
 }
 
+void lower_offload_unkeep(lower_t *L, pp_plan_t *plan, const pp_job_t *job)
+{
+    for (int s = 0; L->offload && s < L->n_st; s++) {
+        int sends = 0;
+        for (int mb = 0; mb < L->n_mb && !sends; mb++)
+            sends = L->off_after[(size_t)s * L->n_mb + mb] >= 0;
+        if (sends || plan->offload_keep[s] == 0) continue;
+        pp_stage_cfg_t c;
+        plan->offload_keep[s] = 0;
+        plan_stage_cfg(&c, job, plan, s);
+        plan->offload_bytes[s] = stage_offload_bytes(&c);
+    }
+}
+
 /* offload auto: each stage's host_cap, from the copies placed (copy_head): the most keys between
  * their OFFLOAD and their RELOAD at once in program order (a RELOAD before action i gives its host
  * slot back before an OFFLOAD after it takes one), and LOWER_HOST_SPARE. */

@@ -228,10 +228,11 @@ static void test_simulate_host_link(void)
 }
 
 /* 1F1B on 4 devices, m = 8, offload auto sending every key of stage 0 (lag 1, lookahead 1) and
- * keeping `keep` of each slot's tensors on the device: a kept region per micro-batch held at once
- * (4, the plain plan's slots), each key's first compute op waiting for the last compute op of the
+ * keeping 6 of each slot's tensors on the device: a kept region per micro-batch held at once (4,
+ * the plain plan's slots), each key's first compute op waiting for the last compute op of the
  * region's previous holder, whose lifetime it does not overlap; copies move the moved part only;
- * the memory prediction counts both pools with the sizes stage_init carves (stage_layout_slot). */
+ * a stage that sends nothing keeps nothing apart; the memory prediction counts both pools with the
+ * sizes stage_init carves (stage_layout_slot). */
 static void test_partial_slots(void)
 {
     pp_job_t c;
@@ -242,7 +243,11 @@ static void test_partial_slots(void)
     pp_offload_key_t pick[4 * 8] = {{0}};
     for (int mb = 0; mb < 8; mb++)
         pick[mb] = (pp_offload_key_t){1, 1, 1};
-    const int keep[4] = {6, 6, 6, 6}; /* only stage 0 has keys: the others keep whole slots */
+    /* the last stage's keys are chosen too, but its B follows its F at once: none is sent, and
+     * it keeps nothing apart; stages 1 and 2 have no key chosen */
+    for (int mb = 0; mb < 8; mb++)
+        pick[3 * 8 + mb] = (pp_offload_key_t){1, 1, 1};
+    const int keep[4] = {6, 6, 6, 6};
     REQUIRE(plan_lower_offload(&whole, &s, &c, pick) == PP_OK);
     REQUIRE(plan_lower_partial(&pl, &s, &c, pick, keep) == PP_OK);
     EXPECT(plan_validate(&pl) == PP_OK);
@@ -251,8 +256,12 @@ static void test_partial_slots(void)
            "keep %d/%d, kept regions %d/%d, ring %d (whole %d)", pl.offload_keep[0],
            pl.offload_keep[1], pl.keep_slots_per_stage[0], pl.keep_slots_per_stage[1],
            pl.slots_per_stage[0], whole.slots_per_stage[0]);
+    EXPECT(pl.offload_keep[3] == 0 && pl.keep_slots_per_stage[3] == 0,
+           "the last stage keeps %d, %d kept regions", pl.offload_keep[3],
+           pl.keep_slots_per_stage[3]);
     EXPECT(pl.offload_bytes[0] < whole.offload_bytes[0] &&
-               pl.offload_bytes[1] == whole.offload_bytes[1],
+               pl.offload_bytes[1] == whole.offload_bytes[1] &&
+               pl.offload_bytes[3] == whole.offload_bytes[3],
            "moves %zu of %zu", pl.offload_bytes[0], whole.offload_bytes[0]);
     int copies = 0;
     for (int i = 0; i < pl.n_ops; i++)

@@ -145,8 +145,9 @@ static void check_layout(int first, int last, int layers, pp_recompute_t rc, int
     const size_t gb = stage_layout_wgrad(&c, fused, NULL, NULL);
     const size_t wb = stage_layout_workspace(&c, fused, NULL, NULL);
     const size_t kept = sp.moved;
-    EXPECT(sb == sp.ring && (keep > 0) == (sp.kept > 0) && sp.moved <= whole.moved &&
-               sp.kept + sp.moved >= whole.moved && sp.ring - sp.moved == whole.ring - whole.moved,
+    EXPECT(sb == sp.ring && (keep > 0) == (sp.kept > 0) && sp.moved > 0 &&
+               sp.moved <= whole.moved && sp.kept + sp.moved >= whole.moved &&
+               sp.ring - sp.moved == whole.ring - whole.moved,
            "keep %d: kept %zu moved %zu ring %zu; whole: moved %zu ring %zu", keep, sp.kept,
            sp.moved, sp.ring, whole.moved, whole.ring);
     char *smem = malloc(sb + 256), *gmem = malloc(gb + 256), *wmem = malloc(wb + 256);
