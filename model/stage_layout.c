@@ -1,7 +1,9 @@
 /*
  * stage_layout.c — the layout of a stage's device memory and the sizes derived from it (contract in
  * stage_size.h and stage_layout.h). One function per allocation walks its pieces in order: with a
- * NULL base it measures, with the allocation it carves, so planned and allocated bytes agree.
+ * NULL base it measures, with the allocation it carves, so planned and allocated bytes agree. A
+ * slot is carved from two bases, its kept region (the tensors cfg->offload_keep keeps on the
+ * device) and its ring slot (the rest), by one walk that decides where each tensor goes.
  * Plain C11: part of the scheduler core's library.
  */
 #include "stage_layout.h"

@@ -4,10 +4,12 @@
  * Slots come from liveness over each device's program: a unit (lower_slot_unit: a (stage, mb),
  * or each phase of an offloaded one) takes a free slot of its stage at its first op and gives it
  * back after its last, and the first op of a new holder waits for the previous holder's last op
- * on each role; host slots (run.offload) alongside, through offload.c's step. While cap[stage] is 0
- * the stage takes the lowest free slot and cap becomes the most it held at once (the schedule's own
- * need); once the stage has a cap it takes the free slot released longest ago (a FIFO of free
- * slots), which leaves the most room between a slot's last reader and its next writer. A take
+ * on each role; host slots (run.offload) alongside, through offload.c's step, and the kept regions
+ * of a stage that keeps part of each slot on the device (keep_stage: a (stage, mb) from its first
+ * compute op to its last, reused the same way). While cap[stage] is 0 the stage takes the lowest
+ * free slot and cap becomes the most it held at once (the schedule's own need); once the stage
+ * has a cap it takes the free slot released longest ago (a FIFO of free slots), which leaves the
+ * most room between a slot's last reader and its next writer. A take
  * costs O(log m) at most: the released slots wait in a min-heap (no cap) or the FIFO ring (a cap),
  * and a counter hands out the slots never taken, so GPipe and looped BFS, which hold all m
  * micro-batches at once, lower in about the time 1F1B does.
