@@ -288,7 +288,7 @@ static pp_status_t search_partial(auto_ctx_t *x, double plain_ms, auto_take_t *b
             } else {
                 PP_CHECK(shortest(x, &t, &fits, &over));
             }
-            if (!fits) break; /* whole slots do not fit under these caps: parts will not */
+            if (!fits) break; /* whole slots do not fit under these caps; parts add kept regions */
             PP_CHECK(most_kept(x, &t));
             for (int d = 0; d < x->r->sched.n_devices; d++)
                 any |= t.keep[d] > 0;

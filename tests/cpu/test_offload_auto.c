@@ -223,7 +223,7 @@ static void test_issue_shapes(void)
  * step; where they cost time (42, 41: a ring of two), it keeps on the device the most of each
  * slot that fits and the step is quicker than whole slots' (42: 3726.8 against 4848.3 ms, the
  * plain step 3133.2: the copy back still outlasts the forward it hides under), and each copy moves
- * less than a whole slot. Printed: the three steps and what device 0 moves. */
+ * less than a whole slot, as the report says. Printed: the three steps and what device 0 moves. */
 static void test_partial_7b(void)
 {
     const char *none[] = {"pipeline.devices=4", "pipeline.micro_batches=32", "cost.gpu=h200"};
@@ -264,6 +264,20 @@ static void test_partial_7b(void)
                    "keeps %d, %g against whole %g, %g bytes", b.plan.offload_keep[0],
                    b.predicted_ms, b.offload_whole_ms, d0->offload_bytes);
             EXPECT(limits[i] <= 42, "whole slots cost time at %g GiB", limits[i]);
+            /* the table and the JSON say that part of each slot moves, and how many bytes */
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&buf, &len);
+            REQUIRE(f != NULL);
+            EXPECT(report_print_table(&b.report, &b.job, f) == PP_OK);
+            EXPECT(report_print_json(&b.report, f) == PP_OK);
+            fclose(f);
+            EXPECT(buf &&
+                       strstr(buf, "# offloaded to the host: device 0: 32 slots, part of each (") &&
+                       strstr(buf, "\"offload_partial\":true") &&
+                       strstr(buf, "\"offload_partial\":false"),
+                   "%s", buf);
+            free(buf);
         }
         run_free(&b);
     }
