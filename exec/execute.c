@@ -407,14 +407,16 @@ static void print_banner(exec_t *x)
     fputc('\n', stderr);
     fprintf(stderr, "# memory per device (stages, slots):");
     for (int d = 0; d < x->w.p; d++) {
-        int slots = 0, plain = 0;
+        int slots = 0, plain = 0, kept = 0;
         for (int s = 0; s < plan->n_stages; s++) {
             if (!plan_stage_on(plan, s, d)) continue;
             slots += x->scfg[s].n_slots;
             plain += plan->plain_slots_per_stage[s];
+            kept += x->scfg[s].offload_keep > 0 ? x->scfg[s].n_keep_slots : 0;
         }
         fprintf(stderr, " %d (gpu%d) %.2f GiB (%d slots", d, cuda[d],
                 (double)plan_device_bytes(plan, x->job, d, 0) / (1u << 30), slots);
+        if (kept) fprintf(stderr, " and %d kept parts", kept);
         if (plan->offload)
             fprintf(stderr, "; without offload %.2f GiB, %d slots; pinned host %.2f GiB",
                     (double)plan_device_bytes(plan, x->job, d, 1) / (1u << 30), plain,

@@ -98,21 +98,39 @@ static int data_mb(const exec_t *x, const pp_op_t *op)
 {
     return plan_replica_of(x->plan, op->device) * x->plan->n_mb + op->mb;
 }
+/* The stage of a compute op, its slot joined with the micro-batch's kept region (run.offload
+ * keeping part of each slot on the device; nothing otherwise). */
+static pp_stage_t *op_stage_kept(const exec_t *x, const pp_op_t *op, pp_status_t *st)
+{
+    pp_stage_t *stage = exec_op_stage(x, op);
+    const int *kept = x->plan->keep_slot;
+    const int keep = kept ? kept[(size_t)op->stage * x->plan->n_mb + op->mb] : -1;
+    *st = keep >= 0 ? stage_slot_keep(stage, op->slot, keep) : PP_OK;
+    return stage;
+}
 static pp_status_t op_forward(exec_t *x, const pp_op_t *op, cudaStream_t s)
 {
-    return stage_forward(exec_op_stage(x, op), op->slot, data_mb(x, op), s);
+    pp_status_t st;
+    pp_stage_t *stage = op_stage_kept(x, op, &st);
+    return st != PP_OK ? st : stage_forward(stage, op->slot, data_mb(x, op), s);
 }
 static pp_status_t op_backward(exec_t *x, const pp_op_t *op, cudaStream_t s)
 {
-    return stage_backward(exec_op_stage(x, op), op->slot, data_mb(x, op), s);
+    pp_status_t st;
+    pp_stage_t *stage = op_stage_kept(x, op, &st);
+    return st != PP_OK ? st : stage_backward(stage, op->slot, data_mb(x, op), s);
 }
 static pp_status_t op_backward_input(exec_t *x, const pp_op_t *op, cudaStream_t s)
 {
-    return stage_backward_input(exec_op_stage(x, op), op->slot, data_mb(x, op), s);
+    pp_status_t st;
+    pp_stage_t *stage = op_stage_kept(x, op, &st);
+    return st != PP_OK ? st : stage_backward_input(stage, op->slot, data_mb(x, op), s);
 }
 static pp_status_t op_backward_weight(exec_t *x, const pp_op_t *op, cudaStream_t s)
 {
-    return stage_backward_weight(exec_op_stage(x, op), op->slot, data_mb(x, op), s);
+    pp_status_t st;
+    pp_stage_t *stage = op_stage_kept(x, op, &st);
+    return st != PP_OK ? st : stage_backward_weight(stage, op->slot, data_mb(x, op), s);
 }
 /* The pinned host slot of a copy. */
 static unsigned char *host_slot(const exec_t *x, const pp_op_t *op)

@@ -1,7 +1,9 @@
 /*
  * stage_layout.c — the layout of a stage's device memory and the sizes derived from it (contract in
  * stage_size.h and stage_layout.h). One function per allocation walks its pieces in order: with a
- * NULL base it measures, with the allocation it carves, so planned and allocated bytes agree.
+ * NULL base it measures, with the allocation it carves, so planned and allocated bytes agree. A
+ * slot is carved from two bases, its kept region (the tensors cfg->offload_keep keeps on the
+ * device) and its ring slot (the rest), by one walk that decides where each tensor goes.
  * Plain C11: part of the scheduler core's library.
  */
 #include "stage_layout.h"
@@ -200,53 +202,173 @@ void stage_layout_view(const pp_stage_cfg_t *cfg, int fused, const block_bufs_t 
         if (s) (field) = p_;                                                                       \
     } while (0)
 
-/* A slot in two parts: first everything the backward reads (tokens, targets, the input of every
- * block, the saved parts, the head's), then the boundary buffers it does not (y unless the last
- * stage reads it, dx, dy). *kept gets the first part's bytes: what an offload copies. */
-static size_t layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s, size_t *kept)
+/* ---- a slot: the kept region and the ring slot ----------------------------------------------- */
+
+/* The backward-read tensors of a slot (its pieces) are walked in slot order by walk_pieces, which
+ * asks `take` where each goes. `take` gets the piece's bytes and whether it must move (the stage
+ * input x of a stage that receives it: the receive writes it into the ring slot, the address a
+ * transport registers). */
+typedef void *(*piece_take_fn)(void *ctx, size_t bytes, int must_move);
+
+#define PIECE(field, bytes)                                                                        \
+    do {                                                                                           \
+        void *p_ = take(ctx, (bytes), 0);                                                          \
+        if (s) (field) = p_;                                                                       \
+    } while (0)
+
+static void walk_pieces(const pp_stage_cfg_t *cfg, int fused, slot_t *s, piece_take_fn take,
+                        void *ctx)
 {
-    carver_t c = {base, 0};
     const size_t NC = part_bytes(cfg, SZ_NC), rows = part_bytes(cfg, SZ_ROWS);
     const size_t N = (size_t)cfg->micro_batch_size * cfg->seq_len;
     const int L = cfg->n_layers;
-    if (cfg->is_first) TAKE(s->tokens, N * sizeof(int));
-    if (cfg->is_last) TAKE(s->targets, N * sizeof(int));
-    for (int l = 0; l < L; l++)
-        TAKE(s->res[l], NC);
-    if (cfg->is_last) TAKE(s->res[L], NC);
-    for (int l = 0; l < L; l++)
-        carve_parts(&c, cfg, fused, SAVED_PARTS, N_SAVED, 0, s ? &s->blocks[l] : NULL);
-    if (cfg->is_last) {
-        TAKE(s->lnf, NC);
-        TAKE(s->lnf_mean, rows);
-        TAKE(s->lnf_rstd, rows);
-        TAKE(s->logits, N * (size_t)cfg->vocab * pp_dtype_size(cfg->dtype));
-        TAKE(s->losses, rows);
+    if (cfg->is_first) PIECE(s->tokens, N * sizeof(int));
+    if (cfg->is_last) PIECE(s->targets, N * sizeof(int));
+    for (int l = 0; l < L; l++) {
+        void *p = take(ctx, NC, l == 0 && !cfg->is_first);
+        if (s) s->res[l] = p;
     }
-    *kept = carved_bytes(&c);
+    if (cfg->is_last) PIECE(s->res[L], NC);
+    for (int l = 0; l < L; l++)
+        for (size_t i = 0; i < N_SAVED; i++) {
+            const block_part_t *p = &SAVED_PARTS[i];
+            if (!part_on(cfg, p, fused) || p->rebuilt[cfg->recompute]) continue;
+            PIECE(*part_ptr(&s->blocks[l], p), part_bytes(cfg, p->size));
+        }
+    if (cfg->is_last) {
+        PIECE(s->lnf, NC);
+        PIECE(s->lnf_mean, rows);
+        PIECE(s->lnf_rstd, rows);
+        PIECE(s->logits, N * (size_t)cfg->vocab * pp_dtype_size(cfg->dtype));
+        PIECE(s->losses, rows);
+    }
+}
+#undef PIECE
+
+/* The distinct sizes of the pieces that may stay, and how many of each (a slot has a handful:
+ * the token ids, N·C, 3·N·C, 4·N·C, the statistics, lse, P, the logits). */
+#define MAX_SIZES 16
+typedef struct piece_sizes {
+    size_t bytes[MAX_SIZES];
+    int count[MAX_SIZES];
+    int n;
+    int must; /* pieces that always move */
+} piece_sizes_t;
+
+static void *count_piece(void *ctx, size_t bytes, int must_move)
+{
+    piece_sizes_t *h = ctx;
+    h->must += must_move;
+    if (must_move) return NULL;
+    int i = 0;
+    while (i < h->n && h->bytes[i] != bytes)
+        i++;
+    if (i == h->n && h->n < MAX_SIZES) h->bytes[h->n++] = bytes;
+    if (i < h->n) h->count[i]++;
+    return NULL;
+}
+
+/* Where each piece goes: sizes above `size` move, sizes below stay, and of the pieces of `size`
+ * the first `move_of_size` (in slot order) move. */
+typedef struct piece_split {
+    carver_t kept, ring;
+    size_t size;
+    int move_of_size, seen;
+} piece_split_t;
+
+static void *carve_piece(void *ctx, size_t bytes, int must_move)
+{
+    piece_split_t *x = ctx;
+    int move = must_move || bytes > x->size;
+    if (!must_move && bytes == x->size) move = x->seen++ < x->move_of_size;
+    return carve(move ? &x->ring : &x->kept, bytes);
+}
+
+/* The most pieces that may stay: all but one moves (the received x, or the largest). */
+static int keep_most(const piece_sizes_t *h)
+{
+    int n = 0;
+    for (int i = 0; i < h->n; i++)
+        n += h->count[i];
+    return h->must > 0 || n == 0 ? n : n - 1;
+}
+
+/* The split that keeps cfg->offload_keep pieces on the device (at most keep_most), the smallest (of
+ * equal sizes, the last in slot order: the first blocks' parts move, which the backward reads
+ * last). keep 0: every piece moves (size 0). */
+static void split_of(const pp_stage_cfg_t *cfg, int fused, piece_split_t *x)
+{
+    piece_sizes_t h = {{0}, {0}, 0, 0};
+    int keep = cfg->offload_keep > 0 ? cfg->offload_keep : 0;
+    x->size = 0;
+    x->move_of_size = x->seen = 0;
+    if (keep == 0) return;
+    walk_pieces(cfg, fused, NULL, count_piece, &h);
+    if (keep > keep_most(&h)) keep = keep_most(&h);
+    for (;;) { /* the smallest size left, kept whole or in part */
+        int at = -1;
+        for (int i = 0; i < h.n; i++)
+            if (h.count[i] > 0 && (at < 0 || h.bytes[i] < h.bytes[at])) at = i;
+        if (at < 0) { /* every piece stays: nothing is larger than the largest */
+            x->size = (size_t)-1;
+            return;
+        }
+        x->size = h.bytes[at];
+        if (keep <= h.count[at]) {
+            x->move_of_size = h.count[at] - keep;
+            return;
+        }
+        keep -= h.count[at];
+        h.count[at] = 0;
+    }
+}
+
+size_t stage_layout_slot(const pp_stage_cfg_t *cfg, int fused, char *kept, char *ring, slot_t *s,
+                         slot_split_t *split)
+{
+    piece_split_t x;
+    split_of(cfg, fused, &x);
+    x.kept = (carver_t){kept, 0};
+    x.ring = (carver_t){ring, 0};
+    walk_pieces(cfg, fused, s, carve_piece, &x);
+    if (split) {
+        split->kept = carved_bytes(&x.kept);
+        split->moved = carved_bytes(&x.ring);
+    }
+    /* then what the backward does not read: y (unless the last stage reads it), dx, dy */
+    carver_t c = x.ring;
+    const size_t NC = part_bytes(cfg, SZ_NC);
+    const int L = cfg->n_layers;
     if (!cfg->is_last) TAKE(s->res[L], NC);
     TAKE(s->dres[0], NC);
     if (L > 0) TAKE(s->dres[L], NC);
     if (s && L == 0) s->dres[L] = s->dres[0];
+    if (split) split->ring = carved_bytes(&c);
     return carved_bytes(&c);
 }
 
-size_t stage_layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s)
+static slot_split_t slot_split(const pp_stage_cfg_t *cfg)
 {
-    size_t kept = 0;
-    return layout_slot(cfg, fused, base, s, &kept);
-}
-
-size_t stage_layout_offload(const pp_stage_cfg_t *cfg, int fused)
-{
-    size_t kept = 0;
-    layout_slot(cfg, fused, NULL, NULL, &kept);
-    return kept;
+    slot_split_t sp;
+    stage_layout_slot(cfg, stage_attention_fused(cfg), NULL, NULL, NULL, &sp);
+    return sp;
 }
 
 size_t stage_offload_bytes(const pp_stage_cfg_t *cfg)
 {
-    return stage_layout_offload(cfg, stage_attention_fused(cfg));
+    return slot_split(cfg).moved;
+}
+
+size_t stage_keep_bytes(const pp_stage_cfg_t *cfg)
+{
+    return slot_split(cfg).kept;
+}
+
+int stage_offload_pieces(const pp_stage_cfg_t *cfg)
+{
+    piece_sizes_t h = {{0}, {0}, 0, 0};
+    walk_pieces(cfg, stage_attention_fused(cfg), NULL, count_piece, &h);
+    return keep_most(&h);
 }
 
 size_t stage_layout_wgrad(const pp_stage_cfg_t *cfg, int fused, char *base, wgrad_t *g)
@@ -353,7 +475,7 @@ size_t stage_layout_aux(const pp_stage_cfg_t *cfg)
 
 size_t stage_slot_bytes(const pp_stage_cfg_t *cfg)
 {
-    return stage_layout_slot(cfg, stage_attention_fused(cfg), NULL, NULL);
+    return slot_split(cfg).ring;
 }
 
 size_t stage_wgrad_slot_bytes(const pp_stage_cfg_t *cfg)
@@ -371,6 +493,7 @@ size_t stage_device_bytes(const pp_stage_cfg_t *cfg)
 {
     return stage_state_bytes(cfg) + stage_workspace_bytes(cfg) +
            (size_t)cfg->n_slots * stage_slot_bytes(cfg) +
+           (size_t)cfg->n_keep_slots * stage_keep_bytes(cfg) +
            (size_t)cfg->n_wgrad_slots * stage_wgrad_slot_bytes(cfg);
 }
 

@@ -142,11 +142,25 @@ int stage_layernorm_sums(void);
  * (kernel_sizes.h), the launcher's own rule. */
 int stage_flash_bwd_fused(const pp_stage_cfg_t *cfg);
 
-/* Carve a slot out of `base` (NULL: measure only; then s may be NULL) for the attention path
- * `fused`. s->res, s->dres and s->blocks must hold n_layers + 1 entries. Returns its bytes. */
-size_t stage_layout_slot(const pp_stage_cfg_t *cfg, int fused, char *base, slot_t *s);
-/* The bytes at the start of a slot that its backward reads (stage_offload_bytes). */
-size_t stage_layout_offload(const pp_stage_cfg_t *cfg, int fused);
+/* The bytes of a slot's two regions. */
+typedef struct slot_split {
+    size_t kept;  /* one kept region: the backward-read tensors that stay on the device for the
+                     micro-batch's whole lifetime (cfg->offload_keep of them, the smallest); 0
+                     when the whole range moves */
+    size_t moved; /* the first bytes of a ring slot: the tensors an offload copies */
+    size_t ring;  /* one ring slot: the moved tensors, then y (unless the last stage reads it), dx
+                     and dy */
+} slot_split_t;
+
+/* Carve a slot from two bases for the attention path `fused`: the kept region `kept` (the
+ * micro-batch's own, held from its F to its last backward op) and the ring slot `ring` (the one
+ * the phase in hand holds; the moved tensors at its start, in slot order, so that one copy each
+ * way moves them). A NULL base: measure, the pointers into it set NULL (s may be NULL). With
+ * cfg->offload_keep 0 the kept region is empty and the ring slot is the whole slot. s->res,
+ * s->dres and s->blocks hold n_layers + 1 entries. Returns the ring slot's bytes; *split (may be
+ * NULL) gets all three sizes. */
+size_t stage_layout_slot(const pp_stage_cfg_t *cfg, int fused, char *kept, char *ring, slot_t *s,
+                         slot_split_t *split);
 /* Carve one I→W buffer (NULL base: measure; then g may be NULL); g->dres and g->blocks hold
  * n_layers + 1 entries. Returns its bytes. */
 size_t stage_layout_wgrad(const pp_stage_cfg_t *cfg, int fused, char *base, wgrad_t *g);

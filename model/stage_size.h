@@ -48,10 +48,17 @@ typedef struct pp_stage_cfg {
     float grad_scale;     /* scale of the loss gradient (1 / micro-batches per step) */
     pp_recompute_t recompute; /* what F keeps in a slot (NONE: everything) */
     int n_wgrad_slots; /* I→W buffers: micro-batches whose I ran and whose W has not, at most */
+    int offload_keep;  /* run.offload: the backward-read tensors of a slot that stay on the device
+                          while the rest goes to the host, the smallest of them (of equal sizes,
+                          the last in slot order), at most stage_offload_pieces; 0: a copy moves
+                          the whole range. They live in kept regions, one per micro-batch held */
+    int n_keep_slots;  /* kept regions to allocate (micro-batches held at once); 0 when
+                          offload_keep is 0 */
 } pp_stage_cfg_t;
 
-/* Bytes of one activation slot, of the parameters + gradients + optimizer state, and of the
- * workspace (cuBLAS workspace + scratch), for planning memory before anything is allocated. */
+/* Bytes of one activation slot (under cfg->offload_keep, of one ring slot: a slot less its kept
+ * region), of the parameters + gradients + optimizer state, and of the workspace (cuBLAS
+ * workspace + scratch), for planning memory before anything is allocated. */
 size_t stage_slot_bytes(const pp_stage_cfg_t *cfg);
 size_t stage_state_bytes(const pp_stage_cfg_t *cfg);
 
@@ -70,11 +77,19 @@ size_t stage_workspace_bytes(const pp_stage_cfg_t *cfg);
 /* Bytes of one I→W buffer: what stage_backward_input writes for stage_backward_weight (the
  * gradients at the block's inner outputs), held from a micro-batch's I to its W. */
 size_t stage_wgrad_slot_bytes(const pp_stage_cfg_t *cfg);
-/* Bytes of a slot that its backward reads: the slot's first bytes, before y (unless the last stage
- * reads it), dx and dy. What an offload to host memory copies (stage_slot_to_host). */
+/* Bytes of a slot that its backward reads and an offload to host memory copies
+ * (stage_slot_to_host): the slot's first bytes, before y (unless the last stage reads it), dx and
+ * dy; under cfg->offload_keep, less the kept region's tensors. */
 size_t stage_offload_bytes(const pp_stage_cfg_t *cfg);
+/* Bytes of one kept region (cfg->offload_keep's tensors; 0 without). */
+size_t stage_keep_bytes(const pp_stage_cfg_t *cfg);
+/* The most backward-read tensors of a slot that may stay on the device: all but one moves (the
+ * received stage input x, or on the first stage the largest); offload_keep's range is 0 .. this,
+ * a larger one counting as this. */
+int stage_offload_pieces(const pp_stage_cfg_t *cfg);
 /* Everything stage_init allocates on the device: state + workspace + n_slots slots +
- * n_wgrad_slots I→W buffers (not the cuBLAS handles' own allocations). */
+ * n_keep_slots kept regions + n_wgrad_slots I→W buffers (not the cuBLAS handles' own
+ * allocations). */
 size_t stage_device_bytes(const pp_stage_cfg_t *cfg);
 /* Bytes of one boundary tensor (x, y, dx, dy): micro_batch_size * seq_len * hidden * dtype. */
 size_t stage_boundary_bytes(const pp_stage_cfg_t *cfg);

@@ -29,6 +29,9 @@ void plan_free(pp_plan_t *plan)
     free(plan->host_slots_per_stage);
     free(plan->plain_slots_per_stage);
     free(plan->offload_bytes);
+    free(plan->offload_keep);
+    free(plan->keep_slots_per_stage);
+    free(plan->keep_slot);
     free(plan->ops);
     free(plan->deps);
     free(plan->prog_ops);
@@ -530,6 +533,12 @@ pp_status_t plan_lower(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job
 pp_status_t plan_lower_offload(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job,
                                const pp_offload_key_t *pick)
 {
+    return plan_lower_partial(plan, sched, job, pick, NULL);
+}
+
+pp_status_t plan_lower_partial(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job,
+                               const pp_offload_key_t *pick, const int *keep)
+{
     lower_t L = {0};
     pp_status_t st = PP_OK;
     memset(plan, 0, sizeof *plan);
@@ -559,17 +568,26 @@ pp_status_t plan_lower_offload(pp_plan_t *plan, const pp_schedule_t *sched, cons
     plan->host_slots_per_stage = calloc((size_t)L.n_st, sizeof(int));
     plan->plain_slots_per_stage = calloc((size_t)L.n_st, sizeof(int));
     plan->offload_bytes = calloc((size_t)L.n_st, sizeof(size_t));
+    plan->offload_keep = calloc((size_t)L.n_st, sizeof(int));
+    plan->keep_slots_per_stage = calloc((size_t)L.n_st, sizeof(int));
+    plan->keep_slot = malloc(sizeof(int) * (size_t)L.n_st * (size_t)L.n_mb);
     L.begin = malloc(sizeof *L.begin * (size_t)(L.n_dev + 1));
     L.host_slots = plan->host_slots_per_stage;
+    L.keep_slot = plan->keep_slot;
+    L.keep_slots = plan->keep_slots_per_stage;
     if (!plan->stage_device || !plan->slots_per_stage || !plan->host_slots_per_stage ||
-        !plan->plain_slots_per_stage || !plan->offload_bytes || !L.begin) {
+        !plan->plain_slots_per_stage || !plan->offload_bytes || !plan->offload_keep ||
+        !plan->keep_slots_per_stage || !plan->keep_slot || !L.begin) {
         fprintf(stderr, "%s:%d: out of host memory lowering a schedule\n", __FILE__, __LINE__);
         st = PP_ERR_NOMEM;
         goto fail;
     }
     PP_CHECK_GOTO(lower_placement(&L, plan->stage_device), st, fail);
-    lower_offload_setup(&L, plan, job, pick);
+    for (size_t k = 0; k < (size_t)L.n_st * (size_t)L.n_mb; k++)
+        plan->keep_slot[k] = -1;
+    lower_offload_setup(&L, plan, job, pick, keep);
     PP_CHECK_GOTO(lower_ops(&L), st, fail);
+    lower_offload_unkeep(&L, plan, job);
     PP_CHECK_GOTO(lower_pairs(&L, plan->stage_device, job, plan->boundary_bytes), st, fail);
     lower_data_deps(&L);
     PP_CHECK_GOTO(lower_channels(&L), st, fail);

@@ -9,8 +9,9 @@
 #include "plan.h"
 
 /* Most dependencies one op can have: three data inputs (B: F, RECV_B, RELOAD), the program order
- * around an overlapped pair, and one last op per role of the slot's previous holder. */
-#define LOWER_MAX_DEPS (4 + PP_ROLE_COUNT)
+ * around an overlapped pair, one last op per role of the slot's previous holder, and the last
+ * compute ops (compute, overlap) of its kept region's previous holder. */
+#define LOWER_MAX_DEPS (6 + PP_ROLE_COUNT)
 
 /* run.offload: a RELOAD goes this many compute ops before its backward. One: the host link is
  * slower than the compute it hides under (bench/NOTES.md), so reloading earlier would only hold
@@ -45,6 +46,9 @@ typedef struct lower {
     int *host_cap;   /* [n_st] offload auto: the host slots a stage cycles through (the most its
                         keys hold at once in program order, and LOWER_HOST_SPARE); NULL otherwise */
     const size_t *offload_bytes; /* [n_st] the plan's: bytes one copy moves */
+    const int *offload_keep;     /* [n_st] the plan's: tensors of a slot kept on the device */
+    int *keep_slot;              /* [n_st * n_mb] the plan's: kept region of each key, -1 none */
+    int *keep_slots;             /* [n_st] the plan's keep_slots_per_stage */
     int *copy_head; /* [2 * written actions]: per written action (device by device, RELOADs then
                        OFFLOADs), the first key whose copy goes there, -1 none */
     int *copy_next; /* [2 * n_st * n_mb]: the next key at the same place (RELOAD, OFFLOAD) */
@@ -87,9 +91,13 @@ pp_status_t lower_order_slots(lower_t *L, int *slots_per_stage);
 
 /* ---- offload.c ---- */
 
-/* Whether the lowering places copies (job's run.offload) and the bytes each moves per stage. */
+/* Whether the lowering places copies (job's run.offload), the tensors each stage keeps on the
+ * device (keep, for a stage with a key chosen; NULL: none) and the bytes each copy moves. */
 void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job,
-                         const pp_offload_key_t *pick);
+                         const pp_offload_key_t *pick, const int *keep);
+/* After the copies are placed: a stage none of whose keys goes to the host keeps nothing apart
+ * (offload_keep 0, its offload bytes the whole range): its slots are whole. */
+void lower_offload_unkeep(lower_t *L, pp_plan_t *plan, const pp_job_t *job);
 /* Where each device's copies go (offload_place); counts them per device into copies[]. */
 pp_status_t lower_offload_marks(lower_t *L, int *copies);
 /* Put device d's copies of kind RELOAD (before written action i) or OFFLOAD (after it). */

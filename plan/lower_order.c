@@ -4,10 +4,12 @@
  * Slots come from liveness over each device's program: a unit (lower_slot_unit: a (stage, mb),
  * or each phase of an offloaded one) takes a free slot of its stage at its first op and gives it
  * back after its last, and the first op of a new holder waits for the previous holder's last op
- * on each role; host slots (run.offload) alongside, through offload.c's step. While cap[stage] is 0
- * the stage takes the lowest free slot and cap becomes the most it held at once (the schedule's own
- * need); once the stage has a cap it takes the free slot released longest ago (a FIFO of free
- * slots), which leaves the most room between a slot's last reader and its next writer. A take
+ * on each role; host slots (run.offload) alongside, through offload.c's step, and the kept regions
+ * of a stage that keeps part of each slot on the device (keep_stage: a (stage, mb) from its first
+ * compute op to its last, reused the same way). While cap[stage] is 0 the stage takes the lowest
+ * free slot and cap becomes the most it held at once (the schedule's own need); once the stage
+ * has a cap it takes the free slot released longest ago (a FIFO of free slots), which leaves the
+ * most room between a slot's last reader and its next writer. A take
  * costs O(log m) at most: the released slots wait in a min-heap (no cap) or the FIFO ring (a cap),
  * and a counter hands out the slots never taken, so GPipe and looped BFS, which hold all m
  * micro-batches at once, lower in about the time 1F1B does.
@@ -44,7 +46,12 @@ typedef struct order {
     int *holder;    /* [slot] unit that last held it, -1 none */
     int *queue;     /* [slot] the released free slots (pool_t): a min-heap, or a FIFO ring */
     int *saved;     /* [max stage ops * (LOWER_MAX_DEPS + 1)] slot deps before a reassignment */
-    host_state_t H; /* host slots, [stage * n_mb + slot or mb] as offload.c indexes them */
+    /* Kept regions (a stage with offload_keep): by micro-batch of the stage, or by region. */
+    int *kcap;       /* [n_st] kept regions a stage may use; 0 before the first assignment */
+    int *klast;      /* [m] the micro-batch's last compute op */
+    int *klast_role; /* [m * PP_ROLE_COUNT] its last compute op per role */
+    int *kholder;    /* [region] micro-batch that last held it, -1 none */
+    host_state_t H;  /* host slots, [stage * n_mb + slot or mb] as offload.c indexes them */
     /* The dry run. */
     int *head; /* [n_chan] program id of the channel's next op, -1 none */
     int *live; /* [n_live] the channels with ops, in the order a round visits them */
@@ -59,10 +66,10 @@ typedef struct order {
 
 static void order_free(order_t *O)
 {
-    void *p[] = {O->cap,    O->used_cap, O->grown_from, O->st_begin,   O->st_ops,
-                 O->last,   O->slot,     O->last_role,  O->holder,     O->queue,
-                 O->saved,  O->head,     O->done,       O->head_round, O->round_start,
-                 O->H.busy, O->H.reader, O->H.held,     O->live,       O->wait};
+    void *p[] = {O->cap,  O->used_cap,   O->grown_from,  O->st_begin, O->st_ops,     O->last,
+                 O->slot, O->last_role,  O->holder,      O->queue,    O->saved,      O->head,
+                 O->done, O->head_round, O->round_start, O->H.busy,   O->H.reader,   O->H.held,
+                 O->live, O->wait,       O->kcap,        O->klast,    O->klast_role, O->kholder};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
     memset(O, 0, sizeof *O);
@@ -119,6 +126,10 @@ static pp_status_t order_init(order_t *O, const lower_t *L)
     O->H = (host_state_t){calloc(st * m, 1), malloc(st * m * sizeof(int)),
                           malloc(st * m * sizeof(int))};
     O->holder = malloc(m * sizeof *O->holder);
+    O->kcap = calloc(st, sizeof *O->kcap);
+    O->klast = malloc(m * sizeof *O->klast);
+    O->klast_role = malloc(m * PP_ROLE_COUNT * sizeof *O->klast_role);
+    O->kholder = malloc(m * sizeof *O->kholder);
     O->queue = malloc(m * sizeof *O->queue);
     O->head = malloc((size_t)L->n_chan * sizeof *O->head);
     O->live = malloc((size_t)L->n_chan * sizeof *O->live);
@@ -133,7 +144,7 @@ static pp_status_t order_init(order_t *O, const lower_t *L)
     if (!O->cap || !O->used_cap || !O->grown_from || !O->st_begin || !O->st_ops || !O->last ||
         !O->slot || !O->last_role || !O->holder || !O->queue || !O->saved || !O->head || !O->done ||
         !O->head_round || !O->round_start || !O->H.busy || !O->H.reader || !O->H.held || !O->live ||
-        !O->wait) {
+        !O->wait || !O->kcap || !O->klast || !O->klast_role || !O->kholder) {
         order_free(O);
         PP_FAIL(PP_ERR_NOMEM, "out of host memory ordering a plan of %d ops", L->n_ops);
     }
@@ -256,6 +267,44 @@ static void slots_reset(lower_t *L, order_t *O, int s, const int *ids, int n)
     L->host_slots[s] = 0;
 }
 
+/* Stage s's kept regions (offload_keep): a micro-batch takes one at its first compute op (the
+ * region released longest ago, once the stage has a cap) and gives it back after its last; its
+ * first compute op waits for the previous holder's last compute ops. Only compute ops touch a kept
+ * region: a received x is in the ring slot. */
+static void keep_stage(lower_t *L, order_t *O, int s, const int *ids, int n)
+{
+    const size_t base = (size_t)s * L->n_mb;
+    pool_t P;
+    for (int j = 0; j < L->n_mb; j++) {
+        O->klast[j] = O->kholder[j] = -1;
+        L->keep_slot[base + j] = -1;
+        for (int r = 0; r < PP_ROLE_COUNT; r++)
+            O->klast_role[(size_t)j * PP_ROLE_COUNT + r] = -1;
+    }
+    for (int k = 0; k < n; k++)
+        if (pp_action_is_compute(L->ops[ids[k]].kind)) O->klast[L->ops[ids[k]].mb] = ids[k];
+    pool_start(&P, O->queue, O->kcap[s], L->n_mb);
+    L->keep_slots[s] = 0;
+    for (int k = 0; k < n; k++) {
+        const pp_op_t *o = &L->ops[ids[k]];
+        int *at = &L->keep_slot[base + (size_t)o->mb];
+        if (!pp_action_is_compute(o->kind)) continue;
+        if (*at < 0) {
+            int j = pool_take(&P), prev = O->kholder[j];
+            *at = j;
+            if (j + 1 > L->keep_slots[s]) L->keep_slots[s] = j + 1;
+            for (int r = 0; prev >= 0 && r < PP_ROLE_COUNT; r++)
+                lower_add_dep(L, ids[k], O->klast_role[(size_t)prev * PP_ROLE_COUNT + r]);
+        }
+        O->klast_role[(size_t)o->mb * PP_ROLE_COUNT + o->role] = ids[k];
+        if (O->klast[o->mb] == ids[k]) {
+            O->kholder[*at] = o->mb;
+            pool_give(&P, *at);
+        }
+    }
+    if (O->kcap[s] < L->keep_slots[s]) O->kcap[s] = L->keep_slots[s];
+}
+
 /* Assign stage s's slots with its cap; returns what slots_changed says. */
 static int slots_stage(lower_t *L, order_t *O, int s, int *slots_per_stage)
 {
@@ -287,6 +336,7 @@ static int slots_stage(lower_t *L, order_t *O, int s, int *slots_per_stage)
             pool_give(&P, o->slot);
         }
     }
+    if (L->offload_keep && L->offload_keep[s] > 0) keep_stage(L, O, s, ids, n);
     O->used_cap[s] = cap;
     if (O->cap[s] < slots_per_stage[s]) O->cap[s] = slots_per_stage[s];
     return slots_changed(L, O, ids, n);
@@ -449,6 +499,7 @@ static int grow_slots(const lower_t *L, order_t *O)
             waits |= !O->done[dep[i]];
         if (waits && O->cap[s] < L->n_mb && O->cap[s] == O->grown_from[s]) {
             O->cap[s]++;
+            if (O->kcap[s] > 0 && O->kcap[s] < L->n_mb) O->kcap[s]++; /* it may wait for either */
             grown++;
         }
     }

@@ -1,7 +1,8 @@
 /*
  * memory.c — the memory prediction of memory.h: a walk over the plan's stages, each priced with
  * stage_device_bytes (everything stage_init allocates) of plan_stage_cfg, split into state, slots
- * (activation slots and I->W buffers) and the rest (workspace).
+ * (activation slots, the kept regions of a stage that offloads part of each slot, I->W buffers)
+ * and the rest (workspace).
  */
 #include "memory.h"
 
@@ -77,13 +78,13 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_
         plan_stage_cfg(&c, job, plan, st);
         pp_mem_device_t *d = &m->dev[dev];
         double slot = (double)stage_slot_bytes(&c), all = (double)stage_device_bytes(&c);
-        double state = (double)stage_state_bytes(&c);
-        double slots =
-            (double)c.n_slots * slot + (double)c.n_wgrad_slots * stage_wgrad_slot_bytes(&c);
+        double state = (double)stage_state_bytes(&c), kept = (double)stage_keep_bytes(&c);
+        double slots = (double)c.n_slots * slot + (double)c.n_keep_slots * kept +
+                       (double)c.n_wgrad_slots * stage_wgrad_slot_bytes(&c);
         d->state += state;
         d->slots += slots;
         d->workspace += all - state - slots; /* the rest of what stage_init allocates */
-        one_mb[dev] += slot;
+        one_mb[dev] += slot + kept; /* a micro-batch's whole slot: its ring slot and kept region */
         n_stages[dev]++;
     }
     int comms[PP_MAX_DEVICES] = {0};

@@ -131,10 +131,11 @@ pp_status_t offload_place(const pp_program_t *prog, int n_st, int n_mb, int look
 /* ============================== The lowering's part (lower_internal.h) ====================== */
 
 /* run.offload: whether the lowering places copies (activations: every eligible key; auto: the keys
- * `pick` chooses, none without a choice), and the bytes each moves per stage (the stage's
- * backward-read range, stage_offload_bytes; 0 without offload). */
+ * `pick` chooses, none without a choice), what each stage with a key chosen keeps on the device
+ * (auto: keep[s]), and the bytes each copy moves per stage (the stage's backward-read range less
+ * what it keeps, stage_offload_bytes; 0 without offload). */
 void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job,
-                         const pp_offload_key_t *pick)
+                         const pp_offload_key_t *pick, const int *keep)
 {
     int most = 0; /* the longest lookahead chosen */
     size_t keys = (size_t)L->n_st * (size_t)L->n_mb;
@@ -151,8 +152,25 @@ void lower_offload_setup(lower_t *L, pp_plan_t *plan, const pp_job_t *job,
     plan->offload = L->offload;
     plan->offload_lookahead = L->pick ? most : L->offload ? LOWER_OFFLOAD_LOOKAHEAD : 0;
     L->offload_bytes = plan->offload_bytes;
+    L->offload_keep = plan->offload_keep;
+    for (size_t k = 0; L->pick && keep && k < keys; k++)
+        if (L->pick[k].on) plan->offload_keep[k / (size_t)L->n_mb] = keep[k / (size_t)L->n_mb];
     for (int s = 0; L->offload && s < L->n_st; s++) {
         pp_stage_cfg_t c;
+        plan_stage_cfg(&c, job, plan, s);
+        plan->offload_bytes[s] = stage_offload_bytes(&c);
+    }
+}
+
+void lower_offload_unkeep(lower_t *L, pp_plan_t *plan, const pp_job_t *job)
+{
+    for (int s = 0; L->offload && s < L->n_st; s++) {
+        int sends = 0;
+        for (int mb = 0; mb < L->n_mb && !sends; mb++)
+            sends = L->off_after[(size_t)s * L->n_mb + mb] >= 0;
+        if (sends || plan->offload_keep[s] == 0) continue;
+        pp_stage_cfg_t c;
+        plan->offload_keep[s] = 0;
         plan_stage_cfg(&c, job, plan, s);
         plan->offload_bytes[s] = stage_offload_bytes(&c);
     }
@@ -280,7 +298,10 @@ size_t plan_device_bytes(const pp_plan_t *plan, const pp_job_t *job, int d, int 
         if (!plan_stage_on(plan, s, d)) continue;
         pp_stage_cfg_t c;
         plan_stage_cfg(&c, job, plan, s);
-        if (plain && plan->plain_slots_per_stage) c.n_slots = plan->plain_slots_per_stage[s];
+        if (plain && plan->plain_slots_per_stage) {
+            c.n_slots = plan->plain_slots_per_stage[s];
+            c.offload_keep = c.n_keep_slots = 0; /* whole slots */
+        }
         b += stage_device_bytes(&c);
     }
     return b;
@@ -392,6 +413,12 @@ pp_status_t plan_check_offload(const pp_plan_t *plan)
         if (!fits) st = bad(plan, i, "runs on the wrong stream");
         if (pp_action_is_copy(o->kind) && !plan->offload)
             st = bad(plan, i, "a copy in a plan without run.offload");
+        if (st == PP_OK && pp_action_is_compute(o->kind) && plan->offload_keep &&
+            plan->offload_keep[o->stage] > 0) {
+            int k = plan->keep_slot ? plan->keep_slot[(size_t)o->stage * plan->n_mb + o->mb] : -1;
+            if (k < 0 || k >= plan->keep_slots_per_stage[o->stage])
+                st = bad(plan, i, "its kept region is out of range");
+        }
         if (o->kind == PP_ACT_REDUCE) continue; /* its mb is a bucket (validate.c checks it) */
         idx[((size_t)o->stage * plan->n_mb + o->mb) * PP_ACT_COUNT + o->kind] = i;
     }

@@ -14,8 +14,11 @@
  * Under run.offload a micro-batch the lowering offloads holds a slot from its first op to its
  * OFFLOAD and again from its RELOAD to its last op, and a pinned host slot from OFFLOAD to RELOAD
  * (host_slots_per_stage, reused in the same way); slots_per_stage is then the device ring.
- * With the backward split, wgrad_slots_per_stage counts the micro-batches whose I has run and
- * whose W has not, at most, in each device's program order (the stage's I->W buffers).
+ * A stage that keeps part of each slot on the device (offload_keep) holds, besides that ring, a
+ * kept region per micro-batch from its first compute op to its last (keep_slot,
+ * keep_slots_per_stage), reused in the same way. With the backward split, wgrad_slots_per_stage
+ * counts the micro-batches whose I has run and whose W has not, at most, in each device's program
+ * order (the stage's I->W buffers).
  *
  * Built by plan_lower (lower.c) and checked by plan_validate (validate.c); owns all its arrays.
  */
@@ -110,6 +113,14 @@ typedef struct pp_plan {
     int *host_slots_per_stage;  /* [n_stages]: pinned host slots (0 without run.offload) */
     int *plain_slots_per_stage; /* [n_stages]: slots the schedule needs without offload */
     size_t *offload_bytes;      /* [n_stages]: bytes one OFFLOAD or RELOAD moves (0: unknown) */
+    int *offload_keep;          /* [n_stages]: the backward-read tensors of a slot the stage keeps
+                                   on the device while the rest moves (pp_stage_cfg_t's
+                                   offload_keep); 0: whole slots move */
+    int *keep_slots_per_stage;  /* [n_stages]: kept regions, one per micro-batch held at once (0
+                                   where offload_keep is 0) */
+    int *keep_slot;             /* [n_stages * n_mb]: the kept region of (stage, mb) on its
+                                   device, held from its first compute op to its last; -1 where
+                                   the stage has none */
     int offload;                /* 1: run.offload placed OFFLOAD/RELOAD ops */
     int offload_lookahead;      /* RELOAD goes this many compute ops before its backward (offload
                                    auto: the longest of its keys', each op's own is its place) */
@@ -190,6 +201,11 @@ typedef struct pp_offload_key {
  * plan_lower's plain plan. */
 pp_status_t plan_lower_offload(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job,
                                const pp_offload_key_t *pick);
+/* plan_lower_offload where each stage s with a key chosen moves only part of each slot: keep[s]
+ * of its backward-read tensors, the smallest, stay on the device (stage_size.h's offload_keep;
+ * NULL or 0: the whole range moves). */
+pp_status_t plan_lower_partial(pp_plan_t *plan, const pp_schedule_t *sched, const pp_job_t *job,
+                               const pp_offload_key_t *pick, const int *keep);
 
 /* Check the rules of a valid schedule on a plan: exactly one F per (stage, mb), B or I+W after
  * its F (on the same device), W after its I, every stage on one device, each SEND matched by one
@@ -244,7 +260,8 @@ pp_status_t plan_plain_slots(pp_plan_t *plan);
 /* The rules of the copies: each op on its kind's stream; OFFLOAD after its forward and waiting
  * for it, RELOAD after its OFFLOAD on the same device and waiting for it, both on one host slot
  * in range moving the stage's offload bytes; every backward-phase op after the RELOAD in its
- * program, on the slot it filled, and RECV_B, B and I waiting for it. */
+ * program, on the slot it filled, and RECV_B, B and I waiting for it; every compute op of a
+ * stage that keeps part of each slot with its micro-batch's kept region in range. */
 pp_status_t plan_check_offload(const pp_plan_t *plan);
 
 /* The channels a plan orders its ops on: one per device for a role with one stream per device

@@ -94,6 +94,9 @@ void plan_print_grid(const pp_plan_t *plan, FILE *f)
                 fprintf(f, " (offload: ring of %d, %d without; %d host slots)",
                         plan->slots_per_stage[s], plan->plain_slots_per_stage[s],
                         plan->host_slots_per_stage[s]);
+            if (plan->offload && plan->offload_keep && plan->offload_keep[s] > 0)
+                fprintf(f, " (%d kept regions: %d tensors of each slot stay on the device)",
+                        plan->keep_slots_per_stage[s], plan->offload_keep[s]);
             sep = ", ";
         }
         fputc('\n', f);

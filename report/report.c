@@ -213,6 +213,8 @@ static void fill_devices(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
         if (op->kind == PP_ACT_OFFLOAD && op->device >= 0 && op->device < p) {
             r->per_device[op->device].offload_slots++;
             r->per_device[op->device].offload_bytes += (double)op->bytes;
+            if (plan->offload_keep && plan->offload_keep[op->stage] > 0)
+                r->per_device[op->device].offload_partial = 1;
         }
     }
     r->offload = plan->offload;

@@ -37,6 +37,8 @@ typedef struct pp_device_stats {
                                 * NAN = none */
     int offload_slots;         /* run.offload: (stage, micro-batch) slots sent to the host */
     double offload_bytes;      /* run.offload: bytes those copies move, each way */
+    int offload_partial;       /* run.offload: 1 when they move part of each slot (its stage keeps
+                                  the rest on the device: plan offload_keep) */
 } pp_device_stats_t;
 
 /* One stage's gradient reduction across the replicas (data parallel), in replica 0's timeline. */

@@ -185,8 +185,9 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
         else
             out_puts(o, "null"); /* unknown: no per-op times */
         if (r->offload) /* only where the plan has copies, so other reports keep their bytes */
-            out_printf(o, ",\"offload_slots\":%d,\"offload_bytes\":%.0f", ds->offload_slots,
-                       ds->offload_bytes);
+            out_printf(o, ",\"offload_slots\":%d,\"offload_bytes\":%.0f,\"offload_partial\":%s",
+                       ds->offload_slots, ds->offload_bytes,
+                       ds->offload_partial ? "true" : "false");
         json_explain_device(o, &r->explain, i);
         out_puts(o, "}");
     }

@@ -76,8 +76,9 @@ void report_table_prediction(struct pp_out *o, const pp_report_t *r)
         const pp_device_stats_t *ds = &r->per_device[d];
         out_printf(o, "%s %d: ", d ? ";" : "# offloaded to the host: device", d);
         if (ds->offload_slots)
-            out_printf(o, "%d slot%s (%.2f GiB each way)", ds->offload_slots,
-                       ds->offload_slots == 1 ? "" : "s", ds->offload_bytes / GIB);
+            out_printf(o, "%d slot%s%s (%.2f GiB each way)", ds->offload_slots,
+                       ds->offload_slots == 1 ? "" : "s",
+                       ds->offload_partial ? ", part of each" : "", ds->offload_bytes / GIB);
         else
             out_puts(o, "none");
     }

@@ -52,6 +52,9 @@ typedef struct pp_run {
     pp_group_t *group;       /* the processes of the run (run_go sets it); NULL: this one alone */
     const pp_gpu_t *offload_gpu; /* offload auto: the GPU description its choice was made for */
     char offload_note[256];      /* offload auto: why the limit cannot be met, or "" */
+    double offload_whole_ms;     /* offload auto: the quickest step it found moving whole slots
+                                    (INFINITY: none fits; 0: nothing to choose), beside the one it
+                                    chose, which may move part of each */
 } pp_run_t;
 
 /* What a caller asks of a run beyond its config. */
@@ -96,7 +99,9 @@ pp_status_t run_plan(pp_run_t *r);
  * cost_gpu_for(present), choose the (stage, micro-batch) slots each device sends to the host (the
  * longest idle lifetime against the round trip over the host link first; each RELOAD early enough
  * for the copy to finish before its backward) so that every device's memory_predict fits
- * memory_limit_bytes, and lower r->plan again with them (plan_lower_offload). Offloads nothing
+ * memory_limit_bytes, and, where whole slots cost time, how much of each slot a device's stages
+ * keep on the device (the fewest bytes moved that fit; the quicker of the two simulated), and
+ * lower r->plan again with them (plan_lower_partial). Offloads nothing
  * where everything fits. Where even every slot offloaded does not fit, keeps that plan and says
  * why in r->offload_note (the memory verdict then says it does not fit). A no-op for another
  * run.offload, or when the choice was made for the same GPU. run_plan and run_predict call it. */

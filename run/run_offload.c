@@ -17,6 +17,10 @@
  * device's slots depend only on its own copies), simulated; the quickest step wins, the first on a
  * tie, and one as quick as the plain plan's ends the search. Nothing is offloaded where everything
  * fits; where nothing fits, every key under the caps the least over the limit.
+ * Where the quickest of those costs time, slots may go in part (search_partial): under each caps
+ * whose whole slots fit, with the fewest keys and with every key, each device keeps on it the most
+ * of a slot's tensors (the smallest) that still fits, so its copies move the fewest bytes and are
+ * the shortest; simulated, the quickest of all wins (whole slots on a tie).
  */
 #include "run.h"
 
@@ -52,14 +56,17 @@ typedef struct auto_ctx {
     const pp_gpu_t *gpu;
     auto_key_t *keys;              /* every device's ranking, device after device */
     int first[PP_MAX_DEVICES + 1]; /* device d's ranking: keys[first[d] .. first[d + 1]) */
-    pp_offload_key_t *pick;        /* [n_st * n_mb] scratch for plan_lower_offload */
+    pp_offload_key_t *pick;        /* [n_st * n_mb] scratch for plan_lower_partial */
+    int *keep;                     /* [n_st] scratch for plan_lower_partial */
     const pp_cost_model_t *cm;     /* the plain plan's */
 } auto_ctx_t;
 
-/* One setting: how many of each device's ranking, and the caps. */
+/* One setting: how many of each device's ranking, what each device's stages keep of a slot, and
+ * the caps. */
 typedef struct auto_take {
     int take[PP_MAX_DEVICES];
-    int cap_lag, cap_ahead; /* -1: none */
+    int keep[PP_MAX_DEVICES]; /* the slot's tensors kept on the device (offload_keep; 0: whole) */
+    int cap_lag, cap_ahead;   /* -1: none */
 } auto_take_t;
 
 static int key_cmp(const void *x, const void *y)
@@ -123,7 +130,9 @@ static pp_status_t lower_taking(pp_plan_t *plan, pp_mem_pred_t *mem, auto_ctx_t 
             x->pick[e->key] =
                 (pp_offload_key_t){1, capped(e->lag, t->cap_lag), capped(e->ahead, t->cap_ahead)};
         }
-    PP_CHECK(plan_lower_offload(plan, &r->sched, &r->job, x->pick));
+    for (int st = 0; st < r->sched.n_stages; st++)
+        x->keep[st] = t->keep[r->plan.stage_device[st]];
+    PP_CHECK(plan_lower_partial(plan, &r->sched, &r->job, x->pick, x->keep));
     pp_status_t st = memory_predict(mem, &r->job, plan, x->gpu, r->have_prof ? &r->prof : NULL);
     if (st != PP_OK) plan_free(plan);
     return st;
@@ -195,10 +204,12 @@ static pp_status_t step_of(auto_ctx_t *x, const auto_take_t *t, double *step)
 }
 
 /* Every caps of CAPS under which every key (take_over) fits, each with the fewest keys of each
- * device's ranking that still fit (shortest), simulated: the quickest into *best, the search
- * ending at one as quick as the plain plan (plain_ms: nothing is quicker); *excess 0. Where none
- * fits, the caps the least over the limit, every key, and *excess its bytes over. */
-static pp_status_t search(auto_ctx_t *x, double plain_ms, auto_take_t *best, double *excess)
+ * device's ranking that still fit (shortest), simulated: the quickest into *best (its step into
+ * *best_ms), the search ending at one as quick as the plain plan (plain_ms: nothing is quicker);
+ * *excess 0. Where none fits, the caps the least over the limit, every key, and *excess its bytes
+ * over. */
+static pp_status_t search(auto_ctx_t *x, double plain_ms, auto_take_t *best, double *excess,
+                          double *best_ms_out)
 {
     double best_ms = INFINITY;
     *excess = INFINITY;
@@ -215,6 +226,76 @@ static pp_status_t search(auto_ctx_t *x, double plain_ms, auto_take_t *best, dou
         if (ms < best_ms) *best = t, best_ms = ms, *excess = 0.0;
         if (best_ms <= plain_ms * (1.0 + 1e-9)) break;
     }
+    *best_ms_out = best_ms;
+    return PP_OK;
+}
+
+/* The most tensors of a slot device d's stages may keep on the device (stage_offload_pieces). */
+static int device_pieces(const auto_ctx_t *x, int d)
+{
+    const pp_run_t *r = x->r;
+    int most = 0;
+    for (int s = 0; s < r->plan.n_stages; s++) {
+        if (r->plan.stage_device[s] != d) continue;
+        pp_stage_cfg_t c;
+        plan_stage_cfg(&c, &r->job, &r->plan, s);
+        int n = stage_offload_pieces(&c);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+/* With t's keys and caps (which fit with whole slots), the most tensors each offloading device
+ * keeps of a slot and still fits, into t->keep: the fewest bytes its copies move (a binary search
+ * per device, as in shortest: lo fits, hi does not; keeping more only adds memory). */
+static pp_status_t most_kept(auto_ctx_t *x, auto_take_t *t)
+{
+    int p = x->r->sched.n_devices, lo[PP_MAX_DEVICES], hi[PP_MAX_DEVICES], over[PP_MAX_DEVICES];
+    int fits;
+    for (int d = 0; d < p; d++) {
+        lo[d] = 0;
+        hi[d] = t->take[d] > 0 && d < x->r->plan.n_devices ? device_pieces(x, d) + 1 : 1;
+        t->keep[d] = 0;
+    }
+    for (;;) {
+        int more = 0;
+        for (int d = 0; d < p; d++) {
+            t->keep[d] = hi[d] > lo[d] + 1 ? (lo[d] + hi[d]) / 2 : lo[d];
+            more |= hi[d] > lo[d] + 1;
+        }
+        if (!more) return PP_OK; /* lo of each: each fit when it was tried */
+        PP_CHECK(probe(x, t, &fits, over, NULL));
+        for (int d = 0; d < p; d++)
+            if (hi[d] > lo[d] + 1) *(over[d] ? &hi[d] : &lo[d]) = t->keep[d];
+    }
+}
+
+/* Partial slots, where whole ones cost time (best_ms over the plain plan's): under each caps of
+ * CAPS, with the fewest keys that fit whole (shortest) and with every key of each device over the
+ * limit, each keeping the most of a slot that still fits (most_kept), simulated; one quicker than
+ * *best replaces it. */
+static pp_status_t search_partial(auto_ctx_t *x, double plain_ms, auto_take_t *best,
+                                  double *best_ms)
+{
+    for (int i = 0; i < N_OF(CAPS) && *best_ms > plain_ms * (1.0 + 1e-9); i++)
+        for (int every = 0; every < 2; every++) {
+            auto_take_t t = {.cap_lag = CAPS[i][0], .cap_ahead = CAPS[i][1]};
+            int fits, any = 0;
+            double over = 0.0, ms;
+            if (every) {
+                take_over(x, &t);
+                PP_CHECK(probe(x, &t, &fits, NULL, NULL));
+            } else {
+                PP_CHECK(shortest(x, &t, &fits, &over));
+            }
+            if (!fits) break; /* whole slots do not fit under these caps; parts add kept regions */
+            PP_CHECK(most_kept(x, &t));
+            for (int d = 0; d < x->r->sched.n_devices; d++)
+                any |= t.keep[d] > 0;
+            if (!any) continue;
+            PP_CHECK(step_of(x, &t, &ms));
+            if (ms < *best_ms) *best = t, *best_ms = ms;
+        }
     return PP_OK;
 }
 
@@ -240,7 +321,10 @@ static pp_status_t choose(auto_ctx_t *x, const pp_timeline_t *tl, int *comp)
     }
     x->first[r->plan.n_devices] = n;
     auto_take_t t;
-    PP_CHECK(search(x, tl->step_ms[0], &t, &excess));
+    double best_ms;
+    PP_CHECK(search(x, tl->step_ms[0], &t, &excess, &best_ms));
+    r->offload_whole_ms = best_ms;
+    if (excess == 0.0) PP_CHECK(search_partial(x, tl->step_ms[0], &t, &best_ms));
     if (excess > 0.0 && excess >= over_limit(&r->mem)) { /* copies that buy nothing: none */
         snprintf(
             r->offload_note, sizeof r->offload_note,
@@ -287,6 +371,7 @@ pp_status_t run_offload_auto(pp_run_t *r, const pp_gpu_t *present)
     const pp_gpu_t *gpu = cost_gpu_for(&r->job.cost_src, present, r->have_prof ? &r->prof : NULL);
     if (gpu == r->offload_gpu) return PP_OK;
     r->offload_note[0] = '\0';
+    r->offload_whole_ms = 0.0;
     if (r->plan.offload) { /* a choice for another GPU: from the plain plan again */
         pp_plan_t plain;
         PP_CHECK(plan_lower(&plain, &r->sched, &r->job));
@@ -307,14 +392,16 @@ pp_status_t run_offload_auto(pp_run_t *r, const pp_gpu_t *present)
            ranked = keys * (size_t)plan_replicas(&r->plan);
     auto_ctx_t x = {.r = r, .gpu = gpu, .cm = &cm};
     x.pick = malloc(sizeof *x.pick * (keys ? keys : 1));
+    x.keep = calloc((size_t)r->plan.n_stages, sizeof *x.keep);
     x.keys = malloc(sizeof *x.keys * (ranked ? ranked : 1));
     int *comp = malloc(sizeof *comp * (size_t)(r->plan.n_ops > 0 ? r->plan.n_ops : 1));
     st = PP_ERR_NOMEM;
-    if (x.pick && x.keys && comp)
+    if (x.pick && x.keep && x.keys && comp)
         st = choose(&x, &tl, comp);
     else
         fprintf(stderr, "%s:%d: out of host memory choosing offload slots\n", __FILE__, __LINE__);
     free(x.pick);
+    free(x.keep);
     free(x.keys);
     free(comp);
     cost_model_free(&cm);

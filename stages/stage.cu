@@ -9,7 +9,10 @@
  *              the parameters are the master); fp32 gradients; AdamW m and v (one allocation);
  *              the vocabulary permutation and the loss accumulator (one small allocation).
  *              Tensors sit at the offsets of model/model.h (aligned, gaps zero).
- *   slots      one allocation per slot (n_slots): first what the backward reads, then y, dx, dy.
+ *   slots      one allocation per slot (n_slots): first what the backward reads, then y, dx, dy;
+ *              under cfg->offload_keep the smallest of what the backward reads lives instead in
+ *              one of n_keep_slots kept regions (one per micro-batch held at once), the slots
+ *              being a ring of the rest (stage_slot_keep joins the two for a pass).
  *              Per block, bytes at the reference shape (N = 4096 tokens, C = 1024, bf16, fused
  *              attention), kept under none / selective / full (else rebuilt by the backward):
  *                block output  N·C     8 MiB      n s f
@@ -67,6 +70,10 @@ static pp_status_t check_cfg(const pp_stage_cfg_t *c)
         PP_FAIL(PP_ERR_INPUT, "stage: needs at least one slot (got %d)", c->n_slots);
     if (c->n_wgrad_slots < 0)
         PP_FAIL(PP_ERR_INPUT, "stage: n_wgrad_slots %d is negative", c->n_wgrad_slots);
+    if (c->offload_keep < 0 || c->n_keep_slots < 0 ||
+        (c->offload_keep > 0 && stage_keep_bytes(c) > 0 && c->n_keep_slots < 1))
+        PP_FAIL(PP_ERR_INPUT, "stage: offload_keep %d needs kept regions (n_keep_slots %d)",
+                c->offload_keep, c->n_keep_slots);
     if ((int)c->recompute < 0 || c->recompute >= PP_RECOMPUTE_COUNT)
         PP_FAIL(PP_ERR_INPUT, "stage: unknown recompute setting %d", (int)c->recompute);
     if (c->dtype != PP_DTYPE_FP32 && c->dtype != PP_DTYPE_BF16)
@@ -184,12 +191,21 @@ static pp_status_t init_workspace(pp_stage_t *st)
     return PP_OK;
 }
 
-/* The activation slots and the I→W buffers, each one allocation carved by its layout. */
+/* The kept regions (cfg->offload_keep), the activation slots (each slot's kept parts in the
+ * kept region of its index, modulo their count, until stage_slot_keep says otherwise) and the I→W
+ * buffers, each one allocation carved by its layout. */
 static pp_status_t init_slots(pp_stage_t *st)
 {
     const pp_stage_cfg_t *cfg = &st->cfg;
     const size_t L1 = (size_t)cfg->n_layers + 1;
-    const size_t slot_bytes = stage_layout_slot(cfg, st->fused_attention, NULL, NULL);
+    slot_split_t sp;
+    const size_t slot_bytes = stage_layout_slot(cfg, st->fused_attention, NULL, NULL, NULL, &sp);
+    st->keep_bytes = sp.kept;
+    st->n_keep = sp.kept > 0 ? cfg->n_keep_slots : 0;
+    for (int k = 0; k < st->n_keep; k++) {
+        PP_CHECK(dev_alloc((void **)&st->keep_mem[k], sp.kept, "a kept activation region"));
+        PP_CUDA_CHECK(cudaMemsetAsync(st->keep_mem[k], 0, sp.kept, 0));
+    }
     for (int i = 0; i < st->n_slots; i++) {
         slot_t *sl = &st->slots[i];
         sl->res = (void **)calloc(L1, sizeof(void *));
@@ -199,7 +215,10 @@ static pp_status_t init_slots(pp_stage_t *st)
             PP_FAIL(PP_ERR_NOMEM, "stage_init: out of host memory");
         PP_CHECK(dev_alloc((void **)&sl->mem, slot_bytes, "an activation slot"));
         PP_CUDA_CHECK(cudaMemsetAsync(sl->mem, 0, slot_bytes, 0));
-        stage_layout_slot(cfg, st->fused_attention, sl->mem, sl);
+        st->keep_of_slot[i] = st->n_keep > 0 ? i % st->n_keep : -1;
+        stage_layout_slot(cfg, st->fused_attention,
+                          st->n_keep > 0 ? st->keep_mem[st->keep_of_slot[i]] : NULL, sl->mem, sl,
+                          NULL);
         st->wgrad_of_slot[i] = -1;
     }
     for (int i = 0; i < st->n_wgrad; i++) {
@@ -233,16 +252,18 @@ pp_status_t stage_init(pp_stage_t **out, const pp_stage_cfg_t *cfg)
     st->n_slots = cfg->n_slots;
     st->n_wgrad = cfg->n_wgrad_slots;
     st->wgrad_bytes = stage_layout_wgrad(cfg, st->fused_attention, NULL, NULL);
-    st->offload_bytes = stage_layout_offload(cfg, st->fused_attention);
+    st->offload_bytes = stage_offload_bytes(cfg);
     st->n_tensors = model_tensor_count(&st->shape);
     st->tensors = (pp_param_tensor_t *)calloc((size_t)st->n_tensors + 1, sizeof *st->tensors);
     st->slots = (slot_t *)calloc((size_t)cfg->n_slots, sizeof *st->slots);
     st->wgrad_of_slot = (int *)calloc((size_t)cfg->n_slots, sizeof(int));
+    st->keep_of_slot = (int *)calloc((size_t)cfg->n_slots, sizeof(int));
+    st->keep_mem = (char **)calloc((size_t)cfg->n_keep_slots + 1, sizeof(char *));
     st->wgrads = (wgrad_t *)calloc((size_t)st->n_wgrad + 1, sizeof *st->wgrads);
     st->wgrad_busy = (unsigned char *)calloc((size_t)st->n_wgrad + 1, 1);
     perm_host = (int32_t *)malloc((size_t)cfg->vocab * sizeof *perm_host);
-    if (!st->tensors || !st->slots || !st->wgrad_of_slot || !st->wgrads || !st->wgrad_busy ||
-        !perm_host) {
+    if (!st->tensors || !st->slots || !st->wgrad_of_slot || !st->keep_of_slot || !st->keep_mem ||
+        !st->wgrads || !st->wgrad_busy || !perm_host) {
         fprintf(stderr, "%s:%d: stage_init: out of host memory\n", __FILE__, __LINE__);
         s = PP_ERR_NOMEM;
         goto fail;
@@ -278,6 +299,11 @@ void stage_free(pp_stage_t *st)
             free(st->wgrads[i].dres);
             free(st->wgrads[i].blocks);
         }
+    if (st->keep_mem)
+        for (int k = 0; k < st->n_keep; k++)
+            cudaFree(st->keep_mem[k]);
+    free(st->keep_mem);
+    free(st->keep_of_slot);
     free(st->slots);
     free(st->wgrads);
     free(st->wgrad_of_slot);
@@ -308,6 +334,21 @@ pp_status_t stage_slot_from_host(pp_stage_t *st, int slot, const void *host, cud
         PP_FAIL(PP_ERR_INTERNAL, "stage_slot_from_host: slot %d, host %p", slot, host);
     PP_CUDA_CHECK(cudaMemcpyAsync(st->slots[slot].mem, host, st->offload_bytes,
                                   cudaMemcpyHostToDevice, stream));
+    return PP_OK;
+}
+
+pp_status_t stage_slot_keep(pp_stage_t *st, int slot, int keep)
+{
+    if (!st || slot < 0 || slot >= st->n_slots)
+        PP_FAIL(PP_ERR_INTERNAL, "stage_slot_keep: slot %d outside 0..%d", slot,
+                st ? st->n_slots - 1 : -1);
+    if (st->n_keep == 0 || keep == st->keep_of_slot[slot]) return PP_OK;
+    if (keep < 0 || keep >= st->n_keep)
+        PP_FAIL(PP_ERR_INTERNAL, "stage_slot_keep: kept region %d outside 0..%d", keep,
+                st->n_keep - 1);
+    slot_t *sl = &st->slots[slot];
+    stage_layout_slot(&st->cfg, st->fused_attention, st->keep_mem[keep], sl->mem, sl, NULL);
+    st->keep_of_slot[slot] = keep;
     return PP_OK;
 }
 

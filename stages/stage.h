@@ -57,13 +57,20 @@ void *stage_slot_y(pp_stage_t *st, int slot);  /* output activation (SEND_F read
 void *stage_slot_dy(pp_stage_t *st, int slot); /* output gradient (RECV_B writes here) */
 void *stage_slot_dx(pp_stage_t *st, int slot); /* input gradient (SEND_B reads here) */
 
-/* Offload: copy the first stage_offload_bytes of `slot` (everything its backward reads; not y,
- * dx, dy) to `host`, or back from `host` into `slot` (which may be another slot than the one it
- * came from: every slot has the same layout). Asynchronous on `stream` when `host` is pinned
- * (cudaMallocHost); the caller orders the copy after the forward and before the backward with
- * events, and keeps the slot's y until its send has read it. */
+/* Offload: copy the first stage_offload_bytes of `slot` (what its backward reads, less the kept
+ * region's tensors under cfg->offload_keep; not y, dx, dy) to `host`, or back from `host` into
+ * `slot` (which may be another slot than the one it came from: every slot has the same layout).
+ * Asynchronous on `stream` when `host` is pinned (cudaMallocHost); the caller orders the copy
+ * after the forward and before the backward with events, and keeps the slot's y until its send
+ * has read it. */
 pp_status_t stage_slot_to_host(pp_stage_t *st, int slot, void *host, cudaStream_t stream);
 pp_status_t stage_slot_from_host(pp_stage_t *st, int slot, const void *host, cudaStream_t stream);
+/* Under cfg->offload_keep: the calls enqueued after this one on `slot` (a ring slot) find the
+ * micro-batch's kept tensors in kept region `keep` (0 .. n_keep_slots - 1), where its forward
+ * wrote them. Host only, at enqueue time (a captured graph keeps the pointers of its capture);
+ * nothing without kept regions. The boundary buffers (x, y, dx, dy) are always the ring slot's.
+ * A new stage joins slot i with region i modulo their count. */
+pp_status_t stage_slot_keep(pp_stage_t *st, int slot, int keep);
 
 /* Forward of micro-batch `mb` into `slot`. `mb` indexes the synthetic data stream (the executor
  * passes step * micro_batches + k, so every step sees new data). The first stage generates mb's

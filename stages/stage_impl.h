@@ -42,7 +42,11 @@ struct pp_stage {
     workspace_t ws; /* its pieces */
     int n_slots;
     slot_t *slots;        /* [n_slots] */
-    size_t offload_bytes; /* the first bytes of a slot, which its backward reads */
+    size_t offload_bytes; /* the first bytes of a slot, which an offload moves */
+    int n_keep;           /* kept regions (cfg->n_keep_slots; 0 without cfg->offload_keep) */
+    char **keep_mem;      /* [n_keep]: each one allocation of keep_bytes */
+    size_t keep_bytes;    /* of one kept region */
+    int *keep_of_slot;    /* [n_slots]: the kept region each slot's pointers point into now */
     int n_wgrad;          /* I→W buffers */
     wgrad_t *wgrads;      /* [n_wgrad] */
     size_t wgrad_bytes;   /* of one; 0 when there is nothing to keep (no blocks, no head) */

@@ -4,10 +4,14 @@
  * rules plan_validate keeps for the copies, the device bytes with and without offload, and the
  * simulator's host-link model (a copy takes bytes / host_link_gbps on its own stream), and every
  * multi-chunk kind lowering, validating and simulating with it on an uneven split (DualPipeV's
- * overlapped pairs on their second compute stream beside the copies).
+ * overlapped pairs on their second compute stream beside the copies); and part of each slot kept
+ * on the device (plan_lower_partial): the kept regions, their reuse, the bytes moved and the
+ * memory of the two pools, as stage_init sizes them.
  */
 #include "sim/explain.h"
 #include "schedule/generate.h"
+#include "model/stage_layout.h"
+#include "plan/memory.h"
 #include "plan/plan.h"
 #include "run/run.h"
 #include "sim/simulate.h"
@@ -223,6 +227,100 @@ static void test_simulate_host_link(void)
     plan_free(&plain);
 }
 
+/* 1F1B on 4 devices, m = 8, offload auto sending every key of stage 0 (lag 1, lookahead 1) and
+ * keeping 6 of each slot's tensors on the device: a kept region per micro-batch held at once (4,
+ * the plain plan's slots), each key's first compute op waiting for the last compute op of the
+ * region's previous holder, whose lifetime it does not overlap; copies move the moved part only;
+ * a stage that sends nothing keeps nothing apart; the memory prediction counts both pools with the
+ * sizes stage_init carves (stage_layout_slot). */
+static void test_partial_slots(void)
+{
+    pp_job_t c;
+    pp_schedule_t s;
+    pp_plan_t pl, whole;
+    ts_offload_job(&c, PP_SCHED_1F1B, 4, 8, PP_OFFLOAD_AUTO);
+    REQUIRE(generate_schedule(&s, &c) == PP_OK);
+    pp_offload_key_t pick[4 * 8] = {{0}};
+    for (int mb = 0; mb < 8; mb++)
+        pick[mb] = (pp_offload_key_t){1, 1, 1};
+    /* the last stage's keys are chosen too, but its B follows its F at once: none is sent, and
+     * it keeps nothing apart; stages 1 and 2 have no key chosen */
+    for (int mb = 0; mb < 8; mb++)
+        pick[3 * 8 + mb] = (pp_offload_key_t){1, 1, 1};
+    const int keep[4] = {6, 6, 6, 6};
+    REQUIRE(plan_lower_offload(&whole, &s, &c, pick) == PP_OK);
+    REQUIRE(plan_lower_partial(&pl, &s, &c, pick, keep) == PP_OK);
+    EXPECT(plan_validate(&pl) == PP_OK);
+    EXPECT(pl.offload_keep[0] == 6 && pl.offload_keep[1] == 0 && pl.keep_slots_per_stage[0] == 4 &&
+               pl.keep_slots_per_stage[1] == 0 && pl.slots_per_stage[0] == whole.slots_per_stage[0],
+           "keep %d/%d, kept regions %d/%d, ring %d (whole %d)", pl.offload_keep[0],
+           pl.offload_keep[1], pl.keep_slots_per_stage[0], pl.keep_slots_per_stage[1],
+           pl.slots_per_stage[0], whole.slots_per_stage[0]);
+    EXPECT(pl.offload_keep[3] == 0 && pl.keep_slots_per_stage[3] == 0,
+           "the last stage keeps %d, %d kept regions", pl.offload_keep[3],
+           pl.keep_slots_per_stage[3]);
+    EXPECT(pl.offload_bytes[0] < whole.offload_bytes[0] &&
+               pl.offload_bytes[1] == whole.offload_bytes[1] &&
+               pl.offload_bytes[3] == whole.offload_bytes[3],
+           "moves %zu of %zu", pl.offload_bytes[0], whole.offload_bytes[0]);
+    int copies = 0;
+    for (int i = 0; i < pl.n_ops; i++)
+        if (pp_action_is_copy(pl.ops[i].kind)) {
+            EXPECT(pl.ops[i].bytes == pl.offload_bytes[0]);
+            copies++;
+        }
+    EXPECT(copies > 0);
+    /* kept regions: in range, one holder at a time, each waiting for the one before */
+    for (int a = 0; a < 8; a++) {
+        int ka = pl.keep_slot[a];
+        EXPECT(ka >= 0 && ka < 4 && pl.keep_slot[8 + a] == -1, "mb %d: region %d", a, ka);
+        int fa = ts_op_index(&pl, PP_ACT_F, 0, a), ba = ts_op_index(&pl, PP_ACT_B, 0, a);
+        for (int b = a + 1; b < 8; b++) {
+            int fb = ts_op_index(&pl, PP_ACT_F, 0, b);
+            if (pl.keep_slot[b] != ka || pl.ops[fb].pos < pl.ops[ba].pos) continue;
+            int between = 0; /* a holder after a and before b takes the dependency instead */
+            for (int k = a + 1; k < b; k++)
+                between |= pl.keep_slot[k] == ka;
+            if (!between)
+                EXPECT(ts_depends_on(&pl, fb, ba), "mb %d's F does not wait for %d", b, a);
+        }
+        for (int b = 0; b < 8; b++) {
+            int fb = ts_op_index(&pl, PP_ACT_F, 0, b), bb = ts_op_index(&pl, PP_ACT_B, 0, b);
+            if (b != a && pl.keep_slot[b] == ka)
+                EXPECT(pl.ops[bb].pos < pl.ops[fa].pos || pl.ops[fb].pos > pl.ops[ba].pos,
+                       "mbs %d and %d share region %d at once", a, b, ka);
+        }
+    }
+    /* the two pools, sized as stage_init carves them */
+    pp_stage_cfg_t sc;
+    slot_split_t sp;
+    plan_stage_cfg(&sc, &c, &pl, 0);
+    stage_layout_slot(&sc, stage_attention_fused(&sc), NULL, NULL, NULL, &sp);
+    EXPECT(sc.offload_keep == 6 && sc.n_keep_slots == 4 && sc.n_slots == pl.slots_per_stage[0]);
+    EXPECT(sp.kept > 0 && sp.kept == stage_keep_bytes(&sc) && sp.ring == stage_slot_bytes(&sc) &&
+               sp.moved == stage_offload_bytes(&sc) && sp.moved == pl.offload_bytes[0],
+           "kept %zu ring %zu moved %zu", sp.kept, sp.ring, sp.moved);
+    EXPECT(stage_device_bytes(&sc) == stage_state_bytes(&sc) + stage_workspace_bytes(&sc) +
+                                          (size_t)sc.n_slots * sp.ring + 4 * sp.kept +
+                                          (size_t)sc.n_wgrad_slots * stage_wgrad_slot_bytes(&sc),
+           "device bytes");
+    pp_mem_pred_t m;
+    REQUIRE(memory_predict(&m, &c, &pl, gpu_find("h100"), NULL) == PP_OK);
+    EXPECT_NEAR(m.dev[0].slots, (double)sc.n_slots * sp.ring + 4.0 * sp.kept, 0.5, 0.0);
+    EXPECT_NEAR(m.dev[0].total - m.dev[0].runtime, (double)plan_device_bytes(&pl, &c, 0, 0), 0.5,
+                0.0);
+    /* a whole slot is a kept region and a ring slot, less what alignment adds; without offload,
+     * whole slots again */
+    pp_stage_cfg_t wc;
+    plan_stage_cfg(&wc, &c, &whole, 0);
+    EXPECT(sp.kept + sp.ring >= stage_slot_bytes(&wc) &&
+           sp.kept + sp.ring < stage_slot_bytes(&wc) + 256 * 8);
+    EXPECT(plan_device_bytes(&pl, &c, 0, 1) == plan_device_bytes(&whole, &c, 0, 1));
+    plan_free(&pl);
+    plan_free(&whole);
+    schedule_free(&s);
+}
+
 int main(void)
 {
     ts_rng_seed(12);
@@ -232,5 +330,6 @@ int main(void)
     RUN(test_two_chunk_kinds);
     RUN(test_validate_rejects);
     RUN(test_simulate_host_link);
+    RUN(test_partial_slots);
     return check_summary("test_offload");
 }

@@ -4,11 +4,13 @@
  * compute hides the copies, the issue's shapes (reference model and 7B class, 1F1B and ZB-V, m =
  * 32, a budget that leaves device 0 two micro-batches of slots) printed against the step without
  * offload, a limit that nothing meets, `activations` as every key at the shortest copies, the
- * offload idle reason, the host link shared by the devices of one host, and the planner's offload
- * dimension.
+ * offload idle reason, the host link shared by the devices of one host, the planner's offload
+ * dimension, and part of each slot sent where whole slots cost time (7B class, 1F1B, m = 32, the
+ * h200 description, limits 44 .. 41 GiB).
  */
 #include "plan/memory.h"
 #include "plan/plan.h"
+#include "plan/stage_cfg.h"
 #include "run/planner.h"
 #include "run/run.h"
 #include "schedule/generate.h"
@@ -216,6 +218,72 @@ static void test_issue_shapes(void)
     }
 }
 
+/* 7B-class 1F1B, m = 32, h200 description, limits 44, 43, 42 and 41 GiB: every one fits; where
+ * whole slots are free (44, 43: one slot of device 0's four) auto sends whole slots at the plain
+ * step; where they cost time (42, 41: a ring of two), it keeps on the device the most of each
+ * slot that fits and the step is quicker than whole slots' (42: 3726.8 against 4848.3 ms, the
+ * plain step 3133.2: the copy back still outlasts the forward it hides under), and each copy moves
+ * less than a whole slot, as the report says. Printed: the three steps and what device 0 moves. */
+static void test_partial_7b(void)
+{
+    const char *none[] = {"pipeline.devices=4", "pipeline.micro_batches=32", "cost.gpu=h200"};
+    pp_run_t a;
+    REQUIRE(load(&a, "schedules/7b-1f1b.yaml", none, 3) == PP_OK);
+    const double limits[] = {44, 43, 42, 41};
+    for (int i = 0; i < 4; i++) {
+        char lim[64];
+        const char *with[] = {"pipeline.devices=4", "pipeline.micro_batches=32", "cost.gpu=h200",
+                              "run.offload=auto", lim};
+        snprintf(lim, sizeof lim, "run.memory_limit=%g", limits[i]);
+        pp_run_t b;
+        REQUIRE(load(&b, "schedules/7b-1f1b.yaml", with, 5) == PP_OK);
+        const pp_device_stats_t *d0 = &b.report.per_device[0];
+        pp_stage_cfg_t whole;
+        plan_stage_cfg(&whole, &b.job, &b.plan, 0);
+        whole.offload_keep = 0;
+        const double slot = (double)stage_offload_bytes(&whole);
+        printf("  7b 1f1b m=32 h200, limit %g GiB: auto %.1f ms (%+.1f%%), whole slots %.1f ms "
+               "(%+.1f%%), none %.1f ms; device 0 %.2f GiB, sends %d slots, %.2f of %.2f GiB "
+               "each\n",
+               limits[i], b.predicted_ms, 100.0 * (b.predicted_ms / a.predicted_ms - 1.0),
+               b.offload_whole_ms, 100.0 * (b.offload_whole_ms / a.predicted_ms - 1.0),
+               a.predicted_ms, b.mem.dev[0].total / GIB, d0->offload_slots,
+               d0->offload_slots ? d0->offload_bytes / d0->offload_slots / GIB : 0.0, slot / GIB);
+        EXPECT(b.mem.n_over == 0 && b.mem.dev[0].total <= limits[i] * GIB, "%d over, %.3f GiB",
+               b.mem.n_over, b.mem.dev[0].total / GIB);
+        EXPECT(b.predicted_ms <= b.offload_whole_ms * (1.0 + 1e-9), "%g against whole %g",
+               b.predicted_ms, b.offload_whole_ms);
+        if (b.offload_whole_ms <= a.predicted_ms * 1.01) { /* whole slots are free: kept so */
+            EXPECT(b.plan.offload_keep[0] == 0 && b.predicted_ms <= a.predicted_ms * 1.01,
+                   "keeps %d, %g against %g", b.plan.offload_keep[0], b.predicted_ms,
+                   a.predicted_ms);
+            EXPECT(limits[i] >= 43, "whole slots free at %g GiB", limits[i]);
+        } else {
+            EXPECT(b.plan.offload_keep[0] > 0 && b.predicted_ms < b.offload_whole_ms * 0.9 &&
+                       d0->offload_bytes < d0->offload_slots * slot,
+                   "keeps %d, %g against whole %g, %g bytes", b.plan.offload_keep[0],
+                   b.predicted_ms, b.offload_whole_ms, d0->offload_bytes);
+            EXPECT(limits[i] <= 42, "whole slots cost time at %g GiB", limits[i]);
+            /* the table and the JSON say that part of each slot moves, and how many bytes */
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&buf, &len);
+            REQUIRE(f != NULL);
+            EXPECT(report_print_table(&b.report, &b.job, f) == PP_OK);
+            EXPECT(report_print_json(&b.report, f) == PP_OK);
+            fclose(f);
+            EXPECT(buf &&
+                       strstr(buf, "# offloaded to the host: device 0: 32 slots, part of each (") &&
+                       strstr(buf, "\"offload_partial\":true") &&
+                       strstr(buf, "\"offload_partial\":false"),
+                   "%s", buf);
+            free(buf);
+        }
+        run_free(&b);
+    }
+    run_free(&a);
+}
+
 /* A limit below what the state alone takes: every slot it can offload is offloaded, the verdict
  * says it does not fit against run.memory_limit, and the note says how much is needed. */
 static void test_limit_too_small(void)
@@ -277,9 +345,16 @@ static void test_activations_is_every_key(void)
                ts_program_text(&b, d), ta);
         free(ta);
     }
-    for (int st = 0; st < s.n_stages; st++)
+    for (int st = 0; st < s.n_stages; st++) {
         EXPECT(a.slots_per_stage[st] == b.slots_per_stage[st], "stage %d: %d against %d", st,
                b.slots_per_stage[st], a.slots_per_stage[st]);
+        /* activations moves whole slots: nothing kept, each copy the backward-read range */
+        pp_stage_cfg_t sc;
+        plan_stage_cfg(&sc, &job, &a, st);
+        EXPECT(a.offload_keep[st] == 0 && a.keep_slots_per_stage[st] == 0 && sc.offload_keep == 0 &&
+                   a.offload_bytes[st] == stage_offload_bytes(&sc) && stage_keep_bytes(&sc) == 0,
+               "stage %d keeps %d", st, a.offload_keep[st]);
+    }
     for (size_t k = 0; k < keys; k++)
         pick[k].on = 0;
     plan_free(&b);
@@ -368,5 +443,6 @@ int main(void)
     RUN(test_activations_is_every_key);
     RUN(test_host_link_shared);
     RUN(test_planner_dimension);
+    RUN(test_partial_7b);
     return check_summary("test_offload_auto");
 }

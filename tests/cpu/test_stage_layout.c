@@ -3,7 +3,8 @@
  * into host memory: for every recompute setting, attention path and stage position, the views the
  * forward and the backward use have every part they touch, each inside its allocation, no two
  * parts of one view overlapping, the slot's backward-read parts inside its offload range, and the
- * boundary buffers outside it.
+ * boundary buffers outside it; and, with part of the slot kept on the device (offload_keep), each
+ * backward-read part either kept or moved, none kept larger than one moved.
  */
 #include "tests/check.h"
 #include "model/kernel_sizes.h"
@@ -118,16 +119,39 @@ static int check_view(const pp_stage_cfg_t *c, int fused, const block_bufs_t *v,
     return bad;
 }
 
-/* Carve a slot, an I→W buffer and the workspace into host memory and check every view. */
-static void check_layout(int first, int last, int layers, pp_recompute_t rc, int fused)
+/* The part at p of n bytes, kept (in range k) or moved (in range off): the largest kept and the
+ * smallest moved so far into *most_kept, *least_moved. Returns 1 for a part in neither. */
+static int kept_or_moved(const void *p, size_t n, range_t k, range_t off, size_t *most_kept,
+                         size_t *least_moved)
+{
+    if (inside(p, n, k)) {
+        if (n > *most_kept) *most_kept = n;
+        return 0;
+    }
+    if (n < *least_moved) *least_moved = n;
+    return !inside(p, n, off);
+}
+
+/* Carve a slot (its kept region and ring slot, keeping `keep` of its parts), an I→W buffer and the
+ * workspace into host memory and check every view. */
+static void check_layout(int first, int last, int layers, pp_recompute_t rc, int fused, int keep)
 {
     pp_stage_cfg_t c = cfg_of(first, last, layers, rc);
     const int L = layers;
-    const size_t sb = stage_layout_slot(&c, fused, NULL, NULL);
+    slot_split_t sp, whole;
+    stage_layout_slot(&c, fused, NULL, NULL, NULL, &whole);
+    c.offload_keep = keep;
+    const size_t sb = stage_layout_slot(&c, fused, NULL, NULL, NULL, &sp);
     const size_t gb = stage_layout_wgrad(&c, fused, NULL, NULL);
     const size_t wb = stage_layout_workspace(&c, fused, NULL, NULL);
-    const size_t kept = stage_layout_offload(&c, fused);
+    const size_t kept = sp.moved;
+    EXPECT(sb == sp.ring && (keep > 0) == (sp.kept > 0) && sp.moved > 0 &&
+               sp.moved <= whole.moved && sp.kept + sp.moved >= whole.moved &&
+               sp.ring - sp.moved == whole.ring - whole.moved,
+           "keep %d: kept %zu moved %zu ring %zu; whole: moved %zu ring %zu", keep, sp.kept,
+           sp.moved, sp.ring, whole.moved, whole.ring);
     char *smem = malloc(sb + 256), *gmem = malloc(gb + 256), *wmem = malloc(wb + 256);
+    char *kmem = malloc(sp.kept + 256);
     slot_t s = {0};
     wgrad_t g = {0};
     workspace_t w;
@@ -137,18 +161,21 @@ static void check_layout(int first, int last, int layers, pp_recompute_t rc, int
     s.blocks = calloc((size_t)L + 1, sizeof(block_bufs_t));
     g.dres = calloc((size_t)L + 1, sizeof(void *));
     g.blocks = calloc((size_t)L + 1, sizeof(block_bufs_t));
-    REQUIRE(smem && gmem && wmem && s.res && s.dres && s.blocks && g.dres && g.blocks);
+    REQUIRE(smem && gmem && wmem && kmem && s.res && s.dres && s.blocks && g.dres && g.blocks);
     /* the device allocations are 256-byte aligned; so are these bases */
+    char *kbase = kmem + (256 - (uintptr_t)kmem % 256) % 256;
     char *sbase = smem + (256 - (uintptr_t)smem % 256) % 256;
     char *gbase = gmem + (256 - (uintptr_t)gmem % 256) % 256;
     char *wbase = wmem + (256 - (uintptr_t)wmem % 256) % 256;
-    EXPECT(stage_layout_slot(&c, fused, sbase, &s) == sb);
+    EXPECT(stage_layout_slot(&c, fused, kbase, sbase, &s, NULL) == sb);
     EXPECT(stage_layout_wgrad(&c, fused, gbase, &g) == gb);
     EXPECT(stage_layout_workspace(&c, fused, wbase, &w) == wb);
     const range_t slot = {sbase, sbase + sb}, off = {sbase, sbase + kept};
     const range_t grad = {gbase, gbase + gb}, work = {wbase, wbase + wb};
-    const range_t all[3] = {slot, grad, work};
+    const range_t held = {kbase, kbase + sp.kept};
+    const range_t all[4] = {slot, grad, work, held};
     const size_t NC = (size_t)c.micro_batch_size * c.seq_len * c.hidden * 2;
+    size_t most_kept = 0, least_moved = (size_t)-1;
     char what[128];
     int bad = 0;
     for (int l = 0; l < L; l++) {
@@ -156,28 +183,35 @@ static void check_layout(int first, int last, int layers, pp_recompute_t rc, int
         snprintf(what, sizeof what, "first %d last %d L %d %s %s block %d", first, last, L,
                  stage_recompute_name(rc), fused ? "fused" : "unfused", l);
         stage_layout_view(&c, fused, &s.blocks[l], &w.rebuilt, &g.blocks[l], &v);
-        bad += check_view(&c, fused, &v, all, 3, what);
+        bad += check_view(&c, fused, &v, all, 4, what);
         stage_layout_view(&c, fused, &s.blocks[l], &w.rebuilt, &w.grad, &v);
-        bad += check_view(&c, fused, &v, all, 3, what);
-        /* what the slot keeps is in the offload range; the block's input too */
+        bad += check_view(&c, fused, &v, all, 4, what);
+        /* what the slot keeps for the backward is moved (in the offload range) or kept on the
+         * device; the block's input too, but a received stage input x always moves */
         void *const *kp = (void *const *)&s.blocks[l];
         for (size_t i = 0; i < N_PTRS; i++)
-            if (kp[i] && !inside(kp[i], part_size(&c, i), off)) bad++;
-        bad += !inside(s.res[l], NC, off);
+            if (kp[i])
+                bad += kept_or_moved(kp[i], part_size(&c, i), held, off, &most_kept, &least_moved);
+        if (l == 0 && !first)
+            bad += !inside(s.res[l], NC, off);
+        else
+            bad += kept_or_moved(s.res[l], NC, held, off, &most_kept, &least_moved);
         if (l > 0) bad += !inside(g.dres[l], NC, grad);
     }
     /* y unless the last stage reads it, dx and dy: in the slot, after the offload range */
     if (!last) bad += !inside(s.res[L], NC, slot) || inside(s.res[L], 1, off);
-    if (last) bad += !inside(s.res[L], NC, off);
+    if (last) bad += kept_or_moved(s.res[L], NC, held, off, &most_kept, &least_moved);
     bad += !inside(s.dres[0], NC, slot) || inside(s.dres[0], 1, off);
     bad += !inside(s.dres[L], NC, slot) || inside(s.dres[L], 1, off);
     if (L > 0) bad += !inside(w.dres[0], NC, work) || !inside(w.dres[1], NC, work);
     if (last)
-        bad +=
-            !inside(s.logits, 1, off) || !inside(g.d_lnf, NC, grad) || !inside(w.d_lnf, NC, work);
-    EXPECT(bad == 0, "first %d last %d L %d %s %s: %d layout problems", first, last, L,
-           stage_recompute_name(rc), fused ? "fused" : "unfused", bad);
-    free(smem), free(gmem), free(wmem);
+        bad += (!inside(s.logits, 1, off) && !inside(s.logits, 1, held)) ||
+               !inside(g.d_lnf, NC, grad) || !inside(w.d_lnf, NC, work);
+    EXPECT(most_kept <= least_moved || least_moved == (size_t)-1,
+           "keep %d: a kept part of %zu bytes, a moved one of %zu", keep, most_kept, least_moved);
+    EXPECT(bad == 0, "first %d last %d L %d %s %s keep %d: %d layout problems", first, last, L,
+           stage_recompute_name(rc), fused ? "fused" : "unfused", keep, bad);
+    free(smem), free(gmem), free(wmem), free(kmem);
     free(s.res), free(s.dres), free(s.blocks), free(g.dres), free(g.blocks);
 }
 
@@ -187,10 +221,13 @@ static void test_every_layout(void)
         for (int fused = 0; fused < 2; fused++)
             for (int pos = 0; pos < 4; pos++) {
                 const int first = pos == 0 || pos == 3, last = pos == 2 || pos == 3;
-                check_layout(first, last, 3, (pp_recompute_t)rc, fused);
-                check_layout(first, last, 1, (pp_recompute_t)rc, fused);
+                for (int keep = 0; keep < 4; keep++) /* whole, some parts, most, every one */
+                    check_layout(first, last, 3, (pp_recompute_t)rc, fused,
+                                 (int[]){0, 5, 20, 1000}[keep]);
+                check_layout(first, last, 1, (pp_recompute_t)rc, fused, 0);
             }
-    check_layout(1, 1, 0, PP_RECOMPUTE_NONE, 1); /* embedding straight into the head */
+    check_layout(1, 1, 0, PP_RECOMPUTE_NONE, 1, 0); /* embedding straight into the head */
+    check_layout(1, 1, 0, PP_RECOMPUTE_NONE, 1, 2);
 }
 
 /* The environment switches: each takes its two values, anything else is an input error. */

@@ -6,17 +6,17 @@
  * with the peer and the nccl transports. In fp32 the accumulation order is the same (micro-batches
  * in order on every stage), so the comparison is bitwise; in bf16 it is within tolerance. Also:
  * with AdamW on, the loss falls over 50 steps, steps replayed from a captured CUDA graph match
- * eager ones bitwise, and every run.recompute setting and run.offload give the one-device run's
- * loss and gradients. A case that asks for more pipeline devices than there are GPUs maps them onto
- * the GPUs present (`pipeline.devices: [0, 0, 0, 0]` on one GPU, [0, 1, 0, 1] on two), each
- * pipeline device with its own streams and memory, so every multi-device schedule is checked on a
- * single GPU; nccl needs a GPU per pipeline device, and its cases are skipped with the reason when
- * fewer are present. Without a GPU every case is skipped. Every case goes through the run chain
- * (run.h), as the command line does. PPSCHED_TEST_QUICK=1 (check.h) runs each schedule on 2
- * devices only (not 1, 4 in bf16), leaves out the timeout and the 50-step AdamW cases, and gives
- * every step a 900 s deadline. pipeline.data_parallel: d replicas of m micro-batches against the
- * one-device run of d * m, within the tolerance of another fp32 summation order, bitwise run to
- * run and eager against graph.
+ * eager ones bitwise, and every run.recompute setting and run.offload (whole slots, and part of
+ * each kept on the device) give the one-device run's loss and gradients. A case that asks for more
+ * pipeline devices than there are GPUs maps them onto the GPUs present (`pipeline.devices: [0, 0,
+ * 0, 0]` on one GPU, [0, 1, 0, 1] on two), each pipeline device with its own streams and memory, so
+ * every multi-device schedule is checked on a single GPU; nccl needs a GPU per pipeline device, and
+ * its cases are skipped with the reason when fewer are present. Without a GPU every case is
+ * skipped. Every case goes through the run chain (run.h), as the command line does.
+ * PPSCHED_TEST_QUICK=1 (check.h) runs each schedule on 2 devices only (not 1, 4 in bf16), leaves
+ * out the timeout and the 50-step AdamW cases, and gives every step a 900 s deadline.
+ * pipeline.data_parallel: d replicas of m micro-batches against the one-device run of d * m, within
+ * the tolerance of another fp32 summation order, bitwise run to run and eager against graph.
  */
 #include "tests/check.h"
 #include "tests/gpu/support.h"
@@ -380,6 +380,58 @@ static void offload_auto_matches_reference(void)
     }
 }
 
+/* 1 when some stage of the plan keeps part of each slot on the device while the rest moves. */
+static int keeps_part(const pp_plan_t *plan)
+{
+    int any = 0;
+    for (int s = 0; s < plan->n_stages; s++)
+        any |= plan->offload && plan->offload_keep && plan->offload_keep[s] > 0;
+    return any;
+}
+
+/* run.offload=auto moving part of each slot: with the host link priced at 1 GB/s, whole slots
+ * cost time, and under a limit 0.2 .. 0.4 of the slots below the plain plan's peak (the first
+ * where the choice keeps part of a slot on the device) the copies move the larger tensors and
+ * the passes read the kept ones from the micro-batch's kept region: the one-device run's loss and
+ * gradients bitwise in fp32. GPipe on one GPU, 1F1B and DualPipeV (its overlapped pairs on the
+ * second compute stream) on 4 pipeline devices, sharing the GPUs present where fewer. */
+static void offload_partial_matches_reference(void)
+{
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    struct {
+        const char *kind;
+        int p;
+    } cases[] = {{"gpipe", 1}, {"1f1b", 4}, {"dualpipe-v", 4}};
+    for (int c = 0; c < 3; c++) {
+        char kind[64], devs[64], lim[64], label[160];
+        snprintf(kind, sizeof kind, "schedule.kind=%s", cases[c].kind);
+        int shared = devices_set(devs, sizeof devs, cases[c].p);
+        const char *sets[] = {
+            kind, devs, "pipeline.micro_batches=8", "cost.host_link_gbps=1", "run.offload=auto",
+            lim};
+        pp_run_t r = {0};
+        REQUIRE(run_load(&r, "partial.yaml", model_yaml("fp32"), sets, 4, n_gpus) == PP_OK);
+        REQUIRE(run_predict(&r, NULL) == PP_OK);
+        const pp_mem_device_t d0 = r.mem.dev[0];
+        run_free(&r);
+        int found = 0;
+        for (int tenth = 2; tenth <= 4 && !found; tenth++) {
+            snprintf(lim, sizeof lim, "run.memory_limit=%.9g",
+                     (d0.total - 0.1 * tenth * d0.slots) / (1024.0 * 1024.0 * 1024.0));
+            REQUIRE(run_load(&r, "partial.yaml", model_yaml("fp32"), sets, 6, n_gpus) == PP_OK);
+            int smaller;
+            found = keeps_part(&r.plan) && offload_copies(&r.plan, &smaller) > 0;
+            run_free(&r);
+        }
+        EXPECT(found, "offload partial %s p=%d: no limit made auto keep part of a slot",
+               cases[c].kind, cases[c].p);
+        if (!found) continue;
+        snprintf(label, sizeof label, "offload partial %s p=%d fp32 (%s)%s", cases[c].kind,
+                 cases[c].p, lim + 4, shared ? " (pipeline devices sharing GPUs)" : "");
+        run_and_compare("partial.yaml", model_yaml("fp32"), sets, 6, label);
+    }
+}
+
 /* GPipe on one GPU with offload, steps replayed from one captured CUDA graph (AdamW on), gives
  * bitwise the losses and gradients of the same steps without offload. */
 static void offload_graph_matches_plain(void)
@@ -414,6 +466,62 @@ static void offload_graph_matches_plain(void)
         EXPECT(bad == 0, "%zu gradients differ between plain and offloaded graph steps", bad);
         EXPECT(res[1]->graph_steps == res[1]->n_steps - 1,
                "%d of %d offloaded steps replayed from the graph (capture failed?)",
+               res[1]->graph_steps, res[1]->n_steps);
+    }
+    run_free(&r[0]);
+    run_free(&r[1]);
+}
+
+/* GPipe on one GPU moving part of each slot (run.offload=auto under a limit 0.3 of the slots
+ * below the plain peak, the host link priced at 1 GB/s), steps replayed from one captured CUDA
+ * graph (AdamW on): the kept regions joined at capture serve every replay, and the losses and
+ * gradients are bitwise the same steps' without offload. */
+static void offload_partial_graph_matches_plain(void)
+{
+    if (n_gpus < 1) SKIP("%s", g_no_gpu);
+    pp_run_t r[2];
+    pp_status_t st[2];
+    char lim[64];
+    const char *sets[] = {"schedule.kind=gpipe",
+                          "pipeline.devices=1",
+                          "pipeline.micro_batches=8",
+                          "run.steps=3",
+                          "run.optimizer=adamw",
+                          "run.lr=0.001",
+                          "run.graph=on",
+                          "cost.host_link_gbps=1",
+                          "run.offload=none",
+                          lim};
+    memset(r, 0, sizeof r);
+    /* the limit for the offloaded run, from the plain plan's peak */
+    REQUIRE(run_load(&r[0], "partial-graph.yaml", model_yaml("fp32"), sets, 9, n_gpus) == PP_OK);
+    REQUIRE(run_predict(&r[0], NULL) == PP_OK);
+    const pp_mem_device_t d0 = r[0].mem.dev[0];
+    run_free(&r[0]);
+    snprintf(lim, sizeof lim, "run.memory_limit=%.9g",
+             (d0.total - 0.3 * d0.slots) / (1024.0 * 1024.0 * 1024.0));
+    for (int o = 0; o < 2; o++) {
+        pp_run_opts_t ro = measured();
+        sets[8] = o ? "run.offload=auto" : "run.offload=none";
+        REQUIRE(run_load(&r[o], "partial-graph.yaml", model_yaml("fp32"), sets, o ? 10 : 9,
+                         n_gpus) == PP_OK);
+        if (o)
+            EXPECT(keeps_part(&r[1].plan), "partial graph: auto keeps no part of a slot (%s)", lim);
+        st[o] = run_execute(&r[o], &ro);
+        EXPECT(st[o] == PP_OK, "partial graph, offload=%d: %s", o, pp_status_str(st[o]));
+    }
+    if (st[0] == PP_OK && st[1] == PP_OK) {
+        const pp_exec_result_t *res[2] = {&r[0].exec, &r[1].exec};
+        for (int k = 0; k < res[0]->n_steps; k++)
+            EXPECT(res[0]->loss[k] == res[1]->loss[k], "step %d: loss plain %.9g, partial %.9g", k,
+                   res[0]->loss[k], res[1]->loss[k]);
+        size_t bad = 0;
+        for (size_t i = 0; i < res[0]->n_params; i++)
+            bad += res[0]->grads[i] != res[1]->grads[i];
+        EXPECT(bad == 0, "%zu gradients differ between plain and partially offloaded graph steps",
+               bad);
+        EXPECT(res[1]->graph_steps == res[1]->n_steps - 1,
+               "%d of %d partially offloaded steps replayed from the graph (capture failed?)",
                res[1]->graph_steps, res[1]->n_steps);
     }
     run_free(&r[0]);
@@ -1048,7 +1156,9 @@ int main(void)
     RUN(recompute_matches_reference);
     RUN(offload_matches_reference);
     RUN(offload_auto_matches_reference);
+    RUN(offload_partial_matches_reference);
     RUN(offload_graph_matches_plain);
+    RUN(offload_partial_graph_matches_plain);
     RUN(explicit_schedules_run_as_written);
     RUN(too_big_is_refused);
     RUN(shared_gpus_on_many);

@@ -505,11 +505,16 @@ static void run_recompute(case_t kind, pp_dtype_t dt)
 }
 
 /* Offload round trip: F in slot 0, the slot's first stage_offload_bytes to pinned host memory,
- * back into slot 1 (poisoned first), dy into slot 1, B there: the bits of F + B in one slot. */
-static void run_offload(case_t kind, pp_dtype_t dt, pp_recompute_t rc)
+ * back into slot 1 (poisoned first), dy into slot 1, B there: the bits of F + B in one slot. With
+ * `keep` > 0 the stage keeps that many of a slot's tensors on the device (two kept regions): F
+ * and B both join their slot with kept region 1 (not slot 0's own, region 0), and the copies move
+ * the rest. */
+static void run_offload(case_t kind, pp_dtype_t dt, pp_recompute_t rc, int keep)
 {
     pp_stage_cfg_t cfg = make_cfg(kind, dt);
     cfg.recompute = rc;
+    cfg.offload_keep = keep;
+    cfg.n_keep_slots = keep > 0 ? 2 : 0;
     const size_t NC = (size_t)BATCH * SEQ * HIDDEN, bytes = stage_boundary_bytes(&cfg);
     const size_t off = stage_offload_bytes(&cfg);
     const char *cn = case_name(kind);
@@ -519,18 +524,26 @@ static void run_offload(case_t kind, pp_dtype_t dt, pp_recompute_t rc)
     cudaStream_t s = NULL;
     outcome_t want = {0};
     REQUIRE(x && dy && off > 0 && off < stage_slot_bytes(&cfg));
+    REQUIRE(keep == 0 || stage_keep_bytes(&cfg) > 0);
     REQUIRE(cudaMallocHost(&host, off) == cudaSuccess && cudaMallocHost(&junk, off) == cudaSuccess);
     memset(junk, 0xFF, off);
     REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
     fill_random(x, NC, SEED + 31 + kind + 8 * dt, 1.5, dt);
     fill_random(dy, NC, SEED + 32 + kind + 8 * dt, 1e-2, dt);
+    /* the want: F + B in one whole slot of a stage that keeps nothing apart */
+    pp_stage_cfg_t whole = cfg;
+    whole.offload_keep = whole.n_keep_slots = 0;
+    REQUIRE(stage_init(&st, &whole) == PP_OK);
+    int ok = run_outcome(st, 0, 0, x, dy, &whole, s, &want) == 0;
+    stage_free(st);
+    st = NULL;
     REQUIRE(stage_init(&st, &cfg) == PP_OK);
-    int ok = run_outcome(st, 0, 0, x, dy, &cfg, s, &want) == 0;
     float *g = (float *)malloc(stage_n_params(st) * sizeof(float));
     unsigned char *dx = (unsigned char *)calloc(1, bytes);
     double loss = 0.0;
     ok = ok && g && dx && stage_zero_grads(st, s) == PP_OK;
     if (ok) set_inputs(st, 0, x, dy, NC, dt);
+    ok = ok && (keep == 0 || stage_slot_keep(st, 0, 1) == PP_OK);
     ok =
         ok && stage_forward(st, 0, MB_A, s) == PP_OK && stage_slot_to_host(st, 0, host, s) == PP_OK;
     ok = ok && stage_slot_from_host(st, 1, junk, s) == PP_OK &&
@@ -538,19 +551,20 @@ static void run_offload(case_t kind, pp_dtype_t dt, pp_recompute_t rc)
     ok = ok && cudaStreamSynchronize(s) == cudaSuccess;
     if (ok) set_inputs(st, 1, x, dy, NC, dt);
     /* slot 1's x came with the copy; set_inputs rewrites it with the same values */
+    ok = ok && (keep == 0 || stage_slot_keep(st, 1, 1) == PP_OK);
     ok = ok && stage_backward(st, 1, MB_A, s) == PP_OK && cudaStreamSynchronize(s) == cudaSuccess;
     ok = ok && stage_grads_to_host(st, g) == PP_OK;
     if (ok && stage_slot_dx(st, 1))
         ok = cudaMemcpy(dx, stage_slot_dx(st, 1), bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
     if (ok && cfg.is_last) ok = stage_loss_read(st, &loss, s) == PP_OK;
-    EXPECT(ok, "%s %s: the offload round trip failed", cn, stage_recompute_name(rc));
+    EXPECT(ok, "%s %s keep %d: the offload round trip failed", cn, stage_recompute_name(rc), keep);
     if (ok) {
         EXPECT(memcmp(g, want.grads, stage_n_params(st) * sizeof(float)) == 0,
-               "%s %s %s: gradients after the round trip differ", cn, pp_dtype_name(dt),
-               stage_recompute_name(rc));
+               "%s %s %s keep %d: gradients after the round trip differ", cn, pp_dtype_name(dt),
+               stage_recompute_name(rc), keep);
         EXPECT(memcmp(dx, want.dx, bytes) == 0 && loss == want.loss,
-               "%s %s %s: dx or the loss after the round trip differ", cn, pp_dtype_name(dt),
-               stage_recompute_name(rc));
+               "%s %s %s keep %d: dx or the loss after the round trip differ", cn,
+               pp_dtype_name(dt), stage_recompute_name(rc), keep);
     }
     stage_free(st);
     outcome_free(&want);
@@ -562,10 +576,14 @@ static void run_offload(case_t kind, pp_dtype_t dt, pp_recompute_t rc)
 static void test_offload_round_trip(void)
 {
     if (tg_skip_reason()) SKIP("%s", tg_skip_reason());
-    run_offload(CASE_SINGLE, PP_DTYPE_FP32, PP_RECOMPUTE_NONE);
-    run_offload(CASE_MIDDLE, PP_DTYPE_BF16, PP_RECOMPUTE_NONE);
-    run_offload(CASE_MIDDLE, PP_DTYPE_FP32, PP_RECOMPUTE_SELECTIVE);
-    run_offload(CASE_FIRST, PP_DTYPE_BF16, PP_RECOMPUTE_FULL);
+    run_offload(CASE_SINGLE, PP_DTYPE_FP32, PP_RECOMPUTE_NONE, 0);
+    run_offload(CASE_MIDDLE, PP_DTYPE_BF16, PP_RECOMPUTE_NONE, 0);
+    run_offload(CASE_MIDDLE, PP_DTYPE_FP32, PP_RECOMPUTE_SELECTIVE, 0);
+    run_offload(CASE_FIRST, PP_DTYPE_BF16, PP_RECOMPUTE_FULL, 0);
+    /* part of each slot kept on the device: a few of its smallest tensors, and most of them */
+    run_offload(CASE_MIDDLE, PP_DTYPE_FP32, PP_RECOMPUTE_NONE, 6);
+    run_offload(CASE_SINGLE, PP_DTYPE_FP32, PP_RECOMPUTE_NONE, 30);
+    run_offload(CASE_LAST, PP_DTYPE_BF16, PP_RECOMPUTE_SELECTIVE, 12);
 }
 
 /* The quick run (check.h) keeps the single stage (first and last at once), the middle one and
