@@ -42,6 +42,12 @@
  * over all 104 kernels, 6.5, folds those starts in; the small model's one-GPU steps in a replayed
  * graph run 5.6-5.8 us a kernel on an H100 and an H200, bench/NOTES.md.) */
 #define FIT_LAUNCH 5.9
+/* The gap before each op of a replayed step, us: 4x H200, 1F1B on 4 devices (bench/NOTES.md,
+ * "The gaps between the ops of a replayed step"), the idle the runs measured with every input of an
+ * op ready (the `launch` reason) over their compute ops: 5.2-7.5 us an op at the small, the
+ * reference and the 7B-class shape, m = 8 and 32; and the transfers' waits beyond their measured
+ * copies, ~7 us a transfer. */
+#define FIT_GAP 6.0
 /* The pair overlap, from DualPipeV's whole-model step on one H100 and one H200 (bench/NOTES.md,
  * "The whole model's step in the profile") against 1F1B's, which runs the same passes one after the
  * other: the overlap the simulator needs to turn the one into the other is 0.47-0.50 at the small
@@ -60,20 +66,20 @@ static const pp_gpu_t gpus[] = {
     /* NVIDIA A100 Tensor Core GPU data sheet (SXM4 80GB): bf16 312 dense, fp32 19.5 TFLOP/s,
      * HBM2e 2,039 GB/s, 80 GB (the driver reports 79.2 GiB). */
     {"a100", "A100", "NVIDIA A100 80GB SXM", 312.0, 19.5, 2039.0, 79.2, FIT_GEMM, FIT_GEMM_TAIL,
-     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_RUNTIME, FIT_OVERLAP},
+     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_OVERLAP},
     /* NVIDIA H100 Tensor Core GPU data sheet (SXM5): bf16 1,979 with sparsity = 989.4 dense,
      * fp32 67 TFLOP/s, HBM3 3.35 TB/s, 80 GB (the driver reports 79.2 GiB). */
     {"h100", "H100", "NVIDIA H100 SXM 80GB", 989.4, 67.0, 3350.0, 79.2, FIT_GEMM, FIT_GEMM_TAIL,
-     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_RUNTIME, FIT_OVERLAP},
+     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_OVERLAP},
     /* NVIDIA H200 Tensor Core GPU data sheet (SXM): bf16 1,979 with sparsity = 989.4 dense,
      * fp32 67 TFLOP/s, HBM3e 4.8 TB/s, 141 GB (the driver reports 139.8 GiB). */
     {"h200", "H200", "NVIDIA H200 SXM 141GB", 989.4, 67.0, 4800.0, 139.8, FIT_GEMM, FIT_GEMM_TAIL,
-     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_RUNTIME, FIT_OVERLAP},
+     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_OVERLAP},
     /* NVIDIA HGX B200 data sheet, per GPU: bf16 4.5 PFLOP/s with sparsity = 2,250 dense, HBM3e
      * 8 TB/s, 180 GB (about 178.4 GiB reported, assumed); fp32 without tensor cores is not on
      * the sheet: 80 TFLOP/s assumed. */
     {"b200", "B200", "NVIDIA B200 180GB", 2250.0, 80.0, 8000.0, 178.4, FIT_GEMM, FIT_GEMM_TAIL,
-     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_RUNTIME, FIT_OVERLAP},
+     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_OVERLAP},
 };
 
 static const pp_link_desc_t links[] = {

@@ -41,6 +41,9 @@ typedef struct pp_gpu {
     double attn_eff;  /* fraction of the tensor peak the fused attention kernels reach */
     double bw_eff;    /* fraction of the HBM bandwidth the memory-bound kernels reach */
     double launch_us; /* least time of one kernel in a replayed CUDA graph, microseconds */
+    double gap_us;    /* between the ops of a replayed step: how long after its stream and its
+                       * inputs are free an op (compute, or a transfer between devices) starts,
+                       * microseconds (the graph's node-to-node latency across its event waits) */
     double
         runtime_gib; /* memory a process holds besides its stages: CUDA context, cuBLAS,
                       * loaded kernels, streams and graphs (an estimate; a profile measures it) */

@@ -132,6 +132,8 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_
         model_sends(cm, job, plan, bytes);
     cm->host_link_gbps = cost_host_link_gbps(job);
     cost_model_links(cm, job);
+    /* a profile's step factor already holds the gaps of the steps it measured */
+    cm->gap_ms = prof ? 0.0 : gpu->gap_us * 1e-3;
     cm->overlap = cal.overlap;
     model_reduce(cm, job);
     if (source) *source = prof ? PP_COST_PROFILE : PP_COST_GPU;

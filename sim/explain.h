@@ -168,6 +168,7 @@ typedef struct pp_what_if_info {
     int even_stages;   /* average each kind over the stages */
     int free_reduce;   /* set the reductions across replicas to 0; a row with it is shown only
                           for a plan with replicas (explain_shows_what_if) */
+    int no_gaps;       /* set the gap between ops (the cost model's gap_ms) to 0 */
 } pp_what_if_info_t;
 
 extern const pp_what_if_info_t pp_what_ifs[PP_WHAT_IF_COUNT];

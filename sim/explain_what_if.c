@@ -9,11 +9,11 @@
 #include <string.h>
 
 const pp_what_if_info_t pp_what_ifs[PP_WHAT_IF_COUNT] = {
-    [PP_WHAT_IF_NO_LAUNCH] = {"no_launch_gaps", "no launch gaps", 0, 0, 0},
-    [PP_WHAT_IF_FREE_COMM] = {"free_transfers", "free transfers", 1, 0, 0},
-    [PP_WHAT_IF_EVEN_STAGES] = {"even_stages", "even stages", 0, 1, 0},
-    [PP_WHAT_IF_ALL] = {"all", "all three", 1, 1, 0},
-    [PP_WHAT_IF_REDUCE_FREE] = {"reduce_free", "reduce free", 0, 0, 1},
+    [PP_WHAT_IF_NO_LAUNCH] = {"no_launch_gaps", "no launch gaps", 0, 0, 0, 1},
+    [PP_WHAT_IF_FREE_COMM] = {"free_transfers", "free transfers", 1, 0, 0, 0},
+    [PP_WHAT_IF_EVEN_STAGES] = {"even_stages", "even stages", 0, 1, 0, 0},
+    [PP_WHAT_IF_ALL] = {"all", "all three", 1, 1, 0, 1},
+    [PP_WHAT_IF_REDUCE_FREE] = {"reduce_free", "reduce free", 0, 0, 1, 0},
 };
 
 /* A copy of `cm` changed as row `w` says. */
@@ -37,6 +37,7 @@ static pp_status_t cost_variant(pp_cost_model_t *out, const pp_cost_model_t *cm,
         out->send_by[t] = w->free_comm ? 0.0 : cm->send_by[t];
     out->host_link_gbps = cm->host_link_gbps; /* offload copies are not pipeline transfers */
     memcpy(out->link_of, cm->link_of, sizeof out->link_of);
+    out->gap_ms = w->no_gaps ? 0.0 : cm->gap_ms;
     out->overlap = cm->overlap;
     out->reduce_ranks = cm->reduce_ranks;
     for (int net = 0; net < 2; net++) {

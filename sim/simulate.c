@@ -299,6 +299,7 @@ static pp_status_t sim_alone(lanes_t *S, int k)
     for (int l = 0; l < S->n; l++) {
         double *link = link_of(S, op, l), end;
         if (link && *link > ready[l]) ready[l] = *link;
+        ready[l] += S->cm[l]->gap_ms;
         end = ready[l] + op_cost[op->kind](S->cm[l], op);
         set_times(S, k, chan, l, ready[l], end);
         if (link) *link = end;
@@ -337,7 +338,8 @@ static pp_status_t sim_pair(lanes_t *S, int k, int n_stages)
     }
     int crosses = transport_row(op->link)->crosses_devices;
     for (int l = 0; l < S->n; l++) {
-        double start = ready_s[l] > ready_r[l] ? ready_s[l] : ready_r[l];
+        double start = (ready_s[l] > ready_r[l] ? ready_s[l] : ready_r[l]) +
+                       (crosses ? S->cm[l]->gap_ms : 0.0);
         double end = start + (crosses ? cost_model_send(S->cm[l], op->link) : 0.0);
         if (own_s) set_times(S, k, chan_s, l, start, end);
         if (own_r) set_times(S, r, chan_r, l, start, end);

@@ -48,6 +48,9 @@ typedef struct pp_cost_model {
     int link_of[PP_MAX_DEVICES]; /* the host link of each pipeline device's copies (job_copy_link;
                                     0 for all: one link): devices with one link share it, each
                                     direction */
+    double gap_ms;               /* a replayed step's latency between ops: a compute op, a copy or
+                                    a transfer between devices starts this long after its stream
+                                    and its inputs are free (0: at once; gpu.h's gap_us) */
     double overlap;              /* 0..1 (cost.overlap): an overlapped pair's backward half starts
                                     once (1 - overlap) of its forward half has run; 0 runs them serially */
     int reduce_ranks;            /* REDUCE: the replicas of the collective (d; 0 or 1: none) */
