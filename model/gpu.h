@@ -44,9 +44,10 @@ typedef struct pp_gpu {
     double gap_us;    /* between the ops of a replayed step: how long after its stream and its
                        * inputs are free an op (compute, or a transfer between devices) starts,
                        * microseconds (the graph's node-to-node latency across its event waits) */
-    double
-        runtime_gib; /* memory a process holds besides its stages: CUDA context, cuBLAS,
-                      * loaded kernels, streams and graphs (an estimate; a profile measures it) */
+    double runtime_gib; /* memory a device holds besides its stages' allocations: CUDA context,
+                         * loaded kernels, streams and graphs (a profile measures it) */
+    double stage_gib;   /* and for each stage on it: its cuBLAS handles' own allocations (a
+                         * profile measures it) */
     /* The default share of the shorter half of an overlapped pair (DualPipeV) hidden when its
      * halves run on two compute streams (cost.overlap), against tokens x hidden of a micro-batch:
      * overlap[k] at elements[k], log-linear between, flat outside (gpu_overlap). */

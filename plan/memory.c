@@ -91,12 +91,12 @@ pp_status_t memory_predict(pp_mem_pred_t *m, const pp_job_t *job, const pp_plan_
     nccl_comms(job, plan, comms);
     for (int i = 0; i < m->n_devices; i++) {
         pp_mem_device_t *d = &m->dev[i];
-        /* A profile measured the context and modules (held with no stage) and what each stage
-         * holds beyond its sizing functions; without one, the GPU row's share stands for both. */
+        /* The context and modules (held with no stage) and what each stage holds beyond its
+         * sizing functions: a profile's measurement, else the GPU row's. */
         if (prof && prof->runtime_bytes > 0)
             d->runtime = prof->runtime_bytes + n_stages[i] * prof->stage_overhead_bytes;
         else
-            d->runtime = gpu->runtime_gib * GIB;
+            d->runtime = (gpu->runtime_gib + n_stages[i] * gpu->stage_gib) * GIB;
         if (comms[i]) d->runtime += (NCCL_DEVICE_GIB + comms[i] * NCCL_COMM_GIB) * GIB;
         d->total = d->state + d->workspace + d->slots + d->runtime;
         d->mb_equiv = one_mb[i] > 0 ? d->slots / one_mb[i] : 0.0; /* I->W buffers count too */
