@@ -432,6 +432,23 @@ static void offload_partial_matches_reference(void)
     }
 }
 
+/* Steps of a plain run (a) and of the same run with its activations moved (b, `what`): the same
+ * losses and gradients to the bit, and b's steps after the first replayed from its graph. */
+static void expect_same_graph_steps(const pp_exec_result_t *a, const pp_exec_result_t *b,
+                                    const char *what)
+{
+    for (int k = 0; k < a->n_steps; k++)
+        EXPECT(a->loss[k] == b->loss[k], "step %d: loss plain %.9g, %s %.9g", k, a->loss[k], what,
+               b->loss[k]);
+    size_t bad = 0;
+    for (size_t i = 0; i < a->n_params; i++)
+        bad += a->grads[i] != b->grads[i];
+    EXPECT(bad == 0, "%zu gradients differ between plain and %s graph steps", bad, what);
+    EXPECT(b->graph_steps == b->n_steps - 1,
+           "%d of %d %s steps replayed from the graph (capture failed?)", b->graph_steps,
+           b->n_steps, what);
+}
+
 /* GPipe on one GPU with offload, steps replayed from one captured CUDA graph (AdamW on), gives
  * bitwise the losses and gradients of the same steps without offload. */
 static void offload_graph_matches_plain(void)
@@ -455,19 +472,8 @@ static void offload_graph_matches_plain(void)
         st[o] = run_execute(&r[o], &ro);
         EXPECT(st[o] == PP_OK, "offload=%d graph: %s", o, pp_status_str(st[o]));
     }
-    if (st[0] == PP_OK && st[1] == PP_OK) {
-        const pp_exec_result_t *res[2] = {&r[0].exec, &r[1].exec};
-        for (int k = 0; k < res[0]->n_steps; k++)
-            EXPECT(res[0]->loss[k] == res[1]->loss[k], "step %d: loss plain %.9g, offload %.9g", k,
-                   res[0]->loss[k], res[1]->loss[k]);
-        size_t bad = 0;
-        for (size_t i = 0; i < res[0]->n_params; i++)
-            bad += res[0]->grads[i] != res[1]->grads[i];
-        EXPECT(bad == 0, "%zu gradients differ between plain and offloaded graph steps", bad);
-        EXPECT(res[1]->graph_steps == res[1]->n_steps - 1,
-               "%d of %d offloaded steps replayed from the graph (capture failed?)",
-               res[1]->graph_steps, res[1]->n_steps);
-    }
+    if (st[0] == PP_OK && st[1] == PP_OK)
+        expect_same_graph_steps(&r[0].exec, &r[1].exec, "offloaded");
     run_free(&r[0]);
     run_free(&r[1]);
 }
@@ -510,20 +516,8 @@ static void offload_partial_graph_matches_plain(void)
         st[o] = run_execute(&r[o], &ro);
         EXPECT(st[o] == PP_OK, "partial graph, offload=%d: %s", o, pp_status_str(st[o]));
     }
-    if (st[0] == PP_OK && st[1] == PP_OK) {
-        const pp_exec_result_t *res[2] = {&r[0].exec, &r[1].exec};
-        for (int k = 0; k < res[0]->n_steps; k++)
-            EXPECT(res[0]->loss[k] == res[1]->loss[k], "step %d: loss plain %.9g, partial %.9g", k,
-                   res[0]->loss[k], res[1]->loss[k]);
-        size_t bad = 0;
-        for (size_t i = 0; i < res[0]->n_params; i++)
-            bad += res[0]->grads[i] != res[1]->grads[i];
-        EXPECT(bad == 0, "%zu gradients differ between plain and partially offloaded graph steps",
-               bad);
-        EXPECT(res[1]->graph_steps == res[1]->n_steps - 1,
-               "%d of %d partially offloaded steps replayed from the graph (capture failed?)",
-               res[1]->graph_steps, res[1]->n_steps);
-    }
+    if (st[0] == PP_OK && st[1] == PP_OK)
+        expect_same_graph_steps(&r[0].exec, &r[1].exec, "partially offloaded");
     run_free(&r[0]);
     run_free(&r[1]);
 }
