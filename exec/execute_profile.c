@@ -45,6 +45,13 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* (p90 - p10) / med of n values sorted ascending (median's order). */
+static double spread_of(const double *v, int n, double med)
+{
+    if (n < 1 || !(med > 0)) return 0.0;
+    return (v[(int)(0.9 * (n - 1) + 0.5)] - v[(int)(0.1 * (n - 1))]) / med;
+}
+
 /* F, I and W of slot 0 on `s`; with `ev`, the four timing events around them. The events are
  * recorded as external event nodes, since run_passes is captured into a graph: a plain record
  * inside a capture only orders the capture and is never recorded on replay. */
@@ -60,10 +67,11 @@ static pp_status_t run_passes(pp_stage_t *st, cudaStream_t s, cudaEvent_t *ev)
     return PP_OK;
 }
 
-/* F, I, W of `st` (ms, medians): one eager run (cuBLAS picks its algorithms outside capture),
- * then PROF_REPS runs captured into a graph with events between the passes, replayed iters times.
- */
-static pp_status_t time_passes(pp_stage_t *st, cudaStream_t s, int iters, double ms[3])
+/* F, I, W of `st` (ms, medians; spread: their samples' (p90 - p10) / median): one eager run
+ * (cuBLAS picks its algorithms outside capture), then PROF_REPS runs captured into a graph with
+ * events between the passes, replayed iters times. */
+static pp_status_t time_passes(pp_stage_t *st, cudaStream_t s, int iters, double ms[3],
+                               double spread[3])
 {
     cudaEvent_t ev[PROF_REPS][4] = {{0}};
     cudaGraph_t g = NULL;
@@ -94,8 +102,11 @@ static pp_status_t time_passes(pp_stage_t *st, cudaStream_t s, int iters, double
                 samples[(size_t)k * iters * PROF_REPS + (size_t)(it * PROF_REPS + r)] = t;
             }
     }
-    for (int k = 0; k < 3; k++)
-        ms[k] = median(samples + (size_t)k * iters * PROF_REPS, iters * PROF_REPS);
+    for (int k = 0; k < 3; k++) {
+        double *v = samples + (size_t)k * iters * PROF_REPS;
+        ms[k] = median(v, iters * PROF_REPS);
+        spread[k] = spread_of(v, iters * PROF_REPS, ms[k]);
+    }
 done:
     if (ge) cudaGraphExecDestroy(ge);
     if (g) cudaGraphDestroy(g);
@@ -137,7 +148,7 @@ static pp_status_t profile_one_stage(pp_profile_t *p, const pp_job_t *job, pp_pr
     prof_stage_cfg(&c, job, k);
     PP_CHECK(used_bytes(&before));
     PP_CHECK(stage_init(&st, &c));
-    PP_CHECK_GOTO(time_passes(st, s, iters, p->ms[k]), rc, done);
+    PP_CHECK_GOTO(time_passes(st, s, iters, p->ms[k], p->spread[k]), rc, done);
     PP_CHECK_GOTO(used_bytes(&after), rc, done);
     /* A stage holds at least what it allocates: less means the GPU's free memory moved under
      * the measurement (another process allocating or freeing), and the sized figure stands. */

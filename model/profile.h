@@ -80,7 +80,10 @@ typedef struct pp_profile {
     pp_model_shape_t shape; /* shape measured at; n_layers: blocks of each measured stage */
     pp_dtype_t dtype;
     double ms[PP_PROF_STAGE_COUNT][PP_PASS_COUNT]; /* one micro-batch, median */
-    double stage_bytes[PP_PROF_STAGE_COUNT];       /* device memory of each stage with one slot */
+    /* (p90 - p10) / median of the timed passes behind ms[][] (what `ppsched profile` saw; not
+     * written to the file: 0 for a profile read from one) */
+    double spread[PP_PROF_STAGE_COUNT][PP_PASS_COUNT];
+    double stage_bytes[PP_PROF_STAGE_COUNT]; /* device memory of each stage with one slot */
     /* Device memory a stage holds beyond its sizing functions, stage_device_bytes (its cuBLAS
      * handles, allocation rounding): the mean over the measured stages. */
     double stage_overhead_bytes;

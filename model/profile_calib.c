@@ -7,8 +7,8 @@
  * m x (F + I + W) of one stage holding the whole model at those factors, which is what the
  * simulator predicts for 1F1B on one device; the step factor is that of the steps at the profiled
  * micro-batch, in log m between their m (profile_step_factor says why no other size's); pairs
- * are interpolated in log elements (tokens x hidden of a micro-batch). Everything here is arithmetic
- * on the profile; nothing allocates or prints but profile_print_summary.
+ * are interpolated in log elements (tokens x hidden of a micro-batch). Everything here is
+ * arithmetic on the profile; nothing allocates or prints but profile_print_summary.
  */
 #include "profile.h"
 
@@ -195,6 +195,17 @@ void profile_print_summary(const pp_profile_t *p, FILE *f)
         }
         fprintf(f, ", %.2f GiB\n", p->stage_bytes[k] / (1024.0 * 1024 * 1024));
     }
+    double most = 0.0;
+    int at_k = 0, at_pass = 0;
+    for (int k = 0; k < PP_PROF_STAGE_COUNT; k++)
+        for (int pass = 0; pass < PP_PASS_COUNT; pass++)
+            if (p->spread[k][pass] > most) most = p->spread[k][pass], at_k = k, at_pass = pass;
+    if (most > 0)
+        fprintf(f,
+                "#   spread of the timed passes (p10 to p90 over the median): at most %.1f %% (%s "
+                "%s)\n",
+                100.0 * most, profile_stage_desc((pp_prof_stage_t)at_k)->name,
+                profile_pass_name((pp_pass_t)at_pass));
     fprintf(f,
             "#   a stage holds %.0f MiB beyond its sizing functions; %.2f GiB held with no stage; "
             "%d sends measured\n",
