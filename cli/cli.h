@@ -94,6 +94,7 @@ struct cli_opts {
     int top;               /* --top N */
     int verify;            /* --verify K */
     const char *optimizer; /* --optimizer adamw|none; NULL: the search's default */
+    unsigned kinds;        /* --kinds LIST: bit (1u << kind) of each; 0: every generated kind */
     double budget_s;       /* --budget SECONDS; 0: main_plan.c's default */
     /* every option given, by the index of its name's first row in cli_options[] */
     int seen[CLI_MAX_OPTIONS];          /* times given */

@@ -76,7 +76,8 @@ pp_status_t cli_plan(char **files, int n_files, cli_opts_t *o)
                          .memory_gib = o->memory_gib,
                          .progress = !o->quiet,
                          .optimizer = o->optimizer,
-                         .budget_s = o->budget_s > 0 ? o->budget_s : PLAN_BUDGET};
+                         .budget_s = o->budget_s > 0 ? o->budget_s : PLAN_BUDGET,
+                         .kinds = o->kinds};
     pp_search_t s;
     cli_result_t res = {.path = files[0], .search = &s};
     pp_status_t st = plan_search(&s, &q);

@@ -10,6 +10,8 @@
  */
 #include "cli.h"
 
+#include "schedule/kinds.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -115,6 +117,36 @@ static int set_choice(cli_opts_t *o, const cli_option_t *opt, const char *arg)
     fprintf(stderr, "%s: --%s %s: not a choice (allowed: %s)\n", o->cmd->prefix, opt->name, arg,
             opt->arg);
     return -1;
+}
+
+/* --kinds a,b,...: generated schedule kinds (names or aliases schedule.kind takes). */
+static int set_kinds(cli_opts_t *o, const cli_option_t *opt, const char *arg)
+{
+    unsigned mask = 0;
+    for (const char *c = arg;;) {
+        size_t len = strcspn(c, ",");
+        char name[64];
+        int k = -1;
+        if (len > 0 && len < sizeof name) {
+            memcpy(name, c, len);
+            name[len] = '\0';
+            k = sched_kind_find(name);
+        }
+        if (k < 0 || sched_kind((pp_sched_kind_t)k)->written) {
+            char list[512];
+            sched_kind_list(list, sizeof list);
+            fprintf(stderr,
+                    "%s: --%s %s: '%.*s' is not a schedule kind plan can generate "
+                    "(allowed: %s)\n",
+                    o->cmd->prefix, opt->name, arg, (int)len, c, list);
+            return -1;
+        }
+        mask |= 1u << k;
+        if (!c[len]) break;
+        c += len + 1;
+    }
+    *FIELD(o, opt, unsigned) = mask;
+    return 0;
 }
 
 int cli_add_set(cli_opts_t *o, const char *set)
@@ -256,6 +288,10 @@ const cli_option_t cli_options[] = {
     {"optimizer", 0, "adamw|none", CLI_PLAN,
      "the optimizer whose state counts in memory (default adamw,\nwhatever run.optimizer says)",
      set_choice, AT(optimizer), 0},
+    {"kinds", 0, "LIST", CLI_PLAN,
+     "search only these schedule kinds, comma-separated (default: every\n"
+     "kind of the kind table)",
+     set_kinds, AT(kinds), 0},
     {"budget", 0, "SECONDS", CLI_PLAN,
      "stop predicting after this long, leaving the largest plans\n(default 60; 0.01..86400)",
      set_number, AT(budget_s), 0},

@@ -138,6 +138,7 @@ static pp_status_t plan_base(pp_search_t *s, const pp_plan_query_t *q)
     snprintf(s->gpu, sizeof s->gpu, "%s", g->name);
     s->limit_bytes = q->memory_gib > 0 ? q->memory_gib * 1073741824.0 : 0;
     s->budget_s = q->budget_s > 0 ? q->budget_s : 0;
+    s->kinds = q->kinds;
     return PP_OK;
 }
 
@@ -235,6 +236,7 @@ static pp_status_t plan_enumerate_split(pp_search_t *s, plan_split_t g)
         first++;
     for (int k = 0; k < PP_SCHED_KIND_COUNT; k++) {
         if (sched_kind((pp_sched_kind_t)k)->written) continue;
+        if (s->kinds && !(s->kinds & (1u << k))) continue;
         for (int v = 1; v <= PLAN_MAX_CHUNKS; v++)
             for (int pl = PP_PLACEMENT_LOOP; pl <= (v > 1 ? PP_PLACEMENT_V : PP_PLACEMENT_LOOP);
                  pl++)

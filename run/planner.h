@@ -44,6 +44,7 @@ typedef struct pp_plan_query {
     int progress;      /* 1: progress on stderr once the search takes over a second */
     const char *optimizer; /* run.optimizer of every candidate: "adamw" or "none"; NULL: adamw */
     double budget_s;       /* > 0: stop predicting once the search has taken this long */
+    unsigned kinds;        /* bit (1u << kind) of each kind to search; 0: every generated kind */
 } pp_plan_query_t;
 
 /* Sequences per step the search takes at most (--global-batch), and tokens (--tokens: that many
@@ -103,6 +104,7 @@ typedef struct pp_search {
     int optimizer_default; /* 1: the query left the optimizer to the default (AdamW) */
     double seconds;        /* wall time of the search */
     double budget_s;       /* the query's budget; 0: none */
+    unsigned kinds;        /* the query's kinds (0: every generated kind) */
     int listed;            /* candidates listed, before the chain and the budget */
     int unevaluated;       /* of them, those the budget left out (the largest plans) */
     long long unevaluated_from; /* the smallest of them, in stages x micro-batches */

@@ -76,6 +76,13 @@ static void plan_preamble(pp_out_t *o, const pp_search_t *s)
                "tokens)\n",
                s->p, s->gpu, s->limit_bytes / GIB, s->seqs, s->tokens);
     plan_model_line(o, s);
+    if (s->kinds) {
+        out_printf(o, "# kinds:");
+        for (int k = 0, n = 0; k < PP_SCHED_KIND_COUNT; k++)
+            if (s->kinds & (1u << k))
+                out_printf(o, "%s %s", n++ ? "," : "", sched_kind_name((pp_sched_kind_t)k));
+        out_printf(o, " (--kinds)\n");
+    }
     out_printf(o, "# searched %d candidates in %.2f s: %d fit, %d do not; ", s->n, s->seconds,
                s->n_fit, s->n - s->n_fit);
     plan_skips(o, s);

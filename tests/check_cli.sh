@@ -294,6 +294,27 @@ for batch in 33 0; do
         { failed=$((failed + 1)); echo "  FAIL plan's peak memory $a, --simulate's $b (batch $batch)"; }
 done
 
+# The same for every kind plan generates, one at a time (--kinds K): the best plan of that kind
+# gives the same numbers through plan and through --simulate of the file it emits.
+for kind in gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zb-v dualpipe-v looped-bfs interleaved-zb auto; do
+    expect 0 - "$P" plan --quiet --gpu h100 --json --top 1 --kinds "$kind" --emit "$tmp/best.yaml" \
+        schedules/1f1b.yaml
+    mv "$tmp/out" "$tmp/plan.json"
+    expect 0 - "$P" "$tmp/best.yaml" --simulate --json
+    grep -q "\"schedule\":\"$kind\"" "$tmp/plan.json" && passed=$((passed + 1)) ||
+        { failed=$((failed + 1)); echo "  FAIL plan --kinds $kind's best is not $kind"; }
+    for key in step_ms tokens_per_s bubble; do
+        a=$(field $key "$tmp/plan.json" | head -1) b=$(field $key "$tmp/out" | head -1)
+        [ -n "$a" ] && [ "$a" = "$b" ] && passed=$((passed + 1)) ||
+            { failed=$((failed + 1)); echo "  FAIL $kind: plan's $key $a, --simulate's $b"; }
+    done
+    a=$(field peak_mem_bytes "$tmp/plan.json") b=$(field peak_mem_bytes "$tmp/out" | sort -n | tail -1)
+    [ -n "$a" ] && [ "$a" = "$b" ] && passed=$((passed + 1)) ||
+        { failed=$((failed + 1)); echo "  FAIL $kind: plan's peak memory $a, --simulate's $b"; }
+done
+expect 2 "^ppsched plan: --kinds 1f1b,steps: 'steps' is not a schedule kind plan can generate" \
+    "$P" plan --quiet --kinds 1f1b,steps schedules/1f1b.yaml
+
 # pipeline.data_parallel: bad values named at their place; d > 1 simulates with a replica column.
 # (A measured run with d > 1 is refused in the run chain, run_execute: test_data_parallel.c checks
 # it through a stand-in executor, as this script hides the GPUs and so always simulates.)
