@@ -222,8 +222,8 @@ static void test_issue_shapes(void)
 /* 7B-class 1F1B, m = 32, h200 description, limits 44, 43, 42 and 41 GiB: every one fits; where
  * whole slots are free (44, 43: one slot of device 0's four) auto sends whole slots at the plain
  * step; where they cost time (42, 41: a ring of two), it keeps on the device the most of each
- * slot that fits and the step is quicker than whole slots' (42: 3726.8 against 4848.3 ms, the
- * plain step 3133.2: the copy back still outlasts the forward it hides under), and each copy moves
+ * slot that fits and the step is quicker than whole slots' (42: 3785.8 against 4848.9 ms, the
+ * plain step 3134.1: the copy back still outlasts the forward it hides under), and each copy moves
  * less than a whole slot, as the report says. Printed: the three steps and what device 0 moves. */
 static void test_partial_7b(void)
 {
@@ -403,6 +403,43 @@ static void test_host_link_shared(void)
     schedule_free(&s);
 }
 
+/* Where the copies go and what pinning costs: each GPU has its own host link, shared by the
+ * pipeline devices placed on it (job_copy_link, the cost model's link_of); and every device of
+ * the process holds 2 MiB a GiB of its pinned host slots (page tables), the devices that send
+ * nothing too. */
+static void test_copy_links_and_pinned_memory(void)
+{
+    const char *sep[] = {"pipeline.devices=4", "pipeline.micro_batches=8"};
+    const char *two[] = {"pipeline.devices=[0,0,1,1]", "pipeline.micro_batches=8",
+                         "run.offload=activations"};
+    pp_run_t a, b;
+    REQUIRE(load(&a, "schedules/1f1b.yaml", sep, 2) == PP_OK);
+    REQUIRE(load(&b, "schedules/1f1b.yaml", two, 3) == PP_OK);
+    const int want_sep[4] = {0, 1, 2, 3}, want_two[4] = {0, 0, 2, 2};
+    pp_cost_model_t cm;
+    REQUIRE(run_cost_model(&cm, &b.plan, &b.job, NULL, NULL, NULL) == PP_OK);
+    for (int d = 0; d < 4; d++) {
+        EXPECT(job_copy_link(&a.job, d) == want_sep[d], "separate GPUs: device %d on link %d", d,
+               job_copy_link(&a.job, d));
+        EXPECT(job_copy_link(&b.job, d) == want_two[d] && cm.link_of[d] == want_two[d],
+               "[0,0,1,1]: device %d on link %d (cost model %d)", d, job_copy_link(&b.job, d),
+               cm.link_of[d]);
+    }
+    cost_model_free(&cm);
+    double pinned = 0;
+    for (int d = 0; d < 4; d++)
+        pinned += (double)plan_host_bytes(&b.plan, d);
+    REQUIRE(b.plan.offload && pinned > 0);
+    const pp_gpu_t *g = b.mem.gpu;
+    for (int d = 0; d < 4; d++) {
+        double base = (g->runtime_gib + g->stage_gib) * GIB;
+        EXPECT_NEAR(b.mem.dev[d].runtime - base, pinned * 8.0 / 4096.0, 1.0, 1e-9);
+        EXPECT_NEAR(a.mem.dev[d].runtime, base, 1.0, 1e-12);
+    }
+    run_free(&a);
+    run_free(&b);
+}
+
 /* ppsched plan: where no candidate fits 44 GiB a GPU without offload, the 1F1B one fits with
  * run.offload auto, listed with its step; with room to spare, no offload candidate is tried. */
 static void test_planner_dimension(void)
@@ -443,6 +480,7 @@ int main(void)
     RUN(test_limit_key);
     RUN(test_activations_is_every_key);
     RUN(test_host_link_shared);
+    RUN(test_copy_links_and_pinned_memory);
     RUN(test_planner_dimension);
     RUN(test_partial_7b);
     return check_summary("test_offload_auto");

@@ -13,6 +13,7 @@
 #include "schedule/generate.h"
 #include "report/report.h"
 #include "run/run.h"
+#include "sim/explain.h"
 #include "sim/simulate.h"
 #include "tests/check.h"
 #include "support.h"
@@ -244,6 +245,48 @@ static void test_two_device_chain(void)
     EXPECT_NEAR(timeline_makespan(&tl), span, 1e-12, 1e-12);
     EXPECT_NEAR(tl.step_ms[0], span, 1e-12, 1e-12);
     timeline_free(&tl);
+    cost_model_free(&cm);
+    ts_plan_free(&pb);
+}
+
+/* The gap of a replayed step (gap_ms): every compute op and every transfer between devices starts
+ * that long after its stream and inputs are free, so the two-device chain's five hand-overs and
+ * its first op each add one (times relative to the earliest start: five in the makespan); the
+ * no-launch-gaps what-if takes them out and gives the chain without them, to the bit. */
+static void test_gap_before_each_op(void)
+{
+    double f = ts_rand_uniform(0.5, 2), bi = ts_rand_uniform(0.5, 2), bw = ts_rand_uniform(0.5, 2);
+    double c = ts_rand_uniform(0.1, 0.5), g = ts_rand_uniform(0.003, 0.02), b = bi + bw;
+    ts_plan_t pb;
+    ts_plan_init(&pb, 2, 2, 1, PP_SCHED_1F1B);
+    int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    int r0 = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_TRANSPORT_PEER, 4096, f0);
+    int f1 = ts_plan_compute(&pb, 1, PP_ACT_F, 1, 0, r0, -1);
+    int b1 = ts_plan_compute(&pb, 1, PP_ACT_B, 1, 0, f1, -1);
+    int r1 = ts_plan_transfer(&pb, 1, 0, PP_ACT_SEND_B, 1, 0, 0, PP_TRANSPORT_PEER, 4096, b1);
+    int b0 = ts_plan_compute(&pb, 0, PP_ACT_B, 0, 0, f0, r1);
+    pp_cost_model_t cm = make_costs(2, f, bi, bw, c);
+    cm.gap_ms = g;
+    pp_timeline_t tl;
+    REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
+    EXPECT_TIME(tl, f0, 0, f);
+    EXPECT_TIME(tl, r0, f + g, f + g + c);
+    EXPECT_TIME(tl, f1, f + 2 * g + c, 2 * f + 2 * g + c);
+    EXPECT_TIME(tl, b1, 2 * f + 3 * g + c, 2 * f + 3 * g + c + b);
+    EXPECT_TIME(tl, r1, 2 * f + 4 * g + c + b, 2 * f + 4 * g + 2 * c + b);
+    EXPECT_TIME(tl, b0, 2 * f + 5 * g + 2 * c + b, 2 * f + 5 * g + 2 * c + 2 * b);
+    EXPECT_NEAR(tl.step_ms[0], 2 * f + 5 * g + 2 * c + 2 * b, 1e-12, 1e-12);
+    pp_what_if_t w;
+    REQUIRE(explain_what_if(&w, &pb.pl, &cm) == PP_OK);
+    cm.gap_ms = 0.0;
+    pp_timeline_t t0;
+    REQUIRE(simulate_plan(&t0, &pb.pl, &cm) == PP_OK);
+    EXPECT(w.step_ms[PP_WHAT_IF_NO_LAUNCH] == t0.step_ms[0], "no launch gaps %.17g, without %.17g",
+           w.step_ms[PP_WHAT_IF_NO_LAUNCH], t0.step_ms[0]);
+    EXPECT(w.step_ms[PP_WHAT_IF_FREE_COMM] > 2 * f + 2 * b + 4 * g,
+           "free transfers %g keeps the gaps", w.step_ms[PP_WHAT_IF_FREE_COMM]);
+    timeline_free(&tl);
+    timeline_free(&t0);
     cost_model_free(&cm);
     ts_plan_free(&pb);
 }
@@ -802,6 +845,7 @@ int main(void)
     ts_rng_seed(0x9e3779b97f4a7c15ull);
     RUN(test_cost_model_uniform);
     RUN(test_two_device_chain);
+    RUN(test_gap_before_each_op);
     RUN(test_send_cost_delays_receiver);
     RUN(test_local_link_is_free);
     RUN(test_compute_comm_overlap);
