@@ -24,7 +24,8 @@
 #                   one sequence per micro-batch; predicted against measured step, bubble and
 #                   memory, a priori and with PROFILE= (default profiles/<gpu>.yaml); exits 1
 #                   past the targets (bench/predict_check.sh; PREDICT_7B=1 adds the 7B-class
-#                   shape's shipped files on 4 GPUs)
+#                   shape's shipped files on 4 GPUs; `sh bench/predict_check.sh --from DIR`
+#                   predicts a stored check's cases again, no GPU needed)
 #   make install PREFIX=/usr/local  (ppsched, the schedules and the profiles they name)
 #
 # Options: CUDA_HOME=, NCCL_HOME=, MPI_HOME= (the MPI whose mpicc to use; MPI=off builds without

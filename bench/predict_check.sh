@@ -1,6 +1,10 @@
 #!/bin/sh
-# predict_check.sh [--profile] [BUILD] [PROFILE] [OUTDIR] — `make check-predict`: the cost and
-# memory model against measurement on the GPUs present, with a verdict against the targets.
+# predict_check.sh [--profile | --from DIR] [BUILD] [PROFILE] [OUTDIR] — `make check-predict`: the
+# cost and memory model against measurement on the GPUs present, with a verdict against the targets.
+# --from DIR predicts again, with this build and no GPU, the cases an earlier check measured into
+# DIR (its cases.tsv, setup and *.measured.json): the a-priori and the profile's columns are this
+# build's, the measured ones DIR's (OUTDIR default: DIR-again). A change to the model is checked
+# against stored measurements that way before a GPU runs it.
 #
 # Devices: p = 4 separate GPUs with four or more, 2 with two or three (the presets' 16 and 24
 # layers and m = 8, 32 do not divide over 3), pipeline.devices=p; with one GPU every stage on it
@@ -34,10 +38,18 @@
 # Exit: 0 every target met; 1 a target missed or a case that should have run did not (after
 # printing everything); 2 bad usage, no GPU, a GPU with no description, no profile (nothing ran).
 set -eu
-usage="usage: predict_check.sh [--profile] [BUILD] [PROFILE] [OUTDIR]"
+usage="usage: predict_check.sh [--profile | --from DIR] [BUILD] [PROFILE] [OUTDIR]"
 make_profile=0
+from=""
 case ${1:-} in
 --profile) make_profile=1; shift ;;
+--from)
+    [ $# -ge 2 ] || { echo "predict_check.sh: --from needs a folder" >&2; echo "$usage" >&2; exit 2; }
+    from=$2
+    shift 2
+    for f in cases.tsv setup; do
+        [ -f "$from/$f" ] || { echo "predict_check.sh: --from $from: no $f there (a folder an earlier check wrote)" >&2; exit 2; }
+    done ;;
 -h | --help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 esac
 for a in "$@"; do
@@ -60,6 +72,17 @@ for k in $kinds; do
     esac
 done
 
+# The value of `key=` in the setup file $1 (written by a measuring check).
+setup_value() { sed -n "s/^$2=//p" "$1" | head -n 1; }
+
+if [ -n "$from" ]; then
+    p=$(setup_value "$from/setup" p) tag=$(setup_value "$from/setup" gpu)
+    devices="$(setup_value "$from/setup" devices), measured at $(setup_value "$from/setup" commit); predicted again from $from"
+    case "$p:$tag" in [124]:h100 | [124]:h200 | [124]:a100 | [124]:b200) ;; *)
+        echo "predict_check.sh: --from $from: setup names p=$p gpu=$tag (want p 1, 2 or 4 and a GPU description)" >&2
+        exit 2 ;;
+    esac
+else
 n_gpu=0
 command -v nvidia-smi >/dev/null 2>&1 && n_gpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${CUDA_VISIBLE_DEVICES+set}" = set ]; then
@@ -87,13 +110,15 @@ case $p in
 *) devices="$p separate $gpu (pipeline.devices=$p)" ;;
 esac
 if [ "$n_gpu" -eq 3 ]; then devices="$devices, 2 of 3: the presets' layers and m do not divide over 3"; fi
+fi
 
 profile=${2:-profiles/$tag.yaml}
 out=${3:-}
 if [ -z "$out" ]; then
-    out=bench/results/predict-$(date -u +%Y-%m-%d)-$tag
+    base=bench/results/predict-$(date -u +%Y-%m-%d)-$tag
+    if [ -n "$from" ]; then base=$from-again; fi
+    out=$base
     n=2
-    base=$out
     while [ -e "$out/table.txt" ]; do # a second call the same day keeps the first one's table
         out=$base-$n
         n=$((n + 1))
@@ -116,7 +141,14 @@ to=""
 command -v timeout >/dev/null 2>&1 && to="timeout 900"
 export NCCL_NVLS_ENABLE=0 # NVLink SHARP stays off: point-to-point never uses it
 
-# The cases, one line each: id, shape, schedule file, m, the --set options of the shape.
+# The cases, one line each: id, shape, schedule file, m, the --set options of the shape; --from:
+# the earlier check's.
+same=0 # --from into its own folder: its files stay where they are
+if [ -n "$from" ]; then
+    [ "$(cd "$from" && pwd)" = "$(cd "$out" && pwd)" ] && same=1
+    [ "$same" = 1 ] || cp "$from/cases.tsv" "$out/cases.tsv"
+    shapes=$(cut -f2 "$out/cases.tsv" | grep -v / | awk '!seen[$0]++' | tr '\n' ' ')
+else
 : >"$out/cases.tsv"
 for shape in reference small; do
     for kind in $kinds; do
@@ -146,6 +178,8 @@ if [ "${PREDICT_7B:-0}" = 1 ]; then
         echo "# predict_check: PREDICT_7B=1 needs 4 GPUs ($p here): the 7B-class cases are left out"
     fi
 fi
+printf 'p=%s\ngpu=%s\ndevices=%s\ncommit=%s\n' "$p" "$tag" "$devices" "$commit" >"$out/setup"
+fi
 n_cases=$(wc -l <"$out/cases.tsv")
 echo "# predict_check: $devices, profile $profile, commit $commit, $n_cases cases -> $out"
 
@@ -156,9 +190,17 @@ while IFS="$tab" read -r id shape kind m sets; do
     i=$((i + 1))
     echo "# [$i/$n_cases] $shape $kind m=$m"
     b="$out/$id"
-    # shellcheck disable=SC2086
-    $to "$ppsched" schedules/$kind.yaml $common $sets --set pipeline.micro_batches=$m \
-        >"$b.measured.json" 2>"$b.measured.err" </dev/null || true
+    if [ -n "$from" ]; then
+        for f in measured.json measured.err; do
+            if [ ! -f "$from/$id.$f" ]; then : >"$b.$f"; elif [ "$same" = 0 ]; then
+                cp "$from/$id.$f" "$b.$f"
+            fi
+        done
+    else
+        # shellcheck disable=SC2086
+        $to "$ppsched" schedules/$kind.yaml $common $sets --set pipeline.micro_batches=$m \
+            >"$b.measured.json" 2>"$b.measured.err" </dev/null || true
+    fi
     # shellcheck disable=SC2086
     "$ppsched" schedules/$kind.yaml $common $sets --set pipeline.micro_batches=$m \
         --simulate --gpu "$tag" >"$b.gpu.json" 2>"$b.gpu.err" </dev/null || true
@@ -183,7 +225,8 @@ done <"$out/cases.tsv"
     done
 } >"$out/table.txt"
 rc=0
-PREDICT_SECONDS=$(($(date +%s) - start)) python3 - "$out" >>"$out/table.txt" <<'EOF' || rc=$?
+PREDICT_AGAIN=$([ -n "$from" ] && echo 1 || echo 0) PREDICT_SECONDS=$(($(date +%s) - start)) \
+    python3 - "$out" >>"$out/table.txt" <<'EOF' || rc=$?
 import json, os, sys
 
 # The targets: |predicted - measured| at most this much (step and memory in % of the measured,
@@ -197,6 +240,7 @@ RANK_TIE = 1.0  # two kinds whose steps differ by less (%) may come in either or
 
 out = sys.argv[1]
 GIB = float(2**30)
+AGAIN = os.environ.get("PREDICT_AGAIN") == "1"  # --from: predicted again by this build
 
 
 def load(path):
@@ -269,6 +313,13 @@ for cid, shape, sched, m, _ in cases:
     row["bubble_apriori"] = num((gpu or {}).get("bubble"))
     row["bubble_profile"] = num((prof or {}).get("bubble"))  # results.json only, not checked
     row["mem_gib"], row["mem_pred_gib"] = fullest(meas)
+    if AGAIN and meas is not None:  # this build's prediction, not the measuring one's
+        row["step_apriori"] = num((gpu or {}).get("step_ms"))
+        row["mem_pred_gib"] = None
+        devs = (meas.get("per_device") or [], (gpu or {}).get("per_device") or [])
+        if devs[0] and len(devs[0]) == len(devs[1]):
+            k = max(range(len(devs[0])), key=lambda i: num(devs[0][i].get("peak_mem_bytes")) or 0)
+            row["mem_pred_gib"] = (num(devs[1][k].get("peak_mem_bytes")) or 0) / GIB or None
     if meas is None and gpu is not None:  # the model's figure, for the row
         row["mem_pred_gib"] = max((num(d.get("peak_mem_bytes")) or 0) for d in gpu["per_device"]) / GIB
     row["step_err"] = pct(row["step_apriori"], row["step"])

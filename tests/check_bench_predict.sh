@@ -314,7 +314,37 @@ else
     skipped=$((skipped + 1))
 fi
 
-# 6. The make target runs this script with PROFILE=.
+# 6. --from: the cases of 2. predicted again with no GPU (the stand-in nvidia-smi reports none):
+# the same rows, digit for digit (the same build predicts the same), the measured ones read from
+# the folder, none run; the a-priori step from this build's simulation, not the measured JSON's;
+# a folder without a setup, or none, exits 2.
+predict 0 "$tmp/again" --from "$tmp/four" "$fake/build" $P
+expect "--from with no GPU: exit 0" [ "$rc" -eq 0 ]
+[ "$rc" -eq 0 ] || tail -n 15 "$tmp/again.log" | sed 's/^/    /'
+expect "--from writes DIR-again" [ -f "$tmp/four-again/table.txt" ]
+expect "--from: the same rows as the measuring check" \
+    sh -c "[ \"\$(grep -v '^#' '$tmp/four/table.txt')\" = \"\$(grep -v '^#' '$tmp/four-again/table.txt')\" ]"
+expect "--from: no measured run" [ "$(grep -vc -- '--simulate' "$tmp/again.calls")" -eq 0 ]
+expect "--from: the header names the folder and where it was measured" \
+    grep -q "^# bench/predict_check.sh on 4 separate NVIDIA H100 80GB HBM3 (pipeline.devices=4), measured at abc1234; predicted again from $tmp/four" "$tmp/four-again/table.txt"
+python3 - "$tmp/four" <<'PY'
+import json, sys
+p = sys.argv[1] + "/reference-1f1b-m8.measured.json"
+r = json.load(open(p))
+r["step_ms_predicted"] *= 2.0  # what the measuring build had predicted: now far off
+json.dump(r, open(p, "w"))
+PY
+predict 0 "$tmp/again2" --from "$tmp/four" "$fake/build" $P "$tmp/again2"
+expect "--from: the a-priori step is this build's (a stale one in the measured JSON is not read)" \
+    sh -c "grep -v '^#' '$tmp/four/table.txt' | grep '^reference *1f1b *8 ' >'$tmp/r1' && grep -v '^#' '$tmp/again2/table.txt' | grep '^reference *1f1b *8 ' >'$tmp/r2' && cmp -s '$tmp/r1' '$tmp/r2'"
+mkdir -p "$tmp/nosetup" && cp "$tmp/four/cases.tsv" "$tmp/nosetup/"
+predict 0 "$tmp/nosetup-run" --from "$tmp/nosetup" "$fake/build" $P
+expect "--from a folder without its setup exits 2" [ "$rc" -eq 2 ]
+expect "--from a folder without its setup says so" grep -q "no setup there" "$tmp/nosetup-run.log"
+predict 0 "$tmp/nofrom" --from
+expect "--from without a folder exits 2" [ "$rc" -eq 2 ]
+
+# 7. The make target runs this script with PROFILE=.
 expect "make check-predict PROFILE= runs the script" sh -c "make -s -n -C '$root' check-predict \
     BUILD='$build' PROFILE=x.yaml 2>/dev/null | grep -q 'sh bench/predict_check.sh $build x.yaml'"
 
