@@ -46,7 +46,7 @@ from torch_peer import (  # noqa: E402  (the shared shape, AdamW and statistics 
     add_shape_args,
     check_run_args,
     barrier,
-    quantile,
+    pipeline_stats,
     usage_error,
 )
 
@@ -435,25 +435,15 @@ def run_schedule(env, a, sched, rank, p, device):
                 times_ms.append((t1 - t0) * 1e3)
         gc.enable()
 
-        stat_dev = device if is_cuda else torch.device("cpu")
-        t = torch.tensor(times_ms, dtype=torch.float64, device=stat_dev)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
         loss = 0.0
         if is_last and step_losses:
             loss = sum(float(d["lm loss"]) for d in step_losses) / m
-        peak = torch.cuda.max_memory_allocated(device) if is_cuda else 0
-        loss_t = torch.tensor([loss], dtype=torch.float64, device=stat_dev)
-        dist.all_reduce(loss_t, op=dist.ReduceOp.SUM)  # only the last stage's rank adds a loss
-        peak_t = torch.tensor([float(peak)], dtype=torch.float64, device=stat_dev)
-        dist.all_reduce(peak_t, op=dist.ReduceOp.MAX)
-        n_t = torch.tensor([float(n_params)], dtype=torch.float64, device=stat_dev)
-        dist.all_reduce(n_t, op=dist.ReduceOp.SUM)
-        step_ms = sorted(t.tolist())
+        stats = pipeline_stats(torch, dist, device, times_ms, loss,
+                               m * a.shape["micro_batch_size"] * a.shape["seq_len"],
+                               count=n_params)
         del batches, step_losses
         barrier(dist, device)
 
-        tokens_per_step = m * a.shape["micro_batch_size"] * a.shape["seq_len"]
-        median = quantile(step_ms, 0.5)
         results.append({
             "framework": "megatron-core",
             "schedule": sched,
@@ -465,13 +455,8 @@ def run_schedule(env, a, sched, rank, p, device):
             "m": m,
             "micro_batch_size": a.shape["micro_batch_size"],
             "model": {k: a.shape[k] for k in ("layers", "hidden", "heads", "seq_len", "vocab")},
-            "parameters": int(n_t.item()),
-            "step_ms": median,
-            "step_ms_p10": quantile(step_ms, 0.1),
-            "step_ms_p90": quantile(step_ms, 0.9),
-            "tokens_per_s": tokens_per_step / (median / 1e3),
-            "loss": loss_t.item(),
-            "peak_mem_bytes": int(peak_t.item()),
+            "parameters": stats.pop("count"),
+            **stats,
             "steps": a.steps,
             "warmup": a.warmup,
             "dtype": a.dtype,

@@ -317,6 +317,38 @@ def quantile(sorted_values, q):
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+def pipeline_stats(torch, dist, device, times_ms, loss, tokens_per_step, count=None):
+    """The pipeline's figures from every rank's: the step time is the slowest rank's (median,
+    p10, p90 over the timed steps, and tokens/s at the median), the loss the sum of the ranks'
+    shares (only the last stage's rank has one), the peak memory the largest rank's, and
+    `count` (when given) the sum of the ranks' counts. Every rank calls it, in the same order."""
+    is_cuda = device.type == "cuda"
+    stat_dev = device if is_cuda else torch.device("cpu")
+    t = torch.tensor(times_ms, dtype=torch.float64, device=stat_dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    peak = torch.cuda.max_memory_allocated(device) if is_cuda else 0
+    loss_t = torch.tensor([loss], dtype=torch.float64, device=stat_dev)
+    dist.all_reduce(loss_t, op=dist.ReduceOp.SUM)
+    peak_t = torch.tensor([float(peak)], dtype=torch.float64, device=stat_dev)
+    dist.all_reduce(peak_t, op=dist.ReduceOp.MAX)
+    out = {}
+    if count is not None:
+        n_t = torch.tensor([float(count)], dtype=torch.float64, device=stat_dev)
+        dist.all_reduce(n_t, op=dist.ReduceOp.SUM)
+        out["count"] = int(n_t.item())
+    step_ms = sorted(t.tolist())
+    median = quantile(step_ms, 0.5)
+    out.update({
+        "step_ms": median,
+        "step_ms_p10": quantile(step_ms, 0.1),
+        "step_ms_p90": quantile(step_ms, 0.9),
+        "tokens_per_s": tokens_per_step / (median / 1e3),
+        "loss": loss_t.item(),
+        "peak_mem_bytes": int(peak_t.item()),
+    })
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # One configuration: build, time, free
 # --------------------------------------------------------------------------------------------
@@ -391,19 +423,11 @@ def run_config(env, a, sched, m, rank, p, device):
     gc.enable()
 
     # Step time of the pipeline = the slowest rank's; loss from the last stage; peak memory.
-    stat_dev = device if is_cuda else torch.device("cpu")
-    t = torch.tensor(times_ms, dtype=torch.float64, device=stat_dev)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
     loss = 0.0
     if has_last:
         loss = sum(float(x.detach()) for x in losses) * (1.0 if scale_in_loss else 1.0 / m)
-    peak = torch.cuda.max_memory_allocated(device) if is_cuda else 0
-    extra = torch.tensor([loss, float(peak)], dtype=torch.float64, device=stat_dev)
-    loss_t = extra[0:1].clone()
-    dist.all_reduce(loss_t, op=dist.ReduceOp.SUM)  # only the last stage's rank adds a loss
-    peak_t = extra[1:2].clone()
-    dist.all_reduce(peak_t, op=dist.ReduceOp.MAX)
-    step_ms = sorted(t.tolist())
+    stats = pipeline_stats(torch, dist, device, times_ms, loss,
+                           m * shape["micro_batch_size"] * shape["seq_len"])
 
     del schedule, stages, modules, step_args, losses, optimizer
     if has_first:
@@ -415,8 +439,6 @@ def run_config(env, a, sched, m, rank, p, device):
         torch.cuda.empty_cache()
     barrier(dist, device)
 
-    tokens_per_step = m * shape["micro_batch_size"] * shape["seq_len"]
-    median = quantile(step_ms, 0.5)
     return {
         "framework": "pytorch",
         "schedule": sched,
@@ -427,12 +449,7 @@ def run_config(env, a, sched, m, rank, p, device):
         "m": m,
         "micro_batch_size": shape["micro_batch_size"],
         "model": {k: shape[k] for k in ("layers", "hidden", "heads", "seq_len", "vocab")},
-        "step_ms": median,
-        "step_ms_p10": quantile(step_ms, 0.1),
-        "step_ms_p90": quantile(step_ms, 0.9),
-        "tokens_per_s": tokens_per_step / (median / 1e3),
-        "loss": loss_t.item(),
-        "peak_mem_bytes": int(peak_t.item()),
+        **stats,
         "steps": a.steps,
         "warmup": a.warmup,
         "dtype": a.dtype,
