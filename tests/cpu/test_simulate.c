@@ -215,19 +215,27 @@ static void test_cost_model_uniform(void)
     cost_model_free(NULL);
 }
 
+/* One micro-batch through two devices: F on 0, its output to 1, F and B on 1, the gradient back,
+ * B on 0. The ops' indices (r0, r1: the RECVs) come back for the checks. */
+static void two_device_chain(ts_plan_t *pb, int *f0, int *r0, int *f1, int *b1, int *r1, int *b0)
+{
+    ts_plan_init(pb, 2, 2, 1, PP_SCHED_1F1B);
+    *f0 = ts_plan_compute(pb, 0, PP_ACT_F, 0, 0, -1, -1);
+    *r0 = ts_plan_transfer(pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_TRANSPORT_PEER, 4096, *f0);
+    *f1 = ts_plan_compute(pb, 1, PP_ACT_F, 1, 0, *r0, -1);
+    *b1 = ts_plan_compute(pb, 1, PP_ACT_B, 1, 0, *f1, -1);
+    *r1 = ts_plan_transfer(pb, 1, 0, PP_ACT_SEND_B, 1, 0, 0, PP_TRANSPORT_PEER, 4096, *b1);
+    *b0 = ts_plan_compute(pb, 0, PP_ACT_B, 0, 0, *f0, *r1);
+}
+
 /* dev0 F(0,0) -> SEND_F -> RECV_F on dev1 -> F(1,0) -> B(1,0) -> SEND_B -> RECV_B -> B(0,0). */
 static void test_two_device_chain(void)
 {
     double f = ts_rand_uniform(0.5, 2), bi = ts_rand_uniform(0.5, 2), bw = ts_rand_uniform(0.5, 2);
     double c = ts_rand_uniform(0.1, 0.5), b = bi + bw;
     ts_plan_t pb;
-    ts_plan_init(&pb, 2, 2, 1, PP_SCHED_1F1B);
-    int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int r0 = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_TRANSPORT_PEER, 4096, f0);
-    int f1 = ts_plan_compute(&pb, 1, PP_ACT_F, 1, 0, r0, -1);
-    int b1 = ts_plan_compute(&pb, 1, PP_ACT_B, 1, 0, f1, -1);
-    int r1 = ts_plan_transfer(&pb, 1, 0, PP_ACT_SEND_B, 1, 0, 0, PP_TRANSPORT_PEER, 4096, b1);
-    int b0 = ts_plan_compute(&pb, 0, PP_ACT_B, 0, 0, f0, r1);
+    int f0, r0, f1, b1, r1, b0;
+    two_device_chain(&pb, &f0, &r0, &f1, &b1, &r1, &b0);
     pp_cost_model_t cm = make_costs(2, f, bi, bw, c);
     pp_timeline_t tl;
     REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
@@ -258,13 +266,8 @@ static void test_gap_before_each_op(void)
     double f = ts_rand_uniform(0.5, 2), bi = ts_rand_uniform(0.5, 2), bw = ts_rand_uniform(0.5, 2);
     double c = ts_rand_uniform(0.1, 0.5), g = ts_rand_uniform(0.003, 0.02), b = bi + bw;
     ts_plan_t pb;
-    ts_plan_init(&pb, 2, 2, 1, PP_SCHED_1F1B);
-    int f0 = ts_plan_compute(&pb, 0, PP_ACT_F, 0, 0, -1, -1);
-    int r0 = ts_plan_transfer(&pb, 0, 1, PP_ACT_SEND_F, 0, 1, 0, PP_TRANSPORT_PEER, 4096, f0);
-    int f1 = ts_plan_compute(&pb, 1, PP_ACT_F, 1, 0, r0, -1);
-    int b1 = ts_plan_compute(&pb, 1, PP_ACT_B, 1, 0, f1, -1);
-    int r1 = ts_plan_transfer(&pb, 1, 0, PP_ACT_SEND_B, 1, 0, 0, PP_TRANSPORT_PEER, 4096, b1);
-    int b0 = ts_plan_compute(&pb, 0, PP_ACT_B, 0, 0, f0, r1);
+    int f0, r0, f1, b1, r1, b0;
+    two_device_chain(&pb, &f0, &r0, &f1, &b1, &r1, &b0);
     pp_cost_model_t cm = make_costs(2, f, bi, bw, c);
     cm.gap_ms = g;
     pp_timeline_t tl;
