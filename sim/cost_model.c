@@ -91,8 +91,9 @@ static void model_reduce(pp_cost_model_t *cm, const pp_job_t *job)
 
 void cost_model_links(pp_cost_model_t *cm, const pp_job_t *job)
 {
-    for (int d = 0; d < PP_MAX_DEVICES; d++)
-        cm->link_of[d] = job_copy_link(job, d);
+    const int n = job_devices_total(job);
+    for (int d = 0; d < PP_MAX_DEVICES; d++) /* a device past the plan's has no copies */
+        cm->link_of[d] = d < n ? job_copy_link(job, d) : d;
 }
 
 pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
