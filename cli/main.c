@@ -85,26 +85,11 @@ static pp_status_t load_agreed(pp_run_t *j, const char *path, const cli_opts_t *
     return run_check_processes(j, o->group);
 }
 
-/* A simulated run whose predicted memory is over the GPU's: after its report, the refusal a
- * measured run gives before running (the executor's fit check), exit 1. */
-static pp_status_t check_fit(const pp_run_t *j, const cli_opts_t *o)
+/* A simulated run whose predicted memory is over its limit: after its report, the refusal a
+ * measured run gives before running, exit 1. */
+static pp_status_t check_fit(const pp_run_t *j)
 {
-    const pp_mem_pred_t *m = &j->mem;
-    if (j->measured || m->n_over == 0) return PP_OK;
-    const double gib = 1024.0 * 1024.0 * 1024.0;
-    char has[96];
-    if (m->budget)
-        snprintf(has, sizeof has, "run.memory_limit is %.2f GiB", m->limit / gib);
-    else
-        snprintf(has, sizeof has, "the %s has %.1f GiB", m->gpu->name, m->limit / gib);
-    if (o->group->rank == 0 && j->offload_note[0]) fprintf(stderr, "%s\n", j->offload_note);
-    if (o->group->rank == 0)
-        fprintf(stderr,
-                "ppsched: the run would not fit: device %d needs %.2f GiB, %s "
-                "(%d of %d %s over; see the memory line of the report)\n",
-                m->fullest, m->dev[m->fullest].total / gib, has, m->n_over, m->n_devices,
-                pp_plural(m->n_devices, "device", "devices"));
-    return PP_ERR_DEVICE;
+    return j->measured ? PP_OK : run_refuse_fit(j, stderr);
 }
 
 static pp_status_t cmd_run(char **files, int n_files, cli_opts_t *o)
@@ -130,7 +115,7 @@ static pp_status_t cmd_run(char **files, int n_files, cli_opts_t *o)
     if (cli_chatty(o)) run_note_processes(&j, o->group, stderr);
     PP_CHECK_GOTO(run_go(&j, &ro), st, done);
     if (o->group->rank == 0) st = cli_write_outputs(&res, o); /* rank 0 prints the one report */
-    if (st == PP_OK) st = check_fit(&j, o);
+    if (st == PP_OK) st = check_fit(&j);
 done:
     run_free(&j);
     return st;

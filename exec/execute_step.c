@@ -248,9 +248,10 @@ static float *reduce_bucket(const exec_t *x, const pp_op_t *op, size_t *count)
  * Over NCCL, each owned replica posts its part on its reduce stream after its own dependencies
  * and, under nccl.wait_for_peer with every replica in this process, the others' too (no rank's
  * kernel spins waiting for a late one), the parts in one NCCL group. On one GPU
- * (p2p_reduce_local), replica 0's reduce stream adds the others' buckets into its own in replica
- * order and copies the sum back; every replica's events are recorded there, and each replica's
- * reduce stream waits for its end, so its device's optimizer does (end_step joins the stream). */
+ * (p2p_reduce_local: all on one GPU, or some sharing one and the others reachable by peer access),
+ * replica 0's reduce stream adds the others' buckets into its own in replica order and copies the
+ * sum back; each replica's reduce stream marks its bucket final before and waits for the sum
+ * after, so its device's optimizer does (end_step joins the stream). */
 static pp_status_t enqueue_reduce(exec_t *x, int i, double deadline, int step)
 {
     const pp_plan_t *plan = x->plan;
@@ -270,25 +271,33 @@ static pp_status_t enqueue_reduce(exec_t *x, int i, double deadline, int step)
     }
     if (!mine) return PP_OK;
     if (p2p_reduce_local(x->p2p, first->device)) {
+        /* Each replica's events are its own device's: they are recorded on its stream, which
+         * marks its bucket final (ev_dep) before replica 0's stream adds it and waits for the
+         * sum before the end. */
         cudaStream_t s = op_stream(x, first);
+        for (int r = 0; r < d; r++) {
+            const pp_op_t *o = &plan->ops[i + r];
+            cudaStream_t so = op_stream(x, o);
+            PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[o->device]));
+            PP_CHECK(wait_deps(x, i + r, -1, so));
+            PP_CHECK(record_start(x, i + r, so));
+            if (r > 0) PP_CUDA_CHECK(cudaEventRecord(x->ev_dep[i + r], so));
+        }
         PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[first->device]));
-        for (int r = 0; r < d; r++)
-            PP_CHECK(wait_deps(x, i + r, -1, s));
-        for (int r = 0; r < d; r++)
-            PP_CHECK(record_start(x, i + r, s));
+        for (int r = 1; r < d; r++)
+            PP_CUDA_CHECK(cudaStreamWaitEvent(s, x->ev_dep[i + r], 0));
         for (int r = 1; r < d; r++)
             PP_CHECK(add_inplace(buf[0], buf[r], count, PP_DTYPE_FP32, s));
         for (int r = 1; r < d; r++)
             PP_CUDA_CHECK(cudaMemcpyAsync(buf[r], buf[0], count * sizeof(float),
                                           cudaMemcpyDeviceToDevice, s));
-        for (int r = 0; r < d; r++)
-            PP_CHECK(record_end(x, i + r, s));
+        PP_CHECK(record_end(x, i, s));
         for (int r = 1; r < d; r++) {
             const pp_op_t *o = &plan->ops[i + r];
             cudaStream_t so = op_stream(x, o);
-            if (so == s) continue;
             PP_CUDA_CHECK(cudaSetDevice(x->w.cuda[o->device]));
-            PP_CUDA_CHECK(cudaStreamWaitEvent(so, x->ev_dep[i + r], 0));
+            PP_CUDA_CHECK(cudaStreamWaitEvent(so, x->ev_dep[i], 0));
+            PP_CHECK(record_end(x, i + r, so));
         }
         return sync_op(x, i, deadline, step);
     }

@@ -239,6 +239,17 @@ static pp_status_t init_reduce(pp_p2p_t *p, const unsigned char *owned, pp_group
                     i);
             return PP_ERR_INPUT;
         }
+        /* Some share a GPU, the others not: replica 0's GPU adds the others' buckets in place,
+         * so it must read and write each of theirs. */
+        for (int r = 1; local && r < d; r++)
+            if (!p2p_can_access(p, i, r * pipe + i)) {
+                fprintf(stderr,
+                        "the replicas of pipeline device %d share some GPUs but not all, and GPU "
+                        "%d cannot access GPU %d: their gradients cannot be reduced (give each "
+                        "replica its own GPU, or put them all on one)\n",
+                        i, p->cuda_ids[i], p->cuda_ids[r * pipe + i]);
+                return PP_ERR_INPUT;
+            }
         for (int r = 0; r < d; r++) {
             int m = r * pipe + i;
             p->reduce_local[m] = (unsigned char)local;

@@ -316,10 +316,29 @@ pp_status_t run_finish(pp_run_t *r)
     return PP_OK;
 }
 
+pp_status_t run_refuse_fit(const pp_run_t *r, FILE *f)
+{
+    const pp_mem_pred_t *m = &r->mem;
+    if (m->n_over == 0) return PP_OK;
+    if (r->group && r->group->rank != 0) return PP_ERR_DEVICE;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    char has[96];
+    if (m->budget)
+        snprintf(has, sizeof has, "run.memory_limit is %.2f GiB", m->limit / gib);
+    else
+        snprintf(has, sizeof has, "the %s has %.1f GiB", m->gpu->name, m->limit / gib);
+    if (r->offload_note[0]) fprintf(f, "%s\n", r->offload_note);
+    fprintf(f, "ppsched: the run would not fit: device %d needs %.2f GiB, %s (%d of %d %s over)\n",
+            m->fullest, m->dev[m->fullest].total / gib, has, m->n_over, m->n_devices,
+            pp_plural(m->n_devices, "device", "devices"));
+    return PP_ERR_DEVICE;
+}
+
 pp_status_t run_go(pp_run_t *r, const pp_run_opts_t *o)
 {
     r->group = o->group;
     PP_CHECK(predict(r, o->gpu, !o->measure)); /* a simulated run's what-if comes along */
+    if (o->measure && r->job.run.memory_limit_gib > 0) PP_CHECK(run_refuse_fit(r, stderr));
     if (o->measure) PP_CHECK(run_execute(r, o));
     return run_finish(r);
 }

@@ -160,8 +160,16 @@ pp_status_t run_report(pp_run_t *r);
  * what-if step times. */
 pp_status_t run_finish(pp_run_t *r);
 
-/* Everything after run_plan: run_predict, run_execute when o->measure, then run_finish. */
+/* Everything after run_plan: run_predict, run_execute when o->measure, then run_finish. A run to
+ * measure whose predicted memory is over an explicit run.memory_limit is refused before it runs
+ * (run_refuse_fit, PP_ERR_DEVICE): the budget is the user's, not the GPU's. */
 pp_status_t run_go(pp_run_t *r, const pp_run_opts_t *o);
+
+/* The refusal of a run whose predicted memory is over its limit (the GPU's, or run.memory_limit):
+ * offload auto's note when it has one, then which device needs how much against what. Prints
+ * nothing and returns PP_OK when every device fits; else PP_ERR_DEVICE. Only the group's rank 0
+ * prints. */
+pp_status_t run_refuse_fit(const pp_run_t *r, FILE *f);
 
 /* The timeline the report describes: measured when there is one, else simulated. */
 const pp_timeline_t *run_timeline(const pp_run_t *r);

@@ -12,7 +12,8 @@
 # one process against one per replica (-np 2) and one per GPU (-np 4), bitwise.
 # And the shipped 1f1b as it is (transport auto: peer copies within a process, nccl between)
 # under -np 2 (and -np 4) gives bitwise the loss of one process (peer copies only).
-# The step times of each pair are printed side by side, never asserted. Prints the summary line
+# A measured run over an explicit run.memory_limit is refused before it runs, with and without
+# mpirun. The step times of each pair are printed side by side, never asserted. Prints the summary line
 # tests/run_tests.sh reads.
 P=${PP_BUILD:-build}/ppsched
 MPIRUN=${PP_MPIRUN:-$(command -v mpirun 2>/dev/null)}
@@ -67,6 +68,23 @@ if cmp -s "$tmp/a" "$tmp/b"; then passed=$((passed + 1)); else
     failed=$((failed + 1))
     echo "  FAIL -np 2 --simulate: the report differs from one process's"
 fi
+
+# A measured run whose predicted memory is over an explicit run.memory_limit is refused before it
+# runs (exit 1, no report), as the simulated one is after its report; under mpirun too.
+for launch in "" "mpi -np 2"; do
+    # shellcheck disable=SC2086
+    $launch "$P" $SMALL --set 'pipeline.devices=[0,0,0,0]' --set run.memory_limit=0.05 $S \
+        >"$tmp/a" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -eq 1 ] && [ ! -s "$tmp/a" ] && grep -q "would not fit: device 0 needs" "$tmp/err" &&
+        [ "$(grep -c "would not fit" "$tmp/err")" -eq 1 ]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "  FAIL ${launch:-one process}: a run over run.memory_limit=0.05 gave exit $rc"
+        sed 's/^/    /' "$tmp/err" | head -6
+    fi
+done
 
 # grads NPROC: tests/gpu/test_mpi under mpirun (loss and gradients, bitwise); its counts are ours.
 T=${PP_BUILD:-build}/tests/gpu/test_mpi
