@@ -57,9 +57,14 @@ endif
 CC ?= cc
 CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -pthread $(OPT) -g $(WARN) -MMD -MP -I. $(YAML_CFLAGS)
 CFLAGS_CUDA := $(CFLAGS_CORE) -Wno-strict-prototypes -I$(CUDA_INC) -I$(NCCL_INC) -DPP_WITH_NCCL
-NVFLAGS := $(NVOPT) -g -lineinfo -std=c++17 -MMD -MP -I. -I$(NCCL_INC) -DPP_WITH_NCCL \
-           -gencode arch=compute_$(SM),code=[sm_$(SM),compute_$(SM)] \
-           -Xcompiler -Wall,-Wno-unused-parameter --expt-relaxed-constexpr
+NVFLAGS = $(NVOPT) -g -lineinfo -std=c++17 -MMD -MP -I. -I$(NCCL_INC) -DPP_WITH_NCCL \
+           $(NVARCH) -Xcompiler -Wall,-Wno-unused-parameter --expt-relaxed-constexpr
+NVARCH := -gencode arch=compute_$(SM),code=[sm_$(SM),compute_$(SM)]
+# The Hopper attention forward (warpgroup MMA, TMA) needs the architecture-specific sm_90a; built
+# for another SM it compiles to a stub its launcher never takes.
+ifeq ($(SM),90)
+$(BUILD)/obj/kernels/flash_hopper.cu.o: NVARCH := -gencode arch=compute_90a,code=sm_90a -DPP_FLASH_HOPPER
+endif
 LIBS_CUDA := -L$(CUDA_LIB) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(NCCL_LIB) \
              -lcublasLt -lcublas -lnccl -lcudart
 LIBS := $(YAML_LIBS) -lm -pthread

@@ -401,6 +401,9 @@ pp_status_t attention_flash_fwd(void *o, int ld_o, float *lse, const void *q, co
     PP_CHECK(fa_check_ld(what, "ld_qkv", ld_qkv, H, d));
     if (!is_aligned16(o) || !is_aligned16(q) || !is_aligned16(k) || !is_aligned16(v))
         PP_FAIL(PP_ERR_INTERNAL, "%s: q, k, v and o must be 16-byte aligned", what);
+    if (flash_hopper_available(q, k, v, ld_qkv))
+        return flash_hopper_fwd((bf16 *)o, ld_o, lse, (const bf16 *)q, (const bf16 *)k,
+                                (const bf16 *)v, ld_qkv, B, H, T, d, stream);
     if (d == 64 && flash_wide_enabled())
         return flash_wide_fwd((bf16 *)o, ld_o, lse, (const bf16 *)q, (const bf16 *)k,
                               (const bf16 *)v, ld_qkv, B * H, H, T, stream);

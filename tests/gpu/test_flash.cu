@@ -386,6 +386,96 @@ GPU_CASE(test_flash_b1_h3_t1024_d64, SKIP_IF_QUICK("T = 1024");
 GPU_CASE(test_flash_b1_h2_t192_d128, flash_case(1, 2, 192, 128, 104, NULL);
          flash_case(1, 2, 192, 128, 104, "64"))
 
+/* ---- the forward's two paths on Hopper -------------------------------------------------------- */
+
+/* 1 when the current GPU is compute capability 9.0, where the forward takes warpgroup MMA and
+ * TMA (flash_hopper.cu) unless PPSCHED_FLASH_FWD=mma. */
+static int hopper_gpu(void)
+{
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    return major == 9 && minor == 0;
+}
+
+/* The forward by default and under PPSCHED_FLASH_FWD=mma on the same inputs, the head layout
+ * and the packed one: each o and lse against the reference, the two paths' o within TOL_PATH of
+ * each other; where q, k, v sit in the packed [B·T, 3C] matrix, the same bits as in the head
+ * layout on each path. */
+static void fwd_paths_case(int B, int H, int T, int d, uint64_t seed)
+{
+    tg_ctx_set("forward paths B=%d H=%d T=%d d=%d", B, H, T, d);
+    flash_io_t io;
+    flash_io_make(&io, B, H, T, d, seed);
+    const size_t n = io.n, rows = io.rows, C = (size_t)H * d, N = (size_t)B * T;
+    const int BH = B * H;
+    double *o = tg_zeros(n), *lse = tg_zeros(rows);
+    ref_attention_causal_fwd(o, lse, io.q, io.k, io.v, BH, T, d, 1.0 / sqrt((double)d));
+    /* the packed layout: head h of row b·T + t at columns h·d.. of q, k, v side by side */
+    const uint16_t *hq = (const uint16_t *)tg_get(io.d_q, n * 2);
+    const uint16_t *hk = (const uint16_t *)tg_get(io.d_k, n * 2);
+    const uint16_t *hv = (const uint16_t *)tg_get(io.d_v, n * 2);
+    uint16_t *qkv = (uint16_t *)tg_host(N * 3 * C * 2);
+    for (size_t hi = 0; hi < n; hi++) {
+        const size_t i = hi % d, t = hi / d % T, h = hi / d / T % H, b = hi / d / T / H;
+        const size_t at = (b * T + t) * 3 * C + h * d + i;
+        qkv[at] = hq[hi], qkv[at + C] = hk[hi], qkv[at + 2 * C] = hv[hi];
+    }
+    void *d_qkv = tg_dev(N * 3 * C * 2), *d_po = tg_dev(N * C * 2);
+    float *d_plse = (float *)tg_dev(rows * sizeof(float));
+    tg_copy(d_qkv, qkv, N * 3 * C * 2, cudaMemcpyHostToDevice);
+    char *pq = (char *)d_qkv;
+    const double *got[2];
+    for (int path = 0; path < 2; path++) {
+        if (path)
+            setenv("PPSCHED_FLASH_FWD", "mma", 1);
+        else
+            unsetenv("PPSCHED_FLASH_FWD");
+        tg_poison(io.d_o, n * 2), tg_poison(io.d_lse, rows * 4);
+        REQUIRE_OK(attention_flash_fwd(io.d_o, d, io.d_lse, io.d_q, io.d_k, io.d_v, d, BH, 1, T, d,
+                                       PP_DTYPE_BF16, g_stream));
+        REQUIRE_OK(attention_flash_fwd(d_po, (int)C, d_plse, pq, pq + C * 2, pq + 2 * C * 2,
+                                       (int)(3 * C), B, H, T, d, PP_DTYPE_BF16, g_stream));
+        REQUIRE(cudaStreamSynchronize(g_stream) == cudaSuccess);
+        const char *name = path ? "o (mma)" : "o (default)";
+        got[path] = tg_download(io.d_o, n, PP_DTYPE_BF16);
+        EXPECT_CLOSE(name, got[path], o, n, TOL_OUT);
+        EXPECT_CLOSE(path ? "lse (mma)" : "lse (default)",
+                     tg_download(io.d_lse, rows, PP_DTYPE_FP32), lse, rows, TOL_LSE);
+        const uint16_t *ho = (const uint16_t *)tg_get(io.d_o, n * 2);
+        const uint16_t *po = (const uint16_t *)tg_get(d_po, N * C * 2);
+        size_t bad = 0;
+        for (size_t hi = 0; hi < n; hi++) {
+            const size_t i = hi % d, t = hi / d % T, h = hi / d / T % H, b = hi / d / T / H;
+            bad += po[(b * T + t) * C + h * d + i] != ho[hi];
+        }
+        EXPECT(bad == 0, "%s [%s]: %zu of %zu packed elements differ from the head layout's", name,
+               tg_ctx(), bad, n);
+        EXPECT(memcmp(tg_get(io.d_lse, rows * 4), tg_get(d_plse, rows * 4), rows * 4) == 0,
+               "lse [%s, path %d]: packed differs from the head layout's", tg_ctx(), path);
+    }
+    unsetenv("PPSCHED_FLASH_FWD");
+    EXPECT_CLOSE("o: default against mma", got[0], got[1], n, TOL_PATH);
+    tg_free_all();
+}
+
+/* T = 64 and 192: a query block with rows past T (zeros from the tensor map); 1024: 8 blocks of
+ * 128 keys through the two buffers four times; d = 64 and 128. */
+static void test_flash_fwd_paths(void)
+{
+    if (!g_gpu) SKIP("%s", g_no_gpu);
+    if (!hopper_gpu()) fprintf(stderr, "  (not compute capability 9.0: both paths are mma.sync)\n");
+    fwd_paths_case(2, 2, 64, 64, 201);
+    fwd_paths_case(2, 3, 192, 64, 202);
+    fwd_paths_case(1, 2, 192, 128, 203);
+    fwd_paths_case(1, 2, 256, 128, 204);
+    if (!check_quick()) {
+        fwd_paths_case(1, 3, 1024, 64, 205);
+        fwd_paths_case(1, 2, 1024, 128, 206);
+    }
+}
+
 /* The column sums the backward wrote (sums: [B·⌈T/128⌉, 3C] fp32) against the CPU's sums of the
  * returned [B·T, 3C] gradient g (bf16) per block of 128 rows of a sequence: fp32 sums of at most
  * 128 values. */
@@ -834,6 +924,7 @@ int main(void)
     RUN(test_flash_b2_h3_t192_d64);
     RUN(test_flash_b1_h3_t1024_d64);
     RUN(test_flash_b1_h2_t192_d128);
+    RUN(test_flash_fwd_paths);
     RUN(test_flash_packed_b2_h3_t192_d64);
     RUN(test_flash_packed_b3_h2_t64_d64);
     RUN(test_flash_packed_b2_h4_t512_d64);
