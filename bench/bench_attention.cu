@@ -1,10 +1,11 @@
 /*
  * bench_attention.cu — the fused causal attention kernels alone (kernels/flash_*.cu): the forward
- * on each path (the default, warpgroup MMA on compute capability 9.0; PPSCHED_FLASH_FWD=mma) and
- * the backward, at the model shapes (the reference stage's d = 64, the 7B class's d = 128) and at
- * the shapes the published Hopper attention figures use (16k tokens, hidden 2048, head dim 64
- * and 128, sequence 512 to 16k). Prints µs a call (median of the runs) and TFLOP/s, counting
- * causal work as half the square: forward 2·B·H·T²·d, backward 2.5× that.
+ * and the backward, each on both paths (the default, warpgroup MMA on compute capability 9.0;
+ * PPSCHED_FLASH_MMA=sync, the mma.sync kernels; the backward without column sums), at the model
+ * shapes (the reference stage's d = 64, the 7B class's d = 128) and at the shapes the published
+ * Hopper attention figures use (16k tokens, hidden 2048, head dim 64 and 128, sequence 512 to 16k).
+ * Prints µs a call (median of the runs) and TFLOP/s, counting causal work as half the square:
+ * forward 2·B·H·T²·d, backward 2.5× that.
  *
  *   bench_attention [--runs N] [--shape model|published|all]
  */
@@ -25,11 +26,11 @@ static const shape_t MODEL[] = {
     {"7b", 1, 32, 4096, 128},
 };
 static const shape_t PUBLISHED[] = {
-    {"16k tokens", 32, 32, 512, 64},   {"16k tokens", 16, 32, 1024, 64},
-    {"16k tokens", 8, 32, 2048, 64},   {"16k tokens", 4, 32, 4096, 64},
-    {"16k tokens", 32, 16, 512, 128},  {"16k tokens", 16, 16, 1024, 128},
-    {"16k tokens", 8, 16, 2048, 128},  {"16k tokens", 4, 16, 4096, 128},
-    {"16k tokens", 2, 16, 8192, 128},  {"16k tokens", 1, 16, 16384, 128},
+    {"16k tokens", 32, 32, 512, 64},  {"16k tokens", 16, 32, 1024, 64},
+    {"16k tokens", 8, 32, 2048, 64},  {"16k tokens", 4, 32, 4096, 64},
+    {"16k tokens", 32, 16, 512, 128}, {"16k tokens", 16, 16, 1024, 128},
+    {"16k tokens", 8, 16, 2048, 128}, {"16k tokens", 4, 16, 4096, 128},
+    {"16k tokens", 2, 16, 8192, 128}, {"16k tokens", 1, 16, 16384, 128},
 };
 
 static int run_shape(const shape_t *s, int runs, cudaStream_t st)
@@ -63,16 +64,21 @@ static int run_shape(const shape_t *s, int runs, cudaStream_t st)
                    : 1;
     };
     const double flop = 2.0 * s->B * s->H * (double)s->T * s->T * s->d;
-    float us[3] = {0, 0, 0};
-    unsetenv("PPSCHED_FLASH_FWD");
-    if (bench_time_us(fwd, runs, 3, st, &us[0])) return -1;
-    setenv("PPSCHED_FLASH_FWD", "mma", 1);
-    if (bench_time_us(fwd, runs, 3, st, &us[1])) return -1;
-    unsetenv("PPSCHED_FLASH_FWD");
-    if (bench_time_us(bwd, runs, 3, st, &us[2])) return -1;
-    printf("%-11s %3d %3d %6d %4d | %10.1f %7.1f | %10.1f %7.1f | %10.1f %7.1f\n", s->name, s->B,
-           s->H, s->T, s->d, us[0], flop / us[0] * 1e-6, us[1], flop / us[1] * 1e-6, us[2],
-           2.5 * flop / us[2] * 1e-6);
+    float us[4] = {0, 0, 0, 0}; /* forward default, sync; backward default, sync */
+    for (int path = 0; path < 2; path++) {
+        if (path)
+            setenv("PPSCHED_FLASH_MMA", "sync", 1);
+        else
+            unsetenv("PPSCHED_FLASH_MMA");
+        if (bench_time_us(fwd, runs, 3, st, &us[path])) return -1;
+        if (bench_time_us(bwd, runs, 3, st, &us[2 + path])) return -1;
+    }
+    unsetenv("PPSCHED_FLASH_MMA");
+    printf("%-11s %3d %3d %6d %4d |", s->name, s->B, s->H, s->T, s->d);
+    for (int i = 0; i < 4; i++)
+        printf(" %8.1f %6.1f%s", us[i], (i < 2 ? 1.0 : 2.5) * flop / us[i] * 1e-6,
+               i % 2 ? " |" : "");
+    printf("\n");
     cudaFree(qkv), cudaFree(o), cudaFree(dout), cudaFree(dqkv), cudaFree(lse), cudaFree(scratch);
     return 0;
 }
@@ -91,7 +97,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (runs < 1 || (strcmp(which, "model") && strcmp(which, "published") && strcmp(which, "all"))) {
+    if (runs < 1 ||
+        (strcmp(which, "model") && strcmp(which, "published") && strcmp(which, "all"))) {
         fprintf(stderr, "bench_attention: --runs wants a positive count, --shape model, "
                         "published or all\n");
         return 2;
@@ -104,10 +111,12 @@ int main(int argc, char **argv)
     CK(cudaStreamCreate(&st));
     printf("# bench_attention on %s (compute capability %d.%d), causal, bf16, median of %d runs\n",
            p.name, p.major, p.minor, runs);
-    printf("# %-9s %3s %3s %6s %4s | %-18s | %-18s | %-18s\n", "shape", "B", "H", "T", "d",
-           "forward default", "forward mma", "backward");
-    printf("# %-9s %3s %3s %6s %4s | %10s %7s | %10s %7s | %10s %7s\n", "", "", "", "", "", "us",
-           "TFLOP/s", "us", "TFLOP/s", "us", "TFLOP/s");
+    printf("# %-9s %3s %3s %6s %4s | %-31s | %-31s |\n", "shape", "B", "H", "T", "d",
+           "forward: default, sync", "backward: default, sync");
+    printf("# %-9s %3s %3s %6s %4s |", "", "", "", "", "");
+    for (int i = 0; i < 4; i++)
+        printf(" %8s %6s%s", "us", "TF/s", i % 2 ? " |" : "");
+    printf("\n");
     if (strcmp(which, "published") != 0)
         for (size_t i = 0; i < sizeof MODEL / sizeof MODEL[0]; i++)
             if (run_shape(&MODEL[i], runs, st)) return 1;

@@ -355,6 +355,16 @@ static pp_status_t fa_bwd_t(void *dq, void *dk, void *dv, int ld_d, const void *
     const int dot_threads = 256;
     const size_t dot_blocks = (rows * (D / 8) + dot_threads - 1) / dot_threads;
 
+    if (!cs && flash_hopper_available(q, k, v, ld_qkv) &&
+        flash_hopper_available(dout, dout, dout, ld_o)) {
+        /* warpgroup MMA (flash_hopper.cu) where no column sums are asked: Dr first */
+        flash_bwd_dot_kernel<D><<<(unsigned)dot_blocks, dot_threads, 0, stream>>>(
+            dr, (const bf16 *)dout, (const bf16 *)o, ld_o, H, T, rows);
+        PP_CUDA_LAUNCH_CHECK();
+        return flash_hopper_bwd((bf16 *)dq, (bf16 *)dk, (bf16 *)dv, ld_d, (const bf16 *)dout, ld_o,
+                                (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_qkv, lse, dr,
+                                BH / H, H, T, D, stream);
+    }
     if (D == 64 && flash_wide_enabled()) { /* dQ writes dr, which dK/dV reads: dQ first */
         const int C = H * D; /* the column sums: dq's, dk's, dv's side by side, as d_qkv */
         const int fused = flash_wide_bwd_fused();

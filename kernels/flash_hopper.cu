@@ -1,7 +1,7 @@
 /*
  * flash_hopper.cu — the fused causal attention forward on Hopper's warpgroup MMA (sm_90a):
  * attention_flash_fwd's contract (kernels.h), taken by its launcher on a compute capability 9.0
- * GPU unless PPSCHED_FLASH_FWD=mma selects the mma.sync kernels (flash_attention.cu,
+ * GPU unless PPSCHED_FLASH_MMA=sync selects the mma.sync kernels (flash_attention.cu,
  * flash_wide.cu). d = 64 or 128, bf16, causal, T a multiple of 64.
  *
  * A CTA owns 128 query rows of one (b, h) and has three roles (warp specialisation):
@@ -36,15 +36,15 @@
 #define FH_BN        128 /* keys a step */
 #define FH_STAGES    2   /* K/V buffers */
 #define FH_CONSUMERS 2   /* warpgroups of 64 rows */
-#define FH_THREADS   (128 * FH_CONSUMERS + 32)
-#define FH_PANEL     64  /* columns of a swizzled panel: 128 bytes of bf16 */
+#define FH_THREADS   (128 * FH_CONSUMERS + 128)
+#define FH_PANEL     64 /* columns of a swizzled panel: 128 bytes of bf16 */
 
 /* Shared memory (bytes): Q, then FH_STAGES × (K, V), then the mbarriers; each tile 1024-aligned
  * (the swizzle repeats every 8 rows of 128 bytes). */
 template <int D> struct fh_smem {
     static constexpr size_t q = (size_t)FH_BM * D * sizeof(bf16);
     static constexpr size_t kv = (size_t)FH_BN * D * sizeof(bf16); /* one K or one V */
-    static constexpr size_t bars = 8 * (1 + 3 * FH_STAGES);         /* q; k full, v full, empty */
+    static constexpr size_t bars = 8 * (1 + 3 * FH_STAGES);        /* q; k full, v full, empty */
     static constexpr size_t total = 1024 + q + 2 * FH_STAGES * kv + bars; /* + alignment */
 };
 
@@ -131,13 +131,27 @@ __device__ __forceinline__ uint64_t fh_desc(uint32_t start, uint32_t lead, uint3
 }
 
 /* D (+)= A·B, m64n128k16, A and B from shared memory (both K-major); accumulate 0 overwrites D. */
-__device__ __forceinline__ void fh_mma_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int accumulate)
+__device__ __forceinline__ void fh_mma_ss_n128(float (&d)[64], uint64_t da, uint64_t db,
+                                               int accumulate)
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(da), "l"(db), "r"(accumulate));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+        "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63])
+        : "l"(da), "l"(db), "r"(accumulate));
 }
 
 /* D += A·B, m64n64k16, A from registers (a[4]: the m16n8k16 A fragment of the warp's 16 rows),
@@ -146,8 +160,15 @@ __device__ __forceinline__ void fh_mma_rs_n64(float (&d)[32], const unsigned (&a
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+                 "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, "
+                 "%33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
@@ -155,11 +176,42 @@ __device__ __forceinline__ void fh_mma_rs_n64(float (&d)[32], const unsigned (&a
  * B from shared memory, N-major (transposed). */
 __device__ __forceinline__ void fh_mma_rs_n128(float (&d)[64], const unsigned (&a)[4], uint64_t db)
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+        "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+/* D (+)= A·B, m64n64k16, A and B from shared memory (both K-major); accumulate 0 overwrites D. */
+__device__ __forceinline__ void fh_mma_ss_n64(float (&d)[32], uint64_t da, uint64_t db,
+                                              int accumulate)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+                 "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, "
+                 "p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(accumulate));
 }
 
 __device__ __forceinline__ unsigned fh_pack(float lo, float hi)
@@ -211,8 +263,9 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
     }
     __syncthreads();
 
-    if (warp == 4 * FH_CONSUMERS) { /* the producer */
-        if (lane != 0) return;
+    if (warp >= 4 * FH_CONSUMERS) { /* the producer */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        if (warp != 4 * FH_CONSUMERS || lane != 0) return;
         constexpr uint32_t panel_q = FH_BM * FH_PANEL * sizeof(bf16),
                            panel_kv = FH_BN * FH_PANEL * sizeof(bf16);
         fh_bar_expect(q_full, (uint32_t)S::q);
@@ -223,18 +276,19 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
             if (round > 0) fh_bar_wait(FH_EMPTY(s), (uint32_t)((round - 1) & 1));
             fh_bar_expect(FH_K_FULL(s), (uint32_t)S::kv);
             for (int p = 0; p < PANELS; p++)
-                fh_tma_load(FH_K_TILE(s) + p * panel_kv, &map_k, FH_K_FULL(s),
-                            h * D + p * FH_PANEL, it * FH_BN, b);
+                fh_tma_load(FH_K_TILE(s) + p * panel_kv, &map_k, FH_K_FULL(s), h * D + p * FH_PANEL,
+                            it * FH_BN, b);
             fh_bar_expect(FH_V_FULL(s), (uint32_t)S::kv);
             for (int p = 0; p < PANELS; p++)
-                fh_tma_load(FH_V_TILE(s) + p * panel_kv, &map_v, FH_V_FULL(s),
-                            h * D + p * FH_PANEL, it * FH_BN, b);
+                fh_tma_load(FH_V_TILE(s) + p * panel_kv, &map_v, FH_V_FULL(s), h * D + p * FH_PANEL,
+                            it * FH_BN, b);
         }
         return;
     }
 
     /* a consumer: warpgroup wg, its warp wl; lane (g, t) holds rows r0 and r0 + 8 */
     const int wg = warp / 4, wl = warp % 4, g = lane / 4, t = lane % 4;
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
     const int r0 = qb * FH_BM + wg * 64 + wl * 16 + g; /* row in the sequence */
     constexpr uint32_t panel_q = FH_BM * FH_PANEL * sizeof(bf16),
                        panel_kv = FH_BN * FH_PANEL * sizeof(bf16);
@@ -356,6 +410,313 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
 #endif
 }
 
+/* ---- backward ------------------------------------------------------------------------------- */
+
+/* Both backward kernels hold two fixed tiles of FB_FIXED rows (dK/dV: K and V of 128 keys; dQ: Q
+ * and dO of 128 queries) and stream two tiles of FB_STEP rows a step (dK/dV: Q and dO of 64
+ * queries; dQ: K and V of 64 keys) through FH_STAGES buffers. */
+#define FB_FIXED 128
+#define FB_STEP  64
+
+template <int D> struct fb_smem {
+    static constexpr size_t fixed = (size_t)FB_FIXED * D * sizeof(bf16); /* one fixed tile */
+    static constexpr size_t step = (size_t)FB_STEP * D * sizeof(bf16);   /* one streamed tile */
+    static constexpr size_t bars = 8 * (1 + 2 * FH_STAGES);              /* fixed; full, empty */
+    static constexpr size_t total = 1024 + 2 * fixed + 2 * FH_STAGES * step + bars;
+};
+
+#ifdef FH_DEVICE
+template <int D>
+__device__ __forceinline__ void fh_mma_rs(float (&d)[D / 2], const unsigned (&a)[4], uint64_t db)
+{
+    if constexpr (D == 64)
+        fh_mma_rs_n64(d, a, db);
+    else
+        fh_mma_rs_n128(d, a, db);
+}
+
+/* The shared memory of a backward CTA: fixed tiles f0, f1, streamed buffers, mbarriers (the
+ * fixed tiles' "full"; per stage "full" and "empty"). */
+template <int D> struct fb_layout {
+    uint32_t f0, f1, st, bars;
+    __device__ fb_layout(uint32_t raw)
+    {
+        f0 = (raw + 1023u) & ~1023u;
+        f1 = f0 + (uint32_t)fb_smem<D>::fixed;
+        st = f1 + (uint32_t)fb_smem<D>::fixed;
+        bars = st + (uint32_t)(2 * FH_STAGES * fb_smem<D>::step);
+    }
+    __device__ uint32_t s0(int s) const { return st + (uint32_t)(2 * s * fb_smem<D>::step); }
+    __device__ uint32_t s1(int s) const { return s0(s) + (uint32_t)fb_smem<D>::step; }
+    __device__ uint32_t fixed_full() const { return bars; }
+    __device__ uint32_t full(int s) const { return bars + 8u * (1u + (uint32_t)s); }
+    __device__ uint32_t empty(int s) const { return bars + 8u * (1u + FH_STAGES + (uint32_t)s); }
+
+    __device__ void init() const
+    {
+        if (threadIdx.x != 0) return;
+        fh_bar_init(fixed_full(), 1);
+        for (int s = 0; s < FH_STAGES; s++) {
+            fh_bar_init(full(s), 1);
+            fh_bar_init(empty(s), FH_CONSUMERS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+};
+
+/* The producer of both kernels (one thread): the fixed tiles (rows from fixed_row of sequence b,
+ * columns from col) once, then per step the streamed tiles (rows from first_row + it·FB_STEP),
+ * each buffer refilled once both consumers released it. */
+template <int D>
+__device__ __forceinline__ void fb_produce(const fb_layout<D> &L, const CUtensorMap *f0,
+                                           const CUtensorMap *f1, const CUtensorMap *s0,
+                                           const CUtensorMap *s1, int col, int b, int fixed_row,
+                                           int first_row, int n_steps)
+{
+    constexpr int PANELS = D / FH_PANEL;
+    constexpr uint32_t pf = FB_FIXED * 128, ps = FB_STEP * 128; /* panel bytes */
+    fh_bar_expect(L.fixed_full(), (uint32_t)(2 * fb_smem<D>::fixed));
+    for (int p = 0; p < PANELS; p++) {
+        fh_tma_load(L.f0 + p * pf, f0, L.fixed_full(), col + p * FH_PANEL, fixed_row, b);
+        fh_tma_load(L.f1 + p * pf, f1, L.fixed_full(), col + p * FH_PANEL, fixed_row, b);
+    }
+    for (int it = 0; it < n_steps; it++) {
+        const int s = it % FH_STAGES, round = it / FH_STAGES;
+        if (round > 0) fh_bar_wait(L.empty(s), (uint32_t)((round - 1) & 1));
+        fh_bar_expect(L.full(s), (uint32_t)(2 * fb_smem<D>::step));
+        const int row = first_row + it * FB_STEP;
+        for (int p = 0; p < PANELS; p++) {
+            fh_tma_load(L.s0(s) + p * ps, s0, L.full(s), col + p * FH_PANEL, row, b);
+            fh_tma_load(L.s1(s) + p * ps, s1, L.full(s), col + p * FH_PANEL, row, b);
+        }
+    }
+}
+
+/* X (64 rows of the warpgroup, from fixed tile f at row offset wg·64) times Yᵀ (the 64 rows of a
+ * streamed tile y), over d: the m64n64 products of S and dP in both kernels. */
+template <int D>
+__device__ __forceinline__ void fb_mma_xyt(float (&acc)[32], uint32_t f, int wg, uint32_t y)
+{
+    constexpr uint32_t pf = FB_FIXED * 128, ps = FB_STEP * 128;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+        fh_mma_ss_n64(acc, fh_desc(f + (kk / 4) * pf + wg * 64 * 128 + (kk % 4) * 32, 16, 1024),
+                      fh_desc(y + (kk / 4) * ps + (kk % 4) * 32, 16, 1024), kk > 0);
+}
+
+/* acc += A·Y where A (64 × 64, the warpgroup's rows) is in registers as four k16 fragments and Y
+ * is a streamed tile of 64 rows read N-major: its column panels are FB_STEP·128 bytes apart. */
+template <int D>
+__device__ __forceinline__ void fb_mma_ay(float (&acc)[D / 2], const unsigned (&a)[4][4],
+                                          uint32_t y)
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        fh_mma_rs<D>(acc, a[j], fh_desc(y + j * 16 * 128, FB_STEP * 128, 1024));
+}
+
+/* Four k16 A fragments (bf16) from a 64 × 64 accumulator in wgmma's layout. */
+__device__ __forceinline__ void fb_pack(unsigned (&a)[4][4], const float (&x)[32])
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        a[j][0] = fh_pack(x[8 * j + 0], x[8 * j + 1]);
+        a[j][1] = fh_pack(x[8 * j + 2], x[8 * j + 3]);
+        a[j][2] = fh_pack(x[8 * j + 4], x[8 * j + 5]);
+        a[j][3] = fh_pack(x[8 * j + 6], x[8 * j + 7]);
+    }
+}
+
+/* Rows r and r + 8 of a 64 × D accumulator, scaled by 1 (bf16 pairs), to out (row stride ld),
+ * rows at or past T left out. */
+template <int D>
+__device__ __forceinline__ void fb_store(bf16 *out, int ld, int r, int T, const float (&acc)[D / 2],
+                                         int t)
+{
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        if (r + 8 * hh >= T) continue;
+        bf16 *row = out + (size_t)(r + 8 * hh) * ld + 2 * t;
+#pragma unroll
+        for (int i = 0; i < D / 8; i++)
+            *reinterpret_cast<unsigned *>(row + 8 * i) =
+                fh_pack(acc[4 * i + 2 * hh], acc[4 * i + 2 * hh + 1]);
+    }
+}
+#endif /* FH_DEVICE */
+
+/* dK, dV of 128 keys (kb) of one (b, h), over the query blocks of 64 from the first that reaches
+ * them: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ = exp(scale·Sᵀ − lse) with query < key masked, dSᵀ =
+ * scale·Pᵀ∘(dPᵀ − Dr), then dV += Pᵀ·dO and dK += dSᵀ·Q with Pᵀ, dSᵀ as register operands.
+ * Grid: BH · ⌈T/128⌉ CTAs, the first key blocks (the most work) first. */
+template <int D>
+__global__ void __launch_bounds__(FH_THREADS, 1)
+    flash_hopper_bwd_dkdv_kernel(const __grid_constant__ CUtensorMap map_q,
+                                 const __grid_constant__ CUtensorMap map_k,
+                                 const __grid_constant__ CUtensorMap map_v,
+                                 const __grid_constant__ CUtensorMap map_do, bf16 *dk, bf16 *dv,
+                                 int ld_d, const float *lse, const float *dr, int BH, int H, int T,
+                                 float scale, float scale_log2)
+{
+#ifdef FH_DEVICE
+    extern __shared__ unsigned char fh_raw[];
+    const fb_layout<D> L(fa_smem_addr(fh_raw));
+    const int kb = (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
+    const int b = bh / H, h = bh % H;
+    const int q_first = 2 * kb, n_steps = T / FB_STEP - q_first;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    L.init();
+    __syncthreads();
+    if (warp >= 4 * FH_CONSUMERS) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        if (warp == 4 * FH_CONSUMERS && lane == 0)
+            fb_produce<D>(L, &map_k, &map_v, &map_q, &map_do, h * D, b, kb * FB_FIXED,
+                          q_first * FB_STEP, n_steps);
+        return;
+    }
+    const int wg = warp / 4, wl = warp % 4, g = lane / 4, t = lane % 4;
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    const int key0 = kb * FB_FIXED + wg * 64 + wl * 16 + g; /* keys key0, key0 + 8 */
+    const float *lse_bh = lse + (size_t)bh * T, *dr_bh = dr + (size_t)bh * T;
+    float dk_acc[D / 2], dv_acc[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++)
+        dk_acc[i] = 0.0f, dv_acc[i] = 0.0f;
+
+    fh_bar_wait(L.fixed_full(), 0);
+    for (int it = 0; it < n_steps; it++) {
+        const int s = it % FH_STAGES;
+        const uint32_t phase = (uint32_t)((it / FH_STAGES) & 1);
+        const int q0 = (q_first + it) * FB_STEP;
+        float2 l2[8], drv[8]; /* the columns' lse·log2 e and Dr: queries q0 + 8i + 2t, + 1 */
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            l2[i] = *reinterpret_cast<const float2 *>(lse_bh + q0 + 8 * i + 2 * t);
+            drv[i] = *reinterpret_cast<const float2 *>(dr_bh + q0 + 8 * i + 2 * t);
+            l2[i].x *= FA_LOG2E, l2[i].y *= FA_LOG2E;
+        }
+        float st[32], dpt[32];
+        fh_bar_wait(L.full(s), phase);
+        fh_fence();
+        fb_mma_xyt<D>(st, L.f0, wg, L.s0(s));  /* Sᵀ = K·Qᵀ */
+        fb_mma_xyt<D>(dpt, L.f1, wg, L.s1(s)); /* dPᵀ = V·dOᵀ */
+        fh_commit();
+        fh_hold(st), fh_hold(dpt);
+        fh_wait_all();
+        fh_hold(st), fh_hold(dpt);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int q = q0 + 8 * i + 2 * t + (e & 1), key = key0 + 8 * (e >> 1);
+                const float lq = (e & 1) ? l2[i].y : l2[i].x, dq_r = (e & 1) ? drv[i].y : drv[i].x;
+                const float p = q < key ? 0.0f : fa_bwd_p(st[4 * i + e], scale_log2, lq);
+                st[4 * i + e] = p;
+                dpt[4 * i + e] = fa_bwd_ds(p, dpt[4 * i + e], dq_r, scale);
+            }
+        unsigned pa[4][4], da[4][4];
+        fb_pack(pa, st);
+        fb_pack(da, dpt);
+        fh_hold(dv_acc), fh_hold(dk_acc);
+        fh_fence();
+        fb_mma_ay<D>(dv_acc, pa, L.s1(s)); /* dV += Pᵀ·dO */
+        fb_mma_ay<D>(dk_acc, da, L.s0(s)); /* dK += dSᵀ·Q */
+        fh_commit();
+        fh_hold(dv_acc), fh_hold(dk_acc);
+        fh_wait_all();
+        fh_hold(dv_acc), fh_hold(dk_acc);
+        if (threadIdx.x % 128 == 0) fh_bar_arrive(L.empty(s));
+    }
+    const size_t o0 = fa_head_offset(bh, H, T, ld_d, D);
+    fb_store<D>(dk + o0, ld_d, key0, T, dk_acc, t);
+    fb_store<D>(dv + o0, ld_d, key0, T, dv_acc, t);
+#else
+    __trap();
+#endif
+}
+
+/* dQ of 128 queries (qb) of one (b, h), over the key blocks of 64 up to the diagonal: S = Q·Kᵀ,
+ * dP = dO·Vᵀ, P with key > query masked, dS, then dQ += dS·K with dS as the register operand.
+ * Grid: BH · ⌈T/128⌉ CTAs, the last query blocks (the most work) first. */
+template <int D>
+__global__ void __launch_bounds__(FH_THREADS, 1)
+    flash_hopper_bwd_dq_kernel(const __grid_constant__ CUtensorMap map_q,
+                               const __grid_constant__ CUtensorMap map_k,
+                               const __grid_constant__ CUtensorMap map_v,
+                               const __grid_constant__ CUtensorMap map_do, bf16 *dq, int ld_d,
+                               const float *lse, const float *dr, int BH, int H, int T, float scale,
+                               float scale_log2)
+{
+#ifdef FH_DEVICE
+    extern __shared__ unsigned char fh_raw[];
+    const fb_layout<D> L(fa_smem_addr(fh_raw));
+    const int nqb = (T + FB_FIXED - 1) / FB_FIXED;
+    const int qb = nqb - 1 - (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
+    const int b = bh / H, h = bh % H;
+    const int n_steps = min(2 * qb + 2, T / FB_STEP);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    L.init();
+    __syncthreads();
+    if (warp >= 4 * FH_CONSUMERS) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        if (warp == 4 * FH_CONSUMERS && lane == 0)
+            fb_produce<D>(L, &map_q, &map_do, &map_k, &map_v, h * D, b, qb * FB_FIXED, 0, n_steps);
+        return;
+    }
+    const int wg = warp / 4, wl = warp % 4, g = lane / 4, t = lane % 4;
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    const int r0 = qb * FB_FIXED + wg * 64 + wl * 16 + g; /* rows r0, r0 + 8 */
+    float l2[2], drv[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const int r = r0 + 8 * hh;
+        l2[hh] = r < T ? lse[(size_t)bh * T + r] * FA_LOG2E : 0.0f;
+        drv[hh] = r < T ? dr[(size_t)bh * T + r] : 0.0f;
+    }
+    float dq_acc[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++)
+        dq_acc[i] = 0.0f;
+
+    fh_bar_wait(L.fixed_full(), 0);
+    for (int it = 0; it < n_steps; it++) {
+        const int s = it % FH_STAGES;
+        const uint32_t phase = (uint32_t)((it / FH_STAGES) & 1);
+        float sc[32], dp[32];
+        fh_bar_wait(L.full(s), phase);
+        fh_fence();
+        fb_mma_xyt<D>(sc, L.f0, wg, L.s0(s)); /* S = Q·Kᵀ */
+        fb_mma_xyt<D>(dp, L.f1, wg, L.s1(s)); /* dP = dO·Vᵀ */
+        fh_commit();
+        fh_hold(sc), fh_hold(dp);
+        fh_wait_all();
+        fh_hold(sc), fh_hold(dp);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = it * FB_STEP + 8 * i + 2 * t + (e & 1), hh = e >> 1;
+                const float p =
+                    key > r0 + 8 * hh ? 0.0f : fa_bwd_p(sc[4 * i + e], scale_log2, l2[hh]);
+                dp[4 * i + e] = fa_bwd_ds(p, dp[4 * i + e], drv[hh], scale);
+            }
+        unsigned da[4][4];
+        fb_pack(da, dp);
+        fh_hold(dq_acc);
+        fh_fence();
+        fb_mma_ay<D>(dq_acc, da, L.s0(s)); /* dQ += dS·K */
+        fh_commit();
+        fh_hold(dq_acc);
+        fh_wait_all();
+        fh_hold(dq_acc);
+        if (threadIdx.x % 128 == 0) fh_bar_arrive(L.empty(s));
+    }
+    fb_store<D>(dq + fa_head_offset(bh, H, T, ld_d, D), ld_d, r0, T, dq_acc, t);
+#else
+    __trap();
+#endif
+}
+
 /* ---- host ----------------------------------------------------------------------------------- */
 
 typedef CUresult (*fh_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
@@ -377,8 +738,7 @@ static fh_encode_fn fh_encoder(void)
         const cudaError_t e =
             cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &q);
 #endif
-        if (e != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess) {
+        if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
             (void)cudaGetLastError();
             p = NULL;
         }
@@ -396,10 +756,10 @@ static pp_status_t fh_map(CUtensorMap *map, const void *ptr, int ld, int B, int 
     const cuuint64_t strides[2] = {(cuuint64_t)ld * sizeof(bf16),
                                    (cuuint64_t)ld * sizeof(bf16) * (cuuint64_t)T};
     const cuuint32_t box[3] = {FH_PANEL, (cuuint32_t)rows, 1}, step[3] = {1, 1, 1};
-    CUresult r = fh_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(ptr),
-                              dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    CUresult r =
+        fh_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(ptr), dims,
+                     strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         PP_FAIL(PP_ERR_CUDA, "cuTensorMapEncodeTiled (attention forward): CUDA driver error %d",
                 (int)r);
@@ -409,8 +769,8 @@ static pp_status_t fh_map(CUtensorMap *map, const void *ptr, int ld, int B, int 
 int flash_hopper_available(const void *q, const void *k, const void *v, int ld_qkv)
 {
 #ifdef PP_FLASH_HOPPER
-    const char *env = getenv("PPSCHED_FLASH_FWD");
-    if (env && strcmp(env, "mma") == 0) return 0;
+    const char *env = getenv("PPSCHED_FLASH_MMA");
+    if (env && strcmp(env, "sync") == 0) return 0;
     if ((ld_qkv * sizeof(bf16)) % 16 != 0 || !is_aligned16(q) || !is_aligned16(k) ||
         !is_aligned16(v))
         return 0;
@@ -452,4 +812,45 @@ pp_status_t flash_hopper_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const
 {
     if (d == 64) return fh_fwd_t<64>(o, ld_o, lse, q, k, v, ld_qkv, B, H, T, stream);
     return fh_fwd_t<128>(o, ld_o, lse, q, k, v, ld_qkv, B, H, T, stream);
+}
+
+template <int D>
+static pp_status_t fh_bwd_t(bf16 *dq, bf16 *dk, bf16 *dv, int ld_d, const bf16 *dout, int ld_o,
+                            const bf16 *q, const bf16 *k, const bf16 *v, int ld_qkv,
+                            const float *lse, const float *dr, int B, int H, int T,
+                            cudaStream_t stream)
+{
+    /* dK/dV: K, V fixed (128 rows), Q, dO streamed (64); dQ the other way round */
+    CUtensorMap q64, do64, k128, v128, q128, do128, k64, v64;
+    PP_CHECK(fh_map(&q64, q, ld_qkv, B, T, H, D, FB_STEP));
+    PP_CHECK(fh_map(&do64, dout, ld_o, B, T, H, D, FB_STEP));
+    PP_CHECK(fh_map(&k128, k, ld_qkv, B, T, H, D, FB_FIXED));
+    PP_CHECK(fh_map(&v128, v, ld_qkv, B, T, H, D, FB_FIXED));
+    PP_CHECK(fh_map(&q128, q, ld_qkv, B, T, H, D, FB_FIXED));
+    PP_CHECK(fh_map(&do128, dout, ld_o, B, T, H, D, FB_FIXED));
+    PP_CHECK(fh_map(&k64, k, ld_qkv, B, T, H, D, FB_STEP));
+    PP_CHECK(fh_map(&v64, v, ld_qkv, B, T, H, D, FB_STEP));
+    const float scale = 1.0f / sqrtf((float)D), scale_log2 = FA_LOG2E * scale;
+    const int BH = B * H;
+    const unsigned grid = (unsigned)(BH * ((T + FB_FIXED - 1) / FB_FIXED));
+    PP_CHECK(fa_smem_allow(flash_hopper_bwd_dkdv_kernel<D>, fb_smem<D>::total));
+    flash_hopper_bwd_dkdv_kernel<D><<<grid, FH_THREADS, fb_smem<D>::total, stream>>>(
+        q64, k128, v128, do64, dk, dv, ld_d, lse, dr, BH, H, T, scale, scale_log2);
+    PP_CUDA_LAUNCH_CHECK();
+    PP_CHECK(fa_smem_allow(flash_hopper_bwd_dq_kernel<D>, fb_smem<D>::total));
+    flash_hopper_bwd_dq_kernel<D><<<grid, FH_THREADS, fb_smem<D>::total, stream>>>(
+        q128, k64, v64, do128, dq, ld_d, lse, dr, BH, H, T, scale, scale_log2);
+    PP_CUDA_LAUNCH_CHECK();
+    return PP_OK;
+}
+
+pp_status_t flash_hopper_bwd(bf16 *dq, bf16 *dk, bf16 *dv, int ld_d, const bf16 *dout, int ld_o,
+                             const bf16 *q, const bf16 *k, const bf16 *v, int ld_qkv,
+                             const float *lse, const float *dr, int B, int H, int T, int d,
+                             cudaStream_t stream)
+{
+    if (d == 64)
+        return fh_bwd_t<64>(dq, dk, dv, ld_d, dout, ld_o, q, k, v, ld_qkv, lse, dr, B, H, T,
+                            stream);
+    return fh_bwd_t<128>(dq, dk, dv, ld_d, dout, ld_o, q, k, v, ld_qkv, lse, dr, B, H, T, stream);
 }

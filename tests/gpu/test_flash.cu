@@ -386,10 +386,11 @@ GPU_CASE(test_flash_b1_h3_t1024_d64, SKIP_IF_QUICK("T = 1024");
 GPU_CASE(test_flash_b1_h2_t192_d128, flash_case(1, 2, 192, 128, 104, NULL);
          flash_case(1, 2, 192, 128, 104, "64"))
 
-/* ---- the forward's two paths on Hopper -------------------------------------------------------- */
+/* ---- the forward's two paths on Hopper --------------------------------------------------------
+ */
 
 /* 1 when the current GPU is compute capability 9.0, where the forward takes warpgroup MMA and
- * TMA (flash_hopper.cu) unless PPSCHED_FLASH_FWD=mma. */
+ * TMA (flash_hopper.cu) unless PPSCHED_FLASH_MMA=sync. */
 static int hopper_gpu(void)
 {
     int dev = 0, major = 0, minor = 0;
@@ -399,19 +400,20 @@ static int hopper_gpu(void)
     return major == 9 && minor == 0;
 }
 
-/* The forward by default and under PPSCHED_FLASH_FWD=mma on the same inputs, the head layout
- * and the packed one: each o and lse against the reference, the two paths' o within TOL_PATH of
- * each other; where q, k, v sit in the packed [B·T, 3C] matrix, the same bits as in the head
- * layout on each path. */
-static void fwd_paths_case(int B, int H, int T, int d, uint64_t seed)
+/* Forward and backward by default and under PPSCHED_FLASH_MMA=sync on the same inputs: each path
+ * against the reference (o, lse, dq, dk, dv), the two paths within TOL_PATH of each other; the
+ * forward also from the packed [B·T, 3C] matrix, the same bits as in the head layout. */
+static void paths_case(int B, int H, int T, int d, uint64_t seed)
 {
-    tg_ctx_set("forward paths B=%d H=%d T=%d d=%d", B, H, T, d);
+    tg_ctx_set("paths B=%d H=%d T=%d d=%d", B, H, T, d);
     flash_io_t io;
     flash_io_make(&io, B, H, T, d, seed);
     const size_t n = io.n, rows = io.rows, C = (size_t)H * d, N = (size_t)B * T;
     const int BH = B * H;
-    double *o = tg_zeros(n), *lse = tg_zeros(rows);
-    ref_attention_causal_fwd(o, lse, io.q, io.k, io.v, BH, T, d, 1.0 / sqrt((double)d));
+    double *want[5] = {tg_zeros(n), tg_zeros(rows), tg_zeros(n), tg_zeros(n), tg_zeros(n)};
+    ref_attention_causal_fwd(want[0], want[1], io.q, io.k, io.v, BH, T, d, 1.0 / sqrt((double)d));
+    ref_attention_causal_bwd(want[2], want[3], want[4], io.dout, io.q, io.k, io.v, BH, T, d,
+                             1.0 / sqrt((double)d));
     /* the packed layout: head h of row b·T + t at columns h·d.. of q, k, v side by side */
     const uint16_t *hq = (const uint16_t *)tg_get(io.d_q, n * 2);
     const uint16_t *hk = (const uint16_t *)tg_get(io.d_k, n * 2);
@@ -426,23 +428,29 @@ static void fwd_paths_case(int B, int H, int T, int d, uint64_t seed)
     float *d_plse = (float *)tg_dev(rows * sizeof(float));
     tg_copy(d_qkv, qkv, N * 3 * C * 2, cudaMemcpyHostToDevice);
     char *pq = (char *)d_qkv;
-    const double *got[2];
+    void *outs[5] = {io.d_o, io.d_lse, io.d_dq, io.d_dk, io.d_dv};
+    const pp_dtype_t types[5] = {PP_DTYPE_BF16, PP_DTYPE_FP32, PP_DTYPE_BF16, PP_DTYPE_BF16,
+                                 PP_DTYPE_BF16};
+    const size_t counts[5] = {n, rows, n, n, n};
+    const char *names[5] = {"o", "lse", "dq", "dk", "dv"};
+    const double *got[2][5];
     for (int path = 0; path < 2; path++) {
         if (path)
-            setenv("PPSCHED_FLASH_FWD", "mma", 1);
+            setenv("PPSCHED_FLASH_MMA", "sync", 1);
         else
-            unsetenv("PPSCHED_FLASH_FWD");
-        tg_poison(io.d_o, n * 2), tg_poison(io.d_lse, rows * 4);
-        REQUIRE_OK(attention_flash_fwd(io.d_o, d, io.d_lse, io.d_q, io.d_k, io.d_v, d, BH, 1, T, d,
-                                       PP_DTYPE_BF16, g_stream));
+            unsetenv("PPSCHED_FLASH_MMA");
+        for (int w = 0; w < 5; w++)
+            tg_poison(outs[w], counts[w] * (w == 1 ? 4 : 2));
+        REQUIRE_OK(flash_run(&io));
         REQUIRE_OK(attention_flash_fwd(d_po, (int)C, d_plse, pq, pq + C * 2, pq + 2 * C * 2,
                                        (int)(3 * C), B, H, T, d, PP_DTYPE_BF16, g_stream));
         REQUIRE(cudaStreamSynchronize(g_stream) == cudaSuccess);
-        const char *name = path ? "o (mma)" : "o (default)";
-        got[path] = tg_download(io.d_o, n, PP_DTYPE_BF16);
-        EXPECT_CLOSE(name, got[path], o, n, TOL_OUT);
-        EXPECT_CLOSE(path ? "lse (mma)" : "lse (default)",
-                     tg_download(io.d_lse, rows, PP_DTYPE_FP32), lse, rows, TOL_LSE);
+        for (int w = 0; w < 5; w++) {
+            char what[32];
+            snprintf(what, sizeof what, "%s (%s)", names[w], path ? "sync" : "default");
+            got[path][w] = tg_download(outs[w], counts[w], types[w]);
+            EXPECT_CLOSE(what, got[path][w], want[w], counts[w], w == 1 ? TOL_LSE : TOL_OUT);
+        }
         const uint16_t *ho = (const uint16_t *)tg_get(io.d_o, n * 2);
         const uint16_t *po = (const uint16_t *)tg_get(d_po, N * C * 2);
         size_t bad = 0;
@@ -450,29 +458,34 @@ static void fwd_paths_case(int B, int H, int T, int d, uint64_t seed)
             const size_t i = hi % d, t = hi / d % T, h = hi / d / T % H, b = hi / d / T / H;
             bad += po[(b * T + t) * C + h * d + i] != ho[hi];
         }
-        EXPECT(bad == 0, "%s [%s]: %zu of %zu packed elements differ from the head layout's", name,
-               tg_ctx(), bad, n);
+        EXPECT(bad == 0,
+               "o [%s, path %d]: %zu of %zu packed elements differ from the head layout's",
+               tg_ctx(), path, bad, n);
         EXPECT(memcmp(tg_get(io.d_lse, rows * 4), tg_get(d_plse, rows * 4), rows * 4) == 0,
                "lse [%s, path %d]: packed differs from the head layout's", tg_ctx(), path);
     }
-    unsetenv("PPSCHED_FLASH_FWD");
-    EXPECT_CLOSE("o: default against mma", got[0], got[1], n, TOL_PATH);
+    unsetenv("PPSCHED_FLASH_MMA");
+    for (int w = 0; w < 5; w++) {
+        char what[40];
+        snprintf(what, sizeof what, "%s: default against sync", names[w]);
+        EXPECT_CLOSE(what, got[0][w], got[1][w], counts[w], w == 1 ? TOL_LSE : TOL_PATH);
+    }
     tg_free_all();
 }
 
-/* T = 64 and 192: a query block with rows past T (zeros from the tensor map); 1024: 8 blocks of
- * 128 keys through the two buffers four times; d = 64 and 128. */
-static void test_flash_fwd_paths(void)
+/* T = 64 and 192: a block of 128 queries or keys with rows past T (zeros from the tensor map);
+ * 1024: 8 blocks of 128 keys through the two buffers four times; d = 64 and 128. */
+static void test_flash_mma_paths(void)
 {
     if (!g_gpu) SKIP("%s", g_no_gpu);
     if (!hopper_gpu()) fprintf(stderr, "  (not compute capability 9.0: both paths are mma.sync)\n");
-    fwd_paths_case(2, 2, 64, 64, 201);
-    fwd_paths_case(2, 3, 192, 64, 202);
-    fwd_paths_case(1, 2, 192, 128, 203);
-    fwd_paths_case(1, 2, 256, 128, 204);
+    paths_case(2, 2, 64, 64, 201);
+    paths_case(2, 3, 192, 64, 202);
+    paths_case(1, 2, 192, 128, 203);
+    paths_case(1, 2, 256, 128, 204);
     if (!check_quick()) {
-        fwd_paths_case(1, 3, 1024, 64, 205);
-        fwd_paths_case(1, 2, 1024, 128, 206);
+        paths_case(1, 3, 1024, 64, 205);
+        paths_case(1, 2, 1024, 128, 206);
     }
 }
 
@@ -924,7 +937,7 @@ int main(void)
     RUN(test_flash_b2_h3_t192_d64);
     RUN(test_flash_b1_h3_t1024_d64);
     RUN(test_flash_b1_h2_t192_d128);
-    RUN(test_flash_fwd_paths);
+    RUN(test_flash_mma_paths);
     RUN(test_flash_packed_b2_h3_t192_d64);
     RUN(test_flash_packed_b3_h2_t64_d64);
     RUN(test_flash_packed_b2_h4_t512_d64);
