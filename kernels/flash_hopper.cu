@@ -44,7 +44,7 @@
 template <int D> struct fh_smem {
     static constexpr size_t q = (size_t)FH_BM * D * sizeof(bf16);
     static constexpr size_t kv = (size_t)FH_BN * D * sizeof(bf16); /* one K or one V */
-    static constexpr size_t bars = 8 * (1 + 3 * FH_STAGES);        /* q; k full, v full, empty */
+    static constexpr size_t bars = 8 * (1 + 4 * FH_STAGES);        /* q; K, V full; K, V empty */
     static constexpr size_t total = 1024 + q + 2 * FH_STAGES * kv + bars; /* + alignment */
 };
 
@@ -221,7 +221,72 @@ __device__ __forceinline__ unsigned fh_pack(float lo, float hi)
 }
 #endif /* FH_DEVICE */
 
-/* Grid: BH · ⌈T/128⌉ CTAs, the last query blocks (the most work) first. */
+/* The online softmax of one 64 × 128 score block in place (scores in, P out; base 2, key > row
+ * masked where `diag`), with the rows' running max and sums; alpha: what the rows' earlier output
+ * must be multiplied by. */
+#ifdef FH_DEVICE
+__device__ __forceinline__ void fh_softmax(float (&sc)[64], float (&m_run)[2], float (&l_run)[2],
+                                           float (&alpha)[2], float scale_log2, bool diag, int key0,
+                                           int r0, int t)
+{
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int hh = e >> 1, key = key0 + 8 * i + 2 * t + (e & 1);
+            float x = sc[4 * i + e] * scale_log2;
+            if (diag && key > r0 + 8 * hh) x = -INFINITY;
+            sc[4 * i + e] = x;
+            mx[hh] = fmaxf(mx[hh], x);
+        }
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 1));
+        mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 2));
+        const float m_new = fmaxf(m_run[hh], mx[hh]);
+        alpha[hh] = fa_exp2(m_run[hh] - m_new);
+        m_run[hh] = m_new;
+        l_run[hh] *= alpha[hh];
+    }
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int hh = e >> 1;
+            const float p = fa_exp2(sc[4 * i + e] - m_run[hh]);
+            sc[4 * i + e] = p;
+            l_run[hh] += p;
+        }
+}
+
+/* P (64 × 128, wgmma's accumulator layout) as eight k16 A fragments of bf16. */
+__device__ __forceinline__ void fh_pack_p(unsigned (&pa)[8][4], const float (&sc)[64])
+{
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        pa[j][0] = fh_pack(sc[8 * j + 0], sc[8 * j + 1]);
+        pa[j][1] = fh_pack(sc[8 * j + 2], sc[8 * j + 3]);
+        pa[j][2] = fh_pack(sc[8 * j + 4], sc[8 * j + 5]);
+        pa[j][3] = fh_pack(sc[8 * j + 6], sc[8 * j + 7]);
+    }
+}
+
+template <int N> __device__ __forceinline__ void fh_hold_u(unsigned (&a)[N][4])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            asm volatile("" : "+r"(a[i][j])::"memory");
+}
+#endif
+
+/* Grid: BH · ⌈T/128⌉ CTAs, the last query blocks (the most work) first. A consumer overlaps its
+ * own softmax with its MMAs: in step j it issues S_j = Q·K_jᵀ and then O += P_{j−1}·V_{j−1},
+ * waits for S_j only, computes P_j while the second product runs, and rescales O once that is
+ * done. K and V buffers are released apart (K once its S is done, V once its product is), so the
+ * next K lands while this step's V is still in use. */
 template <int D>
 __global__ void __launch_bounds__(FH_THREADS, 1)
     flash_hopper_fwd_kernel(const __grid_constant__ CUtensorMap map_q,
@@ -238,12 +303,13 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
     const uint32_t q_s = base, kv_s = base + (uint32_t)S::q;
     const uint32_t bars = kv_s + (uint32_t)(2 * FH_STAGES * S::kv);
     const uint32_t q_full = bars;
-    /* k_full[s] = bars + 8 (1 + s), v_full[s] = + 8 FH_STAGES, empty[s] = + 16 FH_STAGES */
-#define FH_K_FULL(s) (bars + 8u * (1u + (s)))
-#define FH_V_FULL(s) (bars + 8u * (1u + FH_STAGES + (s)))
-#define FH_EMPTY(s)  (bars + 8u * (1u + 2 * FH_STAGES + (s)))
-#define FH_K_TILE(s) (kv_s + (uint32_t)((2 * (s)) * S::kv))
-#define FH_V_TILE(s) (kv_s + (uint32_t)((2 * (s) + 1) * S::kv))
+    /* per stage s: K full, V full, K empty, V empty */
+#define FH_K_FULL(s)  (bars + 8u * (1u + (s)))
+#define FH_V_FULL(s)  (bars + 8u * (1u + FH_STAGES + (s)))
+#define FH_K_EMPTY(s) (bars + 8u * (1u + 2 * FH_STAGES + (s)))
+#define FH_V_EMPTY(s) (bars + 8u * (1u + 3 * FH_STAGES + (s)))
+#define FH_K_TILE(s)  (kv_s + (uint32_t)((2 * (s)) * S::kv))
+#define FH_V_TILE(s)  (kv_s + (uint32_t)((2 * (s) + 1) * S::kv))
 
     const int nqb = (T + FH_BM - 1) / FH_BM;
     const int qb = nqb - 1 - (int)(blockIdx.x / BH), bh = (int)(blockIdx.x % BH);
@@ -257,7 +323,8 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
         for (int s = 0; s < FH_STAGES; s++) {
             fh_bar_init(FH_K_FULL(s), 1);
             fh_bar_init(FH_V_FULL(s), 1);
-            fh_bar_init(FH_EMPTY(s), FH_CONSUMERS);
+            fh_bar_init(FH_K_EMPTY(s), FH_CONSUMERS);
+            fh_bar_init(FH_V_EMPTY(s), FH_CONSUMERS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -273,11 +340,13 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
             fh_tma_load(q_s + p * panel_q, &map_q, q_full, h * D + p * FH_PANEL, qb * FH_BM, b);
         for (int it = 0; it < n_kb; it++) {
             const int s = it % FH_STAGES, round = it / FH_STAGES;
-            if (round > 0) fh_bar_wait(FH_EMPTY(s), (uint32_t)((round - 1) & 1));
+            const uint32_t before = (uint32_t)((round - 1) & 1);
+            if (round > 0) fh_bar_wait(FH_K_EMPTY(s), before);
             fh_bar_expect(FH_K_FULL(s), (uint32_t)S::kv);
             for (int p = 0; p < PANELS; p++)
                 fh_tma_load(FH_K_TILE(s) + p * panel_kv, &map_k, FH_K_FULL(s), h * D + p * FH_PANEL,
                             it * FH_BN, b);
+            if (round > 0) fh_bar_wait(FH_V_EMPTY(s), before);
             fh_bar_expect(FH_V_FULL(s), (uint32_t)S::kv);
             for (int p = 0; p < PANELS; p++)
                 fh_tma_load(FH_V_TILE(s) + p * panel_kv, &map_v, FH_V_FULL(s), h * D + p * FH_PANEL,
@@ -292,82 +361,26 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
     const int r0 = qb * FH_BM + wg * 64 + wl * 16 + g; /* row in the sequence */
     constexpr uint32_t panel_q = FH_BM * FH_PANEL * sizeof(bf16),
                        panel_kv = FH_BN * FH_PANEL * sizeof(bf16);
+    const bool signal = threadIdx.x % 128 == 0; /* one arrival a warpgroup */
     float acc[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; i++)
         acc[i] = 0.0f;
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}, alpha[2];
+    float sc[64];
+    unsigned pa[FH_BN / 16][4], pn[FH_BN / 16][4]; /* P of the step before, P of this one */
 
-    fh_bar_wait(q_full, 0);
-    for (int it = 0; it < n_kb; it++) {
-        const int s = it % FH_STAGES;
-        const uint32_t phase = (uint32_t)((it / FH_STAGES) & 1);
-        float sc[64];
-
-        /* S = Q·Kᵀ: the warpgroup's 64 rows of Q against 128 keys, 16 columns of d a step */
-        fh_bar_wait(FH_K_FULL(s), phase);
-        fh_fence();
+    /* S = Q·K_sᵀ: the warpgroup's 64 rows of Q against 128 keys, 16 columns of d a step */
+    auto issue_s = [&](int s) {
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
             const uint32_t qa = q_s + (kk / 4) * panel_q + wg * 64 * 128 + (kk % 4) * 32;
             const uint32_t kbase = FH_K_TILE(s) + (kk / 4) * panel_kv + (kk % 4) * 32;
             fh_mma_ss_n128(sc, fh_desc(qa, 16, 1024), fh_desc(kbase, 16, 1024), kk > 0);
         }
-        fh_commit();
-        fh_hold(sc);
-        fh_wait_all();
-        fh_hold(sc);
-
-        /* online softmax of rows r0, r0 + 8 (base 2); on the diagonal block key > row masked */
-        const bool diag = it == qb;
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int i = 0; i < 16; i++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int hh = e >> 1, key = it * FH_BN + 8 * i + 2 * t + (e & 1);
-                float x = sc[4 * i + e] * scale_log2;
-                if (diag && key > r0 + 8 * hh) x = -INFINITY;
-                sc[4 * i + e] = x;
-                mx[hh] = fmaxf(mx[hh], x);
-            }
-        float alpha[2];
-#pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 1));
-            mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 2));
-            const float m_new = fmaxf(m_run[hh], mx[hh]);
-            alpha[hh] = fa_exp2(m_run[hh] - m_new);
-            m_run[hh] = m_new;
-            l_run[hh] *= alpha[hh];
-        }
-#pragma unroll
-        for (int i = 0; i < 16; i++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int hh = e >> 1;
-                const float p = fa_exp2(sc[4 * i + e] - m_run[hh]);
-                sc[4 * i + e] = p;
-                l_run[hh] += p;
-            }
-#pragma unroll
-        for (int i = 0; i < D / 8; i++) {
-            acc[4 * i + 0] *= alpha[0], acc[4 * i + 1] *= alpha[0];
-            acc[4 * i + 2] *= alpha[1], acc[4 * i + 3] *= alpha[1];
-        }
-        unsigned pa[FH_BN / 16][4];
-#pragma unroll
-        for (int j = 0; j < FH_BN / 16; j++) {
-            pa[j][0] = fh_pack(sc[8 * j + 0], sc[8 * j + 1]);
-            pa[j][1] = fh_pack(sc[8 * j + 2], sc[8 * j + 3]);
-            pa[j][2] = fh_pack(sc[8 * j + 4], sc[8 * j + 5]);
-            pa[j][3] = fh_pack(sc[8 * j + 6], sc[8 * j + 7]);
-        }
-
-        /* O += P·V: 16 keys a step; V's panels are the N-major atoms, panel_kv bytes apart */
-        fh_bar_wait(FH_V_FULL(s), phase);
-        fh_hold(acc);
-        fh_fence();
+    };
+    /* O += P·V_s: 16 keys a step; V's panels are the N-major atoms, panel_kv bytes apart */
+    auto issue_pv = [&](int s) {
 #pragma unroll
         for (int j = 0; j < FH_BN / 16; j++) {
             const uint64_t dv = fh_desc(FH_V_TILE(s) + j * 16 * 128, panel_kv, 1024);
@@ -376,11 +389,62 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
             else
                 fh_mma_rs_n128(acc, pa[j], dv);
         }
+    };
+
+    fh_bar_wait(q_full, 0);
+    fh_bar_wait(FH_K_FULL(0), 0);
+    fh_fence();
+    issue_s(0);
+    fh_commit();
+    fh_hold(sc);
+    fh_wait_all();
+    fh_hold(sc);
+    if (signal) fh_bar_arrive(FH_K_EMPTY(0));
+    fh_softmax(sc, m_run, l_run, alpha, scale_log2, n_kb == 1, 0, r0, t);
+    fh_pack_p(pa, sc);
+    for (int it = 1; it < n_kb; it++) {
+        const int s = it % FH_STAGES, sp = (it - 1) % FH_STAGES;
+        fh_bar_wait(FH_K_FULL(s), (uint32_t)((it / FH_STAGES) & 1));
+        fh_bar_wait(FH_V_FULL(sp), (uint32_t)(((it - 1) / FH_STAGES) & 1));
+        fh_hold(acc);
+        fh_fence();
+        issue_s(s);
+        fh_commit();
+        issue_pv(sp);
+        fh_commit();
+        fh_hold(sc);
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); /* S done */
+        fh_hold(sc);
+        if (signal) fh_bar_arrive(FH_K_EMPTY(s));
+        fh_softmax(sc, m_run, l_run, alpha, scale_log2, it == qb, it * FH_BN, r0, t);
+        fh_pack_p(pn, sc);
+        fh_hold(acc);
+        fh_hold_u(pa);
+        fh_wait_all(); /* P·V done */
+        fh_hold(acc);
+        fh_hold_u(pa);
+        if (signal) fh_bar_arrive(FH_V_EMPTY(sp));
+#pragma unroll
+        for (int i = 0; i < D / 8; i++) {
+            acc[4 * i + 0] *= alpha[0], acc[4 * i + 1] *= alpha[0];
+            acc[4 * i + 2] *= alpha[1], acc[4 * i + 3] *= alpha[1];
+        }
+#pragma unroll
+        for (int j = 0; j < FH_BN / 16; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                pa[j][e] = pn[j][e];
+    }
+    {
+        const int sp = (n_kb - 1) % FH_STAGES;
+        fh_bar_wait(FH_V_FULL(sp), (uint32_t)(((n_kb - 1) / FH_STAGES) & 1));
+        fh_hold(acc);
+        fh_fence();
+        issue_pv(sp);
         fh_commit();
         fh_hold(acc);
         fh_wait_all();
         fh_hold(acc);
-        if (threadIdx.x % 128 == 0) fh_bar_arrive(FH_EMPTY(s));
     }
 
     /* O /= l, lse = (m + log2 l)·ln 2; rows past T (zeros loaded) are not stored */
@@ -402,7 +466,8 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
     }
 #undef FH_K_FULL
 #undef FH_V_FULL
-#undef FH_EMPTY
+#undef FH_K_EMPTY
+#undef FH_V_EMPTY
 #undef FH_K_TILE
 #undef FH_V_TILE
 #else
