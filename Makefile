@@ -123,7 +123,7 @@ LIBS_CUDA :=
 LINK := $(CC)
 endif
 
-.PHONY: all run check-includes readme test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-local bench-overlap bench-peer bench-p2p bench-dp check-predict install clean distclean format probe
+.PHONY: all run check-includes readme test test-cpu test-gpu test-asan test-cpu-asan sanitize fuzz bench bench-stage bench-attention bench-local bench-overlap bench-peer bench-p2p bench-dp check-predict install clean distclean format probe
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -285,6 +285,9 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.cu.o $(BENCH_LIB) $(MPI_OBJ) $(BUILD)/lib
 # (SHAPE=7b) or, for bench-stage, a comma-separated list; empty: each one's defaults (reference
 # and small).
 SHAPE ?=
+bench-attention: $(BUILD)/bench/bench_attention
+	$(BUILD)/bench/bench_attention $(if $(SHAPE),--shape $(SHAPE))
+
 bench-stage: $(BUILD)/bench/bench_stage
 	$(BUILD)/bench/bench_stage $(if $(SHAPE),--shape $(SHAPE))
 

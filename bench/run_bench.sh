@@ -42,6 +42,10 @@ if [ -x "$build/bench/bench_stage" ]; then
     echo "## stage benchmark"
     "$build/bench/bench_stage" | tee "$out/stage.txt"
 fi
+if [ -x "$build/bench/bench_attention" ]; then
+    echo "## attention kernels"
+    "$build/bench/bench_attention" --shape model | tee "$out/attention.txt"
+fi
 if [ -x "$build/bench/bench_offload" ]; then
     echo "## host link for offload: pinned against pageable"
     "$build/bench/bench_offload" | tee "$out/offload.txt"
