@@ -211,13 +211,13 @@ static double epilogue_us(const kernel_row_t *r, const pp_gpu_t *g)
 }
 
 /* Time of one kernel row, ms: the longest of its launches' floor, its FLOPs at the class's rate
- * (a GEMM's plus its tail and its epilogue's `extra_us`, at most the FLOPs' own time) and its bytes
- * at the HBM rate. */
+ * (a GEMM's plus its tail and its epilogue's `extra_us`, at most the FLOPs' own time; attention's
+ * at `attn_eff` of the peak) and its bytes at the HBM rate. */
 static double kernel_ms(const pp_gpu_t *g, pp_dtype_t dt, kclass_t cls, int launches, double flops,
-                        double bytes, double extra_us)
+                        double bytes, double extra_us, double attn_eff)
 {
     double peak = (dt == PP_DTYPE_BF16 ? g->bf16_tflops : g->fp32_tflops) * 1e12;
-    double rate = cls == K_GEMM ? peak * g->gemm_eff : cls == K_ATTN ? peak * g->attn_eff : 0.0;
+    double rate = cls == K_GEMM ? peak * g->gemm_eff : cls == K_ATTN ? peak * attn_eff : 0.0;
     double t = launches * g->launch_us * 1e-6;
     /* an epilogue's extra, fitted where the GEMM is large, at most its GEMM's own time */
     double extra = rate > 0 ? fmin(extra_us * 1e-6, flops / rate) : 0.0;
@@ -245,7 +245,9 @@ static pp_work_t row_work(const kernel_row_t *r, const pp_model_shape_t *s, pp_d
               4.0 * (r->n * N + r->gnc * N * C + r->gcc * C * C + r->gvc * V * C + r->gtc * T * C) +
               r->qs * qs + r->ls * ls;
     w.kernels = r->launches;
-    w.ms = kernel_ms(gpu, dt, r->cls, r->launches, w.flops, w.bytes, epilogue_us(r, gpu));
+    /* attention's rate at the stage's head dimension, its forward's in F and its backward's */
+    const double attn = gpu_attn_eff(gpu, d, r->pass != PP_PASS_F);
+    w.ms = kernel_ms(gpu, dt, r->cls, r->launches, w.flops, w.bytes, epilogue_us(r, gpu), attn);
     return w;
 }
 

@@ -32,7 +32,10 @@ static pp_gpu_t gpu_flops_only(void)
     g.gemm_tail_us = 0; /* the FLOPs alone */
     for (int e = 0; e < PP_GPU_EPILOGUES; e++)
         g.epilogue_us[e] = 0;
-    g.attn_eff = ts_rand_uniform(0.1, 0.5);
+    for (int k = 0; k < PP_GPU_ATTN_ROWS; k++) { /* a rate of its own for each pass and row */
+        g.attn[k].fwd_eff = ts_rand_uniform(0.1, 0.5);
+        g.attn[k].bwd_eff = ts_rand_uniform(0.1, 0.5);
+    }
     return g;
 }
 
@@ -94,8 +97,8 @@ static void test_block_flops_and_bytes(void)
         EXPECT(f.kernels == 7 && i.kernels == 8 && w.kernels == 6, "%d %d %d", f.kernels, i.kernels,
                w.kernels);
         double P = g.bf16_tflops * 1e12;
-        EXPECT_NEAR(f.ms,
-                    1e3 * (24 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * g.attn_eff)),
+        const double fwd64 = g.attn[0].fwd_eff; /* d = 64: the first row */
+        EXPECT_NEAR(f.ms, 1e3 * (24 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * fwd64)),
                     1e-12, 1e-9);
         EXPECT_NEAR(w.ms, 1e3 * 24 * N * C * C / (P * g.gemm_eff), 1e-12, 1e-9);
         /* head: the LM head GEMM in each pass */
@@ -303,13 +306,53 @@ static void test_recompute(void)
     cost_recompute_ms(&c, &g, NULL, &in, &w);
     double N = (double)s.batch * s.seq_len, C = s.hidden, T = s.seq_len;
     double P = g.bf16_tflops * 1e12;
-    double want =
-        1e3 * s.n_layers * (16 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * g.attn_eff));
+    double want = 1e3 * s.n_layers *
+                  (16 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * g.attn[0].fwd_eff));
     EXPECT_NEAR(in, want, 1e-12, 1e-9);
     EXPECT_NEAR(w, want, 1e-12, 1e-9);
     c.recompute = PP_RECOMPUTE_SELECTIVE;
     cost_recompute_ms(&c, &g, NULL, &in, &w);
     EXPECT(in == 0 && w > 0, "selective, fused attention: %g %g", in, w);
+}
+
+/* Attention is priced at its head dimension's row: d = 64 at the first (the rate the reference
+ * shape was fitted with, unchanged), d = 128 at the second, each pass at its own (the forward
+ * kernel in F, the backward's in I); a head dimension between or past the rows takes the row at or
+ * below it. */
+static void test_attention_by_head_dim(void)
+{
+    pp_gpu_t g = gpu_flops_only();
+    for (int rep = 0; rep < 10; rep++) {
+        pp_model_shape_t s = random_shape();
+        const double P = g.bf16_tflops * 1e12;
+        for (int k = 0; k < PP_GPU_ATTN_ROWS; k++) {
+            s.hidden = g.attn[k].head_dim * s.heads;
+            const double N = (double)s.batch * s.seq_len, C = s.hidden, T = s.seq_len;
+            pp_work_t f = cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_F, PP_PART_BLOCK);
+            pp_work_t i = cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_I, PP_PART_BLOCK);
+            EXPECT_NEAR(
+                f.ms,
+                1e3 * (24 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * g.attn[k].fwd_eff)),
+                1e-12, 1e-9);
+            EXPECT_NEAR(
+                i.ms,
+                1e3 * (24 * N * C * C / (P * g.gemm_eff) + 7 * N * T * C / (P * g.attn[k].bwd_eff)),
+                1e-12, 1e-9);
+        }
+    }
+    EXPECT(g.attn[0].head_dim == 64 && g.attn[1].head_dim == 128, "rows %d, %d", g.attn[0].head_dim,
+           g.attn[1].head_dim);
+    const int d[] = {32, 64, 96, 128, 256}, row[] = {0, 0, 0, 1, 1};
+    for (int k = 0; k < 5; k++) {
+        EXPECT(gpu_attn_eff(&g, d[k], 0) == g.attn[row[k]].fwd_eff, "d = %d forward", d[k]);
+        EXPECT(gpu_attn_eff(&g, d[k], 1) == g.attn[row[k]].bwd_eff, "d = %d backward", d[k]);
+    }
+    /* the shipped Hopper rows: d = 64 as fitted before; d = 128's backward faster, its forward not
+     */
+    const pp_gpu_t *h = gpu_find("h200");
+    EXPECT(h->attn[0].fwd_eff == 0.20 && h->attn[0].bwd_eff == 0.20, "%g %g", h->attn[0].fwd_eff,
+           h->attn[0].bwd_eff);
+    EXPECT(h->attn[1].bwd_eff > h->attn[0].bwd_eff && h->attn[1].fwd_eff == h->attn[0].fwd_eff);
 }
 
 static void test_tables(void)
@@ -592,6 +635,7 @@ int main(void)
     RUN(test_monotonic);
     RUN(test_tokens_past_int);
     RUN(test_recompute);
+    RUN(test_attention_by_head_dim);
     RUN(test_tables);
     RUN(test_model_build);
     RUN(test_model_per_transport);
