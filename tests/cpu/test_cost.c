@@ -14,6 +14,8 @@
 #include "schedule/generate.h"
 #include "model/gpu.h"
 #include "model/profile.h"
+#include "model/stage_layout.h"
+#include "plan/stage_cfg.h"
 #include "tests/check.h"
 #include "support.h"
 
@@ -355,6 +357,139 @@ static void test_attention_by_head_dim(void)
     EXPECT(h->attn[1].bwd_eff > h->attn[0].bwd_eff && h->attn[1].fwd_eff == h->attn[0].fwd_eff);
 }
 
+/* A random stage's configuration (the fused attention's shapes), bf16, no optimizer. */
+static pp_stage_cfg_t random_stage(void)
+{
+    pp_model_shape_t s = random_shape();
+    pp_stage_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.hidden = s.hidden, c.heads = s.heads, c.seq_len = s.seq_len, c.vocab = s.vocab;
+    c.micro_batch_size = s.batch, c.n_layers = s.n_layers, c.total_layers = s.total_layers;
+    c.is_first = ts_rand_int(0, 1), c.is_last = ts_rand_int(0, 1), c.dtype = PP_DTYPE_BF16;
+    return c;
+}
+
+/* The step's head and tail of a stage (cost_stage_tail): the gradients (and the loss
+ * accumulator's 4 bytes) zeroed, whatever the optimizer; AdamW's 30 bytes a bf16 parameter (28 in
+ * fp32, where the master is the parameter) at the HBM rate, none without an optimizer, the
+ * replica's 1/d under zero1; at least a launch floor a memset, a tensor, a piece of a tensor. */
+static void test_stage_tail(void)
+{
+    for (int rep = 0; rep < 10; rep++) {
+        pp_stage_cfg_t c = random_stage();
+        pp_gpu_t g = *gpu_find("h200");
+        g.launch_us = 0;
+        g.hbm_gbps = ts_rand_uniform(1000, 8000);
+        const double bw = g.hbm_gbps * 1e6 * g.bw_eff; /* bytes a ms */
+        const double P = (double)stage_param_count(&c);
+        double head, tail, head2, whole, part;
+        cost_stage_tail(&c, &g, &head, &tail);
+        EXPECT_NEAR(head, ((double)stage_grad_bytes(&c) + 4) / bw, 0, 1e-12);
+        EXPECT(tail == 0, "no optimizer: %g", tail);
+        c.with_optimizer = 1;
+        cost_stage_tail(&c, &g, &head2, &whole);
+        EXPECT(head2 == head, "the zeroing does not depend on the optimizer");
+        EXPECT_NEAR(whole, 30 * P / bw, 0, 1e-12);
+        c.dtype = PP_DTYPE_FP32;
+        cost_stage_tail(&c, &g, &head2, &tail);
+        EXPECT_NEAR(tail, 28 * P / bw, 0, 1e-12);
+        c.dtype = PP_DTYPE_BF16;
+        /* zero1 over 4 replicas, in buckets of a quarter of the stage or in one */
+        c.optimizer_shards = 4;
+        c.shard_bucket = ts_rand_int(0, 1) ? stage_grad_bytes(&c) / sizeof(float) / 4 : 0;
+        REQUIRE(stage_shard_values(&c) > 0);
+        cost_stage_tail(&c, &g, &head2, &part);
+        EXPECT(head2 == head, "every replica zeroes all its gradients");
+        EXPECT_NEAR(part, whole / 4, 0, 0.02); /* the padding between tensors aside */
+        c.optimizer_shards = 1, c.shard_bucket = 0;
+        /* the floor: two memsets, a launch a tensor */
+        g.launch_us = ts_rand_uniform(1, 20);
+        g.hbm_gbps = 1e30;
+        pp_model_shape_t sh = stage_shape_of(&c);
+        cost_stage_tail(&c, &g, &head, &tail);
+        EXPECT_NEAR(head, 2 * g.launch_us * 1e-3, 0, 1e-12);
+        EXPECT_NEAR(tail, model_tensor_count(&sh) * g.launch_us * 1e-3, 0, 1e-12);
+    }
+    /* the 7B-class first stage on an H200 (8 blocks and the embedding, 1.74 G parameters, AdamW):
+     * 16.7 ms of zeroing and AdamW measured after its last op on 4x H200 (bench/NOTES.md, "The
+     * optimizer at the 7B-class shape") */
+    pp_stage_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.hidden = 4096, c.heads = 32, c.seq_len = 4096, c.vocab = 32000, c.micro_batch_size = 1;
+    c.n_layers = 8, c.total_layers = 32, c.is_first = 1, c.dtype = PP_DTYPE_BF16;
+    c.with_optimizer = 1;
+    double head, tail;
+    cost_stage_tail(&c, gpu_find("h200"), &head, &tail);
+    EXPECT(head + tail > 0.85 * 16.7 && head + tail < 1.05 * 16.7, "%g + %g ms", head, tail);
+}
+
+/* A plan's cost model carries each stage's head and tail, on the GPU description or with a
+ * profile, never hand-set: the tail is AdamW's where the job has it and 0 where it has none, a
+ * zero1 replica's about half of it at d = 2. The optimizer lengthens the step, never the ops'
+ * makespan, so the bubble of a run is the same with and without it. */
+static void test_model_tails(void)
+{
+    const char *const cases[3][3] = {
+        {"run.optimizer=none"},
+        {"run.optimizer=adamw"},
+        {"run.optimizer=adamw", "pipeline.devices=8", "pipeline.data_parallel=2"}};
+    const char *yaml = "pipeline: {devices: 4, micro_batches: 8}\nschedule: {kind: 1f1b}\n"
+                       "run: {optimizer_sharding: zero1}\ncost: {gpu: h200}\n";
+    double step[2], span[2], tail[4];
+    for (int k = 0; k < 3; k++) {
+        pp_job_t cfg;
+        pp_schedule_t sch;
+        pp_plan_t plan;
+        pp_cost_model_t cm;
+        REQUIRE(ts_load_job(&cfg, yaml, cases[k], k == 2 ? 3 : 1, -1) == PP_OK);
+        REQUIRE(generate_schedule(&sch, &cfg) == PP_OK && plan_lower(&plan, &sch, &cfg) == PP_OK);
+        REQUIRE(plan.n_stages == 4);
+        REQUIRE(cost_model_build(&cm, &cfg, &plan, NULL, NULL, NULL) == PP_OK);
+        for (int s = 0; s < plan.n_stages; s++) {
+            pp_stage_cfg_t c;
+            double head, t;
+            plan_stage_cfg(&c, &cfg, &plan, s);
+            cost_stage_tail(&c, gpu_find("h200"), &head, &t);
+            EXPECT(cm.head[s] == head && cm.tail[s] == t && head > 0, "case %d stage %d", k, s);
+            EXPECT((t > 0) == (k > 0), "case %d stage %d: tail %g", k, s, t);
+            if (k == 1) tail[s] = t;
+            if (k == 2) /* zero1 over 2 replicas: half, and a launch floor a piece of a tensor */
+                EXPECT(2 * t > tail[s] && 2 * t < 1.1 * tail[s], "stage %d: %g of %g", s, t,
+                       tail[s]);
+        }
+        if (k < 2) {
+            pp_timeline_t tl;
+            REQUIRE(simulate_plan(&tl, &plan, &cm) == PP_OK);
+            step[k] = tl.step_ms[0], span[k] = timeline_makespan(&tl);
+            timeline_free(&tl);
+        }
+        cost_model_free(&cm);
+        plan_free(&plan);
+        schedule_free(&sch);
+        job_free(&cfg);
+    }
+    EXPECT(span[0] == span[1] && step[1] > step[0] && step[0] > span[0],
+           "makespan %.17g and %.17g, step %g without the optimizer, %g with it", span[0], span[1],
+           step[0], step[1]);
+    /* 1F1B's last op is device 0's: the step ends with its tail */
+    EXPECT_NEAR(step[1] - step[0], tail[0], 1e-9, 0);
+    /* hand-set costs: neither */
+    pp_job_t cfg;
+    pp_schedule_t sch;
+    pp_plan_t plan;
+    pp_cost_model_t cm;
+    const char *hand[] = {"cost.forward=1", "run.optimizer=adamw"};
+    REQUIRE(ts_load_job(&cfg, yaml, hand, 2, -1) == PP_OK);
+    REQUIRE(generate_schedule(&sch, &cfg) == PP_OK && plan_lower(&plan, &sch, &cfg) == PP_OK);
+    REQUIRE(cost_model_build(&cm, &cfg, &plan, NULL, NULL, NULL) == PP_OK);
+    for (int s = 0; s < plan.n_stages; s++)
+        EXPECT(cm.head[s] == 0 && cm.tail[s] == 0, "hand-set stage %d", s);
+    cost_model_free(&cm);
+    plan_free(&plan);
+    schedule_free(&sch);
+    job_free(&cfg);
+}
+
 static void test_tables(void)
 {
     EXPECT(gpu_find("H100") == gpu_find("h100") && gpu_find("h100") != NULL);
@@ -637,7 +772,9 @@ int main(void)
     RUN(test_recompute);
     RUN(test_attention_by_head_dim);
     RUN(test_tables);
+    RUN(test_stage_tail);
     RUN(test_model_build);
+    RUN(test_model_tails);
     RUN(test_model_per_transport);
     RUN(test_hand_set_overrides);
     RUN(test_config_errors);
