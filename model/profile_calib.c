@@ -183,9 +183,9 @@ static void print_runs(const pp_profile_t *p, FILE *f)
         const pp_prof_size_t *z = &p->steps[k].size;
         fprintf(f,
                 "#   step   %d blocks, micro-batch %d x %d tokens, m %d: %.2f ms measured, %.2f "
-                "from the passes: factor %.3f\n",
+                "from the passes and the gradients' zeroing (%.2f): factor %.3f\n",
                 z->layers, z->batch, z->seq_len, z->m, p->steps[k].ms,
-                profile_step_predicted_ms(p, z), p->step_factor[k]);
+                profile_step_predicted_ms(p, z), profile_step_head_ms(p, z), p->step_factor[k]);
     }
     for (int k = 0; k < p->n_pairs; k++) {
         const pp_prof_pair_t *q = &p->pairs[k];
