@@ -10,8 +10,10 @@
  * achieved rate, bytes / achieved bandwidth); a pass is the sum of its kernels (the kernels of a
  * pass run one after another on one stream). A profile (profile.h) measured at one shape
  * multiplies each (pass, part) by measured / predicted at that shape, so the model's FLOP and
- * byte ratios carry it to other shapes. Plain C; every function is pure and cheap (a table walk),
- * safe to call in a loop, and prints nothing unless it fails.
+ * byte ratios carry it to other shapes. What a stage adds to its device's step outside the passes
+ * (its gradients zeroed, its optimizer step) is priced here too, from its bytes. Plain C; every
+ * function is pure and cheap (a table walk), safe to call in a loop, and prints nothing unless it
+ * fails.
  */
 #ifndef PP_COST_H
 #define PP_COST_H

@@ -13,7 +13,9 @@
  * devices on one GPU share it). The d REDUCE ops of one stage and bucket (adjacent in plan order,
  * one per data-parallel replica) are one collective: all start at the latest of their ready
  * times and take the ring all-reduce of their bucket (cost_model_reduce); never under a part.
- * The caller owns `tl`; the cost model owns its four arrays.
+ * A device's compute stream is busy from 0 with its stages' heads, and its stages' tails follow
+ * its last op of any stream; the step runs from 0 to the last end of an op or a tail.
+ * The caller owns `tl`; the cost model owns its arrays.
  * simulate_makespans runs several cost models in the same pass ("lanes"): each lane does exactly
  * the arithmetic simulate_plan does, so its makespan is the same to the bit. Under a part
  * (simulate_plan_part: one process of several, one lane) only the owned devices' ops are timed,
