@@ -211,13 +211,13 @@ static double epilogue_us(const kernel_row_t *r, const pp_gpu_t *g)
 }
 
 /* Time of one kernel row, ms: the longest of its launches' floor, its FLOPs at the class's rate
- * (a GEMM's plus its tail and its epilogue's `extra_us`, at most the FLOPs' own time) and its bytes
- * at the HBM rate. */
+ * (a GEMM's plus its tail and its epilogue's `extra_us`, at most the FLOPs' own time; attention's
+ * at `attn_eff` of the peak) and its bytes at the HBM rate. */
 static double kernel_ms(const pp_gpu_t *g, pp_dtype_t dt, kclass_t cls, int launches, double flops,
-                        double bytes, double extra_us)
+                        double bytes, double extra_us, double attn_eff)
 {
     double peak = (dt == PP_DTYPE_BF16 ? g->bf16_tflops : g->fp32_tflops) * 1e12;
-    double rate = cls == K_GEMM ? peak * g->gemm_eff : cls == K_ATTN ? peak * g->attn_eff : 0.0;
+    double rate = cls == K_GEMM ? peak * g->gemm_eff : cls == K_ATTN ? peak * attn_eff : 0.0;
     double t = launches * g->launch_us * 1e-6;
     /* an epilogue's extra, fitted where the GEMM is large, at most its GEMM's own time */
     double extra = rate > 0 ? fmin(extra_us * 1e-6, flops / rate) : 0.0;
@@ -245,7 +245,9 @@ static pp_work_t row_work(const kernel_row_t *r, const pp_model_shape_t *s, pp_d
               4.0 * (r->n * N + r->gnc * N * C + r->gcc * C * C + r->gvc * V * C + r->gtc * T * C) +
               r->qs * qs + r->ls * ls;
     w.kernels = r->launches;
-    w.ms = kernel_ms(gpu, dt, r->cls, r->launches, w.flops, w.bytes, epilogue_us(r, gpu));
+    /* attention's rate at the stage's head dimension, its forward's in F and its backward's */
+    const double attn = gpu_attn_eff(gpu, d, r->pass != PP_PASS_F);
+    w.ms = kernel_ms(gpu, dt, r->cls, r->launches, w.flops, w.bytes, epilogue_us(r, gpu), attn);
     return w;
 }
 
@@ -310,6 +312,64 @@ double cost_stage_ms(const pp_model_shape_t *s, pp_dtype_t dt, const pp_gpu_t *g
         t += count[part] * f * cost_part(s, dt, gpu, pass, (pp_part_t)part).ms;
     }
     return t;
+}
+
+/* ---- the step's head and tail ------------------------------------------------------------- */
+
+/* Bytes AdamW moves for one parameter (adamw.cu): the fp32 gradient, master and moments read (16),
+ * the master and moments written (12), and the storage copy written where it is not the master. */
+static double adamw_bytes(pp_dtype_t dt)
+{
+    return 28.0 + (dt == PP_DTYPE_FP32 ? 0.0 : (double)pp_dtype_size(dt));
+}
+
+/* One memory-bound launch over `bytes`, ms. */
+static double launch_ms(const pp_gpu_t *g, double bytes)
+{
+    return kernel_ms(g, PP_DTYPE_FP32, K_MEM, 1, 0.0, bytes, 0.0, 0.0);
+}
+
+/* AdamW over the parameters [lo, lo + n) of the stage, one launch for each tensor's piece in it
+ * (stage_optimizer_step), ms. */
+static double adamw_range_ms(const pp_param_tensor_t *t, int n_tensors, size_t lo, size_t n,
+                             double per, const pp_gpu_t *g)
+{
+    double ms = 0;
+    for (int i = 0; i < n_tensors; i++) {
+        size_t x0 = t[i].offset > lo ? t[i].offset : lo;
+        size_t x1 = t[i].offset + t[i].numel < lo + n ? t[i].offset + t[i].numel : lo + n;
+        if (x0 < x1) ms += launch_ms(g, per * (double)(x1 - x0));
+    }
+    return ms;
+}
+
+/* The optimizer step of stage c, ms: every tensor whole, or under zero1 replica 0's part of each
+ * bucket (every replica's part is as large). */
+static double adamw_ms(const pp_stage_cfg_t *c, const pp_gpu_t *g)
+{
+    pp_model_shape_t s = stage_shape_of(c);
+    const int n = model_tensor_count(&s);
+    const double per = adamw_bytes(c->dtype);
+    pp_param_tensor_t *t = malloc(sizeof *t * (size_t)(n > 0 ? n : 1));
+    if (!t) /* out of host memory: the parameters at the HBM rate, no floor per tensor */
+        return launch_ms(g, per * (double)stage_shard_values(c));
+    const size_t padded = model_tensors(&s, t, NULL);
+    double ms = 0;
+    size_t lo, len, at;
+    if (c->optimizer_shards <= 1)
+        ms = adamw_range_ms(t, n, 0, padded, per, g);
+    else
+        for (size_t b = 0; stage_shard_part(c, 0, b, &lo, &len, &at) > 0; b++)
+            ms += adamw_range_ms(t, n, lo, len, per, g);
+    free(t);
+    return ms;
+}
+
+void cost_stage_tail(const pp_stage_cfg_t *c, const pp_gpu_t *gpu, double *head, double *tail)
+{
+    /* stage_zero_grads: the gradients, then the loss accumulator's 4 bytes */
+    *head = launch_ms(gpu, (double)stage_grad_bytes(c)) + launch_ms(gpu, 4.0);
+    *tail = c->with_optimizer ? adamw_ms(c, gpu) : 0.0;
 }
 
 const pp_gpu_t *cost_gpu_for(const pp_job_cost_src_t *src, const pp_gpu_t *present,

@@ -10,8 +10,10 @@
  * achieved rate, bytes / achieved bandwidth); a pass is the sum of its kernels (the kernels of a
  * pass run one after another on one stream). A profile (profile.h) measured at one shape
  * multiplies each (pass, part) by measured / predicted at that shape, so the model's FLOP and
- * byte ratios carry it to other shapes. Plain C; every function is pure and cheap (a table walk),
- * safe to call in a loop, and prints nothing unless it fails.
+ * byte ratios carry it to other shapes. What a stage adds to its device's step outside the passes
+ * (its gradients zeroed, its optimizer step) is priced here too, from its bytes. Plain C; every
+ * function is pure and cheap (a table walk), safe to call in a loop, and prints nothing unless it
+ * fails.
  */
 #ifndef PP_COST_H
 #define PP_COST_H
@@ -56,6 +58,15 @@ double cost_stage_ms(const pp_model_shape_t *shape, pp_dtype_t dt, const pp_gpu_
  * the forward's calibration when prof is not NULL). Both 0 for recompute none. */
 void cost_recompute_ms(const pp_stage_cfg_t *c, const pp_gpu_t *gpu, const struct pp_profile *prof,
                        double *input, double *weight);
+
+/* What stage c adds to its device's step outside its passes (stages/stage.cu as exec/execute_step.c
+ * runs it each step), ms: *head, its fp32 gradients and loss accumulator zeroed before the device's
+ * first op; *tail, the optimizer after the device's last op: AdamW, one launch a tensor, reading
+ * the gradient, the fp32 master and both moments and writing the master, the moments and (bf16)
+ * the parameters, over the replica's part of every bucket under zero1 (a launch a piece); 0
+ * without run.optimizer. Each launch takes its bytes at the HBM rate (bw_eff), at least the
+ * launch floor. No profile calibrates it: a profile's passes and steps are scaled, never this. */
+void cost_stage_tail(const pp_stage_cfg_t *c, const pp_gpu_t *gpu, double *head, double *tail);
 
 /* The GPU the costs of `src` are for: cost.gpu when set, else `present` (the GPU this process
  * runs on, NULL when none), else the profile's, else h100. Never NULL. */

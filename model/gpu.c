@@ -32,7 +32,22 @@
     {                                                                                              \
         23.0, 8.0                                                                                  \
     }
-#define FIT_ATTN    0.20 /* flash attention (mma.sync, not wgmma) */
+/* The flash attention kernels (mma.sync, not wgmma), forward and backward, by head dimension:
+ * d = 64 fitted with the other fractions above (bench_stage's reference and small shapes on H100
+ * and H200); d = 128 on bench_stage's 7B-class middle stage on one H200 (2026-11-28, graph mode,
+ * bench/NOTES.md "The cost model at the 7B-class shape": 8 blocks of hidden 4096, 32 heads, 4096
+ * tokens), once the GEMMs were fitted on its weight pass. Its input pass, 37.66 ms, puts the three
+ * backward kernels at 0.221 of the peak (0.20 made it 39.50, +4.9 %). Its forward pass, 25.36 ms,
+ * is 25.42 at 0.20 (0.202 would fit it exactly): the forward kernel keeps d = 64's rate. */
+#define FIT_ATTN_FWD128 0.20
+#define FIT_ATTN_BWD128 0.221
+#define FIT_ATTN                                                                                   \
+    {                                                                                              \
+        {64, 0.20, 0.20},                                                                          \
+        {                                                                                          \
+            128, FIT_ATTN_FWD128, FIT_ATTN_BWD128                                                  \
+        }                                                                                          \
+    }
 #define FIT_BW      0.80 /* LayerNorm, bias reductions, embedding, cross-entropy */
 /* GiB a device holds besides its stages' allocations (CUDA 13 context, our modules, lazy
  * loading), and once more for each stage on it (its cuBLAS handles): profiles/h200.yaml's
@@ -187,6 +202,14 @@ double gpu_curve_log(const double *xs, const double *ys, int n, double x)
         return ys[k - 1] + u * (ys[k] - ys[k - 1]);
     }
     return ys[n - 1];
+}
+
+double gpu_attn_eff(const pp_gpu_t *g, int head_dim, int backward)
+{
+    const pp_gpu_attn_t *row = &g->attn[0];
+    for (int k = 1; k < PP_GPU_ATTN_ROWS; k++)
+        if (g->attn[k].head_dim <= head_dim) row = &g->attn[k];
+    return backward ? row->bwd_eff : row->fwd_eff;
 }
 
 double gpu_overlap(const pp_gpu_t *g, double elements)

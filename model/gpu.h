@@ -24,6 +24,17 @@ typedef enum pp_gpu_epilogue {
     PP_GPU_EPILOGUES
 } pp_gpu_epilogue_t;
 
+/* The fused attention kernels' rate at one head dimension d (hidden / heads): the fraction of the
+ * tensor peak their forward and their backward reach on their FLOPs. */
+typedef struct pp_gpu_attn {
+    int head_dim;   /* d */
+    double fwd_eff; /* the forward kernel */
+    double bwd_eff; /* the backward's kernels */
+} pp_gpu_attn_t;
+
+/* Rows of pp_gpu_t.attn: the flash kernels take d = 64 and 128 (kernel_sizes.h). */
+#define PP_GPU_ATTN_ROWS 2
+
 typedef struct pp_gpu {
     const char *name;    /* as written in --gpu NAME and `cost: {gpu: NAME}` */
     const char *match;   /* a substring of the CUDA device name that identifies this GPU */
@@ -38,7 +49,8 @@ typedef struct pp_gpu {
                           * its start, which a large GEMM amortises and a small one does not */
     double epilogue_us[PP_GPU_EPILOGUES]; /* what a GEMM's fused cuBLASLt epilogue adds to it,
                                            * microseconds whatever the shape (pp_gpu_epilogue_t) */
-    double attn_eff;  /* fraction of the tensor peak the fused attention kernels reach */
+    pp_gpu_attn_t attn[PP_GPU_ATTN_ROWS]; /* the fused attention's rate by head dimension,
+                                           * ascending (gpu_attn_eff) */
     double bw_eff;    /* fraction of the HBM bandwidth the memory-bound kernels reach */
     double launch_us; /* least time of one kernel in a replayed CUDA graph, microseconds */
     double gap_us;    /* between the ops of a replayed step: how long after its stream and its
@@ -68,6 +80,11 @@ void gpu_names(char *buf, size_t size);
 /* y at x on the curve through the n points (xs[k], ys[k]), xs ascending and > 0: linear in log x
  * between neighbours, the end value outside; 0 when n == 0. */
 double gpu_curve_log(const double *xs, const double *ys, int n, double x);
+
+/* The fraction of the tensor peak g's fused attention reaches at head dimension d, in its backward
+ * (backward != 0) or its forward: the row of g->attn for the largest head_dim at most d, the first
+ * row below them all. */
+double gpu_attn_eff(const pp_gpu_t *g, int head_dim, int backward);
 
 /* g's default pair overlap for a micro-batch of `elements` = tokens x hidden (0..1). */
 double gpu_overlap(const pp_gpu_t *g, double elements);

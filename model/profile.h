@@ -97,7 +97,7 @@ typedef struct pp_profile {
     pp_prof_step_t steps[PP_PROFILE_MAX_RUNS];
     pp_prof_pair_t pairs[PP_PROFILE_MAX_RUNS];
     /* Derived by profile_calibrate, not stored: measured / predicted for each pass and part, and
-     * each step's measured / profile_step_predicted_ms. */
+     * each step's measured / profile_step_predicted_ms, both less the stage's zeroing. */
     double factor[PP_PASS_COUNT][PP_PART_COUNT];
     double step_factor[PP_PROFILE_MAX_RUNS];
 } pp_profile_t;
@@ -117,9 +117,14 @@ static inline double profile_elements(int batch, int seq_len, int hidden)
 }
 
 /* The step of a size the passes predict, ms: m x (F + I + W) of one stage holding every block,
- * the embedding and the head, at the profile's factors (the simulator's 1F1B step on one device).
- */
+ * the embedding and the head, at the profile's factors, and its gradients zeroed before them
+ * (cost_stage_tail; the runs have no optimizer): the simulator's 1F1B step on one device at a
+ * step factor of 1. The step factor is the measured step over it, both less the zeroing. */
 double profile_step_predicted_ms(const pp_profile_t *p, const pp_prof_size_t *z);
+/* What a run of size z does outside its passes, ms: its stage's gradients zeroed before the first
+ * op (cost_stage_tail's head; the runs have no optimizer, so no tail), which the cost model prices
+ * apart and the step factor leaves out. */
+double profile_step_head_ms(const pp_profile_t *p, const pp_prof_size_t *z);
 
 /* The step factor at `elements` and m: each measured size's factor, linear in log m between the
  * measured m (flat outside), then linear in log elements between the sizes (flat outside). 1 when

@@ -3,12 +3,13 @@
  * part, the step factor and the pair overlap at any micro-batch size, the transfer fit, and the
  * summary `ppsched profile` prints.
  *
- * Pass factors are measured / predicted at the profiled shape. A measured step is compared with
+ * Pass factors are measured / predicted at the profiled shape. A measured step less its stage's
+ * gradients zeroed (cost_stage_tail's head, which the cost model prices apart) is compared with
  * m x (F + I + W) of one stage holding the whole model at those factors, which is what the
- * simulator predicts for 1F1B on one device; the step factor is that of the steps at the profiled
- * micro-batch, in log m between their m (profile_step_factor says why no other size's); pairs
- * are interpolated in log elements (tokens x hidden of a micro-batch). Everything here is
- * arithmetic on the profile; nothing allocates or prints but profile_print_summary.
+ * simulator predicts for 1F1B on one device, head aside; the step factor is that of the steps at
+ * the profiled micro-batch, in log m between their m (profile_step_factor says why no other
+ * size's); pairs are interpolated in log elements (tokens x hidden of a micro-batch). Everything
+ * here is arithmetic on the profile; nothing allocates or prints but profile_print_summary.
  */
 #include "profile.h"
 
@@ -21,7 +22,8 @@ const pp_gpu_t *profile_gpu(const pp_profile_t *p)
     return g ? g : gpu_find("h100");
 }
 
-double profile_step_predicted_ms(const pp_profile_t *p, const pp_prof_size_t *z)
+/* The one-device stage of size z: every block, the embedding and the head. */
+static pp_model_shape_t run_shape(const pp_profile_t *p, const pp_prof_size_t *z)
 {
     pp_model_shape_t s = p->shape;
     s.batch = z->batch;
@@ -31,10 +33,29 @@ double profile_step_predicted_ms(const pp_profile_t *p, const pp_prof_size_t *z)
     s.total_layers = z->layers;
     s.is_first = 1;
     s.is_last = 1;
+    return s;
+}
+
+double profile_step_head_ms(const pp_profile_t *p, const pp_prof_size_t *z)
+{
+    pp_model_shape_t s = run_shape(p, z);
+    pp_stage_cfg_t c;
+    double head, tail;
+    memset(&c, 0, sizeof c);
+    c.hidden = s.hidden, c.heads = s.heads, c.seq_len = s.seq_len, c.vocab = s.vocab;
+    c.micro_batch_size = s.batch, c.n_layers = s.n_layers, c.total_layers = s.total_layers;
+    c.is_first = c.is_last = 1, c.dtype = p->dtype;
+    cost_stage_tail(&c, profile_gpu(p), &head, &tail);
+    return head;
+}
+
+double profile_step_predicted_ms(const pp_profile_t *p, const pp_prof_size_t *z)
+{
+    pp_model_shape_t s = run_shape(p, z);
     double t = 0;
     for (int pass = 0; pass < PP_PASS_COUNT; pass++)
         t += cost_stage_ms(&s, p->dtype, profile_gpu(p), p, (pp_pass_t)pass);
-    return z->m * t;
+    return z->m * t + profile_step_head_ms(p, z);
 }
 
 void profile_calibrate(pp_profile_t *p)
@@ -55,9 +76,10 @@ void profile_calibrate(pp_profile_t *p)
         }
     }
     /* After the pass factors: a step's prediction is made with them. */
-    for (int k = 0; k < p->n_steps; k++) {
-        double pred = profile_step_predicted_ms(p, &p->steps[k].size);
-        double f = pred > 0 ? p->steps[k].ms / pred : 1.0;
+    for (int k = 0; k < p->n_steps; k++) { /* the passes' share: the head is priced apart */
+        const double head = profile_step_head_ms(p, &p->steps[k].size);
+        double pred = profile_step_predicted_ms(p, &p->steps[k].size) - head;
+        double f = pred > 0 ? (p->steps[k].ms - head) / pred : 1.0;
         p->step_factor[k] = (f > 0.2 && f < 5.0) ? f : 1.0;
     }
 }
@@ -161,9 +183,9 @@ static void print_runs(const pp_profile_t *p, FILE *f)
         const pp_prof_size_t *z = &p->steps[k].size;
         fprintf(f,
                 "#   step   %d blocks, micro-batch %d x %d tokens, m %d: %.2f ms measured, %.2f "
-                "from the passes: factor %.3f\n",
+                "from the passes and the gradients' zeroing (%.2f): factor %.3f\n",
                 z->layers, z->batch, z->seq_len, z->m, p->steps[k].ms,
-                profile_step_predicted_ms(p, z), p->step_factor[k]);
+                profile_step_predicted_ms(p, z), profile_step_head_ms(p, z), p->step_factor[k]);
     }
     for (int k = 0; k < p->n_pairs; k++) {
         const pp_prof_pair_t *q = &p->pairs[k];

@@ -315,6 +315,7 @@ pp_status_t report_build(pp_report_t *r, const pp_job_t *job, const pp_plan_t *p
     double sum_busy, sum_idle;
     fill_devices(r, job, plan, tl, busy, peak, &sum_busy, &sum_idle);
     double span = tl->has_op_times ? timeline_makespan(tl) : NAN;
+    r->makespan_ms = span;
     r->bubble = span > 0.0 ? 1.0 - sum_busy / (p * span) : NAN;
     r->bubble_ideal = sum_busy > 0.0 ? sum_idle / sum_busy : NAN;
     r->bubble_theory =
@@ -496,6 +497,19 @@ static void table_devices(pp_out_t *o, const pp_report_t *r)
     }
 }
 
+/* The part of the step outside the ops' makespan, where there is one (> 0.5 us): the devices'
+ * heads and tails, which the busy, idle and bubble figures leave out. */
+static void table_outside_ops(pp_out_t *o, const pp_report_t *r)
+{
+    const double out = r->step_ms - r->makespan_ms;
+    if (!(out >= 5e-4)) return; /* NAN too: no op times */
+    out_printf(o,
+               "# ops' makespan %.3f ms; outside the ops %.3f ms of the step (each device's "
+               "gradients zeroed before its first op, its optimizer after its last; busy, idle "
+               "and the bubble leave it out)\n",
+               r->makespan_ms, out);
+}
+
 pp_status_t report_print_table(const pp_report_t *r, const pp_job_t *job, FILE *f)
 {
     pp_out_t out, *o = &out;
@@ -512,6 +526,7 @@ pp_status_t report_print_table(const pp_report_t *r, const pp_job_t *job, FILE *
                fmt_num(a, sizeof a, r->step_ms, 1.0, 3),
                fmt_num(b, sizeof b, r->step_ms_p10, 1.0, 3),
                fmt_num(c, sizeof c, r->step_ms_p90, 1.0, 3));
+    table_outside_ops(o, r);
     out_printf(o, "# throughput%s: %s tokens/s, %s TFLOP/s (%s per device)\n",
                r->mode == PP_MODE_SIMULATE ? " (at the cost model's op times)" : "",
                out_cell(a, sizeof a, isfinite(r->tokens_per_s), "%.4g", r->tokens_per_s),

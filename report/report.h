@@ -65,6 +65,10 @@ typedef struct pp_report {
     pp_mode_t mode;
     int devices, stages, micro_batches, chunks;
     double step_ms, step_ms_p10, step_ms_p90;
+    double makespan_ms; /* the representative step's ops, first start to last end: what busy,
+                           idle and the bubble are over; the step is longer by what each device
+                           runs outside its ops (its gradients zeroed before the first, its
+                           optimizer after the last); NAN without op times */
     double tokens_per_s, tflops;
     double bubble;           /* overall idle / makespan: 1 - sum busy / (p * makespan) */
     double bubble_ideal;     /* overall idle / ideal compute: sum idle / sum busy */

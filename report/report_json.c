@@ -146,6 +146,7 @@ pp_status_t report_print_json(const pp_report_t *r, FILE *f)
     out_json_key_num(o, "step_ms", r->step_ms);
     out_json_key_num(o, "step_ms_p10", r->step_ms_p10);
     out_json_key_num(o, "step_ms_p90", r->step_ms_p90);
+    out_json_key_num(o, "makespan_ms", r->makespan_ms);
     out_json_key_num(o, "tokens_per_s", r->tokens_per_s);
     out_json_key_num(o, "tflops", r->tflops);
     out_json_key_num(o, "bubble", r->bubble);

@@ -173,6 +173,8 @@ pp_status_t run_cost_model(pp_cost_model_t *cm, const pp_plan_t *plan, const pp_
         if (!job->overlap_set) PP_CHECK(measured_overlap(plan, measured, &o));
         cm->overlap = o >= 0 ? o : job->cost.overlap;
         cost_model_links(cm, job);
+        /* the measured op times hold no head or tail: the GPU description prices them */
+        cost_model_tails(cm, job, plan, cost_gpu_for(&job->cost_src, present, prof));
         return PP_OK;
     }
     return cost_model_build(cm, job, plan, present, prof, NULL);
@@ -299,7 +301,7 @@ pp_status_t run_finish(pp_run_t *r)
         cost_model_free(&r->cost);
         timeline_free(&r->sim);
         r->have_what_if = 0;
-        PP_CHECK(run_cost_model(&r->cost, &r->plan, &r->job, &r->meas, NULL, NULL));
+        PP_CHECK(run_cost_model(&r->cost, &r->plan, &r->job, &r->meas, r->present, NULL));
         PP_CHECK(explain_what_if_sim(&r->what_if, &r->sim, &r->plan, &r->cost));
         r->have_what_if = 1;
     }

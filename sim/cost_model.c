@@ -89,6 +89,16 @@ static void model_reduce(pp_cost_model_t *cm, const pp_job_t *job)
     }
 }
 
+void cost_model_tails(pp_cost_model_t *cm, const pp_job_t *job, const pp_plan_t *plan,
+                      const pp_gpu_t *gpu)
+{
+    for (int s = 0; s < plan->n_stages && s < cm->n_stages; s++) {
+        pp_stage_cfg_t c;
+        plan_stage_cfg(&c, job, plan, s);
+        cost_stage_tail(&c, gpu, &cm->head[s], &cm->tail[s]);
+    }
+}
+
 void cost_model_links(pp_cost_model_t *cm, const pp_job_t *job)
 {
     const int n = job_devices_total(job);
@@ -126,6 +136,8 @@ pp_status_t cost_model_build(pp_cost_model_t *cm, const pp_job_t *job, const pp_
     pp_cost_calib_t cal;
     cost_calib_for(&cal, job, plan->n_mb, gpu, prof);
     model_stage_costs(cm, job, plan, gpu, prof, cal.step_factor);
+    /* a profile's step factor leaves the head out of its measured steps (profile_calibrate) */
+    cost_model_tails(cm, job, plan, gpu);
     double bytes = (double)plan->boundary_bytes;
     if (prof && prof->n_sends > 0)
         cm->send = profile_send_ms(prof, bytes); /* its measured copies price every transport */

@@ -25,6 +25,8 @@ static pp_status_t cost_variant(pp_cost_model_t *out, const pp_cost_model_t *cm,
     PP_CHECK(cost_model_uniform(out, n, &zero));
     double *dst[4] = {out->f, out->b, out->i, out->w};
     const double *src[4] = {cm->f, cm->b, cm->i, cm->w};
+    memcpy(out->head, cm->head, sizeof *out->head * (size_t)n); /* no row changes them */
+    memcpy(out->tail, cm->tail, sizeof *out->tail * (size_t)n);
     for (int kind = 0; kind < 4; kind++) {
         double mean = 0.0;
         for (int s = 0; s < n; s++)

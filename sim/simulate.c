@@ -13,7 +13,9 @@
  * devices on one GPU share it). The d REDUCE ops of one stage and bucket (adjacent in plan order,
  * one per data-parallel replica) are one collective: all start at the latest of their ready
  * times and take the ring all-reduce of their bucket (cost_model_reduce); never under a part.
- * The caller owns `tl`; the cost model owns its four arrays.
+ * A device's compute stream is busy from 0 with its stages' heads, and its stages' tails follow
+ * its last op of any stream; the step runs from 0 to the last end of an op or a tail.
+ * The caller owns `tl`; the cost model owns its arrays.
  * simulate_makespans runs several cost models in the same pass ("lanes"): each lane does exactly
  * the arithmetic simulate_plan does, so its makespan is the same to the bit. Under a part
  * (simulate_plan_part: one process of several, one lane) only the owned devices' ops are timed,
@@ -42,7 +44,9 @@ pp_status_t cost_model_uniform(pp_cost_model_t *cm, int n_stages, const pp_job_c
     cm->b = malloc(sizeof(double) * (size_t)n_stages);
     cm->i = malloc(sizeof(double) * (size_t)n_stages);
     cm->w = malloc(sizeof(double) * (size_t)n_stages);
-    if (!cm->f || !cm->b || !cm->i || !cm->w) goto fail;
+    cm->head = calloc((size_t)n_stages, sizeof(double)); /* `cost:` prices neither */
+    cm->tail = calloc((size_t)n_stages, sizeof(double));
+    if (!cm->f || !cm->b || !cm->i || !cm->w || !cm->head || !cm->tail) goto fail;
     cm->n_stages = n_stages;
     for (int s = 0; s < n_stages; s++) {
         cm->f[s] = c->forward;
@@ -68,6 +72,8 @@ void cost_model_free(pp_cost_model_t *cm)
     free(cm->b);
     free(cm->i);
     free(cm->w);
+    free(cm->head);
+    free(cm->tail);
     memset(cm, 0, sizeof *cm);
 }
 
@@ -149,9 +155,10 @@ typedef struct lanes {
     double *last_start;               /* [n_devices * n] its start */
     double *link_free;                /* [PP_MAX_DEVICES * 2 * n] when host link h (link_of)
                                          is free again each way (offload, load), lane by lane */
+    double *dev_end;                  /* [n_devices * n] the latest end of the device's ops so far
+                                         (-INFINITY: none), lane by lane */
     const pp_sim_part_t *part;        /* NULL, or (one lane) the devices this process owns */
     double *keep;                     /* part: [n_ops] ready times sent to other processes */
-    double t0[SIM_MAX_LANES];         /* earliest start of each lane */
     double t1[SIM_MAX_LANES];         /* latest end of each lane */
 } lanes_t;
 
@@ -174,7 +181,8 @@ static void set_times(lanes_t *S, int k, int chan, int l, double start, double e
     else
         *end_at(S, k, l) = end;
     S->stream_free[(size_t)chan * (size_t)S->n + (size_t)l] = end;
-    if (start < S->t0[l]) S->t0[l] = start;
+    double *dev_end = &S->dev_end[(size_t)op->device * (size_t)S->n + (size_t)l];
+    if (end > *dev_end) *dev_end = end;
     if (end > S->t1[l]) S->t1[l] = end;
     if (op->role == PP_ROLE_COMPUTE) {
         S->last_compute[op->device] = k;
@@ -419,6 +427,47 @@ static pp_status_t sim_reduce(lanes_t *S, int k, int n_stages, int *n_group)
     return PP_OK;
 }
 
+/* out[d] = the sum of `per_stage` over the stages device d holds in any replica (0 for a plan
+ * without its stages' devices, which only a plan built by hand lacks). */
+static void device_sums(const pp_plan_t *plan, const double *per_stage, double *out)
+{
+    for (int d = 0; d < plan->n_devices; d++)
+        out[d] = 0.0;
+    for (int r = 0; plan->stage_device && r < plan_replicas(plan); r++)
+        for (int s = 0; s < plan->n_stages; s++) {
+            int d = plan_stage_device(plan, s, r);
+            if (d >= 0 && d < plan->n_devices) out[d] += per_stage[s];
+        }
+}
+
+/* Each device's compute stream starts busy with its stages' heads: free at their sum, in every
+ * lane. */
+static void device_heads(lanes_t *S)
+{
+    double head[PP_MAX_DEVICES];
+    for (int l = 0; l < S->n; l++) {
+        device_sums(S->plan, S->cm[l]->head, head);
+        for (int d = 0; d < S->plan->n_devices; d++) {
+            int chan = pp_channel_of(S->plan->n_devices, d, PP_ROLE_COMPUTE, 0);
+            S->stream_free[(size_t)chan * (size_t)S->n + (size_t)l] = head[d];
+        }
+    }
+}
+
+/* After the walk: each device with ops (of this process, under a part) runs its stages' tails
+ * once its last op has ended; the lane's last end takes them in. */
+static void device_tails(lanes_t *S)
+{
+    double tail[PP_MAX_DEVICES];
+    for (int l = 0; l < S->n; l++) {
+        device_sums(S->plan, S->cm[l]->tail, tail);
+        for (int d = 0; d < S->plan->n_devices; d++) {
+            double end = S->dev_end[(size_t)d * (size_t)S->n + (size_t)l];
+            if (end > -INFINITY && end + tail[d] > S->t1[l]) S->t1[l] = end + tail[d];
+        }
+    }
+}
+
 /* Every op of the plan in plan order, in every lane. */
 static pp_status_t sim_walk(lanes_t *S)
 {
@@ -428,10 +477,11 @@ static pp_status_t sim_walk(lanes_t *S)
         if (S->cm[l]->n_stages < n_stages) n_stages = S->cm[l]->n_stages;
     for (int d = 0; d < plan->n_devices; d++)
         S->last_compute[d] = -1;
-    for (int l = 0; l < S->n; l++) {
-        S->t0[l] = INFINITY;
+    for (int l = 0; l < S->n; l++)
         S->t1[l] = -INFINITY;
-    }
+    for (size_t k = 0; k < (size_t)plan->n_devices * (size_t)S->n; k++)
+        S->dev_end[k] = -INFINITY;
+    device_heads(S);
     for (int k = 0; k < plan->n_ops; k++) {
         const pp_op_t *op = &plan->ops[k];
         PP_CHECK(check_op(plan, n_stages, k));
@@ -453,13 +503,13 @@ static pp_status_t sim_walk(lanes_t *S)
         PP_CHECK(check_owned_deps(plan, S->part, k, -1));
         PP_CHECK(sim_alone(S, k));
     }
+    device_tails(S);
     return PP_OK;
 }
 
 /* Run the walk with n lanes over `cm` (t: lane 0's times; end: the other lanes'), under `part`
- * (one lane) or for every device; span[l]: lane l's makespan, as timeline_makespan gives it once
- * the times are made relative to the earliest start (rounding keeps the order, so the latest end
- * minus the earliest start). */
+ * (one lane) or for every device; span[l]: lane l's step, from 0 (every device's start, where
+ * its head begins) to the latest end of an op or a tail (0 without ops). */
 static pp_status_t sim_run(const pp_plan_t *plan, const pp_cost_model_t *const *cm, int n,
                            const pp_sim_part_t *part, pp_op_time_t *t, double *end, double *span)
 {
@@ -476,16 +526,17 @@ static pp_status_t sim_run(const pp_plan_t *plan, const pp_cost_model_t *const *
     S.stream_free = calloc((size_t)pp_channel_count(plan->n_devices) * (size_t)n, sizeof(double));
     S.last_start = calloc((size_t)plan->n_devices * (size_t)n, sizeof(double));
     S.link_free = calloc((size_t)PP_MAX_DEVICES * 2 * (size_t)n, sizeof(double));
+    S.dev_end = malloc(sizeof(double) * (size_t)plan->n_devices * (size_t)n);
     S.keep = part ? calloc((size_t)(plan->n_ops > 0 ? plan->n_ops : 1), sizeof *S.keep) : NULL;
     pp_status_t st = PP_ERR_NOMEM;
-    if (S.stream_free && S.last_start && S.link_free && (!part || S.keep)) {
+    if (S.stream_free && S.last_start && S.link_free && S.dev_end && (!part || S.keep)) {
         st = sim_walk(&S);
         if (part) { /* the sends still in flight read keep[] */
             pp_status_t fl = part->group->ops->flush(part->group, part->deadline);
             if (st == PP_OK) st = fl;
         }
-        for (int l = 0; l < n; l++)
-            span[l] = plan->n_ops > 0 ? S.t1[l] - S.t0[l] : 0.0;
+        for (int l = 0; l < n; l++) /* ops never start before 0 */
+            span[l] = plan->n_ops > 0 && S.t1[l] > 0.0 ? S.t1[l] : 0.0;
     } else {
         fprintf(stderr, "%s:%d: out of host memory simulating %d ops\n", __FILE__, __LINE__,
                 plan->n_ops);
@@ -493,12 +544,14 @@ static pp_status_t sim_run(const pp_plan_t *plan, const pp_cost_model_t *const *
     free(S.stream_free);
     free(S.last_start);
     free(S.link_free);
+    free(S.dev_end);
     free(S.keep);
     return st;
 }
 
 /* The timeline of cm[0] into tl (its owned devices only under a part, on the unshifted axis:
- * timeline_merge shifts the merged whole) and the makespans of cm[1..n) into step_ms. */
+ * timeline_merge shifts the merged whole and keeps the latest part's step) and the steps of
+ * cm[1..n) into step_ms. */
 static pp_status_t sim_timeline(pp_timeline_t *tl, double *step_ms, const pp_plan_t *plan,
                                 const pp_cost_model_t *const *cm, int n, const pp_sim_part_t *part)
 {
@@ -525,7 +578,7 @@ static pp_status_t sim_timeline(pp_timeline_t *tl, double *step_ms, const pp_pla
     }
     for (int l = 1; l < n; l++)
         step_ms[l - 1] = span[l];
-    if (!part) { /* times relative to the earliest start */
+    if (!part) { /* op times relative to the earliest start, as a measured run has them */
         double t0 = 0.0;
         for (int k = 0; k < plan->n_ops; k++)
             if (k == 0 || tl->t[k].start_ms < t0) t0 = tl->t[k].start_ms;
@@ -533,8 +586,8 @@ static pp_status_t sim_timeline(pp_timeline_t *tl, double *step_ms, const pp_pla
             tl->t[k].start_ms -= t0;
             tl->t[k].end_ms -= t0;
         }
-        tl->step_ms[0] = timeline_makespan(tl);
     }
+    tl->step_ms[0] = span[0];
     tl->skew_ms = 0.0;
     tl->has_op_times = 1;
     return PP_OK;

@@ -17,6 +17,12 @@
  * closed forms hold), with 1 at once. The d REDUCE ops of one stage and bucket (adjacent in plan
  * order, one per replica) are one collective: all start at the latest of their ready times and
  * end together, cost_model_reduce later (over the network link when the group spans hosts).
+ * Around its ops each device runs its stages' heads and tails (pp_cost_model_t): the head on its
+ * compute stream from 0, before its first compute op can start, and the tail once every op of the
+ * device has ended (the executor joins the device's streams into its compute stream first). The
+ * step runs from 0, when every device starts, to the end of the last op or tail; the timeline's op
+ * times are shifted to start at its earliest op, so the step exceeds the ops' makespan by what ran
+ * outside them (heads, tails, and the gap before the first op).
  *
  * Under several processes (pp_group.h) each simulates only the ops of the devices it owns, in the
  * same plan order, and the two ends of a transfer across processes meet by message: each side
@@ -41,6 +47,9 @@ extern "C" {
 typedef struct pp_cost_model {
     int n_stages;
     double *f, *b, *i, *w; /* [n_stages] each; b is the full backward */
+    double *head, *tail;   /* [n_stages] each: what the stage adds to its device's step outside
+                              its ops (cost_stage_tail): its gradients zeroed before the device's
+                              first op, its optimizer after the device's last (0: none) */
     double send;           /* one cross-device transfer (a transport with no figure of its own) */
     double send_by[PP_TRANSPORT_COUNT]; /* one transfer over each transport, where it has a
                                            figure of its own (> 0); 0: `send` */
@@ -79,15 +88,16 @@ static inline double cost_model_send(const pp_cost_model_t *cm, pp_transport_t t
 }
 void cost_model_free(pp_cost_model_t *cm);
 
-/* Simulate `plan`; fills `tl` (initialised here, mode SIMULATE, one step). */
+/* Simulate `plan`; fills `tl` (initialised here, mode SIMULATE, one step: step_ms[0] from 0 to the
+ * last op's or tail's end). */
 pp_status_t simulate_plan(pp_timeline_t *tl, const pp_plan_t *plan, const pp_cost_model_t *cm);
 
-/* simulate_plan under cm[0] into tl, and step_ms[l - 1] = the makespan simulate_plan gives under
+/* simulate_plan under cm[0] into tl, and step_ms[l - 1] = the step simulate_plan gives under
  * cm[l] for l = 1 .. n - 1 (n 1..8), in the same pass over the plan. */
 pp_status_t simulate_plan_and(pp_timeline_t *tl, double *step_ms, const pp_plan_t *plan,
                               const pp_cost_model_t *const *cm, int n);
 
-/* step_ms[l] = the makespan simulate_plan gives under cm[l], for n (1..8) cost models in one pass
+/* step_ms[l] = the step simulate_plan gives under cm[l], for n (1..8) cost models in one pass
  * over the plan (each op's times under every model side by side: the walk and the reads of its
  * dependencies are shared). */
 pp_status_t simulate_makespans(double *step_ms, const pp_plan_t *plan,

@@ -163,7 +163,6 @@ pp_status_t timeline_merge(pp_timeline_t *tl, const pp_plan_t *plan, const int *
                 tl->t[i].end_ms -= t0;
             }
         }
-        if (tl->mode == PP_MODE_SIMULATE) tl->step_ms[0] = timeline_makespan(tl);
     }
     free(mine);
     free(all);

@@ -14,6 +14,8 @@
 #include "schedule/generate.h"
 #include "model/gpu.h"
 #include "model/profile.h"
+#include "model/stage_layout.h"
+#include "plan/stage_cfg.h"
 #include "tests/check.h"
 #include "support.h"
 
@@ -32,7 +34,10 @@ static pp_gpu_t gpu_flops_only(void)
     g.gemm_tail_us = 0; /* the FLOPs alone */
     for (int e = 0; e < PP_GPU_EPILOGUES; e++)
         g.epilogue_us[e] = 0;
-    g.attn_eff = ts_rand_uniform(0.1, 0.5);
+    for (int k = 0; k < PP_GPU_ATTN_ROWS; k++) { /* a rate of its own for each pass and row */
+        g.attn[k].fwd_eff = ts_rand_uniform(0.1, 0.5);
+        g.attn[k].bwd_eff = ts_rand_uniform(0.1, 0.5);
+    }
     return g;
 }
 
@@ -94,8 +99,8 @@ static void test_block_flops_and_bytes(void)
         EXPECT(f.kernels == 7 && i.kernels == 8 && w.kernels == 6, "%d %d %d", f.kernels, i.kernels,
                w.kernels);
         double P = g.bf16_tflops * 1e12;
-        EXPECT_NEAR(f.ms,
-                    1e3 * (24 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * g.attn_eff)),
+        const double fwd64 = g.attn[0].fwd_eff; /* d = 64: the first row */
+        EXPECT_NEAR(f.ms, 1e3 * (24 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * fwd64)),
                     1e-12, 1e-9);
         EXPECT_NEAR(w.ms, 1e3 * 24 * N * C * C / (P * g.gemm_eff), 1e-12, 1e-9);
         /* head: the LM head GEMM in each pass */
@@ -303,13 +308,186 @@ static void test_recompute(void)
     cost_recompute_ms(&c, &g, NULL, &in, &w);
     double N = (double)s.batch * s.seq_len, C = s.hidden, T = s.seq_len;
     double P = g.bf16_tflops * 1e12;
-    double want =
-        1e3 * s.n_layers * (16 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * g.attn_eff));
+    double want = 1e3 * s.n_layers *
+                  (16 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * g.attn[0].fwd_eff));
     EXPECT_NEAR(in, want, 1e-12, 1e-9);
     EXPECT_NEAR(w, want, 1e-12, 1e-9);
     c.recompute = PP_RECOMPUTE_SELECTIVE;
     cost_recompute_ms(&c, &g, NULL, &in, &w);
     EXPECT(in == 0 && w > 0, "selective, fused attention: %g %g", in, w);
+}
+
+/* Attention is priced at its head dimension's row: d = 64 at the first (the rate the reference
+ * shape was fitted with, unchanged), d = 128 at the second, each pass at its own (the forward
+ * kernel in F, the backward's in I); a head dimension between or past the rows takes the row at or
+ * below it. */
+static void test_attention_by_head_dim(void)
+{
+    pp_gpu_t g = gpu_flops_only();
+    for (int rep = 0; rep < 10; rep++) {
+        pp_model_shape_t s = random_shape();
+        const double P = g.bf16_tflops * 1e12;
+        for (int k = 0; k < PP_GPU_ATTN_ROWS; k++) {
+            s.hidden = g.attn[k].head_dim * s.heads;
+            const double N = (double)s.batch * s.seq_len, C = s.hidden, T = s.seq_len;
+            pp_work_t f = cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_F, PP_PART_BLOCK);
+            pp_work_t i = cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_I, PP_PART_BLOCK);
+            EXPECT_NEAR(
+                f.ms,
+                1e3 * (24 * N * C * C / (P * g.gemm_eff) + 2 * N * T * C / (P * g.attn[k].fwd_eff)),
+                1e-12, 1e-9);
+            EXPECT_NEAR(
+                i.ms,
+                1e3 * (24 * N * C * C / (P * g.gemm_eff) + 7 * N * T * C / (P * g.attn[k].bwd_eff)),
+                1e-12, 1e-9);
+        }
+    }
+    EXPECT(g.attn[0].head_dim == 64 && g.attn[1].head_dim == 128, "rows %d, %d", g.attn[0].head_dim,
+           g.attn[1].head_dim);
+    const int d[] = {32, 64, 96, 128, 256}, row[] = {0, 0, 0, 1, 1};
+    for (int k = 0; k < 5; k++) {
+        EXPECT(gpu_attn_eff(&g, d[k], 0) == g.attn[row[k]].fwd_eff, "d = %d forward", d[k]);
+        EXPECT(gpu_attn_eff(&g, d[k], 1) == g.attn[row[k]].bwd_eff, "d = %d backward", d[k]);
+    }
+    /* the shipped Hopper rows: d = 64 as fitted before; d = 128's backward faster, its forward not
+     */
+    const pp_gpu_t *h = gpu_find("h200");
+    EXPECT(h->attn[0].fwd_eff == 0.20 && h->attn[0].bwd_eff == 0.20, "%g %g", h->attn[0].fwd_eff,
+           h->attn[0].bwd_eff);
+    EXPECT(h->attn[1].bwd_eff > h->attn[0].bwd_eff && h->attn[1].fwd_eff == h->attn[0].fwd_eff);
+}
+
+/* A random stage's configuration (the fused attention's shapes), bf16, no optimizer. */
+static pp_stage_cfg_t random_stage(void)
+{
+    pp_model_shape_t s = random_shape();
+    pp_stage_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.hidden = s.hidden, c.heads = s.heads, c.seq_len = s.seq_len, c.vocab = s.vocab;
+    c.micro_batch_size = s.batch, c.n_layers = s.n_layers, c.total_layers = s.total_layers;
+    c.is_first = ts_rand_int(0, 1), c.is_last = ts_rand_int(0, 1), c.dtype = PP_DTYPE_BF16;
+    return c;
+}
+
+/* The step's head and tail of a stage (cost_stage_tail): the gradients (and the loss
+ * accumulator's 4 bytes) zeroed, whatever the optimizer; AdamW's 30 bytes a bf16 parameter (28 in
+ * fp32, where the master is the parameter) at the HBM rate, none without an optimizer, the
+ * replica's 1/d under zero1; at least a launch floor a memset, a tensor, a piece of a tensor. */
+static void test_stage_tail(void)
+{
+    for (int rep = 0; rep < 10; rep++) {
+        pp_stage_cfg_t c = random_stage();
+        pp_gpu_t g = *gpu_find("h200");
+        g.launch_us = 0;
+        g.hbm_gbps = ts_rand_uniform(1000, 8000);
+        const double bw = g.hbm_gbps * 1e6 * g.bw_eff; /* bytes a ms */
+        const double P = (double)stage_param_count(&c);
+        double head, tail, head2, whole, part;
+        cost_stage_tail(&c, &g, &head, &tail);
+        EXPECT_NEAR(head, ((double)stage_grad_bytes(&c) + 4) / bw, 0, 1e-12);
+        EXPECT(tail == 0, "no optimizer: %g", tail);
+        c.with_optimizer = 1;
+        cost_stage_tail(&c, &g, &head2, &whole);
+        EXPECT(head2 == head, "the zeroing does not depend on the optimizer");
+        EXPECT_NEAR(whole, 30 * P / bw, 0, 1e-12);
+        c.dtype = PP_DTYPE_FP32;
+        cost_stage_tail(&c, &g, &head2, &tail);
+        EXPECT_NEAR(tail, 28 * P / bw, 0, 1e-12);
+        c.dtype = PP_DTYPE_BF16;
+        /* zero1 over 4 replicas, in buckets of a quarter of the stage or in one */
+        c.optimizer_shards = 4;
+        c.shard_bucket = ts_rand_int(0, 1) ? stage_grad_bytes(&c) / sizeof(float) / 4 : 0;
+        REQUIRE(stage_shard_values(&c) > 0);
+        cost_stage_tail(&c, &g, &head2, &part);
+        EXPECT(head2 == head, "every replica zeroes all its gradients");
+        EXPECT_NEAR(part, whole / 4, 0, 0.02); /* the padding between tensors aside */
+        c.optimizer_shards = 1, c.shard_bucket = 0;
+        /* the floor: two memsets, a launch a tensor */
+        g.launch_us = ts_rand_uniform(1, 20);
+        g.hbm_gbps = 1e30;
+        pp_model_shape_t sh = stage_shape_of(&c);
+        cost_stage_tail(&c, &g, &head, &tail);
+        EXPECT_NEAR(head, 2 * g.launch_us * 1e-3, 0, 1e-12);
+        EXPECT_NEAR(tail, model_tensor_count(&sh) * g.launch_us * 1e-3, 0, 1e-12);
+    }
+    /* the 7B-class first stage on an H200 (8 blocks and the embedding, 1.74 G parameters, AdamW):
+     * 16.7 ms of zeroing and AdamW measured after its last op on 4x H200 (bench/NOTES.md, "The
+     * optimizer at the 7B-class shape") */
+    pp_stage_cfg_t c;
+    memset(&c, 0, sizeof c);
+    c.hidden = 4096, c.heads = 32, c.seq_len = 4096, c.vocab = 32000, c.micro_batch_size = 1;
+    c.n_layers = 8, c.total_layers = 32, c.is_first = 1, c.dtype = PP_DTYPE_BF16;
+    c.with_optimizer = 1;
+    double head, tail;
+    cost_stage_tail(&c, gpu_find("h200"), &head, &tail);
+    EXPECT(head + tail > 0.85 * 16.7 && head + tail < 1.05 * 16.7, "%g + %g ms", head, tail);
+}
+
+/* A plan's cost model carries each stage's head and tail, on the GPU description or with a
+ * profile, never hand-set: the tail is AdamW's where the job has it and 0 where it has none, a
+ * zero1 replica's about half of it at d = 2. The optimizer lengthens the step, never the ops'
+ * makespan, so the bubble of a run is the same with and without it. */
+static void test_model_tails(void)
+{
+    const char *const cases[3][3] = {
+        {"run.optimizer=none"},
+        {"run.optimizer=adamw"},
+        {"run.optimizer=adamw", "pipeline.devices=8", "pipeline.data_parallel=2"}};
+    const char *yaml = "pipeline: {devices: 4, micro_batches: 8}\nschedule: {kind: 1f1b}\n"
+                       "run: {optimizer_sharding: zero1}\ncost: {gpu: h200}\n";
+    double step[2], span[2], tail[4];
+    for (int k = 0; k < 3; k++) {
+        pp_job_t cfg;
+        pp_schedule_t sch;
+        pp_plan_t plan;
+        pp_cost_model_t cm;
+        REQUIRE(ts_load_job(&cfg, yaml, cases[k], k == 2 ? 3 : 1, -1) == PP_OK);
+        REQUIRE(generate_schedule(&sch, &cfg) == PP_OK && plan_lower(&plan, &sch, &cfg) == PP_OK);
+        REQUIRE(plan.n_stages == 4);
+        REQUIRE(cost_model_build(&cm, &cfg, &plan, NULL, NULL, NULL) == PP_OK);
+        for (int s = 0; s < plan.n_stages; s++) {
+            pp_stage_cfg_t c;
+            double head, t;
+            plan_stage_cfg(&c, &cfg, &plan, s);
+            cost_stage_tail(&c, gpu_find("h200"), &head, &t);
+            EXPECT(cm.head[s] == head && cm.tail[s] == t && head > 0, "case %d stage %d", k, s);
+            EXPECT((t > 0) == (k > 0), "case %d stage %d: tail %g", k, s, t);
+            if (k == 1) tail[s] = t;
+            if (k == 2) /* zero1 over 2 replicas: half, and a launch floor a piece of a tensor */
+                EXPECT(2 * t > tail[s] && 2 * t < 1.1 * tail[s], "stage %d: %g of %g", s, t,
+                       tail[s]);
+        }
+        if (k < 2) {
+            pp_timeline_t tl;
+            REQUIRE(simulate_plan(&tl, &plan, &cm) == PP_OK);
+            step[k] = tl.step_ms[0], span[k] = timeline_makespan(&tl);
+            timeline_free(&tl);
+        }
+        cost_model_free(&cm);
+        plan_free(&plan);
+        schedule_free(&sch);
+        job_free(&cfg);
+    }
+    EXPECT(span[0] == span[1] && step[1] > step[0] && step[0] > span[0],
+           "makespan %.17g and %.17g, step %g without the optimizer, %g with it", span[0], span[1],
+           step[0], step[1]);
+    /* 1F1B's last op is device 0's: the step ends with its tail */
+    EXPECT_NEAR(step[1] - step[0], tail[0], 1e-9, 0);
+    /* hand-set costs: neither */
+    pp_job_t cfg;
+    pp_schedule_t sch;
+    pp_plan_t plan;
+    pp_cost_model_t cm;
+    const char *hand[] = {"cost.forward=1", "run.optimizer=adamw"};
+    REQUIRE(ts_load_job(&cfg, yaml, hand, 2, -1) == PP_OK);
+    REQUIRE(generate_schedule(&sch, &cfg) == PP_OK && plan_lower(&plan, &sch, &cfg) == PP_OK);
+    REQUIRE(cost_model_build(&cm, &cfg, &plan, NULL, NULL, NULL) == PP_OK);
+    for (int s = 0; s < plan.n_stages; s++)
+        EXPECT(cm.head[s] == 0 && cm.tail[s] == 0, "hand-set stage %d", s);
+    cost_model_free(&cm);
+    plan_free(&plan);
+    schedule_free(&sch);
+    job_free(&cfg);
 }
 
 static void test_tables(void)
@@ -592,8 +770,11 @@ int main(void)
     RUN(test_monotonic);
     RUN(test_tokens_past_int);
     RUN(test_recompute);
+    RUN(test_attention_by_head_dim);
     RUN(test_tables);
+    RUN(test_stage_tail);
     RUN(test_model_build);
+    RUN(test_model_tails);
     RUN(test_model_per_transport);
     RUN(test_hand_set_overrides);
     RUN(test_config_errors);

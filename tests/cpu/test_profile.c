@@ -37,7 +37,8 @@ static void profile_with_runs(pp_profile_t *p, const double f[4])
     p->n_steps = 4;
     for (int k = 0; k < 4; k++) {
         p->steps[k].size = z[k];
-        p->steps[k].ms = f[k] * profile_step_predicted_ms(p, &z[k]);
+        const double head = profile_step_head_ms(p, &z[k]); /* no factor scales it */
+        p->steps[k].ms = f[k] * (profile_step_predicted_ms(p, &z[k]) - head) + head;
     }
     p->n_pairs = 2;
     p->pairs[0] = (pp_prof_pair_t){{4, 1024, 24, 8}, 160.0, 158.0, 0.05};
@@ -161,7 +162,8 @@ static void test_model_applies(void)
     profile_with_runs(&p, f);
     REQUIRE(write_tmp(&p, path) == 0);
     /* 1F1B on one device: m x (F + I + W) of the whole model, times the profiled micro-batch's
-     * factor at m 16 (the log midpoint of its m 8 and 32), at 2 x 1024 tokens too */
+     * factor at m 16 (the log midpoint of its m 8 and 32), at 2 x 1024 tokens too, and the
+     * stage's gradients zeroed first, which no factor scales */
     pp_run_t r;
     REQUIRE(sim_run(&r, "1f1b", path, NULL) == 0);
     pp_prof_size_t z = {2, 1024, 24, 16};
@@ -170,7 +172,14 @@ static void test_model_applies(void)
     double k = cost_scaled_step_factor((1.07 + 1.10) / 2, &sh, PP_DTYPE_BF16, profile_gpu(&p), &p);
     EXPECT(k > 1.0 && k < (1.07 + 1.10) / 2, "%g",
            k); /* half the tokens: a little less above the floor */
-    double want = k * profile_step_predicted_ms(&p, &z);
+    pp_stage_cfg_t c;
+    job_stage_cfg(&c, &r.job);
+    c.n_layers = 24, c.is_first = c.is_last = 1;
+    double head, tail;
+    cost_stage_tail(&c, profile_gpu(&p), &head, &tail);
+    EXPECT(head > 0 && tail == 0, "head %g, tail %g (no optimizer)", head, tail);
+    EXPECT_NEAR(profile_step_head_ms(&p, &z), head, 0, 1e-12);
+    double want = k * (profile_step_predicted_ms(&p, &z) - head) + head;
     EXPECT_NEAR(r.predicted_ms, want, 0, 1e-5); /* the file keeps 6 digits */
     EXPECT(strstr(r.cost_desc, "step factor 1.085 (its measured steps, scaled"), "%s", r.cost_desc);
     EXPECT(!strstr(r.cost_desc, "pair overlap"), "%s", r.cost_desc);
@@ -368,10 +377,14 @@ static void test_measure_runs(void)
                z->m == (k % 2 ? 32 : 8));
         EXPECT_NEAR(p.step_factor[k], true_factor, 0, 1e-12);
     }
+    /* the fit prices the runs with the profile's step factor, which below the profiled size the
+     * model scales down (cost_scaled_step_factor) where the simulated executor took the whole; the
+     * stage's zeroing, which no factor scales, makes the pairs' ratio feel that: exact at the
+     * profiled size, within 0.1 % below it */
     for (int k = 0; k < p.n_pairs; k++) {
         EXPECT(p.pairs[k].size.batch == sizes[k][0] && p.pairs[k].size.m == 8);
         EXPECT(p.pairs[k].overlapped_ms < p.pairs[k].serial_ms);
-        EXPECT_NEAR(p.pairs[k].overlap, true_overlap, 1e-9, 0);
+        EXPECT_NEAR(p.pairs[k].overlap, true_overlap, k == 0 ? 1e-9 : 1e-3, 0);
     }
     /* a run that does not fit is left out with a note; a micro-batch that cannot shrink (one
      * sequence of 64 tokens) is measured at its own size only */

@@ -337,6 +337,7 @@ static void test_json_schema(void)
                                       "step_ms",
                                       "step_ms_p10",
                                       "step_ms_p90",
+                                      "makespan_ms",
                                       "tokens_per_s",
                                       "tflops",
                                       "bubble",
@@ -540,6 +541,48 @@ static void test_table(void)
     t = print_table(&r, &cfg);
     EXPECT(strstr(t, "no closed form") != NULL, "%s", t);
     free(t);
+    report_free(&r);
+    timeline_free(&tl);
+    job_free(&cfg);
+    ts_plan_free(&x);
+}
+
+/* A step longer than its ops' makespan (a device's gradients zeroed before its first op, its
+ * optimizer after its last): the step is the timeline's, busy, idle and the bubble stay over the
+ * makespan, and the table says how much ran outside the ops; a step that is its makespan says
+ * nothing. */
+static void test_outside_ops(void)
+{
+    int sends;
+    ts_plan_t x;
+    tp_small(&x, ts_rand_uniform(0.5, 2), &sends);
+    pp_timeline_t tl;
+    pp_report_t plain, r;
+    pp_job_t cfg;
+    ts_job_defaults(&cfg);
+    cfg.kind = PP_SCHED_1F1B;
+    REQUIRE(ts_plan_timeline(&x, &tl, PP_MODE_SIMULATE, NULL, 0) == PP_OK);
+    const double span = timeline_makespan(&tl), out = ts_rand_uniform(0.1, 2);
+    REQUIRE(report_build(&plain, &cfg, &x.pl, &tl, NULL) == PP_OK);
+    char *t = print_table(&plain, &cfg);
+    EXPECT(plain.makespan_ms == span && plain.step_ms == span && !strstr(t, "outside the ops"),
+           "%s", t);
+    free(t);
+    tl.step_ms[0] = span + out;
+    REQUIRE(report_build(&r, &cfg, &x.pl, &tl, NULL) == PP_OK);
+    EXPECT(r.makespan_ms == span && r.step_ms == span + out, "%g %g", r.makespan_ms, r.step_ms);
+    EXPECT(r.bubble == plain.bubble && r.per_device[0].idle_ms == plain.per_device[0].idle_ms,
+           "bubble %g, without %g", r.bubble, plain.bubble);
+    char want[96];
+    snprintf(want, sizeof want, "# ops' makespan %.3f ms; outside the ops %.3f ms of the step",
+             span, out);
+    t = print_table(&r, &cfg);
+    EXPECT(strstr(t, want), "%s\nwant %s", t, want);
+    free(t);
+    t = print_json(&r);
+    EXPECT(strstr(t, "\"makespan_ms\":"), "%s", t);
+    free(t);
+    report_free(&plain);
     report_free(&r);
     timeline_free(&tl);
     job_free(&cfg);
@@ -775,6 +818,7 @@ int main(void)
     RUN(test_json_schema);
     RUN(test_boundaries);
     RUN(test_table);
+    RUN(test_outside_ops);
     RUN(test_table_wording);
     RUN(test_trace);
     RUN(test_svg);

@@ -7,6 +7,8 @@
  */
 #include "tests/check.h"
 #include "run/run.h"
+#include "model/cost.h"
+#include "plan/stage_cfg.h"
 #include "support.h"
 
 #include <stdlib.h>
@@ -67,6 +69,16 @@ static void test_measured_pair_overlap(void)
     pp_cost_model_t cm;
     REQUIRE(run_cost_model(&cm, &r.plan, &unset, &r.sim, NULL, NULL) == PP_OK);
     EXPECT_NEAR(cm.overlap, 0.6, 1e-9, 1e-9);
+    /* the measured op times hold no zeroing or optimizer: the GPU description prices them (h100
+     * with no GPU named or present; no optimizer here, so no tail) */
+    for (int s = 0; s < r.plan.n_stages; s++) {
+        pp_stage_cfg_t c;
+        double head, tail;
+        plan_stage_cfg(&c, &r.job, &r.plan, s);
+        cost_stage_tail(&c, gpu_find("h100"), &head, &tail);
+        EXPECT(cm.head[s] == head && head > 0 && cm.tail[s] == 0, "stage %d: %g %g", s, cm.head[s],
+               cm.tail[s]);
+    }
     pp_timeline_t tl;
     REQUIRE(simulate_plan(&tl, &r.plan, &cm) == PP_OK);
     EXPECT_NEAR(timeline_makespan(&tl), measured, 1e-9, 1e-9);

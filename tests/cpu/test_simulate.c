@@ -259,8 +259,9 @@ static void test_two_device_chain(void)
 
 /* The gap of a replayed step (gap_ms): every compute op and every transfer between devices starts
  * that long after its stream and inputs are free, so the two-device chain's five hand-overs and
- * its first op each add one (times relative to the earliest start: five in the makespan); the
- * no-launch-gaps what-if takes them out and gives the chain without them, to the bit. */
+ * its first op each add one (op times relative to the earliest start: five in the makespan; the
+ * step counts from the devices' start: six); the no-launch-gaps what-if takes them out and gives
+ * the chain without them, to the bit. */
 static void test_gap_before_each_op(void)
 {
     double f = ts_rand_uniform(0.5, 2), bi = ts_rand_uniform(0.5, 2), bw = ts_rand_uniform(0.5, 2);
@@ -278,7 +279,8 @@ static void test_gap_before_each_op(void)
     EXPECT_TIME(tl, b1, 2 * f + 3 * g + c, 2 * f + 3 * g + c + b);
     EXPECT_TIME(tl, r1, 2 * f + 4 * g + c + b, 2 * f + 4 * g + 2 * c + b);
     EXPECT_TIME(tl, b0, 2 * f + 5 * g + 2 * c + b, 2 * f + 5 * g + 2 * c + 2 * b);
-    EXPECT_NEAR(tl.step_ms[0], 2 * f + 5 * g + 2 * c + 2 * b, 1e-12, 1e-12);
+    EXPECT_NEAR(timeline_makespan(&tl), 2 * f + 5 * g + 2 * c + 2 * b, 1e-12, 1e-12);
+    EXPECT_NEAR(tl.step_ms[0], 2 * f + 6 * g + 2 * c + 2 * b, 1e-12, 1e-12);
     pp_what_if_t w;
     REQUIRE(explain_what_if(&w, &pb.pl, &cm) == PP_OK);
     cm.gap_ms = 0.0;
@@ -292,6 +294,51 @@ static void test_gap_before_each_op(void)
     timeline_free(&t0);
     cost_model_free(&cm);
     ts_plan_free(&pb);
+}
+
+/* Each device's stages' heads run on its compute stream from 0, before its first op, and their
+ * tails after its last op (its transfers too). The op times stay relative to the earliest start
+ * and the ops' makespan is the chain's without them (the busy, idle and bubble figures are over
+ * it); the step runs from 0 to the last tail's end. Device 1's head either hides in its wait for
+ * its input or delays it; either device's tail can end the step. Every what-if and the one-pass
+ * steps keep them. */
+static void test_head_and_tail(void)
+{
+    for (int rep = 0; rep < 4; rep++) {
+        double f = ts_rand_uniform(0.5, 2), bi = ts_rand_uniform(0.5, 2);
+        double bw = ts_rand_uniform(0.5, 2), c = ts_rand_uniform(0.1, 0.5), b = bi + bw;
+        double h0 = ts_rand_uniform(0.05, 0.3), t0 = ts_rand_uniform(0.05, 0.3);
+        /* device 1: a head shorter than its wait (rep 0, 1) or longer; a tail shorter than device
+         * 0's last backward plus its own (rep 0, 2) or longer */
+        double h1 = rep % 2 ? h0 + f + c + ts_rand_uniform(0.1, 1) : ts_rand_uniform(0, h0 + f);
+        double t1 = rep < 2 ? ts_rand_uniform(0, b) : b + t0 + ts_rand_uniform(0.1, 1);
+        ts_plan_t pb;
+        int f0, r0, f1, b1, r1, b0;
+        two_device_chain(&pb, &f0, &r0, &f1, &b1, &r1, &b0);
+        pp_cost_model_t cm = make_costs(2, f, bi, bw, c);
+        cm.head[0] = h0, cm.head[1] = h1, cm.tail[0] = t0, cm.tail[1] = t1;
+        pp_timeline_t tl;
+        REQUIRE(simulate_plan(&tl, &pb.pl, &cm) == PP_OK);
+        const double late = h1 > h0 + f + c ? h1 - (h0 + f + c) : 0; /* device 1's head delays */
+        EXPECT_TIME(tl, f0, 0, f);
+        EXPECT_TIME(tl, f1, f + c + late, 2 * f + c + late);
+        EXPECT_TIME(tl, b0, 2 * f + 2 * c + b + late, 2 * f + 2 * c + 2 * b + late);
+        EXPECT_NEAR(timeline_makespan(&tl), 2 * f + 2 * c + 2 * b + late, 1e-12, 1e-12);
+        /* absolute: device 0's ops from h0 on; device 1's last op is its SEND_B */
+        double end0 = h0 + 2 * f + 2 * c + 2 * b + late, end1 = h0 + 2 * f + 2 * c + b + late;
+        double step = end0 + t0 > end1 + t1 ? end0 + t0 : end1 + t1;
+        EXPECT_NEAR(tl.step_ms[0], step, 1e-12, 1e-12);
+        pp_what_if_t w;
+        REQUIRE(explain_what_if(&w, &pb.pl, &cm) == PP_OK);
+        EXPECT_NEAR(w.step_ms[PP_WHAT_IF_NO_LAUNCH], step, 1e-12, 1e-12); /* no gaps to take */
+        double one;
+        const pp_cost_model_t *cp = &cm;
+        REQUIRE(simulate_makespans(&one, &pb.pl, &cp, 1) == PP_OK);
+        EXPECT(one == tl.step_ms[0], "one pass %.17g, alone %.17g", one, tl.step_ms[0]);
+        timeline_free(&tl);
+        cost_model_free(&cm);
+        ts_plan_free(&pb);
+    }
 }
 
 /* A bigger send cost delays exactly the receiving side by the difference. */
@@ -791,8 +838,8 @@ static void test_makespans_one_pass(void)
 }
 
 /* One process's part over every device, merged through the single-process group, is the whole
- * simulation, bitwise: the part keeps the unshifted axis and the merge shifts it as
- * simulate_plan does. (mpirun -np 2 and 4 are tests/check_mpi.sh.) */
+ * simulation, bitwise, heads and tails included: the part keeps the unshifted axis and the merge
+ * shifts it as simulate_plan does. (mpirun -np 2 and 4 are tests/check_mpi.sh.) */
 static void test_part_of_one_process(void)
 {
     static const pp_sched_kind_t kinds[] = {PP_SCHED_GPIPE, PP_SCHED_1F1B, PP_SCHED_INTERLEAVED,
@@ -806,6 +853,10 @@ static void test_part_of_one_process(void)
         pp_cost_model_t cm =
             make_costs(plan.n_stages, ts_rand_uniform(0.5, 2), ts_rand_uniform(0.5, 2),
                        ts_rand_uniform(0.1, 1), ts_rand_uniform(0.01, 0.2));
+        for (int st = 0; st < plan.n_stages; st++) { /* the step's head and tail travel too */
+            cm.head[st] = ts_rand_uniform(0, 0.5);
+            cm.tail[st] = ts_rand_uniform(0, 2);
+        }
         group_split_devices(&g, plan.n_devices, 0, rank_of);
         for (int d = 0; d < plan.n_devices; d++)
             EXPECT(rank_of[d] == 0, "device %d on rank %d of a single process", d, rank_of[d]);
@@ -849,6 +900,7 @@ int main(void)
     RUN(test_cost_model_uniform);
     RUN(test_two_device_chain);
     RUN(test_gap_before_each_op);
+    RUN(test_head_and_tail);
     RUN(test_send_cost_delays_receiver);
     RUN(test_local_link_is_free);
     RUN(test_compute_comm_overlap);
