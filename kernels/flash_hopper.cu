@@ -834,8 +834,7 @@ static pp_status_t fh_map(CUtensorMap *map, const void *ptr, int ld, int B, int 
 int flash_hopper_available(const void *q, const void *k, const void *v, int ld_qkv)
 {
 #ifdef PP_FLASH_HOPPER
-    const char *env = getenv("PPSCHED_FLASH_MMA");
-    if (env && strcmp(env, "sync") == 0) return 0;
+    if (!flash_wgmma_enabled()) return 0;
     if ((ld_qkv * sizeof(bf16)) % 16 != 0 || !is_aligned16(q) || !is_aligned16(k) ||
         !is_aligned16(v))
         return 0;

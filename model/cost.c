@@ -245,8 +245,11 @@ static pp_work_t row_work(const kernel_row_t *r, const pp_model_shape_t *s, pp_d
               4.0 * (r->n * N + r->gnc * N * C + r->gcc * C * C + r->gvc * V * C + r->gtc * T * C) +
               r->qs * qs + r->ls * ls;
     w.kernels = r->launches;
-    /* attention's rate at the stage's head dimension, its forward's in F and its backward's */
-    const double attn = gpu_attn_eff(gpu, d, r->pass != PP_PASS_F);
+    /* attention's rate at the stage's head dimension, its forward's in F and its backward's; on
+     * warpgroup MMA where the GPU has it, the backward where it asks no column sums */
+    const int wgmma =
+        flash_wgmma_enabled() && (r->pass == PP_PASS_F || r->path == FLASH3 || r->path == FLASH2);
+    const double attn = gpu_attn_eff(gpu, d, r->pass != PP_PASS_F, wgmma);
     w.ms = kernel_ms(gpu, dt, r->cls, r->launches, w.flops, w.bytes, epilogue_us(r, gpu), attn);
     return w;
 }

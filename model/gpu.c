@@ -43,17 +43,33 @@
 #define FIT_ATTN_BWD128 0.221
 #define FIT_ATTN                                                                                   \
     {                                                                                              \
-        {64, 0.20, 0.20},                                                                          \
+        {64, 0.20, 0.20, 0, 0},                                                                    \
         {                                                                                          \
-            128, FIT_ATTN_FWD128, FIT_ATTN_BWD128                                                  \
+            128, FIT_ATTN_FWD128, FIT_ATTN_BWD128, 0, 0                                            \
         }                                                                                          \
     }
-#define FIT_BW      0.80 /* LayerNorm, bias reductions, embedding, cross-entropy */
+/* Hopper's (H100, H200) with the warpgroup-MMA kernels beside them, fitted on one H200
+ * (2026-11-28, bench/NOTES.md "Attention on Hopper's warpgroup MMA and TMA"): each is the
+ * mma.sync rate above scaled by what the stage lost switching paths in one call (bench_stage,
+ * graph mode, PPSCHED_FLASH_MMA=sync against the default): at d = 128 the 7B-class stage's F
+ * 25.892 -> 23.695 ms and I 39.240 -> 30.103 ms over 8 blocks (forward 0.331, backward 0.460);
+ * at d = 64 the forward from bench_attention's reference shape, 44.2 -> 39.4 µs (0.222), and the
+ * backward without column sums 125.8 -> 118.9 µs (0.212; the stage's d = 64 backward asks for the
+ * sums and keeps mma.sync). */
+#define FIT_ATTN_HOPPER                                                                            \
+    {                                                                                              \
+        {64, 0.20, 0.20, 0.222, 0.212},                                                            \
+        {                                                                                          \
+            128, FIT_ATTN_FWD128, FIT_ATTN_BWD128, 0.331, 0.460                                    \
+        }                                                                                          \
+    }
+#define FIT_BW 0.80 /* LayerNorm, bias reductions, embedding, cross-entropy */
 /* GiB a device holds besides its stages' allocations (CUDA 13 context, our modules, lazy
  * loading), and once more for each stage on it (its cuBLAS handles): profiles/h200.yaml's
  * runtime_bytes and stage_overhead_bytes, made on this tree (0.526 and 0.069 GiB). With one
  * stage a device they add to the 0.6 GiB that stood for both before; devices with two stages
- * (interleaved, V shapes) were 0.07 GiB short, 6-8 % of the small model's memory (bench/NOTES.md). */
+ * (interleaved, V shapes) were 0.07 GiB short, 6-8 % of the small model's memory (bench/NOTES.md).
+ */
 #define FIT_RUNTIME       0.53
 #define FIT_STAGE_RUNTIME 0.069
 /* The kernel floor, us: bench_stage's small shape on the H200 ran F, I and W of a 4-block stage
@@ -87,20 +103,24 @@ static const pp_gpu_t gpus[] = {
     /* NVIDIA A100 Tensor Core GPU data sheet (SXM4 80GB): bf16 312 dense, fp32 19.5 TFLOP/s,
      * HBM2e 2,039 GB/s, 80 GB (the driver reports 79.2 GiB). */
     {"a100", "A100", "NVIDIA A100 80GB SXM", 312.0, 19.5, 2039.0, 79.2, FIT_GEMM, FIT_GEMM_TAIL,
-     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_STAGE_RUNTIME, FIT_OVERLAP},
+     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_STAGE_RUNTIME,
+     FIT_OVERLAP},
     /* NVIDIA H100 Tensor Core GPU data sheet (SXM5): bf16 1,979 with sparsity = 989.4 dense,
      * fp32 67 TFLOP/s, HBM3 3.35 TB/s, 80 GB (the driver reports 79.2 GiB). */
     {"h100", "H100", "NVIDIA H100 SXM 80GB", 989.4, 67.0, 3350.0, 79.2, FIT_GEMM, FIT_GEMM_TAIL,
-     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_STAGE_RUNTIME, FIT_OVERLAP},
+     FIT_EPILOGUE, FIT_ATTN_HOPPER, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_STAGE_RUNTIME,
+     FIT_OVERLAP},
     /* NVIDIA H200 Tensor Core GPU data sheet (SXM): bf16 1,979 with sparsity = 989.4 dense,
      * fp32 67 TFLOP/s, HBM3e 4.8 TB/s, 141 GB (the driver reports 139.8 GiB). */
     {"h200", "H200", "NVIDIA H200 SXM 141GB", 989.4, 67.0, 4800.0, 139.8, FIT_GEMM, FIT_GEMM_TAIL,
-     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_STAGE_RUNTIME, FIT_OVERLAP},
+     FIT_EPILOGUE, FIT_ATTN_HOPPER, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_STAGE_RUNTIME,
+     FIT_OVERLAP},
     /* NVIDIA HGX B200 data sheet, per GPU: bf16 4.5 PFLOP/s with sparsity = 2,250 dense, HBM3e
      * 8 TB/s, 180 GB (about 178.4 GiB reported, assumed); fp32 without tensor cores is not on
      * the sheet: 80 TFLOP/s assumed. */
     {"b200", "B200", "NVIDIA B200 180GB", 2250.0, 80.0, 8000.0, 178.4, FIT_GEMM, FIT_GEMM_TAIL,
-     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_STAGE_RUNTIME, FIT_OVERLAP},
+     FIT_EPILOGUE, FIT_ATTN, FIT_BW, FIT_LAUNCH, FIT_GAP, FIT_RUNTIME, FIT_STAGE_RUNTIME,
+     FIT_OVERLAP},
 };
 
 static const pp_link_desc_t links[] = {
@@ -204,11 +224,13 @@ double gpu_curve_log(const double *xs, const double *ys, int n, double x)
     return ys[n - 1];
 }
 
-double gpu_attn_eff(const pp_gpu_t *g, int head_dim, int backward)
+double gpu_attn_eff(const pp_gpu_t *g, int head_dim, int backward, int wgmma)
 {
     const pp_gpu_attn_t *row = &g->attn[0];
     for (int k = 1; k < PP_GPU_ATTN_ROWS; k++)
         if (g->attn[k].head_dim <= head_dim) row = &g->attn[k];
+    const double hopper = backward ? row->bwd_wgmma : row->fwd_wgmma;
+    if (wgmma && hopper > 0) return hopper;
     return backward ? row->bwd_eff : row->fwd_eff;
 }
 

@@ -28,8 +28,11 @@ typedef enum pp_gpu_epilogue {
  * tensor peak their forward and their backward reach on their FLOPs. */
 typedef struct pp_gpu_attn {
     int head_dim;   /* d */
-    double fwd_eff; /* the forward kernel */
-    double bwd_eff; /* the backward's kernels */
+    double fwd_eff; /* the forward kernel (mma.sync) */
+    double bwd_eff; /* the backward's kernels (mma.sync) */
+    /* the same on warpgroup MMA (kernels/flash_hopper.cu: compute capability 9.0); 0 where the
+     * GPU has no such kernels */
+    double fwd_wgmma, bwd_wgmma;
 } pp_gpu_attn_t;
 
 /* Rows of pp_gpu_t.attn: the flash kernels take d = 64 and 128 (kernel_sizes.h). */
@@ -51,11 +54,11 @@ typedef struct pp_gpu {
                                            * microseconds whatever the shape (pp_gpu_epilogue_t) */
     pp_gpu_attn_t attn[PP_GPU_ATTN_ROWS]; /* the fused attention's rate by head dimension,
                                            * ascending (gpu_attn_eff) */
-    double bw_eff;    /* fraction of the HBM bandwidth the memory-bound kernels reach */
-    double launch_us; /* least time of one kernel in a replayed CUDA graph, microseconds */
-    double gap_us;    /* between the ops of a replayed step: how long after its stream and its
-                       * inputs are free an op (compute, or a transfer between devices) starts,
-                       * microseconds (the graph's node-to-node latency across its event waits) */
+    double bw_eff;      /* fraction of the HBM bandwidth the memory-bound kernels reach */
+    double launch_us;   /* least time of one kernel in a replayed CUDA graph, microseconds */
+    double gap_us;      /* between the ops of a replayed step: how long after its stream and its
+                         * inputs are free an op (compute, or a transfer between devices) starts,
+                         * microseconds (the graph's node-to-node latency across its event waits) */
     double runtime_gib; /* memory a device holds besides its stages' allocations: CUDA context,
                          * loaded kernels, streams and graphs (a profile measures it) */
     double stage_gib;   /* and for each stage on it: its cuBLAS handles' own allocations (a
@@ -83,8 +86,8 @@ double gpu_curve_log(const double *xs, const double *ys, int n, double x);
 
 /* The fraction of the tensor peak g's fused attention reaches at head dimension d, in its backward
  * (backward != 0) or its forward: the row of g->attn for the largest head_dim at most d, the first
- * row below them all. */
-double gpu_attn_eff(const pp_gpu_t *g, int head_dim, int backward);
+ * row below them all; its warpgroup-MMA rate where `wgmma` and g has one, else its mma.sync one. */
+double gpu_attn_eff(const pp_gpu_t *g, int head_dim, int backward, int wgmma);
 
 /* g's default pair overlap for a micro-batch of `elements` = tokens x hidden (0..1). */
 double gpu_overlap(const pp_gpu_t *g, double elements);

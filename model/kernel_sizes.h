@@ -217,6 +217,14 @@ static inline int flash_wide_enabled(void)
     return !(env && strcmp(env, "64") == 0);
 }
 
+/* 1 unless PPSCHED_FLASH_MMA=sync: on a compute capability 9.0 GPU the fused attention's forward,
+ * and its backward where no column sums are asked, run on warpgroup MMA (flash_hopper.cu). */
+static inline int flash_wgmma_enabled(void)
+{
+    const char *env = getenv("PPSCHED_FLASH_MMA");
+    return !(env && strcmp(env, "sync") == 0);
+}
+
 /* 1 unless PPSCHED_FLASH_BWD=unfused: the 128-row backward takes Dr and the column sums inside. */
 static inline int flash_wide_bwd_fused(void)
 {

@@ -37,6 +37,7 @@ static pp_gpu_t gpu_flops_only(void)
     for (int k = 0; k < PP_GPU_ATTN_ROWS; k++) { /* a rate of its own for each pass and row */
         g.attn[k].fwd_eff = ts_rand_uniform(0.1, 0.5);
         g.attn[k].bwd_eff = ts_rand_uniform(0.1, 0.5);
+        g.attn[k].fwd_wgmma = g.attn[k].bwd_wgmma = 0; /* the mma.sync kernels */
     }
     return g;
 }
@@ -346,8 +347,10 @@ static void test_attention_by_head_dim(void)
            g.attn[1].head_dim);
     const int d[] = {32, 64, 96, 128, 256}, row[] = {0, 0, 0, 1, 1};
     for (int k = 0; k < 5; k++) {
-        EXPECT(gpu_attn_eff(&g, d[k], 0) == g.attn[row[k]].fwd_eff, "d = %d forward", d[k]);
-        EXPECT(gpu_attn_eff(&g, d[k], 1) == g.attn[row[k]].bwd_eff, "d = %d backward", d[k]);
+        EXPECT(gpu_attn_eff(&g, d[k], 0, 0) == g.attn[row[k]].fwd_eff, "d = %d forward", d[k]);
+        EXPECT(gpu_attn_eff(&g, d[k], 1, 0) == g.attn[row[k]].bwd_eff, "d = %d backward", d[k]);
+        EXPECT(gpu_attn_eff(&g, d[k], 1, 1) == g.attn[row[k]].bwd_eff, "d = %d: no wgmma rate",
+               d[k]);
     }
     /* the shipped Hopper rows: d = 64 as fitted before; d = 128's backward faster, its forward not
      */
@@ -355,6 +358,49 @@ static void test_attention_by_head_dim(void)
     EXPECT(h->attn[0].fwd_eff == 0.20 && h->attn[0].bwd_eff == 0.20, "%g %g", h->attn[0].fwd_eff,
            h->attn[0].bwd_eff);
     EXPECT(h->attn[1].bwd_eff > h->attn[0].bwd_eff && h->attn[1].fwd_eff == h->attn[0].fwd_eff);
+}
+
+/* On a GPU with warpgroup-MMA kernels (Hopper) the forward takes their rate at every head
+ * dimension, the backward where it asks no column sums (d = 128 in a stage; d = 64 under
+ * PPSCHED_WGRAD=unfused), and PPSCHED_FLASH_MMA=sync puts every pass back on the mma.sync rates;
+ * a GPU without them (A100) prices mma.sync whatever the switch. */
+static void test_attention_wgmma(void)
+{
+    pp_gpu_t g = gpu_flops_only();
+    for (int k = 0; k < PP_GPU_ATTN_ROWS; k++) {
+        g.attn[k].fwd_wgmma = ts_rand_uniform(0.3, 0.6);
+        g.attn[k].bwd_wgmma = ts_rand_uniform(0.3, 0.6);
+    }
+    const double P = g.bf16_tflops * 1e12;
+    for (int rep = 0; rep < 10; rep++) {
+        pp_model_shape_t s = random_shape();
+        for (int k = 0; k < PP_GPU_ATTN_ROWS; k++) {
+            s.hidden = g.attn[k].head_dim * s.heads;
+            const double N = (double)s.batch * s.seq_len, C = s.hidden, T = s.seq_len;
+            const double gemm_f = 24 * N * C * C / (P * g.gemm_eff);
+            for (int sync = 0; sync < 2; sync++) {
+                if (sync)
+                    setenv("PPSCHED_FLASH_MMA", "sync", 1);
+                else
+                    unsetenv("PPSCHED_FLASH_MMA");
+                const double fe = sync ? g.attn[k].fwd_eff : g.attn[k].fwd_wgmma;
+                /* d = 64's stage asks the column sums: its backward stays mma.sync */
+                const double be = sync || k == 0 ? g.attn[k].bwd_eff : g.attn[k].bwd_wgmma;
+                pp_work_t f = cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_F, PP_PART_BLOCK);
+                pp_work_t i = cost_part(&s, PP_DTYPE_BF16, &g, PP_PASS_I, PP_PART_BLOCK);
+                EXPECT_NEAR(f.ms, 1e3 * (gemm_f + 2 * N * T * C / (P * fe)), 1e-12, 1e-9);
+                EXPECT_NEAR(i.ms, 1e3 * (gemm_f + 7 * N * T * C / (P * be)), 1e-12, 1e-9);
+            }
+            unsetenv("PPSCHED_FLASH_MMA");
+        }
+    }
+    const pp_gpu_t *a = gpu_find("a100"), *h = gpu_find("h100");
+    for (int k = 0; k < PP_GPU_ATTN_ROWS; k++) {
+        EXPECT(a->attn[k].fwd_wgmma == 0 && a->attn[k].bwd_wgmma == 0, "a100 row %d", k);
+        EXPECT(h->attn[k].fwd_wgmma > h->attn[k].fwd_eff &&
+                   h->attn[k].bwd_wgmma > h->attn[k].bwd_eff,
+               "h100 row %d", k);
+    }
 }
 
 /* A random stage's configuration (the fused attention's shapes), bf16, no optimizer. */
@@ -771,6 +817,7 @@ int main(void)
     RUN(test_tokens_past_int);
     RUN(test_recompute);
     RUN(test_attention_by_head_dim);
+    RUN(test_attention_wgmma);
     RUN(test_tables);
     RUN(test_stage_tail);
     RUN(test_model_build);
