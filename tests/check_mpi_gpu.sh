@@ -71,9 +71,14 @@ fi
 
 # A measured run whose predicted memory is over an explicit run.memory_limit is refused before it
 # runs (exit 1, no report), as the simulated one is after its report; under mpirun too.
-for launch in "" "mpi -np 2"; do
+# (under mpirun a GPU a process, nccl between them: shared boundaries cannot cross processes)
+refuse_layouts="[0,0,0,0]"
+[ "$n_gpu" -ge 2 ] && refuse_layouts="$refuse_layouts [0,1]"
+for devs in $refuse_layouts; do
+    launch="" transport=""
+    [ "$devs" = "[0,1]" ] && launch="mpi -np 2" transport="--set pipeline.transport=nccl"
     # shellcheck disable=SC2086
-    $launch "$P" $SMALL --set 'pipeline.devices=[0,0,0,0]' --set run.memory_limit=0.05 $S \
+    $launch "$P" $SMALL --set "pipeline.devices=$devs" $transport --set run.memory_limit=0.05 $S \
         >"$tmp/a" 2>"$tmp/err"
     rc=$?
     if [ "$rc" -eq 1 ] && [ ! -s "$tmp/a" ] && grep -q "would not fit: device 0 needs" "$tmp/err" &&
@@ -81,7 +86,7 @@ for launch in "" "mpi -np 2"; do
         passed=$((passed + 1))
     else
         failed=$((failed + 1))
-        echo "  FAIL ${launch:-one process}: a run over run.memory_limit=0.05 gave exit $rc"
+        echo "  FAIL ${launch:-one process} $devs: a run over run.memory_limit=0.05 gave exit $rc"
         sed 's/^/    /' "$tmp/err" | head -6
     fi
 done
