@@ -234,15 +234,17 @@ __device__ __forceinline__ void fh_softmax(float (&sc)[64], float (&m_run)[2], f
         }
 }
 
-/* P (64 × 128, wgmma's accumulator layout) as eight k16 A fragments of bf16. */
-__device__ __forceinline__ void fh_pack_p(unsigned (&pa)[8][4], const float (&sc)[64])
+/* A 64 × 16J accumulator in wgmma's layout (P or dS) as J k16 A fragments of bf16: chunks 2j
+ * and 2j + 1 of eight columns are, element for element, fragment j. */
+template <int J>
+__device__ __forceinline__ void fh_pack_a(unsigned (&a)[J][4], const float (&x)[8 * J])
 {
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
-        pa[j][0] = fh_pack(sc[8 * j + 0], sc[8 * j + 1]);
-        pa[j][1] = fh_pack(sc[8 * j + 2], sc[8 * j + 3]);
-        pa[j][2] = fh_pack(sc[8 * j + 4], sc[8 * j + 5]);
-        pa[j][3] = fh_pack(sc[8 * j + 6], sc[8 * j + 7]);
+    for (int j = 0; j < J; j++) {
+        a[j][0] = fh_pack(x[8 * j + 0], x[8 * j + 1]);
+        a[j][1] = fh_pack(x[8 * j + 2], x[8 * j + 3]);
+        a[j][2] = fh_pack(x[8 * j + 4], x[8 * j + 5]);
+        a[j][3] = fh_pack(x[8 * j + 6], x[8 * j + 7]);
     }
 }
 
@@ -375,7 +377,7 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
     fh_hold(sc);
     if (signal) fh_bar_arrive(FH_K_EMPTY(0));
     fh_softmax(sc, m_run, l_run, alpha, scale_log2, n_kb == 1, 0, r0, t);
-    fh_pack_p(pa, sc);
+    fh_pack_a(pa, sc);
     for (int it = 1; it < n_kb; it++) {
         const int s = it % FH_STAGES, sp = (it - 1) % FH_STAGES;
         fh_bar_wait(FH_K_FULL(s), (uint32_t)((it / FH_STAGES) & 1));
@@ -391,7 +393,7 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
         fh_hold(sc);
         if (signal) fh_bar_arrive(FH_K_EMPTY(s));
         fh_softmax(sc, m_run, l_run, alpha, scale_log2, it == qb, it * FH_BN, r0, t);
-        fh_pack_p(pn, sc);
+        fh_pack_a(pn, sc);
         fh_hold(acc);
         fh_hold_u(pa);
         fh_wait_all(); /* P·V done */
@@ -554,18 +556,6 @@ __device__ __forceinline__ void fb_mma_ay(float (&acc)[D / 2], const unsigned (&
         fh_mma_rs<D>(acc, a[j], fh_desc(y + j * 16 * 128, FB_STEP * 128, 1024));
 }
 
-/* Four k16 A fragments (bf16) from a 64 × 64 accumulator in wgmma's layout. */
-__device__ __forceinline__ void fb_pack(unsigned (&a)[4][4], const float (&x)[32])
-{
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        a[j][0] = fh_pack(x[8 * j + 0], x[8 * j + 1]);
-        a[j][1] = fh_pack(x[8 * j + 2], x[8 * j + 3]);
-        a[j][2] = fh_pack(x[8 * j + 4], x[8 * j + 5]);
-        a[j][3] = fh_pack(x[8 * j + 6], x[8 * j + 7]);
-    }
-}
-
 /* Rows r and r + 8 of a 64 × D accumulator, scaled by 1 (bf16 pairs), to out (row stride ld),
  * rows at or past T left out. */
 template <int D>
@@ -654,8 +644,8 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
                 dpt[4 * i + e] = fa_bwd_ds(p, dpt[4 * i + e], dq_r, scale);
             }
         unsigned pa[4][4], da[4][4];
-        fb_pack(pa, st);
-        fb_pack(da, dpt);
+        fh_pack_a(pa, st);
+        fh_pack_a(da, dpt);
         fh_hold(dv_acc), fh_hold(dk_acc);
         fh_fence();
         fb_mma_ay<D>(dv_acc, pa, L.s1(s)); /* dV += Pᵀ·dO */
@@ -740,7 +730,7 @@ __global__ void __launch_bounds__(FH_THREADS, 1)
                 dp[4 * i + e] = fa_bwd_ds(p, dp[4 * i + e], drv[hh], scale);
             }
         unsigned da[4][4];
-        fb_pack(da, dp);
+        fh_pack_a(da, dp);
         fh_hold(dq_acc);
         fh_fence();
         fb_mma_ay<D>(dq_acc, da, L.s0(s)); /* dQ += dS·K */
