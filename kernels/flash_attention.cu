@@ -355,8 +355,7 @@ static pp_status_t fa_bwd_t(void *dq, void *dk, void *dv, int ld_d, const void *
     const int dot_threads = 256;
     const size_t dot_blocks = (rows * (D / 8) + dot_threads - 1) / dot_threads;
 
-    if (!cs && flash_hopper_available(q, k, v, ld_qkv) &&
-        flash_hopper_available(dout, dout, dout, ld_o)) {
+    if (!cs && flash_hopper_available()) {
         /* warpgroup MMA (flash_hopper.cu) where no column sums are asked: Dr first */
         flash_bwd_dot_kernel<D><<<(unsigned)dot_blocks, dot_threads, 0, stream>>>(
             dr, (const bf16 *)dout, (const bf16 *)o, ld_o, H, T, rows);
@@ -411,7 +410,7 @@ pp_status_t attention_flash_fwd(void *o, int ld_o, float *lse, const void *q, co
     PP_CHECK(fa_check_ld(what, "ld_qkv", ld_qkv, H, d));
     if (!is_aligned16(o) || !is_aligned16(q) || !is_aligned16(k) || !is_aligned16(v))
         PP_FAIL(PP_ERR_INTERNAL, "%s: q, k, v and o must be 16-byte aligned", what);
-    if (flash_hopper_available(q, k, v, ld_qkv))
+    if (flash_hopper_available())
         return flash_hopper_fwd((bf16 *)o, ld_o, lse, (const bf16 *)q, (const bf16 *)k,
                                 (const bf16 *)v, ld_qkv, B, H, T, d, stream);
     if (d == 64 && flash_wide_enabled())

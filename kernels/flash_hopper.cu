@@ -795,13 +795,10 @@ static pp_status_t fh_map(CUtensorMap *map, const void *ptr, int ld, int B, int 
     return PP_OK;
 }
 
-int flash_hopper_available(const void *q, const void *k, const void *v, int ld_qkv)
+int flash_hopper_available(void)
 {
 #ifdef PP_FLASH_HOPPER
     if (!flash_wgmma_enabled()) return 0;
-    if ((ld_qkv * sizeof(bf16)) % 16 != 0 || !is_aligned16(q) || !is_aligned16(k) ||
-        !is_aligned16(v))
-        return 0;
     int dev = 0, major = 0, minor = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
@@ -811,7 +808,6 @@ int flash_hopper_available(const void *q, const void *k, const void *v, int ld_q
     }
     return major == 9 && minor == 0 && fh_encoder() != NULL;
 #else
-    (void)q, (void)k, (void)v, (void)ld_qkv;
     return 0;
 #endif
 }

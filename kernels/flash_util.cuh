@@ -382,10 +382,11 @@ pp_status_t flash_wide_bwd_dkdv(bf16 *dk, bf16 *dv, int ld_d, const bf16 *q, con
 
 /* flash_hopper.cu: attention on warpgroup MMA and TMA (sm_90a). flash_hopper_available: 1 where
  * it runs (built for sm_90a, the current device of compute capability 9.0, the driver's tensor-map
- * encoder, 16-byte aligned q, k, v and rows, PPSCHED_FLASH_MMA not "sync"); flash_hopper_fwd:
+ * encoder, PPSCHED_FLASH_MMA not "sync"); the launchers' own checks (16-byte aligned operands,
+ * row strides a multiple of 8) are all the tensor maps need. flash_hopper_fwd:
  * attention_flash_fwd's contract, its checks done by the caller; flash_hopper_bwd: dq, dk, dv
  * from dr (Σ dout·o per row, written before on the stream), without column sums. */
-int flash_hopper_available(const void *q, const void *k, const void *v, int ld_qkv);
+int flash_hopper_available(void);
 pp_status_t flash_hopper_fwd(bf16 *o, int ld_o, float *lse, const bf16 *q, const bf16 *k,
                              const bf16 *v, int ld_qkv, int B, int H, int T, int d,
                              cudaStream_t stream);
